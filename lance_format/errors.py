@@ -1,0 +1,106 @@
+"""Typed exceptions of the Lance engine.
+
+Every error derives from :class:`LanceError`. Errors carry the context a user needs to find
+the problem (the table, the version, the file, the column) and render it into the message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LanceError(Exception):
+    """Base class of every error raised by ``lance_format``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str | None = None,
+        version: int | None = None,
+        path: str | None = None,
+        column: str | None = None,
+    ) -> None:
+        self.reason = message
+        self.table = table
+        self.version = version
+        self.path = path
+        self.column = column
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        context: list[str] = []
+        if self.table is not None:
+            context.append(f"table={self.table}")
+        if self.version is not None:
+            context.append(f"version={self.version}")
+        if self.path is not None:
+            context.append(f"file={self.path}")
+        if self.column is not None:
+            context.append(f"column={self.column}")
+        if not context:
+            return self.reason
+        return f"{self.reason} [{', '.join(context)}]"
+
+    def with_context(self, **context: Any) -> "LanceError":
+        """Fill in context fields that are still unknown and re-render the message."""
+        for key in ("table", "version", "path", "column"):
+            if getattr(self, key) is None and context.get(key) is not None:
+                setattr(self, key, context[key])
+        self.args = (self._render(),)
+        return self
+
+
+class DatasetNotFoundError(LanceError):
+    """No Lance table exists at the given URI."""
+
+
+class DatasetAlreadyExistsError(LanceError):
+    """``mode="create"`` was asked for, but a table already exists at the URI."""
+
+
+class VersionNotFoundError(LanceError):
+    """The requested version or tag does not exist."""
+
+
+class TagError(LanceError):
+    """A tag operation failed (already exists, missing, or invalid name)."""
+
+
+class CommitConflictError(LanceError):
+    """A concurrent writer committed an incompatible change first."""
+
+
+class UnsupportedFeatureError(LanceError):
+    """The table or file uses a feature this engine does not implement (flags, file versions, types)."""
+
+
+class CorruptFileError(LanceError):
+    """A file of the table is truncated, malformed or inconsistent with the manifest."""
+
+
+class SchemaMismatchError(LanceError):
+    """Data does not match the table's schema."""
+
+
+class InvalidInputError(LanceError, ValueError):
+    """An argument is invalid (bad mode, bad filter, bad path)."""
+
+
+class PathEscapeError(CorruptFileError):
+    """A path read from a manifest points outside the table root."""
+
+
+__all__ = [
+    "LanceError",
+    "DatasetNotFoundError",
+    "DatasetAlreadyExistsError",
+    "VersionNotFoundError",
+    "TagError",
+    "CommitConflictError",
+    "UnsupportedFeatureError",
+    "CorruptFileError",
+    "SchemaMismatchError",
+    "InvalidInputError",
+    "PathEscapeError",
+]

@@ -1,0 +1,216 @@
+"""The Lance schema: a tree of fields with stable ids, convertible to Arrow and to protobuf.
+
+Field ids are assigned depth-first from 0 when a table is created; a field added later gets
+``max id + 1``. Ids, not names, link the manifest schema to the columns of data files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping
+
+import pyarrow as pa
+
+from lance_format.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_format.proto import file_pb2
+from lance_format.schema.logical_types import arrow_type_of, is_nested_logical_type, logical_type_of
+
+# file.proto Field.encoding values
+ENCODING_NONE = 0
+ENCODING_PLAIN = 1
+ENCODING_VAR_BINARY = 2
+ENCODING_DICTIONARY = 3
+
+
+def _encoding_for(data_type: pa.DataType) -> int:
+    if pa.types.is_dictionary(data_type):
+        return ENCODING_DICTIONARY
+    if pa.types.is_string(data_type) or pa.types.is_binary(data_type) or pa.types.is_large_string(
+        data_type
+    ) or pa.types.is_large_binary(data_type):
+        return ENCODING_VAR_BINARY
+    if pa.types.is_struct(data_type) or pa.types.is_null(data_type):
+        return ENCODING_NONE
+    # fixed-stride values, fixed-size lists, and list offsets are all stored "plain"
+    return ENCODING_PLAIN
+
+
+@dataclass
+class LanceField:
+    """One field of a Lance schema (a node of the field tree)."""
+
+    name: str
+    id: int
+    logical_type: str
+    nullable: bool = True
+    parent_id: int = -1
+    children: list["LanceField"] = field(default_factory=list)
+    metadata: dict[str, bytes] = field(default_factory=dict)
+    encoding: int = ENCODING_NONE
+    # The protobuf this field was read from; carries fields this engine does not model.
+    proto: file_pb2.Field | None = None
+
+    # -- Arrow -------------------------------------------------------------------------------
+    @property
+    def data_type(self) -> pa.DataType:
+        return arrow_type_of(self.logical_type, [c.to_arrow() for c in self.children])
+
+    def to_arrow(self) -> pa.Field:
+        metadata = {k.encode(): v for k, v in self.metadata.items()} or None
+        return pa.field(self.name, self.data_type, self.nullable, metadata=metadata)
+
+    @classmethod
+    def from_arrow(cls, arrow_field: pa.Field, next_id: list[int], parent_id: int = -1) -> "LanceField":
+        data_type = arrow_field.type
+        if pa.types.is_map(data_type) or pa.types.is_union(data_type):
+            raise UnsupportedFeatureError(
+                f"field {arrow_field.name!r} has type {data_type}, which Lance tables cannot store"
+            )
+        field_id = next_id[0]
+        next_id[0] += 1
+        lance_field = cls(
+            name=arrow_field.name,
+            id=field_id,
+            logical_type=logical_type_of(data_type),
+            nullable=arrow_field.nullable,
+            parent_id=parent_id,
+            metadata={k.decode(): v for k, v in (arrow_field.metadata or {}).items()},
+            encoding=_encoding_for(data_type),
+        )
+        if pa.types.is_struct(data_type):
+            child_fields = [data_type.field(i) for i in range(data_type.num_fields)]
+        elif pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+            child_fields = [data_type.value_field]
+        elif pa.types.is_fixed_size_list(data_type) and is_nested_logical_type(lance_field.logical_type):
+            child_fields = [data_type.value_field]
+        else:
+            child_fields = []
+        lance_field.children = [cls.from_arrow(c, next_id, field_id) for c in child_fields]
+        return lance_field
+
+    # -- protobuf ----------------------------------------------------------------------------
+    def to_protos(self) -> Iterator[file_pb2.Field]:
+        """This field and its descendants, depth-first, as ``lance.file.Field`` messages."""
+        pb = file_pb2.Field()
+        if self.proto is not None:
+            pb.CopyFrom(self.proto)
+        pb.type = 0  # official Lance writes PARENT for every field
+        pb.name = self.name
+        pb.id = self.id
+        pb.parent_id = self.parent_id
+        pb.logical_type = self.logical_type
+        pb.nullable = self.nullable
+        pb.encoding = self.encoding
+        pb.metadata.clear()
+        for key, value in self.metadata.items():
+            pb.metadata[key] = value
+        yield pb
+        for child in self.children:
+            yield from child.to_protos()
+
+    # -- traversal ---------------------------------------------------------------------------
+    def walk(self) -> Iterator["LanceField"]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def leaves(self) -> Iterator["LanceField"]:
+        if not self.children:
+            yield self
+        for child in self.children:
+            yield from child.leaves()
+
+
+@dataclass
+class LanceSchema:
+    """An ordered list of top-level fields plus schema metadata."""
+
+    fields: list[LanceField]
+    metadata: dict[str, bytes] = field(default_factory=dict)
+
+    @classmethod
+    def from_arrow(cls, schema: pa.Schema, first_id: int = 0) -> "LanceSchema":
+        next_id = [first_id]
+        names = [f.name for f in schema]
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise SchemaMismatchError(f"duplicate column names: {sorted(duplicates)}")
+        fields = [LanceField.from_arrow(f, next_id) for f in schema]
+        metadata = {k.decode(): v for k, v in (schema.metadata or {}).items()}
+        return cls(fields, metadata)
+
+    @classmethod
+    def from_protos(cls, protos: "list[file_pb2.Field]", metadata: Mapping[str, bytes]) -> "LanceSchema":
+        by_id: dict[int, LanceField] = {}
+        top: list[LanceField] = []
+        for pb in protos:
+            node = LanceField(
+                name=pb.name,
+                id=pb.id,
+                logical_type=pb.logical_type,
+                nullable=pb.nullable,
+                parent_id=pb.parent_id,
+                metadata=dict(pb.metadata),
+                encoding=pb.encoding,
+                proto=pb,
+            )
+            by_id[pb.id] = node
+            if pb.parent_id == -1:
+                top.append(node)
+            else:
+                parent = by_id.get(pb.parent_id)
+                if parent is None:
+                    raise SchemaMismatchError(
+                        f"field {pb.name!r} (id {pb.id}) refers to unknown parent id {pb.parent_id}"
+                    )
+                parent.children.append(node)
+        return cls(top, dict(metadata))
+
+    def to_protos(self) -> list[file_pb2.Field]:
+        return [pb for f in self.fields for pb in f.to_protos()]
+
+    def to_arrow(self) -> pa.Schema:
+        metadata = {k.encode(): v for k, v in self.metadata.items()} or None
+        return pa.schema([f.to_arrow() for f in self.fields], metadata=metadata)
+
+    # -- lookups -----------------------------------------------------------------------------
+    def walk(self) -> Iterator[LanceField]:
+        for f in self.fields:
+            yield from f.walk()
+
+    def field_ids(self) -> list[int]:
+        return [f.id for f in self.walk()]
+
+    def max_field_id(self) -> int:
+        return max(self.field_ids(), default=-1)
+
+    def field(self, name: str) -> LanceField:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise SchemaMismatchError(f"no column named {name!r}; columns are {[f.name for f in self.fields]}")
+
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def project(self, names: list[str]) -> "LanceSchema":
+        return LanceSchema([self.field(n) for n in names], self.metadata)
+
+
+def check_arrow_compatible(table_schema: pa.Schema, data_schema: pa.Schema, *, table: str | None = None) -> None:
+    """Refuse appended data whose columns do not match the table's (names, order-insensitive, types)."""
+    table_fields = {f.name: f for f in table_schema}
+    data_fields = {f.name: f for f in data_schema}
+    missing = [n for n in table_fields if n not in data_fields]
+    extra = [n for n in data_fields if n not in table_fields]
+    problems: list[str] = []
+    if missing:
+        problems.append(f"missing columns {missing}")
+    if extra:
+        problems.append(f"unknown columns {extra}")
+    for name, tf in table_fields.items():
+        df = data_fields.get(name)
+        if df is not None and not df.type.equals(tf.type):
+            problems.append(f"column {name!r} has type {df.type}, table has {tf.type}")
+    if problems:
+        raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems), table=table)

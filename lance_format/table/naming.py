@@ -1,0 +1,72 @@
+"""Where manifests live: the V1 (``{version}.manifest``) and V2 (``{u64::MAX - version:020}.manifest``) schemes.
+
+New tables use V2 like official Lance; an existing table keeps the scheme it has. A table whose
+``_versions/`` mixes both schemes is refused: official Lance would order it inconsistently.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from lance_format.errors import CorruptFileError
+from lance_format.io import ObjectStore
+
+VERSIONS_DIR = "_versions"
+U64_MAX = (1 << 64) - 1
+_V2_NAME = re.compile(r"^(\d{20})\.manifest$")
+_V1_NAME = re.compile(r"^(\d+)\.manifest$")
+
+
+class ManifestNaming(enum.Enum):
+    V1 = "v1"
+    V2 = "v2"
+
+
+def manifest_path(version: int, naming: ManifestNaming) -> str:
+    if naming is ManifestNaming.V2:
+        return f"{VERSIONS_DIR}/{U64_MAX - version:020d}.manifest"
+    return f"{VERSIONS_DIR}/{version}.manifest"
+
+
+def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
+    """(version, scheme) of a file name in ``_versions/``, or None for other files."""
+    match = _V2_NAME.match(name)
+    if match:
+        return U64_MAX - int(match.group(1)), ManifestNaming.V2
+    match = _V1_NAME.match(name)
+    if match:
+        return int(match.group(1)), ManifestNaming.V1
+    return None  # hints, staging files and detached ("d…") versions
+
+
+@dataclass(frozen=True)
+class VersionListing:
+    """The committed versions of a table, as found by listing ``_versions/``."""
+
+    versions: dict[int, str]  # version -> table-relative manifest path
+    naming: ManifestNaming | None
+
+    @property
+    def latest(self) -> int | None:
+        return max(self.versions) if self.versions else None
+
+
+def list_versions(store: ObjectStore) -> VersionListing:
+    versions: dict[int, str] = {}
+    schemes: set[ManifestNaming] = set()
+    for info in store.list_dir(VERSIONS_DIR):
+        parsed = parse_manifest_name(info.base_name)
+        if parsed is None:
+            continue
+        version, naming = parsed
+        schemes.add(naming)
+        versions[version] = f"{VERSIONS_DIR}/{info.base_name}"
+    if len(schemes) > 1:
+        raise CorruptFileError(
+            "the table mixes V1 and V2 manifest names in _versions/; refusing to guess the order",
+            table=store.uri,
+            path=VERSIONS_DIR,
+        )
+    return VersionListing(versions, schemes.pop() if schemes else None)

@@ -1,0 +1,69 @@
+"""Transactions: what a commit did, stored in ``_transactions/`` and inline in its manifest.
+
+A transaction records the version it was built on (``read_version``) and one operation. The
+commit loop uses the transactions of versions committed concurrently to decide whether a
+commit can be rebased or must be refused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Mapping
+
+from google.protobuf.message import DecodeError
+
+from lance_format.errors import CorruptFileError
+from lance_format.io import ObjectStore
+from lance_format.proto import transaction_pb2
+from lance_format.table.manifest import ManifestFile
+
+TRANSACTIONS_DIR = "_transactions"
+COMMIT_MESSAGE_KEY = "__lance_commit_message"
+
+
+def new_transaction(
+    read_version: int,
+    *,
+    properties: Mapping[str, str] | None = None,
+    commit_message: str | None = None,
+) -> transaction_pb2.Transaction:
+    """A transaction with a fresh uuid; the caller sets exactly one operation on it."""
+    txn = transaction_pb2.Transaction(read_version=read_version, uuid=str(uuid.uuid4()))
+    for key, value in (properties or {}).items():
+        txn.transaction_properties[str(key)] = str(value)
+    if commit_message is not None:
+        txn.transaction_properties[COMMIT_MESSAGE_KEY] = commit_message
+    return txn
+
+
+def operation_name(txn: transaction_pb2.Transaction) -> str | None:
+    return txn.WhichOneof("operation")
+
+
+def transaction_file_name(txn: transaction_pb2.Transaction) -> str:
+    return f"{txn.read_version}-{txn.uuid}.txn"
+
+
+def write_transaction_file(store: ObjectStore, txn: transaction_pb2.Transaction) -> str:
+    """Write the raw transaction (no length prefix) and return its file name."""
+    name = transaction_file_name(txn)
+    store.write_bytes(f"{TRANSACTIONS_DIR}/{name}", txn.SerializeToString())
+    return name
+
+
+def load_transaction(store: ObjectStore, manifest_file: ManifestFile) -> transaction_pb2.Transaction | None:
+    """The transaction that produced a version: inline if present, else its ``.txn`` file."""
+    if manifest_file.transaction is not None:
+        return manifest_file.transaction
+    name = manifest_file.manifest.transaction_file
+    if not name:
+        return None
+    path = f"{TRANSACTIONS_DIR}/{name}"
+    if not store.exists(path):
+        return None
+    txn = transaction_pb2.Transaction()
+    try:
+        txn.ParseFromString(store.read_bytes(path))
+    except DecodeError as exc:
+        raise CorruptFileError(f"cannot decode transaction: {exc}", table=store.uri, path=path) from exc
+    return txn
