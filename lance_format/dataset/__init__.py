@@ -1,0 +1,1 @@
+"""Datasets: opening table versions, scanning, taking rows, and writing new versions."""

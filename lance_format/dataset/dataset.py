@@ -1,0 +1,218 @@
+"""``LanceDataset``: one version of a Lance table, with pylance's reading API."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from functools import cached_property
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.dataset.fragment import LanceFragment
+from lance_format.dataset.scanner import LanceScanner
+from lance_format.errors import (
+    DatasetNotFoundError,
+    InvalidInputError,
+    LanceError,
+    VersionNotFoundError,
+)
+from lance_format.io import ObjectStore, object_store_for
+from lance_format.proto import table_pb2
+from lance_format.schema import LanceSchema
+from lance_format.table import feature_flags
+from lance_format.table.manifest import ManifestFile, read_manifest
+from lance_format.table.naming import VersionListing, list_versions
+from lance_format.table.operations import has_stable_row_ids
+from lance_format.table.tags import Tags
+from lance_format.table.transaction import COMMIT_MESSAGE_KEY, load_transaction
+
+
+def _open_listing(store: ObjectStore) -> VersionListing:
+    listing = list_versions(store)
+    if listing.latest is None:
+        raise DatasetNotFoundError("no Lance table here (no manifests in _versions/)", table=store.uri)
+    return listing
+
+
+class LanceDataset:
+    """A Lance table pinned at one version."""
+
+    def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None) -> None:
+        self._store = object_store_for(uri)
+        listing = _open_listing(self._store)
+        if isinstance(version, str) and not version.isdigit():
+            version = Tags(self._store).get_version(version)
+        elif version is not None:
+            version = int(version)
+        if version is None:
+            version = listing.latest
+        if version not in listing.versions:
+            raise VersionNotFoundError(
+                f"version {version} does not exist (latest is {listing.latest})", table=self._store.uri
+            )
+        self._manifest_path = listing.versions[version]
+        self._manifest_file: ManifestFile = read_manifest(self._store, self._manifest_path)
+        manifest = self._manifest_file.manifest
+        if manifest.version != version:
+            raise LanceError(
+                f"manifest says version {manifest.version}, its file name says {version}",
+                table=self._store.uri,
+                path=self._manifest_path,
+            )
+        feature_flags.check_readable(manifest, table=self._store.uri, path=self._manifest_path)
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def uri(self) -> str:
+        return self._store.uri
+
+    @property
+    def version(self) -> int:
+        return self._manifest_file.manifest.version
+
+    @property
+    def latest_version(self) -> int:
+        return _open_listing(self._store).latest  # type: ignore[return-value]
+
+    @property
+    def manifest(self) -> table_pb2.Manifest:
+        return self._manifest_file.manifest
+
+    @property
+    def manifest_file(self) -> ManifestFile:
+        return self._manifest_file
+
+    @cached_property
+    def lance_schema(self) -> LanceSchema:
+        m = self.manifest
+        return LanceSchema.from_protos(list(m.fields), dict(m.schema_metadata))
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        return self.lance_schema.to_arrow()
+
+    @property
+    def data_storage_version(self) -> str:
+        return self.manifest.data_format.version or "2.0"
+
+    @property
+    def has_stable_row_ids(self) -> bool:
+        return has_stable_row_ids(self.manifest)
+
+    @property
+    def config(self) -> dict[str, str]:
+        return dict(self.manifest.config)
+
+    @property
+    def tags(self) -> Tags:
+        return Tags(self._store)
+
+    def __repr__(self) -> str:
+        return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+    # -- versions ----------------------------------------------------------------------------
+    def versions(self) -> list[dict[str, Any]]:
+        """Every committed version: ``{"version", "timestamp", "metadata"}`` like pylance."""
+        listing = _open_listing(self._store)
+        result = []
+        for version in sorted(listing.versions):
+            manifest_file = read_manifest(self._store, listing.versions[version])
+            m = manifest_file.manifest
+            stamp = datetime.fromtimestamp(m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=timezone.utc)
+            txn = load_transaction(self._store, manifest_file)
+            metadata = dict(txn.transaction_properties) if txn is not None else {}
+            result.append({"version": version, "timestamp": stamp.replace(tzinfo=None), "metadata": metadata})
+        return result
+
+    def checkout_version(self, version: int | str) -> "LanceDataset":
+        return LanceDataset(self._store, version)
+
+    def commit_message(self) -> str | None:
+        txn = load_transaction(self._store, self._manifest_file)
+        return txn.transaction_properties.get(COMMIT_MESSAGE_KEY) if txn is not None else None
+
+    # -- fragments ---------------------------------------------------------------------------
+    def get_fragments(self) -> list[LanceFragment]:
+        fragments = self.__dict__.get("_fragments")
+        if fragments is None:
+            fragments = [LanceFragment(self, f) for f in self.manifest.fragments]
+            self.__dict__["_fragments"] = fragments
+        return fragments
+
+    def get_fragment(self, fragment_id: int) -> LanceFragment | None:
+        for fragment in self.get_fragments():
+            if fragment.fragment_id == fragment_id:
+                return fragment
+        return None
+
+    # -- reading -----------------------------------------------------------------------------
+    def scanner(
+        self,
+        columns: list[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        batch_size: int | None = None,
+        fragments: list[LanceFragment] | None = None,
+    ) -> LanceScanner:
+        return LanceScanner(
+            self,
+            columns=columns,
+            filter=filter,
+            limit=limit,
+            offset=offset,
+            with_row_id=with_row_id,
+            with_row_address=with_row_address,
+            batch_size=batch_size,
+            fragments=fragments,
+        )
+
+    def to_table(self, columns=None, filter=None, limit=None, offset=None, with_row_id=False,
+                 with_row_address=False, batch_size=None) -> pa.Table:
+        return self.scanner(columns, filter, limit, offset, with_row_id, with_row_address, batch_size).to_table()
+
+    def to_batches(self, columns=None, filter=None, limit=None, offset=None, with_row_id=False,
+                   with_row_address=False, batch_size=None) -> Iterator[pa.RecordBatch]:
+        return self.scanner(columns, filter, limit, offset, with_row_id, with_row_address, batch_size).to_batches()
+
+    def count_rows(self, filter: str | pc.Expression | None = None, *, fragments=None) -> int:
+        return self.scanner(columns=[] if filter is not None else None, filter=filter, fragments=fragments).count_rows()
+
+    def take(self, indices, columns: list[str] | None = None) -> pa.Table:
+        """Rows at the given logical positions (0 .. count_rows()-1), in the given order."""
+        positions = np.asarray(indices, dtype=np.int64).reshape(-1)
+        scanner = self.scanner(columns=columns)
+        fragments = self.get_fragments()
+        counts = np.array([f.count_rows() for f in fragments], dtype=np.int64)
+        total = int(counts.sum())
+        if len(positions) and (positions.min() < 0 or positions.max() >= total):
+            bad = int(positions[(positions < 0) | (positions >= total)][0])
+            raise InvalidInputError(f"take index {bad} is out of range for {total} rows", table=self.uri)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        owner = np.searchsorted(starts, positions, side="right") - 1
+        pieces: list[pa.RecordBatch] = []
+        order: list[np.ndarray] = []
+        for index in np.unique(owner):
+            fragment = fragments[int(index)]
+            where = np.flatnonzero(owner == index)
+            live = fragment.live_offsets()
+            physical = live[positions[where] - starts[index]]
+            pieces.append(fragment.take_physical(scanner._read_schema, scanner._read_system, physical))
+            order.append(where)
+        schema = scanner.projected_schema
+        if not pieces:
+            return schema.empty_table()
+        table = pa.Table.from_batches([scanner._project(p) for p in pieces], schema=schema)
+        inverse = np.empty(len(positions), dtype=np.int64)
+        inverse[np.concatenate(order)] = np.arange(len(positions))
+        return table.take(pa.array(inverse))
+
+
+def dataset(uri: str | os.PathLike[str], version: int | str | None = None) -> LanceDataset:
+    """Open a Lance table at its latest version, or at ``version`` (a number or a tag name)."""
+    return LanceDataset(uri, version)

@@ -1,0 +1,280 @@
+"""Fragments: the horizontal pieces of a table version, and how their rows are read.
+
+A fragment has one or more data files (each holding some of the schema's fields for the same
+rows), an optional deletion file, and, with stable row ids, row-id and row-version sequences.
+Rows are read in physical row ranges, so memory stays bounded by the batch size; deleted rows
+are dropped and system columns are attached before a batch leaves this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.errors import CorruptFileError, PathEscapeError, UnsupportedFeatureError
+from lance_format.file.reader import ColumnPlan, LanceFileReader
+from lance_format.io import ObjectStore, check_relative_path
+from lance_format.proto import table_pb2
+from lance_format.schema import LanceField, LanceSchema
+from lance_format.table.deletion import read_deletion_file
+from lance_format.table.rowids import read_created_at, read_last_updated_at, read_row_ids
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+ROW_ID = "_rowid"
+ROW_ADDRESS = "_rowaddr"
+ROW_CREATED_AT = "_row_created_at_version"
+ROW_LAST_UPDATED_AT = "_row_last_updated_at_version"
+SYSTEM_COLUMNS = (ROW_ID, ROW_ADDRESS, ROW_CREATED_AT, ROW_LAST_UPDATED_AT)
+DATA_DIR = "data"
+
+# Footer-independent (major, minor) versions recorded in DataFile for each supported format.
+_SUPPORTED_FILE_VERSIONS = {(2, 0)}
+
+
+def data_file_path(path: str, *, table: str) -> str:
+    """Table-relative path of a data file named in a manifest, refusing paths that leave data/."""
+    relative = check_relative_path(f"{DATA_DIR}/{path}", table=table)
+    if not relative.startswith(f"{DATA_DIR}/"):
+        raise PathEscapeError("data file path escapes the data directory", table=table, path=path)
+    return relative
+
+
+@dataclass(frozen=True)
+class _FilePlan:
+    reader_path: str
+    size: int | None
+    plans: list[ColumnPlan]
+    names: list[str]
+
+
+class LanceFragment:
+    """One fragment of a table version (mirrors pylance's ``LanceFragment``)."""
+
+    def __init__(self, dataset: "LanceDataset", metadata: table_pb2.DataFragment) -> None:
+        self._dataset = dataset
+        self.metadata = metadata
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def fragment_id(self) -> int:
+        return self.metadata.id
+
+    @property
+    def physical_rows(self) -> int:
+        return self.metadata.physical_rows
+
+    @property
+    def num_deletions(self) -> int:
+        return self.metadata.deletion_file.num_deleted_rows if self.metadata.HasField("deletion_file") else 0
+
+    def data_files(self) -> list[table_pb2.DataFile]:
+        return list(self.metadata.files)
+
+    def __repr__(self) -> str:
+        return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
+
+    @property
+    def _store(self) -> ObjectStore:
+        return self._dataset._store
+
+    def _error_context(self) -> dict:
+        return {"table": self._store.uri, "version": self._dataset.version}
+
+    # -- deletions and lineage ---------------------------------------------------------------
+    @cached_property
+    def deleted_offsets(self) -> np.ndarray:
+        if not self.metadata.HasField("deletion_file"):
+            return np.empty(0, dtype=np.uint32)
+        offsets = read_deletion_file(self._store, self.fragment_id, self.metadata.deletion_file)
+        if len(offsets) and int(offsets.max()) >= self.physical_rows:
+            raise CorruptFileError(
+                f"deletion file of fragment {self.fragment_id} deletes offset {int(offsets.max())}, "
+                f"beyond its {self.physical_rows} rows",
+                **self._error_context(),
+            )
+        return offsets
+
+    @cached_property
+    def _keep_mask(self) -> np.ndarray | None:
+        deleted = self.deleted_offsets
+        if len(deleted) == 0:
+            return None
+        mask = np.ones(self.physical_rows, dtype=bool)
+        mask[deleted] = False
+        return mask
+
+    def count_rows(self, filter=None) -> int:
+        if filter is not None:
+            return self._dataset.count_rows(filter, fragments=[self])
+        return self.physical_rows - len(self.deleted_offsets)
+
+    @cached_property
+    def _row_ids(self) -> np.ndarray | None:
+        ids = read_row_ids(self._store, self.metadata)
+        if ids is not None and len(ids) != self.physical_rows:
+            raise CorruptFileError(
+                f"fragment {self.fragment_id} has {len(ids)} row ids for {self.physical_rows} rows",
+                **self._error_context(),
+            )
+        return ids
+
+    @cached_property
+    def _created_at(self) -> np.ndarray | None:
+        return read_created_at(self._store, self.metadata, self.physical_rows)
+
+    @cached_property
+    def _last_updated_at(self) -> np.ndarray | None:
+        return read_last_updated_at(self._store, self.metadata, self.physical_rows)
+
+    def system_column(self, name: str, offsets: np.ndarray) -> pa.Array:
+        """A system column for the given physical offsets (already filtered for deletions)."""
+        offsets = offsets.astype(np.uint64, copy=False)
+        if name == ROW_ADDRESS:
+            return pa.array((np.uint64(self.fragment_id) << np.uint64(32)) | offsets, pa.uint64())
+        if name == ROW_ID:
+            ids = self._row_ids
+            if ids is None:
+                return self.system_column(ROW_ADDRESS, offsets)
+            return pa.array(ids[offsets.astype(np.int64)], pa.uint64())
+        sequence = self._created_at if name == ROW_CREATED_AT else self._last_updated_at
+        if sequence is None:
+            # Official Lance reports version 1 when a fragment carries no version metadata.
+            return pa.array(np.ones(len(offsets), dtype=np.uint64), pa.uint64())
+        return pa.array(sequence[offsets.astype(np.int64)], pa.uint64())
+
+    # -- data --------------------------------------------------------------------------------
+    def _file_plans(self, fields: list[LanceField]) -> list[_FilePlan]:
+        table = self._store.uri
+        remaining = {f.id: f for f in fields}
+        result: list[_FilePlan] = []
+        for data_file in self.metadata.files:
+            version = (data_file.file_major_version, data_file.file_minor_version)
+            positions = {fid: col for fid, col in zip(data_file.fields, data_file.column_indices)}
+            if len(data_file.column_indices) != len(data_file.fields):
+                raise CorruptFileError(
+                    "data file lists a different number of fields and column indices",
+                    path=data_file.path,
+                    **self._error_context(),
+                )
+            owned = [f for f in fields if f.id in positions and f.id in remaining]
+            if not owned:
+                continue
+            if version not in _SUPPORTED_FILE_VERSIONS:
+                raise UnsupportedFeatureError(
+                    f"data file version {version[0]}.{version[1]} is not supported yet (supported: 2.0)",
+                    path=data_file.path,
+                    **self._error_context(),
+                )
+            plans = [self._column_plan(f, positions, data_file.path) for f in owned]
+            for f in owned:
+                del remaining[f.id]
+            result.append(
+                _FilePlan(
+                    data_file_path(data_file.path, table=table),
+                    data_file.file_size_bytes or None,
+                    plans,
+                    [f.name for f in owned],
+                )
+            )
+        if remaining:
+            # Fields with no data file (e.g. added without backfill) read as nulls.
+            result.append(_FilePlan("", None, [], [f.name for f in remaining.values()]))
+        return result
+
+    def _column_plan(self, field: LanceField, positions: dict[int, int], path: str) -> ColumnPlan:
+        if field.id not in positions:
+            raise CorruptFileError(
+                f"data file has no column for field {field.name!r} (id {field.id})",
+                path=path,
+                column=field.name,
+                **self._error_context(),
+            )
+        return ColumnPlan(
+            field.to_arrow(),
+            positions[field.id],
+            [self._column_plan(child, positions, path) for child in field.children],
+        )
+
+    def _reader(self, plan: _FilePlan) -> LanceFileReader:
+        readers = self.__dict__.setdefault("_readers", {})
+        reader = readers.get(plan.reader_path)
+        if reader is None:
+            reader = LanceFileReader(self._store, plan.reader_path, size=plan.size)
+            if reader.num_rows != self.physical_rows:
+                raise CorruptFileError(
+                    f"data file has {reader.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}",
+                    path=plan.reader_path,
+                    **self._error_context(),
+                )
+            readers[plan.reader_path] = reader
+        return reader
+
+    def _read_columns(self, schema: LanceSchema, columns: dict[str, pa.Array], getter) -> None:
+        for plan in self._file_plans(schema.fields):
+            if not plan.plans:
+                for name in plan.names:
+                    columns[name] = None  # filled with nulls by the caller
+                continue
+            arrays = getter(self._reader(plan), plan.plans)
+            for name, array in zip(plan.names, arrays):
+                columns[name] = array
+
+    def read_batches(
+        self,
+        schema: LanceSchema,
+        system_columns: list[str],
+        batch_size: int,
+    ) -> Iterator[pa.RecordBatch]:
+        """Batches of the live rows, with ``schema``'s columns followed by ``system_columns``."""
+        arrow_schema = schema.to_arrow()
+        out_schema = _with_system_columns(arrow_schema, system_columns)
+        keep = self._keep_mask
+        for start in range(0, self.physical_rows, batch_size):
+            stop = min(start + batch_size, self.physical_rows)
+            offsets = np.arange(start, stop, dtype=np.uint64)
+            selection = None
+            if keep is not None:
+                selection = keep[start:stop]
+                if not selection.any():
+                    continue
+                offsets = offsets[selection]
+            columns: dict[str, pa.Array] = {}
+            self._read_columns(schema, columns, lambda r, p: r.read_range(p, start, stop))
+            arrays = []
+            mask = pa.array(selection) if selection is not None and not selection.all() else None
+            for field in arrow_schema:
+                array = columns[field.name]
+                if array is None:
+                    array = pa.nulls(stop - start, field.type)
+                arrays.append(array.filter(mask) if mask is not None else array)
+            arrays.extend(self.system_column(name, offsets) for name in system_columns)
+            yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+    def take_physical(self, schema: LanceSchema, system_columns: list[str], offsets: np.ndarray) -> pa.RecordBatch:
+        """Rows at the given physical offsets, in the given order."""
+        arrow_schema = schema.to_arrow()
+        columns: dict[str, pa.Array] = {}
+        self._read_columns(schema, columns, lambda r, p: r.take(p, offsets))
+        arrays = [
+            columns[f.name] if columns[f.name] is not None else pa.nulls(len(offsets), f.type) for f in arrow_schema
+        ]
+        arrays.extend(self.system_column(name, offsets) for name in system_columns)
+        return pa.RecordBatch.from_arrays(arrays, schema=_with_system_columns(arrow_schema, system_columns))
+
+    def live_offsets(self) -> np.ndarray:
+        keep = self._keep_mask
+        if keep is None:
+            return np.arange(self.physical_rows, dtype=np.uint64)
+        return np.flatnonzero(keep).astype(np.uint64)
+
+
+def _with_system_columns(schema: pa.Schema, system_columns: list[str]) -> pa.Schema:
+    for name in system_columns:
+        schema = schema.append(pa.field(name, pa.uint64(), nullable=True))
+    return schema

@@ -1,0 +1,131 @@
+"""Scans: projection, filters, system columns, limit and offset over a version's fragments.
+
+Batches stream fragment by fragment; nothing holds more than one batch of a fragment at a time
+(plus the rows a filter keeps from it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.sql_filter import referenced_columns, to_expression
+from lance_format.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+DEFAULT_BATCH_SIZE = 65536
+
+
+def _filter_schema(arrow_schema: pa.Schema) -> pa.Schema:
+    for name in SYSTEM_COLUMNS:
+        arrow_schema = arrow_schema.append(pa.field(name, pa.uint64()))
+    return arrow_schema
+
+
+class LanceScanner:
+    """A planned scan of one table version (mirrors pylance's ``LanceScanner``)."""
+
+    def __init__(
+        self,
+        dataset: "LanceDataset",
+        *,
+        columns: list[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        batch_size: int | None = None,
+        fragments: list[LanceFragment] | None = None,
+    ) -> None:
+        self._dataset = dataset
+        table_schema = dataset.lance_schema
+        if isinstance(columns, dict):
+            raise InvalidInputError("column expressions are not supported; pass a list of column names")
+        requested = list(columns) if columns is not None else table_schema.names()
+        for name in requested:
+            if name not in SYSTEM_COLUMNS and name not in table_schema.names():
+                raise InvalidInputError(
+                    f"unknown column {name!r}; columns are {table_schema.names()}", table=dataset.uri
+                )
+        if with_row_id and "_rowid" not in requested:
+            requested.append("_rowid")
+        if with_row_address and "_rowaddr" not in requested:
+            requested.append("_rowaddr")
+        self._output = requested
+        if limit is not None and limit < 0 or offset is not None and offset < 0:
+            raise InvalidInputError("limit and offset must be non-negative")
+        self._limit = limit
+        self._offset = offset or 0
+        self._batch_size = batch_size or DEFAULT_BATCH_SIZE
+        self._fragments = fragments if fragments is not None else dataset.get_fragments()
+
+        self._filter = to_expression(filter, _filter_schema(table_schema.to_arrow())) if filter is not None else None
+        needed = list(requested)
+        if self._filter is not None:
+            for name in referenced_columns(self._filter, _filter_schema(table_schema.to_arrow())):
+                if name not in needed:
+                    needed.append(name)
+        data_names = [n for n in needed if n not in SYSTEM_COLUMNS]
+        self._read_schema = table_schema.project(data_names)
+        self._read_system = [n for n in needed if n in SYSTEM_COLUMNS]
+
+    @property
+    def projected_schema(self) -> pa.Schema:
+        full = _filter_schema(self._dataset.schema)
+        return pa.schema([full.field(n) for n in self._output], metadata=self._dataset.schema.metadata)
+
+    def _project(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        schema = self.projected_schema
+        return pa.RecordBatch.from_arrays([batch.column(n) for n in self._output], schema=schema)
+
+    def _filtered_batches(self) -> Iterator[pa.RecordBatch]:
+        for fragment in self._fragments:
+            for batch in fragment.read_batches(self._read_schema, self._read_system, self._batch_size):
+                if self._filter is not None:
+                    batch = pa.Table.from_batches([batch]).filter(self._filter).combine_chunks()
+                    batches = batch.to_batches()
+                    if not batches:
+                        continue
+                    batch = batches[0]
+                if batch.num_rows:
+                    yield batch
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        for batch in self._limited_batches():
+            yield self._project(batch)
+
+    def _limited_batches(self) -> Iterator[pa.RecordBatch]:
+        skip = self._offset
+        remaining = self._limit
+        if remaining == 0:
+            return
+        for batch in self._filtered_batches():
+            if skip:
+                if batch.num_rows <= skip:
+                    skip -= batch.num_rows
+                    continue
+                batch = batch.slice(skip)
+                skip = 0
+            if remaining is not None:
+                if batch.num_rows >= remaining:
+                    yield batch.slice(0, remaining)
+                    return
+                remaining -= batch.num_rows
+            yield batch
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
+
+    def to_table(self) -> pa.Table:
+        return pa.Table.from_batches(list(self.to_batches()), schema=self.projected_schema)
+
+    def count_rows(self) -> int:
+        if self._filter is None and self._limit is None and not self._offset:
+            return sum(f.count_rows() for f in self._fragments)
+        return sum(b.num_rows for b in self._limited_batches())

@@ -1,0 +1,101 @@
+"""Tags: named versions stored as ``_refs/tags/<name>.json``, in official Lance's JSON shape.
+
+``{"branch": null, "version": 2, "createdAt": "...Z", "updatedAt": "...Z", "manifestSize": 645, "metadata": {}}``
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+from lance_format.errors import CorruptFileError, TagError, VersionNotFoundError
+from lance_format.io import ObjectStore
+from lance_format.table.naming import list_versions
+
+TAGS_DIR = "_refs/tags"
+_VALID_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not _VALID_TAG.match(name) or name.endswith(".lock") or ".." in name:
+        raise TagError(f"invalid tag name {name!r}: use letters, digits, '_', '-' and '.'")
+
+
+class Tags:
+    """The tags of one table; mirrors pylance's ``LanceDataset.tags``."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+
+    def _path(self, name: str) -> str:
+        _check_name(name)
+        return f"{TAGS_DIR}/{name}.json"
+
+    def _read(self, name: str) -> dict[str, Any]:
+        path = self._path(name)
+        if not self._store.exists(path):
+            raise TagError(f"tag {name!r} does not exist", table=self._store.uri)
+        try:
+            content = json.loads(self._store.read_bytes(path))
+            int(content["version"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptFileError(f"malformed tag file: {exc}", table=self._store.uri, path=path) from exc
+        return content
+
+    def list(self) -> dict[str, dict[str, Any]]:
+        """``{name: {"version": ..., "manifest_size": ...}}`` like pylance."""
+        result: dict[str, dict[str, Any]] = {}
+        for info in self._store.list_dir(TAGS_DIR):
+            if not info.base_name.endswith(".json"):
+                continue
+            name = info.base_name[: -len(".json")]
+            content = self._read(name)
+            result[name] = {
+                "version": int(content["version"]),
+                "manifest_size": content.get("manifestSize"),
+                "branch": content.get("branch"),
+            }
+        return result
+
+    def get_version(self, name: str) -> int:
+        return int(self._read(name)["version"])
+
+    def _manifest_size(self, version: int) -> int:
+        listing = list_versions(self._store)
+        if version not in listing.versions:
+            raise VersionNotFoundError(f"cannot tag version {version}: it does not exist", table=self._store.uri)
+        return self._store.size(listing.versions[version])
+
+    def create(self, name: str, version: int) -> None:
+        path = self._path(name)
+        size = self._manifest_size(int(version))
+        now = _now()
+        body = {
+            "branch": None,
+            "version": int(version),
+            "createdAt": now,
+            "updatedAt": now,
+            "manifestSize": size,
+            "metadata": {},
+        }
+        if not self._store.put_if_not_exists(path, json.dumps(body, indent=2).encode()):
+            raise TagError(f"tag {name!r} already exists", table=self._store.uri)
+
+    def update(self, name: str, version: int) -> None:
+        content = self._read(name)
+        content["version"] = int(version)
+        content["manifestSize"] = self._manifest_size(int(version))
+        content["updatedAt"] = _now()
+        self._store.replace_bytes(self._path(name), json.dumps(content, indent=2).encode())
+
+    def delete(self, name: str) -> None:
+        path = self._path(name)
+        if not self._store.exists(path):
+            raise TagError(f"tag {name!r} does not exist", table=self._store.uri)
+        self._store.delete(path)

@@ -1,0 +1,42 @@
+"""Helpers to compare what this engine and official Lance see in the same table."""
+
+from __future__ import annotations
+
+import lance
+import pyarrow as pa
+
+import lance_format
+
+SYSTEM = ["_rowid", "_rowaddr", "_row_created_at_version", "_row_last_updated_at_version"]
+
+
+def assert_tables_equal(ours: pa.Table, theirs: pa.Table, context: str = "") -> None:
+    assert ours.schema.names == theirs.schema.names, f"{context}: columns {ours.schema.names} != {theirs.schema.names}"
+    for name in ours.schema.names:
+        a, b = ours.column(name), theirs.column(name)
+        assert a.type == b.type, f"{context}: column {name} type {a.type} != {b.type}"
+        assert a.combine_chunks().equals(b.combine_chunks()), (
+            f"{context}: column {name} differs:\nours={a.to_pylist()[:10]}\ntheirs={b.to_pylist()[:10]}"
+        )
+    assert ours.num_rows == theirs.num_rows
+
+
+def assert_same_version(uri: str, version: int, *, columns: list[str] | None = None) -> None:
+    """Rows, schema and system columns of one version agree between the engines."""
+    theirs_ds = lance.dataset(uri, version=version)
+    ours_ds = lance_format.dataset(uri, version=version)
+    assert ours_ds.schema == theirs_ds.schema, f"v{version}: schema\n{ours_ds.schema}\n!=\n{theirs_ds.schema}"
+    assert ours_ds.count_rows() == theirs_ds.count_rows()
+    cols = columns if columns is not None else ours_ds.schema.names
+    theirs = theirs_ds.to_table(columns=cols + SYSTEM)
+    ours = ours_ds.to_table(columns=cols + SYSTEM)
+    assert_tables_equal(ours, theirs, f"version {version}")
+
+
+def assert_same_history(uri: str) -> None:
+    theirs = lance.dataset(uri)
+    ours = lance_format.dataset(uri)
+    assert ours.version == theirs.version
+    assert [v["version"] for v in ours.versions()] == [v["version"] for v in theirs.versions()]
+    for v in theirs.versions():
+        assert_same_version(uri, v["version"])
