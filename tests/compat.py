@@ -37,6 +37,6 @@ def assert_same_history(uri: str) -> None:
     theirs = lance.dataset(uri)
     ours = lance_format.dataset(uri)
     assert ours.version == theirs.version
-    assert [v["version"] for v in ours.versions()] == [v["version"] for v in theirs.versions()]
+    assert ours.versions() == theirs.versions()
     for v in theirs.versions():
         assert_same_version(uri, v["version"])

@@ -78,9 +78,9 @@ def test_overwrite_and_stable_row_ids_lineage(tmp_path):
     theirs = lance.dataset(uri)
     assert theirs.version == 3
     rows = theirs.to_table(columns=["id"] + SYSTEM)
-    # overwrite keeps counting row ids, restarts fragment ids and stamps the new version
+    # overwrite keeps counting row ids and fragment ids, and stamps the new version
     assert rows.column("_rowid").to_pylist() == [20, 21, 22, 23]
-    assert rows.column("_rowaddr").to_pylist() == [0, 1, 2, 3]
+    assert rows.column("_rowaddr").to_pylist() == [(2 << 32) + i for i in range(4)]
     assert set(rows.column("_row_created_at_version").to_pylist()) == {3}
     assert_same_history(uri)
 
@@ -107,8 +107,9 @@ def test_transaction_files_and_properties(tmp_path):
     txns = os.listdir(os.path.join(uri, "_transactions"))
     assert len(txns) == 1 and txns[0].startswith("0-")
     theirs = lance.dataset(uri)
-    props = theirs.versions()[0]["metadata"]
+    props = theirs.read_transaction(1).transaction_properties
     assert props["run"] == "42" and props["__lance_commit_message"] == "hello"
-    assert lance_format.dataset(uri).versions()[0]["metadata"] == props
+    assert lance_format.dataset(uri).commit_message() == "hello"
+    assert lance_format.dataset(uri).versions() == theirs.versions()
     hint = open(os.path.join(uri, "_versions", "latest_version_hint.json")).read()
     assert hint == '{"version":1}'

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Iterator
 
@@ -115,16 +115,17 @@ class LanceDataset:
 
     # -- versions ----------------------------------------------------------------------------
     def versions(self) -> list[dict[str, Any]]:
-        """Every committed version: ``{"version", "timestamp", "metadata"}`` like pylance."""
+        """Every committed version: ``{"version", "timestamp", "metadata"}`` exactly like pylance.
+
+        ``timestamp`` is a naive local datetime; ``metadata`` holds the version's summary
+        statistics (pylance's keys, string values).
+        """
         listing = _open_listing(self._store)
         result = []
         for version in sorted(listing.versions):
-            manifest_file = read_manifest(self._store, listing.versions[version])
-            m = manifest_file.manifest
-            stamp = datetime.fromtimestamp(m.timestamp.seconds + m.timestamp.nanos / 1e9, tz=timezone.utc)
-            txn = load_transaction(self._store, manifest_file)
-            metadata = dict(txn.transaction_properties) if txn is not None else {}
-            result.append({"version": version, "timestamp": stamp.replace(tzinfo=None), "metadata": metadata})
+            m = read_manifest(self._store, listing.versions[version]).manifest
+            stamp = datetime.fromtimestamp(m.timestamp.seconds) + timedelta(microseconds=m.timestamp.nanos // 1000)
+            result.append({"version": version, "timestamp": stamp, "metadata": _summary(m)})
         return result
 
     def checkout_version(self, version: int | str) -> "LanceDataset":
@@ -211,6 +212,22 @@ class LanceDataset:
         inverse = np.empty(len(positions), dtype=np.int64)
         inverse[np.concatenate(order)] = np.arange(len(positions))
         return table.take(pa.array(inverse))
+
+
+def _summary(manifest: table_pb2.Manifest) -> dict[str, str]:
+    fragments = manifest.fragments
+    physical = sum(f.physical_rows for f in fragments)
+    deleted = sum(f.deletion_file.num_deleted_rows for f in fragments if f.HasField("deletion_file"))
+    stats = {
+        "total_data_file_rows": physical,
+        "total_data_files": sum(len(f.files) for f in fragments),
+        "total_deletion_file_rows": deleted,
+        "total_deletion_files": sum(1 for f in fragments if f.HasField("deletion_file")),
+        "total_files_size": sum(d.file_size_bytes for f in fragments for d in f.files),
+        "total_fragments": len(fragments),
+        "total_rows": physical - deleted,
+    }
+    return {key: str(value) for key, value in stats.items()}
 
 
 def dataset(uri: str | os.PathLike[str], version: int | str | None = None) -> LanceDataset:

@@ -95,7 +95,6 @@ def build_manifest(
         manifest.schema_metadata.update(body.schema_metadata)
         del manifest.fragments[:]
         new_fragments = list(body.fragments)
-        first_id = 0
         manifest.config.update(body.config_upsert_values)
         storage = options.data_storage_version or (
             previous.data_format.version if previous is not None else "2.0"
@@ -104,10 +103,11 @@ def build_manifest(
         manifest.data_format.version = storage
     elif op == "append":
         new_fragments = list(txn.append.fragments)
-        first_id = manifest.max_fragment_id + 1 if manifest.HasField("max_fragment_id") else 0
     else:
         raise UnsupportedFeatureError(f"operation {op!r} is not supported by this engine yet")
 
+    # pylance 14 keeps counting fragment ids across overwrites (the high-water mark survives).
+    first_id = manifest.max_fragment_id + 1 if manifest.HasField("max_fragment_id") else 0
     fragments = [table_pb2.DataFragment() for _ in new_fragments]
     for copy, original in zip(fragments, new_fragments):
         copy.CopyFrom(original)
