@@ -40,11 +40,11 @@ def test_pylance_mutation_history(tmp_path, stable):
         "f": pa.array(np.linspace(0, 1, n)),
     })
     ds = lance.write_dataset(base, uri, data_storage_version="2.0", enable_stable_row_ids=stable,
-                             max_rows_per_file=5000)
+                             max_rows_per_file=10000)
     ds = lance.write_dataset(base.slice(0, 100).set_column(0, "id", pa.array(np.arange(n, n + 100))), uri,
                              mode="append")
     ds.delete("id % 1000 = 3")            # small deletions -> .arrow files
-    ds.delete("id >= 5000 AND id < 5000 + 6000 AND id % 7 != 0")  # large -> .bin bitmaps
+    ds.delete("id >= 1000 AND id < 9000 AND id % 7 != 0")  # > 5000 in one fragment -> .bin bitmap
     ds.update({"s": "'changed'"}, where="id < 20")
     upsert = pa.table({"id": pa.array([1, 2, n + 500], pa.int64()), "s": ["m1", "m2", "new"], "f": [0.5, 0.5, 0.5]})
     ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(upsert)

@@ -94,6 +94,6 @@ def type_matrix(n: int = 50, *, nulls: bool = True, seed: int = 7) -> pa.Table:
             [[None if j % 2 else j for j in range(i % 4)] if i % 5 else None for i in range(n)], pa.list_(pa.int32())
         )
         columns["list_empty_and_null"] = pa.array(
-            [[] if i % 3 == 0 else (None if i % 3 == 1 else [i]) for i in range(n)], pa.list_(pa.string())
+            [[] if i % 3 == 0 else (None if i % 3 == 1 else [str(i)]) for i in range(n)], pa.list_(pa.string())
         )
     return pa.table(columns)

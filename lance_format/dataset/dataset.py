@@ -124,7 +124,9 @@ class LanceDataset:
         result = []
         for version in sorted(listing.versions):
             m = read_manifest(self._store, listing.versions[version]).manifest
-            stamp = datetime.fromtimestamp(m.timestamp.seconds) + timedelta(microseconds=m.timestamp.nanos // 1000)
+            nanos = m.timestamp.seconds * 1_000_000_000 + m.timestamp.nanos
+            # Same float arithmetic as pylance, so both report the identical microsecond.
+            stamp = datetime.fromtimestamp(nanos // 1e9) + timedelta(microseconds=(nanos % 1e9) // 1e3)
             result.append({"version": version, "timestamp": stamp, "metadata": _summary(m)})
         return result
 
