@@ -1,0 +1,394 @@
+"""Reader of Lance v2 data files, file version 2.0.
+
+The caller says which fields to produce with :class:`ColumnPlan` trees (2.0 has one column per
+field, parents included). Rows of a column are located by the cumulative page lengths (2.0
+page priorities are always 0). List columns map rows to items through their offsets pages:
+the items of offsets page *p* start at the sum of ``num_items`` of the pages before it.
+
+Only pages that overlap the requested rows are read and decoded; each column keeps its last
+decoded pages so that sequential batch reads do not decode a page once per batch.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.encodings.buffers import DecodeContext, bools_to_bitmap
+from lance_format.encodings.v2_0_decode import ListOffsetsPage, decode_leaf, decode_list_offsets
+from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedFeatureError
+from lance_format.file.container import FileMetadata, encoding_bytes, read_file_metadata, unpack_any
+from lance_format.io.object_store import ObjectStore
+from lance_format.proto import encodings_v2_0_pb2, file_pb2
+from lance_format.schema import LanceField, LanceSchema
+
+_PAGE_CACHE_SIZE = 2
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass
+class ColumnPlan:
+    """Which file column holds one (possibly nested) field, and the Arrow field to produce."""
+
+    field: pa.Field
+    column: int
+    children: list["ColumnPlan"] = field(default_factory=list)
+
+
+def plans_for_schema(schema: LanceSchema) -> list[ColumnPlan]:
+    """Plans for every top-level field of a file written with ``schema`` (2.0: depth-first columns)."""
+    counter = [0]
+
+    def plan(lance_field: LanceField) -> ColumnPlan:
+        column = counter[0]
+        counter[0] += 1
+        children = [plan(c) for c in lance_field.children]
+        return ColumnPlan(lance_field.to_arrow(), column, children)
+
+    return [plan(f) for f in schema.fields]
+
+
+def _is_list(data_type: pa.DataType) -> bool:
+    return pa.types.is_list(data_type) or pa.types.is_large_list(data_type)
+
+
+class _Column:
+    """Page index and decoded-page cache of one file column."""
+
+    def __init__(self, reader: "LanceFileReader", index: int) -> None:
+        self.reader = reader
+        self.index = index
+        self.pages = reader.metadata.columns[index].pages
+        lengths = np.fromiter((p.length for p in self.pages), np.int64, len(self.pages))
+        self.starts = np.zeros(len(self.pages) + 1, np.int64)
+        np.cumsum(lengths, out=self.starts[1:])
+        self.total = int(self.starts[-1])
+        self._encodings: dict[int, encodings_v2_0_pb2.ArrayEncoding] = {}
+        self._cache: OrderedDict[tuple, object] = OrderedDict()
+        self._item_bases: np.ndarray | None = None
+        self.ctx = DecodeContext(reader.path, str(index))
+
+    def named(self, name: str) -> "_Column":
+        self.ctx = DecodeContext(self.reader.path, name)
+        return self
+
+    def encoding(self, page: int) -> encodings_v2_0_pb2.ArrayEncoding:
+        enc = self._encodings.get(page)
+        if enc is None:
+            raw = encoding_bytes(self.pages[page].encoding, self.reader._file, path=self.reader.path, column=self.ctx.column)
+            enc = unpack_any(raw, encodings_v2_0_pb2.ArrayEncoding, path=self.reader.path, column=self.ctx.column)
+            self._encodings[page] = enc
+        return enc
+
+    def check_rows(self, stop: int) -> None:
+        if stop > self.total:
+            raise self.ctx.corrupt(f"column has {self.total} values but {stop} are needed")
+
+    def page_range(self, start: int, stop: int) -> range:
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        last = int(np.searchsorted(self.starts, stop, side="left"))
+        return range(max(first, 0), min(last, len(self.pages)))
+
+    def buffers(self, page: int) -> list[pa.Buffer]:
+        meta = self.pages[page]
+        if len(meta.buffer_offsets) != len(meta.buffer_sizes):
+            raise self.ctx.corrupt("page has mismatched buffer offsets and sizes")
+        if not meta.buffer_offsets:
+            return []
+        limit = self.reader.metadata.footer.column_meta_start
+        ends = [o + s for o, s in zip(meta.buffer_offsets, meta.buffer_sizes)]
+        lo, hi = min(meta.buffer_offsets), max(ends)
+        if hi > limit:
+            raise self.ctx.corrupt(f"page buffer [{lo}, {hi}) lies outside the data region (ends at {limit})")
+        # Buffers of one page are adjacent: fetch them with one read.
+        blob = self.reader._read(lo, hi - lo, self.ctx)
+        return [blob.slice(o - lo, s) for o, s in zip(meta.buffer_offsets, meta.buffer_sizes)]
+
+    def _cached(self, key: tuple, make):
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        value = make()
+        self._cache[key] = value
+        if len(self._cache) > _PAGE_CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return value
+
+    def leaf_page(self, page: int, data_type: pa.DataType) -> pa.Array:
+        def make() -> pa.Array:
+            length = self.pages[page].length
+            try:
+                array = decode_leaf(self.encoding(page), self.buffers(page), length, data_type, self.ctx)
+            except (pa.ArrowException, ValueError, OverflowError) as exc:
+                if isinstance(exc, LanceError):
+                    raise
+                raise self.ctx.corrupt(f"page {page} cannot be decoded: {exc}") from exc
+            if len(array) != length:
+                raise self.ctx.corrupt(f"page {page} decoded to {len(array)} values instead of {length}")
+            return array
+
+        return self._cached((page, str(data_type)), make)
+
+    def list_page(self, page: int) -> ListOffsetsPage:
+        return self._cached(
+            (page, "list"),
+            lambda: decode_list_offsets(self.encoding(page), self.buffers(page), self.pages[page].length, self.ctx),
+        )
+
+    def item_bases(self) -> np.ndarray:
+        """First item of each offsets page (plus the total), from the page encodings."""
+        if self._item_bases is None:
+            counts = []
+            for p in range(len(self.pages)):
+                enc = self.encoding(p)
+                if enc.WhichOneof("array_encoding") != "list":
+                    raise self.ctx.corrupt(f"page {p} of a list column is not a list offsets page")
+                counts.append(enc.list.num_items)
+            bases = np.zeros(len(counts) + 1, np.int64)
+            np.cumsum(np.asarray(counts, np.int64), out=bases[1:])
+            self._item_bases = bases
+        return self._item_bases
+
+
+class LanceFileReader:
+    """Random and sequential access to the rows of one Lance 2.0 data file."""
+
+    def __init__(self, store: ObjectStore, path: str, *, size: int | None = None) -> None:
+        self.store = store
+        self.path = path
+        self._file = store.open_input(path)
+        try:
+            file_size = size if size is not None else self._file.size()
+            self.metadata: FileMetadata = read_file_metadata(self._file, file_size, path=path)
+        except BaseException:
+            self._file.close()
+            raise
+        self.version: tuple[int, int] = self.metadata.version
+        self.num_rows: int = int(self.metadata.descriptor.length)
+        self.num_columns: int = len(self.metadata.columns)
+        self._columns: dict[int, _Column] = {}
+        self._verified: set[tuple[int, int]] = set()
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "LanceFileReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def schema(self) -> file_pb2.Schema:
+        return self.metadata.descriptor.schema
+
+    def lance_schema(self) -> LanceSchema:
+        """The FileDescriptor schema as a :class:`LanceSchema`."""
+        pb = self.metadata.descriptor.schema
+        return LanceSchema.from_protos(list(pb.fields), dict(pb.metadata))
+
+    def _read(self, offset: int, length: int, ctx: DecodeContext) -> pa.Buffer:
+        data = self._file.read_at(length, offset)
+        if len(data) != length:
+            raise ctx.corrupt(f"short read of {length} bytes at {offset}")
+        return pa.py_buffer(data)
+
+    def _column(self, plan: ColumnPlan) -> _Column:
+        if not 0 <= plan.column < self.num_columns:
+            raise CorruptFileError(
+                f"field refers to column {plan.column} but the file has {self.num_columns} columns",
+                path=self.path,
+                column=plan.field.name,
+            )
+        col = self._columns.get(plan.column)
+        if col is None:
+            col = self._columns[plan.column] = _Column(self, plan.column)
+        return col.named(plan.field.name)
+
+    def _check_plans(self, plans: list[ColumnPlan]) -> None:
+        for plan in plans:
+            col = self._column(plan)
+            if col.total != self.num_rows and (plan.column, -1) not in self._verified:
+                raise col.ctx.corrupt(f"column has {col.total} rows, the file has {self.num_rows}")
+            self._verified.add((plan.column, -1))
+            self._check_children(plan)
+
+    def _check_children(self, plan: ColumnPlan) -> None:
+        data_type = plan.field.type
+        col = self._column(plan)
+        if pa.types.is_struct(data_type) or _is_list(data_type):
+            if len(plan.children) != (data_type.num_fields if pa.types.is_struct(data_type) else 1):
+                raise InvalidInputError(f"plan for {plan.field.name!r} has the wrong number of children")
+            expected = col.total if pa.types.is_struct(data_type) else int(col.item_bases()[-1])
+            for child in plan.children:
+                key = (plan.column, child.column)
+                if key not in self._verified:
+                    child_col = self._column(child)
+                    if child_col.total != expected:
+                        raise child_col.ctx.corrupt(
+                            f"column has {child_col.total} values, its parent {plan.field.name!r} needs {expected}"
+                        )
+                    self._verified.add(key)
+                self._check_children(child)
+        elif plan.children:
+            raise UnsupportedFeatureError(
+                f"nested values inside {data_type} are not supported in file version 2.0",
+                path=self.path,
+                column=plan.field.name,
+            )
+
+    # -- reads -----------------------------------------------------------------------------------
+    def read_range(self, plans: list[ColumnPlan], start: int, stop: int) -> list[pa.Array]:
+        """Rows ``[start, stop)`` of each planned field."""
+        if not 0 <= start <= stop <= self.num_rows:
+            raise InvalidInputError(f"row range [{start}, {stop}) is outside the file's {self.num_rows} rows")
+        self._check_plans(plans)
+        return [self._read_plan(plan, start, stop) for plan in plans]
+
+    def take(self, plans: list[ColumnPlan], indices) -> list[pa.Array]:
+        """The rows at ``indices`` (any order, duplicates allowed) of each planned field."""
+        idx = np.asarray(indices)
+        if idx.ndim != 1:
+            raise InvalidInputError("take indices must be one-dimensional")
+        if idx.size and (idx.dtype.kind not in "iu" or int(idx.min()) < 0 or int(idx.max()) >= self.num_rows):
+            raise InvalidInputError(f"take indices must be integers in [0, {self.num_rows})")
+        idx = idx.astype(np.int64, copy=False)
+        self._check_plans(plans)
+        ordered = idx.size < 2 or bool(np.all(idx[1:] > idx[:-1]))
+        if ordered:
+            rows, inverse = idx, None
+        else:
+            rows, inverse = np.unique(idx, return_inverse=True)
+        out = []
+        for plan in plans:
+            array = self._take_plan(plan, rows)
+            out.append(array if inverse is None else array.take(pa.array(inverse.ravel())))
+        return out
+
+    # -- range path ------------------------------------------------------------------------------
+    def _read_plan(self, plan: ColumnPlan, start: int, stop: int) -> pa.Array:
+        data_type = plan.field.type
+        col = self._column(plan)
+        col.check_rows(stop)
+        if pa.types.is_struct(data_type):
+            children = [self._read_plan(c, start, stop) for c in plan.children]
+            return _struct(data_type, stop - start, children)
+        if _is_list(data_type):
+            first, ends, valid = self._list_rows_range(col, start, stop)
+            last = int(ends[-1]) if len(ends) else first
+            items = self._read_plan(plan.children[0], first, last)
+            return _list(data_type, ends - first, valid, items, col.ctx)
+        return self._leaf_range(col, data_type, start, stop)
+
+    def _leaf_range(self, col: _Column, data_type: pa.DataType, start: int, stop: int) -> pa.Array:
+        pieces = []
+        for p in col.page_range(start, stop):
+            page_start, page_stop = int(col.starts[p]), int(col.starts[p + 1])
+            if page_stop <= page_start:
+                continue
+            array = col.leaf_page(p, data_type)
+            lo, hi = max(start, page_start) - page_start, min(stop, page_stop) - page_start
+            pieces.append(array if (lo, hi) == (0, len(array)) else array.slice(lo, hi - lo))
+        return _concat(pieces, data_type)
+
+    def _list_rows_range(self, col: _Column, start: int, stop: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """(first item, global end item of each list, validity) for rows [start, stop)."""
+        bases = col.item_bases()
+        ends, valid = [], []
+        first = None
+        for p in col.page_range(start, stop):
+            page_start, page_stop = int(col.starts[p]), int(col.starts[p + 1])
+            if page_stop <= page_start:
+                continue
+            page = col.list_page(p)
+            lo, hi = max(start, page_start) - page_start, min(stop, page_stop) - page_start
+            base = int(bases[p])
+            if first is None:
+                first = base + (int(page.ends[lo - 1]) if lo else 0)
+            ends.append(page.ends[lo:hi] + base)
+            valid.append(page.valid[lo:hi])
+        if first is None:
+            return 0, np.zeros(0, np.int64), np.zeros(0, np.bool_)
+        return first, np.concatenate(ends), np.concatenate(valid)
+
+    # -- take path -------------------------------------------------------------------------------
+    def _take_plan(self, plan: ColumnPlan, rows: np.ndarray) -> pa.Array:
+        """Rows (sorted, unique) of one planned field."""
+        if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+            return self._read_plan(plan, int(rows[0]), int(rows[-1]) + 1)  # contiguous: range path
+        data_type = plan.field.type
+        col = self._column(plan)
+        if len(rows):
+            col.check_rows(int(rows[-1]) + 1)
+        if pa.types.is_struct(data_type):
+            children = [self._take_plan(c, rows) for c in plan.children]
+            return _struct(data_type, len(rows), children)
+        if _is_list(data_type):
+            starts, ends, valid = self._list_rows_take(col, rows)
+            lengths = ends - starts
+            offsets = np.zeros(len(rows) + 1, np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            item_rows = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+            items = self._take_plan(plan.children[0], item_rows)
+            return _list(data_type, offsets[1:], valid, items, col.ctx)
+        pieces = []
+        page_of = np.searchsorted(col.starts, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(page_of)) + 1
+        for group in np.split(np.arange(len(rows)), bounds) if len(rows) else []:
+            p = int(page_of[group[0]])
+            local = rows[group] - col.starts[p]
+            pieces.append(col.leaf_page(p, data_type).take(pa.array(local)))
+        return _concat(pieces, data_type)
+
+    def _list_rows_take(self, col: _Column, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        bases = col.item_bases()
+        starts = np.empty(len(rows), np.int64)
+        ends = np.empty(len(rows), np.int64)
+        valid = np.empty(len(rows), np.bool_)
+        page_of = np.searchsorted(col.starts, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(page_of)) + 1
+        pos = 0
+        for group_rows in np.split(rows, bounds) if len(rows) else []:
+            p = int(page_of[pos])
+            page = col.list_page(p)
+            local = group_rows - col.starts[p]
+            n = len(local)
+            page_ends = page.ends[local]
+            prev = np.where(local > 0, page.ends[np.maximum(local - 1, 0)], 0)
+            starts[pos : pos + n] = prev + bases[p]
+            ends[pos : pos + n] = page_ends + bases[p]
+            valid[pos : pos + n] = page.valid[local]
+            pos += n
+        return starts, ends, valid
+
+
+# -- array builders ------------------------------------------------------------------------------
+
+
+def _concat(pieces: list[pa.Array], data_type: pa.DataType) -> pa.Array:
+    if not pieces:
+        return pa.array([], type=data_type)
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.concat_arrays(pieces)
+
+
+def _struct(data_type: pa.StructType, length: int, children: list[pa.Array]) -> pa.Array:
+    return pa.StructArray.from_buffers(data_type, length, [None], children=children)
+
+
+def _list(data_type: pa.DataType, ends: np.ndarray, valid: np.ndarray, items: pa.Array, ctx: DecodeContext) -> pa.Array:
+    """A list array from end offsets relative to the first item of ``items``."""
+    large = pa.types.is_large_list(data_type)
+    n = len(ends)
+    if not large and n and int(ends[-1]) > _INT32_MAX:
+        raise ctx.corrupt("list has more than 2^31 items in one read; use large_list")
+    offsets = np.empty(n + 1, np.int64 if large else np.int32)
+    offsets[0] = 0
+    offsets[1:] = ends
+    validity = None if valid.all() else bools_to_bitmap(valid)
+    return pa.Array.from_buffers(data_type, n, [validity, pa.py_buffer(offsets)], children=[items])

@@ -1,0 +1,323 @@
+"""Writer of Lance v2 data files, file version 2.0 (byte layout of pylance 14's ``version="2.0"``).
+
+Every schema field, parents included, gets one column (depth-first order). Leaf columns buffer
+their data and write a page whenever ``max_page_bytes`` have accumulated, so memory stays bounded
+by the page size, not the file size. List columns write an offsets page and then flush their item
+column, because a 2.0 item page must never be shared by two offsets pages (pylance's reader
+relies on it). Struct columns write one header page (``SimpleStruct``, no buffers) at the end.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.encodings.buffers import validity_bools
+from lance_format.encodings.v2_0_encode import (
+    EncodedPage,
+    check_encodable,
+    compression_from_metadata,
+    encode_leaf_pages,
+    encode_list_offsets,
+    leaf_nbytes,
+    struct_page,
+)
+from lance_format.errors import LanceError, SchemaMismatchError, UnsupportedFeatureError
+from lance_format.file.container import (
+    ARRAY_ENCODING_URL,
+    PAD_BYTE,
+    build_tail,
+    direct_encoding,
+    pack_any,
+    pad_len,
+)
+from lance_format.io.object_store import ObjectStore
+from lance_format.proto import encodings_v2_0_pb2, file2_pb2, file_pb2
+from lance_format.schema import LanceField, LanceSchema
+
+DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
+_PADDING = bytes([PAD_BYTE]) * 64
+_COLUMN_ENCODING = pack_any(encodings_v2_0_pb2.ColumnEncoding(values={}))
+assert ARRAY_ENCODING_URL == "/lance.encodings.ArrayEncoding"
+
+
+@dataclass
+class WrittenFile:
+    """What the table layer records about a finished data file."""
+
+    path: str
+    num_rows: int
+    size_bytes: int
+    field_ids: list[int] = field(default_factory=list)
+    column_indices: list[int] = field(default_factory=list)
+
+
+class _ColumnWriter:
+    """Buffers one field's data and emits pages for it (and for its child columns)."""
+
+    def __init__(self, owner: "LanceFileWriter", column: int, name: str) -> None:
+        self.owner = owner
+        self.column = column
+        self.name = name
+
+    def append(self, array: pa.Array) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Emit final pages (struct headers) after everything was flushed."""
+
+
+class _LeafWriter(_ColumnWriter):
+    def __init__(self, owner: "LanceFileWriter", column: int, name: str, lance_field: LanceField) -> None:
+        super().__init__(owner, column, name)
+        self.compression = compression_from_metadata(lance_field.metadata)
+        self.chunks: list[pa.Array] = []
+        self.buffered = 0
+
+    def append(self, array: pa.Array) -> None:
+        # Empty chunks are kept too: pylance writes a 0-row page for them (e.g. items of all-null lists).
+        self.chunks.append(array)
+        self.buffered += leaf_nbytes(array)
+        if self.buffered >= self.owner.max_page_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.chunks:
+            return
+        chunks, total = self.chunks, self.buffered
+        self.chunks, self.buffered = [], 0
+        if pa.types.is_dictionary(chunks[0].type):
+            pages = encode_leaf_pages(chunks, column=self.name)
+        else:
+            array = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+            # Split an oversized buffer into equal row ranges of about max_page_bytes each.
+            parts = max(1, min(math.ceil(total / self.owner.max_page_bytes), len(array)))
+            step = math.ceil(len(array) / parts) if len(array) else 0
+            pieces = [array.slice(i, step) for i in range(0, len(array), step)] if step else [array]
+            pages = [p for piece in pieces for p in encode_leaf_pages([piece], self.compression, column=self.name)]
+        for page in pages:
+            self.owner._emit(self.column, page)
+
+
+class _ListWriter(_ColumnWriter):
+    def __init__(self, owner: "LanceFileWriter", column: int, name: str, child: _ColumnWriter) -> None:
+        super().__init__(owner, column, name)
+        self.child = child
+        self.chunks: list[tuple[np.ndarray, np.ndarray | None]] = []
+        self.buffered = 0
+
+    def append(self, array: pa.Array) -> None:
+        large = pa.types.is_large_list(array.type)
+        dtype = np.int64 if large else np.int32
+        max_rows = max(1, self.owner.max_page_bytes // 8)
+        n = len(array)
+        # Feed at most one offsets page worth of lists at a time so that offsets pages (and the
+        # item flush they force) fall on chunk boundaries.
+        for start in range(0, max(n, 1), max_rows):
+            piece = array.slice(start, max_rows) if n > max_rows else array
+            count = len(piece)
+            raw = piece.buffers()[1]
+            if count == 0 or raw is None:
+                offsets = np.zeros(1, dtype)
+            else:
+                offsets = np.frombuffer(raw, dtype, count + 1, piece.offset * np.dtype(dtype).itemsize)
+            first, last = int(offsets[0]), int(offsets[-1])
+            self.chunks.append((offsets, validity_bools(piece)))
+            self.child.append(piece.values.slice(first, last - first))
+            self.buffered += 8 * count
+            if self.buffered >= self.owner.max_page_bytes:
+                self.flush()
+
+    def flush(self) -> None:
+        if self.chunks:
+            page = encode_list_offsets(self.chunks)
+            self.chunks, self.buffered = [], 0
+            self.owner._emit(self.column, page)
+        self.child.flush()
+
+    def finish(self) -> None:
+        self.child.finish()
+
+
+class _StructWriter(_ColumnWriter):
+    def __init__(self, owner: "LanceFileWriter", column: int, name: str, children: list[_ColumnWriter]) -> None:
+        super().__init__(owner, column, name)
+        self.children = children
+        self.rows = 0
+
+    def append(self, array: pa.Array) -> None:
+        if array.null_count:
+            raise UnsupportedFeatureError(
+                "file version 2.0 does not encode struct validity (null structs); "
+                "use file version 2.1 or later",
+                column=self.name,
+            )
+        for i, child in enumerate(self.children):
+            child.append(array.field(i))
+        self.rows += len(array)
+
+    def flush(self) -> None:
+        for child in self.children:
+            child.flush()
+
+    def finish(self) -> None:
+        self.owner._emit(self.column, struct_page(self.rows))
+        for child in self.children:
+            child.finish()
+
+
+class LanceFileWriter:
+    """Streams record batches into one Lance data file (file version 2.0)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        path: str,
+        schema: LanceSchema,
+        *,
+        version: str = "2.0",
+        max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
+    ) -> None:
+        if version not in ("2.0", "2", "v2.0"):
+            raise UnsupportedFeatureError(f"writing file version {version} is not supported yet", path=path)
+        if max_page_bytes < 1:
+            raise ValueError("max_page_bytes must be positive")
+        self.store = store
+        self.path = path
+        self.schema = schema
+        self.max_page_bytes = int(max_page_bytes)
+        self._arrow_schema = schema.to_arrow()
+        self._field_ids: list[int] = []
+        self._writers = [self._make_writer(f, f.name) for f in schema.fields]
+        self._columns = [file2_pb2.ColumnMetadata() for _ in self._field_ids]
+        self._num_rows = 0
+        self._pos = 0
+        self._closed = False
+        self._out = store.open_output(path)
+
+    # -- construction --------------------------------------------------------------------------
+    def _make_writer(self, lance_field: LanceField, name: str) -> _ColumnWriter:
+        column = len(self._field_ids)
+        self._field_ids.append(lance_field.id)
+        data_type = lance_field.data_type
+        if pa.types.is_struct(data_type):
+            children = [self._make_writer(c, f"{name}.{c.name}") for c in lance_field.children]
+            return _StructWriter(self, column, name, children)
+        if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+            child = lance_field.children[0]
+            return _ListWriter(self, column, name, self._make_writer(child, f"{name}.{child.name}"))
+        if pa.types.is_fixed_size_list(data_type) and pa.types.is_struct(data_type.value_type):
+            raise UnsupportedFeatureError(
+                "fixed_size_list of struct cannot be stored in file version 2.0 "
+                "(pylance's own 2.0 reader fails on it)",
+                path=self.path,
+                column=name,
+            )
+        check_encodable(data_type, name)
+        return _LeafWriter(self, column, name, lance_field)
+
+    # -- writing ---------------------------------------------------------------------------------
+    def _emit(self, column: int, page: EncodedPage) -> None:
+        offsets, sizes = [], []
+        for buf in page.buffers:
+            view = memoryview(buf).cast("B") if not isinstance(buf, pa.Buffer) else buf
+            size = view.nbytes if isinstance(view, memoryview) else view.size
+            offsets.append(self._pos)
+            sizes.append(size)
+            if size:
+                self._out.write(view)
+            padding = pad_len(size)
+            if padding:
+                self._out.write(_PADDING[:padding])
+            self._pos += size + padding
+        self._columns[column].pages.append(
+            file2_pb2.ColumnMetadata.Page(
+                buffer_offsets=offsets,
+                buffer_sizes=sizes,
+                length=page.length,
+                encoding=direct_encoding(pack_any(page.encoding)),
+                priority=0,
+            )
+        )
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Append a batch whose columns follow the schema (order and types)."""
+        if self._closed:
+            raise LanceError("the file writer is already closed", path=self.path)
+        if batch.num_columns != len(self._writers):
+            raise SchemaMismatchError(
+                f"batch has {batch.num_columns} columns, the file schema has {len(self._writers)}", path=self.path
+            )
+        for i, expected in enumerate(self._arrow_schema):
+            array = batch.column(i)
+            if not array.type.equals(expected.type):
+                raise SchemaMismatchError(
+                    f"column has type {array.type}, the file schema says {expected.type}",
+                    path=self.path,
+                    column=expected.name,
+                )
+            if not expected.nullable and array.null_count:
+                raise SchemaMismatchError("non-nullable column contains nulls", path=self.path, column=expected.name)
+        try:
+            for writer, array in zip(self._writers, batch.columns):
+                writer.append(array)
+        except LanceError as exc:
+            raise exc.with_context(path=self.path)
+        self._num_rows += batch.num_rows
+
+    def finish(self) -> WrittenFile:
+        """Flush every column, write the metadata and footer, close the file."""
+        if self._closed:
+            raise LanceError("the file writer is already closed", path=self.path)
+        try:
+            for writer in self._writers:
+                writer.flush()
+            for writer in self._writers:
+                writer.finish()
+            column_encoding = direct_encoding(_COLUMN_ENCODING)
+            for column in self._columns:
+                column.encoding.CopyFrom(column_encoding)
+            descriptor = file_pb2.FileDescriptor(length=self._num_rows)
+            descriptor.schema.fields.extend(self.schema.to_protos())
+            for key, value in self.schema.metadata.items():
+                descriptor.schema.metadata[key] = value if isinstance(value, bytes) else str(value).encode()
+            tail = build_tail(self._pos, descriptor, self._columns, version=(0, 3))
+            self._out.write(tail)
+            self._pos += len(tail)
+            self._out.close()
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        return WrittenFile(
+            path=self.path,
+            num_rows=self._num_rows,
+            size_bytes=self._pos,
+            field_ids=list(self._field_ids),
+            column_indices=list(range(len(self._field_ids))),
+        )
+
+    def abort(self) -> None:
+        """Close and delete the partial file."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._out.close()
+        finally:
+            self.store.delete(self.path, missing_ok=True)
+
+    def __enter__(self) -> "LanceFileWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif not self._closed:
+            self.finish()
