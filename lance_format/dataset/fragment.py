@@ -39,6 +39,7 @@ _SUPPORTED_FILE_VERSIONS = {(2, 0)}
 
 def data_file_path(path: str, *, table: str) -> str:
     """Table-relative path of a data file named in a manifest, refusing paths that leave data/."""
+    check_relative_path(path, table=table)  # absolute paths and the like
     relative = check_relative_path(f"{DATA_DIR}/{path}", table=table)
     if not relative.startswith(f"{DATA_DIR}/"):
         raise PathEscapeError("data file path escapes the data directory", table=table, path=path)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from lance_format.encodings.buffers import DecodeContext, bools_to_bitmap
 from lance_format.encodings.v2_0_decode import ListOffsetsPage, decode_leaf, decode_list_offsets
@@ -160,7 +161,7 @@ class LanceFileReader:
     def __init__(self, store: ObjectStore, path: str, *, size: int | None = None) -> None:
         self.store = store
         self.path = path
-        self._file = store.open_input(path)
+        self._file, self._mapped = _open(store, path)
         try:
             file_size = size if size is not None else self._file.size()
             self.metadata: FileMetadata = read_file_metadata(self._file, file_size, path=path)
@@ -192,6 +193,12 @@ class LanceFileReader:
         return LanceSchema.from_protos(list(pb.fields), dict(pb.metadata))
 
     def _read(self, offset: int, length: int, ctx: DecodeContext) -> pa.Buffer:
+        if self._mapped is not None:
+            # zero-copy: pages are decoded straight from the mapping, and a take only
+            # touches the memory pages of the rows it needs
+            if offset + length > len(self._mapped):
+                raise ctx.corrupt(f"read of {length} bytes at {offset} runs past the end of the file")
+            return self._mapped.slice(offset, length)
         data = self._file.read_at(length, offset)
         if len(data) != length:
             raise ctx.corrupt(f"short read of {length} bytes at {offset}")
@@ -364,6 +371,24 @@ class LanceFileReader:
             valid[pos : pos + n] = page.valid[local]
             pos += n
         return starts, ends, valid
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _open(store: ObjectStore, path: str) -> tuple[pa.NativeFile, pa.Buffer | None]:
+    """Open a data file; local files are memory-mapped (data files are immutable once written)."""
+    if isinstance(store.filesystem, pafs.LocalFileSystem):
+        full = store.full_path(path)
+        try:
+            mapped = pa.memory_map(full, "r")
+        except FileNotFoundError as exc:
+            raise CorruptFileError("file is missing", table=store.uri, path=path) from exc
+        except (OSError, pa.ArrowException):
+            pass  # e.g. an empty file cannot be mapped: fall back to plain reads
+        else:
+            return mapped, mapped.read_buffer()
+    return store.open_input(path), None
 
 
 # -- array builders ------------------------------------------------------------------------------

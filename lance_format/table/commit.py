@@ -25,7 +25,7 @@ from lance_format.table.conflicts import conflict_reason
 from lance_format.table.manifest import ManifestFile, encode_manifest, read_manifest
 from lance_format.table.naming import VERSIONS_DIR, ManifestNaming, list_versions, manifest_path
 from lance_format.table.operations import BuildOptions, build_manifest, keeps_indices
-from lance_format.table.transaction import load_transaction, write_transaction_file
+from lance_format.table.transaction import TRANSACTIONS_DIR, load_transaction, write_transaction_file
 
 HINT_PATH = f"{VERSIONS_DIR}/latest_version_hint.json"
 DEFAULT_MAX_RETRIES = 20
@@ -52,7 +52,21 @@ def commit_transaction(
     max_retries: int = DEFAULT_MAX_RETRIES,
 ) -> CommittedVersion:
     """Commit ``txn`` as the next version of the table at ``store``."""
-    write_transaction_file(store, txn)
+    txn_path = f"{TRANSACTIONS_DIR}/{write_transaction_file(store, txn)}"
+    try:
+        return _commit_loop(store, txn, options, new_table_naming, max_retries)
+    except BaseException:
+        store.delete(txn_path)  # unreferenced: no manifest of ours points at it
+        raise
+
+
+def _commit_loop(
+    store: ObjectStore,
+    txn: transaction_pb2.Transaction,
+    options: BuildOptions,
+    new_table_naming: ManifestNaming,
+    max_retries: int,
+) -> CommittedVersion:
     checked_up_to = txn.read_version
     for attempt in range(max_retries + 1):
         listing = list_versions(store)
