@@ -15,10 +15,10 @@ def assert_tables_equal(ours: pa.Table, theirs: pa.Table, context: str = "") -> 
     for name in ours.schema.names:
         a, b = ours.column(name), theirs.column(name)
         assert a.type == b.type, f"{context}: column {name} type {a.type} != {b.type}"
-        a, b = a.combine_chunks(), b.combine_chunks()
         if pa.types.is_dictionary(a.type):
             # the same values may be dictionary-encoded differently; compare them decoded
-            a, b = a.dictionary_decode(), b.dictionary_decode()
+            a, b = (pa.chunked_array([c.dictionary_decode() for c in x.chunks], x.type.value_type) for x in (a, b))
+        a, b = a.combine_chunks(), b.combine_chunks()
         assert a.equals(b), (
             f"{context}: column {name} differs:\nours={a.to_pylist()[:10]}\ntheirs={b.to_pylist()[:10]}"
         )
@@ -29,7 +29,9 @@ def assert_same_version(uri: str, version: int, *, columns: list[str] | None = N
     """Rows, schema and system columns of one version agree between the engines."""
     theirs_ds = lance.dataset(uri, version=version)
     ours_ds = lance_format.dataset(uri, version=version)
-    assert ours_ds.schema == theirs_ds.schema, f"v{version}: schema\n{ours_ds.schema}\n!=\n{theirs_ds.schema}"
+    assert ours_ds.schema.equals(theirs_ds.schema, check_metadata=True), (
+        f"v{version}: schema\n{ours_ds.schema}\n!=\n{theirs_ds.schema}"
+    )
     assert ours_ds.count_rows() == theirs_ds.count_rows()
     cols = columns if columns is not None else ours_ds.schema.names
     theirs = theirs_ds.to_table(columns=cols + SYSTEM)

@@ -30,6 +30,23 @@ def test_pylance_type_matrix(tmp_path, nulls):
     assert_tables_equal(ours.take(idx), theirs.take(idx))
 
 
+def test_pylance_type_matrix_with_mutations(tmp_path):
+    uri = str(tmp_path / "t")
+    table = type_matrix(400, nulls=True).append_column("key", pa.array(range(400), pa.int64()))
+    ds = lance.write_dataset(table, uri, data_storage_version="2.0", max_rows_per_file=150,
+                             enable_stable_row_ids=True)
+    ds.delete("key % 9 = 4")
+    ds.update({"int32_nulls": "int32_nulls + 1", "string": "'edited'"}, where="key > 300")
+    upsert = table.slice(10, 20)
+    ds.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(upsert)
+    ds.optimize.compact_files(target_rows_per_fragment=1000)
+    assert_same_history(uri)
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    idx = [0, 17, 333, 5, 299]
+    assert_tables_equal(ours.take(idx, columns=["key", "list_struct", "dict_nulls"]),
+                        theirs.take(idx, columns=["key", "list_struct", "dict_nulls"]))
+
+
 @pytest.mark.parametrize("stable", [False, True], ids=["rowaddr-ids", "stable-ids"])
 def test_pylance_mutation_history(tmp_path, stable):
     uri = str(tmp_path / "t")

@@ -113,3 +113,38 @@ def test_transaction_files_and_properties(tmp_path):
     assert lance_format.dataset(uri).versions() == theirs.versions()
     hint = open(os.path.join(uri, "_versions", "latest_version_hint.json")).read()
     assert hint == '{"version":1}'
+
+
+def test_schema_and_field_metadata_round_trip(tmp_path):
+    uri = str(tmp_path / "t")
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False, metadata={"unit": "count"}),
+            pa.field("tags", pa.list_(pa.field("item", pa.string(), metadata={"k": "v"}))),
+            pa.field("point", pa.struct([pa.field("x", pa.float64(), metadata={"axis": "x"})])),
+        ],
+        metadata={"owner": "data-eng", "bytes": b"\x00\x01"},
+    )
+    table = pa.table({"id": [1, 2], "tags": [["a"], []], "point": [{"x": 1.0}, {"x": 2.0}]}, schema=schema)
+    ds = lance_format.write_dataset(table, uri)
+    theirs = lance.dataset(uri)
+    assert theirs.schema.equals(schema, check_metadata=True)
+    assert ds.schema.equals(schema, check_metadata=True)
+    # field ids are depth-first from 0, like official Lance
+    assert [(f.name, f.id) for f in ds.lance_schema.walk()] == [
+        ("id", 0), ("tags", 1), ("item", 2), ("point", 3), ("x", 4)
+    ]
+    assert_same_version(uri, 1)
+
+
+def test_index_section_is_carried_forward(tmp_path):
+    uri = str(tmp_path / "t")
+    lance_format.write_dataset(pa.table({"id": pa.array(range(100), pa.int64())}), uri)
+    lance.dataset(uri).create_scalar_index("id", "BTREE")
+    lance_format.write_dataset(pa.table({"id": pa.array(range(100, 110), pa.int64())}), uri, mode="append")
+    theirs = lance.dataset(uri)
+    assert [i["name"] for i in theirs.list_indices()] == ["id_idx"]
+    assert theirs.to_table(filter="id = 105").num_rows == 1
+    assert lance_format.dataset(uri).manifest_file.index_section is not None
+    lance_format.write_dataset(pa.table({"id": pa.array([1], pa.int64())}), uri, mode="overwrite")
+    assert lance.dataset(uri).list_indices() == []

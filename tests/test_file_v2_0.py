@@ -198,14 +198,23 @@ def test_byte_identical_to_pylance(tmp_path):
 # -- pylance writer -> our reader ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("max_page_bytes", [None, 700])
-def test_pylance_files_read_in_ours(tmp_path, max_page_bytes):
+@pytest.mark.parametrize("layout", ["one page", "small pages", "many batches"])
+def test_pylance_files_read_in_ours(tmp_path, layout):
     table = matrix(300)
-    kwargs = {"max_page_bytes": max_page_bytes} if max_page_bytes else {}
-    rel = write_pylance(tmp_path, table, **kwargs)
+    if layout == "many batches":
+        # fresh (unsliced) batches and a small cache: list offsets get several pages too
+        (tmp_path / "data").mkdir()
+        rel = "data/py.lance"
+        with PyWriter(str(tmp_path / rel), table.schema, version="2.0", max_page_bytes=700, data_cache_bytes=20000) as w:
+            for start in range(0, 300, 40):
+                w.write_batch(table.take(np.arange(start, min(start + 40, 300))))
+        assert min(len(k) for k in page_kinds(tmp_path, rel) if k and k[0] == "list") > 3
+    else:
+        kwargs = {"max_page_bytes": 700} if layout == "small pages" else {}
+        rel = write_pylance(tmp_path, table, **kwargs)
+        if kwargs:
+            assert max(len(k) for k in page_kinds(tmp_path, rel)) > 3
     assert_same(read_ours(tmp_path, rel), table, "full read")
-    if max_page_bytes:
-        assert max(len(k) for k in page_kinds(tmp_path, rel)) > 3
     reader, plans, schema = open_ours(tmp_path, rel)
     rng = np.random.default_rng(3)
     for start, stop in [(0, 1), (299, 300), (17, 18), (0, 300), (5, 5)] + [tuple(sorted(rng.integers(0, 301, 2))) for _ in range(8)]:
