@@ -246,3 +246,29 @@ def test_bad_take_and_range_arguments(tmp_path, written):
         reader.read_range(plans, 10, 501)
     with pytest.raises(ValueError):
         reader.take(plans, np.array([1, 500], np.uint64))
+
+
+@pytest.mark.parametrize("region", ["data", "metadata"])
+def test_random_corruption_raises_only_typed_errors(tmp_path, written, region):
+    """Flipped bytes give a typed error or a successful read, never a crash of another kind."""
+    import random
+
+    from lance_format.errors import LanceError
+
+    original = written.read_bytes()
+    gbo_start = struct.unpack_from("<Q", original, len(original) - 24)[0]
+    metadata_start = struct.unpack_from("<Q", original, gbo_start)[0]
+    lo, hi = (0, metadata_start) if region == "data" else (metadata_start, len(original))
+    rng = random.Random(5)
+    for _ in range(150):
+        data = bytearray(original)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(lo, hi)] = rng.randrange(256)
+        written.write_bytes(bytes(data))
+        try:
+            reader = LanceFileReader(ObjectStore(tmp_path), REL)
+            plans = plans_for_schema(reader.lance_schema())
+            reader.read_range(plans, 0, reader.num_rows)
+            reader.take(plans, np.array([7, 3, 3, 0]))
+        except LanceError:
+            pass

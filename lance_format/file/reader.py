@@ -6,7 +6,9 @@ page priorities are always 0). List columns map rows to items through their offs
 the items of offsets page *p* start at the sum of ``num_items`` of the pages before it.
 
 Only pages that overlap the requested rows are read and decoded; each column keeps its last
-decoded pages so that sequential batch reads do not decode a page once per batch.
+decoded pages so that sequential batch reads do not decode a page once per batch. Local files
+are memory-mapped, so fixed-width pages decode without copying and a take only touches the
+memory pages holding its rows.
 """
 
 from __future__ import annotations
@@ -119,26 +121,26 @@ class _Column:
             self._cache.popitem(last=False)
         return value
 
+    def _decode(self, page: int, decode):
+        """Run a page decoder, turning low-level failures on bad bytes into CorruptFileError."""
+        try:
+            return decode(self.encoding(page), self.buffers(page), self.pages[page].length, self.ctx)
+        except LanceError:
+            raise
+        except (pa.ArrowException, ValueError, IndexError, OverflowError) as exc:
+            raise self.ctx.corrupt(f"page {page} cannot be decoded: {exc}") from exc
+
     def leaf_page(self, page: int, data_type: pa.DataType) -> pa.Array:
         def make() -> pa.Array:
-            length = self.pages[page].length
-            try:
-                array = decode_leaf(self.encoding(page), self.buffers(page), length, data_type, self.ctx)
-            except (pa.ArrowException, ValueError, OverflowError) as exc:
-                if isinstance(exc, LanceError):
-                    raise
-                raise self.ctx.corrupt(f"page {page} cannot be decoded: {exc}") from exc
-            if len(array) != length:
-                raise self.ctx.corrupt(f"page {page} decoded to {len(array)} values instead of {length}")
+            array = self._decode(page, lambda e, b, n, c: decode_leaf(e, b, n, data_type, c))
+            if len(array) != self.pages[page].length:
+                raise self.ctx.corrupt(f"page {page} decoded to {len(array)} values instead of {self.pages[page].length}")
             return array
 
         return self._cached((page, str(data_type)), make)
 
     def list_page(self, page: int) -> ListOffsetsPage:
-        return self._cached(
-            (page, "list"),
-            lambda: decode_list_offsets(self.encoding(page), self.buffers(page), self.pages[page].length, self.ctx),
-        )
+        return self._cached((page, "list"), lambda: self._decode(page, decode_list_offsets))
 
     def item_bases(self) -> np.ndarray:
         """First item of each offsets page (plus the total), from the page encodings."""
@@ -163,7 +165,8 @@ class LanceFileReader:
         self.path = path
         self._file, self._mapped = _open(store, path)
         try:
-            file_size = size if size is not None else self._file.size()
+            # size 0 means unknown (manifests may record 0 for file_size_bytes)
+            file_size = size if size else self._file.size()
             self.metadata: FileMetadata = read_file_metadata(self._file, file_size, path=path)
         except BaseException:
             self._file.close()
@@ -190,7 +193,10 @@ class LanceFileReader:
     def lance_schema(self) -> LanceSchema:
         """The FileDescriptor schema as a :class:`LanceSchema`."""
         pb = self.metadata.descriptor.schema
-        return LanceSchema.from_protos(list(pb.fields), dict(pb.metadata))
+        try:
+            return LanceSchema.from_protos(list(pb.fields), dict(pb.metadata))
+        except LanceError as exc:
+            raise CorruptFileError(f"the file's schema is invalid: {exc.reason}", path=self.path) from exc
 
     def _read(self, offset: int, length: int, ctx: DecodeContext) -> pa.Buffer:
         if self._mapped is not None:
@@ -230,6 +236,11 @@ class LanceFileReader:
         if pa.types.is_struct(data_type) or _is_list(data_type):
             if len(plan.children) != (data_type.num_fields if pa.types.is_struct(data_type) else 1):
                 raise InvalidInputError(f"plan for {plan.field.name!r} has the wrong number of children")
+            if pa.types.is_struct(data_type) and (plan.column, -2) not in self._verified:
+                for p in range(len(col.pages)):
+                    if col.encoding(p).WhichOneof("array_encoding") != "struct":
+                        raise col.ctx.corrupt(f"page {p} of a struct column is not a struct header page")
+                self._verified.add((plan.column, -2))
             expected = col.total if pa.types.is_struct(data_type) else int(col.item_bases()[-1])
             for child in plan.children:
                 key = (plan.column, child.column)

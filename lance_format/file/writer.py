@@ -5,6 +5,7 @@ their data and write a page whenever ``max_page_bytes`` have accumulated, so mem
 by the page size, not the file size. List columns write an offsets page and then flush their item
 column, because a 2.0 item page must never be shared by two offsets pages (pylance's reader
 relies on it). Struct columns write one header page (``SimpleStruct``, no buffers) at the end.
+Given the same batches, the output is byte-identical to pylance 14's (checked by the tests).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from lance_format.encodings.v2_0_encode import (
 )
 from lance_format.errors import LanceError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.container import (
-    ARRAY_ENCODING_URL,
     PAD_BYTE,
     build_tail,
     direct_encoding,
@@ -41,7 +41,6 @@ from lance_format.schema import LanceField, LanceSchema
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
 _PADDING = bytes([PAD_BYTE]) * 64
 _COLUMN_ENCODING = pack_any(encodings_v2_0_pb2.ColumnEncoding(values={}))
-assert ARRAY_ENCODING_URL == "/lance.encodings.ArrayEncoding"
 
 
 @dataclass
