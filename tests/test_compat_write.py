@@ -109,7 +109,7 @@ def test_transaction_files_and_properties(tmp_path):
     theirs = lance.dataset(uri)
     props = theirs.read_transaction(1).transaction_properties
     assert props["run"] == "42" and props["__lance_commit_message"] == "hello"
-    assert lance_format.dataset(uri).commit_message() == "hello"
+    assert dict(lance_format.dataset(uri).read_transaction(1).transaction_properties) == props
     assert lance_format.dataset(uri).versions() == theirs.versions()
     hint = open(os.path.join(uri, "_versions", "latest_version_hint.json")).read()
     assert hint == '{"version":1}'

@@ -20,14 +20,14 @@ from lance_format.errors import (
     VersionNotFoundError,
 )
 from lance_format.io import ObjectStore, object_store_for
-from lance_format.proto import table_pb2
+from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
 from lance_format.table import feature_flags
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
 from lance_format.table.tags import Tags
-from lance_format.table.transaction import COMMIT_MESSAGE_KEY, load_transaction
+from lance_format.table.transaction import load_transaction
 
 
 def _open_listing(store: ObjectStore) -> VersionListing:
@@ -133,9 +133,14 @@ class LanceDataset:
     def checkout_version(self, version: int | str) -> "LanceDataset":
         return LanceDataset(self._store, version)
 
-    def commit_message(self) -> str | None:
-        txn = load_transaction(self._store, self._manifest_file)
-        return txn.transaction_properties.get(COMMIT_MESSAGE_KEY) if txn is not None else None
+    def read_transaction(self, version: int | None = None) -> transaction_pb2.Transaction | None:
+        """The transaction that produced ``version`` (default: this version), or None if unrecorded."""
+        if version is None or version == self.version:
+            return load_transaction(self._store, self._manifest_file)
+        listing = _open_listing(self._store)
+        if version not in listing.versions:
+            raise VersionNotFoundError(f"version {version} does not exist", table=self.uri)
+        return load_transaction(self._store, read_manifest(self._store, listing.versions[version]))
 
     # -- fragments ---------------------------------------------------------------------------
     def get_fragments(self) -> list[LanceFragment]:
