@@ -23,6 +23,7 @@ from pyroaring import BitMap
 
 from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import table_pb2
+from lance_format.table.rowids import sorted_unique
 
 # Lance keeps a hash set up to this many deletions and switches to a roaring bitmap above it.
 BITMAP_THRESHOLD = 5000
@@ -43,16 +44,6 @@ def deletion_file_path(fragment_id: int, deletion_file_pb: table_pb2.DeletionFil
             f"unknown deletion file type {deletion_file_pb.file_type} for fragment {fragment_id}"
         )
     return f"{DELETIONS_DIR}/{fragment_id}-{deletion_file_pb.read_version}-{deletion_file_pb.id}.{suffix}"
-
-
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values; sort + compare, as numpy 2's hash-based unique is far slower."""
-    v = np.asarray(values)
-    if v.size > 1 and not bool(np.all(v[1:] >= v[:-1])):
-        v = np.sort(v)
-    if v.size > 1:
-        v = v[np.concatenate(([True], v[1:] != v[:-1]))]
-    return v
 
 
 # -- decoding ----------------------------------------------------------------------------------
