@@ -216,8 +216,8 @@ class LanceFragment:
             readers[plan.reader_path] = reader
         return reader
 
-    def _read_columns(self, schema: LanceSchema, columns: dict[str, pa.Array], getter) -> None:
-        for plan in self._file_plans(schema.fields):
+    def _read_columns(self, file_plans: list[_FilePlan], columns: dict[str, pa.Array], getter) -> None:
+        for plan in file_plans:
             if not plan.plans:
                 for name in plan.names:
                     columns[name] = None  # filled with nulls by the caller
@@ -236,6 +236,7 @@ class LanceFragment:
         arrow_schema = schema.to_arrow()
         out_schema = _with_system_columns(arrow_schema, system_columns)
         keep = self._keep_mask
+        file_plans = self._file_plans(schema.fields)
         for start in range(0, self.physical_rows, batch_size):
             stop = min(start + batch_size, self.physical_rows)
             offsets = np.arange(start, stop, dtype=np.uint64)
@@ -246,7 +247,7 @@ class LanceFragment:
                     continue
                 offsets = offsets[selection]
             columns: dict[str, pa.Array] = {}
-            self._read_columns(schema, columns, lambda r, p: r.read_range(p, start, stop))
+            self._read_columns(file_plans, columns, lambda r, p: r.read_range(p, start, stop))
             arrays = []
             mask = pa.array(selection) if selection is not None and not selection.all() else None
             for field in arrow_schema:
@@ -261,7 +262,7 @@ class LanceFragment:
         """Rows at the given physical offsets, in the given order."""
         arrow_schema = schema.to_arrow()
         columns: dict[str, pa.Array] = {}
-        self._read_columns(schema, columns, lambda r, p: r.take(p, offsets))
+        self._read_columns(self._file_plans(schema.fields), columns, lambda r, p: r.take(p, offsets))
         arrays = [
             columns[f.name] if columns[f.name] is not None else pa.nulls(len(offsets), f.type) for f in arrow_schema
         ]
