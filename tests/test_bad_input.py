@@ -207,7 +207,7 @@ def test_modes_and_missing_tables(tmp_path):
     with pytest.raises(lance_format.TagError):
         lance_format.dataset(uri, version="no-such-tag")
     with pytest.raises(UnsupportedFeatureError):
-        lance_format.write_dataset(pa.table({"id": [1]}), str(tmp_path / "v"), data_storage_version="2.2")
+        lance_format.write_dataset(pa.table({"id": [1]}), str(tmp_path / "v"), data_storage_version="2.3")
     with pytest.raises(InvalidInputError):
         lance_format.dataset(uri).to_table(columns=["nope"])
     with pytest.raises(InvalidInputError):

@@ -8,7 +8,6 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.errors import UnsupportedFeatureError
 from tests.compat import SYSTEM, assert_same_history, assert_same_version, assert_tables_equal
 from tests.type_matrix import type_matrix
 
@@ -87,16 +86,15 @@ def test_filters_and_counts_match(tmp_path):
                             theirs.to_table(columns=["int32", "string"], filter=flt, with_row_id=True), flt)
 
 
-def test_default_version_tables_are_refused_not_misread(tmp_path):
+def test_default_version_tables_are_read(tmp_path):
     uri = str(tmp_path / "t")
-    lance.write_dataset(pa.table({"a": [1, 2, 3]}), uri)  # pylance default: 2.2
+    table = pa.table({"a": [1, 2, 3], "s": ["x", None, "z"], "l": [[1], None, []]})
+    lance.write_dataset(table, uri)  # pylance default: 2.2
     ours = lance_format.dataset(uri)
     assert ours.data_storage_version == "2.2"
-    with pytest.raises(UnsupportedFeatureError, match="2.2"):
-        ours.to_table()
-    with pytest.raises(UnsupportedFeatureError):
-        lance_format.write_dataset(pa.table({"a": [4]}), uri, mode="append")
-    assert lance.dataset(uri).version == 1
+    assert_tables_equal(ours.to_table(), table, "ours reading a 2.2 table")
+    assert_same_version(uri, 1)
+    assert_tables_equal(ours.take([2, 0]), lance.dataset(uri).take([2, 0]))
 
 
 def test_system_columns_without_stable_ids(tmp_path):

@@ -17,7 +17,7 @@ from tests.type_matrix import type_matrix
 def test_type_matrix_opens_in_pylance(tmp_path, nulls):
     uri = str(tmp_path / "t")
     table = type_matrix(60, nulls=nulls)
-    ds = lance_format.write_dataset(table, uri)
+    ds = lance_format.write_dataset(table, uri, data_storage_version="2.0")
     assert ds.version == 1
     theirs = lance.dataset(uri)
     assert theirs.schema == table.schema
@@ -29,11 +29,13 @@ def test_type_matrix_opens_in_pylance(tmp_path, nulls):
 
 @pytest.mark.parametrize("stable", [False, True], ids=["rowaddr-ids", "stable-ids"])
 @pytest.mark.parametrize("v2_paths", [True, False], ids=["v2-names", "v1-names"])
-def test_multi_fragment_history_then_pylance_continues(tmp_path, stable, v2_paths):
+@pytest.mark.parametrize("storage", ["2.0", "2.2"])
+def test_multi_fragment_history_then_pylance_continues(tmp_path, stable, v2_paths, storage):
     uri = str(tmp_path / "t")
     table = type_matrix(40, nulls=True)
     lance_format.write_dataset(table, uri, enable_stable_row_ids=stable, max_rows_per_file=15,
-                               enable_v2_manifest_paths=v2_paths, commit_message="first")
+                               enable_v2_manifest_paths=v2_paths, commit_message="first",
+                               data_storage_version=storage)
     lance_format.write_dataset(table.slice(0, 25), uri, mode="append", max_rows_per_file=10,
                                transaction_properties={"k": "v"})
     names = sorted(os.listdir(os.path.join(uri, "_versions")))

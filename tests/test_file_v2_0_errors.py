@@ -162,11 +162,17 @@ def test_num_rows_mismatch(tmp_path, written):
 
 
 @pytest.mark.parametrize("version, minor", [("2.1", 1), ("2.2", 2)])
-def test_newer_file_versions_are_refused(tmp_path, version, minor):
+def test_newer_file_versions_open_and_unknown_ones_are_refused(tmp_path, version, minor):
+    # 2.1/2.2 are read by the structural reader (tests/test_file_v2_1_read*.py); 2.3 is refused
     (tmp_path / "data").mkdir()
     with PyWriter(str(tmp_path / REL), version=version) as writer:
         writer.write_batch(_table(10))
-    with pytest.raises(UnsupportedFeatureError, match=f"file version 2.{minor} is not supported yet") as info:
+    with LanceFileReader(ObjectStore(tmp_path), REL) as reader:
+        assert reader.version == (2, minor) and reader.num_rows == 10
+    data = bytearray((tmp_path / REL).read_bytes())
+    struct.pack_into("<HH", data, len(data) - 8, 2, 3)
+    (tmp_path / REL).write_bytes(bytes(data))
+    with pytest.raises(UnsupportedFeatureError, match="file version 2.3 is not supported") as info:
         LanceFileReader(ObjectStore(tmp_path), REL)
     assert info.value.path == REL
 
@@ -216,7 +222,7 @@ def test_fixed_size_list_of_strings_is_refused(tmp_path):
         _writer(tmp_path, pa.schema([("f", pa.list_(pa.string(), 2))]))
 
 
-@pytest.mark.parametrize("version", ["2.1", "2.2", "0.1"])
+@pytest.mark.parametrize("version", ["2.3", "next", "0.1"])
 def test_other_write_versions_are_refused(tmp_path, version):
     with pytest.raises(UnsupportedFeatureError):
         _writer(tmp_path, pa.schema([("i", pa.int32())]), version=version)

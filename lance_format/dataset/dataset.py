@@ -103,8 +103,18 @@ class LanceDataset:
         return has_stable_row_ids(self.manifest)
 
     @property
-    def config(self) -> dict[str, str]:
-        return dict(self.manifest.config)
+    def config(self) -> "_ConfigDict":
+        """The table config; also callable (``ds.config()``) like pylance's method."""
+        return _ConfigDict(self.manifest.config)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The table metadata (pylance's ``metadata``)."""
+        return dict(self.manifest.table_metadata)
+
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        return {k: v.decode(errors="replace") for k, v in self.manifest.schema_metadata.items()}
 
     @property
     def tags(self) -> Tags:
@@ -141,6 +151,106 @@ class LanceDataset:
         if version not in listing.versions:
             raise VersionNotFoundError(f"version {version} does not exist", table=self.uri)
         return load_transaction(self._store, read_manifest(self._store, listing.versions[version]))
+
+    def delta(
+        self,
+        compared_against: int | None = None,
+        *,
+        begin_version: int | None = None,
+        end_version: int | None = None,
+    ) -> "DatasetDelta":  # noqa: F821
+        """Changes between versions (pylance's ``delta``): ``compared_against`` compares with
+        this version, or give ``begin_version`` (exclusive) and ``end_version`` (inclusive).
+        See :class:`lance_format.dataset.delta.DatasetDelta` (adds ``get_changes()``)."""
+        from lance_format.dataset.delta import build_delta  # delta imports this module
+
+        return build_delta(self, compared_against, begin_version=begin_version, end_version=end_version)
+
+    # -- mutations (each commits a new version and moves this object to it, like pylance) ------
+    def _replace_version(self, version: int) -> None:
+        """Point this object at ``version`` of the same table, dropping every cached view."""
+        fresh = LanceDataset(self._store, version)
+        self.__dict__.clear()
+        self.__dict__.update(fresh.__dict__)
+
+    def delete(self, predicate, **kwargs) -> dict[str, int]:
+        """Delete rows matching a SQL predicate or pyarrow expression: ``{"num_deleted_rows": n}``."""
+        from lance_format.dataset.mutations import delete
+
+        return delete(self, predicate, **kwargs)
+
+    def update(self, updates: dict[str, Any], where=None, conflict_retries: int = 10, retry_timeout=None,
+               data_storage_version: str | None = None, **kwargs) -> dict[str, int]:
+        """Set columns (SQL expressions or literals) on rows matching ``where``: ``{"num_rows_updated": n}``."""
+        from lance_format.dataset.mutations import update
+
+        if retry_timeout is not None:
+            kwargs["retry_timeout"] = retry_timeout
+        return update(self, updates, where, conflict_retries=conflict_retries,
+                      data_storage_version=data_storage_version, **kwargs)
+
+    def merge_insert(self, on):
+        """A :class:`~lance_format.dataset.merge_insert.MergeInsertBuilder` keyed on ``on``."""
+        from lance_format.dataset.mutations import merge_insert
+
+        return merge_insert(self, on)
+
+    def add_columns(self, transforms, read_columns=None, reader_schema=None, batch_size=None, **kwargs) -> None:
+        from lance_format.dataset.schema_evolution import add_columns
+
+        add_columns(self, transforms, read_columns, reader_schema, batch_size, **kwargs)
+
+    def drop_columns(self, columns: list[str], **kwargs) -> None:
+        from lance_format.dataset.schema_evolution import drop_columns
+
+        drop_columns(self, columns, **kwargs)
+
+    def alter_columns(self, *alterations, **kwargs) -> None:
+        from lance_format.dataset.schema_evolution import alter_columns
+
+        alter_columns(self, *alterations, **kwargs)
+
+    def restore(self, **kwargs) -> None:
+        """Commit the checked-out version as the newest version."""
+        from lance_format.dataset.maintenance import restore
+
+        restore(self, **kwargs)
+
+    @property
+    def optimize(self):
+        from lance_format.dataset.compaction import DatasetOptimizer
+
+        return DatasetOptimizer(self)
+
+    def cleanup_old_versions(self, older_than=None, retain_versions=None, **kwargs):
+        from lance_format.dataset.maintenance import cleanup_old_versions
+
+        return cleanup_old_versions(self, older_than, retain_versions, **kwargs)
+
+    def update_config(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
+        from lance_format.dataset.maintenance import update_config
+
+        return update_config(self, values, **kwargs)
+
+    def delete_config_keys(self, keys: list[str], **kwargs) -> None:
+        from lance_format.dataset.maintenance import delete_config_keys
+
+        delete_config_keys(self, keys, **kwargs)
+
+    def update_metadata(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
+        from lance_format.dataset.maintenance import update_metadata
+
+        return update_metadata(self, values, **kwargs)
+
+    def update_schema_metadata(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
+        from lance_format.dataset.maintenance import update_schema_metadata
+
+        return update_schema_metadata(self, values, **kwargs)
+
+    def update_field_metadata(self, field_updates: dict[str, dict[str, str | None]], **kwargs) -> None:
+        from lance_format.dataset.maintenance import update_field_metadata
+
+        update_field_metadata(self, field_updates, **kwargs)
 
     # -- fragments ---------------------------------------------------------------------------
     def get_fragments(self) -> list[LanceFragment]:
@@ -219,6 +329,13 @@ class LanceDataset:
         inverse = np.empty(len(positions), dtype=np.int64)
         inverse[np.concatenate(order)] = np.arange(len(positions))
         return table.take(pa.array(inverse))
+
+
+class _ConfigDict(dict):
+    """A config dict that can also be called, since pylance's ``config`` is a method."""
+
+    def __call__(self) -> dict[str, str]:
+        return dict(self)
 
 
 def _summary(manifest: table_pb2.Manifest) -> dict[str, str]:

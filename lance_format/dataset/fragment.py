@@ -34,7 +34,7 @@ SYSTEM_COLUMNS = (ROW_ID, ROW_ADDRESS, ROW_CREATED_AT, ROW_LAST_UPDATED_AT)
 DATA_DIR = "data"
 
 # Footer-independent (major, minor) versions recorded in DataFile for each supported format.
-_SUPPORTED_FILE_VERSIONS = {(2, 0)}
+_SUPPORTED_FILE_VERSIONS = {(2, 0), (2, 1), (2, 2)}
 
 
 def data_file_path(path: str, *, table: str) -> str:
@@ -163,16 +163,17 @@ class LanceFragment:
                     path=data_file.path,
                     **self._error_context(),
                 )
-            owned = [f for f in fields if f.id in positions and f.id in remaining]
+            structural = version >= (2, 1)
+            owned = [f for f in fields if f.id in remaining and _stored_in(f, positions, structural)]
             if not owned:
                 continue
             if version not in _SUPPORTED_FILE_VERSIONS:
                 raise UnsupportedFeatureError(
-                    f"data file version {version[0]}.{version[1]} is not supported yet (supported: 2.0)",
+                    f"data file version {version[0]}.{version[1]} is not supported (supported: 2.0, 2.1, 2.2)",
                     path=data_file.path,
                     **self._error_context(),
                 )
-            plans = [self._column_plan(f, positions, data_file.path) for f in owned]
+            plans = [self._column_plan(f, positions, data_file.path, structural) for f in owned]
             for f in owned:
                 del remaining[f.id]
             result.append(
@@ -188,7 +189,17 @@ class LanceFragment:
             result.append(_FilePlan("", None, [], [f.name for f in remaining.values()]))
         return result
 
-    def _column_plan(self, field: LanceField, positions: dict[int, int], path: str) -> ColumnPlan:
+    def _column_plan(self, field: LanceField, positions: dict[int, int], path: str,
+                     structural: bool = False) -> ColumnPlan:
+        if structural:
+            # 2.1+: only leaves have columns (DataFile.fields lists leaf ids; a fixed-size list
+            # of primitives or a packed struct is one leaf); parents get column -1
+            if field.id in positions:
+                return ColumnPlan(field.to_arrow(), positions[field.id], [])
+            if field.children:
+                return ColumnPlan(
+                    field.to_arrow(), -1, [self._column_plan(c, positions, path, True) for c in field.children]
+                )
         if field.id not in positions:
             raise CorruptFileError(
                 f"data file has no column for field {field.name!r} (id {field.id})",
@@ -231,14 +242,21 @@ class LanceFragment:
         schema: LanceSchema,
         system_columns: list[str],
         batch_size: int,
+        *,
+        row_range: tuple[int, int] | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Batches of the live rows, with ``schema``'s columns followed by ``system_columns``."""
+        """Batches of the live rows, with ``schema``'s columns followed by ``system_columns``.
+
+        ``row_range``: only physical rows ``[begin, end)`` (a split of a large fragment).
+        """
         arrow_schema = schema.to_arrow()
         out_schema = _with_system_columns(arrow_schema, system_columns)
         keep = self._keep_mask
         file_plans = self._file_plans(schema.fields)
-        for start in range(0, self.physical_rows, batch_size):
-            stop = min(start + batch_size, self.physical_rows)
+        first, last = (0, self.physical_rows) if row_range is None else (
+            max(0, int(row_range[0])), min(self.physical_rows, int(row_range[1])))
+        for start in range(first, last, batch_size):
+            stop = min(start + batch_size, last)
             offsets = np.arange(start, stop, dtype=np.uint64)
             selection = None
             if keep is not None:
@@ -274,6 +292,13 @@ class LanceFragment:
         if keep is None:
             return np.arange(self.physical_rows, dtype=np.uint64)
         return np.flatnonzero(keep).astype(np.uint64)
+
+
+def _stored_in(field: LanceField, positions: dict[int, int], structural: bool) -> bool:
+    """Whether a data file holds ``field`` (2.1+ files list only leaf ids)."""
+    if field.id in positions:
+        return True
+    return structural and any(_stored_in(c, positions, True) for c in field.children)
 
 
 def _with_system_columns(schema: pa.Schema, system_columns: list[str]) -> pa.Schema:

@@ -40,7 +40,7 @@ from sqlglot.tokens import Tokenizer
 
 from lance_format.errors import InvalidInputError
 
-__all__ = ["SYSTEM_COLUMNS", "to_expression", "referenced_columns"]
+__all__ = ["SYSTEM_COLUMNS", "to_expression", "to_value_expression", "referenced_columns"]
 
 #: Columns the scanner synthesises; they can be filtered on without being in the table schema.
 SYSTEM_COLUMNS: dict[str, pa.DataType] = {
@@ -654,3 +654,25 @@ def _rewrite_escape(pattern: str, escape: str) -> str:
         out.append("\\\\" if ch == "\\" else ch)
         i += 1
     return "".join(out)
+
+
+def to_value_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa.DataType, list[str]]:
+    """Translate a SQL scalar expression (an UPDATE value, a new column's definition).
+
+    Returns the expression, its Arrow type over ``schema`` and the top-level columns it reads.
+    Raises :class:`InvalidInputError` like :func:`to_expression`, without requiring a boolean.
+    """
+    if not isinstance(sql, str):
+        raise InvalidInputError(f"a SQL expression must be a string, got {type(sql).__name__}")
+    translator = _Translator(sql, schema)
+    if not sql.strip():
+        raise InvalidInputError("Invalid SQL expression: the expression is empty")
+    try:
+        tree = sqlglot.parse_one(sql, read=_LanceFilterDialect)
+    except SqlglotError as err:
+        raise InvalidInputError(f"Invalid SQL expression {sql!r}: {_syntax_detail(err)}") from None
+    node = translator.visit(tree)
+    dtype = translator._type_of(node)
+    found = translator.referenced
+    columns = [n for n in schema.names if n in found] + [n for n in SYSTEM_COLUMNS if n in found and n not in schema.names]
+    return node.expr, dtype, columns

@@ -33,9 +33,12 @@ from lance_format.table.transaction import new_transaction
 MODES = ("create", "append", "overwrite")
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024 * 1024 * 1024
-# File versions this engine can write; "stable" (2.2) and 2.1 arrive with the 2.1+ encodings.
-_WRITABLE_VERSIONS = {"2.0": (2, 0)}
+# File versions this engine can write -> DataFile (major, minor). 2.3 ("next") and the legacy
+# 0.1 format are refused.
+_WRITABLE_VERSIONS = {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2)}
 _VERSION_ALIASES = {"legacy": "0.1", "stable": "2.2", "next": "2.3"}
+# What new tables get when no version is asked for (pylance 14's default is "stable" = 2.2).
+DEFAULT_STORAGE_VERSION = "2.2"
 
 
 def data_file_name() -> str:
@@ -45,10 +48,10 @@ def data_file_name() -> str:
 
 
 def _resolve_storage_version(requested: str | None, existing: str | None, *, table: str) -> str:
-    version = existing or _VERSION_ALIASES.get(requested or "", requested) or "2.0"
+    version = existing or _VERSION_ALIASES.get(requested or "", requested) or DEFAULT_STORAGE_VERSION
     if version not in _WRITABLE_VERSIONS:
         raise UnsupportedFeatureError(
-            f"writing Lance file version {version} is not supported yet (supported: {sorted(_WRITABLE_VERSIONS)})",
+            f"writing Lance file version {version} is not supported (supported: {sorted(_WRITABLE_VERSIONS)})",
             table=table,
         )
     return version

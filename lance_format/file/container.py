@@ -101,12 +101,12 @@ def parse_footer(tail: bytes, *, path: str) -> Footer:
 
 
 def check_version(major: int, minor: int, *, path: str) -> None:
-    """Accept file version 2.0 (footer (0,3) or (2,0)); refuse everything else clearly."""
-    if (major, minor) in ((0, 3), (2, 0)):
+    """Accept file versions 2.0 (footer (0,3) or (2,0)), 2.1 and 2.2; refuse everything else clearly."""
+    if (major, minor) in ((0, 3), (2, 0), (2, 1), (2, 2)):
         return
     if major == 0 and minor <= 2:
         raise UnsupportedFeatureError(
-            f"legacy Lance file version 0.{minor} is not supported (only 2.0 files can be read)", path=path
+            f"legacy Lance file version 0.{minor} is not supported (only 2.0-2.2 files can be read)", path=path
         )
     if major == 2:
         raise UnsupportedFeatureError(f"file version 2.{minor} is not supported yet", path=path)

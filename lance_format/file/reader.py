@@ -1,7 +1,10 @@
-"""Reader of Lance v2 data files, file version 2.0.
+"""Reader of Lance v2 data files, file versions 2.0, 2.1 and 2.2.
 
-The caller says which fields to produce with :class:`ColumnPlan` trees (2.0 has one column per
-field, parents included). Rows of a column are located by the cumulative page lengths (2.0
+The caller says which fields to produce with :class:`ColumnPlan` trees: 2.0 has one column per
+field, parents included; 2.1/2.2 have one column per leaf (parents are planned with column -1)
+and are decoded by :mod:`lance_format.encodings.v2_1`, which this module only dispatches to.
+
+For 2.0 files: Rows of a column are located by the cumulative page lengths (2.0
 page priorities are always 0). List columns map rows to items through their offsets pages:
 the items of offsets page *p* start at the sum of ``num_items`` of the pages before it.
 
@@ -22,10 +25,11 @@ import pyarrow.fs as pafs
 
 from lance_format.encodings.buffers import DecodeContext, bools_to_bitmap
 from lance_format.encodings.v2_0_decode import ListOffsetsPage, decode_leaf, decode_list_offsets
+from lance_format.encodings.v2_1.column import StructuralColumn, assemble
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_format.file.container import FileMetadata, encoding_bytes, read_file_metadata, unpack_any
 from lance_format.io.object_store import ObjectStore
-from lance_format.proto import encodings_v2_0_pb2, file_pb2
+from lance_format.proto import encodings_v2_0_pb2, encodings_v2_1_pb2, file_pb2
 from lance_format.schema import LanceField, LanceSchema
 
 _PAGE_CACHE_SIZE = 2
@@ -34,7 +38,11 @@ _INT32_MAX = 2**31 - 1
 
 @dataclass
 class ColumnPlan:
-    """Which file column holds one (possibly nested) field, and the Arrow field to produce."""
+    """Which file column holds one (possibly nested) field, and the Arrow field to produce.
+
+    In 2.1+ files parents (structs, lists) have no column: their plan has ``column == -1`` and
+    the leaves below carry the columns.
+    """
 
     field: pa.Field
     column: int
@@ -50,6 +58,25 @@ def plans_for_schema(schema: LanceSchema) -> list[ColumnPlan]:
         counter[0] += 1
         children = [plan(c) for c in lance_field.children]
         return ColumnPlan(lance_field.to_arrow(), column, children)
+
+    return [plan(f) for f in schema.fields]
+
+
+def structural_plans_for_schema(schema: LanceSchema) -> list[ColumnPlan]:
+    """Plans for every top-level field of a 2.1+ file written with ``schema`` (leaf columns only).
+
+    A leaf is a field without children; a struct marked ``lance-encoding:packed`` is one leaf.
+    """
+    counter = [0]
+
+    def plan(lance_field: LanceField) -> ColumnPlan:
+        flag = lance_field.metadata.get("lance-encoding:packed", lance_field.metadata.get("packed", b""))
+        packed = (flag.encode() if isinstance(flag, str) else flag).lower() in (b"true", b"1")
+        if not lance_field.children or packed:
+            column = counter[0]
+            counter[0] += 1
+            return ColumnPlan(lance_field.to_arrow(), column)
+        return ColumnPlan(lance_field.to_arrow(), -1, [plan(c) for c in lance_field.children])
 
     return [plan(f) for f in schema.fields]
 
@@ -176,6 +203,8 @@ class LanceFileReader:
         self.num_columns: int = len(self.metadata.columns)
         self._columns: dict[int, _Column] = {}
         self._verified: set[tuple[int, int]] = set()
+        self.structural: bool = self.version[0] == 2 and self.version[1] >= 1
+        self._leaf_columns: dict[int, StructuralColumn] = {}
 
     # -- plumbing --------------------------------------------------------------------------------
     def close(self) -> None:
@@ -264,6 +293,8 @@ class LanceFileReader:
         """Rows ``[start, stop)`` of each planned field."""
         if not 0 <= start <= stop <= self.num_rows:
             raise InvalidInputError(f"row range [{start}, {stop}) is outside the file's {self.num_rows} rows")
+        if self.structural:
+            return self._structural(plans, lambda col, t: col.read(start, stop, t))
         self._check_plans(plans)
         return [self._read_plan(plan, start, stop) for plan in plans]
 
@@ -275,17 +306,74 @@ class LanceFileReader:
         if idx.size and (idx.dtype.kind not in "iu" or int(idx.min()) < 0 or int(idx.max()) >= self.num_rows):
             raise InvalidInputError(f"take indices must be integers in [0, {self.num_rows})")
         idx = idx.astype(np.int64, copy=False)
-        self._check_plans(plans)
+        if not self.structural:
+            self._check_plans(plans)
         ordered = idx.size < 2 or bool(np.all(idx[1:] > idx[:-1]))
         if ordered:
             rows, inverse = idx, None
         else:
             rows, inverse = np.unique(idx, return_inverse=True)
+        if self.structural:
+            if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+                first, last = int(rows[0]), int(rows[-1]) + 1
+                arrays = self._structural(plans, lambda col, t: col.read(first, last, t))
+            else:
+                arrays = self._structural(plans, lambda col, t: col.take(rows, t))
+            return [a if inverse is None else a.take(pa.array(inverse.ravel())) for a in arrays]
         out = []
         for plan in plans:
             array = self._take_plan(plan, rows)
             out.append(array if inverse is None else array.take(pa.array(inverse.ravel())))
         return out
+
+    # -- 2.1+ ------------------------------------------------------------------------------------
+    def _structural(self, plans: list[ColumnPlan], fetch) -> list[pa.Array]:
+        """Decode each plan's leaves with ``fetch(column, type)`` and assemble the fields."""
+        out = []
+        for plan in plans:
+            named = self._named_leaves(plan, "")
+            if self.num_rows == 0:
+                out.append(pa.array([], type=plan.field.type))
+                continue
+            leaves = {lp.column: fetch(self._leaf_column(lp, name), lp.field.type) for lp, name in named}
+            names = {lp.field.name: name for lp, name in named}
+            out.append(assemble(plan, leaves, lambda n: DecodeContext(self.path, names.get(n, n))))
+        return out
+
+    def _named_leaves(self, plan: ColumnPlan, prefix: str) -> list[tuple[ColumnPlan, str]]:
+        name = f"{prefix}{plan.field.name}"
+        if (plan.field.metadata or {}).get(b"ARROW:extension:name") == b"lance.blob.v2":
+            raise UnsupportedFeatureError("blob v2 columns (lance.blob.v2) are not supported yet",
+                                          path=self.path, column=name)
+        if plan.column >= 0:
+            if plan.column >= self.num_columns:
+                raise CorruptFileError(
+                    f"field refers to column {plan.column} but the file has {self.num_columns} columns",
+                    path=self.path, column=name,
+                )
+            return [(plan, name)]
+        if not plan.children:
+            raise InvalidInputError(f"plan for {name!r} has neither a column nor children")
+        return [leaf for child in plan.children for leaf in self._named_leaves(child, name + ".")]
+
+    def _leaf_column(self, plan: ColumnPlan, name: str) -> StructuralColumn:
+        col = self._leaf_columns.get(plan.column)
+        if col is None:
+            ctx = DecodeContext(self.path, name)
+            pages = list(self.metadata.columns[plan.column].pages)
+
+            def layout_of(page: int) -> encodings_v2_1_pb2.PageLayout:
+                raw = encoding_bytes(pages[page].encoding, self._file, path=self.path, column=name)
+                return unpack_any(raw, encodings_v2_1_pb2.PageLayout, path=self.path, column=name)
+
+            def read_at(offset: int, length: int) -> np.ndarray:
+                return np.frombuffer(self._read(offset, length, ctx), np.uint8)
+
+            col = StructuralColumn(pages, ctx, layout_of, read_at, self.metadata.footer.column_meta_start)
+            if col.total != self.num_rows:
+                raise ctx.corrupt(f"column has {col.total} rows, the file has {self.num_rows}")
+            self._leaf_columns[plan.column] = col
+        return col
 
     # -- range path ------------------------------------------------------------------------------
     def _read_plan(self, plan: ColumnPlan, start: int, stop: int) -> pa.Array:

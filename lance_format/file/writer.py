@@ -1,11 +1,17 @@
-"""Writer of Lance v2 data files, file version 2.0 (byte layout of pylance 14's ``version="2.0"``).
+"""Writer of Lance v2 data files: file version 2.0 (byte layout of pylance 14's ``version="2.0"``)
+and file versions 2.1/2.2 (structural encodings, see ``lance_format.encodings.v2_1``).
 
-Every schema field, parents included, gets one column (depth-first order). Leaf columns buffer
-their data and write a page whenever ``max_page_bytes`` have accumulated, so memory stays bounded
-by the page size, not the file size. List columns write an offsets page and then flush their item
+File version 2.0: every schema field, parents included, gets one column (depth-first order).
+Leaf columns buffer their data and write a page whenever ``max_page_bytes`` have accumulated, so
+memory stays bounded by the page size, not the file size. List columns write an offsets page and then flush their item
 column, because a 2.0 item page must never be shared by two offsets pages (pylance's reader
 relies on it). Struct columns write one header page (``SimpleStruct``, no buffers) at the end.
 Given the same batches, the output is byte-identical to pylance 14's (checked by the tests).
+
+File versions 2.1/2.2: one column per *leaf* field (a fixed-size list of primitives is a leaf);
+struct and list structure lives in each leaf's rep/def levels. Each top-level field buffers
+about one page of rows and then writes a page to each of its leaf columns, whose priority is
+the page's first row. Footers say (2, 1) / (2, 2).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import validity_bools
+from lance_format.encodings.v2_1.encode_page import StructuralFieldWriter, check_structural_field
 from lance_format.encodings.v2_0_encode import (
     EncodedPage,
     check_encodable,
@@ -41,6 +48,12 @@ from lance_format.schema import LanceField, LanceSchema
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
 _PADDING = bytes([PAD_BYTE]) * 64
 _COLUMN_ENCODING = pack_any(encodings_v2_0_pb2.ColumnEncoding(values={}))
+# accepted version spellings -> (footer major, footer minor)
+_FILE_VERSIONS = {
+    "2.0": (0, 3), "2": (0, 3), "v2.0": (0, 3),
+    "2.1": (2, 1), "v2.1": (2, 1),
+    "2.2": (2, 2), "v2.2": (2, 2),
+}
 
 
 @dataclass
@@ -172,7 +185,7 @@ class _StructWriter(_ColumnWriter):
 
 
 class LanceFileWriter:
-    """Streams record batches into one Lance data file (file version 2.0)."""
+    """Streams record batches into one Lance data file (file version 2.0, 2.1 or 2.2)."""
 
     def __init__(
         self,
@@ -183,17 +196,23 @@ class LanceFileWriter:
         version: str = "2.0",
         max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
     ) -> None:
-        if version not in ("2.0", "2", "v2.0"):
-            raise UnsupportedFeatureError(f"writing file version {version} is not supported yet", path=path)
+        if version not in _FILE_VERSIONS:
+            raise UnsupportedFeatureError(
+                f"writing file version {version} is not supported (supported: 2.0, 2.1, 2.2)", path=path
+            )
         if max_page_bytes < 1:
             raise ValueError("max_page_bytes must be positive")
         self.store = store
         self.path = path
         self.schema = schema
         self.max_page_bytes = int(max_page_bytes)
+        self._footer_version = _FILE_VERSIONS[version]
         self._arrow_schema = schema.to_arrow()
         self._field_ids: list[int] = []
-        self._writers = [self._make_writer(f, f.name) for f in schema.fields]
+        if self._footer_version == (0, 3):
+            self._writers = [self._make_writer(f, f.name) for f in schema.fields]
+        else:
+            self._writers = [self._make_structural_writer(f) for f in schema.fields]
         self._columns = [file2_pb2.ColumnMetadata() for _ in self._field_ids]
         self._num_rows = 0
         self._pos = 0
@@ -221,10 +240,28 @@ class LanceFileWriter:
         check_encodable(data_type, name)
         return _LeafWriter(self, column, name, lance_field)
 
+    def _make_structural_writer(self, lance_field: LanceField) -> StructuralFieldWriter:
+        try:
+            check_structural_field(lance_field, lance_field.name)
+        except LanceError as exc:
+            raise exc.with_context(path=self.path)
+        first = len(self._field_ids)
+        self._field_ids.extend(leaf.id for leaf in lance_field.leaves())
+        return StructuralFieldWriter(
+            lance_field, first, self._footer_version[1], self.max_page_bytes, self._emit_structural
+        )
+
     # -- writing ---------------------------------------------------------------------------------
     def _emit(self, column: int, page: EncodedPage) -> None:
+        self._write_page(column, page.buffers, page.encoding, page.length, 0)
+
+    def _emit_structural(self, column: int, buffers: list, layout, length: int, first_row: int) -> None:
+        # 2.1+ pages carry their first row number as priority (pylance does the same).
+        self._write_page(column, buffers, layout, length, first_row)
+
+    def _write_page(self, column: int, buffers: list, encoding, length: int, priority: int) -> None:
         offsets, sizes = [], []
-        for buf in page.buffers:
+        for buf in buffers:
             view = memoryview(buf).cast("B") if not isinstance(buf, pa.Buffer) else buf
             size = view.nbytes if isinstance(view, memoryview) else view.size
             offsets.append(self._pos)
@@ -239,9 +276,9 @@ class LanceFileWriter:
             file2_pb2.ColumnMetadata.Page(
                 buffer_offsets=offsets,
                 buffer_sizes=sizes,
-                length=page.length,
-                encoding=direct_encoding(pack_any(page.encoding)),
-                priority=0,
+                length=length,
+                encoding=direct_encoding(pack_any(encoding)),
+                priority=priority,
             )
         )
 
@@ -286,10 +323,13 @@ class LanceFileWriter:
             descriptor.schema.fields.extend(self.schema.to_protos())
             for key, value in self.schema.metadata.items():
                 descriptor.schema.metadata[key] = value if isinstance(value, bytes) else str(value).encode()
-            tail = build_tail(self._pos, descriptor, self._columns, version=(0, 3))
+            tail = build_tail(self._pos, descriptor, self._columns, version=self._footer_version)
             self._out.write(tail)
             self._pos += len(tail)
             self._out.close()
+        except LanceError as exc:
+            self.abort()
+            raise exc.with_context(path=self.path)
         except BaseException:
             self.abort()
             raise

@@ -1,34 +1,57 @@
-"""The commit protocol: publish version N+1 atomically, or detect the concurrent writer.
+"""The commit protocol: publish version N+1 atomically, rebasing over concurrent writers.
 
-1. Write the transaction file (unreferenced until a manifest points at it).
-2. Read the latest version. If other writers committed since our read version, check each of
-   their transactions against ours; an incompatible one raises :class:`CommitConflictError`.
-3. Build the next manifest on top of the latest one and publish it with put-if-not-exists.
-   Losing that race means another writer took the version number: go back to 2.
+1. Read the latest version. Check the transaction of every version committed since our read
+   version against ours (:mod:`conflicts`): incompatible -> :class:`CommitConflictError`,
+   retryable -> :class:`RetryableCommitConflictError` (the caller redoes the operation on the
+   latest version), rebase -> a Delete/Update merges the concurrent deletions of a fragment
+   into its own new deletion file (refusing if both deleted one same row).
+2. Build the next manifest on top of the latest one, write the transaction file (unreferenced
+   until a manifest points at it) and publish the manifest with put-if-not-exists. Losing that
+   race means another writer took the version number: back off and go back to 1.
 
-A crash at any point leaves only unreferenced files behind; the table stays readable at its
-last committed version.
+Nothing is ever overwritten, so a crash at any point leaves only unreferenced files behind and
+the table stays readable at its last committed version; ``cleanup_old_versions`` removes them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import time
 from dataclasses import dataclass
+from typing import Mapping
 
-from lance_format.errors import CommitConflictError, LanceError
+import numpy as np
+
+from lance_format.errors import CommitConflictError, DatasetNotFoundError, LanceError, VersionNotFoundError
 from lance_format.io import ObjectStore
-from lance_format.proto import transaction_pb2
+from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table import feature_flags
-from lance_format.table.conflicts import conflict_reason
+from lance_format.table.conflicts import (
+    INCOMPATIBLE,
+    REBASE,
+    RETRYABLE,
+    RetryableCommitConflictError,
+    check,
+    modified_fragment_ids,
+)
+from lance_format.table.deletion import deletion_file_path, read_deletion_file, write_deletion_file
 from lance_format.table.manifest import ManifestFile, encode_manifest, read_manifest
 from lance_format.table.naming import VERSIONS_DIR, ManifestNaming, list_versions, manifest_path
-from lance_format.table.operations import BuildOptions, build_manifest, keeps_indices
-from lance_format.table.transaction import TRANSACTIONS_DIR, load_transaction, write_transaction_file
+from lance_format.table.operations import BuildOptions, build_version
+from lance_format.table.transaction import TRANSACTIONS_DIR, load_transaction, operation_name, transaction_file_name
 
 HINT_PATH = f"{VERSIONS_DIR}/latest_version_hint.json"
 DEFAULT_MAX_RETRIES = 20
+CRASH_ENV = "LANCE_FORMAT_CRASH_AT"  # test hook: SIGKILL this process at the named point
+
+
+def crash_point(name: str) -> None:
+    """Die (SIGKILL, no cleanup) at ``name`` when the crash-test hook asks for it."""
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -43,6 +66,135 @@ def _backoff(attempt: int) -> None:
     time.sleep(min(0.5, 0.005 * (2**attempt)) * (0.5 + random.random()))
 
 
+class _Commit:
+    """State of one transaction's way to a new version."""
+
+    def __init__(self, store: ObjectStore, txn: transaction_pb2.Transaction, options: BuildOptions,
+                 affected_rows: Mapping[int, np.ndarray] | None, read_manifest_file: ManifestFile | None) -> None:
+        self.store = store
+        self.original = txn
+        self.options = options
+        self.affected = None if affected_rows is None else {
+            int(k): np.asarray(v, dtype=np.uint32) for k, v in affected_rows.items()
+        }
+        self.op = operation_name(txn)
+        self.rewrite: set[int] = set()  # fragments whose deletions must be merged (rebase)
+        self._initial: dict[int, table_pb2.DataFragment] | None = None
+        self._read_manifest_file = read_manifest_file
+        self.written_txn: list[str] = []
+        self.written_deletions: list[str] = []
+        self._last_txn_bytes: bytes | None = None
+
+    # -- conflict checks -------------------------------------------------------------------
+    def initial_fragments(self, listing) -> dict[int, table_pb2.DataFragment] | None:
+        """The fragments our Delete/Update modifies, as they were at its read version."""
+        if self._initial is None and self.op in ("delete", "update"):
+            mf = self._read_manifest_file
+            if mf is None or mf.manifest.version != self.original.read_version:
+                path = listing.versions.get(self.original.read_version)
+                if path is None:
+                    return None
+                mf = read_manifest(self.store, path)
+            wanted = modified_fragment_ids(self.original)
+            self._initial = {f.id: f for f in mf.manifest.fragments if f.id in wanted}
+        return self._initial
+
+    def check_versions(self, listing, first: int, last: int) -> None:
+        for version in range(first, last + 1):
+            path = listing.versions.get(version)
+            theirs = None
+            if path is not None:
+                try:
+                    theirs = load_transaction(self.store, read_manifest(self.store, path))
+                except LanceError:
+                    theirs = None
+            verdict = check(
+                self.original, theirs,
+                initial_fragments=self.initial_fragments(listing),
+                has_affected_rows=self.affected is not None,
+            )
+            message = f"commit built on version {self.original.read_version} conflicts with version {version}"
+            if verdict.outcome == INCOMPATIBLE:
+                raise CommitConflictError(f"{message}: {verdict.reason}", table=self.store.uri, version=version,
+                                          path=path)
+            if verdict.outcome == RETRYABLE:
+                raise RetryableCommitConflictError(f"{message}: {verdict.reason}; retry the operation",
+                                                   table=self.store.uri, version=version, path=path)
+            if verdict.outcome == REBASE:
+                self.rewrite |= verdict.rewrite
+
+    # -- rebase --------------------------------------------------------------------------------
+    def rebased(self, latest: ManifestFile | None) -> transaction_pb2.Transaction:
+        """The transaction to commit on top of ``latest``."""
+        if self.op not in ("delete", "update") or latest is None:
+            return self.original
+        txn = transaction_pb2.Transaction()
+        txn.CopyFrom(self.original)
+        # Like Lance, a Delete/Update is re-stamped with the version it is finally applied to.
+        txn.read_version = latest.manifest.version
+        if self.rewrite:
+            self._merge_deletions(txn, latest)
+        return txn
+
+    def _merge_deletions(self, txn: transaction_pb2.Transaction, latest: ManifestFile) -> None:
+        body = txn.delete if self.op == "delete" else txn.update
+        removed = body.deleted_fragment_ids if self.op == "delete" else body.removed_fragment_ids
+        current = {f.id: f for f in latest.manifest.fragments}
+        new_files: dict[int, table_pb2.DeletionFile | None] = {}
+        for fragment_id in sorted(self.rewrite):
+            fragment = current.get(fragment_id)
+            if fragment is None:
+                raise RetryableCommitConflictError(
+                    f"fragment {fragment_id} was removed concurrently; retry the operation",
+                    table=self.store.uri, version=latest.manifest.version)
+            existing = (read_deletion_file(self.store, fragment_id, fragment.deletion_file)
+                        if fragment.HasField("deletion_file") else np.zeros(0, dtype=np.uint32))
+            ours = self.affected.get(fragment_id, np.zeros(0, dtype=np.uint32))
+            both = np.intersect1d(existing, ours)
+            if both.size:
+                raise RetryableCommitConflictError(
+                    f"a concurrent commit also removed rows {both[:5].tolist()} of fragment {fragment_id}; "
+                    "retry the operation", table=self.store.uri, version=latest.manifest.version)
+            merged = np.union1d(existing, ours)
+            if merged.size >= fragment.physical_rows:
+                new_files[fragment_id] = None
+                continue
+            pb = write_deletion_file(self.store, fragment_id, latest.manifest.version, merged)
+            self.written_deletions.append(deletion_file_path(fragment_id, pb))
+            new_files[fragment_id] = pb
+        kept = []
+        for fragment in body.updated_fragments:
+            if fragment.id in new_files and new_files[fragment.id] is None:
+                removed.append(fragment.id)
+                continue
+            copy = table_pb2.DataFragment()
+            copy.CopyFrom(fragment)
+            if fragment.id in new_files:
+                copy.deletion_file.CopyFrom(new_files[fragment.id])
+            kept.append(copy)
+        del body.updated_fragments[:]
+        body.updated_fragments.extend(kept)
+
+    # -- transaction files -----------------------------------------------------------------------
+    def write_transaction(self, txn: transaction_pb2.Transaction) -> None:
+        raw = txn.SerializeToString()
+        if raw == self._last_txn_bytes:
+            return
+        path = f"{TRANSACTIONS_DIR}/{transaction_file_name(txn)}"
+        self.store.write_bytes(path, raw)
+        self.written_txn.append(path)
+        self._last_txn_bytes = raw
+
+    def discard(self, keep: set[str]) -> None:
+        """Remove files this commit wrote that no published manifest references."""
+        for path in self.written_txn + self.written_deletions:
+            if path not in keep:
+                try:
+                    self.store.delete(path)
+                except OSError:
+                    pass
+
+
 def commit_transaction(
     store: ObjectStore,
     txn: transaction_pb2.Transaction,
@@ -50,66 +202,83 @@ def commit_transaction(
     options: BuildOptions = BuildOptions(),
     new_table_naming: ManifestNaming = ManifestNaming.V2,
     max_retries: int = DEFAULT_MAX_RETRIES,
+    affected_rows: Mapping[int, np.ndarray] | None = None,
+    read_manifest_file: ManifestFile | None = None,
 ) -> CommittedVersion:
-    """Commit ``txn`` as the next version of the table at ``store``."""
-    txn_path = f"{TRANSACTIONS_DIR}/{write_transaction_file(store, txn)}"
+    """Commit ``txn`` as the next version of the table at ``store``.
+
+    ``affected_rows`` (fragment id -> physical offsets a Delete/Update removed) lets a commit be
+    rebased over a concurrent Delete/Update of the same fragments; without it such a commit is
+    retryable. ``read_manifest_file`` spares re-reading the read version's manifest.
+    """
+    state = _Commit(store, txn, options, affected_rows, read_manifest_file)
     try:
-        return _commit_loop(store, txn, options, new_table_naming, max_retries)
+        committed, final = _commit_loop(state, new_table_naming, max_retries)
     except BaseException:
-        store.delete(txn_path)  # unreferenced: no manifest of ours points at it
+        state.discard(set())
         raise
+    keep = {f"{TRANSACTIONS_DIR}/{transaction_file_name(final)}"}
+    for fragment in committed.manifest_file.manifest.fragments:
+        if fragment.HasField("deletion_file"):
+            keep.add(deletion_file_path(fragment.id, fragment.deletion_file))
+    state.discard(keep)  # superseded attempts only
+    if state.rewrite:
+        _discard_superseded_deletions(store, txn, keep)
+    return committed
 
 
-def _commit_loop(
-    store: ObjectStore,
-    txn: transaction_pb2.Transaction,
-    options: BuildOptions,
-    new_table_naming: ManifestNaming,
-    max_retries: int,
-) -> CommittedVersion:
-    checked_up_to = txn.read_version
+def _discard_superseded_deletions(store: ObjectStore, original: transaction_pb2.Transaction, keep: set[str]) -> None:
+    body = original.delete if operation_name(original) == "delete" else original.update
+    for fragment in body.updated_fragments:
+        if fragment.HasField("deletion_file") and fragment.deletion_file.read_version == original.read_version:
+            path = deletion_file_path(fragment.id, fragment.deletion_file)
+            if path not in keep:
+                try:
+                    store.delete(path)
+                except OSError:
+                    pass
+
+
+def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: int):
+    store = state.store
+    checked_up_to = state.original.read_version
     for attempt in range(max_retries + 1):
         listing = list_versions(store)
         previous: ManifestFile | None = None
         if listing.latest is not None:
             previous = read_manifest(store, listing.versions[listing.latest])
-            feature_flags.check_writable(
-                previous.manifest, table=store.uri, path=listing.versions[listing.latest]
-            )
-            for version in range(checked_up_to + 1, listing.latest + 1):
-                _check_concurrent(store, txn, listing.versions.get(version), version)
-            checked_up_to = listing.latest
-        manifest = build_manifest(previous.manifest if previous else None, txn, options)
-        index_section = previous.index_section if previous and keeps_indices(txn) else None
-        data = encode_manifest(manifest, txn, index_section)
+            feature_flags.check_writable(previous.manifest, table=store.uri, path=listing.versions[listing.latest])
+            state.check_versions(listing, checked_up_to + 1, listing.latest)
+            checked_up_to = max(checked_up_to, listing.latest)
+        if previous is None and state.op != "overwrite":
+            raise DatasetNotFoundError(f"cannot commit a {state.op}: there is no table here (it may have been "
+                                       "deleted)", table=store.uri)
+        txn = state.rebased(previous)
+        restored = None
+        if state.op == "restore":
+            path = listing.versions.get(txn.restore.version)
+            if path is None:
+                raise VersionNotFoundError(f"cannot restore version {txn.restore.version}: it does not exist",
+                                           table=store.uri, version=txn.restore.version)
+            restored = read_manifest(store, path)
+        built = build_version(previous, txn, state.options, store=store, restored=restored)
+        state.write_transaction(txn)
+        crash_point("commit:after_transaction_file")
+        data = encode_manifest(built.manifest, txn, built.index_section)
         naming = listing.naming or new_table_naming
-        path = manifest_path(manifest.version, naming)
+        path = manifest_path(built.manifest.version, naming)
+        crash_point("commit:before_publish")
         if store.put_if_not_exists(path, data):
-            _write_hint(store, manifest.version)
-            return CommittedVersion(manifest.version, path, ManifestFile(manifest, txn, index_section, len(data)), attempt)
+            crash_point("commit:after_publish")
+            _write_hint(store, built.manifest.version)
+            mf = ManifestFile(built.manifest, txn, built.index_section, len(data))
+            return CommittedVersion(built.manifest.version, path, mf, attempt), txn
         _backoff(attempt)
     raise CommitConflictError(
         f"gave up after {max_retries} retries: other writers kept committing first",
         table=store.uri,
-        version=txn.read_version,
+        version=state.original.read_version,
     )
-
-
-def _check_concurrent(store: ObjectStore, txn: transaction_pb2.Transaction, path: str | None, version: int) -> None:
-    theirs = None
-    if path is not None:
-        try:
-            theirs = load_transaction(store, read_manifest(store, path))
-        except LanceError:
-            theirs = None
-    reason = conflict_reason(txn, theirs)
-    if reason is not None:
-        raise CommitConflictError(
-            f"commit built on version {txn.read_version} conflicts with version {version}: {reason}",
-            table=store.uri,
-            version=version,
-            path=path,
-        )
 
 
 def _write_hint(store: ObjectStore, version: int) -> None:
@@ -128,4 +297,7 @@ def latest_manifest(store: ObjectStore) -> tuple[str, ManifestFile] | None:
     return path, read_manifest(store, path)
 
 
-__all__ = ["commit_transaction", "CommittedVersion", "latest_manifest", "HINT_PATH"]
+__all__ = [
+    "commit_transaction", "CommittedVersion", "latest_manifest", "HINT_PATH", "RetryableCommitConflictError",
+    "crash_point", "CRASH_ENV",
+]

@@ -1,51 +1,326 @@
-"""Which concurrently committed operations a transaction can be rebased over.
+"""Whether a transaction can be committed after another one committed concurrently.
 
-This follows official Lance's conflict matrix for the operations this engine produces
-(Overwrite and Append here; the mutation operations extend it). Anything not known to be
-compatible, including a missing or unreadable transaction, is a conflict: refusing a commit is
-always safe, silently losing another writer's work is not.
+This is official Lance's conflict matrix (``conflict_resolver.rs``). For our transaction T,
+built at ``read_version``, and each transaction O committed since, the verdict is one of:
+
+* ``compatible``: T commits on top of O unchanged;
+* ``rebase``: T (a Delete or Update) touched a fragment whose deletion file O replaced; the
+  commit merges O's deletions into T's deletion file (and refuses if both removed a same row);
+* ``retryable``: T must be redone against the latest version (the mutation layer does that);
+* ``incompatible``: T can never be applied after O (e.g. anything but a Restore after an
+  Overwrite).
+
+A missing or unreadable transaction, or an operation this engine does not know, is
+incompatible: refusing a commit is always safe, silently losing another writer's work is not.
 """
 
 from __future__ import annotations
 
-from lance_format.proto import transaction_pb2
+from dataclasses import dataclass, field
+
+from pyroaring import BitMap
+
+from lance_format.errors import CommitConflictError
+from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table.transaction import operation_name
 
-# (our operation, their operation) pairs that commute without any rebase work.
-_COMPATIBLE: dict[str, set[str]] = {
-    "append": {
-        "append", "delete", "update", "rewrite", "merge", "project", "create_index",
-        "reserve_fragments", "update_config", "data_replacement", "update_bases", "clone",
-    },
-    "overwrite": {
-        "append", "delete", "update", "restore", "rewrite", "merge", "project", "create_index",
-        "reserve_fragments", "data_replacement", "update_bases", "clone",
-    },
-    "restore": {
-        "append", "delete", "update", "overwrite", "restore", "rewrite", "merge", "project",
-        "create_index", "reserve_fragments", "update_config", "data_replacement", "update_bases", "clone",
-    },
-}
+COMPATIBLE = "compatible"
+REBASE = "rebase"
+RETRYABLE = "retryable"
+INCOMPATIBLE = "incompatible"
+FRAG_REUSE_INDEX_NAME = "__lance_frag_reuse"
+
+Txn = transaction_pb2.Transaction
 
 
-def _config_keys(txn: transaction_pb2.Transaction) -> set[str]:
+class RetryableCommitConflictError(CommitConflictError):
+    """A concurrent commit got in the way; redoing the operation on the latest version may work."""
+
+
+@dataclass
+class Verdict:
+    outcome: str
+    reason: str = ""
+    rewrite: set[int] = field(default_factory=set)  # fragments whose deletion files must be merged
+
+
+def _ok() -> Verdict:
+    return Verdict(COMPATIBLE)
+
+
+def _retry(ours: str, theirs: str, why: str = "") -> Verdict:
+    return Verdict(RETRYABLE, f"{ours} was preempted by a concurrent {theirs}{': ' + why if why else ''}")
+
+
+def _never(ours: str, theirs: str, why: str = "") -> Verdict:
+    return Verdict(INCOMPATIBLE, f"{ours} is incompatible with a concurrent {theirs}{': ' + why if why else ''}")
+
+
+# -- what an operation touches -----------------------------------------------------------------
+def modified_fragment_ids(txn: Txn) -> set[int]:
+    """Existing fragments a transaction changes or removes."""
+    op = operation_name(txn)
+    if op == "delete":
+        return {f.id for f in txn.delete.updated_fragments} | set(txn.delete.deleted_fragment_ids)
+    if op == "update":
+        return {f.id for f in txn.update.updated_fragments} | set(txn.update.removed_fragment_ids)
+    if op == "rewrite":
+        ids = {f.id for g in txn.rewrite.groups for f in g.old_fragments}
+        return ids | {f.id for f in txn.rewrite.old_fragments}
+    if op == "data_replacement":
+        return {r.fragment_id for r in txn.data_replacement.replacements}
+    if op == "merge":
+        return {f.id for f in txn.merge.fragments}
+    return set()
+
+
+def _updated_and_removed(txn: Txn) -> tuple[list[table_pb2.DataFragment], list[int]]:
+    if operation_name(txn) == "delete":
+        return list(txn.delete.updated_fragments), list(txn.delete.deleted_fragment_ids)
+    return list(txn.update.updated_fragments), list(txn.update.removed_fragment_ids)
+
+
+def _upserted_keys(txn: Txn) -> set[str]:
     op = operation_name(txn)
     if op == "overwrite":
         return set(txn.overwrite.config_upsert_values)
     if op == "update_config":
-        keys = {e.key for e in txn.update_config.config_updates.update_entries}
-        return keys | set(txn.update_config.upsert_values) | set(txn.update_config.delete_keys)
+        body = txn.update_config
+        return {e.key for e in body.config_updates.update_entries if e.HasField("value")} | set(body.upsert_values)
     return set()
 
 
-def conflict_reason(ours: transaction_pb2.Transaction, theirs: transaction_pb2.Transaction | None) -> str | None:
-    """None if ``ours`` can be committed after ``theirs``; otherwise why not."""
+def _deleted_keys(txn: Txn) -> set[str]:
+    if operation_name(txn) != "update_config":
+        return set()
+    body = txn.update_config
+    return {e.key for e in body.config_updates.update_entries if not e.HasField("value")} | set(body.delete_keys)
+
+
+def config_key_conflict(a: Txn, b: Txn) -> set[str]:
+    """Config keys one transaction upserts and the other upserts or deletes."""
+    up_a, up_b = _upserted_keys(a), _upserted_keys(b)
+    return (up_a & (up_b | _deleted_keys(b))) | (up_b & _deleted_keys(a))
+
+
+def _touches_schema_metadata(txn: Txn) -> bool:
+    body = txn.update_config
+    return body.HasField("schema_metadata_updates") or len(body.schema_metadata) > 0
+
+
+def _field_metadata_ids(txn: Txn) -> set[int]:
+    body = txn.update_config
+    return set(body.field_metadata_updates) | set(body.field_metadata)
+
+
+def _same_metadata(a: Txn, b: Txn) -> bool:
+    if _touches_schema_metadata(a) and _touches_schema_metadata(b):
+        return True
+    if _field_metadata_ids(a) & _field_metadata_ids(b):
+        return True
+    # More conservative than Lance: concurrent writes of one table-metadata key conflict too.
+    keys_a = {e.key for e in a.update_config.table_metadata_updates.update_entries}
+    keys_b = {e.key for e in b.update_config.table_metadata_updates.update_entries}
+    replace = a.update_config.table_metadata_updates.replace or b.update_config.table_metadata_updates.replace
+    both = a.update_config.HasField("table_metadata_updates") and b.update_config.HasField("table_metadata_updates")
+    return bool(keys_a & keys_b) or (replace and both)
+
+
+def _index_bitmaps(indices) -> list[BitMap | None]:
+    return [BitMap.deserialize(bytes(i.fragment_bitmap)) if i.fragment_bitmap else None for i in indices]
+
+
+# -- per-operation rules -------------------------------------------------------------------------
+def _check_delete_update(
+    ours: Txn, theirs: Txn, initial: dict[int, table_pb2.DataFragment] | None, has_affected_rows: bool
+) -> Verdict:
+    me, other = operation_name(ours), operation_name(theirs)
+    mine = modified_fragment_ids(ours)
+    if other in ("create_index", "reserve_fragments", "clone", "project", "append", "update_config", "update_bases"):
+        return _ok()
+    if other in ("rewrite", "data_replacement"):
+        overlap = mine & modified_fragment_ids(theirs)
+        return _retry(me, other, f"both touch fragments {sorted(overlap)}") if overlap else _ok()
+    if other in ("delete", "update"):
+        updated, removed = _updated_and_removed(theirs)
+        overlap = mine & ({f.id for f in updated} | set(removed))
+        if not overlap:
+            return _ok()
+        if not has_affected_rows or initial is None:
+            return _retry(me, other, f"both changed fragments {sorted(overlap)}")
+        rewrite: set[int] = set()
+        for fragment in updated:
+            before = initial.get(fragment.id)
+            if before is None:
+                continue
+            if list(before.files) != list(fragment.files):
+                return _retry(me, other, f"fragment {fragment.id} got new data files")
+            if before.deletion_file != fragment.deletion_file or before.HasField("deletion_file") != fragment.HasField(
+                "deletion_file"
+            ):
+                rewrite.add(fragment.id)
+        gone = [i for i in removed if i in initial]
+        if gone:
+            return _retry(me, other, f"fragments {gone} were removed")
+        return Verdict(REBASE if rewrite else COMPATIBLE, rewrite=rewrite)
+    if other == "merge":
+        return _retry(me, other)
+    return _never(me, other or "unknown operation")  # overwrite, restore, mem-wal, unknown
+
+
+def _check_rewrite(ours: Txn, theirs: Txn) -> Verdict:
+    other = operation_name(theirs)
+    mine = modified_fragment_ids(ours)
+    if other in ("append", "reserve_fragments", "project", "clone", "update_config", "update_mem_wal_state", "update_bases"):
+        return _ok()
+    if other in ("delete", "update", "rewrite", "data_replacement"):
+        overlap = mine & modified_fragment_ids(theirs)
+        return _retry("rewrite", other, f"both touch fragments {sorted(overlap)}") if overlap else _ok()
+    if other == "merge":
+        return _retry("rewrite", other)
+    if other == "create_index":
+        indices = list(theirs.create_index.new_indices)
+        if any(i.name == FRAG_REUSE_INDEX_NAME for i in indices):
+            return _retry("rewrite", other, "the fragment reuse index changed")
+        for bitmap in _index_bitmaps(indices):
+            if bitmap is None or any(i in bitmap for i in mine):
+                return _retry("rewrite", other, "the new index covers rewritten fragments")
+        return _ok()
+    return _never("rewrite", other or "unknown operation")
+
+
+def _check_create_index(ours: Txn, theirs: Txn) -> Verdict:
+    other = operation_name(theirs)
+    mine = list(ours.create_index.new_indices)
+    if other in ("append", "clone", "update_bases", "delete", "update", "merge", "reserve_fragments", "project",
+                 "update_config"):
+        return _ok()
+    if other == "create_index":
+        both_fri = any(i.name == FRAG_REUSE_INDEX_NAME for i in mine) and any(
+            i.name == FRAG_REUSE_INDEX_NAME for i in theirs.create_index.new_indices
+        )
+        return _retry("create_index", other) if both_fri else _ok()
+    if other == "rewrite":
+        rewritten = modified_fragment_ids(theirs)
+        for bitmap in _index_bitmaps(mine):
+            if bitmap is None or any(i in bitmap for i in rewritten):
+                return _retry("create_index", other, "indexed fragments were rewritten")
+        return _ok()
+    if other == "data_replacement":
+        indexed = {f for i in mine for f in i.fields}
+        replaced = {f for r in theirs.data_replacement.replacements for f in r.new_file.fields}
+        return _retry("create_index", other) if indexed & replaced else _ok()
+    return _never("create_index", other or "unknown operation")
+
+
+def _check_update_config(ours: Txn, theirs: Txn) -> Verdict:
+    other = operation_name(theirs)
+    if other == "overwrite":
+        if _touches_schema_metadata(ours) or _field_metadata_ids(ours) or config_key_conflict(ours, theirs):
+            return _never("update_config", other, "both change config or schema metadata")
+        return _ok()
+    if other == "update_config":
+        keys = config_key_conflict(ours, theirs)
+        if keys or _same_metadata(ours, theirs):
+            return _never("update_config", other, f"both change the same keys {sorted(keys)}" if keys else
+                          "both change the same metadata")
+        return _ok()
+    return _ok() if other is not None else _never("update_config", "unknown operation")
+
+
+_SIMPLE: dict[str, dict[str, set[str]]] = {
+    # our op -> {outcome: their ops}; ops not listed are incompatible.
+    "append": {COMPATIBLE: {"append", "rewrite", "create_index", "delete", "update", "reserve_fragments", "project",
+                            "update_bases", "merge", "update_config", "clone", "data_replacement"}},
+    "restore": {COMPATIBLE: {"append", "delete", "overwrite", "create_index", "rewrite", "data_replacement", "merge",
+                             "restore", "reserve_fragments", "update_bases", "update", "project", "clone",
+                             "update_config"}},
+    "reserve_fragments": {COMPATIBLE: {"append", "delete", "create_index", "rewrite", "data_replacement", "merge",
+                                       "reserve_fragments", "update", "project", "clone", "update_config",
+                                       "update_mem_wal_state", "update_bases"}},
+    "project": {COMPATIBLE: {"append", "update", "delete", "update_config", "create_index", "data_replacement",
+                             "rewrite", "clone", "reserve_fragments", "update_bases"},
+                RETRYABLE: {"merge", "project"}},
+    "merge": {COMPATIBLE: {"create_index", "reserve_fragments", "clone", "update_config", "update_bases"},
+              RETRYABLE: {"update", "append", "delete", "rewrite", "merge", "data_replacement"}},
+    "data_replacement": {COMPATIBLE: {"append", "clone", "delete", "update", "merge", "update_config",
+                                      "reserve_fragments", "project", "update_bases"}},
+    "clone": {COMPATIBLE: set()},
+    # Never produced here; Lance's rules, without the MemWAL-id comparisons (conservative).
+    "update_mem_wal_state": {COMPATIBLE: {"update_config", "rewrite", "create_index", "reserve_fragments",
+                                          "update_bases"}},
+}
+
+
+def check(
+    ours: Txn,
+    theirs: Txn | None,
+    *,
+    initial_fragments: dict[int, table_pb2.DataFragment] | None = None,
+    has_affected_rows: bool = False,
+) -> Verdict:
+    """The verdict for committing ``ours`` after ``theirs`` (None: its transaction is missing).
+
+    ``initial_fragments`` are the fragments ``ours`` modifies as they were at its read version
+    and ``has_affected_rows`` says whether the row addresses it deleted are known; a Delete or
+    Update needs both to be rebased over another Delete or Update of the same fragments.
+    """
+    me = operation_name(ours) or "unknown operation"
     if theirs is None:
-        return "the concurrent commit has no readable transaction"
-    our_op, their_op = operation_name(ours), operation_name(theirs)
-    if our_op == "overwrite" and their_op in ("overwrite", "update_config"):
-        shared = _config_keys(ours) & _config_keys(theirs)
-        return f"both change config keys {sorted(shared)}" if shared else None
-    if their_op in _COMPATIBLE.get(our_op or "", set()):
-        return None
-    return f"{our_op} conflicts with a concurrent {their_op}"
+        return Verdict(INCOMPATIBLE, "the concurrent commit has no readable transaction")
+    other = operation_name(theirs)
+    if other is None:
+        return _never(me, "operation this engine does not know")
+    if me in ("delete", "update"):
+        return _check_delete_update(ours, theirs, initial_fragments, has_affected_rows)
+    if me == "rewrite":
+        return _check_rewrite(ours, theirs)
+    if me == "create_index":
+        return _check_create_index(ours, theirs)
+    if me == "update_config":
+        return _check_update_config(ours, theirs)
+    if me == "overwrite":
+        if other in ("overwrite", "update_config"):
+            shared = config_key_conflict(ours, theirs)
+            return _never(me, other, f"both change config keys {sorted(shared)}") if shared else _ok()
+        return _never(me, other) if other == "update_mem_wal_state" else _ok()
+    if me == "data_replacement" and other == "data_replacement":
+        mine = {(r.fragment_id, f) for r in ours.data_replacement.replacements for f in r.new_file.fields}
+        their = {(r.fragment_id, f) for r in theirs.data_replacement.replacements for f in r.new_file.fields}
+        return _retry(me, other) if mine & their else _ok()
+    if me == "data_replacement" and other == "rewrite":
+        return _retry(me, other) if modified_fragment_ids(ours) & modified_fragment_ids(theirs) else _ok()
+    if me == "data_replacement" and other == "create_index":
+        indexed = {f for i in theirs.create_index.new_indices for f in i.fields}
+        replaced = {f for r in ours.data_replacement.replacements for f in r.new_file.fields}
+        return _retry(me, other) if indexed & replaced else _ok()
+    if me == "update_bases":
+        if other != "update_bases":
+            return _ok()
+        mine = {(b.name, b.path) for b in ours.update_bases.new_bases}
+        their = {(b.name, b.path) for b in theirs.update_bases.new_bases}
+        names = {n for n, _ in mine if n} & {n for n, _ in their if n}
+        paths = {p for _, p in mine} & {p for _, p in their}
+        return _never(me, other) if names or paths else _ok()
+    rules = _SIMPLE.get(me)
+    if rules is None:
+        return _never(me, other)
+    if me == "clone":
+        return _ok()
+    if other in rules.get(COMPATIBLE, set()):
+        return _ok()
+    if other in rules.get(RETRYABLE, set()):
+        return _retry(me, other)
+    return _never(me, other)
+
+
+def conflict_reason(ours: Txn, theirs: Txn | None) -> str | None:
+    """None if ``ours`` commits unchanged after ``theirs``; otherwise why it cannot."""
+    verdict = check(ours, theirs)
+    return None if verdict.outcome == COMPATIBLE else verdict.reason or verdict.outcome
+
+
+__all__ = [
+    "COMPATIBLE", "REBASE", "RETRYABLE", "INCOMPATIBLE", "Verdict", "RetryableCommitConflictError",
+    "check", "conflict_reason", "modified_fragment_ids", "config_key_conflict",
+]

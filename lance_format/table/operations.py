@@ -1,26 +1,33 @@
-"""Turning a transaction into the next manifest.
+"""Turning a transaction into the next manifest (Lance's ``Transaction::build_manifest``).
 
 Given the latest committed manifest (or none, for a new table) and a transaction, build the
-manifest of the next version the way official Lance does: fragment ids assigned at commit,
-row ids and row-version sequences for new fragments when stable row ids are on, feature flags
-recomputed, config, table metadata and ``next_row_id`` carried over.
+manifest of the next version the way pylance 14 does:
+
+* fragment ids of new fragments are assigned at commit (``max_fragment_id + 1, ...``) and the
+  final fragment list is sorted by id (so compacted fragments move to the end);
+* with stable row ids, row ids and row-version sequences are completed (:mod:`lineage`);
+* data files left without any live field (Project, Merge) or with only tombstoned fields (-2)
+  are dropped; feature flags are recomputed; config, table metadata and ``next_row_id`` carry
+  over; ``ReserveFragments`` bumps ``max_fragment_id``; ``Restore`` republishes an old
+  manifest under the new version number (keeping the id high-water marks).
+* the index section is carried forward with pylance's edits (:mod:`index_meta`).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
-
-from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import CommitConflictError, InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import table_pb2, transaction_pb2
-from lance_format.table import feature_flags
-from lance_format.table.rowids import encode_row_ids, encode_version_sequence
+from lance_format.table import feature_flags, index_meta, lineage
+from lance_format.table.manifest import ManifestFile
 from lance_format.table.transaction import operation_name, transaction_file_name
 
 WRITER_LIBRARY = "lance-assets"
 WRITER_VERSION = "0.1.0"
+TOMBSTONE_FIELD_ID = -2
 
 
 @dataclass(frozen=True)
@@ -31,11 +38,28 @@ class BuildOptions:
     data_storage_version: str | None = None  # None: keep the table's (or "2.0" for new tables)
 
 
+@dataclass
+class BuiltVersion:
+    """The manifest of the next version and the index section that goes with it."""
+
+    manifest: table_pb2.Manifest
+    index_section: table_pb2.IndexSection | None
+
+
 def has_stable_row_ids(manifest: table_pb2.Manifest) -> bool:
     return bool(manifest.reader_feature_flags & feature_flags.STABLE_ROW_IDS)
 
 
-def _assign_ids(fragments, first_id: int) -> int:
+def _copies(fragments) -> list[table_pb2.DataFragment]:
+    out = []
+    for original in fragments:
+        copy = table_pb2.DataFragment()
+        copy.CopyFrom(original)
+        out.append(copy)
+    return out
+
+
+def _assign_ids(fragments: list[table_pb2.DataFragment], first_id: int) -> int:
     next_id = first_id
     for fragment in fragments:
         if fragment.id == 0:
@@ -44,80 +68,215 @@ def _assign_ids(fragments, first_id: int) -> int:
     return next_id
 
 
-def _assign_row_ids(fragments, next_row_id: int, version: int) -> int:
+def _replace_by_id(
+    existing: list[table_pb2.DataFragment], removed: set[int], updated: list[table_pb2.DataFragment]
+) -> list[table_pb2.DataFragment]:
+    by_id = {f.id: f for f in updated}
+    return [by_id.get(f.id, f) for f in existing if f.id not in removed]
+
+
+def _drop_dead_files(fragments: list[table_pb2.DataFragment], field_ids: set[int] | None) -> None:
+    """Remove data files whose fields are all tombstoned, or (``field_ids``) all out of the schema."""
     for fragment in fragments:
-        rows = fragment.physical_rows
-        if not fragment.HasField("inline_row_ids") and not fragment.HasField("external_row_ids"):
-            fragment.inline_row_ids = encode_row_ids(np.arange(next_row_id, next_row_id + rows, dtype=np.uint64))
-            next_row_id += rows
-        if not fragment.HasField("inline_created_at_versions") and not fragment.HasField("external_created_at_versions"):
-            fragment.inline_created_at_versions = encode_version_sequence(np.full(rows, version, dtype=np.uint64))
-        if not fragment.HasField("inline_last_updated_at_versions") and not fragment.HasField(
-            "external_last_updated_at_versions"
-        ):
-            fragment.inline_last_updated_at_versions = encode_version_sequence(
-                np.full(rows, version, dtype=np.uint64)
+        keep = [
+            f for f in fragment.files
+            if any(i != TOMBSTONE_FIELD_ID and (field_ids is None or i in field_ids) for i in f.fields)
+        ]
+        if len(keep) != len(fragment.files):
+            kept = [table_pb2.DataFile.FromString(f.SerializeToString()) for f in keep]
+            del fragment.files[:]
+            fragment.files.extend(kept)
+
+
+def _set_schema(manifest: table_pb2.Manifest, fields, metadata=None) -> None:
+    del manifest.fields[:]
+    manifest.fields.extend(fields)
+    if metadata is not None and len(metadata) > 0:
+        manifest.schema_metadata.clear()
+        manifest.schema_metadata.update(metadata)
+
+
+def _apply_rewrite(
+    fragments: list[table_pb2.DataFragment],
+    groups: list[transaction_pb2.Transaction.Rewrite.RewriteGroup],
+    first_id: int,
+    version: int,
+) -> list[table_pb2.DataFragment]:
+    next_id = first_id
+    for group in groups:
+        old_ids = [f.id for f in group.old_fragments]
+        positions = {f.id: i for i, f in enumerate(fragments)}
+        missing = [i for i in old_ids if i not in positions]
+        if missing:
+            raise CommitConflictError(
+                f"the table no longer has fragment(s) {missing} that the rewrite replaces", version=version
             )
-    return next_row_id
+        new = _copies(group.new_fragments)
+        next_id = _assign_ids(new, next_id)
+        start = positions[old_ids[0]]
+        if [f.id for f in fragments[start : start + len(old_ids)]] == old_ids:
+            fragments[start : start + len(old_ids)] = new
+        else:
+            gone = set(old_ids)
+            fragments = [f for f in fragments if f.id not in gone] + new
+    return fragments
 
 
-def build_manifest(
-    previous: table_pb2.Manifest | None,
-    txn: transaction_pb2.Transaction,
-    options: BuildOptions,
-) -> table_pb2.Manifest:
-    """The manifest of version ``previous.version + 1`` (or 1) after applying ``txn``."""
-    op = operation_name(txn)
-    version = previous.version + 1 if previous is not None else 1
-    manifest = table_pb2.Manifest()
-    if previous is not None:
-        manifest.CopyFrom(previous)  # keeps config, table metadata, next_row_id, unknown fields
-        for name in ("index_section", "transaction_section", "transaction_section_deprecated", "tag"):
-            manifest.ClearField(name)
-    elif op != "overwrite":
-        raise InvalidInputError(f"cannot apply a {op} operation to a table that does not exist")
+def _apply_update_map(target, update_map: transaction_pb2.Transaction.UpdateMap, encode=None) -> None:
+    convert = encode or (lambda v: v)
+    if update_map.replace:
+        target.clear()
+    for entry in update_map.update_entries:
+        if entry.HasField("value"):
+            target[entry.key] = convert(entry.value)
+        elif not update_map.replace:
+            target.pop(entry.key, None)
 
+
+def _apply_update_config(manifest: table_pb2.Manifest, body: transaction_pb2.Transaction.UpdateConfig) -> None:
+    # Deprecated forms first (older writers), then the UpdateMap forms pylance 14 writes.
+    manifest.config.update(body.upsert_values)
+    for key in body.delete_keys:
+        manifest.config.pop(key, None)
+    if len(body.schema_metadata):
+        manifest.schema_metadata.clear()
+        manifest.schema_metadata.update({k: v.encode() for k, v in body.schema_metadata.items()})
+    fields_by_id = {f.id: f for f in manifest.fields}
+    for field_id, update in body.field_metadata.items():
+        if field_id in fields_by_id:
+            fields_by_id[field_id].metadata.clear()
+            fields_by_id[field_id].metadata.update({k: v.encode() for k, v in update.metadata.items()})
+    if body.HasField("config_updates"):
+        _apply_update_map(manifest.config, body.config_updates)
+    if body.HasField("table_metadata_updates"):
+        _apply_update_map(manifest.table_metadata, body.table_metadata_updates)
+    if body.HasField("schema_metadata_updates"):
+        _apply_update_map(manifest.schema_metadata, body.schema_metadata_updates, str.encode)
+    for field_id, update in body.field_metadata_updates.items():
+        if field_id not in fields_by_id:
+            raise InvalidInputError(f"field with id {field_id} does not exist", version=manifest.version)
+        _apply_update_map(fields_by_id[field_id].metadata, update, str.encode)
+
+
+def _stable_row_ids(previous: table_pb2.Manifest | None, op: str | None, options: BuildOptions) -> bool:
     if previous is not None and has_stable_row_ids(previous):
-        stable = True
-    elif previous is None or op == "overwrite":
-        stable = options.enable_stable_row_ids
-        if previous is not None and stable and not has_stable_row_ids(previous):
+        return True
+    if previous is None or op == "overwrite":
+        if previous is not None and options.enable_stable_row_ids:
             raise UnsupportedFeatureError("cannot enable stable row ids on an existing table")
-    else:
-        stable = False
-    next_row_id = manifest.next_row_id if stable else 0
+        return options.enable_stable_row_ids
+    return False
+
+
+def build_version(
+    previous_file: ManifestFile | None,
+    txn: transaction_pb2.Transaction,
+    options: BuildOptions = BuildOptions(),
+    *,
+    store: Any = None,
+    restored: ManifestFile | None = None,
+) -> BuiltVersion:
+    """The manifest (and index section) of the version after ``previous_file`` applying ``txn``.
+
+    ``restored`` is the manifest file of the version a ``Restore`` brings back; ``store`` is
+    needed to read external row-id sequences when an ``Update`` preserves row lineage.
+    """
+    op = operation_name(txn)
+    previous = previous_file.manifest if previous_file is not None else None
+    indices = previous_file.index_section if previous_file is not None else None
+    version = previous.version + 1 if previous is not None else 1
+    if previous is None and op != "overwrite":
+        raise InvalidInputError(f"cannot apply a {op} operation to a table that does not exist")
+    stable = _stable_row_ids(previous, op, options)
+
+    manifest = table_pb2.Manifest()
+    if op == "restore":
+        if restored is None:
+            raise InvalidInputError("a restore needs the manifest of the version it restores")
+        manifest.CopyFrom(restored.manifest)
+        indices = restored.index_section
+        stable = has_stable_row_ids(restored.manifest)
+    elif previous is not None:
+        manifest.CopyFrom(previous)  # keeps config, table metadata, next_row_id, unknown fields
+    for name in ("index_section", "transaction_section", "transaction_section_deprecated", "tag"):
+        manifest.ClearField(name)
+
+    # High-water marks never go back (a restore keeps the latest ones so ids are not reused).
+    max_fragment_id = previous.max_fragment_id if previous is not None and previous.HasField("max_fragment_id") else None
+    next_row_id = max(previous.next_row_id if previous is not None else 0, manifest.next_row_id)
+    first_id = max_fragment_id + 1 if max_fragment_id is not None else 0
+    existing = _copies(previous.fragments) if previous is not None else []
+    fragments = existing
 
     if op == "overwrite":
         body = txn.overwrite
-        del manifest.fields[:]
-        manifest.fields.extend(body.schema)
+        _set_schema(manifest, body.schema)
         manifest.schema_metadata.clear()
         manifest.schema_metadata.update(body.schema_metadata)
-        del manifest.fragments[:]
-        new_fragments = list(body.fragments)
+        new = _copies(body.fragments)
+        _assign_ids(new, first_id)
+        if stable:
+            next_row_id = lineage.assign_row_ids(new, next_row_id)
+            lineage.fill_new_fragment_versions(new, version)
+        fragments = new
         manifest.config.update(body.config_upsert_values)
-        storage = options.data_storage_version or (
-            previous.data_format.version if previous is not None else "2.0"
-        )
+        storage = options.data_storage_version or (previous.data_format.version if previous is not None else "2.0")
         manifest.data_format.file_format = "lance"
         manifest.data_format.version = storage
+        indices = None
     elif op == "append":
-        new_fragments = list(txn.append.fragments)
+        new = _copies(txn.append.fragments)
+        _assign_ids(new, first_id)
+        if stable:
+            next_row_id = lineage.assign_row_ids(new, next_row_id)
+            lineage.fill_new_fragment_versions(new, version)
+        fragments = existing + new
+    elif op == "delete":
+        body = txn.delete
+        fragments = _replace_by_id(existing, set(body.deleted_fragment_ids), list(body.updated_fragments))
+    elif op == "update":
+        body = txn.update
+        fragments = _replace_by_id(existing, set(body.removed_fragment_ids), list(body.updated_fragments))
+        new = _copies(body.new_fragments)
+        _assign_ids(new, first_id)
+        if stable:
+            next_row_id = lineage.assign_row_ids(new, next_row_id)
+            lineage.fill_update_versions(store, new, previous.fragments, version)
+        fragments = fragments + new
+    elif op == "merge":
+        body = txn.merge
+        _set_schema(manifest, body.schema, body.schema_metadata)
+        fragments = _copies(body.fragments)
+        if stable:
+            lineage.mark_changed_fragments_updated(fragments, {f.id: f for f in existing}, version)
+        schema_ids = {f.id for f in manifest.fields}
+        _drop_dead_files(fragments, schema_ids)
+        indices = index_meta.retain_relevant(indices, schema_ids)
+    elif op == "project":
+        _set_schema(manifest, txn.project.schema)
+        schema_ids = {f.id for f in manifest.fields}
+        _drop_dead_files(fragments, schema_ids)
+        indices = index_meta.retain_relevant(indices, schema_ids)
+    elif op == "rewrite":
+        groups = list(txn.rewrite.groups)
+        if not groups and len(txn.rewrite.old_fragments):
+            raise UnsupportedFeatureError("legacy ungrouped Rewrite transactions are not supported")
+        index_meta.check_rewrite_untouched(indices, groups)
+        fragments = _apply_rewrite(existing, groups, first_id, version)
+    elif op == "restore":
+        fragments = _copies(manifest.fragments)
+    elif op in ("reserve_fragments", "update_config"):
+        pass
     else:
-        raise UnsupportedFeatureError(f"operation {op!r} is not supported by this engine yet")
+        raise UnsupportedFeatureError(f"operation {op!r} is not supported by this engine's commits")
 
-    # pylance 14 keeps counting fragment ids across overwrites (the high-water mark survives).
-    first_id = manifest.max_fragment_id + 1 if manifest.HasField("max_fragment_id") else 0
-    fragments = [table_pb2.DataFragment() for _ in new_fragments]
-    for copy, original in zip(fragments, new_fragments):
-        copy.CopyFrom(original)
-    _assign_ids(fragments, first_id)
-    if stable:
-        next_row_id = _assign_row_ids(fragments, next_row_id, version)
-        manifest.next_row_id = next_row_id
-    else:
-        manifest.ClearField("next_row_id")
+    fragments.sort(key=lambda f: f.id)
+    _drop_dead_files(fragments, None)
+    del manifest.fragments[:]
     manifest.fragments.extend(fragments)
+
+    if op == "update_config":
+        _apply_update_config(manifest, txn.update_config)
 
     manifest.version = version
     now = time.time_ns()
@@ -128,16 +287,37 @@ def build_manifest(
     manifest.transaction_file = transaction_file_name(txn)
     if txn.tag:
         manifest.tag = txn.tag
-    if len(manifest.fragments) > 0:
-        highest = max(f.id for f in manifest.fragments)
-        if not manifest.HasField("max_fragment_id") or highest > manifest.max_fragment_id:
-            manifest.max_fragment_id = highest
+    highest = max((f.id for f in manifest.fragments), default=None)
+    candidates = [x for x in (max_fragment_id, highest) if x is not None]
+    if candidates:
+        manifest.max_fragment_id = max(candidates)
+    else:
+        manifest.ClearField("max_fragment_id")
+    if op == "reserve_fragments":
+        manifest.max_fragment_id = (max_fragment_id or 0) + txn.reserve_fragments.num_fragments
+    if stable:
+        manifest.next_row_id = next_row_id
+    else:
+        manifest.ClearField("next_row_id")
     reader, writer = feature_flags.compute_flags(manifest, stable_row_ids=stable)
     manifest.reader_feature_flags = reader
     manifest.writer_feature_flags = writer
-    return manifest
+    return BuiltVersion(manifest, indices if indices is not None and len(indices.indices) else None)
+
+
+def build_manifest(
+    previous: table_pb2.Manifest | None,
+    txn: transaction_pb2.Transaction,
+    options: BuildOptions = BuildOptions(),
+) -> table_pb2.Manifest:
+    """The manifest of version ``previous.version + 1`` (or 1) after applying ``txn``."""
+    previous_file = ManifestFile(previous, None, None, 0) if previous is not None else None
+    return build_version(previous_file, txn, options).manifest
 
 
 def keeps_indices(txn: transaction_pb2.Transaction) -> bool:
     """Whether the previous version's index section carries over to the new version."""
     return operation_name(txn) not in ("overwrite", "restore")
+
+
+__all__ = ["BuildOptions", "BuiltVersion", "build_version", "build_manifest", "has_stable_row_ids", "keeps_indices"]

@@ -1,0 +1,127 @@
+"""Asset-check factories that look at the Lance table itself (so they also cover external writers).
+
+* ``lance_schema_change_check``: fails when the latest version's columns differ from the
+  previous version's (added, removed or retyped columns are listed).
+* ``lance_row_count_check``: the latest version's row count within ``[min_rows, max_rows]``.
+* ``lance_version_freshness_check``: the latest commit is at most ``max_age`` old.
+
+The table is found from ``uri`` or, when omitted, from the asset key through a resource that has
+``uri_for(asset_key)`` (``LanceTableResource`` or ``LanceIOManager``) under ``resource_key``.
+Each check reads at most two manifests; none scans rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import dagster as dg
+
+from lance_format.schema import LanceSchema
+from lance_assets.versions import latest_version, new_versions, read_version_manifest
+
+
+def _resolve(context: Any, key: dg.AssetKey, uri: str | None, resource_key: str) -> str:
+    if uri is not None:
+        return uri
+    resource = getattr(context.resources, resource_key)
+    return resource.uri_for(key)
+
+
+def _latest(uri: str):
+    version = latest_version(uri)
+    if version is None:
+        return None, None, None
+    naming = new_versions(uri, version - 1, limit=1).naming
+    return version, read_version_manifest(uri, version, naming), naming
+
+
+def _check_kwargs(asset: Any, name: str, uri: str | None, resource_key: str, blocking: bool, description: str):
+    kwargs: dict[str, Any] = dict(asset=_asset_key(asset), name=name, blocking=blocking, description=description)
+    if uri is None:
+        kwargs["required_resource_keys"] = {resource_key}
+    return kwargs
+
+
+def _asset_key(asset: Any) -> dg.AssetKey:
+    return asset.key if isinstance(asset, (dg.AssetsDefinition, dg.AssetSpec)) else dg.AssetKey.from_coercible(asset)
+
+
+def lance_schema_change_check(
+    asset: Any, *, uri: str | None = None, resource_key: str = "lance", blocking: bool = False,
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN,
+) -> dg.AssetChecksDefinition:
+    key = _asset_key(asset)
+
+    @dg.asset_check(**_check_kwargs(asset, "lance_schema_unchanged", uri, resource_key, blocking,
+                                    "The latest Lance version has the previous version's columns"))
+    def _check(context) -> dg.AssetCheckResult:
+        table = _resolve(context, key, uri, resource_key)
+        version, manifest, naming = _latest(table)
+        if version is None:
+            return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
+        if version == 1 or not new_versions(table, version - 2, limit=1).versions[:1] == [version - 1]:
+            return dg.AssetCheckResult(passed=True, metadata={"lance/version": version, "reason": "no previous version"})
+        previous = read_version_manifest(table, version - 1, naming)
+        new = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata)).to_arrow()
+        old = LanceSchema.from_protos(list(previous.fields), dict(previous.schema_metadata)).to_arrow()
+        added = [n for n in new.names if n not in old.names]
+        removed = [n for n in old.names if n not in new.names]
+        retyped = [f"{n}: {old.field(n).type} -> {new.field(n).type}" for n in new.names
+                   if n in old.names and not old.field(n).type.equals(new.field(n).type)]
+        return dg.AssetCheckResult(
+            passed=not (added or removed or retyped), severity=severity,
+            metadata={"lance/version": version, "added": added, "removed": removed, "retyped": retyped},
+        )
+
+    return _check
+
+
+def lance_row_count_check(
+    asset: Any, *, min_rows: int | None = None, max_rows: int | None = None, uri: str | None = None,
+    resource_key: str = "lance", blocking: bool = False,
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+) -> dg.AssetChecksDefinition:
+    if min_rows is None and max_rows is None:
+        raise ValueError("give min_rows, max_rows or both")
+    key = _asset_key(asset)
+
+    @dg.asset_check(**_check_kwargs(asset, "lance_row_count_in_bounds", uri, resource_key, blocking,
+                                    f"Row count of the latest Lance version within [{min_rows}, {max_rows}]"))
+    def _check(context) -> dg.AssetCheckResult:
+        table = _resolve(context, key, uri, resource_key)
+        version, manifest, _ = _latest(table)
+        if version is None:
+            return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
+        rows = sum(f.physical_rows for f in manifest.fragments) - sum(
+            f.deletion_file.num_deleted_rows for f in manifest.fragments if f.HasField("deletion_file"))
+        ok = (min_rows is None or rows >= min_rows) and (max_rows is None or rows <= max_rows)
+        return dg.AssetCheckResult(passed=ok, severity=severity,
+                                   metadata={"dagster/row_count": int(rows), "lance/version": version})
+
+    return _check
+
+
+def lance_version_freshness_check(
+    asset: Any, *, max_age: dt.timedelta, uri: str | None = None, resource_key: str = "lance",
+    blocking: bool = False, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN,
+) -> dg.AssetChecksDefinition:
+    key = _asset_key(asset)
+
+    @dg.asset_check(**_check_kwargs(asset, "lance_version_fresh", uri, resource_key, blocking,
+                                    f"The latest Lance commit is at most {max_age} old"))
+    def _check(context) -> dg.AssetCheckResult:
+        table = _resolve(context, key, uri, resource_key)
+        version, manifest, _ = _latest(table)
+        if version is None:
+            return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
+        committed = dt.datetime.fromtimestamp(
+            manifest.timestamp.seconds + manifest.timestamp.nanos / 1e9, tz=dt.timezone.utc)
+        age = dt.datetime.now(dt.timezone.utc) - committed
+        return dg.AssetCheckResult(
+            passed=age <= max_age, severity=severity,
+            metadata={"lance/version": version, "age_seconds": round(age.total_seconds(), 3),
+                      "lance/commit_timestamp": dg.MetadataValue.timestamp(committed)},
+        )
+
+    return _check

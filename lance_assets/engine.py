@@ -1,0 +1,151 @@
+"""The narrow set of ``lance_format`` calls the Dagster layer makes, in one place.
+
+Every table operation the IO manager, resources, sensors and checks perform goes through these
+functions: opening versions, writing (create / append / overwrite / replace-where), merging,
+adding columns, deleting, compacting, and reading change feeds, plus their Spark counterparts
+from ``lance_format.spark``. Keeping them here keeps the rest of the package independent of
+where in the engine each operation lives.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.replace_where import replace_where
+from lance_format.dataset.write import write_dataset
+from lance_format.errors import DatasetNotFoundError, InvalidInputError, UnsupportedFeatureError
+from lance_assets.config import MergeOptions
+
+
+def open_table(uri: str, version: int | str | None = None) -> LanceDataset:
+    return LanceDataset(uri, version)
+
+
+def try_open(uri: str) -> LanceDataset | None:
+    """The latest version, or None when no table exists at ``uri``."""
+    try:
+        return LanceDataset(uri)
+    except DatasetNotFoundError:
+        return None
+
+
+def write(
+    uri: str,
+    reader: pa.RecordBatchReader,
+    *,
+    mode: str,
+    transaction_properties: Mapping[str, str],
+    enable_stable_row_ids: bool,
+    data_storage_version: str | None,
+) -> LanceDataset:
+    """create / append / overwrite of a whole table."""
+    kwargs: dict[str, Any] = {}
+    if data_storage_version:
+        kwargs["data_storage_version"] = data_storage_version
+    return write_dataset(
+        reader, uri, mode=mode, transaction_properties=dict(transaction_properties),
+        enable_stable_row_ids=enable_stable_row_ids, **kwargs,
+    )
+
+
+def replace(
+    uri: str | LanceDataset,
+    predicate: str,
+    reader: pa.RecordBatchReader,
+    *,
+    transaction_properties: Mapping[str, str],
+    enable_stable_row_ids: bool,
+    data_storage_version: str | None,
+    check_data: bool = True,
+) -> LanceDataset:
+    """Replace exactly the rows matching ``predicate`` with ``reader``'s rows, in one commit."""
+    return replace_where(
+        uri, predicate, reader, transaction_properties=dict(transaction_properties), check_data=check_data,
+        enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
+    )
+
+
+def merge(
+    ds: LanceDataset,
+    reader: pa.RecordBatchReader,
+    options: MergeOptions,
+    *,
+    scope: str | None,
+    transaction_properties: Mapping[str, str],
+) -> tuple[LanceDataset, dict[str, int]]:
+    """Upsert ``reader`` into ``ds`` on ``options.on``; returns the new version and row counts.
+
+    ``scope``: with ``delete_not_matched_by_source``, only target rows matching it (the
+    materialized partitions) may be deleted.
+    """
+    builder = ds.merge_insert(list(options.on))
+    if options.when_matched == "update_all":
+        builder = builder.when_matched_update_all(options.update_condition)
+    elif options.when_matched == "delete":
+        builder = builder.when_matched_delete()
+    elif options.when_matched == "fail":
+        builder = builder.when_matched_fail()
+    if options.when_not_matched == "insert_all":
+        builder = builder.when_not_matched_insert_all()
+    delete_by_source = options.delete_not_matched_by_source
+    if delete_by_source:
+        condition = delete_by_source if isinstance(delete_by_source, str) else None
+        if scope is not None:
+            condition = f"({scope}) AND ({condition})" if condition else scope
+        builder = builder.when_not_matched_by_source_delete(condition)
+    stats = builder.execute(reader, transaction_properties=dict(transaction_properties))
+    new = LanceDataset(ds.uri, ds.version)  # execute moved ds to the new version
+    return new, {
+        "inserted": int(stats.get("num_inserted_rows", 0)),
+        "updated": int(stats.get("num_updated_rows", 0)),
+        "deleted": int(stats.get("num_deleted_rows", 0)),
+    }
+
+
+def add_columns(ds: LanceDataset, fields: Sequence[pa.Field], *, transaction_properties: Mapping[str, str]) -> LanceDataset:
+    """Add all-null columns (one Merge commit); returns the new version."""
+    ds.add_columns(pa.schema(list(fields)), transaction_properties=dict(transaction_properties))
+    return LanceDataset(ds.uri, ds.version)  # add_columns moved ds to the new version
+
+
+def change_feed(
+    uri: str, begin_version: int, end_version: int, *, columns: list[str] | None = None
+) -> pa.RecordBatchReader:
+    """Changes of versions ``(begin_version, end_version]`` with ``_change_type`` etc."""
+    ds = LanceDataset(uri, end_version)
+    return ds.delta(begin_version=begin_version, end_version=end_version).get_changes(columns)
+
+
+# -- Spark ---------------------------------------------------------------------------------------
+def spark_module() -> Any:
+    try:
+        import lance_format.spark as spark
+    except ImportError as exc:
+        raise UnsupportedFeatureError(f"lance_format.spark is not available: {exc}") from None
+    return spark
+
+
+def spark_write(df: Any, uri: str, **kwargs: Any) -> Any:
+    return spark_module().write_dataframe(df, uri, **kwargs)
+
+
+def spark_merge(df: Any, uri: str, **kwargs: Any) -> Any:
+    return spark_module().merge_dataframe(df, uri, **kwargs)
+
+
+def spark_read(spark: Any, uri: str, **kwargs: Any) -> Any:
+    return spark_module().read_dataframe(spark, uri, **kwargs)
+
+
+def spark_changes(spark: Any, uri: str, begin_version: int, end_version: int, columns: list[str] | None) -> Any:
+    return spark_module().read_changes(spark, uri, begin_version, end_version, columns)
+
+
+def check_no_storage_options(options: Mapping[str, str] | None, *, table: str) -> None:
+    if options:
+        raise InvalidInputError(
+            "storage_options are not supported by this lance_format build (local filesystem only)", table=table
+        )

@@ -1,0 +1,110 @@
+"""Materialization and observation metadata in Dagster's standard keys.
+
+Standard keys (``dagster/row_count``, ``dagster/partition_row_count``, ``dagster/column_schema``,
+``dagster/table_name``, ``dagster/uri``, ``dagster/storage_kind``) make the UI's Columns tab,
+``build_column_schema_change_checks`` and ``build_metadata_bounds_checks`` work unchanged; the
+``lance/*`` keys describe the commit (version, operation, rows inserted/updated/deleted).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import Any, Mapping
+
+import dagster as dg
+import pyarrow as pa
+
+from lance_format.dataset.dataset import LanceDataset
+from lance_format.table.transaction import operation_name
+
+ROW_COUNT = "dagster/row_count"
+PARTITION_ROW_COUNT = "dagster/partition_row_count"
+COLUMN_SCHEMA = "dagster/column_schema"
+TABLE_NAME = "dagster/table_name"
+URI = "dagster/uri"
+STORAGE_KIND = "dagster/storage_kind"
+VERSION = "lance/version"
+OPERATION = "lance/operation"
+ROWS_INSERTED = "lance/rows_inserted"
+ROWS_UPDATED = "lance/rows_updated"
+ROWS_DELETED = "lance/rows_deleted"
+PREVIEW = "lance/preview"
+COMMIT_TIMESTAMP = "lance/commit_timestamp"
+
+
+def column_schema(schema: pa.Schema) -> dg.TableSchema:
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(
+                name=f.name,
+                type=str(f.type),
+                constraints=dg.TableColumnConstraints(nullable=f.nullable),
+            )
+            for f in schema
+        ]
+    )
+
+
+def _cell(value: Any) -> str | int | float | bool | None:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (dt.datetime, dt.date, dt.time, decimal.Decimal)):
+        return value.isoformat() if hasattr(value, "isoformat") else str(value)
+    text = str(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def preview(table: pa.Table) -> dg.MetadataValue:
+    """A small ``TableRecord`` preview (values rendered to JSON-safe scalars)."""
+    rows = table.to_pylist()
+    records = [dg.TableRecord({k: _cell(v) for k, v in row.items()}) for row in rows]
+    schema = dg.TableSchema(columns=[dg.TableColumn(name=f.name, type=str(f.type)) for f in table.schema])
+    return dg.MetadataValue.table(records=records, schema=schema)
+
+
+def commit_timestamp(ds: LanceDataset) -> dt.datetime:
+    ts = ds.manifest.timestamp
+    return dt.datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, tz=dt.timezone.utc)
+
+
+def table_metadata(ds: LanceDataset, *, table_name: str) -> dict[str, Any]:
+    """Metadata describing one version of a table (no row scan: counts come from the manifest)."""
+    txn = ds.read_transaction()
+    return {
+        ROW_COUNT: dg.MetadataValue.int(ds.count_rows()),
+        COLUMN_SCHEMA: dg.MetadataValue.table_schema(column_schema(ds.schema)),
+        TABLE_NAME: table_name,
+        URI: dg.MetadataValue.path(ds.uri),
+        STORAGE_KIND: "lance",
+        VERSION: dg.MetadataValue.int(ds.version),
+        OPERATION: (operation_name(txn) or "unknown") if txn is not None else "unknown",
+        COMMIT_TIMESTAMP: dg.MetadataValue.timestamp(commit_timestamp(ds)),
+    }
+
+
+def write_metadata(
+    ds: LanceDataset,
+    *,
+    table_name: str,
+    write_mode: str,
+    inserted: int | None,
+    updated: int | None,
+    deleted: int | None,
+    partition_row_count: int | None = None,
+    preview_rows: int = 5,
+    preview_filter: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Metadata of a materialization that committed ``ds.version``."""
+    meta = table_metadata(ds, table_name=table_name)
+    meta["lance/write_mode"] = write_mode
+    for key, value in ((ROWS_INSERTED, inserted), (ROWS_UPDATED, updated), (ROWS_DELETED, deleted)):
+        if value is not None:
+            meta[key] = dg.MetadataValue.int(int(value))
+    if partition_row_count is not None:
+        meta[PARTITION_ROW_COUNT] = dg.MetadataValue.int(int(partition_row_count))
+    if preview_rows:
+        meta[PREVIEW] = preview(ds.to_table(filter=preview_filter, limit=preview_rows))
+    meta.update(extra or {})
+    return meta

@@ -1,0 +1,218 @@
+"""Dagster resources: ``LanceTableResource`` (tables by name) and a lazy ``SparkSessionResource``.
+
+``LanceTableResource`` opens, writes, merges, deletes from, compacts and reads change feeds of
+tables under one ``base_uri``, from inside assets, ops and checks. Tables are named by a relative
+path (``"sales/orders"``), an ``AssetKey`` (the IO manager's layout: ``{base_uri}/{key path}.lance``)
+or an absolute URI.
+
+``SparkSessionResource`` builds its SparkSession on first use (so assets that never touch Spark
+never start a JVM), reuses an already active session, and is shared with the IO manager for
+Spark inputs and outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+from typing import Any, Mapping, Sequence
+
+import dagster as dg
+import pyarrow as pa
+from pydantic import Field, PrivateAttr
+
+from lance_format.dataset.dataset import LanceDataset
+from lance_format.errors import DatasetNotFoundError
+from lance_assets import engine
+from lance_assets.config import MergeOptions, SchemaMode
+from lance_assets.schema_policy import plan_schema
+from lance_assets.type_handlers import CountingReader, is_spark_dataframe, to_reader
+
+TableRef = str | dg.AssetKey | Sequence[str]
+
+
+def table_uri(base_uri: str, table: TableRef) -> str:
+    """``{base_uri}/{path}.lance`` for names and asset keys; absolute URIs pass through."""
+    if isinstance(table, dg.AssetKey):
+        parts = list(table.path)
+    elif isinstance(table, str):
+        if "://" in table or os.path.isabs(table):
+            return table
+        parts = [p for p in table.split("/") if p]
+    else:
+        parts = list(table)
+    if not parts:
+        raise ValueError("empty table name")
+    name = "/".join(parts)
+    if not name.endswith(".lance"):
+        name += ".lance"
+    return base_uri.rstrip("/") + "/" + name
+
+
+class SparkSessionResource(dg.ConfigurableResource):
+    """A SparkSession created on first use (or the active one), shared by assets and the IO manager."""
+
+    master: str = Field(default="local[2]", description="Spark master URL, e.g. local[2] or spark://host:7077")
+    app_name: str = Field(default="lance-assets")
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration")
+    stop_on_teardown: bool = Field(default=False, description="Stop the session when the step ends")
+
+    _session: Any = PrivateAttr(default=None)
+
+    def get_session(self) -> Any:
+        """The session; an active one is reused (tests and notebooks share one JVM)."""
+        if self._session is None:
+            from pyspark.sql import SparkSession
+
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                self._session = active
+            else:
+                if self.master.startswith("local"):
+                    # Local Python workers must run this interpreter (it has pyarrow and lance_format).
+                    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+                    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+                builder = SparkSession.builder.master(self.master).appName(self.app_name)
+                defaults = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                            "spark.sql.session.timeZone": "UTC"}
+                for key, value in {**defaults, **self.conf}.items():
+                    builder = builder.config(key, value)
+                self._session = builder.getOrCreate()
+        return self._session
+
+    @property
+    def is_started(self) -> bool:
+        return self._session is not None
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self.stop_on_teardown and self._session is not None:
+            self._session.stop()
+            self._session = None
+
+
+class LanceTableResource(dg.ConfigurableResource):
+    """Tables under ``base_uri``: open, write, merge, delete, compact, and read change feeds."""
+
+    base_uri: str = Field(description="Directory (or URI) holding the tables")
+    storage_options: dict[str, str] = Field(default_factory=dict)
+    enable_stable_row_ids: bool = Field(default=True, description="For new tables; the change feed needs it")
+    data_storage_version: str | None = Field(default=None, description="Lance file version for new tables")
+
+    def uri_for(self, table: TableRef) -> str:
+        uri = table_uri(self.base_uri, table)
+        engine.check_no_storage_options(self.storage_options, table=uri)
+        return uri
+
+    def exists(self, table: TableRef) -> bool:
+        return engine.try_open(self.uri_for(table)) is not None
+
+    def open(self, table: TableRef, version: int | str | None = None) -> LanceDataset:
+        """A version (number or tag) of the table; ``DatasetNotFoundError`` when missing."""
+        return engine.open_table(self.uri_for(table), version)
+
+    def latest_version(self, table: TableRef) -> int | None:
+        ds = engine.try_open(self.uri_for(table))
+        return ds.version if ds is not None else None
+
+    def versions(self, table: TableRef) -> list[dict[str, Any]]:
+        return self.open(table).versions()
+
+    def read(self, table: TableRef, *, columns: list[str] | None = None, filter: str | None = None,
+             version: int | str | None = None) -> pa.Table:
+        return self.open(table, version).to_table(columns=columns, filter=filter)
+
+    def _conformed(self, uri: str, data: Any) -> pa.RecordBatchReader:
+        """``data`` as batches of the existing table's schema (safe casts only), if there is one."""
+        reader = to_reader(data)
+        existing = engine.try_open(uri)
+        if existing is None:
+            return reader
+        plan = plan_schema(existing.schema, reader.schema, SchemaMode.ERROR, full_overwrite=False, table=uri)
+        return CountingReader(reader, plan.conformer(table=uri), schema=plan.target).reader()
+
+    def write(self, table: TableRef, data: Any, *, mode: str = "append",
+              transaction_properties: Mapping[str, str] | None = None) -> LanceDataset:
+        """``create`` / ``append`` / ``overwrite`` with pyarrow, pandas or a Spark DataFrame."""
+        uri = self.uri_for(table)
+        if is_spark_dataframe(data):
+            result = engine.spark_write(
+                data, uri, mode=mode, enable_stable_row_ids=self.enable_stable_row_ids,
+                transaction_properties=dict(transaction_properties or {}),
+            )
+            return engine.open_table(uri, result.version)
+        reader = to_reader(data) if mode in ("overwrite", "create") else self._conformed(uri, data)
+        return engine.write(
+            uri, reader, mode=mode, transaction_properties=transaction_properties or {},
+            enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
+        )
+
+    def replace_where(self, table: TableRef, predicate: str, data: Any, *,
+                      transaction_properties: Mapping[str, str] | None = None) -> LanceDataset:
+        """Replace exactly the rows matching ``predicate`` with ``data`` in one commit."""
+        uri = self.uri_for(table)
+        if is_spark_dataframe(data):
+            result = engine.spark_write(
+                data, uri, mode="overwrite", replace_where=predicate,
+                enable_stable_row_ids=self.enable_stable_row_ids,
+                transaction_properties=dict(transaction_properties or {}),
+            )
+            return engine.open_table(uri, result.version)
+        return engine.replace(
+            uri, predicate, self._conformed(uri, data), transaction_properties=transaction_properties or {},
+            enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
+        )
+
+    def merge(self, table: TableRef, data: Any, on: str | Sequence[str], *, when_matched: str = "update_all",
+              when_not_matched: str = "insert_all", delete_not_matched_by_source: bool | str = False,
+              update_condition: str | None = None,
+              transaction_properties: Mapping[str, str] | None = None) -> tuple[LanceDataset, dict[str, int]]:
+        """Upsert ``data`` on key column(s) ``on``; creates the table when missing.
+
+        ``update_condition``: SQL over ``source.``/``target.`` columns; matched rows are updated
+        only where it holds (e.g. ``source.ts > target.ts`` so a stale writer never wins).
+        """
+        options = MergeOptions(
+            on=(on,) if isinstance(on, str) else tuple(on), when_matched=when_matched,
+            when_not_matched=when_not_matched, delete_not_matched_by_source=delete_not_matched_by_source,
+            update_condition=update_condition,
+        )
+        uri = self.uri_for(table)
+        ds = engine.try_open(uri)
+        reader = self._conformed(uri, data)
+        if ds is None:
+            created = engine.write(
+                uri, reader, mode="create", transaction_properties=transaction_properties or {},
+                enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
+            )
+            return created, {"inserted": created.count_rows(), "updated": 0, "deleted": 0}
+        return engine.merge(ds, reader, options, scope=None, transaction_properties=transaction_properties or {})
+
+    def delete(self, table: TableRef, predicate: str, *,
+               transaction_properties: Mapping[str, str] | None = None) -> LanceDataset:
+        """Delete the rows matching ``predicate``; returns the new version."""
+        ds = self.open(table)
+        ds.delete(predicate, transaction_properties=dict(transaction_properties or {}))
+        return ds  # mutations move the dataset object to the version they commit
+
+    def add_columns(self, table: TableRef, fields: Sequence[pa.Field]) -> LanceDataset:
+        """Add all-null (nullable) columns in one commit."""
+        return engine.add_columns(self.open(table), fields, transaction_properties={})
+
+    def compact(self, table: TableRef, **options: Any) -> Any:
+        """Compact small fragments (``ds.optimize.compact_files``); returns the engine's metrics."""
+        return self.open(table).optimize.compact_files(**options)
+
+    def cleanup(self, table: TableRef, older_than: timedelta = timedelta(days=7), **options: Any) -> Any:
+        """Remove files of versions older than ``older_than`` (``cleanup_old_versions``)."""
+        return self.open(table).cleanup_old_versions(older_than=older_than, **options)
+
+    def changes(self, table: TableRef, begin_version: int, end_version: int | None = None, *,
+                columns: list[str] | None = None) -> pa.RecordBatchReader:
+        """The change feed of versions ``(begin_version, end_version]`` (default: up to latest)."""
+        uri = self.uri_for(table)
+        if end_version is None:
+            ds = engine.try_open(uri)
+            if ds is None:
+                raise DatasetNotFoundError("no Lance table here", table=uri)
+            end_version = ds.version
+        return engine.change_feed(uri, begin_version, end_version, columns=columns)

@@ -1,0 +1,210 @@
+"""Version sensors: react to new commits of Lance tables.
+
+``lance_version_sensor`` watches one or more tables. Its cursor holds the last version seen per
+table; each tick probes only the versions after it (:mod:`lance_assets.versions`), so its cost
+does not grow with the table's history. Two modes:
+
+* ``runs`` (tables the pipeline consumes): one dynamic partition per new version is added to the
+  table's ``DynamicPartitionsDefinition`` and a run of the target assets is requested for it; the
+  targets read that version's change feed (see :mod:`lance_assets.change_feed`).
+* ``observe`` (tables the pipeline does not own): an ``AssetObservation`` per new version whose
+  data version is the Lance version, with the version's row count, schema and operation.
+
+``observable_lance_table`` builds an observable source asset whose data version is the latest
+Lance version, for ``AutomationCondition``-driven pipelines.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+import dagster as dg
+
+from lance_format.schema import LanceSchema
+from lance_format.table.manifest import read_manifest
+from lance_format.table.transaction import load_transaction, operation_name
+from lance_format.io import object_store_for
+from lance_format.table.naming import ManifestNaming, manifest_path
+from lance_assets.metadata import COLUMN_SCHEMA, OPERATION, ROW_COUNT, STORAGE_KIND, URI, VERSION, column_schema
+from lance_assets.versions import latest_version, new_versions
+
+DATA_VERSION_TAG = "dagster/data_version"
+KIND_TAG = "dagster/kind/lance"
+TABLE_TAG = "lance/table"
+VERSION_TAG = "lance/version"
+
+
+@dataclass(frozen=True)
+class LanceTableWatch:
+    """One watched table.
+
+    ``name``: its key in the cursor (and run keys). ``partitions_def``: the dynamic partitions to
+    add one key per version to (runs mode). ``assets``: what to run per version (runs mode).
+    ``asset_key``: the asset to observe (observe mode).
+    """
+
+    name: str
+    uri: str
+    partitions_def: dg.DynamicPartitionsDefinition | None = None
+    assets: Sequence[Any] = field(default_factory=tuple)
+    asset_key: dg.AssetKey | None = None
+
+
+def _asset_keys(assets: Sequence[Any]) -> list[dg.AssetKey]:
+    keys: list[dg.AssetKey] = []
+    for item in assets:
+        if isinstance(item, dg.AssetsDefinition):
+            keys.extend(item.keys)
+        else:
+            keys.append(dg.AssetKey.from_coercible(item))
+    return keys
+
+
+def version_metadata(uri: str, version: int, naming: ManifestNaming | None) -> dict[str, Any]:
+    """Row count, schema and operation of one version, read from its manifest alone."""
+    store = object_store_for(uri)
+    manifest_file = read_manifest(store, manifest_path(version, naming or ManifestNaming.V2))
+    manifest = manifest_file.manifest
+    rows = sum(f.physical_rows for f in manifest.fragments) - sum(
+        f.deletion_file.num_deleted_rows for f in manifest.fragments if f.HasField("deletion_file")
+    )
+    schema = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata)).to_arrow()
+    txn = load_transaction(store, manifest_file)
+    return {
+        VERSION: dg.MetadataValue.int(version),
+        ROW_COUNT: dg.MetadataValue.int(int(rows)),
+        COLUMN_SCHEMA: dg.MetadataValue.table_schema(column_schema(schema)),
+        OPERATION: (operation_name(txn) or "unknown") if txn is not None else "unknown",
+        URI: dg.MetadataValue.path(uri),
+        STORAGE_KIND: "lance",
+    }
+
+
+def _load_cursor(cursor: str | None) -> dict[str, int]:
+    if not cursor:
+        return {}
+    try:
+        data = json.loads(cursor)
+    except ValueError:
+        return {}
+    return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def lance_version_sensor(
+    tables: LanceTableWatch | Sequence[LanceTableWatch],
+    *,
+    name: str,
+    mode: Literal["runs", "observe"] = "runs",
+    minimum_interval_seconds: int = 30,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+    start_after_version: int = 0,
+    max_versions_per_tick: int = 100,
+    description: str | None = None,
+) -> dg.SensorDefinition:
+    """A sensor that turns new Lance versions into partitioned runs or asset observations.
+
+    ``start_after_version``: versions up to this one are considered seen on the first tick.
+    ``max_versions_per_tick`` bounds one tick's work; the rest follow on later ticks.
+    """
+    watches = [tables] if isinstance(tables, LanceTableWatch) else list(tables)
+    if not watches:
+        raise ValueError("lance_version_sensor needs at least one table")
+    if len({w.name for w in watches}) != len(watches):
+        raise ValueError("watched table names must be unique")
+    if mode not in ("runs", "observe"):
+        raise ValueError(f"mode must be 'runs' or 'observe', got {mode!r}")
+    target_keys: list[dg.AssetKey] = []
+    for watch in watches:
+        if mode == "runs":
+            if watch.partitions_def is None or not watch.assets:
+                raise ValueError(f"table {watch.name!r}: runs mode needs partitions_def and assets")
+            target_keys.extend(k for k in _asset_keys(watch.assets) if k not in target_keys)
+        elif watch.asset_key is None:
+            raise ValueError(f"table {watch.name!r}: observe mode needs asset_key")
+
+    def evaluate(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        cursor = _load_cursor(context.cursor)
+        run_requests: list[dg.RunRequest] = []
+        partition_requests: list[dg.AddDynamicPartitionsRequest] = []
+        events: list[dg.AssetObservation] = []
+        seen: list[str] = []
+        for watch in watches:
+            after = cursor.get(watch.name, start_after_version)
+            found = new_versions(watch.uri, after, limit=max_versions_per_tick)
+            if not found.versions:
+                continue
+            keys = [str(v) for v in found.versions]
+            seen.append(f"{watch.name}: {keys[0]}..{keys[-1]}")
+            if mode == "runs":
+                assert watch.partitions_def is not None and watch.partitions_def.name is not None
+                partition_requests.append(watch.partitions_def.build_add_request(keys))
+                selection = _asset_keys(watch.assets)
+                run_requests.extend(
+                    dg.RunRequest(
+                        run_key=f"{watch.name}:{key}",
+                        partition_key=key,
+                        asset_selection=selection,
+                        tags={TABLE_TAG: watch.uri, VERSION_TAG: key},
+                    )
+                    for key in keys
+                )
+            else:
+                assert watch.asset_key is not None
+                for version in found.versions:
+                    events.append(dg.AssetObservation(
+                        asset_key=watch.asset_key,
+                        metadata=version_metadata(watch.uri, version, found.naming),
+                        tags={DATA_VERSION_TAG: str(version)},
+                    ))
+            cursor[watch.name] = found.versions[-1]
+        if not seen:
+            return dg.SkipReason("no new Lance versions")
+        context.log.info("new Lance versions: " + "; ".join(seen))
+        return dg.SensorResult(
+            run_requests=run_requests,
+            dynamic_partitions_requests=partition_requests,
+            asset_events=events,
+            cursor=json.dumps(cursor, sort_keys=True),
+        )
+
+    evaluate.__name__ = name
+    return dg.sensor(
+        name=name,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=description or f"New versions of Lance tables {[w.name for w in watches]} ({mode})",
+        target=target_keys if mode == "runs" else None,
+    )(evaluate)
+
+
+def observable_lance_table(
+    key: str | Sequence[str] | dg.AssetKey,
+    uri: str,
+    *,
+    description: str | None = None,
+    group_name: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Any:
+    """An observable source asset whose data version is the table's latest Lance version."""
+    asset_key = dg.AssetKey.from_coercible(key)
+
+    @dg.observable_source_asset(
+        key=asset_key,
+        description=description or f"Lance table {uri}",
+        group_name=group_name,
+        metadata={URI: dg.MetadataValue.path(uri), **(metadata or {})},
+        tags={KIND_TAG: ""},
+    )
+    def _observe() -> dg.ObserveResult:
+        version = latest_version(uri)
+        if version is None:
+            return dg.ObserveResult(data_version=dg.DataVersion("0"), metadata={"lance/exists": False})
+        probe = new_versions(uri, version - 1, limit=1)
+        return dg.ObserveResult(
+            data_version=dg.DataVersion(str(version)),
+            metadata=version_metadata(uri, version, probe.naming),
+        )
+
+    return _observe

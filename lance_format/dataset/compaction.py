@@ -1,0 +1,269 @@
+"""``optimize.compact_files``: merge small fragments and materialize deletions, like pylance 14.
+
+Planning (Lance's ``plan_compaction``): walking the fragments in order, a fragment whose share
+of deleted rows exceeds ``materialize_deletions_threshold`` must be rewritten, one smaller than
+``target_rows_per_fragment`` may be merged with its neighbours; runs of candidates (never mixing
+fragments covered by different indices) form bins, a lone "may merge" fragment is left alone,
+and bins are split so each has at least ``target_rows_per_fragment`` live rows. A bin of R rows
+is rewritten as ``max(1, R // target)`` fragments of near-equal size (larger ones first).
+
+Committing: one ``ReserveFragments`` reserves the new fragment ids, then one ``Rewrite`` (built
+on the same read version) swaps the groups. With stable row ids the new fragments carry the old
+rows' ids and version sequences, concatenated with deleted rows masked out; row ids never change.
+Fragments covered by an index are not compacted: pylance 14's indices address rows by their
+physical address even with stable row ids, so moving them would need the index files remapped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+import pyarrow as pa
+
+from lance_format.dataset.mutation_base import Prepared, storage_version_of, write_new_fragments
+from lance_format.errors import InvalidInputError
+from lance_format.proto import table_pb2
+from lance_format.table.commit import commit_transaction, crash_point
+from lance_format.table.index_meta import indexed_fragment_ids
+from lance_format.table.operations import BuildOptions
+from lance_format.table.row_versions import rechunk_version_sequences, uniform_version_sequence
+from lance_format.table.rowids import read_sequence_bytes, rechunk_row_ids
+from lance_format.table.transaction import new_transaction
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.fragment import LanceFragment
+
+DEFAULT_TARGET_ROWS = 1024 * 1024
+DEFAULT_THRESHOLD = 0.1
+_CONFIG_PREFIX = "lance.compaction."
+
+
+@dataclass
+class CompactionMetrics:
+    """What a compaction did (pylance's ``CompactionMetrics``)."""
+
+    fragments_removed: int = 0
+    fragments_added: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+
+
+def _option(ds: "LanceDataset", name: str, given, default, convert):
+    if given is not None:
+        return given
+    raw = ds.manifest.config.get(_CONFIG_PREFIX + name)
+    if raw is None:
+        return default
+    try:
+        return convert(raw)
+    except ValueError:
+        raise InvalidInputError(f"config key {_CONFIG_PREFIX + name} has an invalid value {raw!r}",
+                                table=ds.uri) from None
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "1"):
+        return True
+    if text.lower() in ("false", "0"):
+        return False
+    raise ValueError(text)
+
+
+def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float) -> list[list["LanceFragment"]]:
+    """Groups of adjacent fragments to rewrite, in fragment order."""
+    if materialize and threshold >= 1.0:
+        materialize = False
+    bitmaps = indexed_fragment_ids(ds.manifest_file.index_section)
+    bins: list[dict] = []
+    current: dict | None = None
+    for fragment in ds.get_fragments():
+        physical = fragment.physical_rows
+        deleted = fragment.num_deletions
+        covering = tuple(i for i, b in enumerate(bitmaps) if b is None or fragment.fragment_id in b)
+        if covering:
+            candidacy = None  # pylance's index entries are row addresses, which this would move
+        elif materialize and physical and deleted / physical > threshold:
+            candidacy = "itself"
+        elif physical < target:
+            candidacy = "neighbours"
+        else:
+            candidacy = None
+        if candidacy is None:
+            if current is not None:
+                bins.append(current)
+                current = None
+            continue
+        if current is not None and current["indices"] != covering:
+            bins.append(current)
+            current = None
+        if current is None:
+            current = {"fragments": [], "candidacy": [], "rows": [], "indices": covering}
+        current["fragments"].append(fragment)
+        current["candidacy"].append(candidacy)
+        current["rows"].append(physical - deleted)
+    if current is not None:
+        bins.append(current)
+    tasks: list[list["LanceFragment"]] = []
+    for b in bins:
+        if len(b["fragments"]) == 1 and b["candidacy"][0] == "neighbours":
+            continue
+        tasks.extend(_split_for_size(b["fragments"], b["rows"], target))
+    return tasks
+
+
+def _split_for_size(fragments: list, rows: list[int], minimum: int) -> list[list]:
+    out = []
+    while True:
+        length, count = 0, 0
+        while count < minimum and length < len(rows):
+            count += rows[length]
+            length += 1
+        if sum(rows[length:]) >= minimum:
+            out.append(fragments[:length])
+            fragments, rows = fragments[length:], rows[length:]
+        else:
+            out.append(fragments)
+            return out
+
+
+def chunk_sizes(total: int, target: int) -> list[int]:
+    """Sizes of the fragments a bin of ``total`` live rows is rewritten into."""
+    if total <= 0:
+        return []
+    n = max(1, total // max(1, target))
+    base, extra = divmod(total, n)
+    return [base + 1] * extra + [base] * (n - extra)
+
+
+def _chunked(batches: Iterator[pa.RecordBatch], sizes: list[int]) -> Iterator[Iterator[pa.RecordBatch]]:
+    """Split a batch stream into consecutive sub-streams of exactly ``sizes`` rows."""
+    pending: list[pa.RecordBatch] = []
+
+    def one(size: int) -> Iterator[pa.RecordBatch]:
+        while size > 0:
+            if not pending:
+                batch = next(batches, None)
+                if batch is None:
+                    raise InvalidInputError("compaction read fewer rows than the fragments hold")
+                pending.append(batch)
+            batch = pending.pop()
+            piece = batch.slice(0, min(size, batch.num_rows))
+            if piece.num_rows < batch.num_rows:
+                pending.append(batch.slice(piece.num_rows))
+            size -= piece.num_rows
+            yield piece
+
+    for size in sizes:
+        yield one(size)
+
+
+def _sequences(ds: "LanceDataset", group: list["LanceFragment"], sizes: list[int], new: list[table_pb2.DataFragment]):
+    store = ds._store
+    deletions = [f.deleted_offsets if f.num_deletions else None for f in group]
+    row_ids = [read_sequence_bytes(store, f.metadata, "inline_row_ids", "external_row_ids") or b"" for f in group]
+    created, updated = [], []
+    for f in group:
+        c = read_sequence_bytes(store, f.metadata, "inline_created_at_versions", "external_created_at_versions")
+        c = c if c is not None else uniform_version_sequence(f.physical_rows, 1)
+        u = read_sequence_bytes(store, f.metadata, "inline_last_updated_at_versions",
+                                "external_last_updated_at_versions")
+        created.append(c)
+        updated.append(u if u is not None else c)
+    for fragment, ids, c, u in zip(new, rechunk_row_ids(row_ids, deletions, sizes),
+                                   rechunk_version_sequences(created, deletions, sizes),
+                                   rechunk_version_sequences(updated, deletions, sizes)):
+        fragment.inline_row_ids = ids
+        fragment.inline_created_at_versions = c
+        fragment.inline_last_updated_at_versions = u
+
+
+def compact_files(
+    ds: "LanceDataset",
+    *,
+    target_rows_per_fragment: int | None = None,
+    max_rows_per_group: int | None = None,
+    max_bytes_per_file: int | None = None,
+    materialize_deletions: bool | None = None,
+    materialize_deletions_threshold: float | None = None,
+    defer_index_remap: bool | None = None,
+    num_threads: int | None = None,
+    batch_size: int | None = None,
+    transaction_properties=None,
+    **ignored,
+) -> CompactionMetrics:
+    """Compact ``ds`` (pylance's ``ds.optimize.compact_files``); ``ds`` moves to the new version."""
+    target = int(_option(ds, "target_rows_per_fragment", target_rows_per_fragment, DEFAULT_TARGET_ROWS, int))
+    if target <= 0:
+        raise InvalidInputError("target_rows_per_fragment must be positive", table=ds.uri)
+    materialize = _option(ds, "materialize_deletions", materialize_deletions, True, _bool)
+    threshold = float(_option(ds, "materialize_deletions_threshold", materialize_deletions_threshold,
+                              DEFAULT_THRESHOLD, float))
+    tasks = plan(ds, target, bool(materialize), threshold)
+    metrics = CompactionMetrics()
+    if not tasks:
+        return metrics
+
+    prepared = Prepared(new_transaction(ds.version, properties=transaction_properties), None,
+                        storage_version=storage_version_of(ds))
+    groups: list[tuple[list, list[table_pb2.DataFragment]]] = []
+    try:
+        for group in tasks:
+            sizes = chunk_sizes(sum(f.count_rows() for f in group), target)
+            batches = ds.scanner(fragments=group, batch_size=batch_size).to_batches()
+            new: list[table_pb2.DataFragment] = []
+            for piece in _chunked(iter(batches), sizes):
+                written = write_new_fragments(ds, ds.schema, piece, prepared, max_rows_per_file=max(sizes))
+                new.extend(written)
+            if [f.physical_rows for f in new] != sizes:
+                raise InvalidInputError("compaction wrote fragments of unexpected sizes", table=ds.uri)
+            if ds.has_stable_row_ids:
+                _sequences(ds, group, sizes, new)
+            groups.append((group, new))
+        total_new = sum(len(new) for _, new in groups)
+        reserve = new_transaction(ds.version, properties=transaction_properties)
+        reserve.reserve_fragments.num_fragments = total_new
+        reserved = commit_transaction(ds._store, reserve)
+        crash_point("compaction:after_reserve")
+        high = reserved.manifest_file.manifest.max_fragment_id
+        next_id = high - total_new + 1
+        rewrite = prepared.txn.rewrite
+        rewrite.SetInParent()
+        for group, new in groups:
+            pb = rewrite.groups.add()
+            pb.old_fragments.extend(f.metadata for f in group)
+            for fragment in new:
+                fragment.id = next_id
+                next_id += 1
+            pb.new_fragments.extend(new)
+        committed = commit_transaction(ds._store, prepared.txn, options=BuildOptions(),
+                                       read_manifest_file=ds.manifest_file)
+    except BaseException:
+        prepared.discard(ds._store)
+        raise
+    for group, new in groups:
+        metrics.fragments_removed += len(group)
+        metrics.fragments_added += len(new)
+        metrics.files_removed += sum(len(f.metadata.files) + int(f.metadata.HasField("deletion_file")) for f in group)
+        metrics.files_added += sum(len(f.files) for f in new)
+    ds._replace_version(committed.version)
+    return metrics
+
+
+class DatasetOptimizer:
+    """``ds.optimize``: table maintenance (mirrors pylance's ``DatasetOptimizer``)."""
+
+    def __init__(self, dataset: "LanceDataset") -> None:
+        self._dataset = dataset
+
+    def compact_files(self, **options) -> CompactionMetrics:
+        return compact_files(self._dataset, **options)
+
+    def optimize_indices(self, **kwargs) -> None:
+        from lance_format.errors import UnsupportedFeatureError
+
+        raise UnsupportedFeatureError("index optimization is not supported by this engine", table=self._dataset.uri)
+
+
+__all__ = ["compact_files", "CompactionMetrics", "DatasetOptimizer", "plan", "chunk_sizes"]

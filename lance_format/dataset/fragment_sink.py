@@ -1,0 +1,185 @@
+"""Uncommitted fragments written by independent workers (Spark tasks, other processes).
+
+A distributed write runs in two phases: workers write data files and describe them as
+``DataFragment`` messages (ids 0, nothing visible), then one process commits them all in a
+single transaction (:mod:`lance_format.dataset.commit_fragments`). Every data file of one write
+starts with the same *write prefix* derived from the write's id, so the files of a write that
+never committed (a failed task, a job aborted after some tasks finished, a speculative task
+attempt whose result was dropped) can be found and removed later without touching anybody
+else's files.
+
+The names keep official Lance's shape (24 binary digits, then 26 hex digits, ``.lance``): the
+first 24 + 10 characters are the write prefix, the last 16 hex digits are random per file.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.file.writer import LanceFileWriter, WrittenFile
+from lance_format.io import ObjectStore, object_store_for
+from lance_format.proto import table_pb2
+from lance_format.schema import LanceSchema
+from lance_format.table.rowids import encode_row_ids
+
+DATA_DIR = "data"
+# DataFile.file_major_version / file_minor_version recorded for each file version.
+FILE_VERSION_NUMBERS = {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2)}
+DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024 * 1024 * 1024
+
+
+def new_write_id() -> str:
+    """A fresh write id (32 hex digits)."""
+    return uuid.uuid4().hex
+
+
+def write_prefix(write_id: str) -> str:
+    """The file-name prefix shared by every data file of the write ``write_id``."""
+    raw = bytes.fromhex(write_id)
+    if len(raw) < 8:
+        raise InvalidInputError(f"write id {write_id!r} is too short (needs at least 16 hex digits)")
+    return "".join(f"{b:08b}" for b in raw[:3]) + raw[3:8].hex()
+
+
+def data_file_name(prefix: str) -> str:
+    return f"{prefix}{os.urandom(8).hex()}.lance"
+
+
+def _file_writer(store: ObjectStore, path: str, schema: LanceSchema, storage_version: str) -> LanceFileWriter:
+    if storage_version not in FILE_VERSION_NUMBERS:
+        raise UnsupportedFeatureError(
+            f"writing Lance file version {storage_version} is not supported (supported: {sorted(FILE_VERSION_NUMBERS)})",
+            table=store.uri,
+            path=path,
+        )
+    return LanceFileWriter(store, path, schema, version=storage_version)
+
+
+class FragmentSink:
+    """Streams batches into new data files, one fragment per file, rolled by rows and bytes.
+
+    Batches must already have exactly ``schema.to_arrow()``'s column order and types. With
+    ``row_ids`` given to :meth:`write`, the fragments carry those stable row ids (an update keeps
+    the ids of the rows it rewrites); a sink takes either always or never row ids.
+    """
+
+    def __init__(
+        self,
+        uri: str | os.PathLike[str] | ObjectStore,
+        schema: LanceSchema,
+        storage_version: str,
+        *,
+        prefix: str,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    ) -> None:
+        if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
+            raise InvalidInputError("max_rows_per_file and max_bytes_per_file must be positive")
+        self._store = object_store_for(uri)
+        self._schema = schema
+        self._version = storage_version
+        self._numbers = FILE_VERSION_NUMBERS.get(storage_version)
+        self._prefix = prefix
+        self._max_rows = int(max_rows_per_file)
+        self._max_bytes = int(max_bytes_per_file)
+        self._current: LanceFileWriter | None = None
+        self._current_rows = 0
+        self._current_bytes = 0
+        self._current_ids: list[np.ndarray] | None = None
+        self._paths: list[str] = []
+        self.fragments: list[table_pb2.DataFragment] = []
+        self.rows = 0
+        self.bytes = 0
+
+    @property
+    def paths(self) -> list[str]:
+        """Table-relative paths of every file this sink created (finished or not)."""
+        return list(self._paths)
+
+    def _open(self) -> LanceFileWriter:
+        path = f"{DATA_DIR}/{data_file_name(self._prefix)}"
+        self._paths.append(path)
+        self._current = _file_writer(self._store, path, self._schema, self._version)
+        self._current_rows = 0
+        self._current_bytes = 0
+        return self._current
+
+    def _close(self) -> None:
+        if self._current is None:
+            return
+        written: WrittenFile = self._current.finish()
+        self._current = None
+        major, minor = self._numbers  # type: ignore[misc]
+        fragment = table_pb2.DataFragment(physical_rows=written.num_rows)
+        data_file = fragment.files.add()
+        data_file.path = written.path.split("/", 1)[1]
+        data_file.fields.extend(written.field_ids)
+        data_file.column_indices.extend(written.column_indices)
+        data_file.file_major_version = major
+        data_file.file_minor_version = minor
+        data_file.file_size_bytes = written.size_bytes
+        if self._current_ids is not None:
+            ids = np.concatenate(self._current_ids) if self._current_ids else np.empty(0, np.uint64)
+            fragment.inline_row_ids = encode_row_ids(ids.astype(np.uint64, copy=False))
+            self._current_ids = []
+        self.fragments.append(fragment)
+        self.bytes += written.size_bytes
+
+    def write(self, batch: pa.RecordBatch, row_ids: np.ndarray | None = None) -> None:
+        if row_ids is not None and len(row_ids) != batch.num_rows:
+            raise InvalidInputError(f"{len(row_ids)} row ids for {batch.num_rows} rows", table=self._store.uri)
+        if self._current_ids is None and row_ids is not None:
+            if self.rows:
+                raise InvalidInputError("a sink takes row ids for every batch or for none", table=self._store.uri)
+            self._current_ids = []
+        offset = 0
+        while offset < batch.num_rows:
+            writer = self._current or self._open()
+            take = min(batch.num_rows - offset, self._max_rows - self._current_rows)
+            piece = batch.slice(offset, take)
+            writer.write_batch(piece)
+            if self._current_ids is not None:
+                if row_ids is None:
+                    raise InvalidInputError("a sink takes row ids for every batch or for none", table=self._store.uri)
+                self._current_ids.append(np.asarray(row_ids[offset:offset + take], dtype=np.uint64))
+            self._current_rows += take
+            self._current_bytes += piece.nbytes
+            self.rows += take
+            offset += take
+            if self._current_rows >= self._max_rows or self._current_bytes >= self._max_bytes:
+                self._close()
+
+    def finish(self) -> list[table_pb2.DataFragment]:
+        """Close the open file; the fragments of every file written (uncommitted, id 0)."""
+        try:
+            self._close()
+        except BaseException:
+            self.abort()
+            raise
+        return list(self.fragments)
+
+    def abort(self) -> None:
+        """Remove every file of this sink (finished ones included)."""
+        if self._current is not None:
+            try:
+                self._current.abort()
+            except Exception:
+                pass
+            self._current = None
+        for path in self._paths:
+            try:
+                self._store.delete(path)
+            except OSError:
+                pass
+
+
+__all__ = [
+    "FragmentSink", "new_write_id", "write_prefix", "data_file_name", "FILE_VERSION_NUMBERS",
+    "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE",
+]

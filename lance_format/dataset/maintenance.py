@@ -1,0 +1,284 @@
+"""Table maintenance with pylance's API: restore, config and metadata updates, cleanup.
+
+* ``restore()`` commits a ``Restore`` of the checked-out version: the old manifest republished
+  as the newest version (fragment-id and row-id high-water marks kept, so ids are never reused).
+* ``update_config`` / ``delete_config_keys`` / ``update_metadata`` / ``update_schema_metadata`` /
+  ``update_field_metadata`` commit ``UpdateConfig`` transactions carrying ``UpdateMap`` s.
+* ``cleanup_old_versions`` deletes the manifests of old versions and every file that no kept
+  version (newer than ``older_than``, among the last ``retain_versions``, tagged, or at or after
+  the checked-out version) references. Unreferenced files that no manifest ever referenced may
+  belong to a commit in progress: they go only when at least 7 days old or with
+  ``delete_unverified=True``. Old manifests are removed before the files they point to, so a
+  cleanup that dies half-way never leaves a listed version with missing files.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Mapping
+
+import pyarrow.fs as pafs
+
+from lance_format.dataset.mutation_base import Prepared, run_mutation, transaction_for
+from lance_format.errors import InvalidInputError, TagError
+from lance_format.proto import transaction_pb2
+from lance_format.table.deletion import deletion_file_path
+from lance_format.table.manifest import read_manifest
+from lance_format.table.naming import VERSIONS_DIR, list_versions
+from lance_format.table.tags import Tags
+from lance_format.table.transaction import TRANSACTIONS_DIR
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+UNVERIFIED_THRESHOLD = timedelta(days=7)
+DEFAULT_OLDER_THAN = timedelta(days=14)
+
+
+# -- restore ---------------------------------------------------------------------------------
+def restore(ds: "LanceDataset", *, transaction_properties=None, commit_message=None) -> None:
+    """Make the checked-out version the latest again (a new commit)."""
+    version = ds.version
+
+    def prepare(current: "LanceDataset") -> Prepared:
+        from lance_format.dataset.dataset import LanceDataset
+
+        latest = LanceDataset(current._store)  # pylance builds the Restore on the latest version
+        prepared = Prepared(transaction_for(latest, transaction_properties, commit_message), None)
+        prepared.txn.restore.version = version
+        return prepared
+
+    run_mutation(ds, prepare)
+
+
+# -- config and metadata ---------------------------------------------------------------------
+def _update_map(target: transaction_pb2.Transaction.UpdateMap, values: Mapping[str, Any], replace: bool) -> None:
+    if not isinstance(values, Mapping):
+        raise InvalidInputError(f"expected a dict of str -> str | None, got {type(values).__name__}")
+    target.SetInParent()
+    for key, value in values.items():
+        if not isinstance(key, str) or (value is not None and not isinstance(value, str)):
+            raise InvalidInputError(f"metadata and config entries must be str -> str | None, got {key!r}: {value!r}")
+        entry = target.update_entries.add()
+        entry.key = key
+        if value is not None:
+            entry.value = value
+    if replace:
+        target.replace = True
+
+
+def _update_config_txn(ds: "LanceDataset", build, properties=None, commit_message=None) -> None:
+    def prepare(current: "LanceDataset") -> Prepared:
+        prepared = Prepared(transaction_for(current, properties, commit_message), None)
+        prepared.txn.update_config.SetInParent()
+        build(current, prepared.txn.update_config)
+        return prepared
+
+    run_mutation(ds, prepare)
+
+
+def update_config(ds: "LanceDataset", values: Mapping[str, str | None], *, replace: bool = False,
+                  transaction_properties=None, commit_message=None) -> dict[str, str]:
+    _update_config_txn(ds, lambda c, body: _update_map(body.config_updates, values, replace),
+                       transaction_properties, commit_message)
+    return dict(ds.manifest.config)
+
+
+def delete_config_keys(ds: "LanceDataset", keys: list[str], *, transaction_properties=None,
+                       commit_message=None) -> None:
+    if isinstance(keys, str):
+        keys = [keys]
+    update_config(ds, {k: None for k in keys}, transaction_properties=transaction_properties,
+                  commit_message=commit_message)
+
+
+def update_metadata(ds: "LanceDataset", values: Mapping[str, str | None], *, replace: bool = False,
+                    transaction_properties=None, commit_message=None) -> dict[str, str]:
+    _update_config_txn(ds, lambda c, body: _update_map(body.table_metadata_updates, values, replace),
+                       transaction_properties, commit_message)
+    return dict(ds.manifest.table_metadata)
+
+
+def update_schema_metadata(ds: "LanceDataset", values: Mapping[str, str | None], *, replace: bool = False,
+                           transaction_properties=None, commit_message=None) -> dict[str, str]:
+    _update_config_txn(ds, lambda c, body: _update_map(body.schema_metadata_updates, values, replace),
+                       transaction_properties, commit_message)
+    return {k: v.decode(errors="replace") for k, v in ds.manifest.schema_metadata.items()}
+
+
+def update_field_metadata(ds: "LanceDataset", field_updates: Mapping[str, Mapping[str, str | None]], *,
+                          replace: bool = False, transaction_properties=None, commit_message=None) -> None:
+    from lance_format.dataset.schema_evolution import _resolve
+
+    def build(current: "LanceDataset", body) -> None:
+        for path, values in field_updates.items():
+            field = _resolve(current, path)
+            _update_map(body.field_metadata_updates[field.id], values, replace)
+
+    _update_config_txn(ds, build, transaction_properties, commit_message)
+
+
+# -- cleanup -----------------------------------------------------------------------------------
+@dataclass
+class CleanupStats:
+    """What ``cleanup_old_versions`` removed (pylance's ``CleanupStats``)."""
+
+    bytes_removed: int = 0
+    old_versions: int = 0
+    data_files_removed: int = 0
+    transaction_files_removed: int = 0
+    index_files_removed: int = 0
+    deletion_files_removed: int = 0
+    failed_deletes: int = 0
+
+
+@dataclass
+class _Refs:
+    data: set
+    deletions: set
+    transactions: set
+    indices: set
+
+    @classmethod
+    def empty(cls) -> "_Refs":
+        return cls(set(), set(), set(), set())
+
+    def add(self, mf) -> None:
+        manifest = mf.manifest
+        for fragment in manifest.fragments:
+            for data_file in fragment.files:
+                self.data.add(posixpath.normpath(f"data/{data_file.path}"))
+            if fragment.HasField("deletion_file"):
+                self.deletions.add(deletion_file_path(fragment.id, fragment.deletion_file))
+        if manifest.transaction_file:
+            self.transactions.add(f"{TRANSACTIONS_DIR}/{manifest.transaction_file}")
+        if mf.index_section is not None:
+            for index in mf.index_section.indices:
+                self.indices.add(_uuid_text(index.uuid.uuid))
+
+
+def _uuid_text(raw: bytes) -> str:
+    import uuid
+
+    return str(uuid.UUID(bytes=bytes(raw))) if len(raw) == 16 else raw.hex()
+
+
+def _list_files(store, directory: str) -> list[pafs.FileInfo]:
+    selector = pafs.FileSelector(store.full_path(directory), allow_not_found=True, recursive=True)
+    return [i for i in store.filesystem.get_file_info(selector) if i.type == pafs.FileType.File]
+
+
+def cleanup_old_versions(
+    ds: "LanceDataset",
+    older_than: timedelta | None = None,
+    retain_versions: int | None = None,
+    *,
+    delete_unverified: bool = False,
+    error_if_tagged_old_versions: bool = True,
+    delete_rate_limit: int | None = None,
+    versions: list[int] | None = None,
+    delete_concurrency: int | None = None,
+) -> CleanupStats:
+    """Remove old versions and the files only they reference (pylance's semantics)."""
+    store = ds._store
+    if retain_versions is not None and retain_versions <= 0:
+        raise InvalidInputError(f"retain_versions must be greater than 0, got {retain_versions}", table=ds.uri)
+    if older_than is None and retain_versions is None and versions is None:
+        older_than = DEFAULT_OLDER_THAN
+    listing = list_versions(store)
+    ordered = sorted(listing.versions)
+    now_ns = time.time_ns()
+    before_ns = now_ns - int(older_than.total_seconds() * 1e9) if older_than is not None else None
+    before_version = None
+    if retain_versions is not None:
+        before_version = ordered[0] if len(ordered) <= retain_versions else ordered[len(ordered) - retain_versions]
+    chosen = set(versions) if versions is not None else None
+    tags = Tags(store).list()
+    tagged = {int(t["version"]): name for name, t in tags.items()}
+
+    referenced, verified = _Refs.empty(), _Refs.empty()
+    old_manifests: list[str] = []
+    tagged_old: dict[str, int] = {}
+    for version in ordered:
+        path = listing.versions[version]
+        mf = read_manifest(store, path)
+        m = mf.manifest
+        stamp = m.timestamp.seconds * 1_000_000_000 + m.timestamp.nanos
+        should_clean = True
+        if before_ns is not None:
+            should_clean &= stamp < before_ns
+        if before_version is not None:
+            should_clean &= version < before_version
+        if chosen is not None:
+            should_clean &= version in chosen
+        is_latest = version >= ds.version
+        if version in tagged and not is_latest and should_clean:
+            tagged_old[tagged[version]] = version
+        if is_latest or not should_clean or version in tagged:
+            referenced.add(mf)
+        else:
+            verified.add(mf)
+            old_manifests.append(path)
+    if tagged_old and error_if_tagged_old_versions:
+        raise TagError(
+            f"{len(tagged_old)} tagged version(s) have been marked for cleanup. Either set "
+            f"error_if_tagged_old_versions=False or delete the following tag(s) to enable cleanup: {tagged_old}",
+            table=ds.uri,
+        )
+
+    stats = CleanupStats(old_versions=len(old_manifests))
+    threshold = time.time() - UNVERIFIED_THRESHOLD.total_seconds()
+
+    def remove(relative: str, size: int, counter: str | None) -> None:
+        try:
+            store.delete(relative)
+        except OSError:
+            stats.failed_deletes += 1
+            return
+        stats.bytes_removed += size
+        if counter:
+            setattr(stats, counter, getattr(stats, counter) + 1)
+
+    for path in old_manifests:  # first: no listed version may point at removed files
+        remove(path, store.size(path), None)
+
+    root = store.root.rstrip("/") + "/"
+    for directory in ("data", "_deletions", TRANSACTIONS_DIR, "_indices", VERSIONS_DIR):
+        for info in _list_files(store, directory):
+            relative = info.path[len(root):] if info.path.startswith(root) else info.path
+            in_progress = not delete_unverified and (info.mtime is None or info.mtime.timestamp() >= threshold)
+            name = posixpath.basename(relative)
+            if directory == VERSIONS_DIR:
+                if name.startswith(".tmp") and not in_progress:
+                    remove(relative, info.size, None)
+                continue
+            if directory == "_indices":
+                parts = relative.split("/")
+                uuid_part = parts[1] if len(parts) > 2 else None
+                if uuid_part is None or uuid_part in referenced.indices:
+                    continue
+                if not in_progress or uuid_part in verified.indices:
+                    remove(relative, info.size, "index_files_removed")
+                continue
+            kind = {"data": ("data", "data_files_removed"), "_deletions": ("deletions", "deletion_files_removed"),
+                    TRANSACTIONS_DIR: ("transactions", "transaction_files_removed")}[directory]
+            if directory == "data" and not name.endswith(".lance"):
+                continue
+            if directory == "_deletions" and not name.endswith((".arrow", ".bin")):
+                continue
+            if directory == TRANSACTIONS_DIR and not name.endswith(".txn"):
+                continue
+            if relative in getattr(referenced, kind[0]):
+                continue
+            if not in_progress or relative in getattr(verified, kind[0]):
+                remove(relative, info.size, kind[1])
+    return stats
+
+
+__all__ = [
+    "restore", "update_config", "delete_config_keys", "update_metadata", "update_schema_metadata",
+    "update_field_metadata", "cleanup_old_versions", "CleanupStats",
+]

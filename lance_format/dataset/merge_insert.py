@@ -1,0 +1,324 @@
+"""``merge_insert``: join source rows to the table on key columns and upsert / insert / delete.
+
+Semantics follow pylance 14:
+
+* source columns must be a subset of the table's with identical types (keys included); a
+  partial source updates only its columns and inserts nulls for the others;
+* null keys never match; a target row matched by two source rows is ambiguous and refused
+  (:class:`InvalidInputError`) while duplicate keys among *unmatched* source rows are inserted;
+* updated rows are rewritten in target order, then inserted rows in source order, all into new
+  fragments of one ``Update`` transaction; old copies and deleted rows get deletion files;
+* with stable row ids the updated rows keep their ids (the new fragments carry them as a
+  prefix; inserted rows get fresh ids at commit).
+
+``execute`` returns ``{"num_inserted_rows", "num_updated_rows", "num_deleted_rows"}``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.dataset.mutation_base import (
+    DEFAULT_CONFLICT_RETRIES,
+    DEFAULT_RETRY_TIMEOUT,
+    Prepared,
+    apply_deletions,
+    attach_row_ids,
+    batches_of,
+    concat,
+    run_mutation,
+    split_addresses,
+    storage_version_of,
+    table_context,
+    transaction_for,
+    write_new_fragments,
+)
+from lance_format.dataset.sql_filter import to_expression
+from lance_format.errors import InvalidInputError, SchemaMismatchError
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+_ADDR = "_rowaddr"
+_ROWID = "_rowid"
+_POS = "__lance_target_pos"
+_SRC = "__lance_source_pos"
+
+
+class MergeInsertBuilder:
+    """Configures and runs one merge-insert (mirrors pylance's ``MergeInsertBuilder``)."""
+
+    def __init__(self, dataset: "LanceDataset", on: str | list[str] | tuple[str, ...]) -> None:
+        self._dataset = dataset
+        keys = [on] if isinstance(on, str) else list(on or [])
+        if not keys:
+            raise InvalidInputError("merge_insert needs at least one key column", table=dataset.uri)
+        for key in keys:
+            if key not in dataset.schema.names:
+                raise InvalidInputError(f"Merge insert key column {key!r} does not exist in schema",
+                                        table=dataset.uri, column=key)
+        self._on = keys
+        self._matched: str | None = None  # "update" | "delete" | "fail"
+        self._matched_condition: str | None = None
+        self._insert = False
+        self._delete_unmatched = False
+        self._delete_unmatched_expr: str | pc.Expression | None = None
+        self._retries = DEFAULT_CONFLICT_RETRIES
+        self._timeout = DEFAULT_RETRY_TIMEOUT
+
+    # -- configuration (each returns the builder) --------------------------------------------
+    def when_matched_update_all(self, condition: str | None = None) -> "MergeInsertBuilder":
+        self._matched, self._matched_condition = "update", condition
+        return self
+
+    def when_matched_delete(self) -> "MergeInsertBuilder":
+        self._matched, self._matched_condition = "delete", None
+        return self
+
+    def when_matched_fail(self) -> "MergeInsertBuilder":
+        self._matched, self._matched_condition = "fail", None
+        return self
+
+    def when_not_matched_insert_all(self) -> "MergeInsertBuilder":
+        self._insert = True
+        return self
+
+    def when_not_matched_by_source_delete(self, expr: str | pc.Expression | None = None) -> "MergeInsertBuilder":
+        self._delete_unmatched, self._delete_unmatched_expr = True, expr
+        return self
+
+    def conflict_retries(self, max_retries: int) -> "MergeInsertBuilder":
+        self._retries = int(max_retries)
+        return self
+
+    def retry_timeout(self, timeout: timedelta) -> "MergeInsertBuilder":
+        self._timeout = timeout
+        return self
+
+    def use_index(self, use_index: bool) -> "MergeInsertBuilder":
+        return self  # this engine always scans the table
+
+    # -- execution -----------------------------------------------------------------------------
+    def execute(
+        self,
+        data,
+        *,
+        schema: pa.Schema | None = None,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> dict[str, int]:
+        """Run the merge against the dataset's version and commit it; the dataset moves on."""
+        from lance_format.dataset.write import _as_reader
+
+        ds = self._dataset
+        if self._matched is None and not self._insert and not self._delete_unmatched:
+            raise InvalidInputError("The merge insert job is not configured to change the data in any way",
+                                    table=ds.uri)
+        with table_context(ds):
+            source = _as_reader(data, schema).read_all()
+            self._check_source(source)
+            if self._delete_unmatched and self._delete_unmatched_expr is not None:
+                to_expression(self._delete_unmatched_expr, ds.schema)
+            if self._matched_condition is not None:
+                _check_condition(self._matched_condition, ds.schema, source.schema)
+
+        def prepare(current: "LanceDataset") -> Prepared:
+            return _Run(self, current, source, transaction_properties, commit_message).prepare()
+
+        return run_mutation(ds, prepare, conflict_retries=self._retries, retry_timeout=self._timeout)
+
+    def _check_source(self, source: pa.Table) -> None:
+        ds = self._dataset
+        table = ds.schema
+        problems = []
+        unexpected = [n for n in source.schema.names if n not in table.names]
+        if unexpected:
+            problems.append(f"unexpected columns {unexpected}")
+        for field in source.schema:
+            if field.name in table.names and not field.type.equals(table.field(field.name).type):
+                problems.append(f"{field.name!r} should have type {table.field(field.name).type} "
+                                f"but type was {field.type}")
+        missing_keys = [k for k in self._on if k not in source.schema.names]
+        if missing_keys:
+            problems.append(f"the source lacks the key column(s) {missing_keys}")
+        if self._insert:
+            for field in table:
+                if field.name not in source.schema.names and not field.nullable:
+                    problems.append(f"non-nullable column {field.name!r} is missing, so rows cannot be inserted")
+        if problems:
+            raise SchemaMismatchError("merge_insert source does not match the table schema: " + "; ".join(problems),
+                                      table=ds.uri, version=ds.version)
+
+
+def _pair_schema(target: pa.Schema, source: pa.Schema) -> pa.Schema:
+    return pa.schema([pa.field("target", pa.struct(list(target))), pa.field("source", pa.struct(list(source)))])
+
+
+def _check_condition(condition: str, target: pa.Schema, source: pa.Schema) -> None:
+    to_expression(condition, _pair_schema(target, source))
+
+
+class _Run:
+    """One attempt of a merge-insert against one version of the table."""
+
+    def __init__(self, builder: MergeInsertBuilder, ds: "LanceDataset", source: pa.Table,
+                 properties, commit_message) -> None:
+        self.b = builder
+        self.ds = ds
+        self.source = source
+        self.prepared = Prepared(transaction_for(ds, properties, commit_message), None,
+                                 storage_version=storage_version_of(ds))
+        self.matched_sources = np.zeros(source.num_rows, dtype=bool)
+        self.updated_addresses: list[np.ndarray] = []
+        self.updated_row_ids: list[np.ndarray] = []
+        self.deleted_addresses: list[np.ndarray] = []
+        self.keys_table = source.select(builder._on).append_column(_SRC, pa.array(np.arange(source.num_rows)))
+
+    def _target_columns(self) -> list[str]:
+        if self.b._matched == "update":
+            return self.ds.schema.names
+        needed = list(self.b._on)
+        if self.b._delete_unmatched and self.b._delete_unmatched_expr is not None:
+            from lance_format.dataset.sql_filter import referenced_columns
+
+            for name in referenced_columns(self.b._delete_unmatched_expr, self.ds.schema):
+                if name not in needed and name in self.ds.schema.names:
+                    needed.append(name)
+        return needed
+
+    def _matches(self, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+        """(target positions, source positions) of the matched pairs, in target order."""
+        left = pa.table([batch.column(k) for k in self.b._on] + [pa.array(np.arange(batch.num_rows))],
+                        names=self.b._on + [_POS])
+        joined = left.join(self.keys_table, self.b._on, join_type="inner")
+        targets = joined.column(_POS).to_numpy().astype(np.int64)
+        sources = joined.column(_SRC).to_numpy().astype(np.int64)
+        order = np.lexsort((sources, targets))
+        targets, sources = targets[order], sources[order]
+        if self.b._matched is not None and targets.size > 1:
+            dup = np.flatnonzero(targets[1:] == targets[:-1])
+            if dup.size:
+                row = batch.slice(int(targets[dup[0]]), 1)
+                key = ", ".join(f"{k} = {row.column(k)[0].as_py()!r}" for k in self.b._on)
+                raise InvalidInputError(
+                    "Ambiguous merge inserts are prohibited: multiple source rows match the same target row "
+                    f"on ({key}). Please ensure each target row is matched by at most one source row.",
+                    table=self.ds.uri, version=self.ds.version)
+        return targets, sources
+
+    def _updated_rows(self, batch: pa.RecordBatch, targets: np.ndarray, sources: np.ndarray) -> pa.RecordBatch | None:
+        schema = self.ds.schema
+        target_rows = batch.take(pa.array(targets))
+        source_rows = self.source.take(pa.array(sources))
+        if self.b._matched_condition is not None:
+            names = schema.names
+            pair = pa.table({
+                "target": pa.StructArray.from_arrays([target_rows.column(n) for n in names], names=names),
+                "source": pa.StructArray.from_arrays(
+                    [source_rows.column(n).combine_chunks() for n in source_rows.column_names],
+                    names=source_rows.column_names),
+                "__i": pa.array(np.arange(targets.size)),
+            })
+            # A matched row is updated only when the condition is TRUE (NULL counts as false).
+            chosen = pair.filter(to_expression(self.b._matched_condition, pair.schema)).column("__i").to_numpy()
+            mask = np.zeros(targets.size, dtype=bool)
+            mask[chosen] = True
+            targets, sources = targets[mask], sources[mask]
+            target_rows = target_rows.filter(pa.array(mask))
+            source_rows = source_rows.filter(pa.array(mask))
+        if targets.size == 0:
+            return None
+        self.updated_addresses.append(batch.column(_ADDR).to_numpy(zero_copy_only=False)[targets])
+        if self.ds.has_stable_row_ids:
+            self.updated_row_ids.append(batch.column(_ROWID).to_numpy(zero_copy_only=False)[targets])
+        columns = [
+            source_rows.column(f.name).combine_chunks() if f.name in self.source.column_names
+            else target_rows.column(f.name)
+            for f in schema
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    def _unmatched_deletions(self, batch: pa.RecordBatch, matched: np.ndarray) -> None:
+        unmatched = np.ones(batch.num_rows, dtype=bool)
+        unmatched[matched] = False
+        if self.b._delete_unmatched_expr is not None:
+            flags = pa.Table.from_batches([batch]).append_column("__i", pa.array(np.arange(batch.num_rows)))
+            chosen = flags.filter(to_expression(self.b._delete_unmatched_expr, flags.schema)).column("__i").to_numpy()
+            selected = np.zeros(batch.num_rows, dtype=bool)
+            selected[chosen] = True
+            unmatched &= selected
+        self.deleted_addresses.append(batch.column(_ADDR).to_numpy(zero_copy_only=False)[unmatched])
+
+    def _scan(self) -> Iterator[pa.RecordBatch]:
+        stable = self.ds.has_stable_row_ids
+        scanner = self.ds.scanner(columns=self._target_columns(), with_row_address=True, with_row_id=stable)
+        for batch in scanner.to_batches():
+            targets, sources = self._matches(batch)
+            self.matched_sources[sources] = True
+            if self.b._delete_unmatched:
+                self._unmatched_deletions(batch, targets)
+            if targets.size == 0:
+                continue
+            if self.b._matched == "fail":
+                raise InvalidInputError("merge_insert found rows that match the source and was told to fail "
+                                        "when a row matches (when_matched_fail)", table=self.ds.uri)
+            if self.b._matched == "delete":
+                self.deleted_addresses.append(batch.column(_ADDR).to_numpy(zero_copy_only=False)[targets])
+            elif self.b._matched == "update":
+                rows = self._updated_rows(batch, targets, sources)
+                if rows is not None:
+                    yield rows
+
+    def _inserted(self) -> Iterator[pa.RecordBatch]:
+        if not self.b._insert:
+            return
+        rows = self.source.filter(pa.array(~self.matched_sources))
+        self.num_inserted = rows.num_rows
+        schema = self.ds.schema
+        columns = [
+            rows.column(f.name) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+            for f in schema
+        ]
+        yield from batches_of(pa.Table.from_arrays(columns, schema=schema))
+
+    def prepare(self) -> Prepared:
+        ds, prepared = self.ds, self.prepared
+        self.num_inserted = 0
+
+        def all_rows() -> Iterator[pa.RecordBatch]:
+            yield from self._scan()
+            yield from self._inserted()
+
+        if self.b._matched == "update" or self.b._insert:
+            new_fragments = write_new_fragments(ds, ds.schema, all_rows(), prepared)
+        else:
+            for _ in self._scan():
+                pass
+            new_fragments = []
+        updated_addresses = concat(self.updated_addresses)
+        if ds.has_stable_row_ids:
+            attach_row_ids(new_fragments, concat(self.updated_row_ids))
+        deleted_addresses = concat(self.deleted_addresses)
+        offsets = split_addresses(np.concatenate([updated_addresses, deleted_addresses]))
+        updated, removed = apply_deletions(ds, offsets, prepared)
+        body = prepared.txn.update
+        body.SetInParent()
+        body.removed_fragment_ids.extend(removed)
+        body.updated_fragments.extend(updated)
+        body.new_fragments.extend(new_fragments)
+        if self.b._matched == "update" or self.b._insert:
+            body.fields_for_preserving_frag_bitmap.extend(ds.lance_schema.field_ids())
+        else:
+            body.fields_for_preserving_frag_bitmap.extend(f.id for f in ds.lance_schema.fields)
+        prepared.affected_rows = offsets
+        prepared.result = {
+            "num_inserted_rows": int(self.num_inserted),
+            "num_updated_rows": int(updated_addresses.size),
+            "num_deleted_rows": int(deleted_addresses.size),
+        }
+        return prepared

@@ -1,0 +1,108 @@
+"""``alter_columns``: renames and nullability changes (``Project``) and safe casts (``Merge``).
+
+A cast column gets a new field id (one above every id in use, like pylance) and its values,
+cast with overflow checks, go to one new data file per fragment; the old data stays on disk
+under the old id until compaction and cleanup remove it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.dataset.mutation_base import Prepared, cast_to, storage_version_of, transaction_for
+from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.proto import file_pb2
+from lance_format.schema import LanceField, LanceSchema
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+
+def _has_nulls(ds: "LanceDataset", path: str) -> bool:
+    top, *rest = path.split(".")
+    for batch in ds.scanner(columns=[top]).to_batches():
+        column = batch.column(0)
+        for name in rest:
+            column = pc.struct_field(column, name)
+        if column.null_count:
+            return True
+    return False
+
+
+def apply_alterations(
+    ds: "LanceDataset", alterations: tuple[Mapping[str, Any], ...], properties, commit_message
+) -> Prepared:
+    from lance_format.dataset.schema_evolution import (
+        _castable, _fragment_file, _merge_txn, _project_txn, _resolve, next_field_id,
+    )
+
+    fields = [file_pb2.Field.FromString(f.SerializeToString()) for f in ds.manifest.fields]
+    by_id = {f.id: f for f in fields}
+    casts: dict[int, pa.DataType] = {}
+    changes_nullability = False
+    for alteration in alterations:
+        path = alteration["path"]
+        target = by_id[_resolve(ds, path).id]
+        if alteration.get("name") is not None:
+            name = alteration["name"]
+            if any(f.parent_id == target.parent_id and f.name == name and f.id != target.id for f in fields):
+                raise InvalidInputError(f"cannot rename {path!r} to {name!r}: a column of that name exists",
+                                        table=ds.uri, column=path)
+            target.name = name
+        if alteration.get("nullable") is not None:
+            nullable = bool(alteration["nullable"])
+            if not nullable and target.nullable and _has_nulls(ds, path):
+                raise InvalidInputError(f"column {path!r} contains nulls, so it cannot be made non-nullable",
+                                        table=ds.uri, column=path)
+            changes_nullability = True
+            target.nullable = nullable
+        if alteration.get("data_type") is not None:
+            new_type = alteration["data_type"]
+            if not isinstance(new_type, pa.DataType):
+                raise InvalidInputError(f"data_type for {path!r} must be a pyarrow DataType", table=ds.uri)
+            if target.parent_id != -1:
+                raise UnsupportedFeatureError(f"casting the nested column {path!r} is not supported", table=ds.uri)
+            old_type = next(f for f in ds.lance_schema.fields if f.id == target.id).data_type
+
+            if not old_type.equals(new_type) and not _castable(old_type, new_type):
+                raise InvalidInputError(f'Cannot cast column "{path}" from {old_type} to {new_type}',
+                                        table=ds.uri, column=path)
+            if not old_type.equals(new_type):
+                casts[target.id] = new_type
+
+    prepared = Prepared(transaction_for(ds, properties, commit_message), None, storage_version=storage_version_of(ds))
+    if not casts:
+        _project_txn(prepared, fields, preserves_nullability=not changes_nullability)
+        return prepared
+
+    # Casts: rebuild the cast columns' field subtrees under new ids, in schema order.
+    next_id = [next_field_id(ds)]
+    old_schema = LanceSchema.from_protos(list(ds.manifest.fields), dict(ds.manifest.schema_metadata))
+    new_fields: list[LanceField] = []
+    old_names: list[str] = []
+    result: list[file_pb2.Field] = []
+    for field in LanceSchema.from_protos(fields, dict(ds.manifest.schema_metadata)).fields:
+        if field.id not in casts:
+            result.extend(field.to_protos())
+            continue
+        arrow = pa.field(field.name, casts[field.id], field.nullable,
+                         metadata={k.encode(): v for k, v in field.metadata.items()} or None)
+        replacement = LanceField.from_arrow(arrow, next_id)
+        new_fields.append(replacement)
+        old_names.append(next(f.name for f in old_schema.fields if f.id == field.id))
+        result.extend(replacement.to_protos())
+    new_schema = LanceSchema(new_fields, {})
+    arrow_schema = new_schema.to_arrow()
+
+    def cast_batches(fragment):
+        for batch in ds.scanner(columns=old_names, fragments=[fragment]).to_batches():
+            columns = [cast_to(batch.column(i), f.type, column=f.name, table=ds.uri)
+                       for i, f in enumerate(arrow_schema)]
+            yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
+
+    metas = [_fragment_file(ds, f, new_schema, cast_batches(f), prepared) for f in ds.get_fragments()]
+    _merge_txn(ds, prepared, metas, result)
+    return prepared

@@ -1,0 +1,350 @@
+"""Mini-block value compressions of file versions 2.1/2.2 and the choice between them.
+
+A *plan* knows how to cut a page's items into chunks cheaply (a cost model) and how to write
+the chunks once the boundaries are fixed (vectorized over the whole page). Plans:
+
+* ``flat`` (fixed width, bool bitmaps, fixed-size lists with per-level validity bitmaps);
+* ``inline_bitpacking`` (FastLanes, 1024 values per chunk, per-chunk bit width);
+* ``rle`` (values + u8 run lengths, two buffers), chosen when runs < half the values;
+* ``variable`` (per chunk: n+1 u32/u64 offsets relative to the chunk, then the bytes, padded
+  to the offset width with 0x48);
+* ``dictionary``: items replaced by u32 indices (compressed by one of the plans above) and the
+  distinct values stored once in page buffer 2 (``flat`` or block ``variable``).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.encodings.v2_1.encode_values import LeafValues, take_values, variable_values
+from lance_format.encodings.v2_1.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
+from lance_format.proto import encodings_v2_1_pb2 as pb
+
+TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk
+MAX_CHUNK_VALUES = 4096
+RLE_MAX_CHUNK_VALUES = 2048
+RLE_THRESHOLD = 0.5  # runs / values below which RLE wins (Lance's default)
+DICT_MIN_VALUES = 100
+DICT_SIZE_RATIO = 0.8
+DICT_SAMPLE = 4096
+PAD_VARIABLE = 0x48
+
+
+def flat_encoding(bits: int) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=bits))
+
+
+def variable_encoding(offset_bits: int) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(variable=pb.Variable(offsets=flat_encoding(offset_bits)))
+
+
+class ValuePlan:
+    """How one page's items become mini-block value buffers."""
+
+    encoding: pb.CompressiveEncoding
+    num_buffers = 1
+    max_chunk = MAX_CHUNK_VALUES
+    min_chunk = 1  # non-last chunks hold a multiple of this (8 when a bitmap must stay byte-aligned)
+    target_bytes = TARGET_CHUNK_BYTES
+    chunk_overhead = 0
+    uniform: float | None = None  # bytes per value when the cost is linear
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def cost_prefix(self) -> np.ndarray:
+        """``cost[i]``: estimated bytes of items ``[0, i)`` (only used when ``uniform`` is None)."""
+        raise NotImplementedError
+
+    def encode(self, starts: np.ndarray, counts: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For each buffer: its bytes for all chunks back to back, and each chunk's share."""
+        raise NotImplementedError
+
+
+class FlatPlan(ValuePlan):
+    def __init__(self, values: LeafValues) -> None:
+        super().__init__(values.count)
+        self.values = values
+        if values.kind == "bool":
+            self.encoding = flat_encoding(1)
+            self.uniform = 1 / 8
+            self.min_chunk = 8
+        else:
+            self.encoding = flat_encoding(values.bytes_per_value * 8)
+            self.uniform = values.bytes_per_value
+
+    def encode(self, starts, counts):
+        if self.values.kind == "bool":
+            data = np.packbits(self.values.bits, bitorder="little")
+            return [(data, (counts + 7) // 8)]
+        return [(self.values.matrix.reshape(-1), counts * self.values.bytes_per_value)]
+
+
+class FslPlan(ValuePlan):
+    """Fixed-size lists: one validity bitmap buffer per level with item nulls, then the items."""
+
+    def __init__(self, values: LeafValues) -> None:
+        super().__init__(values.count)
+        self.values = values
+        inner = flat_encoding(values.item_bits)
+        for dim, validity in zip(reversed(values.dims), reversed(values.item_validity)):
+            inner = pb.CompressiveEncoding(
+                fixed_size_list=pb.FixedSizeList(items_per_value=dim, values=inner, has_validity=validity is not None)
+            )
+        self.encoding = inner
+        self.num_buffers = 1 + sum(v is not None for v in values.item_validity)
+        self.uniform = values.value_width()
+        if values.item_bits % 8 or self.num_buffers > 1:
+            self.min_chunk = 8
+
+    def encode(self, starts, counts):
+        out = []
+        cum = 1
+        for dim, validity in zip(self.values.dims, self.values.item_validity):
+            cum *= dim
+            if validity is not None:
+                out.append((np.packbits(validity, bitorder="little"), (counts * cum + 7) // 8))
+        items_per_value = cum
+        if self.values.item_bits == 1:
+            out.append((np.packbits(self.values.data, bitorder="little"), (counts * items_per_value + 7) // 8))
+        else:
+            out.append((self.values.data, counts * items_per_value * (self.values.item_bits // 8)))
+        return out
+
+
+class BitpackPlan(ValuePlan):
+    max_chunk = BLOCK
+
+    def __init__(self, words: np.ndarray) -> None:
+        super().__init__(len(words))
+        self.words = words
+        width = words.dtype.itemsize * 8
+        self.encoding = pb.CompressiveEncoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=width))
+        self.uniform = words.dtype.itemsize
+        self.target_bytes = BLOCK * words.dtype.itemsize
+
+    def encode(self, starts, counts):
+        return [inline_pack_chunks(self.words, starts, counts)]
+
+
+class RlePlan(ValuePlan):
+    num_buffers = 2
+    max_chunk = RLE_MAX_CHUNK_VALUES
+    chunk_overhead = 0
+
+    def __init__(self, words: np.ndarray, run_starts: np.ndarray) -> None:
+        super().__init__(len(words))
+        self.words = words
+        self.width = words.dtype.itemsize
+        self.run_starts = run_starts
+        self.encoding = pb.CompressiveEncoding(
+            rle=pb.Rle(values=flat_encoding(self.width * 8), run_lengths=flat_encoding(8))
+        )
+        self.chunk_overhead = 2 * (self.width + 1)
+
+    def cost_prefix(self):
+        marks = np.zeros(self.count + 1, np.int64)
+        marks[self.run_starts] = 1
+        # a run is split every 255 values; charge one extra run per 255 values of any run
+        lengths = np.diff(np.append(self.run_starts, self.count))
+        marks[self.run_starts] += lengths // 255
+        cost = np.zeros(self.count + 1, np.int64)
+        np.cumsum(marks[:-1] * (self.width + 1), out=cost[1:])
+        return cost
+
+    def encode(self, starts, counts):
+        n = self.count
+        boundary = np.zeros(n, np.bool_)
+        boundary[self.run_starts] = True
+        boundary[starts] = True
+        run_pos = np.flatnonzero(boundary)
+        run_len = np.diff(np.append(run_pos, n))
+        pieces = (run_len + 254) // 255
+        sub_pos = np.repeat(run_pos, pieces) + 255 * (
+            np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        )
+        sub_len = np.diff(np.append(sub_pos, n))
+        # every chunk start is a run start, so chunk c owns the runs between its start and the next
+        first_run = np.searchsorted(sub_pos, starts)
+        runs_per_chunk = np.diff(np.append(first_run, len(sub_pos)))
+        values = self.words[sub_pos].view(np.uint8)
+        return [(values, runs_per_chunk * self.width), (sub_len.astype(np.uint8), runs_per_chunk)]
+
+
+class VariablePlan(ValuePlan):
+    def __init__(self, values: LeafValues) -> None:
+        super().__init__(values.count)
+        self.values = values
+        self.ow = values.offset_width
+        self.encoding = variable_encoding(self.ow * 8)
+        self.chunk_overhead = 2 * self.ow
+
+    def cost_prefix(self):
+        return self.values.offsets + self.ow * np.arange(self.count + 1)
+
+    def encode(self, starts, counts):
+        ow = self.ow
+        offsets = self.values.offsets
+        ends = starts + counts
+        data_bytes = offsets[ends] - offsets[starts]
+        head = (counts + 1) * ow
+        sizes = head + data_bytes
+        sizes = sizes + (-sizes) % ow
+        chunk_pos = np.cumsum(sizes) - sizes
+        total = int(sizes.sum())
+        out = np.full(total, PAD_VARIABLE, np.uint8)
+        # offsets: chunk c writes counts[c]+1 offsets relative to its own start
+        n_off = counts + 1
+        chunk_of = np.repeat(np.arange(len(starts)), n_off)
+        k = np.arange(int(n_off.sum())) - np.repeat(np.cumsum(n_off) - n_off, n_off)
+        rel = offsets[starts[chunk_of] + k] - offsets[starts[chunk_of]] + head[chunk_of]
+        word = out.view(np.uint32 if ow == 4 else np.uint64)
+        word[(chunk_pos[chunk_of] // ow) + k] = rel
+        # bytes: one slice copy per chunk (chunks hold ~4 KiB, so the loop is short)
+        data = self.values.data
+        dst = (chunk_pos + head).tolist()
+        src = offsets[starts].tolist()
+        for d, a, size in zip(dst, src, data_bytes.tolist()):
+            out[d : d + size] = data[a : a + size]
+        return [(out, sizes)]
+
+
+def _run_starts(words: np.ndarray) -> np.ndarray:
+    change = np.flatnonzero(words[1:] != words[:-1]) + 1
+    return np.concatenate(([0], change)) if len(words) else change
+
+
+def _may_have_runs(words: np.ndarray, windows: int = 16, size: int = 256) -> bool:
+    """Cheap pre-check on a few windows: could runs be fewer than half the values?"""
+    n = len(words)
+    if n <= windows * size * 4:
+        return True
+    starts = np.linspace(0, n - size, windows).astype(np.int64)
+    sample = words[starts[:, None] + np.arange(size)[None, :]]
+    changes = int(np.count_nonzero(sample[:, 1:] != sample[:, :-1]))
+    return changes < 0.75 * windows * (size - 1)
+
+
+def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
+    """Pick RLE, inline bit-packing or flat for 8/16/32/64-bit words."""
+    n = len(words)
+    width = words.dtype.itemsize
+    if n == 0:
+        return FlatPlan(LeafValues("fixed", 0, bytes_per_value=width, words=words, matrix=words.view(np.uint8).reshape(0, width)))
+    full = n // BLOCK * BLOCK
+    widths = bit_widths(words[:full].reshape(-1, BLOCK)) if full else np.zeros(0, np.int64)
+    if full < n:
+        widths = np.append(widths, bit_widths(words[full:][None, :]))
+    packed_bytes = float((widths.sum() * BLOCK) / 8 + len(widths) * width)
+    if allow_rle and _may_have_runs(words):
+        run_starts = _run_starts(words)
+        if len(run_starts) < RLE_THRESHOLD * n and len(run_starts) * (width + 1) < packed_bytes:
+            return RlePlan(words, run_starts)
+    if widths.max() < width * 8 and packed_bytes < n * width:
+        return BitpackPlan(words)
+    return FlatPlan(LeafValues("fixed", n, bytes_per_value=width, words=words,
+                               matrix=words.view(np.uint8).reshape(n, width)))
+
+
+def value_plan(values: LeafValues) -> ValuePlan:
+    if values.kind == "fixed" and values.words is not None:
+        return word_plan(values.words)
+    if values.kind in ("fixed", "bool"):
+        return FlatPlan(values)
+    if values.kind == "fsl":
+        return FslPlan(values)
+    if values.kind == "variable":
+        return VariablePlan(values)
+    raise ValueError(values.kind)
+
+
+# -- dictionary ------------------------------------------------------------------------------------
+
+
+def _as_arrow(values: LeafValues) -> pa.Array:
+    if values.kind == "variable":
+        offsets = values.offsets.astype(np.int64 if values.offset_width == 8 else np.int32)
+        data_type = pa.large_binary() if values.offset_width == 8 else pa.binary()
+        return pa.Array.from_buffers(data_type, values.count, [None, pa.py_buffer(offsets), pa.py_buffer(values.data)])
+    return pa.array(values.words)
+
+
+def _from_arrow(array: pa.Array, like: LeafValues) -> LeafValues:
+    if like.kind == "variable":
+        return variable_values(array, None)
+    words = np.asarray(array.to_numpy(zero_copy_only=False)).astype(like.words.dtype)
+    width = like.bytes_per_value
+    return LeafValues("fixed", len(words), bytes_per_value=width, words=words,
+                      matrix=words.view(np.uint8).reshape(len(words), width))
+
+
+def _plain_estimate(values: LeafValues) -> float:
+    if values.kind == "fixed":
+        plan = word_plan(values.words, allow_rle=False)
+        if isinstance(plan, BitpackPlan):
+            full = values.count // BLOCK * BLOCK
+            sample = values.words[:full].reshape(-1, BLOCK) if full else values.words[None, :]
+            return float(bit_widths(sample).mean()) * values.count / 8
+    return float(values.raw_bytes())
+
+
+def try_dictionary(values: LeafValues) -> tuple[np.ndarray, LeafValues] | None:
+    """Dictionary-encode low-cardinality items when it saves enough space: (u32 indices, dictionary)."""
+    n = values.count
+    if n < DICT_MIN_VALUES:
+        return None
+    if values.kind == "fixed":
+        if values.words is None or values.bytes_per_value < 4:
+            return None
+    elif values.kind != "variable":
+        return None
+    # A cheap look at a random sample first: hashing every value of a high-cardinality page
+    # costs far more than the rest of its encoding. The number of repeated pairs in a sample
+    # of s distinct positions estimates the cardinality (birthday bound: D ~ s^2 / (2 pairs));
+    # a strided sample would be fooled by periodic data.
+    if n <= DICT_SAMPLE:
+        sample_index = np.arange(n)
+    else:
+        sample_index = np.sort(np.random.default_rng(n).choice(n, DICT_SAMPLE, replace=False))
+    if values.kind == "fixed":
+        _, counts = np.unique(values.words[sample_index], return_counts=True)
+    else:
+        counts = np.asarray(pc.value_counts(_as_arrow(take_values(values, sample_index))).field(1))
+    s = len(sample_index)
+    pairs = float((counts * (counts - 1)).sum()) / 2
+    if s < n:
+        if pairs == 0:
+            return None
+        estimated = min(float(n), max(float(len(counts)), s * s / (2 * pairs)))
+        per_value = values.raw_bytes() / n
+        guess = estimated * per_value + n * max(1.0, np.log2(max(estimated, 2))) / 8
+        if guess >= DICT_SIZE_RATIO * values.raw_bytes():
+            return None
+    encoded = _as_arrow(values).dictionary_encode()
+    dictionary = _from_arrow(encoded.dictionary, values)
+    cardinality = dictionary.count
+    index_bits = max(1, int(cardinality - 1).bit_length())
+    estimate = dictionary.raw_bytes() + n * index_bits / 8
+    if estimate >= DICT_SIZE_RATIO * _plain_estimate(values):
+        return None
+    indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False)).astype(np.uint32)
+    return indices, dictionary
+
+
+def dictionary_block(dictionary: LeafValues) -> tuple[bytes, pb.CompressiveEncoding]:
+    """Page buffer 2 of a dictionary page: the distinct values in Lance's block form."""
+    if dictionary.kind == "variable":
+        ow = dictionary.offset_width
+        fmt = "<II" if ow == 4 else "<QQ"
+        offsets = dictionary.offsets.astype(np.uint32 if ow == 4 else np.uint64)
+        start = 2 * ow + offsets.nbytes
+        return struct.pack(fmt, ow * 8, start) + offsets.tobytes() + dictionary.data.tobytes(), variable_encoding(ow * 8)
+    if dictionary.kind == "bool":
+        return np.packbits(dictionary.bits, bitorder="little").tobytes(), flat_encoding(1)
+    if dictionary.kind == "fixed":
+        return dictionary.matrix.tobytes(), flat_encoding(dictionary.bytes_per_value * 8)
+    raise ValueError(f"cannot store a dictionary of {dictionary.kind} values")

@@ -1,0 +1,153 @@
+"""The full-zip page layout of file versions 2.1/2.2: levels zipped with each (large) value.
+
+Page buffers: ``[zipped data, (repetition index)]``. For every level entry, in order:
+
+* a control word of ``ceil((bits_rep + bits_def) / 8)`` bytes (none when there are no levels),
+  ``(rep << bits_def) | def``, where the bit counts are those of the page's largest levels;
+* then, for an entry that is an item: fixed-width values store their bytes always (null items
+  too, as zeros; a fixed-size list with item nulls prefixes each value with its validity bytes,
+  one bitmap per level); variable-width values store ``length`` (u32, or u64 for large types)
+  and the bytes, but only for valid items.
+
+The repetition index (variable-width values, or any list) holds the byte offset of every row
+start plus the end, each 1, 2, 4 or 8 bytes wide (the reader infers the width from the size).
+Everything is built with numpy: entry sizes -> positions (cumsum) -> scatter of the headers,
+and the value bytes dropped into the remaining positions in one masked assignment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_format.encodings.v2_1.encode_compression import flat_encoding, variable_encoding
+from lance_format.encodings.v2_1.encode_repdef import LeafPage
+from lance_format.encodings.v2_1.encode_values import LeafValues
+from lance_format.proto import encodings_v2_1_pb2 as pb
+
+
+def _fixed_matrix(values: LeafValues) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """``(n, bytes_per_value)`` value bytes (with fsl validity prefixes) and their encoding."""
+    n = values.count
+    if values.kind == "fixed":
+        return values.matrix.reshape(n, values.bytes_per_value), flat_encoding(values.bytes_per_value * 8)
+    # fixed-size list: [validity bytes per level with nulls] + item bytes, per value
+    parts = []
+    cum = 1
+    for dim, validity in zip(values.dims, values.item_validity):
+        cum *= dim
+        if validity is not None:
+            bits = validity.reshape(n, cum)
+            parts.append(np.packbits(bits, axis=1, bitorder="little"))
+    if values.item_bits == 1:
+        parts.append(np.packbits(values.data.reshape(n, cum), axis=1, bitorder="little"))
+    else:
+        parts.append(values.data.reshape(n, cum * values.item_bits // 8))
+    matrix = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+    encoding = flat_encoding(values.item_bits)
+    for dim, validity in zip(reversed(values.dims), reversed(values.item_validity)):
+        encoding = pb.CompressiveEncoding(
+            fixed_size_list=pb.FixedSizeList(items_per_value=dim, values=encoding, has_validity=validity is not None)
+        )
+    return matrix, encoding
+
+
+def _byte_width(max_value: int) -> int:
+    for width in (1, 2, 4):
+        if max_value < 1 << (8 * width):
+            return width
+    return 8
+
+
+def _scatter_le(out: np.ndarray, positions: np.ndarray, values: np.ndarray, nbytes: int) -> None:
+    values = values.astype(np.uint64)
+    for k in range(nbytes):
+        out[positions + k] = ((values >> np.uint64(8 * k)) & np.uint64(0xFF)).astype(np.uint8)
+
+
+def encode_fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLayout]:
+    n_items = values.count
+    rep, defs = leaf.rep, leaf.defs
+    has_levels = rep is not None or defs is not None
+    n_entries = leaf.num_levels if has_levels else n_items
+    max_rep = int(rep.max()) if rep is not None and len(rep) else 0
+    max_def = int(defs.max()) if defs is not None and len(defs) else 0
+    bits_rep = max_rep.bit_length()
+    bits_def = max_def.bit_length()
+    cw_bits = bits_rep + bits_def
+    cw_bytes = 0 if cw_bits == 0 else (1 if cw_bits <= 8 else (2 if cw_bits <= 16 else 4))
+    visible = leaf.visible_mask()  # None: every entry is an item
+    variable = values.kind == "variable"
+
+    layout = pb.FullZipLayout(
+        bits_rep=bits_rep,
+        bits_def=bits_def,
+        num_items=n_entries if rep is not None else n_items,
+        num_visible_items=n_items,
+        layers=leaf.layers,
+    )
+    if variable:
+        ow = values.offset_width
+        layout.bits_per_offset = ow * 8
+        layout.value_compression.CopyFrom(variable_encoding(ow * 8))
+        lengths = np.diff(values.offsets)
+        valid = np.ones(n_items, np.bool_) if leaf.valid is None else leaf.valid
+        item_bytes = np.where(valid, ow + lengths, 0)
+    else:
+        matrix, encoding = _fixed_matrix(values)
+        width = matrix.shape[1]
+        layout.bits_per_value = width * 8
+        layout.value_compression.CopyFrom(encoding)
+        item_bytes = np.full(n_items, width, np.int64)
+
+    if visible is None:
+        entry_bytes = cw_bytes + item_bytes
+    else:
+        entry_bytes = np.full(n_entries, cw_bytes, np.int64)
+        entry_bytes[visible] += item_bytes
+    positions = np.cumsum(entry_bytes) - entry_bytes
+    total = int(entry_bytes.sum())
+
+    if not variable and cw_bytes == 0:
+        data = matrix.reshape(-1)
+    elif not variable and visible is None:
+        out = np.empty((n_items, cw_bytes + width), np.uint8)
+        word = (rep.astype(np.uint32) << bits_def if rep is not None else 0) | (
+            defs.astype(np.uint32) if defs is not None else 0)
+        for k in range(cw_bytes):
+            out[:, k] = (word >> (8 * k)) & 0xFF
+        out[:, cw_bytes:] = matrix
+        data = out.reshape(-1)
+    else:
+        out = np.zeros(total, np.uint8)
+        header = np.zeros(total, np.bool_)
+        if cw_bytes:
+            word = np.zeros(n_entries, np.uint32)
+            if rep is not None:
+                word |= rep.astype(np.uint32) << bits_def
+            if defs is not None:
+                word |= defs.astype(np.uint32)
+            _scatter_le(out, positions, word, cw_bytes)
+            for k in range(cw_bytes):
+                header[positions + k] = True
+        item_pos = positions + cw_bytes if visible is None else positions[visible] + cw_bytes
+        if variable:
+            has_value = item_bytes > 0
+            length_pos = item_pos[has_value]
+            _scatter_le(out, length_pos, lengths[has_value], ow)
+            for k in range(ow):
+                header[length_pos + k] = True
+            out[~header] = values.data
+        else:
+            out[~header] = matrix.reshape(-1)
+        data = out
+
+    buffers = [data]
+    if variable or rep is not None:
+        if rep is not None:
+            row_entries = np.flatnonzero(rep == max_rep) if max_rep else np.arange(n_entries)
+        else:
+            row_entries = np.arange(n_entries)
+        row_offsets = np.append(positions[row_entries], total)
+        width = _byte_width(total)
+        buffers.append(row_offsets.astype(f"<u{width}").tobytes())
+    return buffers, pb.PageLayout(full_zip_layout=layout)

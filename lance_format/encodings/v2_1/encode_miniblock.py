@@ -1,0 +1,260 @@
+"""The mini-block page layout of file versions 2.1/2.2: small chunks of levels and values.
+
+Page buffers: ``[chunk metadata, chunk data, (dictionary), (repetition index)]``.
+
+* chunk metadata: one word per chunk, ``((chunk_bytes / 8 - 1) << 4) | log2(values)`` (log 0 for
+  the last chunk), u16 in 2.1 and u32 in 2.2 (``has_large_chunk``);
+* a chunk: ``u16 num_levels | [u16 rep bytes] | [u16 def bytes] | value-buffer sizes (u16 in 2.1,
+  u32 in 2.2)``, padded to 8 with 0xFE, then rep, def and each value buffer, each padded to 8;
+* every chunk but the last holds a power-of-two number of items; a chunk's levels run from just
+  after the previous chunk's last item to just after its own last item (the last chunk takes the
+  rest), so invisible entries (null/empty lists) that follow an item belong to the next chunk;
+* levels are out-of-line bit-packed per chunk (one bit width for the page);
+* with lists, the repetition index has one ``(rows finished in the chunk, leftover levels)``
+  pair of u64 per chunk, computed the way Lance does.
+
+Chunk boundaries come from a cost model (``ValuePlan``): ~4 KiB of values per chunk, at most
+32767 levels (the level byte counts are u16), and in 2.1 at most 32 KiB per chunk. When even one
+item cannot fit (a huge run of empty lists) the caller falls back to full-zip.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from lance_format.encodings.v2_1.encode_compression import ValuePlan, dictionary_block, flat_encoding
+from lance_format.encodings.v2_1.encode_repdef import LeafPage
+from lance_format.encodings.v2_1.fastlanes_pack import out_of_line_pack
+from lance_format.proto import encodings_v2_1_pb2 as pb
+
+CHUNK_PAD = 0xFE
+MAX_LEVELS_PER_CHUNK = 32767  # raw u16 levels must fit the u16 byte counts of the chunk header
+MAX_CHUNK_BYTES_2_1 = 32 * 1024  # 12 bits of 8-byte words in the u16 metadata word
+MAX_CHUNK_BYTES_2_2 = 1024 * 1024  # our own bound: chunks are meant to be small
+_PADS = bytes([CHUNK_PAD]) * 8
+
+
+def _pad8(n: int) -> int:
+    return (-n) % 8
+
+
+class _Chunker:
+    """Greedy choice of chunk boundaries under the value, level and size limits."""
+
+    def __init__(self, leaf: LeafPage, plan: ValuePlan, minor: int) -> None:
+        self.n = leaf.num_items
+        self.plan = plan
+        self.total_levels = leaf.num_levels if (leaf.rep is not None or leaf.defs is not None) else 0
+        self.level_streams = (leaf.rep is not None) + (leaf.defs is not None)
+        visible = leaf.visible_mask()
+        # end_of[v]: level index just after item v-1 (end_of[0] = 0)
+        if self.level_streams == 0:
+            self.end_of = None
+        elif visible is None:
+            self.end_of = np.arange(self.n + 1, dtype=np.int64)
+        else:
+            self.end_of = np.concatenate(([0], np.flatnonzero(visible) + 1)).astype(np.int64)
+        self.hard = MAX_CHUNK_BYTES_2_1 if minor < 2 else MAX_CHUNK_BYTES_2_2
+        size_width = 2 if minor < 2 else 4
+        self.header = 2 + 2 * self.level_streams + size_width * plan.num_buffers
+        self.cost = None if plan.uniform is not None else plan.cost_prefix()
+
+    def _value_bytes(self, start: int, stop: int) -> float:
+        if self.cost is None:
+            return (stop - start) * self.plan.uniform + self.plan.chunk_overhead
+        return float(self.cost[stop] - self.cost[start]) + self.plan.chunk_overhead
+
+    def _fits_levels(self, value_bytes: float, levels: int, smallest: bool) -> bool:
+        if value_bytes > self.plan.target_bytes and not smallest:
+            return False
+        if levels > MAX_LEVELS_PER_CHUNK:
+            return False
+        total = self.header + 7 + 2 * levels * self.level_streams + 8 * self.level_streams
+        total += value_bytes + 8 * self.plan.num_buffers
+        return total <= self.hard
+
+    def _fits(self, start: int, stop: int, final: bool, smallest: bool) -> bool:
+        levels = 0
+        if self.end_of is not None:
+            level_stop = self.total_levels if final else int(self.end_of[stop])
+            levels = level_stop - int(self.end_of[start])
+        return self._fits_levels(self._value_bytes(start, stop), levels, smallest)
+
+    def _uniform_size(self) -> int | None:
+        """Fast path: linear cost and levels 1:1 with items -> one chunk size for the whole page."""
+        if self.cost is not None or (self.end_of is not None and self.total_levels != self.n):
+            return None
+
+        def fits(k: int) -> bool:
+            k = min(k, self.n)
+            levels = k if self.end_of is not None else 0
+            value_bytes = k * self.plan.uniform + self.plan.chunk_overhead
+            return self._fits_levels(value_bytes, levels, k <= self.plan.min_chunk)
+
+        k = self.plan.max_chunk
+        while k > self.plan.min_chunk and not fits(k):
+            k //= 2
+        return k if fits(k) else None
+
+    def _best_steps(self) -> np.ndarray:
+        """For every start item p: the largest allowed non-final chunk size (0 when none fits)."""
+        n = self.n
+        p = np.arange(n, dtype=np.int64)
+        best = np.zeros(n, np.int64)
+        k = self.plan.min_chunk
+        while k <= self.plan.max_chunk:
+            q = np.minimum(p + k, n)
+            if self.cost is None:
+                value_bytes = k * self.plan.uniform + self.plan.chunk_overhead + np.zeros(n)
+            else:
+                value_bytes = (self.cost[q] - self.cost[p]).astype(np.float64) + self.plan.chunk_overhead
+            ok = p + k < n
+            if k > self.plan.min_chunk:
+                ok &= value_bytes <= self.plan.target_bytes
+            levels = np.zeros(n, np.int64)
+            if self.end_of is not None:
+                levels = self.end_of[q] - self.end_of[p]
+                ok &= levels <= MAX_LEVELS_PER_CHUNK
+            total = self.header + 7 + (2 * levels + 8) * self.level_streams + value_bytes + 8 * self.plan.num_buffers
+            ok &= total <= self.hard
+            best[ok] = k  # larger k overwrite smaller ones
+            k *= 2
+        return best
+
+    def chunks(self) -> tuple[np.ndarray, np.ndarray] | None:
+        n = self.n
+        k = self._uniform_size()
+        if k is not None:
+            starts = np.arange(0, n, k, dtype=np.int64)
+            return starts, np.minimum(k, n - starts)
+        best = self._best_steps().tolist()
+        starts: list[int] = []
+        p = 0
+        while p < n:
+            starts.append(p)
+            if n - p <= self.plan.max_chunk and self._fits(p, n, True, n - p <= self.plan.min_chunk):
+                p = n
+                break
+            step = best[p]
+            if step == 0:
+                return None
+            p += step
+        starts_arr = np.asarray(starts, np.int64)
+        return starts_arr, np.diff(np.append(starts_arr, n))
+
+
+def _compress_levels(levels: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
+    bits = max(1, int(levels.max()).bit_length()) if len(levels) else 1
+    data, sizes = out_of_line_pack(levels, bits, starts, counts)
+    encoding = pb.CompressiveEncoding(
+        out_of_line_bitpacking=pb.OutOfLineBitpacking(uncompressed_bits_per_value=16, values=flat_encoding(bits))
+    )
+    return data, sizes, encoding
+
+
+def _repetition_index(rep: np.ndarray, max_rep: int, lstarts: np.ndarray, lcounts: np.ndarray) -> np.ndarray:
+    """Per chunk: rows finished in it and leftover levels of an unfinished row (Lance's rules)."""
+    nchunks = len(lstarts)
+    row_starts = np.flatnonzero(rep == max_rep)
+    lends = lstarts + lcounts
+    # row starts strictly after the first level of each chunk
+    after_first = np.searchsorted(row_starts, lends) - np.searchsorted(row_starts, lstarts + 1)
+    rows = after_first.astype(np.int64)
+    last_start = np.searchsorted(row_starts, lends) - 1
+    has_start = last_start >= np.searchsorted(row_starts, lstarts)
+    safe_last = row_starts[np.maximum(last_start, 0)] if len(row_starts) else np.zeros(nchunks, np.int64)
+    leftovers = np.where(has_start, lends - safe_last, lcounts).astype(np.int64)
+    leftovers[-1] = 0
+    rows[-1] += 1
+    # A chunk that starts a new row proves the previous chunk's leftovers were a whole row.
+    if nchunks > 1:
+        starts_row = rep[lstarts[1:]] == max_rep
+        fix = np.flatnonzero(starts_row & (leftovers[:-1] != 0))
+        rows[fix] += 1
+        leftovers[fix] = 0
+    return np.column_stack([rows, leftovers]).astype("<u8").reshape(-1)
+
+
+def encode_miniblock(
+    leaf: LeafPage,
+    plan: ValuePlan,
+    minor: int,
+    dictionary=None,
+) -> tuple[list, pb.PageLayout] | None:
+    """Encode a leaf page as mini-blocks; None when the items cannot be chunked (use full-zip)."""
+    chunker = _Chunker(leaf, plan, minor)
+    chunking = chunker.chunks()
+    if chunking is None:
+        return None
+    starts, counts = chunking
+    nchunks = len(starts)
+    value_buffers = plan.encode(starts, counts)
+
+    layout = pb.MiniBlockLayout(
+        value_compression=plan.encoding,
+        layers=leaf.layers,
+        num_buffers=plan.num_buffers,
+        num_items=leaf.num_items,
+    )
+    if minor >= 2:
+        layout.has_large_chunk = True
+
+    level_parts = []  # (data, sizes) for rep then def
+    rep_index = None
+    if chunker.end_of is not None:
+        lstarts = chunker.end_of[starts]
+        lends = np.append(lstarts[1:], chunker.total_levels)
+        lcounts = lends - lstarts
+        if leaf.rep is not None:
+            data, sizes, encoding = _compress_levels(leaf.rep, lstarts, lcounts)
+            layout.rep_compression.CopyFrom(encoding)
+            level_parts.append((data, sizes))
+            rep_index = _repetition_index(leaf.rep, leaf.max_rep, lstarts, lcounts)
+            layout.repetition_index_depth = 1
+        if leaf.defs is not None:
+            data, sizes, encoding = _compress_levels(leaf.defs, lstarts, lcounts)
+            layout.def_compression.CopyFrom(encoding)
+            level_parts.append((data, sizes))
+        num_levels = lcounts.tolist()
+    else:
+        num_levels = [0] * nchunks
+
+    size_fmt = "H" if minor < 2 else "I"
+    header_fmt = "<H" + "H" * len(level_parts) + size_fmt * plan.num_buffers
+    streams = level_parts + value_buffers
+    sizes_lists = [s.astype(np.int64).tolist() for _, s in streams]
+    views = [memoryview(np.ascontiguousarray(d).view(np.uint8)) for d, _ in streams]
+    cursors = [0] * len(streams)
+    header_len = struct.calcsize(header_fmt)
+    header_pad = _PADS[: _pad8(header_len)]
+    parts: list = []
+    words = np.zeros(nchunks, np.uint64)
+    for c in range(nchunks):
+        chunk_sizes = [sizes[c] for sizes in sizes_lists]
+        parts.append(struct.pack(header_fmt, num_levels[c], *chunk_sizes))
+        parts.append(header_pad)
+        chunk_bytes = header_len + len(header_pad)
+        for s, size in enumerate(chunk_sizes):
+            if size:
+                parts.append(views[s][cursors[s] : cursors[s] + size])
+                cursors[s] += size
+            pad = _pad8(size)
+            if pad:
+                parts.append(_PADS[:pad])
+            chunk_bytes += size + pad
+        log = 0 if c == nchunks - 1 else int(counts[c]).bit_length() - 1
+        words[c] = ((chunk_bytes // 8 - 1) << 4) | log
+    if minor < 2 and nchunks and int(words.max()) > 0xFFFF:
+        return None
+    meta = words.astype("<u2" if minor < 2 else "<u4").tobytes()
+    buffers = [meta, b"".join(parts)]
+    if dictionary is not None:
+        block, encoding = dictionary_block(dictionary)
+        layout.dictionary.CopyFrom(encoding)
+        layout.num_dictionary_items = dictionary.count
+        buffers.append(block)
+    if rep_index is not None:
+        buffers.append(rep_index.tobytes())
+    return buffers, pb.PageLayout(mini_block_layout=layout)

@@ -1,0 +1,183 @@
+"""Page encoding of file versions 2.1/2.2: layout choice per leaf page, and the per-field writer.
+
+For each leaf page (see ``encode_repdef``) the layout is chosen the way pylance 14 does:
+
+1. no item has a value (all null, or only null/empty lists) -> constant layout, no value;
+2. (2.2) all non-null items share one value -> constant layout with that value;
+3. Arrow dictionary columns -> mini-block over the indices, dictionary in page buffer 2;
+4. values narrower than 256 bytes -> mini-block (dictionary-encoded when the page has few
+   distinct values; else RLE / FastLanes bit-packing / flat / variable);
+5. wide values (vectors, long strings, big binaries) -> full-zip.
+
+``StructuralFieldWriter`` buffers the arrays of one top-level field and cuts them into pages of
+about ``max_page_bytes``; memory is bounded by the page size, as in pylance's accumulation queue.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.encodings.v2_1.encode_compression import try_dictionary, value_plan, word_plan
+from lance_format.encodings.v2_1.encode_constant import constant_value, encode_all_null, encode_constant
+from lance_format.encodings.v2_1.encode_fullzip import encode_fullzip
+from lance_format.encodings.v2_1.encode_miniblock import encode_miniblock
+from lance_format.encodings.v2_1.encode_repdef import LeafPage, shred
+from lance_format.encodings.v2_1.encode_values import LeafValues, leaf_values, take_values
+from lance_format.errors import UnsupportedFeatureError
+from lance_format.proto import encodings_v2_1_pb2 as pb
+from lance_format.schema import LanceField
+
+MINIBLOCK_MAX_VALUE_BYTES = 256
+# Pages hold at least this many rows (unless the data ends first): pylance 14's reader fails on
+# nested struct columns cut into many tiny pages ("Incorrect number of nulls for StructArray"),
+# even on files its own writer made that way.
+MIN_PAGE_ROWS = 256
+# ...but a buffer this many times over the page size is flushed anyway (huge rows).
+_FORCE_FLUSH_FACTOR = 16
+
+# emit(column index, page buffers, page layout, rows in the page, first row of the page)
+EmitPage = Callable[[int, list, pb.PageLayout, int, int], None]
+
+
+def check_structural_field(lance_field: LanceField, name: str) -> None:
+    """Refuse, up front and naming the column, types the 2.1+ writer cannot store."""
+    data_type = lance_field.data_type
+    if pa.types.is_fixed_size_list(data_type) and not lance_field.children:
+        item = data_type.value_type
+        while pa.types.is_fixed_size_list(item):
+            item = item.value_type
+        if not (pa.types.is_primitive(item) or pa.types.is_fixed_size_binary(item) or pa.types.is_decimal(item)):
+            raise UnsupportedFeatureError(
+                f"fixed-size lists of {item} cannot be written in file versions 2.1+ (pylance cannot either)",
+                column=name,
+            )
+    if pa.types.is_fixed_size_list(data_type) and lance_field.children:
+        # pylance 14 writes fixed-size lists of structs with a page length of rows x dimension and
+        # then cannot read them next to any other column: refuse rather than write such files.
+        raise UnsupportedFeatureError(
+            f"fixed-size lists of {data_type.value_type} cannot be written in file versions 2.1+ "
+            "(pylance 14 cannot read them back either)",
+            column=name,
+        )
+    if pa.types.is_struct(data_type) and not lance_field.children:
+        raise UnsupportedFeatureError("structs without fields cannot be written in file versions 2.1+", column=name)
+    for child in lance_field.children:
+        check_structural_field(child, f"{name}.{child.name}")
+
+
+class PageTooDense(UnsupportedFeatureError):
+    """A page's levels do not fit mini-block chunks and its values cannot be full-zipped."""
+
+
+def _fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLayout]:
+    if values.kind == "bool":
+        # full-zip needs byte-aligned values; the writer retries with fewer rows per page
+        raise PageTooDense(
+            "boolean values under more than 32767 consecutive empty or null lists cannot be written",
+            column=leaf.name,
+        )
+    return encode_fullzip(leaf, values)
+
+
+def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
+    """Buffers and PageLayout of one leaf page (``minor``: 1 for file version 2.1, 2 for 2.2)."""
+    if leaf.num_items == 0 or pa.types.is_null(leaf.values.type) or (
+        leaf.valid is not None and not leaf.valid.any()
+    ):
+        return encode_all_null(leaf)
+    values = leaf_values(leaf.values, leaf.valid, leaf.name)
+    if minor >= 2 and values.kind in ("fixed", "bool", "variable"):
+        value = constant_value(values, leaf.valid)
+        if value is not None:
+            return encode_constant(leaf, values, value)
+    if values.kind == "dictionary":
+        result = encode_miniblock(leaf, word_plan(values.indices), minor, dictionary=values.dictionary)
+        if result is not None:
+            return result
+        values = take_values(values.dictionary, values.indices.astype(np.int64))
+    if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES:
+        encoded = try_dictionary(values)
+        if encoded is not None:
+            indices, dictionary = encoded
+            result = encode_miniblock(leaf, word_plan(indices), minor, dictionary=dictionary)
+            if result is not None:
+                return result
+        result = encode_miniblock(leaf, value_plan(values), minor)
+        if result is not None:
+            return result
+    return _fullzip(leaf, values)
+
+
+def _concat(chunks: list[pa.Array]) -> pa.Array:
+    if len(chunks) == 1:
+        return chunks[0]
+    if pa.types.is_dictionary(chunks[0].type):
+        return pa.chunked_array(chunks).unify_dictionaries().combine_chunks()
+    return pa.concat_arrays(chunks)
+
+
+class StructuralFieldWriter:
+    """Buffers one top-level field and writes its leaf columns page by page (2.1/2.2)."""
+
+    def __init__(self, lance_field: LanceField, first_column: int, minor: int, max_page_bytes: int,
+                 emit: EmitPage) -> None:
+        self.field = lance_field
+        self.first_column = first_column
+        self.minor = minor
+        self.max_page_bytes = max_page_bytes
+        self.emit = emit
+        self.num_leaves = sum(1 for _ in lance_field.leaves())
+        self.chunks: list[pa.Array] = []
+        self.buffered = 0
+        self.buffered_rows = 0
+        self.rows_written = 0
+
+    def append(self, array: pa.Array) -> None:
+        if not len(array):
+            return
+        self.chunks.append(array)
+        self.buffered += array.nbytes  # counts only the referenced ranges of sliced arrays
+        self.buffered_rows += len(array)
+        if self.buffered >= self.max_page_bytes and (
+            self.buffered_rows >= MIN_PAGE_ROWS or self.buffered >= _FORCE_FLUSH_FACTOR * self.max_page_bytes
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.chunks:
+            return
+        chunks, total = self.chunks, self.buffered
+        self.chunks, self.buffered, self.buffered_rows = [], 0, 0
+        array = _concat(chunks)
+        del chunks
+        # Oversized input: equal row ranges of about max_page_bytes each (not too few rows).
+        parts = math.ceil(total / self.max_page_bytes)
+        min_rows = MIN_PAGE_ROWS if total < _FORCE_FLUSH_FACTOR * self.max_page_bytes else 1
+        parts = max(1, min(parts, len(array) // min_rows))
+        step = math.ceil(len(array) / parts)
+        for start in range(0, len(array), step):
+            self._write_page(array.slice(start, step))
+
+    def _write_page(self, array: pa.Array) -> None:
+        leaves = shred(array, self.field)
+        try:
+            # encode every leaf before emitting any, so a retry never duplicates pages
+            encoded = [encode_leaf_page(leaf, self.minor) for leaf in leaves]
+        except PageTooDense:
+            if len(array) < 2:
+                raise
+            half = len(array) // 2
+            del leaves
+            self._write_page(array.slice(0, half))
+            self._write_page(array.slice(half))
+            return
+        for offset, (buffers, layout) in enumerate(encoded):
+            self.emit(self.first_column + offset, buffers, layout, len(array), self.rows_written)
+        self.rows_written += len(array)
+
+    def finish(self) -> None:
+        self.flush()

@@ -1,0 +1,138 @@
+"""FSST string decompression (Lance's ``rust/compression/fsst``), vectorized with numpy.
+
+Symbol table (2312 bytes): a u64 LE header ``0x46535354 << 32 | switch << 24 | suffix_lim << 16 |
+terminator << 8 | n``, then ``n`` 8-byte symbols, then ``n`` symbol lengths. With the switch bit
+clear the strings are stored raw. Otherwise each compressed byte ``c < 255`` emits
+``symbol[c][:len[c]]`` and ``255`` (escape) emits the following byte literally.
+
+Decoding is done for all strings of a block at once: escapes are found with run arithmetic (the
+bytes of a run of 255s alternate escape/literal from the run's start), every input byte becomes
+a (length, symbol bytes) pair, and Arrow's binary-view to binary cast concatenates them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.encodings.buffers import DecodeContext
+from lance_format.encodings.v2_1.blocks import Variable, concat
+
+FSST_MAGIC = 0x46535354
+SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
+ESCAPE = 255
+
+
+@dataclass(frozen=True)
+class SymbolTable:
+    enabled: bool
+    # per effective code (0-255 symbols, 256 + b the literal byte b, 512 the escape itself):
+    views: np.ndarray  # (513, 2) uint64: an Arrow binary view (u32 length, inline bytes)
+    lengths: np.ndarray  # (513,) uint8: output bytes (0 for unused codes and the escape)
+    count: int
+
+
+def parse_symbol_table(raw: bytes, ctx: DecodeContext) -> SymbolTable:
+    if len(raw) < 8:
+        raise ctx.corrupt(f"FSST symbol table is {len(raw)} bytes long")
+    (header,) = struct.unpack_from("<Q", raw, 0)
+    if header >> 32 != FSST_MAGIC:
+        raise ctx.corrupt("FSST symbol table has a bad magic number")
+    count = header & 0xFF
+    enabled = bool((header >> 24) & 1)
+    if len(raw) < 8 + 9 * count:
+        raise ctx.corrupt(f"FSST symbol table of {len(raw)} bytes cannot hold {count} symbols")
+    symbols = np.zeros((513, 8), np.uint8)
+    lengths = np.zeros(513, np.uint8)
+    if count:
+        symbols[:count] = np.frombuffer(raw, np.uint8, 8 * count, 8).reshape(count, 8)
+        lengths[:count] = np.frombuffer(raw, np.uint8, count, 8 + 8 * count)
+        if int(lengths[:count].max()) > 8 or int(lengths[:count].min()) < 1:
+            raise ctx.corrupt("FSST symbol lengths must be between 1 and 8")
+    symbols[256:512, 0] = np.arange(256)
+    lengths[256:512] = 1
+    views = np.zeros((513, 16), np.uint8)
+    views[:, :4] = lengths.astype("<u4").view(np.uint8).reshape(513, 4)
+    views[:, 4:12] = symbols
+    return SymbolTable(enabled, views.view("<u8"), lengths, count)
+
+
+# Codes decoded per pass: bounds the 16-byte-per-code temporaries to a few MiB.
+_PASS_CODES = 1 << 18
+
+
+def decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Variable:
+    """Decode every string of ``block`` (its offsets index the compressed bytes)."""
+    if not table.enabled:
+        return block
+    offsets = block.offsets
+    if int(offsets[-1] - offsets[0]) > 2 * _PASS_CODES and len(offsets) > 2:
+        # split at string boundaries into passes of about _PASS_CODES codes
+        marks = np.searchsorted(offsets, offsets[0] + np.arange(1, (offsets[-1] - offsets[0]) // _PASS_CODES + 1)
+                                * _PASS_CODES)
+        cuts = np.unique(np.concatenate([[0], np.clip(marks, 1, len(offsets) - 1), [len(offsets) - 1]]))
+        parts = [_decompress(Variable(offsets[a : b + 1], block.data), table, ctx)
+                 for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
+        return concat(parts)
+    return _decompress(block, table, ctx)
+
+
+def _decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Variable:
+    offsets = block.offsets
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    codes = block.data[lo:hi]
+    m = len(codes)
+    if m == 0:
+        return Variable(np.zeros(len(offsets), np.int64), np.zeros(0, np.uint8))
+    top = int(codes.max())
+    if top == ESCAPE:
+        effective = _resolve_escapes(codes, codes == ESCAPE, offsets - lo, ctx)
+        escapes = int(np.count_nonzero(effective == 512))
+        effective = effective.astype(np.intp)
+        # only escapes and codes missing from the table have no output bytes
+        if m - int(np.count_nonzero(table.lengths.take(effective))) != escapes:
+            raise ctx.corrupt("FSST data uses a code that is not in the symbol table")
+    else:
+        if top >= table.count:
+            raise ctx.corrupt("FSST data uses a code that is not in the symbol table")
+        effective = codes.astype(np.intp)  # .take with intp indices is far faster than uint8 fancy indexing
+    # One Arrow binary *view* per code: a 16-byte struct holding the length and up to 12 inline
+    # bytes (our <= 8 symbol bytes). Casting the views to large_binary concatenates the symbols in
+    # C++ and its offsets are the running output position of every code.
+    views = table.views.take(effective, axis=0)
+    viewed = pa.Array.from_buffers(pa.binary_view(), m, [None, pa.py_buffer(views)])
+    joined = viewed.cast(pa.large_binary())
+    cum = np.frombuffer(joined.buffers()[1], np.int64, m + 1, joined.offset * 8)
+    data = np.frombuffer(joined.buffers()[2], np.uint8, int(cum[-1]) - int(cum[0]), int(cum[0]))
+    return Variable(cum[offsets - lo] - cum[0], data)
+
+
+def _resolve_escapes(codes: np.ndarray, is_escape_byte: np.ndarray, bounds: np.ndarray,
+                     ctx: DecodeContext) -> np.ndarray:
+    """Codes with escapes as 512 and the escaped bytes as 256 + byte.
+
+    The bytes of a run of 255s alternate escape/literal from the run's start (a run always
+    starts at a code position).
+    """
+    m = len(codes)
+    prev = np.empty(m, np.bool_)
+    prev[0] = False
+    prev[1:] = is_escape_byte[:-1]
+    run_starts = is_escape_byte & ~prev
+    first = np.flatnonzero(run_starts)
+    run_id = np.cumsum(run_starts) - 1
+    within = np.arange(m) - first[np.maximum(run_id, 0)]
+    escape = is_escape_byte & (within % 2 == 0)
+    ends = bounds[1:-1]
+    if bool(escape[-1]) or bool(escape[(ends - 1)[(ends > 0) & (ends <= m)]].any()):
+        raise ctx.corrupt("FSST data ends a string with an escape byte")
+    literal = np.empty(m, np.bool_)
+    literal[0] = False
+    literal[1:] = escape[:-1]
+    effective = codes.astype(np.int16)
+    effective[literal] += 256
+    effective[escape] = 512
+    return effective

@@ -1,0 +1,248 @@
+"""Mini-block pages: values, rep and def levels in small chunks of up to a few KiB.
+
+Page buffers: ``[0]`` chunk metadata, ``[1]`` chunk data, ``[2]`` dictionary (if any), then the
+repetition index (if ``repetition_index_depth > 0``). One metadata word per chunk (u16 in 2.1,
+u32 when ``has_large_chunk``, always so in 2.2): ``((chunk_bytes / 8 - 1) << 4) | log2(values)``;
+the last chunk holds the remaining ``num_items``.
+
+A chunk: ``u16 num_levels | [u16 rep bytes] | [u16 def bytes] | num_buffers x (u16|u32) sizes``,
+padded to 8, then the rep levels, def levels and each value buffer, each padded to 8.
+
+The repetition index has ``depth + 1`` u64 per chunk: the rows that end in the chunk and the
+items of a row left unfinished at its end (a "trailer" continued by the next chunk's
+"preamble"). It maps rows to chunks, so reads and takes decode only the chunks they need; all
+headers of the needed chunks are parsed with numpy at once and the values of all chunks are
+decoded together by the chunk codecs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.encodings.v2_1.block_codecs import block_codec, decode_levels
+from lance_format.encodings.v2_1.blocks import Dictionary, Fixed, read_uint
+from lance_format.encodings.v2_1.chunk_codecs import chunk_codec
+from lance_format.encodings.v2_1.pages import PageDecoder, PageIO, build_leaf
+from lance_format.encodings.v2_1.repdef import LeafData, check_layers, concat_leaves
+from lance_format.errors import UnsupportedFeatureError
+from lance_format.proto import encodings_v2_1_pb2 as pb
+
+_ALIGN = 8
+# Range reads decode at least this many values, so that small scan batches share one decode.
+READ_AHEAD_VALUES = 1 << 16
+
+
+def _pad(n: np.ndarray | int):
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+class MiniBlockPage(PageDecoder):
+    def __init__(self, layout: pb.MiniBlockLayout, io: PageIO, rows: int) -> None:
+        ctx = io.ctx
+        self.io, self.rows, self.ctx = io, rows, ctx
+        self.meanings = list(layout.layers)
+        check_layers(self.meanings, ctx)
+        self.rep_codec = block_codec(layout.rep_compression, ctx) if layout.HasField("rep_compression") else None
+        self.def_codec = block_codec(layout.def_compression, ctx) if layout.HasField("def_compression") else None
+        if not layout.HasField("value_compression"):
+            raise ctx.corrupt("mini-block page has no value compression")
+        self.values = chunk_codec(layout.value_compression, ctx)
+        self.num_buffers = int(layout.num_buffers)
+        if self.num_buffers != self.values.num_buffers:
+            raise ctx.corrupt(f"mini-block page says {self.num_buffers} value buffers, its compression uses "
+                              f"{self.values.num_buffers}")
+        self.num_items = int(layout.num_items)
+        self.large = bool(layout.has_large_chunk)
+        self.depth = int(layout.repetition_index_depth)
+        self.dictionary_enc = layout.dictionary if layout.HasField("dictionary") else None
+        self.num_dictionary_items = int(layout.num_dictionary_items)
+        expected = 2 + (self.dictionary_enc is not None) + (self.depth > 0)
+        if len(io.buffers) != expected:
+            raise ctx.corrupt(f"mini-block page has {len(io.buffers)} buffers, expected {expected}")
+        if self.rep_codec is not None and self.depth == 0:
+            # without an index rows cannot be mapped to chunks: such pages are read whole
+            self.whole_page = True
+        else:
+            self.whole_page = False
+        self._meta_loaded = False
+        self._run: tuple | None = None  # (first chunk, last chunk, type, decoded rows) of the last read
+        self._value_ends: np.ndarray | None = None
+
+    # -- page metadata ------------------------------------------------------------------------------
+    def _load(self) -> None:
+        if self._meta_loaded:
+            return
+        ctx = self.ctx
+        width = 4 if self.large else 2
+        raw = self.io.buffer(0)
+        if len(raw) % width:
+            raise ctx.corrupt(f"chunk metadata of {len(raw)} bytes is not a whole number of words")
+        words = np.ascontiguousarray(raw).view(f"<u{width}").astype(np.int64)
+        n = len(words)
+        if n == 0:
+            if self.num_items or self.rows:
+                raise ctx.corrupt("mini-block page has values but no chunks")
+        logs = words & 0xF
+        sizes = ((words >> 4) + 1) * _ALIGN
+        counts = np.left_shift(np.int64(1), logs)
+        if n:
+            counts[-1] = self.num_items - int(counts[:-1].sum())
+            if counts[-1] < 0 or (logs[-1] and counts[-1] != 1 << int(logs[-1])) or bool((logs[:-1] == 0).any()):
+                raise ctx.corrupt(f"chunk metadata does not add up to the page's {self.num_items} items")
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        if offsets[-1] > self.io.size(1):
+            raise ctx.corrupt(f"chunks take {int(offsets[-1])} bytes but the data buffer has {self.io.size(1)}")
+        self.chunk_counts, self.chunk_offsets = counts, offsets
+        if self.depth > 0:
+            index = self.io.buffer(len(self.io.buffers) - 1)
+            stride = self.depth + 1
+            if len(index) != n * stride * 8:
+                raise ctx.corrupt(f"repetition index has {len(index)} bytes for {n} chunks")
+            table = np.ascontiguousarray(index).view("<u8").astype(np.int64).reshape(n, stride)
+            ends, partial = table[:, 0], table[:, 1]
+            trailer = partial > 0
+            preamble = np.zeros(n, np.bool_)
+            preamble[1:] = trailer[:-1]
+            nrows = ends + trailer - preamble
+            if bool((nrows < 0).any()):
+                raise ctx.corrupt("repetition index is inconsistent")
+        else:
+            nrows = counts.copy()
+            trailer = np.zeros(n, np.bool_)
+        first = np.zeros(n + 1, np.int64)
+        np.cumsum(nrows, out=first[1:])
+        if self.rep_codec is None or not self.whole_page:
+            if int(first[-1]) != self.rows:
+                raise ctx.corrupt(f"chunks hold {int(first[-1])} rows but the page has {self.rows}")
+        self.first_row, self.chunk_rows, self.trailer = first[:-1], nrows, trailer
+        # the chunk where a row left unfinished by chunk c ends: the first later chunk that is
+        # not entirely a continuation
+        continues = (nrows == 0) & trailer
+        stops = np.flatnonzero(~continues)
+        pick = np.minimum(np.searchsorted(stops, np.arange(n) + 1), len(stops) - 1) if len(stops) else None
+        self.trailer_end = np.where(trailer, stops[pick], np.arange(n)) if pick is not None else np.arange(n)
+        self.dictionary = None
+        if self.dictionary_enc is not None:
+            codec = block_codec(self.dictionary_enc, ctx)
+            self.dictionary = codec.decode(self.io.buffer(2), self.num_dictionary_items, ctx)
+            if self.dictionary.n != self.num_dictionary_items:
+                raise ctx.corrupt(f"dictionary has {self.dictionary.n} items, expected {self.num_dictionary_items}")
+        self._meta_loaded = True
+
+    def _chunks_for(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """First and last chunk holding each (sorted) row."""
+        n = len(self.chunk_counts)
+        if self.whole_page:
+            return np.zeros(len(rows), np.int64), np.full(len(rows), n - 1, np.int64)
+        chunk = np.searchsorted(self.first_row, rows, side="right") - 1
+        chunk = np.clip(chunk, 0, n - 1)
+        is_trailer = self.trailer[chunk] & (rows == self.first_row[chunk] + self.chunk_rows[chunk] - 1)
+        last = np.where(is_trailer, self.trailer_end[chunk], chunk)
+        return chunk, last
+
+    # -- decoding -----------------------------------------------------------------------------------
+    def _decode_run(self, c0: int, c1: int, data_type: pa.DataType) -> LeafData:
+        ctx = self.ctx
+        base = int(self.chunk_offsets[c0])
+        buf = self.io.buffer(1, base, int(self.chunk_offsets[c1 + 1]) - base)
+        starts = self.chunk_offsets[c0 : c1 + 1] - base
+        ends = self.chunk_offsets[c0 + 1 : c1 + 2] - base
+        counts = self.chunk_counts[c0 : c1 + 1]
+        has_rep, has_def = self.rep_codec is not None, self.def_codec is not None
+        bw = 4 if self.large else 2
+        header = 2 + 2 * has_rep + 2 * has_def + bw * self.num_buffers
+        if bool((ends - starts < header).any()):
+            raise ctx.corrupt("mini-block chunk is shorter than its header")
+        num_levels = read_uint(buf, starts, 2)
+        pos = starts + 2
+        rep_size = def_size = None
+        if has_rep:
+            rep_size, pos = read_uint(buf, pos, 2), pos + 2
+        if has_def:
+            def_size, pos = read_uint(buf, pos, 2), pos + 2
+        sizes = read_uint(buf, (pos[:, None] + bw * np.arange(self.num_buffers)[None, :]).reshape(-1), bw)
+        sizes = sizes.reshape(len(starts), self.num_buffers)
+        at = starts + _pad(header)
+        rep_at = def_at = None
+        if has_rep:
+            rep_at, at = at, at + _pad(rep_size)
+        if has_def:
+            def_at, at = at, at + _pad(def_size)
+        buf_starts = np.empty_like(sizes)
+        for k in range(self.num_buffers):
+            buf_starts[:, k] = at
+            at = at + _pad(sizes[:, k])
+        if bool((at > ends).any()):
+            raise ctx.corrupt("mini-block chunk buffers run past the end of the chunk")
+        rep = decode_levels(self.rep_codec, buf, rep_at, rep_size, num_levels, ctx) if has_rep else None
+        defs = decode_levels(self.def_codec, buf, def_at, def_size, num_levels, ctx) if has_def else None
+        if not (has_rep or has_def) and bool((num_levels != 0).any()):
+            raise ctx.corrupt("mini-block chunk has levels but the page has no rep/def compression")
+        values = self.values.decode(buf, buf_starts, sizes, counts, ctx)
+        if values.n != int(counts.sum()):
+            raise ctx.corrupt(f"mini-block chunks decoded to {values.n} values instead of {int(counts.sum())}")
+        if self.dictionary is not None:
+            if not isinstance(values, Fixed) or values.bits not in (8, 16, 32, 64):
+                raise ctx.corrupt("dictionary indices are not fixed-width integers")
+            indices = np.ascontiguousarray(values.data).view(f"<u{values.bits // 8}").astype(np.int64)
+            values = Dictionary(indices, self.dictionary)
+        return build_leaf(rep, defs, values, self.meanings, data_type, ctx)
+
+    def _check_rows(self, leaf: LeafData, c0: int, c1: int, need: int) -> None:
+        if leaf.rows < need:
+            raise self.ctx.corrupt(f"chunks {c0}..{c1} hold {leaf.rows} rows, {need} were expected")
+
+    def read(self, start: int, stop: int, data_type: pa.DataType) -> LeafData:
+        self._load()
+        if stop <= start:
+            return self._empty(data_type)
+        first, last = self._chunks_for(np.array([start, stop - 1], np.int64))
+        c0, c1 = int(first[0]), int(last[1])
+        run = self._run
+        if run is None or run[0] > c0 or run[1] < c1 or run[2] != data_type:
+            # sequential scans read batch after batch: decode ahead and serve the next batches
+            end = self._read_ahead(c0, c1)
+            run = self._run = (c0, end, data_type, self._decode_run(c0, end, data_type))
+        run_c0, run_c1, _, leaf = run
+        origin = 0 if self.whole_page else int(self.first_row[run_c0])
+        self._check_rows(leaf, run_c0, run_c1, stop - origin)
+        return leaf.slice(start - origin, stop - origin)
+
+    def drop_cache(self) -> None:
+        self._run = None
+
+    def _read_ahead(self, c0: int, c1: int) -> int:
+        if self.whole_page:
+            return c1
+        if self._value_ends is None:
+            self._value_ends = np.cumsum(self.chunk_counts)
+        limit = self._value_ends[c0] - self.chunk_counts[c0] + READ_AHEAD_VALUES
+        end = int(np.searchsorted(self._value_ends, limit, side="left"))
+        return min(max(c1, end), len(self.chunk_counts) - 1)
+
+    def take(self, rows: np.ndarray, data_type: pa.DataType) -> LeafData:
+        self._load()
+        if len(rows) == 0:
+            return self._empty(data_type)
+        first, last = self._chunks_for(rows)
+        # runs of overlapping or adjacent chunk ranges are decoded together
+        reach = np.maximum.accumulate(last)
+        new_run = np.ones(len(rows), np.bool_)
+        new_run[1:] = first[1:] > reach[:-1] + 1
+        bounds = np.append(np.flatnonzero(new_run), len(rows))
+        pieces = []
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            c0, c1 = int(first[a]), int(reach[b - 1])
+            leaf = self._decode_run(c0, c1, data_type)
+            origin = 0 if self.whole_page else int(self.first_row[c0])
+            local = rows[a:b] - origin
+            self._check_rows(leaf, c0, c1, int(local[-1]) + 1)
+            pieces.append(leaf.take(local))
+        return concat_leaves(pieces)
+
+    def _empty(self, data_type: pa.DataType) -> LeafData:
+        if len(self.chunk_counts) == 0:
+            raise UnsupportedFeatureError("empty mini-block page", path=self.ctx.path, column=self.ctx.column)
+        return self._decode_run(0, 0, data_type).slice(0, 0)

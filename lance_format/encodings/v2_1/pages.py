@@ -1,0 +1,66 @@
+"""Shared plumbing of the 2.1/2.2 page decoders.
+
+A page decoder turns rows ``[start, stop)`` of its page (or a sorted set of rows) into
+:class:`LeafData`. Decoders read file bytes through a :class:`PageIO` (which bounds-checks every
+read against the data region and the page's buffers) and build their Arrow values with
+:func:`build_leaf` from the levels and the decoded value block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.encodings.buffers import DecodeContext
+from lance_format.encodings.v2_1.blocks import Block, to_arrow
+from lance_format.encodings.v2_1.repdef import LeafData, unravel
+
+
+@dataclass
+class PageIO:
+    """Byte access for one page: ``buffers`` are its (absolute offset, size) pairs."""
+
+    read_at: Callable[[int, int], np.ndarray]
+    buffers: list[tuple[int, int]]
+    ctx: DecodeContext
+
+    def buffer(self, index: int, start: int = 0, length: int | None = None) -> np.ndarray:
+        """Bytes ``[start, start + length)`` of page buffer ``index``."""
+        if index >= len(self.buffers):
+            raise self.ctx.corrupt(f"page refers to buffer {index} but has {len(self.buffers)}")
+        offset, size = self.buffers[index]
+        if length is None:
+            length = size - start
+        if start < 0 or length < 0 or start + length > size:
+            raise self.ctx.corrupt(f"read of bytes [{start}, {start + length}) of a {size}-byte page buffer")
+        return self.read_at(offset + start, length)
+
+    def size(self, index: int) -> int:
+        if index >= len(self.buffers):
+            raise self.ctx.corrupt(f"page refers to buffer {index} but has {len(self.buffers)}")
+        return self.buffers[index][1]
+
+
+def build_leaf(rep: np.ndarray | None, defs: np.ndarray | None, values: Block, meanings: list[int],
+               data_type: pa.DataType, ctx: DecodeContext) -> LeafData:
+    """Unravel the levels and attach the leaf values (with the leaf's validity)."""
+    layers, rows = unravel(rep, defs, meanings, values.n, ctx)
+    array = to_arrow(values, data_type, layers[-1].validity, ctx)
+    return LeafData(layers, array, rows)
+
+
+class PageDecoder:
+    rows: int
+
+    def drop_cache(self) -> None:
+        """Forget decoded data kept for the next read."""
+
+    def read(self, start: int, stop: int, data_type: pa.DataType) -> LeafData:
+        raise NotImplementedError
+
+    def take(self, rows: np.ndarray, data_type: pa.DataType) -> LeafData:
+        """Sorted, unique page-local rows."""
+        raise NotImplementedError

@@ -1,0 +1,27 @@
+"""Spark integration: distributed reads and writes of Lance tables from PySpark 4.
+
+This is the only part of ``lance_format`` that imports pyspark (``import lance_format`` never
+does). Rows never travel through the driver: executors write data files and read splits; the
+driver plans, pins versions and commits once, in the caller's process.
+
+* :func:`write_dataframe` -- a DataFrame as one new version (create, append, overwrite,
+  ``replace_where``), returning a :class:`CommitResult`;
+* :func:`merge_dataframe` -- upsert by key, one ``Update`` commit;
+* :func:`read_dataframe` -- a pinned version as a DataFrame (projection and filter in the engine);
+* :func:`read_changes` -- the change feed between two versions as a DataFrame;
+* :func:`register` -- the ``lance`` data source for ``spark.read.format("lance")`` and
+  ``df.write.format("lance")``.
+"""
+
+from lance_format.dataset.commit_fragments import IDEMPOTENCY_KEY
+from lance_format.spark.changes import read_changes
+from lance_format.spark.common import CommitResult
+from lance_format.spark.datasource import register
+from lance_format.spark.merge import merge_dataframe
+from lance_format.spark.read import read_dataframe
+from lance_format.spark.write import write_dataframe
+
+__all__ = [
+    "CommitResult", "IDEMPOTENCY_KEY", "write_dataframe", "merge_dataframe", "read_dataframe", "read_changes",
+    "register",
+]

@@ -1,0 +1,184 @@
+"""Driver-side helpers shared by the Spark entry points: results, errors, session facts."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from lance_format import errors as lance_errors
+from lance_format.errors import LanceError
+
+DEFAULT_PARALLELISM = 2
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a Spark write committed.
+
+    ``version``: the new version (or, when ``skipped``, the version that already holds this
+    write: an idempotent re-run, ``mode="ignore"`` on an existing table, an empty append).
+    ``rows`` / ``fragments`` / ``bytes``: new rows, fragments and data-file bytes.
+    ``retries``: how often the commit loop had to retry against concurrent writers.
+    ``rows_inserted`` / ``rows_updated`` / ``rows_deleted``: for merges and ``replace_where``.
+    """
+
+    version: int
+    rows: int
+    fragments: int
+    bytes: int
+    retries: int = 0
+    read_version: int = 0
+    operation: str = "append"
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    skipped: bool = False
+
+
+_TASK_ERROR = re.compile(r"lance_format\.errors\.([A-Za-z]+Error): (.*)")
+
+
+def translate_task_error(exc: BaseException) -> BaseException:
+    """The typed engine error a Spark task raised, rebuilt on the driver (else ``exc`` itself).
+
+    Spark reports a failed Python task as a ``PythonException`` whose text holds the worker's
+    traceback; its last ``lance_format.errors.X: message`` line names the original error.
+    """
+    if isinstance(exc, LanceError):
+        return exc
+    matches = _TASK_ERROR.findall(str(exc))
+    if not matches:
+        return exc
+    name, message = matches[-1]
+    cls = getattr(lance_errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, LanceError)):
+        return exc
+    error = cls(message.strip())
+    error.__cause__ = exc
+    return error
+
+
+def parallelism(spark: Any) -> int:
+    """How many tasks the session runs at once (classic sessions; a default for Spark Connect)."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:
+        try:
+            return max(1, int(spark.conf.get("spark.default.parallelism")))
+        except Exception:
+            return DEFAULT_PARALLELISM
+
+
+def conf_flag(spark: Any, key: str, default: bool = False) -> bool:
+    try:
+        value = spark.conf.get(key, None)
+    except Exception:
+        return default
+    if value is None:
+        return default
+    return str(value).strip().lower() == "true"
+
+
+def _seconds(text: str | None, default: float) -> float:
+    if not text:
+        return default
+    text = str(text).strip().lower()
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("min", 60.0)):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)]) * factor
+            except ValueError:
+                return default
+    try:
+        return float(text)
+    except ValueError:
+        return default
+
+
+def functions_for(df: Any) -> Any:
+    """``pyspark.sql.functions`` for classic DataFrames, its Spark Connect twin for Connect ones
+    (a process may hold both kinds; the plain module follows the process-wide mode)."""
+    try:
+        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+    except ImportError:  # Spark Connect's client dependencies are not installed
+        ConnectDataFrame = None
+    if ConnectDataFrame is not None and isinstance(df, ConnectDataFrame):
+        from pyspark.sql.connect import functions
+    else:
+        from pyspark.sql import functions
+    return functions
+
+
+def quoted(name: str) -> str:
+    """A column name as a Spark SQL identifier (dots, spaces and backticks kept literal)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+_LOCAL_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+
+class JobScope:
+    """Groups the Spark jobs of one write, so that after a failure the driver can wait until
+    none of their tasks can still create files (then the write's files can be removed for good).
+
+    A failed job returns while its other tasks are still being cancelled, and a cancelled
+    task's Python worker is only killed ``spark.python.task.killTimeout`` later: files it
+    writes meanwhile would survive a cleanup done right away.
+    """
+
+    def __init__(self, spark: Any) -> None:
+        self.group = f"lance-format-{uuid.uuid4().hex}"
+        try:
+            self._sc = spark.sparkContext  # classic sessions only (Spark Connect has none)
+        except Exception:
+            self._sc = None
+        try:
+            conf = self._sc.getConf().get("spark.python.task.killTimeout") if self._sc is not None else None
+        except Exception:
+            conf = None
+        self.kill_timeout = _seconds(conf, 2.0)
+        self._saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> "JobScope":
+        if self._sc is not None:
+            self._saved = {k: self._sc.getLocalProperty(k) for k in _LOCAL_PROPERTIES}
+            self._sc.setJobGroup(self.group, "lance_format write", interruptOnCancel=True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._sc is not None:
+            for key, value in self._saved.items():
+                self._sc.setLocalProperty(key, value)
+
+    def settle(self, timeout: float = 120.0) -> None:
+        """Cancel the group's jobs and wait until their tasks (and Python workers) are gone."""
+        if self._sc is None:
+            time.sleep(self.kill_timeout)
+            return
+        failed = True
+        try:
+            self._sc.cancelJobGroup(self.group)
+            tracker = self._sc.statusTracker()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                active = 0
+                jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(self.group)]
+                for job in jobs:
+                    for stage_id in job.stageIds if job is not None else ():
+                        stage = tracker.getStageInfo(stage_id)
+                        active += stage.numActiveTasks if stage is not None else 0
+                if active == 0:
+                    # Only a job that did not succeed can have left a Python worker running.
+                    failed = any(job is None or job.status != "SUCCEEDED" for job in jobs)
+                    break
+                time.sleep(0.05)
+        except Exception:
+            pass  # the status tracker is best effort; the grace period below still applies
+        if failed:
+            time.sleep(self.kill_timeout)
+
+
+__all__ = ["CommitResult", "JobScope", "translate_task_error", "parallelism", "conf_flag", "functions_for", "quoted"]

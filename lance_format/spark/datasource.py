@@ -1,0 +1,340 @@
+"""The ``lance`` Python data source: ``spark.read.format("lance")`` / ``df.write.format("lance")``.
+
+A thin shell over the same pieces as :func:`read_dataframe`, :func:`read_changes` and
+:func:`write_dataframe`: the reader plans (and pins) the version when Spark creates it and
+reads the same splits with the same task function; the writer plans like ``write_dataframe``,
+its tasks run the same write function, and its commit builds the same transaction.
+
+Read options (strings): ``version``, ``columns`` (comma-separated: Python data sources get no
+column pruning from Spark, so ask for columns here), ``filter`` (SQL, evaluated by the engine),
+``with_row_id``, ``with_row_address``, ``rows_per_split``, ``batch_size``; with
+``begin_version`` (and optionally ``end_version``) the DataFrame is the change feed instead.
+Spark's own filters are pushed into the engine when the session has
+``spark.sql.python.filterPushdown.enabled=true`` at :func:`register` time.
+
+Write options: ``mode("append")`` or ``mode("overwrite")`` (Spark allows no other save mode
+for Python data sources), ``replace_where``, ``schema_mode``, ``enable_stable_row_ids``,
+``max_rows_per_file``, ``max_bytes_per_file``, ``data_storage_version``, ``commit_message``,
+``idempotency_key``, ``transaction_properties`` (JSON object), ``fixed_size_lists`` (JSON
+object). Spark runs ``commit()`` in a separate Python process, so the committed version is
+not returned to the caller: use :func:`write_dataframe` for that (or look the
+``idempotency_key`` up). With the data source, ``replace_where`` finds the rows to delete in
+that commit process instead of on the executors.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+from lance_format.dataset.commit_fragments import IDEMPOTENCY_KEY
+from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.sql_filter import to_expression
+from lance_format.errors import InvalidInputError
+from lance_format.spark.changes import plan_changes, version_changes
+from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, plan_read
+from lance_format.spark.tasks import read_split, write_task
+from lance_format.spark.write import Deletions, Written, commit_write, discard_write, plan_write
+
+NAME = "lance"
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def _flag(options: Any, key: str) -> bool:
+    return str(options.get(key, "false")).strip().lower() == "true"
+
+
+def _int(options: Any, key: str, default: int | None = None) -> int | None:
+    value = options.get(key)
+    if value is None or str(value).strip() == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidInputError(f"option {key!r} must be an integer, got {value!r}") from None
+
+
+def _path(options: Any) -> str:
+    path = options.get("path")
+    if not path:
+        raise InvalidInputError("the lance data source needs a path: .load(uri) / .save(uri)")
+    return path
+
+
+def _columns(options: Any) -> list[str] | None:
+    value = options.get("columns")
+    if value is None:
+        return None
+    return [c.strip() for c in value.split(",") if c.strip()]
+
+
+def _json(options: Any, key: str) -> dict:
+    value = options.get(key)
+    if not value:
+        return {}
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"option {key!r} must be a JSON object: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise InvalidInputError(f"option {key!r} must be a JSON object")
+    return parsed
+
+
+def _version(options: Any) -> int | str | None:
+    value = options.get("version")
+    if value is None or str(value).strip() == "":
+        return None
+    return int(value) if str(value).strip().isdigit() else str(value)
+
+
+# -- reading ---------------------------------------------------------------------------------------
+@dataclass
+class LancePartition(InputPartition):
+    index: int
+
+
+class LanceReader(DataSourceReader):
+    """Plans when Spark creates it (the version is pinned then); reads splits or feed tasks."""
+
+    def __init__(self, options: Any) -> None:
+        self.path = _path(options)
+        begin = _int(options, "begin_version")
+        if begin is not None:
+            end = _int(options, "end_version")
+            if end is None:
+                end = LanceDataset(self.path).version
+            self.changes, self.tasks, _ = plan_changes(self.path, begin, end, _columns(options))
+            self.plan = None
+            return
+        self.changes = None
+        self.plan = plan_read(
+            self.path, version=_version(options), columns=_columns(options), filter=options.get("filter"),
+            with_row_id=_flag(options, "with_row_id"), with_row_address=_flag(options, "with_row_address"),
+            target_splits=_int(options, "target_splits", 2), rows_per_split=_int(options, "rows_per_split",
+                                                                                  DEFAULT_ROWS_PER_SPLIT),
+            batch_size=_int(options, "batch_size", DEFAULT_BATCH_SIZE),
+        )
+
+    def partitions(self) -> list[LancePartition]:
+        count = len(self.tasks) if self.changes is not None else len(self.plan.splits)
+        return [LancePartition(i) for i in range(count)]
+
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        index = getattr(partition, "index", None)
+        if index is None:  # Spark turns an empty partition list into one empty partition
+            return
+        if self.changes is not None:
+            yield from version_changes(self.changes, *self.tasks[index])
+        else:
+            yield from read_split(self.plan.spec, self.plan.splits[index])
+
+
+def _sql_literal(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return f"DATE '{value.isoformat()}'"
+    return None  # timestamps and anything else stay with Spark (time-zone semantics differ)
+
+
+def _filter_sql(f: Any) -> str | None:
+    """SQL for a pushed Spark filter, or None when the engine should not take it."""
+    from pyspark.sql import datasource as D
+
+    attribute = getattr(f, "attribute", None)
+    if attribute is not None:
+        if len(attribute) != 1:
+            return None  # nested fields stay with Spark
+        column = "`" + attribute[0].replace("`", "``") + "`"
+    comparisons = {D.EqualTo: "=", D.GreaterThan: ">", D.GreaterThanOrEqual: ">=", D.LessThan: "<",
+                   D.LessThanOrEqual: "<="}
+    for cls, op in comparisons.items():
+        if type(f) is cls:
+            literal = _sql_literal(f.value)
+            return None if literal is None else f"{column} {op} {literal}"
+    if isinstance(f, D.In):
+        literals = [_sql_literal(v) for v in f.value]
+        if not literals or any(v is None for v in literals):
+            return None
+        return f"{column} IN ({', '.join(literals)})"
+    if isinstance(f, D.IsNull):
+        return f"{column} IS NULL"
+    if isinstance(f, D.IsNotNull):
+        return f"{column} IS NOT NULL"
+    if isinstance(f, D.Not):
+        inner = _filter_sql(f.child)
+        return None if inner is None else f"NOT ({inner})"
+    if isinstance(f, (D.StringStartsWith, D.StringEndsWith, D.StringContains)):
+        if not isinstance(f.value, str) or any(c in f.value for c in "%_\\"):
+            return None
+        pattern = {D.StringStartsWith: "{}%", D.StringEndsWith: "%{}", D.StringContains: "%{}%"}[type(f)]
+        return f"{column} LIKE " + _sql_literal(pattern.format(f.value))
+    return None
+
+
+class LancePushdownReader(LanceReader):
+    """A reader that takes Spark's filters (only used when the session enables pushdown)."""
+
+    def pushFilters(self, filters: list) -> Iterator:
+        if self.plan is None:  # the change feed filters nothing itself
+            yield from filters
+            return
+        taken: list[str] = []
+        table_schema = LanceDataset(self.plan.spec.uri, self.plan.spec.version).schema
+        for f in filters:
+            sql = _filter_sql(f)
+            if sql is not None:
+                try:
+                    to_expression(sql, table_schema)
+                except Exception:
+                    sql = None  # the engine cannot evaluate it: Spark keeps it
+            if sql is None:
+                yield f
+            else:
+                taken.append(sql)
+        if taken:
+            parts = ([f"({self.plan.spec.filter})"] if self.plan.spec.filter else []) + [f"({s})" for s in taken]
+            self.plan = replace(self.plan, spec=replace(self.plan.spec, filter=" AND ".join(parts)))
+
+
+# -- writing ---------------------------------------------------------------------------------------
+@dataclass
+class LanceCommitMessage(WriterCommitMessage):
+    fragments: list[bytes]
+
+
+class LanceWriter(DataSourceArrowWriter):
+    """Plans like ``write_dataframe`` when Spark creates it; tasks write, the commit commits."""
+
+    def __init__(self, options: Any, schema: Any, overwrite: bool) -> None:
+        properties = {str(k): str(v) for k, v in _json(options, "transaction_properties").items()}
+        if options.get("idempotency_key"):
+            properties[IDEMPOTENCY_KEY] = options["idempotency_key"]
+        sizes = {str(k): int(v) for k, v in _json(options, "fixed_size_lists").items()}
+        extra = {}
+        for key in ("max_rows_per_file", "max_bytes_per_file"):
+            if options.get(key):
+                extra[key] = _int(options, key)
+        self.plan = plan_write(
+            schema, _path(options), mode="overwrite" if overwrite else "append",
+            replace_where=options.get("replace_where"), schema_mode=options.get("schema_mode", "error"),
+            enable_stable_row_ids=_flag(options, "enable_stable_row_ids"), transaction_properties=properties,
+            commit_message=options.get("commit_message"), data_storage_version=options.get("data_storage_version"),
+            fixed_size_lists=sizes or None, **extra,
+        )
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
+        if self.plan.skipped is not None:
+            for _ in iterator:
+                pass
+            return LanceCommitMessage([])
+        blobs: list[bytes] = []
+        for batch in write_task(self.plan.spec())(iterator):
+            blobs.extend(batch.column(0).to_pylist())
+        return LanceCommitMessage(blobs)
+
+    def _fragments(self, messages: list) -> list:
+        rows = [(blob, 0, 0, False) for m in messages if m is not None for blob in m.fragments]
+        return Written.from_rows(rows).fragments
+
+    def commit(self, messages: list) -> None:
+        if self.plan.skipped is not None:
+            return
+        deletions = Deletions()
+        if self.plan.operation == "replace":
+            deletions = _local_deletions(self.plan)
+        commit_write(self.plan, self._fragments(messages), deletions)
+
+    def abort(self, messages: list) -> None:
+        if self.plan.skipped is None:
+            discard_write(self.plan)  # keeps files a landed commit references
+
+
+def _local_deletions(plan: Any) -> Deletions:
+    """``replace_where`` in the commit process: the matching rows' deletion vectors."""
+    from lance_format.spark.tasks import DeleteSpec, delete_matching_task
+
+    ds = LanceDataset(plan.uri, plan.read_version)
+    spec = DeleteSpec(uri=plan.uri, version=plan.read_version, write_id=plan.write_id, predicate=plan.replace_where)
+    groups = [[f.fragment_id] for f in ds.get_fragments()]
+    run = delete_matching_task(spec, groups)
+    rows = []
+    for batch in run(iter([pa.record_batch([pa.array(range(len(groups)), pa.int64())], names=["id"])])):
+        rows.extend(tuple(r.values()) for r in batch.to_pylist())
+    return Deletions.from_rows(rows)
+
+
+class LanceDataSource(DataSource):
+    """``format("lance")``: see the module docstring for options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> Any:
+        options = self.options
+        path = _path(options)
+        begin = _int(options, "begin_version")
+        if begin is not None:
+            end = _int(options, "end_version")
+            if end is None:
+                end = LanceDataset(path).version
+            return plan_changes(path, begin, end, _columns(options))[2]
+        from lance_format.spark.read import _arrow_output_schema, _output_columns
+        from lance_format.spark.types import spark_schema
+
+        ds = LanceDataset(path, _version(options))
+        wanted = _output_columns(ds, _columns(options), _flag(options, "with_row_id"),
+                                 _flag(options, "with_row_address"))
+        return spark_schema(_arrow_output_schema(ds, wanted))
+
+    def reader(self, schema: Any) -> LanceReader:
+        return LanceReader(self.options)
+
+    def writer(self, schema: Any, overwrite: bool) -> LanceWriter:
+        return LanceWriter(self.options, schema, overwrite)
+
+
+class LancePushdownDataSource(LanceDataSource):
+    """The same source with filter pushdown (registered when the session enables it)."""
+
+    def reader(self, schema: Any) -> LanceReader:
+        return LancePushdownReader(self.options)
+
+
+def register(spark: Any) -> None:
+    """Register the ``lance`` data source with ``spark`` (filter pushdown if the session allows it).
+
+    Python data sources are looked up through the JVM's active session: from a thread other
+    than the one that created the session, call
+    ``spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)`` first.
+    """
+    from lance_format.spark.common import conf_flag
+
+    source = LancePushdownDataSource if conf_flag(spark, PUSHDOWN_CONF) else LanceDataSource
+    spark.dataSource.register(source)
+
+
+__all__ = ["NAME", "LanceDataSource", "LancePushdownDataSource", "LanceReader", "LancePushdownReader",
+           "LanceWriter", "register"]

@@ -1,0 +1,194 @@
+"""Row-level writes computed on the executors: ``merge_dataframe`` (upsert by key) and the
+deletion half of ``write_dataframe(replace_where=...)``.
+
+Both end in ONE ``Update`` transaction like pylance's ``merge_insert``: fragments that lost
+rows get new deletion files (written by the tasks, holding old plus new deletions), fragments
+that lost every row are removed, and new rows arrive in new fragments.
+
+Merge, against the version pinned when it starts:
+
+1. duplicate keys in the source are refused (a Spark aggregation over the key columns);
+2. the table's keys are read through :func:`read_dataframe` with ``_rowaddr`` (and ``_rowid``
+   on tables with stable row ids) and joined with the source on the executors;
+3. matched target rows (updates) and, with ``when_not_matched_by_source="delete"``, target
+   rows without a source row are grouped by fragment (``applyInArrow``), and each group's task
+   writes that fragment's deletion vector;
+4. the source rows to write (updates and inserts) go through the write tasks; updated rows are
+   written to fragments of their own that carry the matched rows' stable row ids, so an update
+   keeps a row's identity (its ``_row_created_at_version`` is restored at commit).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Mapping, Sequence
+
+from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
+from lance_format.errors import DatasetNotFoundError, InvalidInputError
+from lance_format.io import object_store_for
+from lance_format.spark.common import CommitResult, JobScope, functions_for, parallelism, quoted
+from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, read_dataframe
+from lance_format.spark.tasks import (
+    DELETION_DDL,
+    ROW_ID_COLUMN,
+    DeleteSpec,
+    delete_addresses_task,
+    delete_matching_task,
+    manifest_identity,
+)
+from lance_format.spark.write import Deletions, WritePlan, commit_write, fail_write, plan_write, run_write_job
+from lance_format.table.commit import latest_manifest
+
+WHEN_MATCHED = ("update_all", "do_nothing")
+WHEN_NOT_MATCHED = ("insert_all", "do_nothing")
+WHEN_NOT_MATCHED_BY_SOURCE = (None, "do_nothing", "delete")
+_ADDRESS = "__lance_rowaddr"
+_SOURCE = "__lance_source"
+_FRAGMENT = "__lance_fragment"
+
+
+def _fragment_groups(ds, target: int) -> list[list[int]]:
+    """Whole fragments packed into about ``target`` groups (a fragment's deletions are one task's)."""
+    fragments = [(f.id, f.physical_rows) for f in ds.manifest.fragments]
+    total = sum(rows for _, rows in fragments)
+    size = min(DEFAULT_ROWS_PER_SPLIT, max(1, math.ceil(total / max(1, target))))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    rows = 0
+    for fragment_id, count in fragments:
+        if current and rows + count > size:
+            groups.append(current)
+            current, rows = [], 0
+        current.append(fragment_id)
+        rows += count
+    if current:
+        groups.append(current)
+    return groups
+
+
+def delete_matching(spark: Any, plan: WritePlan, predicate: str) -> Deletions:
+    """Tasks delete the rows of the pinned version matching ``predicate``, one fragment at a time."""
+    ds = LanceDataset(plan.uri, plan.read_version)
+    groups = _fragment_groups(ds, parallelism(spark))
+    if not groups:
+        return Deletions()
+    spec = DeleteSpec(uri=plan.uri, version=plan.read_version, write_id=plan.write_id, predicate=predicate,
+                      identity=manifest_identity(ds.manifest))
+    n = len(groups)
+    rows = spark.range(0, n, 1, n).mapInArrow(delete_matching_task(spec, groups), DELETION_DDL).collect()
+    return Deletions.from_rows(rows)
+
+
+def _check_unique(source: Any, keys: list[str], uri: str) -> None:
+    F = functions_for(source)
+    not_null = None
+    for key in keys:
+        cond = F.col(quoted(key)).isNotNull()
+        not_null = cond if not_null is None else not_null & cond
+    duplicate = source.where(not_null).groupBy(*[quoted(k) for k in keys]).count().where(F.col("count") > 1).limit(1).collect()
+    if duplicate:
+        example = {k: duplicate[0][k] for k in keys}
+        raise InvalidInputError(
+            f"the source has {duplicate[0]['count']} rows with key {example}: merge keys must be unique "
+            "in the source (deduplicate it first)",
+            table=uri, column=keys[0],
+        )
+
+
+def merge_dataframe(
+    df: Any,
+    uri: str | os.PathLike[str],
+    on: str | Sequence[str],
+    *,
+    when_matched: str = "update_all",
+    when_not_matched: str = "insert_all",
+    when_not_matched_by_source: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    commit_message: str | None = None,
+    max_rows_per_file: int | None = None,
+    delete_not_matched_by_source: bool | None = None,
+) -> CommitResult:
+    """Upsert ``df`` into the table at ``uri`` by the key columns ``on``, as one new version.
+
+    ``when_matched``: ``update_all`` (replace the matched rows) or ``do_nothing``;
+    ``when_not_matched``: ``insert_all`` or ``do_nothing``; ``when_not_matched_by_source``:
+    ``None``/``do_nothing`` or ``delete`` (target rows whose key is not in ``df``; with it,
+    ``df`` is the complete new content). Keys must be unique in ``df`` (null keys never match).
+    ``delete_not_matched_by_source=True`` is an alias of ``when_not_matched_by_source="delete"``.
+    The result counts ``rows_updated``, ``rows_inserted`` and ``rows_deleted``. The source is
+    evaluated more than once (duplicate check, then the merge): cache it if it is expensive or
+    not deterministic.
+    """
+    from pyspark import StorageLevel
+
+    F = functions_for(df)
+    if delete_not_matched_by_source:
+        when_not_matched_by_source = "delete"
+    keys = [on] if isinstance(on, str) else list(on)
+    if not keys:
+        raise InvalidInputError("merge_dataframe needs at least one key column in `on`")
+    if when_matched not in WHEN_MATCHED:
+        raise InvalidInputError(f"when_matched must be one of {WHEN_MATCHED}, got {when_matched!r}")
+    if when_not_matched not in WHEN_NOT_MATCHED:
+        raise InvalidInputError(f"when_not_matched must be one of {WHEN_NOT_MATCHED}, got {when_not_matched!r}")
+    if when_not_matched_by_source not in WHEN_NOT_MATCHED_BY_SOURCE:
+        raise InvalidInputError(
+            f"when_not_matched_by_source must be one of {WHEN_NOT_MATCHED_BY_SOURCE}, got {when_not_matched_by_source!r}")
+    store = object_store_for(os.fspath(uri))
+    if latest_manifest(store) is None:
+        raise DatasetNotFoundError("cannot merge into a table that does not exist (write it first)", table=store.uri)
+    extra = {} if max_rows_per_file is None else {"max_rows_per_file": max_rows_per_file}
+    plan = plan_write(df.schema, store.uri, mode="append", transaction_properties=transaction_properties,
+                      commit_message=commit_message, **extra)
+    if plan.skipped is not None:
+        return plan.skipped
+    for key in keys:
+        if key not in plan.columns:
+            raise InvalidInputError(f"merge key {key!r} is not a column of the table", table=plan.uri, column=key)
+    spark = df.sparkSession
+    delete_unmatched = when_not_matched_by_source == "delete"
+    update = when_matched == "update_all"
+    insert = when_not_matched == "insert_all"
+    joined = None
+    with JobScope(spark) as scope:
+        try:
+            source = df.select(*[quoted(n) for n in plan.columns])
+            _check_unique(source, keys, plan.uri)
+            target = read_dataframe(spark, plan.uri, version=plan.read_version, columns=keys,
+                                    with_row_address=True, with_row_id=plan.stable_row_ids)
+            target = target.withColumnRenamed(ROW_ADDRESS, _ADDRESS)
+            if plan.stable_row_ids:
+                target = target.withColumnRenamed(ROW_ID, ROW_ID_COLUMN)
+            joined = source.withColumn(_SOURCE, F.lit(True)).join(
+                target, on=keys, how="full_outer" if delete_unmatched else "left_outer")
+            joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
+            matched = F.col(_SOURCE).isNotNull() & F.col(_ADDRESS).isNotNull()
+            gone = (matched if update else F.lit(False)) | (
+                F.col(_SOURCE).isNull() if delete_unmatched else F.lit(False))
+            spec = DeleteSpec(uri=plan.uri, version=plan.read_version, write_id=plan.write_id,
+                              identity=manifest_identity(LanceDataset(plan.uri, plan.read_version).manifest))
+            deletions = Deletions.from_rows(
+                joined.where(gone)
+                .select(F.col(_ADDRESS).alias(ROW_ADDRESS), F.shiftright(F.col(_ADDRESS), 32).alias(_FRAGMENT))
+                .groupBy(_FRAGMENT)
+                .applyInArrow(delete_addresses_task(spec), DELETION_DDL)
+                .collect()
+            )
+            wanted = (matched if update else F.lit(False)) | (
+                (F.col(_SOURCE).isNotNull() & F.col(_ADDRESS).isNull()) if insert else F.lit(False))
+            rows = joined.where(wanted)
+            if not plan.stable_row_ids:
+                # The marker of a rewritten row: any non-null value (the ids are assigned anew).
+                rows = rows.withColumn(ROW_ID_COLUMN, F.col(_ADDRESS))
+            written = run_write_job(rows, plan, split_rewritten=True)
+        except BaseException as exc:
+            fail_write(plan, scope, exc)
+        finally:
+            if joined is not None:
+                joined.unpersist()
+    return commit_write(plan, written.fragments, deletions, operation="replace", rows_updated=written.rewritten_rows)
+
+
+__all__ = ["merge_dataframe", "delete_matching", "WHEN_MATCHED", "WHEN_NOT_MATCHED", "WHEN_NOT_MATCHED_BY_SOURCE"]

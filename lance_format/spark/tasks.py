@@ -1,0 +1,342 @@
+"""What runs inside Spark tasks: writing fragments, writing deletion vectors, reading splits.
+
+Every function here is called in a Python worker with a small, picklable *spec* built on the
+driver (a URI, a version, a serialized schema, ...) and returns an iterator function for
+``mapInArrow`` / ``applyInArrow``. The specs are frozen dataclasses of plain values, so they
+are pickled by value, and the functions by reference (the package is installed on the
+workers). Workers open the table themselves; data never travels through the driver, only the
+small fragment descriptions the tasks emit.
+
+A task that fails removes the files it wrote; files of tasks that succeeded in a job that
+failed are removed by the driver (they share the write's file-name prefix).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.dataset.commit_fragments import delete_rows
+from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.fragment import SYSTEM_COLUMNS
+from lance_format.dataset.fragment_sink import FragmentSink, write_prefix
+from lance_format.dataset.sql_filter import referenced_columns, to_expression
+from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.proto import file_pb2, table_pb2
+from lance_format.schema import LanceSchema
+
+FRAGMENT_DDL = "fragment binary, num_rows long, num_bytes long, rewritten boolean"
+DELETION_DDL = "fragment_id long, fragment binary, removed boolean, deleted long, offsets binary"
+ROW_ID_COLUMN = "__lance_rowid"  # merge: set on rewritten rows (their stable row id, if kept)
+MAX_REPORTED_OFFSETS = 1 << 20  # per fragment; beyond it the commit cannot rebase, only retry
+
+_FRAGMENT_SCHEMA = pa.schema([
+    ("fragment", pa.binary()), ("num_rows", pa.int64()), ("num_bytes", pa.int64()), ("rewritten", pa.bool_()),
+])
+_DELETION_SCHEMA = pa.schema([
+    ("fragment_id", pa.int64()), ("fragment", pa.binary()), ("removed", pa.bool_()), ("deleted", pa.int64()),
+    ("offsets", pa.binary()),
+])
+
+
+# -- schemas on the wire -------------------------------------------------------------------------
+def schema_to_bytes(schema: LanceSchema) -> bytes:
+    msg = file_pb2.Schema()
+    msg.fields.extend(schema.to_protos())
+    for key, value in schema.metadata.items():
+        msg.metadata[key] = value if isinstance(value, bytes) else str(value).encode()
+    return msg.SerializeToString()
+
+
+def schema_from_bytes(data: bytes) -> LanceSchema:
+    msg = file_pb2.Schema()
+    msg.ParseFromString(data)
+    return LanceSchema.from_protos(list(msg.fields), dict(msg.metadata))
+
+
+def arrow_schema_to_bytes(schema: pa.Schema) -> bytes:
+    return schema.serialize().to_pybytes()
+
+
+def arrow_schema_from_bytes(data: bytes) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(data))
+
+
+# -- tables opened by workers ------------------------------------------------------------------------
+_OPEN: "OrderedDict[tuple[str, int], LanceDataset]" = OrderedDict()
+_MAX_OPEN = 8
+
+
+def manifest_identity(m: table_pb2.Manifest) -> str:
+    """Tells two commits with the same version number apart (a table dropped and re-created)."""
+    return f"{m.transaction_file}:{m.timestamp.seconds}:{m.timestamp.nanos}"
+
+
+def open_version(uri: str, version: int, identity: str | None = None) -> LanceDataset:
+    """A version of a table, cached per worker process (Python workers are reused by Spark).
+
+    ``identity`` (:func:`manifest_identity` on the driver) makes sure a cached version is the
+    one the driver planned with, not an older table that had the same URI.
+    """
+    key = (uri, int(version))
+    ds = _OPEN.get(key)
+    if ds is not None and identity is not None and manifest_identity(ds.manifest) != identity:
+        ds = None
+    if ds is None:
+        ds = LanceDataset(uri, int(version))
+        if identity is not None and manifest_identity(ds.manifest) != identity:
+            raise CorruptFileError(f"version {version} changed after the job was planned (the table was "
+                                   "replaced)", table=uri, version=int(version))
+        _OPEN[key] = ds
+        while len(_OPEN) > _MAX_OPEN:
+            _OPEN.popitem(last=False)
+    else:
+        _OPEN.move_to_end(key)
+    return ds
+
+
+# -- writing data -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WriteSpec:
+    """What every write task needs: where, which schema (with field ids), which file version."""
+
+    uri: str
+    write_id: str
+    schema: bytes  # file_pb2.Schema of the fields the files hold
+    storage_version: str
+    max_rows_per_file: int
+    max_bytes_per_file: int
+    check_filter: str | None = None  # replace_where: every new row must satisfy it
+    split_rewritten: bool = False  # merge: rows with ROW_ID_COLUMN set go to fragments of their own
+    keep_row_ids: bool = False  # ... and keep that column's value as their stable row id
+
+
+def _fragment_batch(fragments: list[table_pb2.DataFragment], rewritten: list[bool]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([f.SerializeToString() for f in fragments], pa.binary()),
+            pa.array([f.physical_rows for f in fragments], pa.int64()),
+            pa.array([sum(d.file_size_bytes for d in f.files) for f in fragments], pa.int64()),
+            pa.array(rewritten, pa.bool_()),
+        ],
+        schema=_FRAGMENT_SCHEMA,
+    )
+
+
+def write_task(spec: WriteSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``mapInArrow`` function: write the partition's rows as new fragments, emit their metadata."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from lance_format.spark.types import BatchConverter
+
+        schema = schema_from_bytes(spec.schema)
+        target = schema.to_arrow()
+        convert = BatchConverter(target, table=spec.uri)
+        check = to_expression(spec.check_filter, target) if spec.check_filter else None
+        prefix = write_prefix(spec.write_id)
+
+        def sink() -> FragmentSink:
+            return FragmentSink(spec.uri, schema, spec.storage_version, prefix=prefix,
+                                max_rows_per_file=spec.max_rows_per_file, max_bytes_per_file=spec.max_bytes_per_file)
+
+        plain, kept = sink(), sink() if spec.split_rewritten else None
+        try:
+            for raw in batches:
+                if raw.num_rows == 0:
+                    continue
+                batch = convert(raw)
+                if check is not None:
+                    _check_rows(batch, check, spec)
+                if kept is None:
+                    plain.write(batch)
+                    continue
+                # Rewritten rows go to fragments of their own (keeping their stable row ids when
+                # asked: a fragment's kept ids must cover all its rows); inserts get new ids.
+                ids = raw.column(raw.schema.get_field_index(ROW_ID_COLUMN))
+                has_id = ids.is_valid()
+                if ids.null_count < len(ids):
+                    rows = batch.filter(has_id)
+                    kept.write(rows, ids.filter(has_id).to_numpy().astype(np.uint64) if spec.keep_row_ids else None)
+                if ids.null_count:
+                    plain.write(batch.filter(pc.invert(has_id)))
+            inserted = plain.finish()
+            rewritten = kept.finish() if kept is not None else []
+        except BaseException:
+            plain.abort()
+            if kept is not None:
+                kept.abort()
+            raise
+        if inserted or rewritten:
+            try:
+                yield _fragment_batch(inserted + rewritten, [False] * len(inserted) + [True] * len(rewritten))
+            except BaseException:
+                # Spark could not take the result (the task was cancelled): nobody will commit it.
+                plain.abort()
+                if kept is not None:
+                    kept.abort()
+                raise
+
+    return run
+
+
+def _check_rows(batch: pa.RecordBatch, check: pc.Expression, spec: WriteSpec) -> None:
+    matches = pa.Table.from_batches([batch]).filter(check).num_rows
+    if matches != batch.num_rows:
+        raise InvalidInputError(
+            f"{batch.num_rows - matches} new row(s) do not satisfy the replace_where predicate "
+            f"{spec.check_filter!r}; a later replace of that predicate would not find them",
+            table=spec.uri,
+        )
+
+
+# -- deletion vectors -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeleteSpec:
+    uri: str
+    version: int
+    write_id: str
+    predicate: str | None = None  # replace_where: delete what matches; merge: the given addresses
+    identity: str | None = None  # manifest_identity of the version
+
+
+def _deletion_row(fragment_id: int, updated: table_pb2.DataFragment | None, added: int,
+                  offsets: np.ndarray) -> pa.RecordBatch:
+    reported = offsets.astype(np.uint32).tobytes() if offsets.size <= MAX_REPORTED_OFFSETS else None
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([fragment_id], pa.int64()),
+            pa.array([updated.SerializeToString() if updated is not None else None], pa.binary()),
+            pa.array([updated is None], pa.bool_()),
+            pa.array([added], pa.int64()),
+            pa.array([reported], pa.binary()),
+        ],
+        schema=_DELETION_SCHEMA,
+    )
+
+
+def _apply_deletions(spec: DeleteSpec, fragment_id: int, offsets: np.ndarray) -> pa.RecordBatch | None:
+    ds = open_version(spec.uri, spec.version, spec.identity)
+    fragment = ds.get_fragment(fragment_id)
+    if fragment is None:
+        raise CorruptFileError(f"fragment {fragment_id} is not in version {spec.version}", table=spec.uri,
+                               version=spec.version)
+    offsets = np.unique(offsets.astype(np.int64))
+    updated, added = delete_rows(ds._store, fragment.metadata, offsets, read_version=spec.version,
+                                 write_id=spec.write_id)
+    if added == 0:
+        return None
+    return _deletion_row(fragment_id, updated, added, offsets)
+
+
+def delete_matching_task(spec: DeleteSpec, groups: list[list[int]]) -> Callable:
+    """``mapInArrow`` over ``spark.range(len(groups))``: for each fragment id of the task's group,
+    delete the live rows matching ``spec.predicate`` (replace_where)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                for fragment_id in groups[index]:
+                    ds = open_version(spec.uri, spec.version, spec.identity)
+                    fragment = ds.get_fragment(fragment_id)
+                    pieces = [
+                        b.column(0).to_numpy(zero_copy_only=False)
+                        for b in ds.scanner(columns=[], filter=spec.predicate, with_row_address=True,
+                                            fragments=[fragment]).to_batches()
+                    ]
+                    if not pieces:
+                        continue
+                    offsets = (np.concatenate(pieces).astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.int64)
+                    row = _apply_deletions(spec, fragment_id, offsets)
+                    if row is not None:
+                        yield row
+
+    return run
+
+
+def delete_addresses_task(spec: DeleteSpec) -> Callable[[pa.Table], pa.Table]:
+    """``applyInArrow`` per fragment group: delete the rows at the group's ``_rowaddr`` values."""
+
+    def run(table: pa.Table) -> pa.Table:
+        if table.num_rows == 0:
+            return _DELETION_SCHEMA.empty_table()
+        addresses = table.column("_rowaddr").to_numpy().astype(np.uint64)
+        fragment_id = int(addresses[0] >> np.uint64(32))
+        if np.any((addresses >> np.uint64(32)) != np.uint64(fragment_id)):
+            raise InvalidInputError("a deletion group spans several fragments", table=spec.uri)
+        offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        row = _apply_deletions(spec, fragment_id, offsets)
+        return pa.Table.from_batches([row]) if row is not None else _DELETION_SCHEMA.empty_table()
+
+    return run
+
+
+# -- reading ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScanSpec:
+    """A pinned read: version, columns (data then system), filter, Spark's Arrow schema."""
+
+    uri: str
+    version: int
+    columns: tuple[str, ...]
+    filter: str | None
+    target: bytes  # the Arrow schema Spark expects (serialized)
+    batch_size: int = 65536
+    identity: str | None = None  # manifest_identity of the version
+
+
+Split = tuple[tuple[int, int, int], ...]  # (fragment id, first physical row, end physical row)
+
+
+def read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
+    """The live rows of one split, filtered and projected, in Spark's Arrow types."""
+    from lance_format.spark.types import BatchConverter
+
+    ds = open_version(spec.uri, spec.version, spec.identity)
+    table_schema = ds.lance_schema
+    filter_schema = table_schema.to_arrow()
+    for name in SYSTEM_COLUMNS:
+        filter_schema = filter_schema.append(pa.field(name, pa.uint64()))
+    expr = to_expression(spec.filter, filter_schema) if spec.filter else None
+    needed = list(spec.columns)
+    if expr is not None:
+        needed += [n for n in referenced_columns(expr, filter_schema) if n not in needed]
+    read_schema = table_schema.project([n for n in needed if n not in SYSTEM_COLUMNS])
+    system = [n for n in needed if n in SYSTEM_COLUMNS]
+    convert = BatchConverter(arrow_schema_from_bytes(spec.target), table=spec.uri, check_nulls=False)
+    for fragment_id, begin, end in split:
+        fragment = ds.get_fragment(fragment_id)
+        if fragment is None:
+            raise CorruptFileError(f"fragment {fragment_id} is not in version {spec.version}", table=spec.uri,
+                                   version=spec.version)
+        for batch in fragment.read_batches(read_schema, system, spec.batch_size, row_range=(begin, end)):
+            if expr is not None:
+                batch = pa.Table.from_batches([batch]).filter(expr).combine_chunks()
+                if batch.num_rows == 0:
+                    continue
+                batch = batch.to_batches()[0]
+            if batch.num_rows:
+                yield convert(batch)
+
+
+def read_task(spec: ScanSpec, splits: list[Split]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``mapInArrow`` over ``spark.range(len(splits))``: each task reads the splits of its ids."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                yield from read_split(spec, splits[index])
+
+    return run
+
+
+__all__ = [
+    "FRAGMENT_DDL", "DELETION_DDL", "ROW_ID_COLUMN", "WriteSpec", "DeleteSpec", "ScanSpec", "Split",
+    "schema_to_bytes", "schema_from_bytes", "arrow_schema_to_bytes", "arrow_schema_from_bytes", "open_version",
+    "manifest_identity",
+    "write_task", "delete_matching_task", "delete_addresses_task", "read_split", "read_task",
+]

@@ -1,0 +1,420 @@
+"""``write_dataframe``: a Spark DataFrame becomes one new version of a Lance table.
+
+1. Plan on the driver (:func:`plan_write`): pin the read version, map the DataFrame's schema
+   to the table's (or a new one), refuse incompatible schemas before any task runs, mint a
+   write id, and look for an earlier commit with the same idempotency key (then nothing runs).
+2. ``mapInArrow``: every task streams its rows into new data files (rolled by rows and bytes)
+   in the table's file version and emits only the fragment descriptions; ``collect()`` brings
+   those few bytes to the driver. For ``replace_where`` a first job writes, per fragment, the
+   deletion vector of the rows matching the predicate.
+3. Commit on the driver, in the caller's process (:func:`commit_write`): ONE transaction
+   (Append, Overwrite, or Update for ``replace_where``) through the engine's commit loop.
+
+If the job or the commit fails, the write's files are removed unless a manifest references
+them (a commit that landed before an error was reported keeps its files), and no version
+appears. The Python data source (:mod:`lance_format.spark.datasource`) reuses these pieces.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.dataset.commit_fragments import (
+    DEFAULT_IDEMPOTENCY_WINDOW,
+    IDEMPOTENCY_KEY,
+    WRITE_ID_KEY,
+    add_null_columns,
+    commit_fragments,
+    discard_uncommitted,
+    find_committed_version,
+)
+from lance_format.dataset.fragment_sink import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    new_write_id,
+    write_prefix,
+)
+from lance_format.dataset.sql_filter import to_expression
+from lance_format.dataset.write import _resolve_storage_version
+from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, SchemaMismatchError
+from lance_format.io import object_store_for
+from lance_format.proto import table_pb2
+from lance_format.schema import LanceSchema
+from lance_format.spark.common import CommitResult, JobScope, conf_flag, quoted, translate_task_error
+from lance_format.spark.tasks import FRAGMENT_DDL, ROW_ID_COLUMN, WriteSpec, schema_to_bytes, write_task
+from lance_format.spark.types import lance_arrow_schema, same_spark_type, spark_field
+from lance_format.table import feature_flags
+from lance_format.table.commit import latest_manifest
+from lance_format.table.operations import has_stable_row_ids
+
+MODES = ("create", "append", "overwrite", "error", "ignore")
+SCHEMA_MODES = ("error", "add_columns", "overwrite")
+
+
+@dataclass
+class WritePlan:
+    """Everything decided on the driver before the tasks run (picklable: the data source ships it)."""
+
+    uri: str
+    operation: str  # "overwrite" (create too), "append" or "replace"
+    read_version: int  # 0: no table yet
+    schema: LanceSchema  # the fields the new files hold, with the table's field ids
+    storage_version: str
+    write_id: str
+    properties: dict[str, str]
+    commit_message: str | None = None
+    enable_stable_row_ids: bool = False
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE
+    replace_where: str | None = None
+    adds_columns: bool = False  # schema_mode="add_columns" added fields: schema commit first
+    columns: list[str] = field(default_factory=list)  # DataFrame columns, in file order
+    fragment_ids: list[int] = field(default_factory=list)  # fragments at read_version
+    stable_row_ids: bool = False
+    skipped: CommitResult | None = None
+
+    @property
+    def prefix(self) -> str:
+        return write_prefix(self.write_id)
+
+    def spec(self, *, split_rewritten: bool = False) -> WriteSpec:
+        return WriteSpec(
+            uri=self.uri, write_id=self.write_id, schema=schema_to_bytes(self.schema),
+            storage_version=self.storage_version, max_rows_per_file=self.max_rows_per_file,
+            max_bytes_per_file=self.max_bytes_per_file, check_filter=self.replace_where,
+            split_rewritten=split_rewritten, keep_row_ids=split_rewritten and self.stable_row_ids,
+        )
+
+
+def _prior_result(prior, read_version: int) -> CommitResult:
+    fragments = prior.new_fragments
+    return CommitResult(
+        version=prior.version, rows=sum(f.physical_rows for f in fragments), fragments=len(fragments),
+        bytes=sum(d.file_size_bytes for f in fragments for d in f.files), retries=0, read_version=read_version,
+        operation=prior.transaction.WhichOneof("operation") or "", skipped=True,
+    )
+
+
+def _conform_to_table(table: LanceSchema, df_schema: Any, schema_mode: str, uri: str) -> tuple[LanceSchema, bool]:
+    """The schema new files get when writing ``df_schema`` into ``table`` (append, replace)."""
+    table_fields = {f.name: spark_field(f) for f in table.to_arrow()}
+    df_fields = {f.name: f for f in df_schema}
+    missing = [n for n in table_fields if n not in df_fields]
+    extra = [n for n in df_fields if n not in table_fields]
+    wrong = [
+        f"{n!r} is {df_fields[n].dataType.simpleString()}, the table has {table_fields[n].dataType.simpleString()}"
+        for n in table_fields if n in df_fields and not same_spark_type(df_fields[n].dataType, table_fields[n].dataType)
+    ]
+    problems = []
+    if missing:
+        problems.append(f"the data lacks columns {missing}")
+    if wrong:
+        problems.append("column " + "; column ".join(wrong))
+    if extra and schema_mode != "add_columns":
+        problems.append(f"the data has columns the table lacks {extra} (use schema_mode='add_columns')")
+    if problems:
+        column = (missing or extra or [w.split("'")[1] for w in wrong] or [None])[0]
+        raise SchemaMismatchError("the DataFrame does not match the table schema: " + "; ".join(problems),
+                                  table=uri, column=column)
+    if not extra:
+        return table, False
+    from pyspark.sql.types import StructType
+
+    new_arrow = lance_arrow_schema(StructType([df_fields[n] for n in extra]))
+    new_arrow = pa.schema([f.with_nullable(True) for f in new_arrow])  # old rows read as null
+    added = LanceSchema.from_arrow(new_arrow, first_id=table.max_field_id() + 1)
+    return LanceSchema(table.fields + added.fields, dict(table.metadata)), True
+
+
+def plan_write(
+    df_schema: Any,
+    uri: str | os.PathLike[str],
+    *,
+    mode: str = "create",
+    replace_where: str | None = None,
+    schema_mode: str = "error",
+    enable_stable_row_ids: bool = False,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    transaction_properties: Mapping[str, str] | None = None,
+    commit_message: str | None = None,
+    data_storage_version: str | None = None,
+    fixed_size_lists: Mapping[str, int] | None = None,
+    idempotency_window: int = DEFAULT_IDEMPOTENCY_WINDOW,
+) -> WritePlan:
+    """Decide how a DataFrame with Spark schema ``df_schema`` is written (no data touched)."""
+    if mode not in MODES:
+        raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
+    if schema_mode not in SCHEMA_MODES:
+        raise InvalidInputError(f"schema_mode must be one of {SCHEMA_MODES}, got {schema_mode!r}")
+    if replace_where is not None and mode != "overwrite":
+        raise InvalidInputError("replace_where needs mode='overwrite' (it replaces the matching rows)")
+    if replace_where is not None and not str(replace_where).strip():
+        raise InvalidInputError("replace_where needs a predicate; use mode='overwrite' alone for all rows")
+    if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
+        raise InvalidInputError("max_rows_per_file and max_bytes_per_file must be positive")
+    uri = os.fspath(uri)
+    store = object_store_for(uri)
+    uri = store.uri
+    existing = latest_manifest(store)
+    properties = {str(k): str(v) for k, v in (transaction_properties or {}).items()}
+    write_id = new_write_id()
+    properties[WRITE_ID_KEY] = write_id
+    base = dict(uri=uri, write_id=write_id, properties=properties, commit_message=commit_message,
+                max_rows_per_file=int(max_rows_per_file), max_bytes_per_file=int(max_bytes_per_file))
+
+    if existing is None:
+        arrow = lance_arrow_schema(df_schema, fixed_size_lists=fixed_size_lists)
+        schema = LanceSchema.from_arrow(arrow)
+        storage = _resolve_storage_version(data_storage_version, None, table=uri)
+        if replace_where is not None:
+            to_expression(replace_where, schema.to_arrow())  # validate before any task runs
+        return WritePlan(operation="overwrite", read_version=0, schema=schema, storage_version=storage,
+                         enable_stable_row_ids=enable_stable_row_ids, replace_where=replace_where,
+                         columns=arrow.names, stable_row_ids=enable_stable_row_ids, **base)
+
+    path, manifest_file = existing
+    manifest = manifest_file.manifest
+    feature_flags.check_writable(manifest, table=uri, path=path)
+    version = manifest.version
+    table = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata))
+    stable = has_stable_row_ids(manifest)
+    fragment_ids = [f.id for f in manifest.fragments]
+    skipped = CommitResult(version=version, rows=0, fragments=0, bytes=0, read_version=version, operation="none",
+                           skipped=True)
+    if mode in ("create", "error"):
+        raise DatasetAlreadyExistsError("a table already exists here; use mode='append' or 'overwrite'",
+                                        table=uri, version=version)
+    if mode == "ignore":
+        return WritePlan(operation="none", read_version=version, schema=table, storage_version="",
+                         skipped=skipped, **base)
+    key = properties.get(IDEMPOTENCY_KEY)
+    if key is not None:
+        prior = find_committed_version(store, key, window=idempotency_window)
+        if prior is not None:
+            return WritePlan(operation="none", read_version=version, schema=table, storage_version="",
+                             skipped=_prior_result(prior, version), **base)
+    storage = _resolve_storage_version(None, manifest.data_format.version or "2.0", table=uri)
+
+    if mode == "overwrite" and replace_where is None:
+        if enable_stable_row_ids and not stable:
+            raise InvalidInputError("stable row ids can only be enabled when a table is created", table=uri)
+        try:
+            schema, adds = _conform_to_table(table, df_schema, "add_columns" if schema_mode != "error" else "error",
+                                             uri)
+        except SchemaMismatchError:
+            if schema_mode != "overwrite":
+                raise
+            schema, adds = LanceSchema.from_arrow(lance_arrow_schema(df_schema, fixed_size_lists=fixed_size_lists)), False
+        if data_storage_version is not None:
+            storage = _resolve_storage_version(data_storage_version, None, table=uri)
+        # An overwrite carries its whole schema, so added columns need no separate commit.
+        return WritePlan(operation="overwrite", read_version=version, schema=schema, storage_version=storage,
+                         enable_stable_row_ids=stable, columns=[f.name for f in schema.fields],
+                         fragment_ids=fragment_ids, stable_row_ids=stable, **base)
+
+    if schema_mode == "overwrite":
+        raise InvalidInputError("schema_mode='overwrite' needs mode='overwrite' without replace_where", table=uri)
+    schema, adds = _conform_to_table(table, df_schema, schema_mode, uri)
+    if replace_where is not None:
+        to_expression(replace_where, table.to_arrow())  # validate against the table before any task runs
+    return WritePlan(operation="replace" if replace_where is not None else "append", read_version=version,
+                     schema=schema, storage_version=storage, replace_where=replace_where, adds_columns=adds,
+                     columns=[f.name for f in schema.fields], fragment_ids=fragment_ids, stable_row_ids=stable,
+                     **base)
+
+
+@dataclass(frozen=True)
+class Written:
+    """Fragments the write tasks produced; ``rewritten`` holds a merge's updated rows."""
+
+    fragments: list[table_pb2.DataFragment]
+    rewritten_rows: int = 0
+
+    @staticmethod
+    def from_rows(rows: list) -> "Written":
+        fragments, rewritten = [], 0
+        for row in rows:
+            fragment = table_pb2.DataFragment()
+            fragment.ParseFromString(bytes(row[0]))
+            fragments.append(fragment)
+            if row[3]:
+                rewritten += fragment.physical_rows
+        return Written(fragments, rewritten)
+
+
+@dataclass(frozen=True)
+class Deletions:
+    """Deletion vectors written by tasks for an Update: fragment id -> new state."""
+
+    updated: list[table_pb2.DataFragment] = field(default_factory=list)
+    removed: list[int] = field(default_factory=list)
+    deleted_rows: int = 0
+    affected: dict[int, np.ndarray] | None = field(default_factory=dict)
+
+    @staticmethod
+    def from_rows(rows: list) -> "Deletions":
+        updated, removed, affected, total = [], [], {}, 0
+        complete = True
+        for row in rows:
+            fragment_id, blob, is_removed, deleted, offsets = row[0], row[1], row[2], row[3], row[4]
+            total += int(deleted)
+            if is_removed:
+                removed.append(int(fragment_id))
+            else:
+                fragment = table_pb2.DataFragment()
+                fragment.ParseFromString(bytes(blob))
+                updated.append(fragment)
+            if offsets is None:
+                complete = False
+            else:
+                affected[int(fragment_id)] = np.frombuffer(bytes(offsets), dtype=np.uint32)
+        return Deletions(updated, removed, total, affected if complete else None)
+
+    def __bool__(self) -> bool:
+        return bool(self.updated or self.removed)
+
+
+def discard_write(plan: WritePlan) -> list[str]:
+    """Remove the files of a write that did not commit (and only those)."""
+    try:
+        return discard_uncommitted(plan.uri, plan.prefix, read_version=plan.read_version, write_id=plan.write_id,
+                                   fragment_ids=plan.fragment_ids)
+    except Exception:
+        return []  # cleanup is best effort; the original error matters more
+
+
+def fail_write(plan: WritePlan, scope: JobScope, exc: BaseException) -> None:
+    """After a failed job: remove the write's files once no task can still create any, and
+    raise the error (as the engine's typed error when a task raised one)."""
+    discard_write(plan)
+    scope.settle()
+    discard_write(plan)
+    error = translate_task_error(exc)
+    if error is exc:
+        raise exc
+    raise error from exc
+
+
+def commit_write(
+    plan: WritePlan,
+    fragments: list[table_pb2.DataFragment],
+    deletions: Deletions = Deletions(),
+    *,
+    operation: str | None = None,
+    rows_updated: int = 0,
+) -> CommitResult:
+    """Commit the fragments (and deletion vectors) of a planned write as one transaction."""
+    op = operation or plan.operation
+    rows = sum(f.physical_rows for f in fragments)
+    size = sum(d.file_size_bytes for f in fragments for d in f.files)
+    read_version = plan.read_version
+    key = plan.properties.get(IDEMPOTENCY_KEY)
+    try:
+        if key is not None and read_version:
+            prior = find_committed_version(plan.uri, key)
+            if prior is not None:  # a concurrent run with the same key won: ours is redundant
+                discard_write(plan)
+                return _prior_result(prior, read_version)
+        if op in ("append", "replace") and not fragments and not deletions:
+            discard_write(plan)  # nothing to commit: no new version
+            return CommitResult(version=read_version, rows=0, fragments=0, bytes=0, read_version=read_version,
+                                operation="none", skipped=True)
+        if plan.adds_columns:
+            # Two commits: the new (all-null) columns, then the rows. A failure between them
+            # leaves only nullable columns added, which a re-run accepts.
+            added = add_null_columns(plan.uri, read_version=read_version, schema=plan.schema,
+                                     properties={WRITE_ID_KEY: plan.write_id})
+            read_version = added.version
+        common = dict(read_version=read_version, new_fragments=fragments, schema=plan.schema,
+                      properties=plan.properties, commit_message=plan.commit_message)
+        if op == "overwrite":
+            committed = commit_fragments(plan.uri, "overwrite", enable_stable_row_ids=plan.enable_stable_row_ids,
+                                         storage_version=plan.storage_version, **common)
+        elif deletions:
+            committed = commit_fragments(plan.uri, "update", removed_fragment_ids=deletions.removed,
+                                         updated_fragments=deletions.updated, affected_rows=deletions.affected,
+                                         **common)
+        else:
+            committed = commit_fragments(plan.uri, "append", **common)
+    except BaseException:
+        discard_write(plan)
+        raise
+    name = {"overwrite": "overwrite", "append": "append"}.get(op, "update" if deletions else "append")
+    return CommitResult(
+        version=committed.version, rows=rows, fragments=len(fragments), bytes=size, retries=committed.retries,
+        read_version=plan.read_version, operation=name, rows_inserted=rows - rows_updated, rows_updated=rows_updated,
+        rows_deleted=deletions.deleted_rows - rows_updated,
+    )
+
+
+def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False) -> Written:
+    """The ``mapInArrow`` job writing ``df``'s rows as fragments; returns their descriptions.
+
+    ``split_rewritten``: ``df`` also has ``ROW_ID_COLUMN`` (set on a merge's updated rows)."""
+    columns = [quoted(n) for n in plan.columns] + ([ROW_ID_COLUMN] if split_rewritten else [])
+    task = write_task(plan.spec(split_rewritten=split_rewritten))
+    return Written.from_rows(df.select(*columns).mapInArrow(task, FRAGMENT_DDL).collect())
+
+
+def write_dataframe(
+    df: Any,
+    uri: str | os.PathLike[str],
+    *,
+    mode: str = "create",
+    replace_where: str | None = None,
+    schema_mode: str = "error",
+    enable_stable_row_ids: bool = False,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    transaction_properties: Mapping[str, str] | None = None,
+    commit_message: str | None = None,
+    data_storage_version: str | None = None,
+    fixed_size_lists: Mapping[str, int] | None = None,
+) -> CommitResult:
+    """Write a Spark DataFrame as one new version of the Lance table at ``uri``.
+
+    ``mode``: ``create``/``error`` (fail if the table exists), ``append`` (creates a missing
+    table), ``overwrite`` (all rows, or only those matching ``replace_where``), ``ignore``
+    (do nothing if the table exists). ``schema_mode``: ``error`` (columns and types must match
+    the table's), ``add_columns`` (new DataFrame columns become new nullable table columns),
+    ``overwrite`` (a full overwrite may change the schema). ``replace_where``: a SQL predicate;
+    the matching rows are deleted and the DataFrame's rows (which must all match it) added in
+    one atomic commit. ``transaction_properties`` are stored in the transaction; the key
+    ``"idempotency_key"`` makes a re-run of an already committed write return that commit
+    without writing anything. ``fixed_size_lists`` (column -> size) stores array columns as
+    fixed-size-list vectors (field metadata ``arrow.fixed-size-list.size`` does the same).
+    ``enable_stable_row_ids`` and ``data_storage_version`` apply when the table is created.
+    """
+    plan = plan_write(
+        df.schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,
+        enable_stable_row_ids=enable_stable_row_ids, max_rows_per_file=max_rows_per_file,
+        max_bytes_per_file=max_bytes_per_file, transaction_properties=transaction_properties,
+        commit_message=commit_message, data_storage_version=data_storage_version, fixed_size_lists=fixed_size_lists,
+    )
+    if plan.skipped is not None:
+        return plan.skipped
+    spark = df.sparkSession
+    with JobScope(spark) as scope:
+        try:
+            deletions = Deletions()
+            if plan.operation == "replace":
+                from lance_format.spark.merge import delete_matching
+
+                deletions = delete_matching(spark, plan, plan.replace_where)
+            fragments = run_write_job(df, plan).fragments
+        except BaseException as exc:
+            fail_write(plan, scope, exc)
+    result = commit_write(plan, fragments, deletions)
+    if conf_flag(spark, "spark.speculation"):
+        discard_write(plan)  # files of losing speculative attempts (committed files are kept)
+    return result
+
+
+__all__ = ["MODES", "SCHEMA_MODES", "WritePlan", "Written", "Deletions", "plan_write", "commit_write", "discard_write", "fail_write",
+           "run_write_job", "write_dataframe"]

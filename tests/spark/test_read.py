@@ -1,0 +1,188 @@
+"""Spark reads of Lance tables: pylance-written tables at every version, splits, types."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+import lance_format
+from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
+from lance_format.spark import read_dataframe, write_dataframe
+from lance_format.spark.read import plan_splits
+from lance_format.spark.types import spark_arrow_schema
+
+from ..type_matrix import type_matrix
+from .helpers import lance_rows, spark_rows
+
+
+def _as_spark_sees(table: pa.Table, df) -> list[dict]:
+    """pylance's rows converted to the Arrow types Spark holds them in (sorted by ``id``)."""
+    target = spark_arrow_schema(df.schema)
+    arrays = [table.column(f.name).cast(f.type, safe=False) for f in target]
+    converted = pa.Table.from_arrays(arrays, schema=target)
+    return converted.sort_by("id").to_pylist()
+
+
+def _matrix(n: int, start: int) -> pa.Table:
+    table = type_matrix(n).drop_columns(["decimal256", "decimal256_nulls"])  # Spark: 38 digits at most
+    return table.add_column(0, "id", pa.array(np.arange(start, start + n), pa.int64()))
+
+
+@pytest.mark.parametrize("file_version", ["2.0", "2.2"])
+def test_pylance_tables_at_every_version(spark, tmp_path, file_version):
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(_matrix(60, 0), uri, data_storage_version=file_version, max_rows_per_file=25)
+    ds = lance.dataset(uri)
+    ds.delete("id % 7 = 3")
+    lance.write_dataset(_matrix(30, 1000), uri, mode="append", max_rows_per_file=20)
+    lance.dataset(uri).delete("id >= 1010 AND id < 1015 OR id = 5")
+    for version in range(1, lance.dataset(uri).version + 1):
+        expected = lance.dataset(uri, version=version).to_table()
+        df = read_dataframe(spark, uri, version=version)
+        assert spark_rows(df) == _as_spark_sees(expected, df), f"version {version}"
+    # projection, filter and system columns are evaluated by the engine, like pylance's
+    wanted = ["id", "string", "struct", "vector"]
+    df = read_dataframe(spark, uri, columns=wanted, filter="int32 > 0 AND id % 2 = 0", with_row_address=True)
+    expected = lance.dataset(uri).to_table(columns=wanted, filter="int32 > 0 AND id % 2 = 0", with_row_address=True)
+    assert df.columns == wanted + ["_rowaddr"]
+    assert spark_rows(df) == _as_spark_sees(expected, df)
+
+
+def test_splits_pack_small_and_cut_large_fragments(spark, tmp_path):
+    uri = str(tmp_path / "t.lance")
+    table = pa.table({"id": pa.array(np.arange(10_000), pa.int64())})
+    lance.write_dataset(table, uri, max_rows_per_file=6_000, data_storage_version="2.0")
+    lance.write_dataset(pa.table({"id": pa.array(np.arange(10_000, 10_050), pa.int64())}), uri, mode="append",
+                        max_rows_per_file=10)
+    lance.dataset(uri).delete("id % 3 = 0")
+    ds = lance_format.dataset(uri)
+    splits = plan_splits(ds, target_splits=1, rows_per_split=2_000)
+    # fragments 0 and 1 (4000 and 2667 live rows) are cut in two physical ranges each; the
+    # five 10-row fragments are packed into one split
+    assert splits[:4] == [((0, 0, 3000),), ((0, 3000, 6000),), ((1, 0, 2000),), ((1, 2000, 4000),)]
+    assert splits[4:] == [tuple((i, 0, 10) for i in range(2, 7))]
+    df = read_dataframe(spark, uri, rows_per_split=2_000)
+    assert df.rdd.getNumPartitions() == len(plan_splits(ds, target_splits=2, rows_per_split=2_000))
+    assert spark_rows(df) == lance_rows(uri)
+
+
+def test_unrepresentable_types_are_refused(spark, tmp_path):
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.table({"id": [1], "d": pa.array([decimal.Decimal("1.5")], pa.decimal256(40, 1))}), uri,
+                        data_storage_version="2.0")
+    with pytest.raises(UnsupportedFeatureError, match="'d'"):
+        read_dataframe(spark, uri)
+    assert spark_rows(read_dataframe(spark, uri, columns=["id"])) == [{"id": 1}]
+    with pytest.raises(InvalidInputError, match="nope"):
+        read_dataframe(spark, uri, columns=["nope"])
+    with pytest.raises(InvalidInputError):
+        read_dataframe(spark, uri, filter="id >>> 3")
+
+
+def _typed_frame(spark):
+    schema = T.StructType([
+        T.StructField("id", T.LongType(), False),
+        T.StructField("b", T.BooleanType()),
+        T.StructField("i8", T.ByteType()),
+        T.StructField("i16", T.ShortType()),
+        T.StructField("i32", T.IntegerType()),
+        T.StructField("f32", T.FloatType()),
+        T.StructField("dec", T.DecimalType(12, 3)),
+        T.StructField("dec38", T.DecimalType(38, 10)),
+        T.StructField("s", T.StringType()),
+        T.StructField("big", T.StringType(), metadata={"arrow.large_var_char": "true"}),
+        T.StructField("bin", T.BinaryType()),
+        T.StructField("d", T.DateType()),
+        T.StructField("ts", T.TimestampType()),
+        T.StructField("ntz", T.TimestampNTZType()),
+        T.StructField("arr", T.ArrayType(T.StringType())),
+        T.StructField("vec", T.ArrayType(T.FloatType(), False), metadata={"arrow.fixed-size-list.size": 3}),
+        T.StructField("emb", T.ArrayType(T.DoubleType(), False)),
+        T.StructField("st", T.StructType([T.StructField("a", T.IntegerType()), T.StructField("t", T.TimestampType()),
+                                          T.StructField("l", T.ArrayType(T.LongType()))])),
+    ])
+    rows = []
+    for i in range(6):
+        rows.append((
+            i, i % 2 == 0, i, i * 100, i * 100_000, i / 4, decimal.Decimal(i) / 8, decimal.Decimal(10**20 + i),
+            f"s{i}", "x" * i, bytes([i]) * i, dt.date(2024, 1, 1 + i),
+            dt.datetime(2024, 3, 10, 1 + i, 30, tzinfo=dt.timezone.utc), dt.datetime(2024, 3, 10, 1 + i, 30),
+            [f"a{j}" for j in range(i)] if i != 3 else None, [float(i), 1.0, 2.0], [0.5 * i, 1.5],
+            {"a": i, "t": dt.datetime(2020, 1, 1, i, tzinfo=dt.timezone.utc), "l": list(range(i))},
+        ))
+    rows[2] = tuple(None if k not in (0, 15, 16) else v for k, v in enumerate(rows[2]))
+    return spark.createDataFrame(rows, schema)
+
+
+def test_types_round_trip_without_shift(spark, tmp_path, session_conf):
+    uri = str(tmp_path / "t.lance")
+    # A non-UTC session: tz-aware values must stay the same instants, naive ones the same wall times.
+    with session_conf({"spark.sql.session.timeZone": "America/New_York"}):
+        df = _typed_frame(spark)
+        write_dataframe(df, uri, fixed_size_lists={"emb": 2})
+        schema = lance.dataset(uri).schema
+        assert schema.field("ts").type == pa.timestamp("us", tz="UTC")
+        assert schema.field("ntz").type == pa.timestamp("us")
+        assert schema.field("big").type == pa.large_string()
+        assert schema.field("vec").type == pa.list_(pa.float32(), 3)  # Lance keeps no element nullability
+        assert schema.field("emb").type == pa.list_(pa.float64(), 2)
+        assert schema.field("dec38").type == pa.decimal128(38, 10)
+        stored = lance.dataset(uri).to_table().sort_by("id").to_pylist()
+        assert stored[1]["ts"] == dt.datetime(2024, 3, 10, 2, 30, tzinfo=dt.timezone.utc)
+        assert stored[1]["ntz"] == dt.datetime(2024, 3, 10, 2, 30)
+        assert stored[2]["s"] is None and stored[3]["arr"] is None and stored[4]["vec"] == [4.0, 1.0, 2.0]
+        back = read_dataframe(spark, uri)
+        assert back.schema["vec"].metadata == {"arrow.fixed-size-list.size": 3}
+        assert back.schema["big"].metadata == {"arrow.large_var_char": "true"}
+        assert spark_rows(back) == spark_rows(df)
+        # read -> write keeps the vector and large-string types through the field metadata
+        copy = str(tmp_path / "copy.lance")
+        write_dataframe(back, copy)
+        assert lance.dataset(copy).schema == schema
+
+
+def test_vector_length_and_nulls_are_checked(spark, tmp_path):
+    uri = str(tmp_path / "t.lance")
+    bad = spark.createDataFrame([(1, [1.0, 2.0]), (2, [1.0])], "id long, v array<double>")
+    with pytest.raises(SchemaMismatchError, match="'v'"):
+        write_dataframe(bad, uri, fixed_size_lists={"v": 2})
+    assert not (tmp_path / "t.lance" / "_versions").exists()
+    write_dataframe(spark.createDataFrame([(1, "a")], "id long not null, s string not null"), uri)
+    nulls = spark.createDataFrame([(2, None)], "id long, s string")
+    with pytest.raises(SchemaMismatchError, match="column 's' is not nullable"):
+        write_dataframe(nulls, uri, mode="append")
+    assert lance.dataset(uri).version == 1
+
+
+def _engine_stores_maps() -> bool:
+    try:
+        lance_format.schema.LanceSchema.from_arrow(pa.schema([("m", pa.map_(pa.string(), pa.int32()))]))
+        return True
+    except UnsupportedFeatureError:
+        return False
+
+
+def test_maps_refused_in_file_version_2_0(spark, tmp_path):
+    df = spark.createDataFrame([(1, {"a": 1})], "id long, m map<string,int>")
+    with pytest.raises(UnsupportedFeatureError, match="'m'"):
+        write_dataframe(df, str(tmp_path / "t.lance"), data_storage_version="2.0")
+    assert not (tmp_path / "t.lance" / "_versions").exists()
+
+
+@pytest.mark.xfail(not _engine_stores_maps(), raises=UnsupportedFeatureError, strict=True,
+                   reason="the engine cannot store map columns yet (pylance stores them in file version 2.2)")
+def test_maps_round_trip_in_file_version_2_2(spark, tmp_path):
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.table({"id": [1, 2], "m": pa.array([[("a", 1)], None], pa.map_(pa.string(), pa.int32()))}),
+                        uri, data_storage_version="2.2")
+    assert spark_rows(read_dataframe(spark, uri)) == [{"id": 1, "m": [("a", 1)]}, {"id": 2, "m": None}]
+    df = spark.createDataFrame([(11, {"b": 2})], "id long, m map<string,int>")
+    write_dataframe(df, uri, mode="append")
+    assert lance_rows(uri)[2] == {"id": 11, "m": [("b", 2)]}

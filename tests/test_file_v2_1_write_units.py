@@ -1,0 +1,220 @@
+"""Units of the 2.1/2.2 writer: FastLanes packing, rep/def shredding, refusals, streaming."""
+
+from __future__ import annotations
+
+import struct
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_format.encodings.v2_1.encode_repdef import (
+    ALL_VALID_ITEM,
+    EMPTYABLE_LIST,
+    NULL_AND_EMPTY_LIST,
+    NULLABLE_ITEM,
+    shred,
+)
+from lance_format.encodings.v2_1.fastlanes_pack import (
+    BLOCK,
+    FL_ORDER,
+    inline_pack_chunks,
+    out_of_line_pack,
+    pack_blocks,
+    unpack_blocks,
+)
+from lance_format.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_format.file import LanceFileWriter
+from lance_format.file.container import read_file_metadata, unpack_any
+from lance_format.io.object_store import ObjectStore
+from lance_format.proto import encodings_v2_1_pb2 as pb
+from lance_format.schema import LanceSchema
+
+# -- FastLanes -------------------------------------------------------------------------------------
+
+
+def _reference_pack(block: list[int], bits: int, width: int) -> list[int]:
+    """The layout of the notes, one value at a time (slow, independent of the numpy code)."""
+    lanes = BLOCK // width
+    words = [0] * (BLOCK * bits // width)
+    for lane in range(lanes):
+        for row in range(width):
+            value = block[FL_ORDER[row // 8] * 16 + (row % 8) * 128 + lane]
+            for bit in range(bits):
+                if value >> bit & 1:
+                    position = row * bits + bit
+                    words[(position // width) * lanes + lane] |= 1 << (position % width)
+    return words
+
+
+@pytest.mark.parametrize("width, bits", [(8, 3), (16, 5), (32, 17), (64, 1), (64, 33), (64, 64)])
+def test_fastlanes_layout_matches_the_reference(width, bits):
+    rng = np.random.default_rng(width + bits)
+    dtype = np.dtype(f"<u{width // 8}")
+    limit = (1 << bits) - 1
+    block = (rng.integers(0, 2**63, BLOCK, dtype=np.uint64) & np.uint64(limit)).astype(dtype)
+    packed = pack_blocks(block[None, :], bits)
+    assert packed[0].tolist() == _reference_pack(block.tolist(), bits, width)
+    assert (unpack_blocks(packed, bits, width)[0] == block).all()
+
+
+def test_inline_bitpacking_matches_pylance_bytes(tmp_path):
+    """pylance bit-packs a sequential int64 column; our chunks must be the same bytes."""
+    uri = str(tmp_path / "t")
+    values = np.arange(5000, dtype=np.int64) * 3
+    lance.write_dataset(pa.table({"i": values}), uri, data_storage_version="2.2")
+    frag = lance.dataset(uri).get_fragments()[0]
+    rel = "data/" + frag.data_files()[0].path
+    store = ObjectStore(uri)
+    with store.open_input(rel) as f:
+        meta = read_file_metadata(f, store.size(rel), path=rel)
+        page = meta.columns[0].pages[0]
+        layout = unpack_any(page.encoding.direct.encoding, pb.PageLayout).mini_block_layout
+        assert layout.value_compression.WhichOneof("compression") == "inline_bitpacking"
+        words = np.frombuffer(f.read_at(page.buffer_sizes[0], page.buffer_offsets[0]), "<u4")
+        chunks = f.read_at(page.buffer_sizes[1], page.buffer_offsets[1])
+    starts = np.arange(0, len(values), BLOCK)
+    ours, sizes = inline_pack_chunks(values.view(np.uint64), starts, np.minimum(BLOCK, len(values) - starts))
+    position = done = 0
+    for word, size in zip(words.tolist(), sizes.tolist()):
+        chunk_bytes = ((word >> 4) + 1) * 8
+        num_levels, buffer_size = struct.unpack_from("<HI", chunks, position)
+        assert (num_levels, buffer_size) == (0, size)
+        assert chunks[position + 8 : position + 8 + size] == ours[done : done + size].tobytes()
+        position += chunk_bytes
+        done += size
+
+
+def test_out_of_line_tail_rule():
+    """Tails are raw unless packing the zero-padded block is smaller (Lance's rule)."""
+    levels = np.arange(3000, dtype=np.uint16) % 4
+    data, sizes = out_of_line_pack(levels, 2, np.array([0, 1024, 2000]), np.array([1024, 976, 10]))
+    words = BLOCK * 2 // 16
+    assert sizes.tolist() == [2 * words, 2 * words, 2 * 10]  # 976 values pack, 10 stay raw
+    raw_tail = data[-20:].view("<u2")
+    assert raw_tail.tolist() == levels[2000:2010].tolist()
+    first = unpack_blocks(data[: 2 * words].view("<u2")[None, :], 2, 16)[0]
+    assert (first == levels[:1024]).all()
+    second = unpack_blocks(data[2 * words : 4 * words].view("<u2")[None, :], 2, 16)[0]
+    assert (second[:976] == levels[1024:2000]).all() and not second[976:].any()
+
+
+# -- rep/def ---------------------------------------------------------------------------------------
+
+
+def _field(data_type: pa.DataType):
+    return LanceSchema.from_arrow(pa.schema([("c", data_type)])).fields[0]
+
+
+def test_repdef_of_nested_lists_with_empties():
+    """The example of Lance's repdef.rs: rows [[[0,1],[],[2]],[[3]],[]], [], [[[4]]]."""
+    data_type = pa.list_(pa.list_(pa.list_(pa.int32())))
+    array = pa.array([[[[0, 1], [], [2]], [[3]], []], [], [[[4]]]], data_type)
+    (leaf,) = shred(array, _field(data_type))
+    assert leaf.rep.tolist() == [3, 0, 1, 1, 2, 2, 3, 3]
+    assert leaf.defs.tolist() == [0, 0, 1, 0, 0, 2, 3, 0]
+    assert leaf.layers == [ALL_VALID_ITEM, EMPTYABLE_LIST, EMPTYABLE_LIST, EMPTYABLE_LIST]
+    assert leaf.values.to_pylist() == [0, 1, 2, 3, 4]
+    assert leaf.max_visible_def == 0
+
+
+def test_repdef_of_nested_struct_nulls():
+    """[{"middle": {"inner": 1}}, NULL, {"middle": NULL}, {"middle": {"inner": NULL}}] -> 0, 3, 2, 1."""
+    data_type = pa.struct([("middle", pa.struct([("inner", pa.int32())]))])
+    array = pa.array([{"middle": {"inner": 1}}, None, {"middle": None}, {"middle": {"inner": None}}], data_type)
+    (leaf,) = shred(array, _field(data_type))
+    assert leaf.rep is None
+    assert leaf.defs.tolist() == [0, 3, 2, 1]
+    assert leaf.layers == [NULLABLE_ITEM] * 3
+    assert leaf.valid.tolist() == [True, False, False, False]
+
+
+def test_repdef_null_and_empty_lists_of_nullable_items():
+    data_type = pa.list_(pa.int32())
+    array = pa.array([[], [0], None, [0, None, 2]], data_type)
+    (leaf,) = shred(array, _field(data_type))
+    assert leaf.layers == [NULLABLE_ITEM, NULL_AND_EMPTY_LIST]
+    assert leaf.rep.tolist() == [1, 1, 1, 1, 0, 0]
+    assert leaf.defs.tolist() == [3, 0, 2, 0, 1, 0]
+    assert leaf.num_items == 4 and leaf.max_visible_def == 1
+
+
+def test_repdef_struct_children_share_levels():
+    data_type = pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))])
+    array = pa.array([{"a": 1, "b": ["x"]}, None, {"a": None, "b": []}], data_type)
+    a, b = shred(array, _field(data_type))
+    assert (a.name, b.name) == ("c.a", "c.b.item")
+    assert a.defs.tolist() == [0, 2, 1]
+    assert b.rep.tolist() == [1, 1, 1]
+    assert b.defs.tolist() == [0, 2, 1]  # [ALL_VALID_ITEM, EMPTYABLE_LIST, NULLABLE_ITEM]
+    assert b.num_items == 1
+
+
+# -- refusals and errors ---------------------------------------------------------------------------
+
+
+def _writer(tmp_path, schema: pa.Schema, version: str = "2.2", **kwargs) -> LanceFileWriter:
+    return LanceFileWriter(ObjectStore(tmp_path), "f.lance", LanceSchema.from_arrow(schema), version=version, **kwargs)
+
+
+@pytest.mark.parametrize("version", ["2.3", "0.1", "next", "legacy", "3.0"])
+def test_unsupported_file_versions(tmp_path, version):
+    with pytest.raises(UnsupportedFeatureError, match="not supported") as info:
+        _writer(tmp_path, pa.schema([("i", pa.int32())]), version)
+    assert info.value.path == "f.lance"
+    assert not (tmp_path / "f.lance").exists()
+
+
+@pytest.mark.parametrize(
+    "data_type, column",
+    [
+        (pa.list_(pa.string(), 2), "f"),
+        (pa.struct([("s", pa.list_(pa.struct([("x", pa.int32())]), 3))]), "f.s"),
+    ],
+    ids=["fsl-of-strings", "fsl-of-structs"],
+)
+def test_unwritable_types_name_the_column(tmp_path, data_type, column):
+    with pytest.raises(UnsupportedFeatureError) as info:
+        _writer(tmp_path, pa.schema([("ok", pa.int32()), ("f", data_type)]))
+    assert info.value.column == column
+    assert info.value.path == "f.lance"
+
+
+def test_nulls_in_a_non_nullable_column_name_it(tmp_path):
+    writer = _writer(tmp_path, pa.schema([pa.field("n", pa.int32(), nullable=False)]))
+    with pytest.raises(SchemaMismatchError) as info:
+        writer.write_batch(pa.record_batch([pa.array([1, None], pa.int32())], names=["n"]))
+    assert info.value.column == "n"
+    writer.abort()
+    assert not (tmp_path / "f.lance").exists()
+
+
+def test_struct_nulls_need_2_1(tmp_path):
+    data_type = pa.struct([("x", pa.int32())])
+    batch = pa.record_batch([pa.array([{"x": 1}, None], data_type)], names=["s"])
+    writer = _writer(tmp_path, batch.schema, "2.0")
+    with pytest.raises(UnsupportedFeatureError, match="2.1") as info:
+        writer.write_batch(batch)
+    assert info.value.column == "s"
+    writer.abort()
+    writer = _writer(tmp_path, batch.schema, "2.1")
+    writer.write_batch(batch)
+    assert writer.finish().field_ids == [1]  # leaf columns only: the struct has none
+
+
+# -- streaming -------------------------------------------------------------------------------------
+
+
+def test_pages_are_written_while_streaming(tmp_path):
+    """Memory is bounded by the page size: pages hit the file before finish()."""
+    schema = pa.schema([("i", pa.int64()), ("s", pa.string())])
+    writer = _writer(tmp_path, schema, max_page_bytes=64 * 1024)
+    for start in range(0, 200_000, 20_000):
+        ids = np.arange(start, start + 20_000)
+        writer.write_batch(pa.record_batch([pa.array(ids), pa.array(ids.astype(str))], schema=schema))
+    assert (tmp_path / "f.lance").stat().st_size > 1_000_000 or writer._pos > 1_000_000
+    written = writer.finish()
+    assert written.num_rows == 200_000 and written.field_ids == [0, 1] and written.column_indices == [0, 1]
+    table = lance.file.LanceFileReader(str(tmp_path / "f.lance")).read_all().to_table()
+    assert table.column("s").to_pylist()[-1] == "199999"
