@@ -109,3 +109,21 @@ def test_blob_v2_columns_are_refused_not_misread(tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="blob") as info:
         ours.to_table()
     assert info.value.column == "blob"
+
+
+def test_corrupt_data_file_names_table_version_file_and_column(tmp_path):
+    from lance_format.errors import CorruptFileError
+    from tests.test_file_v2_1_read_errors import _page_buffer, _patch
+
+    uri = tmp_path / "t"
+    lance.write_dataset(pa.table({"a": np.arange(5000), "s": [f"v{i}" for i in range(5000)]}), str(uri))
+    data_file = next((uri / "data").iterdir())
+    offset, size = _page_buffer(data_file, 1, 0)
+    _patch(data_file, offset, b"\xf0\xff" * (size // 2))
+    ours = lance_format.dataset(str(uri))
+    assert ours.to_table(columns=["a"]).num_rows == 5000
+    with pytest.raises(CorruptFileError) as info:
+        ours.to_table()
+    error = info.value
+    assert (error.table, error.version, error.column) == (ours.uri, 1, "s")
+    assert error.path.endswith(data_file.name)

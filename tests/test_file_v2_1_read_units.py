@@ -86,6 +86,31 @@ def test_inline_block_with_several_blocks_and_out_of_line_tails():
         OutOfLineBitpackedBlock(16, 10).decode(whole[:-10], 1024, CTX)
 
 
+def test_out_of_line_levels_of_many_chunks_at_once():
+    rng = np.random.default_rng(9)
+    codec = OutOfLineBitpackedBlock(16, 6)
+    chunks, expected = [], []
+    for count, raw_tail in [(1024, False), (1500, True), (700, False), (2048, False), (5, True), (0, False)]:
+        values = rng.integers(0, 64, count).astype(np.uint16)
+        whole, tail = divmod(count, 1024)
+        padded = np.zeros((whole + (tail > 0)) * 1024, np.uint16)
+        padded[:count] = values
+        blocks = [fastlanes_pack(padded[i:i + 1024], 6, 16).tobytes() for i in range(0, whole * 1024, 1024)]
+        if tail:
+            blocks.append(values[whole * 1024:].tobytes() if raw_tail else
+                          fastlanes_pack(padded[whole * 1024:], 6, 16).tobytes())
+        chunks.append(b"".join(blocks))
+        expected.append(values)
+    data = np.frombuffer(b"".join(chunks), np.uint8)
+    sizes = np.array([len(c) for c in chunks])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    counts = np.array([len(v) for v in expected])
+    decoded = codec.decode_many(data, starts, sizes, counts, CTX)
+    assert np.array_equal(decoded.data.view("<u2"), np.concatenate(expected))
+    with pytest.raises(CorruptFileError):
+        codec.decode_many(data, starts, sizes - 2, counts, CTX)
+
+
 def test_rle_and_variable_blocks():
     values = np.array([7, 1, 7], np.uint16)
     data = struct.pack("<Q", 6) + values.tobytes() + bytes([3, 255, 2])

@@ -147,8 +147,18 @@ def test_repdef_struct_children_share_levels():
     assert (a.name, b.name) == ("c.a", "c.b.item")
     assert a.defs.tolist() == [0, 2, 1]
     assert b.rep.tolist() == [1, 1, 1]
-    assert b.defs.tolist() == [0, 2, 1]  # [ALL_VALID_ITEM, EMPTYABLE_LIST, NULLABLE_ITEM]
+    # a path mixing structs and lists takes its layers from the schema (see _finish): the list
+    # is declared null-and-empty although this page has no null list
+    assert b.layers == [ALL_VALID_ITEM, NULL_AND_EMPTY_LIST, NULLABLE_ITEM]
+    assert b.defs.tolist() == [0, 3, 2]
     assert b.num_items == 1
+
+
+def test_repdef_layers_of_list_only_paths_follow_the_data():
+    data_type = pa.list_(pa.list_(pa.int32()))
+    (leaf,) = shred(pa.array([[[1], [2, 3]], [[4]]], data_type), _field(data_type))
+    assert leaf.layers == [ALL_VALID_ITEM, pb.REPDEF_ALL_VALID_LIST, pb.REPDEF_ALL_VALID_LIST]
+    assert leaf.defs is None
 
 
 # -- refusals and errors ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import pyarrow as pa
 
-from lance_format.errors import CorruptFileError, PathEscapeError, UnsupportedFeatureError
+from lance_format.errors import CorruptFileError, LanceError, PathEscapeError, UnsupportedFeatureError
 from lance_format.file.reader import ColumnPlan, LanceFileReader
 from lance_format.io import ObjectStore, check_relative_path
 from lance_format.proto import table_pb2
@@ -233,7 +233,11 @@ class LanceFragment:
                 for name in plan.names:
                     columns[name] = None  # filled with nulls by the caller
                 continue
-            arrays = getter(self._reader(plan), plan.plans)
+            try:
+                arrays = getter(self._reader(plan), plan.plans)
+            except LanceError as exc:
+                # file-level errors know the file and column; add the table and version
+                raise exc.with_context(**self._error_context())
             for name, array in zip(plan.names, arrays):
                 columns[name] = array
 

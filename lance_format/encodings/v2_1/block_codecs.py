@@ -121,34 +121,54 @@ class InlineBitpackedBlock(BlockCodec):
             block_chunk.append(active)
             block_index.append(np.full(len(active), j))
             pos[active] += wb + widths * (fastlanes.BLOCK // 8)
-        if bool((pos > ends).any()):
-            raise ctx.corrupt("bit-packed levels run past their buffer")
+        if bool((pos != ends).any()):
+            # every byte of a bit-packed buffer belongs to a block: anything else is corruption
+            raise ctx.corrupt("bit-packed blocks do not fill their buffer exactly")
         if not block_pos:
             return Fixed(np.zeros(0, np.uint8), self.width)
-        bpos = np.concatenate(block_pos)
-        bchunk = np.concatenate(block_chunk)
-        bindex = np.concatenate(block_index)
-        order = np.lexsort((bindex, bchunk))
-        bpos, bchunk, bindex = bpos[order], bchunk[order], bindex[order]
-        values = self._unpack(buf, bpos, ctx)
+        if len(block_pos) == 1:
+            bpos, bchunk, bindex = block_pos[0], block_chunk[0], block_index[0]
+        else:
+            bpos = np.concatenate(block_pos)
+            bchunk = np.concatenate(block_chunk)
+            bindex = np.concatenate(block_index)
+            order = np.lexsort((bindex, bchunk))
+            bpos, bchunk, bindex = bpos[order], bchunk[order], bindex[order]
+        values = self._unpack(buf, bpos)
         keep = np.minimum(counts[bchunk] - bindex * fastlanes.BLOCK, fastlanes.BLOCK)
-        if bool((keep == fastlanes.BLOCK).all()):
-            flat = values.reshape(-1)
+        if bool((keep[:-1] == fastlanes.BLOCK).all()):
+            flat = values.reshape(-1)[: int(keep.sum())]  # only the last block is partial: a view
         else:
             flat = values[np.arange(fastlanes.BLOCK)[None, :] < keep[:, None]]
         return Fixed(flat.view(np.uint8), self.width)
 
-    def _unpack(self, buf: np.ndarray, positions: np.ndarray, ctx: DecodeContext) -> np.ndarray:
+    def _unpack(self, buf: np.ndarray, positions: np.ndarray) -> np.ndarray:
         wb = self.width // 8
         widths = read_uint(buf, positions, wb)
+        first = int(widths[0])
+        if bool((widths == first).all()):
+            # the usual case: every block has the same width, unpack them straight into the output
+            return fastlanes.unpack(self._words(buf, positions + wb, first), first, self.width)
         out = np.empty((len(positions), fastlanes.BLOCK), self.dtype)
         for bits in np.unique(widths).tolist():
             sel = np.flatnonzero(widths == bits)
-            nbytes = fastlanes.BLOCK * bits // 8
-            raw = gather(buf, positions[sel] + wb, np.full(len(sel), nbytes))
-            words = np.ascontiguousarray(raw).view(self.dtype).reshape(len(sel), -1)
-            out[sel] = fastlanes.unpack(words, bits, self.width)
+            out[sel] = fastlanes.unpack(self._words(buf, positions[sel] + wb, bits), bits, self.width)
         return out
+
+    def _words(self, buf: np.ndarray, starts: np.ndarray, bits: int) -> np.ndarray:
+        """The packed words of blocks starting at ``starts``, one row per block."""
+        nbytes = fastlanes.BLOCK * bits // 8
+        n = len(starts)
+        if n > 1 and nbytes:
+            step = int(starts[1] - starts[0])
+            fits = int(starts[0]) >= 0 and int(starts[0]) + (n - 1) * step + nbytes <= len(buf)
+            if fits and step >= nbytes and bool((np.diff(starts) == step).all()) and int(starts[0]) % 8 == 0 \
+                    and step % 8 == 0:
+                # evenly spaced blocks (equal-sized chunks): a strided view, no copy
+                rows = np.lib.stride_tricks.as_strided(buf[int(starts[0]):], (n, nbytes), (step, 1))
+                return rows.view(self.dtype) if buf.ctypes.data % 8 == 0 else np.ascontiguousarray(rows).view(self.dtype)
+        raw = gather(buf, starts, np.full(n, nbytes))
+        return np.ascontiguousarray(raw).view(self.dtype).reshape(n, -1)
 
 
 class OutOfLineBitpackedBlock(BlockCodec):
@@ -168,12 +188,51 @@ class OutOfLineBitpackedBlock(BlockCodec):
         full = whole * per_block
         raw_tail = tail > 0 and len(words) == full + tail
         nblocks = whole + (1 if tail and not raw_tail else 0)
-        if len(words) < nblocks * per_block + (tail if raw_tail else 0):
-            raise ctx.corrupt(f"bit-packed buffer of {len(data)} bytes cannot hold {count} values")
+        if len(words) != nblocks * per_block + (tail if raw_tail else 0) or len(data) % wb:
+            raise ctx.corrupt(f"bit-packed buffer of {len(data)} bytes does not hold {count} values")
         out = fastlanes.unpack(words[: nblocks * per_block].reshape(nblocks, per_block), self.bits, self.width)
         out = out.reshape(-1)[: whole * fastlanes.BLOCK + (0 if raw_tail else tail)]
         if raw_tail:
             out = np.concatenate([out, words[full : full + tail]])
+        return Fixed(out.view(np.uint8), self.width)
+
+
+    def decode_many(self, buf, starts, sizes, counts, ctx):
+        """All chunks' levels at once: their whole blocks are unpacked together (one bit width)."""
+        if self.bits > self.width:
+            raise ctx.corrupt(f"bit width {self.bits} exceeds the {self.width}-bit values")
+        wb = self.width // 8
+        starts = np.asarray(starts, np.int64)
+        sizes = np.asarray(sizes, np.int64)
+        counts = np.asarray(counts, np.int64)
+        per_block = fastlanes.packed_words(self.bits, self.width)
+        whole, tail = counts // fastlanes.BLOCK, counts % fastlanes.BLOCK
+        words = sizes // wb
+        raw_tail = (tail > 0) & (words == whole * per_block + tail)
+        nblocks = whole + ((tail > 0) & ~raw_tail)
+        if bool((words != nblocks * per_block + np.where(raw_tail, tail, 0)).any()) or bool((sizes % wb).any()):
+            raise ctx.corrupt("bit-packed levels do not match their buffer size")
+        packed_len = np.minimum(nblocks * fastlanes.BLOCK, counts)  # values coming from packed blocks
+        values = np.zeros(0, self.dtype)
+        if int(nblocks.sum()):
+            block_starts = np.repeat(starts, nblocks) + ranges_index(np.zeros(len(counts), np.int64), nblocks) \
+                * (per_block * wb)
+            raw = gather(buf, block_starts, np.full(len(block_starts), per_block * wb))
+            packed = np.ascontiguousarray(raw).view(self.dtype).reshape(len(block_starts), per_block)
+            values = fastlanes.unpack(packed, self.bits, self.width).reshape(-1)
+        # each chunk: the used part of its unpacked blocks, then its raw tail (a per-chunk loop
+        # over slices: cheaper than index arithmetic over every level)
+        pieces, at = [], 0
+        tail_at = starts + whole * per_block * wb
+        for i in range(len(counts)):
+            used = int(packed_len[i])
+            if used:
+                pieces.append(values[at : at + used])
+            at += int(nblocks[i]) * fastlanes.BLOCK
+            if raw_tail[i]:
+                t0 = int(tail_at[i])
+                pieces.append(buf[t0 : t0 + int(tail[i]) * wb].view(self.dtype))
+        out = np.concatenate(pieces) if pieces else np.zeros(0, self.dtype)
         return Fixed(out.view(np.uint8), self.width)
 
 
@@ -302,4 +361,4 @@ def decode_levels(codec: BlockCodec, buf: np.ndarray, starts: np.ndarray, sizes:
     return levels
 
 
-__all__ = ["BlockCodec", "block_codec", "decode_levels", "decompress_bytes", "ranges_index"]
+__all__ = ["BlockCodec", "block_codec", "decode_levels", "decompress_bytes"]

@@ -32,7 +32,6 @@ from lance_format.encodings.v2_1.blocks import (
     check_range,
     gather,
     ranges_index,
-    read_uint,
 )
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
@@ -74,8 +73,8 @@ class FlatChunks(ChunkCodec):
             raise UnsupportedFeatureError(f"flat values of {self.bits} bits are not supported",
                                           path=ctx.path, column=ctx.column)
         need = counts * (self.bits // 8)
-        if bool((z < need).any()):
-            raise ctx.corrupt("a mini-block value buffer is shorter than its values")
+        if bool((z != need).any()):
+            raise ctx.corrupt("a mini-block value buffer does not hold exactly its values")
         return Fixed(gather(buf, s, need), self.bits)
 
 
@@ -143,8 +142,8 @@ class RleChunks(ChunkCodec):
     def decode(self, buf, starts, sizes, counts, ctx):
         wb = self.width // 8
         runs = sizes[:, 1]
-        if bool((sizes[:, 0] < runs * wb).any()):
-            raise ctx.corrupt("RLE value buffer is shorter than its run lengths")
+        if bool((sizes[:, 0] != runs * wb).any()):
+            raise ctx.corrupt("RLE value and run-length buffers disagree")
         values = np.ascontiguousarray(gather(buf, starts[:, 0], runs * wb)).view(f"<u{wb}")
         lengths = gather(buf, starts[:, 1], runs).astype(np.int64)
         bounds = np.zeros(len(runs) + 1, np.int64)

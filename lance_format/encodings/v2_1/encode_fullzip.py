@@ -70,7 +70,10 @@ def encode_fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLay
     has_levels = rep is not None or defs is not None
     n_entries = leaf.num_levels if has_levels else n_items
     max_rep = int(rep.max()) if rep is not None and len(rep) else 0
-    max_def = int(defs.max()) if defs is not None and len(defs) else 0
+    # Size the def bits by the layers, not the page's data: a page whose levels are all 0 but
+    # whose layers are nullable still needs def bits for pylance's reader.
+    max_def = max(int(defs.max()) if defs is not None and len(defs) else 0,
+                  leaf.def_levels_of_layers() if defs is not None else 0)
     bits_rep = max_rep.bit_length()
     bits_def = max_def.bit_length()
     cw_bits = bits_rep + bits_def

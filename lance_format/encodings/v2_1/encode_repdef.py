@@ -20,6 +20,10 @@ The work happens top-down, vectorized: each layer maps the current entries to th
 (1 = outermost), because the final numbering depends on layers not seen yet; ``_finish`` maps
 them to Lance's numbering once the leaf is reached. Garbage under null lists (non-empty offset
 ranges of null lists) is skipped naturally: only valid, non-empty lists are expanded.
+
+Layer kinds follow the page's data, as in pylance, except on paths that mix structs and lists:
+there they follow the schema so that every page of the column agrees (pylance 14's reader
+mis-reads ranges spanning pages whose layers differ on such paths; see ``_finish``).
 """
 
 from __future__ import annotations
@@ -73,9 +77,10 @@ class LeafPage:
     def max_rep(self) -> int:
         return sum(1 for layer in self.layers if layer in _LIST_LAYERS)
 
-    @property
-    def max_def(self) -> int:
-        return 0 if self.defs is None or not len(self.defs) else int(self.defs.max())
+    def def_levels_of_layers(self) -> int:
+        """The largest def level the layers can express."""
+        widths = {NULLABLE_ITEM: 1, NULLABLE_LIST: 1, EMPTYABLE_LIST: 1, NULL_AND_EMPTY_LIST: 2}
+        return sum(widths.get(layer, 0) for layer in self.layers)
 
     def visible_mask(self) -> np.ndarray | None:
         """Per level entry: does it own an item slot? (None: every entry does)."""
@@ -87,7 +92,7 @@ class LeafPage:
 class _State:
     """The entries of one nesting depth while descending towards a leaf."""
 
-    __slots__ = ("n", "rep", "defs", "slot", "src", "kinds", "forced_null", "nullable_structs", "nullable")
+    __slots__ = ("n", "rep", "defs", "slot", "src", "kinds", "forced_null", "nullable")
 
     def __init__(self, n: int) -> None:
         self.n = n  # number of entries
@@ -97,7 +102,6 @@ class _State:
         self.src: tuple[int, int] | np.ndarray = (0, n)  # slot -> index into the current array
         self.kinds: list[str] = []  # per layer, outermost first: "item" or "list"
         self.forced_null: set[int] = set()  # list layers that must be declared nullable
-        self.nullable_structs: set[int] = set()  # struct layers whose schema field is nullable
         self.nullable: list[bool] = []  # per layer: the schema field's nullability
 
     def copy(self) -> "_State":
@@ -105,7 +109,6 @@ class _State:
         other.rep, other.defs, other.slot, other.src = self.rep, self.defs, self.slot, self.src
         other.kinds = list(self.kinds)
         other.forced_null = set(self.forced_null)
-        other.nullable_structs = set(self.nullable_structs)
         other.nullable = list(self.nullable)
         return other
 
@@ -116,11 +119,6 @@ class _State:
         if isinstance(self.src, tuple):
             return np.arange(self.src[0], self.src[1], dtype=np.int64)
         return self.src
-
-    def num_slots(self) -> int:
-        if isinstance(self.src, tuple):
-            return self.src[1] - self.src[0]
-        return len(self.src)
 
 
 def array_validity(array: pa.Array) -> np.ndarray | None:
@@ -155,7 +153,7 @@ def _apply_validity(state: _State, array: pa.Array) -> None:
     state.defs = defs
 
 
-def _apply_list(state: _State, array: pa.Array, name: str) -> pa.Array:
+def _apply_list(state: _State, array: pa.Array) -> pa.Array:
     """A list layer: valid non-empty lists expand into their items, the rest become entries without slots."""
     layer = len(state.kinds)
     state.kinds.append("list")
@@ -215,21 +213,20 @@ def _finish(state: _State, leaf: pa.Array, lance_field: LanceField, name: str, n
     present = (
         np.bincount(state.defs, minlength=n_codes) > 0 if state.defs is not None else np.zeros(n_codes, np.bool_)
     )
-    # pylance's reader mis-counts rows when a struct above a list is nullable in one page and
-    # all-valid in the next, so such struct layers follow the schema, not the page's data.
-    last_list = max((i for i, kind in enumerate(kinds) if kind == "list"), default=-1)
-    forced = set(state.forced_null)
-    if STRATEGY in ("structs", "nested"):
-        forced |= state.nullable_structs
-    if STRATEGY == "abovelist":
-        forced |= {i for i in state.nullable_structs if i < last_list}
+    # pylance 14's reader mis-counts rows when a read spans pages whose layers differ on a path
+    # that mixes structs and lists (e.g. a struct above a list that is all-valid in one page and
+    # nullable in the next; pylance's own files fail the same way). On such paths the struct and
+    # list layers follow the schema instead of the page's data, so every page agrees: structs
+    # are nullable iff their field is, lists may always be empty (and null iff nullable).
+    # Plain list-only or struct-only paths keep pylance's data-driven choice.
+    schema_driven = "list" in kinds and kinds.count("item") > 1
     layers_outer_first: list[int] = []
     for index, kind in enumerate(kinds):
-        has_null = bool(present[2 * index + 1]) or index in forced
+        has_null = bool(present[2 * index + 1]) or index in state.forced_null
         has_empty = bool(present[2 * index + 2])
-        if STRATEGY == "nested" and kind == "list":
+        if schema_driven and index < len(kinds) - 1:
             has_null = has_null or state.nullable[index]
-            has_empty = True
+            has_empty = has_empty or kind == "list"
         if kind == "item":
             layers_outer_first.append(NULLABLE_ITEM if has_null else ALL_VALID_ITEM)
         elif has_null and has_empty:
@@ -288,15 +285,10 @@ def _finish(state: _State, leaf: pa.Array, lance_field: LanceField, name: str, n
     )
 
 
-STRATEGY = "data"
-
-
 def _walk(array: pa.Array, lance_field: LanceField, name: str, state: _State, num_rows: int, out: list[LeafPage]) -> None:
     data_type = array.type
     state.nullable.append(lance_field.nullable)
     if pa.types.is_struct(data_type):
-        if lance_field.nullable:
-            state.nullable_structs.add(len(state.kinds))
         _apply_validity(state, array)
         if not lance_field.children:
             raise UnsupportedFeatureError("structs without fields cannot be written", column=name)
@@ -305,7 +297,7 @@ def _walk(array: pa.Array, lance_field: LanceField, name: str, state: _State, nu
         return
     if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
         child = lance_field.children[0]
-        values = _apply_list(state, array, name)
+        values = _apply_list(state, array)
         _walk(values, child, f"{name}.{child.name}", state, num_rows, out)
         return
     if pa.types.is_fixed_size_list(data_type) and lance_field.children:

@@ -100,12 +100,14 @@ def _decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Vari
             raise ctx.corrupt("FSST data uses a code that is not in the symbol table")
         effective = codes.astype(np.intp)  # .take with intp indices is far faster than uint8 fancy indexing
     # One Arrow binary *view* per code: a 16-byte struct holding the length and up to 12 inline
-    # bytes (our <= 8 symbol bytes). Casting the views to large_binary concatenates the symbols in
+    # bytes (our <= 8 symbol bytes). Casting the views to binary concatenates the symbols in
     # C++ and its offsets are the running output position of every code.
     views = table.views.take(effective, axis=0)
     viewed = pa.Array.from_buffers(pa.binary_view(), m, [None, pa.py_buffer(views)])
-    joined = viewed.cast(pa.large_binary())
-    cum = np.frombuffer(joined.buffers()[1], np.int64, m + 1, joined.offset * 8)
+    large = m * 8 >= 2**31  # a code emits at most 8 bytes
+    joined = viewed.cast(pa.large_binary() if large else pa.binary())
+    width = 8 if large else 4
+    cum = np.frombuffer(joined.buffers()[1], f"<i{width}", m + 1, joined.offset * width).astype(np.int64)
     data = np.frombuffer(joined.buffers()[2], np.uint8, int(cum[-1]) - int(cum[0]), int(cum[0]))
     return Variable(cum[offsets - lo] - cum[0], data)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.v2_1.blocks import Variable, gather, ranges_index, read_uint
+from lance_format.encodings.v2_1.blocks import Variable, gather, read_uint
 from lance_format.encodings.v2_1.pages import PageDecoder, PageIO, build_leaf
 from lance_format.encodings.v2_1.repdef import LeafData, check_layers, max_rep, max_visible_def
 from lance_format.encodings.v2_1.value_codecs import FixedValues, VariableValues
@@ -188,4 +188,4 @@ class FullZipPage(PageDecoder):
         return pos[order], np.concatenate(words)[order]
 
 
-__all__ = ["FullZipPage", "ranges_index"]
+__all__ = ["FullZipPage"]

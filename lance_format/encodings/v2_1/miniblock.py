@@ -21,11 +21,10 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.v2_1.block_codecs import block_codec, decode_levels
-from lance_format.encodings.v2_1.blocks import Dictionary, Fixed, read_uint
+from lance_format.encodings.v2_1.blocks import Dictionary, Fixed, gather, ranges_index, read_uint, take_block
 from lance_format.encodings.v2_1.chunk_codecs import chunk_codec
-from lance_format.encodings.v2_1.pages import PageDecoder, PageIO, build_leaf
-from lance_format.encodings.v2_1.repdef import LeafData, check_layers, concat_leaves
-from lance_format.errors import UnsupportedFeatureError
+from lance_format.encodings.v2_1.pages import PageDecoder, PageIO, build_leaf, empty_leaf
+from lance_format.encodings.v2_1.repdef import LeafData, check_layers, max_rep, max_visible_def
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 _ALIGN = 8
@@ -144,12 +143,36 @@ class MiniBlockPage(PageDecoder):
 
     # -- decoding -----------------------------------------------------------------------------------
     def _decode_run(self, c0: int, c1: int, data_type: pa.DataType) -> LeafData:
+        return self._decode_chunks(np.arange(c0, c1 + 1), data_type)
+
+    def _chunk_bytes(self, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The bytes of the given (sorted) chunks, and where each starts and ends in them."""
+        offsets = self.chunk_offsets
+        c0, c1 = int(chunks[0]), int(chunks[-1])
+        base = int(offsets[c0])
+        if c1 - c0 + 1 == len(chunks):
+            buf = self.io.buffer(1, base, int(offsets[c1 + 1]) - base)
+            return buf, offsets[chunks] - base, offsets[chunks + 1] - base
+        sizes = offsets[chunks + 1] - offsets[chunks]
+        span = int(offsets[c1 + 1]) - base
+        if span <= 4 * int(sizes.sum()) + (1 << 20):
+            buf = gather(self.io.buffer(1, base, span), offsets[chunks] - base, sizes)
+        else:
+            buf = np.concatenate([self.io.buffer(1, int(offsets[c]), int(z)) for c, z in zip(chunks, sizes)])
+        starts = np.zeros(len(chunks), np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        return buf, starts, starts + sizes
+
+    def _decode_chunks(self, chunks: np.ndarray, data_type: pa.DataType) -> LeafData:
+        """Decode the given chunks as if they were adjacent (callers keep rows whole)."""
+        rep, defs, values, _ = self._decode_raw(chunks)
+        return build_leaf(rep, defs, values, self.meanings, data_type, self.ctx)
+
+    def _decode_raw(self, chunks: np.ndarray):
+        """Levels, values and per-chunk level counts of the given chunks."""
         ctx = self.ctx
-        base = int(self.chunk_offsets[c0])
-        buf = self.io.buffer(1, base, int(self.chunk_offsets[c1 + 1]) - base)
-        starts = self.chunk_offsets[c0 : c1 + 1] - base
-        ends = self.chunk_offsets[c0 + 1 : c1 + 2] - base
-        counts = self.chunk_counts[c0 : c1 + 1]
+        buf, starts, ends = self._chunk_bytes(chunks)
+        counts = self.chunk_counts[chunks]
         has_rep, has_def = self.rep_codec is not None, self.def_codec is not None
         bw = 4 if self.large else 2
         header = 2 + 2 * has_rep + 2 * has_def + bw * self.num_buffers
@@ -188,7 +211,7 @@ class MiniBlockPage(PageDecoder):
                 raise ctx.corrupt("dictionary indices are not fixed-width integers")
             indices = np.ascontiguousarray(values.data).view(f"<u{values.bits // 8}").astype(np.int64)
             values = Dictionary(indices, self.dictionary)
-        return build_leaf(rep, defs, values, self.meanings, data_type, ctx)
+        return rep, defs, values, num_levels
 
     def _check_rows(self, leaf: LeafData, c0: int, c1: int, need: int) -> None:
         if leaf.rows < need:
@@ -226,23 +249,54 @@ class MiniBlockPage(PageDecoder):
         self._load()
         if len(rows) == 0:
             return self._empty(data_type)
+        if self.rep_codec is None:
+            # one row per value: decode all the chunks holding the rows together
+            chunk = np.clip(np.searchsorted(self.first_row, rows, side="right") - 1, 0, len(self.chunk_counts) - 1)
+            chosen = np.unique(chunk)
+            leaf = self._decode_chunks(chosen, data_type)
+            base = np.zeros(len(chosen), np.int64)
+            np.cumsum(self.chunk_counts[chosen][:-1], out=base[1:])
+            local = base[np.searchsorted(chosen, chunk)] + rows - self.first_row[chunk]
+            self._check_rows(leaf, int(chosen[0]), int(chosen[-1]), int(local.max()) + 1)
+            return leaf.take(local)
+        if self.whole_page:
+            leaf = self._decode_run(0, len(self.chunk_counts) - 1, data_type)
+            self._check_rows(leaf, 0, len(self.chunk_counts) - 1, int(rows[-1]) + 1)
+            return leaf.take(rows)
         first, last = self._chunks_for(rows)
-        # runs of overlapping or adjacent chunk ranges are decoded together
+        # runs of overlapping or adjacent chunk ranges; all runs are decoded in one go
         reach = np.maximum.accumulate(last)
         new_run = np.ones(len(rows), np.bool_)
         new_run[1:] = first[1:] > reach[:-1] + 1
-        bounds = np.append(np.flatnonzero(new_run), len(rows))
-        pieces = []
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            c0, c1 = int(first[a]), int(reach[b - 1])
-            leaf = self._decode_run(c0, c1, data_type)
-            origin = 0 if self.whole_page else int(self.first_row[c0])
-            local = rows[a:b] - origin
-            self._check_rows(leaf, c0, c1, int(local[-1]) + 1)
-            pieces.append(leaf.take(local))
-        return concat_leaves(pieces)
+        run_of_row = np.cumsum(new_run) - 1
+        heads = np.flatnonzero(new_run)
+        run_c0 = first[heads]
+        run_c1 = reach[np.append(heads[1:], len(rows)) - 1]
+        run_len = run_c1 - run_c0 + 1
+        chunks = run_c0.repeat(run_len) + ranges_index(np.zeros(len(heads), np.int64), run_len)
+        rep, defs, values, num_levels = self._decode_raw(chunks)
+        # Each run may begin with the end of a row from a chunk we did not read: drop those
+        # levels (and their values) so the runs join into whole rows.
+        level_ends = np.cumsum(num_levels)
+        run_start = np.append(0, level_ends[np.cumsum(run_len)[:-1] - 1])
+        top = max_rep(self.meanings)
+        starts_at = np.flatnonzero(rep == top)
+        first_start = starts_at[np.minimum(np.searchsorted(starts_at, run_start), len(starts_at) - 1)]
+        keep = np.ones(len(rep), np.bool_)
+        keep[ranges_index(run_start, first_start - run_start)] = False
+        if not keep.all():
+            visible = defs <= max_visible_def(self.meanings) if defs is not None else np.ones(len(rep), np.bool_)
+            values = take_block(values, np.flatnonzero(keep[visible]))
+            rep = rep[keep]
+            defs = None if defs is None else defs[keep]
+        leaf = build_leaf(rep, defs, values, self.meanings, data_type, self.ctx)
+        # rows of run k start at the row count of the runs before it
+        starts_kept = np.flatnonzero(rep == top)
+        kept_run_start = np.cumsum(keep)[run_start] - keep[run_start]
+        row_base = np.searchsorted(starts_kept, kept_run_start)
+        local = row_base[run_of_row] + rows - self.first_row[run_c0][run_of_row]
+        self._check_rows(leaf, int(chunks[0]), int(chunks[-1]), int(local.max()) + 1)
+        return leaf.take(local)
 
     def _empty(self, data_type: pa.DataType) -> LeafData:
-        if len(self.chunk_counts) == 0:
-            raise UnsupportedFeatureError("empty mini-block page", path=self.ctx.path, column=self.ctx.column)
-        return self._decode_run(0, 0, data_type).slice(0, 0)
+        return empty_leaf(self.meanings, data_type)

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
 from lance_format.encodings.v2_1.blocks import Block, to_arrow
-from lance_format.encodings.v2_1.repdef import LeafData, unravel
+from lance_format.encodings.v2_1.repdef import Layer, LeafData, is_list, unravel
 
 
 @dataclass
@@ -42,6 +42,12 @@ class PageIO:
         if index >= len(self.buffers):
             raise self.ctx.corrupt(f"page refers to buffer {index} but has {len(self.buffers)}")
         return self.buffers[index][1]
+
+
+def empty_leaf(meanings: list[int], data_type: pa.DataType) -> LeafData:
+    """Zero rows of a column with the given rep/def layers."""
+    layers = [Layer(is_list(m), None, np.zeros(1, np.int64) if is_list(m) else None) for m in reversed(meanings)]
+    return LeafData(layers, pa.array([], type=data_type), 0)
 
 
 def build_leaf(rep: np.ndarray | None, defs: np.ndarray | None, values: Block, meanings: list[int],

@@ -111,9 +111,11 @@ def unravel(rep: np.ndarray | None, defs: np.ndarray | None, meanings: list[int]
             validity = None
             if cur_def is not None and m == NULLABLE_ITEM:
                 d = cur_def
-                vis = lut[d] <= rep_cmp
-                if not bool(vis.all()):
-                    d = d[vis]
+                # levels_to_rep never decreases with the level: "visible at this depth" is a
+                # threshold on the level, no lookup needed
+                highest = int(np.searchsorted(lut, rep_cmp, side="right")) - 1
+                if len(d) and int(d.max()) > highest:
+                    d = d[d <= highest]
                 if len(d) != count:
                     raise ctx.corrupt(f"struct layer has {len(d)} entries instead of {count}")
                 validity = d <= def_cmp
@@ -146,12 +148,13 @@ def unravel(rep: np.ndarray | None, defs: np.ndarray | None, meanings: list[int]
             invisible = sd > max_level
             null = ~invisible & (sd > valid_level) & ((sd == null_level) | (sd > upper_null))
             empty = ~invisible & ~null & (sd == empty_level)
-            has_item = ~starts
-            has_item[start_idx] = ~(invisible | null | empty)
-            before = np.cumsum(has_item) - has_item
+            # every entry but a start without an item (null/empty/invisible list) is an item, so
+            # the items before start k are its position minus the item-less starts before it
+            no_item = invisible | null | empty
+            skipped = np.cumsum(no_item) - no_item
             created = ~invisible
-            total = int(np.count_nonzero(has_item))
-            offsets = np.append(before[start_idx[created]], total).astype(np.int64)
+            total = len(cur_rep) - int(np.count_nonzero(no_item))
+            offsets = np.append(start_idx[created] - skipped[created], total).astype(np.int64)
             validity = ~null[created] if m in (NULLABLE_LIST, NULL_AND_EMPTY_LIST) else None
             new_def = sd
         if total != count:
