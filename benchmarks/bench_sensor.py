@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import tempfile
 import time
@@ -26,6 +27,7 @@ import warnings
 import pyarrow as pa
 
 warnings.filterwarnings("ignore")
+logging.getLogger("dagster").setLevel(logging.WARNING)  # the sensor logs every busy tick
 
 import dagster as dg  # noqa: E402
 

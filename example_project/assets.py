@@ -12,15 +12,15 @@
   change checks, which work on the IO manager's standard metadata.
 """
 
-
+# No ``from __future__ import annotations`` here: Dagster inspects the ``context`` annotations.
 import datetime as dt
 from typing import Optional
 
 import dagster as dg
-from dagster import AssetExecutionContext
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from dagster import AssetExecutionContext
 
 from example_project.source import change_orders, generate_orders, orders_uri
 from lance_assets import (

@@ -2,7 +2,8 @@
 
 * :class:`LanceIOManager`: one Lance table per asset; pyarrow, pandas and PySpark; write modes
   overwrite / append / merge / error / ignore; partition-exact overwrites in one commit; schema
-  policy; standard Dagster metadata; change-feed inputs.
+  policy; standard Dagster metadata; change-feed inputs. :func:`lance_asset` is ``@asset`` with
+  the ``lance`` kind.
 * :class:`LanceTableResource`, :class:`SparkSessionResource`: tables and a lazy Spark session.
 * :func:`lance_version_sensor`, :func:`observable_lance_table`: react to new Lance versions.
 * :class:`LanceChangeFeed`: the change feed of a version range (lazy input type).
@@ -13,13 +14,14 @@
 from lance_assets.change_feed import LanceChangeFeed, change_counts
 from lance_assets.checks import lance_row_count_check, lance_schema_change_check, lance_version_freshness_check
 from lance_assets.config import ReadMode, SchemaMode, WriteMode
-from lance_assets.io_manager import LanceIOManager
+from lance_assets.io_manager import LanceIOManager, lance_asset
 from lance_assets.partitions import partition_predicate, version_partitions
 from lance_assets.resources import LanceTableResource, SparkSessionResource, table_uri
 from lance_assets.sensors import LanceTableWatch, lance_version_sensor, observable_lance_table, version_metadata
 
 __all__ = [
     "LanceIOManager",
+    "lance_asset",
     "LanceTableResource",
     "SparkSessionResource",
     "LanceChangeFeed",

@@ -231,3 +231,11 @@ class LanceIOManager(dg.ConfigurableIOManager):
         reader = ds.scanner(columns=settings.columns, filter=predicate).to_reader()
         return from_reader(reader, kind)
 
+
+
+def lance_asset(fn: Any = None, **kwargs: Any) -> Any:
+    """``@dg.asset`` with the ``lance`` kind added (plus any ``kinds`` given); same arguments."""
+    kinds = set(kwargs.pop("kinds", None) or ()) | {"lance"}
+    if fn is not None:
+        return dg.asset(fn, kinds=kinds, **kwargs)
+    return dg.asset(kinds=kinds, **kwargs)

@@ -30,7 +30,6 @@ from lance_format.dataset.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     _as_reader,
-    _resolve_storage_version,
     write_dataset,
     write_fragments,
 )
@@ -39,6 +38,7 @@ from lance_format.dataset.mutation_base import (
     Prepared,
     apply_deletions,
     run_mutation,
+    storage_version_of,
     transaction_for,
 )
 from lance_format.errors import CommitConflictError, DatasetNotFoundError, InvalidInputError
@@ -145,7 +145,7 @@ def replace_where(
     to_expression(predicate, table_schema.to_arrow())  # refuse a bad predicate before writing
     if check_data:
         reader = checked_reader(reader, predicate, table=store.uri)
-    storage_version = _resolve_storage_version(None, ds.data_storage_version, table=store.uri)
+    storage_version = storage_version_of(ds)
     fragments, writer = write_fragments(
         reader, store, table_schema, storage_version,
         max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,

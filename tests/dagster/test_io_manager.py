@@ -326,3 +326,19 @@ def test_none_output_writes_nothing(root, instance):
     assert _run([side_effect], root, instance).success
     with pytest.raises(DatasetNotFoundError):
         lance_format.dataset(f"{root}/side_effect.lance")
+
+
+def test_lance_asset_adds_the_kind(root, instance):
+    from lance_assets import lance_asset
+
+    @lance_asset(kinds={"pandas"})
+    def kinded() -> pa.Table:
+        return pa.table({"v": [1]})
+
+    @lance_asset
+    def bare() -> pa.Table:
+        return pa.table({"v": [1]})
+
+    assert kinded.specs_by_key[kinded.key].kinds == {"lance", "pandas"}
+    assert bare.specs_by_key[bare.key].kinds == {"lance"}
+    assert _run([kinded, bare], root, instance).success
