@@ -220,6 +220,18 @@ class OutOfLineBitpackedBlock(BlockCodec):
             raw = gather(buf, block_starts, np.full(len(block_starts), per_block * wb))
             packed = np.ascontiguousarray(raw).view(self.dtype).reshape(len(block_starts), per_block)
             values = fastlanes.unpack(packed, self.bits, self.width).reshape(-1)
+        if not bool(raw_tail.any()):
+            # no raw tails: keep the first `count` values of every chunk's blocks with one mask
+            total_blocks = int(nblocks.sum())
+            if total_blocks == 0:
+                return Fixed(np.zeros(0, np.uint8), self.width)
+            block_chunk = np.repeat(np.arange(len(counts)), nblocks)
+            block_index = ranges_index(np.zeros(len(counts), np.int64), nblocks)
+            keep = np.minimum(counts[block_chunk] - block_index * fastlanes.BLOCK, fastlanes.BLOCK)
+            if bool((keep == fastlanes.BLOCK).all()):
+                return Fixed(values.view(np.uint8), self.width)
+            mask = np.arange(fastlanes.BLOCK)[None, :] < keep[:, None]
+            return Fixed(values.reshape(total_blocks, fastlanes.BLOCK)[mask].view(np.uint8), self.width)
         # each chunk: the used part of its unpacked blocks, then its raw tail (a per-chunk loop
         # over slices: cheaper than index arithmetic over every level)
         pieces, at = [], 0

@@ -107,9 +107,11 @@ def _decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Vari
     large = m * 8 >= 2**31  # a code emits at most 8 bytes
     joined = viewed.cast(pa.large_binary() if large else pa.binary())
     width = 8 if large else 4
-    cum = np.frombuffer(joined.buffers()[1], f"<i{width}", m + 1, joined.offset * width).astype(np.int64)
-    data = np.frombuffer(joined.buffers()[2], np.uint8, int(cum[-1]) - int(cum[0]), int(cum[0]))
-    return Variable(cum[offsets - lo] - cum[0], data)
+    cum = np.frombuffer(joined.buffers()[1], f"<i{width}", m + 1, joined.offset * width)
+    base = int(cum[0])
+    data = np.frombuffer(joined.buffers()[2], np.uint8, int(cum[-1]) - base, base)
+    # only the string boundaries are needed: widen those, not every code's running position
+    return Variable(cum[offsets - lo].astype(np.int64) - base, data)
 
 
 def _resolve_escapes(codes: np.ndarray, is_escape_byte: np.ndarray, bounds: np.ndarray,
