@@ -22,6 +22,7 @@ from lance_format.errors import (
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
+from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
@@ -92,7 +93,7 @@ class LanceDataset:
 
     @cached_property
     def schema(self) -> pa.Schema:
-        return self.lance_schema.to_arrow()
+        return dataset_arrow_schema(self.lance_schema)
 
     @property
     def data_storage_version(self) -> str:

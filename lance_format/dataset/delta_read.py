@@ -18,6 +18,7 @@ from lance_format.dataset.delta_lineage import CREATED_AT, LAST_UPDATED_AT, row_
 from lance_format.dataset.delta_plan import RowRefs, VersionChanges
 from lance_format.dataset.fragment import ROW_CREATED_AT, ROW_ID, ROW_LAST_UPDATED_AT
 from lance_format.schema import LanceField, LanceSchema
+from lance_format.schema.blob import read_arrow_field
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -39,7 +40,8 @@ def lineage_schema(fields: list[LanceField], metadata: dict | None = None) -> pa
     """Output columns followed by ``_rowid`` and the two row-version columns (pylance's delta),
     with the table's schema metadata, as pylance returns it."""
     return pa.schema(
-        [f.to_arrow() for f in fields] + [pa.field(name, pa.uint64()) for name in LINEAGE_COLUMNS], metadata=metadata
+        [read_arrow_field(f) for f in fields] + [pa.field(name, pa.uint64()) for name in LINEAGE_COLUMNS],
+        metadata=metadata,
     )
 
 

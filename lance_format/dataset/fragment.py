@@ -20,6 +20,12 @@ from lance_format.file.reader import ColumnPlan, LanceFileReader
 from lance_format.io import ObjectStore, check_relative_path
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceField, LanceSchema
+from lance_format.schema.blob import (
+    BLOB_V2_DESCRIPTION,
+    null_children_of_null_blobs,
+    read_arrow_field,
+    read_arrow_schema,
+)
 from lance_format.table.deletion import read_deletion_file
 from lance_format.table.rowids import read_created_at, read_last_updated_at, read_row_ids
 
@@ -195,7 +201,8 @@ class LanceFragment:
             # 2.1+: only leaves have columns (DataFile.fields lists leaf ids; a fixed-size list
             # of primitives or a packed struct is one leaf); parents get column -1
             if field.id in positions:
-                return ColumnPlan(field.to_arrow(), positions[field.id], [])
+                # a blob column reads as its descriptions, like official Lance
+                return ColumnPlan(read_arrow_field(field), positions[field.id], [])
             if field.children:
                 return ColumnPlan(
                     field.to_arrow(), -1, [self._column_plan(c, positions, path, True) for c in field.children]
@@ -238,7 +245,9 @@ class LanceFragment:
             except LanceError as exc:
                 # file-level errors know the file and column; add the table and version
                 raise exc.with_context(**self._error_context())
-            for name, array in zip(plan.names, arrays):
+            for name, array, column in zip(plan.names, arrays, plan.plans):
+                if column.field.type == BLOB_V2_DESCRIPTION:
+                    array = null_children_of_null_blobs(array)
                 columns[name] = array
 
     def read_batches(
@@ -253,7 +262,7 @@ class LanceFragment:
 
         ``row_range``: only physical rows ``[begin, end)`` (a split of a large fragment).
         """
-        arrow_schema = schema.to_arrow()
+        arrow_schema = read_arrow_schema(schema)
         out_schema = _with_system_columns(arrow_schema, system_columns)
         keep = self._keep_mask
         file_plans = self._file_plans(schema.fields)
@@ -282,7 +291,7 @@ class LanceFragment:
 
     def take_physical(self, schema: LanceSchema, system_columns: list[str], offsets: np.ndarray) -> pa.RecordBatch:
         """Rows at the given physical offsets, in the given order."""
-        arrow_schema = schema.to_arrow()
+        arrow_schema = read_arrow_schema(schema)
         columns: dict[str, pa.Array] = {}
         self._read_columns(self._file_plans(schema.fields), columns, lambda r, p: r.take(p, offsets))
         arrays = [

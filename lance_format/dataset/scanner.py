@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
 from lance_format.dataset.sql_filter import referenced_columns, to_expression
 from lance_format.errors import InvalidInputError
+from lance_format.schema.blob import read_arrow_schema
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -77,7 +78,7 @@ class LanceScanner:
 
     @property
     def projected_schema(self) -> pa.Schema:
-        full = _filter_schema(self._dataset.schema)
+        full = _filter_schema(read_arrow_schema(self._dataset.lance_schema))
         return pa.schema([full.field(n) for n in self._output], metadata=self._dataset.schema.metadata)
 
     def _project(self, batch: pa.RecordBatch) -> pa.RecordBatch:

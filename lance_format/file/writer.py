@@ -44,6 +44,7 @@ from lance_format.file.container import (
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_0_pb2, file2_pb2, file_pb2
 from lance_format.schema import LanceField, LanceSchema
+from lance_format.schema.blob import is_blob_field
 
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
 _PADDING = bytes([PAD_BYTE]) * 64
@@ -184,6 +185,16 @@ class _StructWriter(_ColumnWriter):
             child.finish()
 
 
+def _refuse_blob_fields(schema: LanceSchema, path: str) -> None:
+    """Blob columns are written out of line by official Lance; this engine does not write them."""
+    for lance_field in schema.walk():
+        if is_blob_field(lance_field):
+            raise UnsupportedFeatureError(
+                f"writing blob column {lance_field.name!r} (lance-encoding:blob / lance.blob.v2) is not supported",
+                path=path, column=lance_field.name,
+            )
+
+
 class LanceFileWriter:
     """Streams record batches into one Lance data file (file version 2.0, 2.1 or 2.2)."""
 
@@ -202,6 +213,7 @@ class LanceFileWriter:
             )
         if max_page_bytes < 1:
             raise ValueError("max_page_bytes must be positive")
+        _refuse_blob_fields(schema, path)
         self.store = store
         self.path = path
         self.schema = schema

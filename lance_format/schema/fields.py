@@ -66,6 +66,12 @@ class LanceField:
             raise UnsupportedFeatureError(
                 f"field {arrow_field.name!r} has type {data_type}, which Lance tables cannot store"
             )
+        if isinstance(data_type, pa.BaseExtensionType):
+            # e.g. lance.blob.v2, which official Lance writes out of line; this engine does not
+            raise UnsupportedFeatureError(
+                f"field {arrow_field.name!r} has extension type {data_type.extension_name}, which is not supported",
+                column=arrow_field.name,
+            )
         field_id = next_id[0]
         next_id[0] += 1
         lance_field = cls(

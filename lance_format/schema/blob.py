@@ -1,0 +1,95 @@
+"""Blob columns: how official Lance (pylance 14) presents them to readers.
+
+A blob column stores its values out of line and reads return *descriptions*, not bytes:
+
+- blob v1 (file version 2.1 and earlier): a ``large_binary`` field with field metadata
+  ``lance-encoding:blob`` = ``"true"``. The dataset schema shows ``large_binary``; scans and
+  takes return ``struct<position: uint64, size: uint64>`` with the field's metadata.
+- blob v2 (file version 2.2): a struct ``<data: large_binary, uri: string>`` with the Arrow
+  extension name ``lance.blob.v2``. The dataset schema shows that extension type (pyarrow turns it
+  into the registered extension class, if one is registered); scans and takes return the stored
+  descriptor struct ``<kind, position, size, blob_id, blob_uri>`` (a packed struct column) with
+  metadata ``lance-encoding:packed`` and ``lance-encoding:blob``.
+
+In both, the children of a null blob are null too.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.schema.fields import LanceField, LanceSchema
+
+BLOB_META_KEY = "lance-encoding:blob"
+EXTENSION_NAME_KEY = "ARROW:extension:name"
+BLOB_V2_EXTENSION = b"lance.blob.v2"
+
+BLOB_V1_DESCRIPTION = pa.struct([pa.field("position", pa.uint64()), pa.field("size", pa.uint64())])
+BLOB_V2_DESCRIPTION = pa.struct([
+    pa.field("kind", pa.uint8(), False),
+    pa.field("position", pa.uint64(), False),
+    pa.field("size", pa.uint64(), False),
+    pa.field("blob_id", pa.uint32(), False),
+    pa.field("blob_uri", pa.string(), False),
+])
+# pylance returns this metadata, in this order, on a blob v2 description column
+_BLOB_V2_READ_METADATA = {b"lance-encoding:packed": b"true", b"lance-encoding:blob": b"true"}
+
+
+def _flag(value: bytes | str | None) -> bool:
+    raw = value.encode() if isinstance(value, str) else (value or b"")
+    return raw.lower() in (b"true", b"1")
+
+
+def is_blob_v2(lance_field: LanceField) -> bool:
+    value = lance_field.metadata.get(EXTENSION_NAME_KEY)
+    raw = value.encode() if isinstance(value, str) else value
+    return raw == BLOB_V2_EXTENSION
+
+
+def is_blob_field(lance_field: LanceField) -> bool:
+    """Whether the field is a blob column (v1 metadata flag or v2 extension)."""
+    return _flag(lance_field.metadata.get(BLOB_META_KEY)) or is_blob_v2(lance_field)
+
+
+def blob_read_field(lance_field: LanceField) -> pa.Field | None:
+    """The Arrow field scans and takes return for a blob column (None: not a blob column)."""
+    if is_blob_v2(lance_field):
+        return pa.field(lance_field.name, BLOB_V2_DESCRIPTION, lance_field.nullable, metadata=_BLOB_V2_READ_METADATA)
+    if _flag(lance_field.metadata.get(BLOB_META_KEY)):
+        return lance_field.to_arrow().with_type(BLOB_V1_DESCRIPTION)
+    return None
+
+
+def read_arrow_field(lance_field: LanceField) -> pa.Field:
+    """The Arrow field a read of ``lance_field`` produces (blob columns give descriptions)."""
+    return blob_read_field(lance_field) or lance_field.to_arrow()
+
+
+def read_arrow_schema(schema: LanceSchema) -> pa.Schema:
+    """The schema of rows read with ``schema`` (blob columns give descriptions)."""
+    arrow = schema.to_arrow()
+    return pa.schema([read_arrow_field(f) for f in schema.fields], metadata=arrow.metadata)
+
+
+def dataset_arrow_schema(schema: LanceSchema) -> pa.Schema:
+    """The dataset schema as pylance shows it: blob v2 fields carry the ``lance.blob.v2`` extension.
+
+    pylance hands its schema to pyarrow through the C data interface, which turns a field with
+    ``ARROW:extension:name`` into the registered extension type if there is one. An IPC round trip
+    does the same here without this package knowing (or importing) the extension class.
+    """
+    arrow = schema.to_arrow()
+    if not any(is_blob_v2(f) for f in schema.fields):
+        return arrow
+    return pa.ipc.read_schema(arrow.serialize())
+
+
+def null_children_of_null_blobs(array: pa.StructArray) -> pa.StructArray:
+    """Make every child null where the blob is null, as Lance returns descriptions."""
+    if array.null_count == 0:
+        return array
+    mask = array.is_null()
+    children = [pc.if_else(mask, pa.scalar(None, f.type), array.field(i)) for i, f in enumerate(array.type)]
+    return pa.StructArray.from_arrays(children, fields=list(array.type), mask=mask)

@@ -1,0 +1,121 @@
+"""Blob columns read exactly as pylance 14 presents them (descriptions, not bytes); writing them is refused."""
+
+from __future__ import annotations
+
+import os
+
+import lance
+import pyarrow as pa
+import pytest
+
+import lance_format
+from lance_format.errors import UnsupportedFeatureError
+from tests.compat import assert_same_version
+
+BLOB_META = {"lance-encoding:blob": "true"}
+VERSIONS = ["2.1", "2.2"]
+
+
+def _blob_table(values: list, ids_from: int = 0) -> pa.Table:
+    schema = pa.schema([
+        pa.field("id", pa.int64()),
+        pa.field("b", pa.large_binary(), metadata=BLOB_META),
+        pa.field("all_null", pa.large_binary(), metadata=BLOB_META),
+        pa.field("name", pa.string()),
+    ])
+    n = len(values)
+    return pa.table({
+        "id": pa.array(range(ids_from, ids_from + n), pa.int64()),
+        "b": pa.array(values, pa.large_binary()),
+        "all_null": pa.nulls(n, pa.large_binary()),
+        "name": pa.array([f"r{i}" for i in range(ids_from, ids_from + n)]),
+    }, schema=schema)
+
+
+VALUES = [b"abc", None, b"", b"x" * 100, b"hello", None, b"", bytes(range(256)) * 40]
+
+
+@pytest.fixture(params=VERSIONS)
+def blob_uri(request, tmp_path) -> str:
+    uri = str(tmp_path / f"blobs_{request.param}")
+    lance.write_dataset(_blob_table(VALUES), uri, data_storage_version=request.param)
+    # a second fragment and a deletion, so takes and scans cross fragments and skip rows
+    lance.write_dataset(_blob_table([b"", None, b"tail"], ids_from=100), uri, mode="append")
+    lance.dataset(uri).delete("id = 4")
+    return uri
+
+
+def _same(ours: pa.Table, theirs: pa.Table) -> None:
+    assert ours.schema.equals(theirs.schema, check_metadata=True), f"{ours.schema}\n!=\n{theirs.schema}"
+    assert ours.combine_chunks().equals(theirs.combine_chunks()), f"{ours.to_pylist()}\n!=\n{theirs.to_pylist()}"
+
+
+def test_schema_matches_pylance(blob_uri):
+    ours, theirs = lance_format.dataset(blob_uri), lance.dataset(blob_uri)
+    assert ours.schema.equals(theirs.schema, check_metadata=True), f"{ours.schema}\n!=\n{theirs.schema}"
+    for v in theirs.versions():
+        assert_same_version(blob_uri, v["version"])
+
+
+def test_scan_returns_descriptions_like_pylance(blob_uri):
+    ours, theirs = lance_format.dataset(blob_uri), lance.dataset(blob_uri)
+    table = ours.to_table()
+    _same(table, theirs.to_table())
+    assert pa.types.is_struct(table.schema.field("b").type)
+    assert table.column("b").null_count == 3
+    _same(ours.to_table(columns=["b", "id"]), theirs.to_table(columns=["b", "id"]))
+    _same(ours.to_table(filter="id > 2"), theirs.to_table(filter="id > 2"))
+
+
+def test_take_returns_descriptions_like_pylance(blob_uri):
+    ours, theirs = lance_format.dataset(blob_uri), lance.dataset(blob_uri)
+    for indices in ([0], [1], [3, 1, 0], [2, 2, 9, 7], list(range(ours.count_rows()))):
+        _same(ours.take(indices), theirs.take(indices))
+        _same(ours.take(indices, columns=["b"]), theirs.take(indices, columns=["b"]))
+
+
+def test_blob_v2_schema_is_the_extension_type(tmp_path):
+    uri = str(tmp_path / "v2")
+    lance.write_dataset(_blob_table(VALUES), uri, data_storage_version="2.2")
+    field = lance_format.dataset(uri).schema.field("b")
+    assert field.type.extension_name == "lance.blob.v2"
+    read = lance_format.dataset(uri).to_table().schema.field("b")
+    assert [f.name for f in read.type] == ["kind", "position", "size", "blob_id", "blob_uri"]
+    assert read.metadata == {b"lance-encoding:packed": b"true", b"lance-encoding:blob": b"true"}
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+def test_writing_a_blob_column_is_refused(tmp_path, version):
+    uri = str(tmp_path / "w")
+    with pytest.raises(UnsupportedFeatureError, match="'b'") as info:
+        lance_format.write_dataset(_blob_table(VALUES), uri, data_storage_version=version)
+    assert info.value.column == "b"
+    assert not os.path.exists(os.path.join(uri, "_versions")) or not os.listdir(os.path.join(uri, "_versions"))
+
+
+def test_appending_to_a_blob_table_is_refused(blob_uri):
+    before = lance.dataset(blob_uri).version
+    # rows of exactly the stored schema (2.2: the blob v2 storage struct with its extension name)
+    stored = lance_format.dataset(blob_uri).lance_schema.to_arrow()
+    blob = b"new" if pa.types.is_large_binary(stored.field("b").type) else {"data": b"new", "uri": None}
+    rows = pa.Table.from_pylist([{"id": 500, "b": blob, "all_null": None, "name": "n"}], schema=stored)
+    with pytest.raises(UnsupportedFeatureError, match="blob column 'b'"):
+        lance_format.write_dataset(rows, blob_uri, mode="append")
+    assert lance.dataset(blob_uri).version == before
+    assert lance_format.dataset(blob_uri).version == before
+
+
+def test_writing_the_blob_v2_extension_type_is_refused(tmp_path):
+    table = pa.table({"b": lance.blob_array([b"a", None])})
+    with pytest.raises(UnsupportedFeatureError, match="lance.blob.v2"):
+        lance_format.write_dataset(table, str(tmp_path / "x"), data_storage_version="2.2")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_delta_returns_descriptions_like_pylance(tmp_path, version):
+    uri = str(tmp_path / "d")
+    lance.write_dataset(_blob_table(VALUES[:3]), uri, data_storage_version=version, enable_stable_row_ids=True)
+    lance.write_dataset(_blob_table([None, b"zz", b""], ids_from=10), uri, mode="append")
+    ours = lance_format.dataset(uri).delta(begin_version=1, end_version=2).get_inserted_rows().read_all()
+    theirs = lance.dataset(uri).delta(begin_version=1, end_version=2).get_inserted_rows().read_all()
+    _same(ours, theirs)
