@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
@@ -44,11 +45,12 @@ from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.sql_filter import to_expression
 from lance_format.errors import InvalidInputError
 from lance_format.spark.changes import plan_changes, version_changes
-from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, plan_read
+from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_task
 from lance_format.spark.write import Deletions, Written, commit_write, discard_write, plan_write
 
 NAME = "lance"
+ABORT_GRACE_SECONDS = 2.5
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
@@ -268,7 +270,12 @@ class LanceWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list) -> None:
         if self.plan.skipped is None:
-            discard_write(self.plan)  # keeps files a landed commit references
+            # Runs in its own worker, right after the job failed: tasks being cancelled may still
+            # create files until their Python workers are killed (spark.python.task.killTimeout,
+            # 2 s by default), so sweep again after that. Files a landed commit references stay.
+            discard_write(self.plan)
+            time.sleep(ABORT_GRACE_SECONDS)
+            discard_write(self.plan)
 
 
 def _local_deletions(plan: Any) -> Deletions:
@@ -283,6 +290,19 @@ def _local_deletions(plan: Any) -> Deletions:
     for batch in run(iter([pa.record_batch([pa.array(range(len(groups)), pa.int64())], names=["id"])])):
         rows.extend(tuple(r.values()) for r in batch.to_pylist())
     return Deletions.from_rows(rows)
+
+
+def _checked(reader: LanceReader, schema: Any) -> LanceReader:
+    """Refuse a read whose pinned version no longer has the schema the DataFrame was built with
+    (the latest version changed between ``load()`` and the action): reload instead."""
+    planned = reader.plan.schema if reader.plan is not None else None
+    if planned is not None and schema is not None and planned.simpleString() != schema.simpleString():
+        raise InvalidInputError(
+            f"the table's schema changed since the DataFrame was loaded ({schema.simpleString()} -> "
+            f"{planned.simpleString()}); load it again or pin option('version', ...)",
+            table=reader.path, version=reader.plan.version,
+        )
+    return reader
 
 
 class LanceDataSource(DataSource):
@@ -301,16 +321,11 @@ class LanceDataSource(DataSource):
             if end is None:
                 end = LanceDataset(path).version
             return plan_changes(path, begin, end, _columns(options))[2]
-        from lance_format.spark.read import _arrow_output_schema, _output_columns
-        from lance_format.spark.types import spark_schema
-
-        ds = LanceDataset(path, _version(options))
-        wanted = _output_columns(ds, _columns(options), _flag(options, "with_row_id"),
-                                 _flag(options, "with_row_address"))
-        return spark_schema(_arrow_output_schema(ds, wanted))
+        return read_schema(path, version=_version(options), columns=_columns(options),
+                           with_row_id=_flag(options, "with_row_id"), with_row_address=_flag(options, "with_row_address"))
 
     def reader(self, schema: Any) -> LanceReader:
-        return LanceReader(self.options)
+        return _checked(LanceReader(self.options), schema)
 
     def writer(self, schema: Any, overwrite: bool) -> LanceWriter:
         return LanceWriter(self.options, schema, overwrite)
@@ -320,7 +335,7 @@ class LancePushdownDataSource(LanceDataSource):
     """The same source with filter pushdown (registered when the session enables it)."""
 
     def reader(self, schema: Any) -> LanceReader:
-        return LancePushdownReader(self.options)
+        return _checked(LancePushdownReader(self.options), schema)
 
 
 def register(spark: Any) -> None:

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
+from lance_format.dataset.sql_filter import to_expression
 from lance_format.errors import DatasetNotFoundError, InvalidInputError
 from lance_format.io import object_store_for
 from lance_format.spark.common import CommitResult, JobScope, functions_for, parallelism, quoted
@@ -41,12 +42,13 @@ from lance_format.spark.tasks import (
 from lance_format.spark.write import Deletions, WritePlan, commit_write, fail_write, plan_write, run_write_job
 from lance_format.table.commit import latest_manifest
 
-WHEN_MATCHED = ("update_all", "do_nothing")
+WHEN_MATCHED = ("update_all", "do_nothing", "delete", "fail")
 WHEN_NOT_MATCHED = ("insert_all", "do_nothing")
 WHEN_NOT_MATCHED_BY_SOURCE = (None, "do_nothing", "delete")
 _ADDRESS = "__lance_rowaddr"
 _SOURCE = "__lance_source"
 _FRAGMENT = "__lance_fragment"
+_SCOPE = "__lance_scope"
 
 
 def _fragment_groups(ds, target: int) -> list[list[int]]:
@@ -105,37 +107,39 @@ def merge_dataframe(
     when_matched: str = "update_all",
     when_not_matched: str = "insert_all",
     when_not_matched_by_source: str | None = None,
+    not_matched_by_source_filter: str | None = None,
     transaction_properties: Mapping[str, str] | None = None,
     commit_message: str | None = None,
     max_rows_per_file: int | None = None,
-    delete_not_matched_by_source: bool | None = None,
+    delete_not_matched_by_source: bool | str | None = None,
 ) -> CommitResult:
     """Upsert ``df`` into the table at ``uri`` by the key columns ``on``, as one new version.
 
-    ``when_matched``: ``update_all`` (replace the matched rows) or ``do_nothing``;
-    ``when_not_matched``: ``insert_all`` or ``do_nothing``; ``when_not_matched_by_source``:
-    ``None``/``do_nothing`` or ``delete`` (target rows whose key is not in ``df``; with it,
-    ``df`` is the complete new content). Keys must be unique in ``df`` (null keys never match).
-    ``delete_not_matched_by_source=True`` is an alias of ``when_not_matched_by_source="delete"``.
+    ``when_matched``: ``update_all`` (replace the matched rows), ``do_nothing``, ``delete``
+    (remove them) or ``fail`` (refuse the merge if any key matches). ``when_not_matched``:
+    ``insert_all`` or ``do_nothing``. ``when_not_matched_by_source``: ``None``/``do_nothing``
+    or ``delete``: target rows whose key is not in ``df`` are removed (only those matching the
+    SQL ``not_matched_by_source_filter`` when given). ``delete_not_matched_by_source`` is an
+    alias: ``True``, or a SQL filter. Keys must be unique in ``df`` (null keys never match).
     The result counts ``rows_updated``, ``rows_inserted`` and ``rows_deleted``. The source is
-    evaluated more than once (duplicate check, then the merge): cache it if it is expensive or
-    not deterministic.
+    evaluated twice (duplicate check, then the merge): cache it if it is expensive or not
+    deterministic.
     """
     from pyspark import StorageLevel
 
     F = functions_for(df)
     if delete_not_matched_by_source:
         when_not_matched_by_source = "delete"
+        if isinstance(delete_not_matched_by_source, str):
+            not_matched_by_source_filter = delete_not_matched_by_source
     keys = [on] if isinstance(on, str) else list(on)
     if not keys:
         raise InvalidInputError("merge_dataframe needs at least one key column in `on`")
-    if when_matched not in WHEN_MATCHED:
-        raise InvalidInputError(f"when_matched must be one of {WHEN_MATCHED}, got {when_matched!r}")
-    if when_not_matched not in WHEN_NOT_MATCHED:
-        raise InvalidInputError(f"when_not_matched must be one of {WHEN_NOT_MATCHED}, got {when_not_matched!r}")
-    if when_not_matched_by_source not in WHEN_NOT_MATCHED_BY_SOURCE:
-        raise InvalidInputError(
-            f"when_not_matched_by_source must be one of {WHEN_NOT_MATCHED_BY_SOURCE}, got {when_not_matched_by_source!r}")
+    for name, value, allowed in (("when_matched", when_matched, WHEN_MATCHED),
+                                 ("when_not_matched", when_not_matched, WHEN_NOT_MATCHED),
+                                 ("when_not_matched_by_source", when_not_matched_by_source, WHEN_NOT_MATCHED_BY_SOURCE)):
+        if value not in allowed:
+            raise InvalidInputError(f"{name} must be one of {allowed}, got {value!r}")
     store = object_store_for(os.fspath(uri))
     if latest_manifest(store) is None:
         raise DatasetNotFoundError("cannot merge into a table that does not exist (write it first)", table=store.uri)
@@ -147,10 +151,12 @@ def merge_dataframe(
     for key in keys:
         if key not in plan.columns:
             raise InvalidInputError(f"merge key {key!r} is not a column of the table", table=plan.uri, column=key)
-    spark = df.sparkSession
     delete_unmatched = when_not_matched_by_source == "delete"
-    update = when_matched == "update_all"
-    insert = when_not_matched == "insert_all"
+    if not_matched_by_source_filter is not None:
+        if not delete_unmatched:
+            raise InvalidInputError("not_matched_by_source_filter needs when_not_matched_by_source='delete'")
+        to_expression(not_matched_by_source_filter, plan.schema.to_arrow())  # fails here, not in a task
+    spark = df.sparkSession
     joined = None
     with JobScope(spark) as scope:
         try:
@@ -163,10 +169,22 @@ def merge_dataframe(
                 target = target.withColumnRenamed(ROW_ID, ROW_ID_COLUMN)
             joined = source.withColumn(_SOURCE, F.lit(True)).join(
                 target, on=keys, how="full_outer" if delete_unmatched else "left_outer")
+            if not_matched_by_source_filter is not None:
+                # The engine evaluates the filter (its SQL), Spark only joins the addresses.
+                scoped = read_dataframe(spark, plan.uri, version=plan.read_version, columns=[],
+                                        filter=not_matched_by_source_filter, with_row_address=True)
+                joined = joined.join(scoped.select(F.col(ROW_ADDRESS).alias(_ADDRESS), F.lit(True).alias(_SCOPE)),
+                                     on=_ADDRESS, how="left")
             joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
             matched = F.col(_SOURCE).isNotNull() & F.col(_ADDRESS).isNotNull()
-            gone = (matched if update else F.lit(False)) | (
-                F.col(_SOURCE).isNull() if delete_unmatched else F.lit(False))
+            if when_matched == "fail" and joined.where(matched).limit(1).count():
+                raise InvalidInputError("the source has keys that match target rows and when_matched='fail'",
+                                        table=plan.uri, version=plan.read_version, column=keys[0])
+            unmatched_target = F.col(_SOURCE).isNull()
+            if not_matched_by_source_filter is not None:
+                unmatched_target = unmatched_target & F.col(_SCOPE).isNotNull()
+            gone = (matched if when_matched in ("update_all", "delete") else F.lit(False)) | (
+                unmatched_target if delete_unmatched else F.lit(False))
             spec = DeleteSpec(uri=plan.uri, version=plan.read_version, write_id=plan.write_id,
                               identity=manifest_identity(LanceDataset(plan.uri, plan.read_version).manifest))
             deletions = Deletions.from_rows(
@@ -176,8 +194,9 @@ def merge_dataframe(
                 .applyInArrow(delete_addresses_task(spec), DELETION_DDL)
                 .collect()
             )
-            wanted = (matched if update else F.lit(False)) | (
-                (F.col(_SOURCE).isNotNull() & F.col(_ADDRESS).isNull()) if insert else F.lit(False))
+            wanted = (matched if when_matched == "update_all" else F.lit(False)) | (
+                (F.col(_SOURCE).isNotNull() & F.col(_ADDRESS).isNull()) if when_not_matched == "insert_all"
+                else F.lit(False))
             rows = joined.where(wanted)
             if not plan.stable_row_ids:
                 # The marker of a rewritten row: any non-null value (the ids are assigned anew).

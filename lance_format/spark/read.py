@@ -119,6 +119,19 @@ def _arrow_output_schema(ds: LanceDataset, columns: list[str]) -> pa.Schema:
     return pa.schema(fields)
 
 
+def read_schema(
+    uri: str | os.PathLike[str],
+    *,
+    version: int | str | None = None,
+    columns: Sequence[str] | None = None,
+    with_row_id: bool = False,
+    with_row_address: bool = False,
+) -> Any:
+    """The Spark schema a read returns (one manifest read, no split planning)."""
+    ds = LanceDataset(os.fspath(uri) if not isinstance(uri, str) else uri, version)
+    return spark_schema(_arrow_output_schema(ds, _output_columns(ds, columns, with_row_id, with_row_address)))
+
+
 def plan_read(
     uri: str | os.PathLike[str],
     *,
@@ -183,4 +196,4 @@ def read_dataframe(
     return dataframe_of(spark, plan)
 
 
-__all__ = ["ReadPlan", "plan_splits", "plan_read", "dataframe_of", "read_dataframe", "DEFAULT_ROWS_PER_SPLIT"]
+__all__ = ["ReadPlan", "plan_splits", "plan_read", "read_schema", "dataframe_of", "read_dataframe", "DEFAULT_ROWS_PER_SPLIT"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -128,58 +128,131 @@ def _fragment_batch(fragments: list[table_pb2.DataFragment], rewritten: list[boo
     )
 
 
-def write_task(spec: WriteSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """``mapInArrow`` function: write the partition's rows as new fragments, emit their metadata."""
+class PartitionWriter:
+    """Writes one Spark partition's rows as fragments: converts each batch to the table's
+    Arrow types, checks nulls (and the ``replace_where`` predicate), and streams the rows into
+    rolled files; a merge's rewritten rows go to fragments of their own (keeping their stable
+    row ids when asked: a fragment's kept ids must cover all its rows)."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __init__(self, spec: WriteSpec) -> None:
         from lance_format.spark.types import BatchConverter
 
+        self.spec = spec
         schema = schema_from_bytes(spec.schema)
-        target = schema.to_arrow()
-        convert = BatchConverter(target, table=spec.uri)
-        check = to_expression(spec.check_filter, target) if spec.check_filter else None
+        self.target = schema.to_arrow()
+        self._convert = BatchConverter(self.target, table=spec.uri)
+        self._check = to_expression(spec.check_filter, self.target) if spec.check_filter else None
         prefix = write_prefix(spec.write_id)
 
         def sink() -> FragmentSink:
             return FragmentSink(spec.uri, schema, spec.storage_version, prefix=prefix,
                                 max_rows_per_file=spec.max_rows_per_file, max_bytes_per_file=spec.max_bytes_per_file)
 
-        plain, kept = sink(), sink() if spec.split_rewritten else None
+        self._plain = sink()
+        self._kept = sink() if spec.split_rewritten else None
+
+    def write(self, raw: pa.RecordBatch) -> None:
+        if raw.num_rows == 0:
+            return
+        batch = self._convert(raw)
+        if self._check is not None:
+            _check_rows(batch, self._check, self.spec)
+        if self._kept is None:
+            self._plain.write(batch)
+            return
+        ids = raw.column(raw.schema.get_field_index(ROW_ID_COLUMN))
+        has_id = ids.is_valid()
+        if ids.null_count < len(ids):
+            kept_ids = ids.filter(has_id).to_numpy().astype(np.uint64) if self.spec.keep_row_ids else None
+            self._kept.write(batch.filter(has_id), kept_ids)
+        if ids.null_count:
+            self._plain.write(batch.filter(pc.invert(has_id)))
+
+    def finish(self) -> tuple[list[table_pb2.DataFragment], list[bool]]:
+        """(fragments, rewritten flags) of every file written."""
+        inserted = self._plain.finish()
+        rewritten = self._kept.finish() if self._kept is not None else []
+        return inserted + rewritten, [False] * len(inserted) + [True] * len(rewritten)
+
+    def abort(self) -> None:
+        self._plain.abort()
+        if self._kept is not None:
+            self._kept.abort()
+
+
+def write_task(spec: WriteSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``mapInArrow`` function: write the partition's rows as new fragments, emit their metadata."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        writer = PartitionWriter(spec)
         try:
-            for raw in batches:
-                if raw.num_rows == 0:
-                    continue
-                batch = convert(raw)
-                if check is not None:
-                    _check_rows(batch, check, spec)
-                if kept is None:
-                    plain.write(batch)
-                    continue
-                # Rewritten rows go to fragments of their own (keeping their stable row ids when
-                # asked: a fragment's kept ids must cover all its rows); inserts get new ids.
-                ids = raw.column(raw.schema.get_field_index(ROW_ID_COLUMN))
-                has_id = ids.is_valid()
-                if ids.null_count < len(ids):
-                    rows = batch.filter(has_id)
-                    kept.write(rows, ids.filter(has_id).to_numpy().astype(np.uint64) if spec.keep_row_ids else None)
-                if ids.null_count:
-                    plain.write(batch.filter(pc.invert(has_id)))
-            inserted = plain.finish()
-            rewritten = kept.finish() if kept is not None else []
+            for batch in batches:
+                writer.write(batch)
+            fragments, rewritten = writer.finish()
         except BaseException:
-            plain.abort()
-            if kept is not None:
-                kept.abort()
+            writer.abort()
             raise
-        if inserted or rewritten:
+        if fragments:
             try:
-                yield _fragment_batch(inserted + rewritten, [False] * len(inserted) + [True] * len(rewritten))
+                yield _fragment_batch(fragments, rewritten)
             except BaseException:
-                # Spark could not take the result (the task was cancelled): nobody will commit it.
-                plain.abort()
-                if kept is not None:
-                    kept.abort()
+                writer.abort()  # Spark could not take the result (task cancelled): nobody commits it
                 raise
+
+    return run
+
+
+def encode_fragments(fragments: list[table_pb2.DataFragment], rewritten: list[bool]) -> bytes:
+    """Fragment descriptions as one value: (flag byte, 4-byte length, DataFragment) each."""
+    parts = []
+    for fragment, flag in zip(fragments, rewritten):
+        blob = fragment.SerializeToString()
+        parts.append(bytes([1 if flag else 0]) + len(blob).to_bytes(4, "little") + blob)
+    return b"".join(parts)
+
+
+def decode_fragments(data: bytes) -> list[tuple[table_pb2.DataFragment, bool]]:
+    result, offset = [], 0
+    while offset < len(data):
+        flag = data[offset] == 1
+        size = int.from_bytes(data[offset + 1:offset + 5], "little")
+        fragment = table_pb2.DataFragment()
+        fragment.ParseFromString(data[offset + 5:offset + 5 + size])
+        result.append((fragment, flag))
+        offset += 5 + size
+    return result
+
+
+def write_udf(spec: WriteSpec, names: list[str]) -> Callable:
+    """An iterator Arrow UDF over the columns ``names``: writes the partition's rows like
+    :func:`write_task` and answers one value per row, null except on the partition's last row,
+    which carries :func:`encode_fragments` of what it wrote.
+
+    Spark hands a scalar UDF's arguments as separate columns, which measured about 1.5x faster
+    than ``mapInArrow``'s single struct column on the JVM side. Each answer is held back until
+    the next input batch arrives (the last one must be known to be last); Spark allows that,
+    as long as no more answers than inputs have been produced at any time.
+    """
+
+    def run(batches: Iterator[Tuple[pa.Array, ...]]) -> Iterator[pa.Array]:
+        writer = PartitionWriter(spec)
+        held = 0
+        try:
+            for columns in batches:
+                if isinstance(columns, (pa.Array, pa.ChunkedArray)):
+                    columns = (columns,)
+                batch = pa.RecordBatch.from_arrays(list(columns), names=names)
+                writer.write(batch)
+                if held:
+                    yield pa.nulls(held, pa.binary())
+                held = batch.num_rows
+            fragments, rewritten = writer.finish()
+            if held:
+                last = pa.array([encode_fragments(fragments, rewritten)], pa.binary())
+                yield pa.concat_arrays([pa.nulls(held - 1, pa.binary()), last])
+        except BaseException:
+            writer.abort()  # a failure, or Spark abandoned the task: nobody will commit these files
+            raise
 
     return run
 
@@ -338,5 +411,5 @@ __all__ = [
     "FRAGMENT_DDL", "DELETION_DDL", "ROW_ID_COLUMN", "WriteSpec", "DeleteSpec", "ScanSpec", "Split",
     "schema_to_bytes", "schema_from_bytes", "arrow_schema_to_bytes", "arrow_schema_from_bytes", "open_version",
     "manifest_identity",
-    "write_task", "delete_matching_task", "delete_addresses_task", "read_split", "read_task",
+    "PartitionWriter", "write_task", "write_udf", "encode_fragments", "decode_fragments", "delete_matching_task", "delete_addresses_task", "read_split", "read_task",
 ]

@@ -3,10 +3,11 @@
 1. Plan on the driver (:func:`plan_write`): pin the read version, map the DataFrame's schema
    to the table's (or a new one), refuse incompatible schemas before any task runs, mint a
    write id, and look for an earlier commit with the same idempotency key (then nothing runs).
-2. ``mapInArrow``: every task streams its rows into new data files (rolled by rows and bytes)
-   in the table's file version and emits only the fragment descriptions; ``collect()`` brings
-   those few bytes to the driver. For ``replace_where`` a first job writes, per fragment, the
-   deletion vector of the rows matching the predicate.
+2. Tasks (an iterator Arrow UDF over the columns; ``mapInArrow`` for Spark Connect) stream
+   their rows into new data files (rolled by rows and bytes) in the table's file version and
+   emit only the fragment descriptions; ``collect()`` brings those few bytes to the driver.
+   For ``replace_where`` a first job writes, per fragment, the deletion vector of the rows
+   matching the predicate.
 3. Commit on the driver, in the caller's process (:func:`commit_write`): ONE transaction
    (Append, Overwrite, or Update for ``replace_where``) through the engine's commit loop.
 
@@ -45,8 +46,16 @@ from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, Sc
 from lance_format.io import object_store_for
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema
-from lance_format.spark.common import CommitResult, JobScope, conf_flag, quoted, translate_task_error
-from lance_format.spark.tasks import FRAGMENT_DDL, ROW_ID_COLUMN, WriteSpec, schema_to_bytes, write_task
+from lance_format.spark.common import CommitResult, JobScope, conf_flag, functions_for, quoted, translate_task_error
+from lance_format.spark.tasks import (
+    FRAGMENT_DDL,
+    ROW_ID_COLUMN,
+    WriteSpec,
+    decode_fragments,
+    schema_to_bytes,
+    write_task,
+    write_udf,
+)
 from lance_format.spark.types import lance_arrow_schema, same_spark_type, spark_field
 from lance_format.table import feature_flags
 from lance_format.table.commit import latest_manifest
@@ -187,18 +196,18 @@ def plan_write(
     fragment_ids = [f.id for f in manifest.fragments]
     skipped = CommitResult(version=version, rows=0, fragments=0, bytes=0, read_version=version, operation="none",
                            skipped=True)
+    key = properties.get(IDEMPOTENCY_KEY)
+    if key is not None:  # first: a re-run of a committed create must not fail on the table it made
+        prior = find_committed_version(store, key, window=idempotency_window)
+        if prior is not None:
+            return WritePlan(operation="none", read_version=version, schema=table, storage_version="",
+                             skipped=_prior_result(prior, version), **base)
     if mode in ("create", "error"):
         raise DatasetAlreadyExistsError("a table already exists here; use mode='append' or 'overwrite'",
                                         table=uri, version=version)
     if mode == "ignore":
         return WritePlan(operation="none", read_version=version, schema=table, storage_version="",
                          skipped=skipped, **base)
-    key = properties.get(IDEMPOTENCY_KEY)
-    if key is not None:
-        prior = find_committed_version(store, key, window=idempotency_window)
-        if prior is not None:
-            return WritePlan(operation="none", read_version=version, schema=table, storage_version="",
-                             skipped=_prior_result(prior, version), **base)
     storage = _resolve_storage_version(None, manifest.data_format.version or "2.0", table=uri)
 
     if mode == "overwrite" and replace_where is None:
@@ -353,13 +362,35 @@ def commit_write(
     )
 
 
-def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False) -> Written:
-    """The ``mapInArrow`` job writing ``df``'s rows as fragments; returns their descriptions.
+def _is_connect(df: Any) -> bool:
+    try:
+        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+    except ImportError:
+        return False
+    return isinstance(df, ConnectDataFrame)
 
-    ``split_rewritten``: ``df`` also has ``ROW_ID_COLUMN`` (set on a merge's updated rows)."""
-    columns = [quoted(n) for n in plan.columns] + ([ROW_ID_COLUMN] if split_rewritten else [])
-    task = write_task(plan.spec(split_rewritten=split_rewritten))
-    return Written.from_rows(df.select(*columns).mapInArrow(task, FRAGMENT_DDL).collect())
+
+def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False) -> Written:
+    """The Spark job writing ``df``'s rows as fragments; returns their descriptions.
+
+    ``split_rewritten``: ``df`` also has ``ROW_ID_COLUMN`` (set on a merge's updated rows).
+    Classic sessions run an iterator Arrow UDF over the columns (:func:`tasks.write_udf`, the
+    faster transfer); Spark Connect DataFrames run ``mapInArrow`` (:func:`tasks.write_task`).
+    """
+    names = list(plan.columns) + ([ROW_ID_COLUMN] if split_rewritten else [])
+    spec = plan.spec(split_rewritten=split_rewritten)
+    if _is_connect(df) or not hasattr(functions_for(df), "arrow_udf"):
+        task = write_task(spec)
+        return Written.from_rows(df.select(*[quoted(n) for n in names]).mapInArrow(task, FRAGMENT_DDL).collect())
+    from pyspark.sql.pandas.functions import ArrowUDFType
+
+    F = functions_for(df)
+    udf = F.arrow_udf(write_udf(spec, names), "binary", ArrowUDFType.SCALAR_ITER).asNondeterministic()
+    result = df.select(udf(*[F.col(quoted(n)) for n in names]).alias("fragments"))
+    rows = []
+    for row in result.where(F.col("fragments").isNotNull()).collect():
+        rows.extend((f.SerializeToString(), 0, 0, flag) for f, flag in decode_fragments(bytes(row[0])))
+    return Written.from_rows(rows)
 
 
 def write_dataframe(

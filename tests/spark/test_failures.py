@@ -72,6 +72,9 @@ def test_idempotency_key_makes_a_rerun_a_no_op(spark, tmp_path):
     replay = merge_dataframe(_frame(spark, 0, 5), uri, "id", transaction_properties=props)
     assert replay.skipped and replay.version == 2
     assert lance.dataset(uri).version == 2 and data_files(uri) == files
+    created = write_dataframe(_frame(spark, 0, 5), str(tmp_path / "new.lance"), transaction_properties=props)
+    rerun = write_dataframe(_frame(spark, 0, 5), str(tmp_path / "new.lance"), transaction_properties=props)
+    assert rerun.skipped and rerun.version == created.version == 1  # no "already exists" on a re-run
     other = write_dataframe(_frame(spark, 20, 30), uri, mode="append",
                             transaction_properties={IDEMPOTENCY_KEY: "run-43/partition-7"})
     assert other.version == 3 and lance.dataset(uri).count_rows() == 30

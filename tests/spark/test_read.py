@@ -9,7 +9,6 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import lance_format

@@ -60,6 +60,23 @@ def test_modes(spark, tmp_path):
     assert empty.skipped and lance.dataset(uri).version == 1  # an empty append commits nothing
     with pytest.raises(InvalidInputError):
         write_dataframe(_frame(spark, 0, 10), uri, mode="upsert")
+    # an empty DataFrame creates an empty table with its schema
+    empty_uri = str(tmp_path / "empty.lance")
+    created = write_dataframe(_frame(spark, 0, 0), empty_uri)
+    assert created.version == 1 and created.rows == 0
+    assert lance.dataset(empty_uri).count_rows() == 0 and lance.dataset(empty_uri).schema.names == ["id", "x", "s"]
+
+
+def test_odd_column_names_and_column_order(spark, tmp_path):
+    uri = str(tmp_path / "t.lance")
+    df = spark.createDataFrame([(1, "a", 0.5)], "id long, `a.b` string, `my col` double")
+    write_dataframe(df, uri)
+    write_dataframe(df.select("`my col`", "id", "`a.b`"), uri, mode="append")  # by name, any order
+    assert lance.dataset(uri).schema.names == ["id", "a.b", "my col"]
+    # (pylance's scanner reads "a.b" as a nested path, so read with the engine here)
+    assert lance_format.dataset(uri).to_table().to_pylist() == [{"id": 1, "a.b": "a", "my col": 0.5}] * 2
+    back = read_dataframe(spark, uri, columns=["a.b"], filter="`my col` > 0")
+    assert [r["a.b"] for r in back.collect()] == ["a", "a"]
 
 
 def test_schema_checks(spark, tmp_path):
@@ -150,6 +167,8 @@ def test_merge_options_and_errors(spark, tmp_path):
     assert [r["s"] for r in lance_rows(uri)] == [f"v{i}" for i in range(10)] + [f"n{i}" for i in range(10, 15)]
     only = merge_dataframe(_frame(spark, 0, 20, "u"), uri, "id", when_not_matched="do_nothing")
     assert (only.rows_updated, only.rows_inserted) == (15, 0) and lance.dataset(uri).count_rows() == 15
+    with pytest.raises(InvalidInputError, match="fail"):
+        merge_dataframe(_frame(spark, 14, 16, "f"), uri, "id", when_matched="fail")
     version = lance.dataset(uri).version
     duplicated = _frame(spark, 0, 3).union(_frame(spark, 2, 3))
     with pytest.raises(InvalidInputError, match="unique"):
@@ -159,6 +178,24 @@ def test_merge_options_and_errors(spark, tmp_path):
     assert lance.dataset(uri).version == version
     with pytest.raises(lance_format.DatasetNotFoundError):
         merge_dataframe(_frame(spark, 0, 3), str(tmp_path / "missing.lance"), "id")
+
+
+def test_merge_delete_options_match_pylance(spark, tmp_path):
+    ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
+    write_dataframe(_frame(spark, 0, 30), ours, max_rows_per_file=10)
+    shutil.copytree(ours, theirs)
+    source = _frame(spark, 5, 8, "m")
+    result = merge_dataframe(source, ours, "id", when_matched="delete", when_not_matched="do_nothing")
+    assert (result.rows_updated, result.rows_inserted, result.rows_deleted) == (0, 0, 3)
+    lance.dataset(theirs).merge_insert("id").when_matched_delete().execute(source.toArrow())
+    assert lance_rows(ours) == lance_rows(theirs)
+    source = _frame(spark, 10, 12, "u")
+    result = merge_dataframe(source, ours, "id", delete_not_matched_by_source="id >= 25")
+    assert (result.rows_updated, result.rows_inserted, result.rows_deleted) == (2, 0, 5)
+    (lance.dataset(theirs).merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+     .when_not_matched_by_source_delete("id >= 25").execute(source.toArrow()))
+    assert lance_rows(ours) == lance_rows(theirs)
+    assert [r["id"] for r in lance_rows(ours)] == [0, 1, 2, 3, 4] + list(range(8, 25))
 
 
 def test_stable_row_ids_append(spark, tmp_path):
