@@ -8,19 +8,25 @@ commit publishes the manifest; if anything fails first, the files written so far
 from __future__ import annotations
 
 import os
-import uuid
 from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.fragment_sink import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    FILE_VERSION_NUMBERS,
+    FragmentSink,
+    new_write_id,
+    write_prefix,
+)
 from lance_format.errors import (
     DatasetAlreadyExistsError,
     InvalidInputError,
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
-from lance_format.file.writer import LanceFileWriter, WrittenFile
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema, check_arrow_compatible
@@ -31,20 +37,12 @@ from lance_format.table.operations import BuildOptions
 from lance_format.table.transaction import new_transaction
 
 MODES = ("create", "append", "overwrite")
-DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
-DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024 * 1024 * 1024
-# File versions this engine can write -> DataFile (major, minor). 2.3 ("next") and the legacy
+# File versions this engine can write (-> DataFile major/minor); 2.3 ("next") and the legacy
 # 0.1 format are refused.
-_WRITABLE_VERSIONS = {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2)}
+_WRITABLE_VERSIONS = FILE_VERSION_NUMBERS
 _VERSION_ALIASES = {"legacy": "0.1", "stable": "2.2", "next": "2.3"}
 # What new tables get when no version is asked for (pylance 14's default is "stable" = 2.2).
 DEFAULT_STORAGE_VERSION = "2.2"
-
-
-def data_file_name() -> str:
-    """A data file name in official Lance's style: 24 binary digits then 26 hex digits (a uuid4)."""
-    raw = uuid.uuid4().bytes
-    return "".join(f"{b:08b}" for b in raw[:3]) + raw[3:].hex() + ".lance"
 
 
 def _resolve_storage_version(requested: str | None, existing: str | None, *, table: str) -> str:
@@ -109,75 +107,6 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema, *, table: str) -> pa.Reco
     return batch
 
 
-class _FragmentWriter:
-    """Writes batches into one or more data files, one fragment per file."""
-
-    def __init__(self, store: ObjectStore, schema: LanceSchema, storage_version: str,
-                 max_rows_per_file: int, max_bytes_per_file: int) -> None:
-        self._store = store
-        self._schema = schema
-        self._storage_version = storage_version
-        self._max_rows = max_rows_per_file
-        self._max_bytes = max_bytes_per_file
-        self._current: LanceFileWriter | None = None
-        self._current_rows = 0
-        self._current_bytes = 0
-        self.written: list[WrittenFile] = []
-        self.paths: list[str] = []
-
-    def _open(self) -> LanceFileWriter:
-        path = f"data/{data_file_name()}"
-        self.paths.append(path)
-        self._current = LanceFileWriter(self._store, path, self._schema, version=self._storage_version)
-        self._current_rows = 0
-        self._current_bytes = 0
-        return self._current
-
-    def _close(self) -> None:
-        if self._current is not None:
-            self.written.append(self._current.finish())
-            self._current = None
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        offset = 0
-        while offset < batch.num_rows:
-            writer = self._current or self._open()
-            take = min(batch.num_rows - offset, self._max_rows - self._current_rows)
-            piece = batch.slice(offset, take)
-            writer.write_batch(piece)
-            self._current_rows += take
-            self._current_bytes += piece.nbytes
-            offset += take
-            if self._current_rows >= self._max_rows or self._current_bytes >= self._max_bytes:
-                self._close()
-
-    def finish(self) -> list[table_pb2.DataFragment]:
-        self._close()
-        major, minor = _WRITABLE_VERSIONS[self._storage_version]
-        fragments = []
-        for written in self.written:
-            fragment = table_pb2.DataFragment(physical_rows=written.num_rows)
-            data_file = fragment.files.add()
-            data_file.path = written.path.split("/", 1)[1]
-            data_file.fields.extend(written.field_ids)
-            data_file.column_indices.extend(written.column_indices)
-            data_file.file_major_version = major
-            data_file.file_minor_version = minor
-            data_file.file_size_bytes = written.size_bytes
-            fragments.append(fragment)
-        return fragments
-
-    def abort(self) -> None:
-        if self._current is not None:
-            try:
-                self._current.abort()
-            except Exception:
-                pass
-            self._current = None
-        for path in self.paths:
-            self._store.delete(path)
-
-
 def write_fragments(
     reader: pa.RecordBatchReader,
     store: ObjectStore,
@@ -186,12 +115,15 @@ def write_fragments(
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
-) -> tuple[list[table_pb2.DataFragment], "_FragmentWriter"]:
-    """Write all batches of ``reader`` as new fragments (uncommitted; ids 0)."""
-    if max_rows_per_file <= 0:
-        raise InvalidInputError("max_rows_per_file must be positive")
+) -> tuple[list[table_pb2.DataFragment], FragmentSink]:
+    """Write all batches of ``reader`` as new fragments (uncommitted; ids 0).
+
+    Returns the fragments and the sink, whose ``abort()`` removes the files again if the
+    commit that should publish them fails.
+    """
     target = schema.to_arrow()
-    writer = _FragmentWriter(store, schema, storage_version, max_rows_per_file, max_bytes_per_file)
+    writer = FragmentSink(store, schema, storage_version, prefix=write_prefix(new_write_id()),
+                          max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file)
     try:
         for batch in reader:
             if batch.num_rows:
