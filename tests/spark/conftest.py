@@ -1,15 +1,12 @@
-"""The one SparkSession of the Spark tests: local[2], UI off, 2 shuffle partitions, fast JVM flags.
+"""Fixtures of the Spark tests; the one SparkSession itself is ``spark`` in tests/conftest.py.
 
-It is created once per test session (the JVM start costs seconds) and only by tests under
-tests/spark/; every test writes to its own ``tmp_path``. Runtime confs a test changes must be
-restored by that test (see ``session_conf``).
+Every test writes to its own ``tmp_path``. Runtime confs a test changes must be restored by
+that test (see ``session_conf``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 
 import pytest
 
@@ -23,47 +20,6 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(items):
     for item in items:
         item.add_marker(pytest.mark.spark)
-
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory):
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers must use this venv (lance_format importable)
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    base = tmp_path_factory.mktemp("spark")
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("lance-format-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .config("spark.python.task.killTimeout", "500ms")  # failed writes wait for cancelled workers
-        .config("spark.rdd.compress", "false")
-        .config("spark.shuffle.compress", "false")
-        .config("spark.local.dir", str(base / "local"))
-        .config("spark.sql.warehouse.dir", str(base / "warehouse"))
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config(
-            "spark.driver.extraJavaOptions",
-            f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData "
-            f"-Djava.io.tmpdir={base} -Dderby.system.home={base}",
-        )
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    from lance_format.spark import register
-
-    register(session)
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="session")
