@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.evolve_write import write_with_new_columns
 from lance_format.dataset.replace_where import replace_where
 from lance_format.dataset.write import write_dataset
 from lance_format.errors import DatasetNotFoundError, InvalidInputError, UnsupportedFeatureError
@@ -109,6 +110,23 @@ def add_columns(ds: LanceDataset, fields: Sequence[pa.Field], *, transaction_pro
     """Add all-null columns (one Merge commit); returns the new version."""
     ds.add_columns(pa.schema(list(fields)), transaction_properties=dict(transaction_properties))
     return LanceDataset(ds.uri, ds.version)  # add_columns moved ds to the new version
+
+
+def write_adding_columns(
+    ds: LanceDataset,
+    reader: pa.RecordBatchReader,
+    fields: Sequence[pa.Field],
+    *,
+    predicate: str | None,
+    transaction_properties: Mapping[str, str],
+    check_data: bool = True,
+) -> LanceDataset:
+    """Append ``reader`` (or replace the rows matching ``predicate``) and add ``fields``, as
+    ONE Merge commit: the new columns never appear without the rows that fill them."""
+    return write_with_new_columns(
+        ds, reader, pa.schema(list(fields)), predicate=predicate, check_data=check_data,
+        transaction_properties=dict(transaction_properties),
+    )
 
 
 def change_feed(

@@ -164,14 +164,29 @@ class LanceIOManager(dg.ConfigurableIOManager):
                 meta = metadata.table_metadata(existing, table_name=name)
                 meta.update({"lance/write_mode": mode.value, "lance/skipped": True})
                 return meta
-        if plan.add_fields and existing is not None:
+        adding = bool(plan.add_fields) and existing is not None
+        if adding and mode is WriteMode.MERGE:
+            # A merge-insert cannot carry a schema change yet: the (all-null) columns commit first.
             context.log.info(f"schema_mode='add_columns': adding {[f.name for f in plan.add_fields]} to {uri}")
             existing = engine.add_columns(existing, plan.add_fields, transaction_properties=props)
+            adding = False
+        elif adding:
+            context.log.info(f"schema_mode='add_columns': adding {[f.name for f in plan.add_fields]} to {uri} "
+                             "in the same commit as the rows")
 
         if predicate is not None and settings.check_partition_data and mode is not WriteMode.OVERWRITE:
             reader = checked_reader(reader, predicate, table=uri)
 
-        if mode is WriteMode.OVERWRITE:
+        if adding:
+            assert existing is not None
+            scope = predicate if mode is WriteMode.OVERWRITE else None
+            ds = engine.write_adding_columns(existing, reader, plan.add_fields, predicate=scope,
+                                             transaction_properties=props,
+                                             check_data=settings.check_partition_data)
+            if scope is not None:
+                stats.update(deleted=prev_rows + counter.rows - ds.count_rows())
+            stats["inserted"] = counter.rows
+        elif mode is WriteMode.OVERWRITE:
             if predicate is None:
                 ds = engine.write(uri, reader, mode="overwrite" if existing is not None else "create", **create)
                 stats.update(deleted=prev_rows)

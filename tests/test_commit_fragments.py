@@ -99,3 +99,100 @@ def test_update_with_deletions_idempotency_and_cleanup(tmp_path):
     removed = discard_uncommitted(uri, write_prefix(orphan_id), read_version=2, write_id=orphan_id,
                                   fragment_ids=[first.id])
     assert len(removed) == 2 and lance.dataset(uri).count_rows() == len(ids)
+
+
+# -- writes that add columns: ONE Merge commit ---------------------------------------------------
+def _wider(start: int, stop: int) -> pa.Table:
+    ids = np.arange(start, stop)
+    return pa.table({"s": [f"n{i}" for i in ids], "id": ids, "tag": [f"t{i}" for i in ids]})
+
+
+def _files(uri: str) -> set[str]:
+    return {os.path.relpath(os.path.join(d, f), uri) for d, _, fs in os.walk(uri) for f in fs
+            if "_versions" not in d and "_transactions" not in d}
+
+
+@pytest.mark.parametrize("stable", [False, True])
+@pytest.mark.parametrize("predicate", [None, "id >= 3 AND id < 8"])
+def test_write_with_new_columns_is_one_merge_commit(tmp_path, stable, predicate):
+    from tests.compat import assert_same_version
+
+    from lance_format.dataset.evolve_write import write_with_new_columns
+
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.Table.from_batches([_batch(0, 10)]), uri, max_rows_per_file=4,
+                        enable_stable_row_ids=stable)
+    lance.dataset(uri).delete("id = 1")  # v2: a deletion file on fragment 0
+    lance.dataset(uri).drop_columns(["s"])  # v3: s's data (field 1) stays on disk
+    lance.dataset(uri).add_columns({"s": "CAST(id AS string)"})  # v4: s again, field 2
+    before = lance.dataset(uri).to_table(columns=["id", "_rowid", "_row_created_at_version",
+                                                  "_row_last_updated_at_version"])
+    ds = lance_format.dataset(uri)
+    new = _wider(20, 25) if predicate is None else _wider(3, 8)
+    out = write_with_new_columns(ds, pa.RecordBatchReader.from_batches(new.schema, new.to_batches()),
+                                 [pa.field("tag", pa.string())], predicate=predicate,
+                                 transaction_properties={"k": "v"})
+    assert out.version == 5 and lance.dataset(uri).version == 5
+    txn = out.read_transaction()
+    assert txn.WhichOneof("operation") == "merge" and txn.transaction_properties["k"] == "v"
+    theirs = lance.dataset(uri)
+    assert theirs.schema.names == ["id", "s", "tag"] and theirs.schema.field("tag").nullable
+    # new field id above every id on disk (the dropped s's 1 and the new s's 2, ...)
+    assert [f.id for f in out.manifest.fields] == [0, 2, 3]
+    assert_same_version(uri, 5)
+    rows = sorted(theirs.to_table(columns=["id", "tag"]).to_pylist(), key=lambda r: r["id"])
+    expected_ids = sorted(set(range(10)) - {1} | set(new["id"].to_pylist()))
+    assert [r["id"] for r in rows] == expected_ids
+    assert all((r["tag"] is not None) == (r["id"] in new["id"].to_pylist()) for r in rows)
+    ids = [f.fragment_id for f in theirs.get_fragments()]
+    assert ids == sorted(ids) and ids[-1] == out.manifest.max_fragment_id
+    if stable:
+        # new fragments: fresh row ids and version sequences as an Append; old rows unchanged
+        after = theirs.to_table(columns=["id", "_rowid", "_row_created_at_version", "_row_last_updated_at_version"])
+        new_rows = after.filter(pa.compute.is_in(after["id"], new["id"]))
+        assert new_rows["_rowid"].to_pylist() == list(range(10, 10 + new.num_rows))
+        assert set(new_rows["_row_created_at_version"].to_pylist()) == {5}
+        assert set(new_rows["_row_last_updated_at_version"].to_pylist()) == {5}
+        old_rows = after.filter(pa.compute.invert(pa.compute.is_in(after["id"], new["id"])))
+        kept = before.filter(pa.compute.invert(pa.compute.is_in(before["id"], new["id"])))
+        assert old_rows.sort_by("id").equals(kept.sort_by("id"))
+        assert out.manifest.next_row_id == 10 + new.num_rows
+    # pylance builds on it
+    lance.write_dataset(_wider(30, 31), uri, mode="append")
+    assert lance.dataset(uri).count_rows() == len(expected_ids) + 1
+
+
+def test_write_with_new_columns_failure_leaves_old_version_and_no_files(tmp_path, monkeypatch):
+    from lance_format.dataset import evolve_write
+
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.Table.from_batches([_batch(0, 10)]), uri, max_rows_per_file=4)
+    files = _files(uri)
+
+    def boom(*args, **kwargs):
+        raise OSError("injected failure after the data files were written")
+
+    monkeypatch.setattr(evolve_write, "commit_transaction", boom)
+    new = _wider(2, 6)
+    for predicate in (None, "id >= 2 AND id < 6"):
+        with pytest.raises(OSError, match="injected"):
+            evolve_write.write_with_new_columns(
+                lance_format.dataset(uri), pa.RecordBatchReader.from_batches(new.schema, new.to_batches()),
+                [pa.field("tag", pa.string())], predicate=predicate)
+        ds = lance.dataset(uri)
+        assert ds.version == 1 and ds.schema.names == ["id", "s"]
+        assert _files(uri) == files
+
+
+def test_commit_with_new_columns_conflicts_with_a_concurrent_append(tmp_path):
+    from lance_format.dataset.evolve_write import commit_with_new_columns, widened_schema
+    from lance_format.table.commit import RetryableCommitConflictError
+
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.Table.from_batches([_batch(0, 10)]), uri)
+    ds = lance_format.dataset(uri)
+    schema = widened_schema(ds.manifest, [pa.field("tag", pa.string())])
+    lance.write_dataset(pa.Table.from_batches([_batch(10, 12)]), uri, mode="append")  # v2 meanwhile
+    with pytest.raises(RetryableCommitConflictError):
+        commit_with_new_columns(uri, read_version=1, schema=schema)
+    assert lance.dataset(uri).version == 2 and lance.dataset(uri).schema.names == ["id", "s"]

@@ -29,7 +29,6 @@ from lance_format.dataset.commit_fragments import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     IDEMPOTENCY_KEY,
     WRITE_ID_KEY,
-    add_null_columns,
     commit_fragments,
     discard_uncommitted,
     find_committed_version,
@@ -40,6 +39,7 @@ from lance_format.dataset.fragment_sink import (
     new_write_id,
     write_prefix,
 )
+from lance_format.dataset.evolve_write import commit_with_new_columns, next_field_id_of
 from lance_format.dataset.sql_filter import to_expression
 from lance_format.dataset.write import _resolve_storage_version
 from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, SchemaMismatchError
@@ -81,7 +81,7 @@ class WritePlan:
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE
     replace_where: str | None = None
-    adds_columns: bool = False  # schema_mode="add_columns" added fields: schema commit first
+    adds_columns: bool = False  # schema_mode="add_columns" added fields: one Merge commit
     columns: list[str] = field(default_factory=list)  # DataFrame columns, in file order
     fragment_ids: list[int] = field(default_factory=list)  # fragments at read_version
     stable_row_ids: bool = False
@@ -109,8 +109,10 @@ def _prior_result(prior, read_version: int) -> CommitResult:
     )
 
 
-def _conform_to_table(table: LanceSchema, df_schema: Any, schema_mode: str, uri: str) -> tuple[LanceSchema, bool]:
-    """The schema new files get when writing ``df_schema`` into ``table`` (append, replace)."""
+def _conform_to_table(table: LanceSchema, df_schema: Any, schema_mode: str, uri: str,
+                      first_id: int | None = None) -> tuple[LanceSchema, bool]:
+    """The schema new files get when writing ``df_schema`` into ``table`` (append, replace);
+    added fields get ids from ``first_id`` (default: above the schema's)."""
     table_fields = {f.name: spark_field(f) for f in table.to_arrow()}
     df_fields = {f.name: f for f in df_schema}
     missing = [n for n in table_fields if n not in df_fields]
@@ -136,7 +138,7 @@ def _conform_to_table(table: LanceSchema, df_schema: Any, schema_mode: str, uri:
 
     new_arrow = lance_arrow_schema(StructType([df_fields[n] for n in extra]))
     new_arrow = pa.schema([f.with_nullable(True) for f in new_arrow])  # old rows read as null
-    added = LanceSchema.from_arrow(new_arrow, first_id=table.max_field_id() + 1)
+    added = LanceSchema.from_arrow(new_arrow, first_id=table.max_field_id() + 1 if first_id is None else first_id)
     return LanceSchema(table.fields + added.fields, dict(table.metadata)), True
 
 
@@ -229,7 +231,8 @@ def plan_write(
 
     if schema_mode == "overwrite":
         raise InvalidInputError("schema_mode='overwrite' needs mode='overwrite' without replace_where", table=uri)
-    schema, adds = _conform_to_table(table, df_schema, schema_mode, uri)
+    # Above the data files' ids too: a dropped column's id is never reused while its data exists.
+    schema, adds = _conform_to_table(table, df_schema, schema_mode, uri, first_id=next_field_id_of(manifest))
     if replace_where is not None:
         to_expression(replace_where, table.to_arrow())  # validate against the table before any task runs
     return WritePlan(operation="replace" if replace_where is not None else "append", read_version=version,
@@ -334,15 +337,13 @@ def commit_write(
             discard_write(plan)  # nothing to commit: no new version
             return CommitResult(version=read_version, rows=0, fragments=0, bytes=0, read_version=read_version,
                                 operation="none", skipped=True)
-        if plan.adds_columns:
-            # Two commits: the new (all-null) columns, then the rows. A failure between them
-            # leaves only nullable columns added, which a re-run accepts.
-            added = add_null_columns(plan.uri, read_version=read_version, schema=plan.schema,
-                                     properties={WRITE_ID_KEY: plan.write_id})
-            read_version = added.version
         common = dict(read_version=read_version, new_fragments=fragments, schema=plan.schema,
                       properties=plan.properties, commit_message=plan.commit_message)
-        if op == "overwrite":
+        if plan.adds_columns and op != "overwrite":
+            # One Merge: the new columns, the new rows and any deletions land in one version.
+            committed = commit_with_new_columns(plan.uri, removed_fragment_ids=deletions.removed,
+                                                updated_fragments=deletions.updated, **common)
+        elif op == "overwrite":
             committed = commit_fragments(plan.uri, "overwrite", enable_stable_row_ids=plan.enable_stable_row_ids,
                                          storage_version=plan.storage_version, **common)
         elif deletions:
@@ -355,6 +356,8 @@ def commit_write(
         discard_write(plan)
         raise
     name = {"overwrite": "overwrite", "append": "append"}.get(op, "update" if deletions else "append")
+    if plan.adds_columns and op != "overwrite":
+        name = "merge"
     return CommitResult(
         version=committed.version, rows=rows, fragments=len(fragments), bytes=size, retries=committed.retries,
         read_version=plan.read_version, operation=name, rows_inserted=rows - rows_updated, rows_updated=rows_updated,

@@ -8,7 +8,8 @@
   ``created_at`` is looked up by row id in the current fragments (rows not found were inserted
   by this commit) and ``last_updated_at`` is the commit's version for every row.
 * ``Merge`` (new columns) marks every row of a fragment whose data files changed as updated at
-  the commit's version; created_at is untouched.
+  the commit's version; created_at is untouched. Fragments a Merge adds (a write that brings
+  new columns) are treated as an Append's new fragments.
 """
 
 from __future__ import annotations

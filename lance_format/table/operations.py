@@ -247,8 +247,19 @@ def build_version(
         body = txn.merge
         _set_schema(manifest, body.schema, body.schema_metadata)
         fragments = _copies(body.fragments)
+        before = {f.id: f for f in existing}
+        # Fragments new to the table (a write that adds columns) carry final ids; ids at or
+        # below the high-water mark may have been reserved meanwhile, so refuse to reuse them.
+        fresh = [f for f in fragments if f.id not in before]
+        if fresh and max_fragment_id is not None and min(f.id for f in fresh) <= max_fragment_id:
+            raise CommitConflictError(
+                f"the merge's new fragment ids {sorted(f.id for f in fresh)} are no longer free", version=version
+            )
         if stable:
-            lineage.mark_changed_fragments_updated(fragments, {f.id: f for f in existing}, version)
+            # New fragments get row ids and version sequences exactly as an Append's.
+            next_row_id = lineage.assign_row_ids(fresh, next_row_id)
+            lineage.fill_new_fragment_versions(fresh, version)
+            lineage.mark_changed_fragments_updated([f for f in fragments if f.id in before], before, version)
         schema_ids = {f.id for f in manifest.fields}
         _drop_dead_files(fragments, schema_ids)
         indices = index_meta.retain_relevant(indices, schema_ids)

@@ -45,7 +45,10 @@ def test_add_columns_appends_with_new_columns_and_fills_missing(root, instance):
     wider = pa.table({"id": [3], "name": ["c"], "score": [0.5]})
     meta = {"lance/write_mode": "append", "lance/schema_mode": "add_columns"}
     _write(root, instance, wider, **meta)
+    ds = lance.dataset(uri)  # ONE new version: the new column and its rows together
+    assert ds.version == 2 and ds.schema.names == ["id", "name", "score"] and ds.count_rows() == 3
     _write(root, instance, pa.table({"id": [4]}), **meta)  # missing columns become nulls
+    assert lance.dataset(uri).version == 3
     table = lance.dataset(uri).to_table()
     assert table.schema.names == ["id", "name", "score"]
     assert sorted(table.to_pylist(), key=lambda r: r["id"]) == [
@@ -70,6 +73,7 @@ def test_add_columns_with_a_partition_replace(root, instance):
         dg.materialize([keyed], partition_key=key, instance=instance, resources=resources)
     rows = sorted(lance.dataset(f"{root}/keyed.lance").to_table().to_pylist(), key=lambda r: r["k"])
     assert rows == [{"k": "x", "v": 3, "extra": "new"}, {"k": "y", "v": 2, "extra": None}]
+    assert lance.dataset(f"{root}/keyed.lance").version == 3  # the column came with the replace
 
 
 def test_overwrite_schema_mode_replaces_schema_on_full_overwrite_only(root, instance):

@@ -105,8 +105,21 @@ def test_add_columns(spark, tmp_path):
     assert ds.schema.names == ["id", "x", "s", "tag"] and ds.schema.field("tag").nullable
     rows = lance_rows(uri)
     assert [r["tag"] for r in rows] == [None] * 10 + ["new"] * 5
-    assert result.version == ds.version == 3  # the (all-null) columns, then the rows
+    assert result.version == ds.version == 2 and result.operation == "merge"  # ONE commit: columns and rows
+    assert lance_format.dataset(uri).read_transaction().WhichOneof("operation") == "merge"
     assert spark_rows(read_dataframe(spark, uri)) == rows
+
+
+def test_add_columns_with_replace_where_is_one_commit(spark, tmp_path):
+    uri = str(tmp_path / "t.lance")
+    write_dataframe(_frame(spark, 0, 20), uri, max_rows_per_file=10)
+    wider = _frame(spark, 5, 10, "new").withColumn("tag", F.lit("t"))
+    result = write_dataframe(wider, uri, mode="overwrite", replace_where="id >= 5 AND id < 10",
+                             schema_mode="add_columns")
+    assert result.version == lance.dataset(uri).version == 2
+    rows = sorted(lance_rows(uri), key=lambda r: r["id"])
+    assert [r["tag"] for r in rows] == [None] * 5 + ["t"] * 5 + [None] * 10
+    assert [r["s"] for r in rows[5:10]] == [f"new{i}" for i in range(5, 10)]
 
 
 def test_replace_where(spark, tmp_path):
