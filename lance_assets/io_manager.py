@@ -18,7 +18,7 @@ import pyarrow as pa
 from pydantic import Field, PrivateAttr
 
 from lance_format.dataset.replace_where import checked_reader
-from lance_format.errors import DatasetAlreadyExistsError, DatasetNotFoundError, LanceError
+from lance_format.errors import DatasetAlreadyExistsError, DatasetNotFoundError, LanceError, SchemaMismatchError
 from lance_assets import engine, metadata, spark_io
 from lance_assets.change_feed import LanceChangeFeed, load_changes
 from lance_assets.config import (
@@ -166,11 +166,15 @@ class LanceIOManager(dg.ConfigurableIOManager):
                 return meta
         adding = bool(plan.add_fields) and existing is not None
         if adding and mode is WriteMode.MERGE:
-            # A merge-insert cannot carry a schema change yet: the (all-null) columns commit first.
-            context.log.info(f"schema_mode='add_columns': adding {[f.name for f in plan.add_fields]} to {uri}")
-            existing = engine.add_columns(existing, plan.add_fields, transaction_properties=props)
-            adding = False
-        elif adding:
+            # A merge-insert cannot carry a schema change in its commit; adding the columns in a
+            # commit of their own would leave them behind if the merge failed. Refuse instead.
+            raise SchemaMismatchError(
+                f"write_mode='merge' cannot add columns {[f.name for f in plan.add_fields]} in the same "
+                f"commit; add them first (LanceTableResource.add_columns) or write with "
+                f"write_mode='append'/'overwrite' (asset {context.asset_key.to_user_string()})",
+                table=uri, version=existing.version,
+            )
+        if adding:
             context.log.info(f"schema_mode='add_columns': adding {[f.name for f in plan.add_fields]} to {uri} "
                              "in the same commit as the rows")
 

@@ -265,32 +265,7 @@ def commit_fragments(
     )
 
 
-def add_null_columns(
-    uri: str | os.PathLike[str] | ObjectStore,
-    *,
-    read_version: int,
-    schema: LanceSchema,
-    properties: Mapping[str, str] | None = None,
-) -> CommittedVersion:
-    """Commit ``schema`` (the table's fields plus new nullable ones) with no data: a Merge
-    transaction over the unchanged fragments, as pylance's ``add_columns(pa.Field)`` writes.
-    The new columns read as nulls in every existing fragment."""
-    store = object_store_for(uri)
-    listing = list_versions(store)
-    path = listing.versions.get(read_version)
-    if path is None:
-        raise InvalidInputError(f"version {read_version} does not exist", table=store.uri)
-    manifest_file = read_manifest(store, path)
-    txn = new_transaction(read_version, properties=properties)
-    body = txn.merge
-    body.fragments.extend(manifest_file.manifest.fragments)
-    body.schema.extend(schema.to_protos())
-    body.schema_metadata.update(schema.metadata)
-    return commit_transaction(store, txn, read_manifest_file=manifest_file)
-
-
 __all__ = [
     "IDEMPOTENCY_KEY", "WRITE_ID_KEY", "DEFAULT_IDEMPOTENCY_WINDOW", "PriorCommit", "find_committed_version",
     "deletion_file_id", "delete_rows", "discard_uncommitted", "build_transaction", "commit_fragments",
-    "add_null_columns",
 ]

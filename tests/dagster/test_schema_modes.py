@@ -56,6 +56,17 @@ def test_add_columns_appends_with_new_columns_and_fills_missing(root, instance):
         {"id": 3, "name": "c", "score": 0.5}, {"id": 4, "name": None, "score": None}]
 
 
+def test_merge_that_would_add_columns_is_refused_and_changes_nothing(root, instance):
+    uri = f"{root}/evolving.lance"
+    _write(root, instance, BASE)
+    wider = pa.table({"id": [2, 3], "name": ["B", "c"], "score": [0.5, 1.5]})
+    with pytest.raises(SchemaMismatchError, match="cannot add columns \\['score'\\]"):
+        _write(root, instance, wider, **{"lance/write_mode": "merge", "lance/merge_on": ["id"],
+                                          "lance/schema_mode": "add_columns"})
+    ds = lance.dataset(uri)
+    assert ds.version == 1 and ds.schema.names == ["id", "name"]
+
+
 def test_add_columns_with_a_partition_replace(root, instance):
     parts = dg.StaticPartitionsDefinition(["x", "y"])
     calls = {"n": 0}
