@@ -71,16 +71,17 @@ def write_output(
     if mode is WriteMode.MERGE and existing is not None:
         merge = settings.merge
         assert merge is not None
-        if (merge.when_matched not in ("update_all", "do_nothing") or merge.update_condition
-                or isinstance(merge.delete_not_matched_by_source, str)):
+        if merge.update_condition:
             raise InvalidInputError(
-                "Spark merges support when_matched update_all/do_nothing without a condition and a boolean "
-                "delete_not_matched_by_source", table=uri)
-        if merge.delete_not_matched_by_source and predicate is not None:
-            raise InvalidInputError("Spark merges cannot scope delete_not_matched_by_source to partitions", table=uri)
+                "Spark merges cannot take lance/merge_update_condition (merge_dataframe updates every "
+                "matched row); use a pyarrow/pandas output for conditional updates", table=uri)
+        by_source = merge.delete_not_matched_by_source
+        if by_source and predicate is not None:
+            # scope delete-by-source to this partition: only its target rows may be removed
+            by_source = predicate if by_source is True else f"({predicate}) AND ({by_source})"
         result = engine.spark_merge(
             df, uri, on=list(merge.on), when_matched=merge.when_matched, when_not_matched=merge.when_not_matched,
-            delete_not_matched_by_source=bool(merge.delete_not_matched_by_source), transaction_properties=props,
+            delete_not_matched_by_source=by_source or None, transaction_properties=props,
         )
         stats = {"inserted": result.rows_inserted, "updated": result.rows_updated, "deleted": result.rows_deleted}
     elif mode is WriteMode.OVERWRITE:

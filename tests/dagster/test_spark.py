@@ -63,6 +63,40 @@ def test_spark_outputs_inputs_partitions_and_merge(spark, root, instance):
     assert sorted(lance_format.dataset(f"{root}/latest.lance").to_table().column("id").to_pylist()) == [1, 9]
 
 
+def test_spark_merge_options_scoped_to_a_partition(spark, root, instance):
+    parts = dg.StaticPartitionsDefinition(["a", "b"])
+    state = {"rows": [(1, "a", "x"), (2, "a", "y"), (3, "b", "z")], "meta": {}}
+
+    def make():
+        @dg.asset(partitions_def=parts, metadata={"partition_expr": "p", "lance/write_mode": "merge",
+                                                   "lance/merge_on": "id", **state["meta"]})
+        def keyed(spark: SparkSessionResource) -> DataFrame:
+            return spark.get_session().createDataFrame(state["rows"], "id long, p string, v string")
+
+        return keyed
+
+    resources = _resources(root)
+    dg.materialize([make()], partition_key="a", instance=instance, resources=resources)
+    dg.materialize([make()], partition_key="b", instance=instance, resources=resources)
+    # partition "a" now has only id 1 (updated): id 2 must go, id 3 (partition "b") must stay
+    state.update(rows=[(1, "a", "X")], meta={"lance/merge_delete_not_matched_by_source": True})
+    result = dg.materialize([make()], partition_key="a", instance=instance, resources=resources)
+    meta = result.get_asset_materialization_events()[0].materialization.metadata
+    assert meta["lance/rows_deleted"].value == 1 and meta["lance/rows_updated"].value == 1
+    rows = sorted(lance.dataset(f"{root}/keyed.lance").to_table().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "p": "a", "v": "X"}, {"id": 3, "p": "b", "v": "z"}]
+    # when_matched=delete removes the matched row
+    state.update(rows=[(3, "b", "ignored")], meta={"lance/merge_when_matched": "delete"})
+    dg.materialize([make()], partition_key="b", instance=instance, resources=resources)
+    assert lance.dataset(f"{root}/keyed.lance").to_table().column("id").to_pylist() == [1]
+    # a conditional update is refused clearly and changes nothing
+    before = lance.dataset(f"{root}/keyed.lance").version
+    state.update(rows=[(1, "a", "Y")], meta={"lance/merge_update_condition": "source.v > target.v"})
+    with pytest.raises(Exception, match="merge_update_condition"):
+        dg.materialize([make()], partition_key="a", instance=instance, resources=resources)
+    assert lance.dataset(f"{root}/keyed.lance").version == before
+
+
 def test_spark_change_feed_input(spark, root, instance):
     uri = f"{root}/orders.lance"
     ds = lance_format.write_dataset(__import__("pyarrow").table({"id": [1, 2], "v": [1.0, 2.0]}), uri,
