@@ -18,6 +18,7 @@ from typing import Any
 import dagster as dg
 
 from lance_format.schema import LanceSchema
+from lance_format.table.deletion import live_row_count
 from lance_assets.versions import latest_version, new_versions, read_version_manifest
 
 
@@ -93,8 +94,7 @@ def lance_row_count_check(
         version, manifest, _ = _latest(table)
         if version is None:
             return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
-        rows = sum(f.physical_rows for f in manifest.fragments) - sum(
-            f.deletion_file.num_deleted_rows for f in manifest.fragments if f.HasField("deletion_file"))
+        rows = sum(live_row_count(f) for f in manifest.fragments)
         ok = (min_rows is None or rows >= min_rows) and (max_rows is None or rows <= max_rows)
         return dg.AssetCheckResult(passed=ok, severity=severity,
                                    metadata={"dagster/row_count": int(rows), "lance/version": version})

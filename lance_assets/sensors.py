@@ -23,6 +23,7 @@ from typing import Any, Literal, Sequence
 import dagster as dg
 
 from lance_format.schema import LanceSchema
+from lance_format.table.deletion import live_row_count
 from lance_format.table.manifest import read_manifest
 from lance_format.table.transaction import load_transaction, operation_name
 from lance_format.io import object_store_for
@@ -67,9 +68,7 @@ def version_metadata(uri: str, version: int, naming: ManifestNaming | None) -> d
     store = object_store_for(uri)
     manifest_file = read_manifest(store, manifest_path(version, naming or ManifestNaming.V2))
     manifest = manifest_file.manifest
-    rows = sum(f.physical_rows for f in manifest.fragments) - sum(
-        f.deletion_file.num_deleted_rows for f in manifest.fragments if f.HasField("deletion_file")
-    )
+    rows = sum(live_row_count(f) for f in manifest.fragments)
     schema = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata)).to_arrow()
     txn = load_transaction(store, manifest_file)
     return {

@@ -24,6 +24,7 @@ from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
+from lance_format.table.deletion import deleted_row_count
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
@@ -342,7 +343,7 @@ class _ConfigDict(dict):
 def _summary(manifest: table_pb2.Manifest) -> dict[str, str]:
     fragments = manifest.fragments
     physical = sum(f.physical_rows for f in fragments)
-    deleted = sum(f.deletion_file.num_deleted_rows for f in fragments if f.HasField("deletion_file"))
+    deleted = sum(deleted_row_count(f) for f in fragments)
     stats = {
         "total_data_file_rows": physical,
         "total_data_files": sum(len(f.files) for f in fragments),

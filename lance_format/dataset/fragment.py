@@ -26,7 +26,7 @@ from lance_format.schema.blob import (
     read_arrow_field,
     read_arrow_schema,
 )
-from lance_format.table.deletion import read_deletion_file
+from lance_format.table.deletion import deleted_row_count, live_row_count, read_deletion_file
 from lance_format.table.rowids import read_created_at, read_last_updated_at, read_row_ids
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class LanceFragment:
 
     @property
     def num_deletions(self) -> int:
-        return self.metadata.deletion_file.num_deleted_rows if self.metadata.HasField("deletion_file") else 0
+        return deleted_row_count(self.metadata)
 
     def data_files(self) -> list[table_pb2.DataFile]:
         return list(self.metadata.files)
@@ -119,7 +119,9 @@ class LanceFragment:
     def count_rows(self, filter=None) -> int:
         if filter is not None:
             return self._dataset.count_rows(filter, fragments=[self])
-        return self.physical_rows - len(self.deleted_offsets)
+        if self.metadata.HasField("deletion_file") and not self.num_deletions:
+            return self.physical_rows - len(self.deleted_offsets)  # count not recorded: read the file
+        return live_row_count(self.metadata)
 
     @cached_property
     def _row_ids(self) -> np.ndarray | None:

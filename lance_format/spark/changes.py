@@ -38,6 +38,7 @@ from lance_format.proto import table_pb2
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT
 from lance_format.spark.tasks import arrow_schema_from_bytes, arrow_schema_to_bytes, manifest_identity, open_version
 from lance_format.spark.types import spark_arrow_schema, spark_schema
+from lance_format.table.deletion import live_row_count
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import list_versions
 from lance_format.table.transaction import load_transaction, operation_name
@@ -58,11 +59,6 @@ class ChangeSpec:
         return open_version(self.uri, version, dict(self.identities).get(version))
 
 
-def _live(fragment: table_pb2.DataFragment) -> int:
-    deleted = fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
-    return fragment.physical_rows - deleted
-
-
 def estimate_changed_rows(old: table_pb2.Manifest | None, new: table_pb2.Manifest) -> int:
     """An upper bound of the rows one commit changed, from the two manifests alone."""
     before = {f.id: f for f in old.fragments} if old is not None else {}
@@ -70,11 +66,11 @@ def estimate_changed_rows(old: table_pb2.Manifest | None, new: table_pb2.Manifes
     for fragment in new.fragments:
         prior = before.pop(fragment.id, None)
         if prior is None or [f.path for f in prior.files] != [f.path for f in fragment.files]:
-            total += _live(fragment) + (_live(prior) if prior is not None else 0)
+            total += live_row_count(fragment) + (live_row_count(prior) if prior is not None else 0)
         elif prior.SerializeToString() != fragment.SerializeToString():
-            total += abs(_live(prior) - _live(fragment)) + (
+            total += abs(live_row_count(prior) - live_row_count(fragment)) + (
                 0 if same_last_updated(prior, fragment) else fragment.physical_rows)
-    total += sum(_live(f) for f in before.values())
+    total += sum(live_row_count(f) for f in before.values())
     return total
 
 

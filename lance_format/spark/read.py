@@ -31,6 +31,7 @@ from lance_format.errors import InvalidInputError
 from lance_format.spark.common import parallelism
 from lance_format.spark.tasks import ScanSpec, Split, arrow_schema_to_bytes, manifest_identity, read_task
 from lance_format.spark.types import spark_arrow_schema, spark_schema
+from lance_format.table.deletion import live_row_count
 
 DEFAULT_ROWS_PER_SPLIT = 1024 * 1024
 DEFAULT_BYTES_PER_SPLIT = 256 * 1024 * 1024
@@ -61,8 +62,7 @@ def plan_splits(
     """Cut a version's fragments into splits of about ``rows_per_split`` live rows and at most
     ``bytes_per_split`` data bytes; aims for at least ``target_splits`` splits."""
     fragments = [f for f in ds.manifest.fragments if f.physical_rows > 0]
-    live = [f.physical_rows - (f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0)
-            for f in fragments]
+    live = [live_row_count(f) for f in fragments]
     total_rows = sum(live)
     total_bytes = sum(d.file_size_bytes for f in fragments for d in f.files)
     if total_rows == 0:

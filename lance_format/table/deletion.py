@@ -46,6 +46,20 @@ def deletion_file_path(fragment_id: int, deletion_file_pb: table_pb2.DeletionFil
     return f"{DELETIONS_DIR}/{fragment_id}-{deletion_file_pb.read_version}-{deletion_file_pb.id}.{suffix}"
 
 
+def deleted_row_count(fragment: table_pb2.DataFragment) -> int:
+    """Rows the fragment's deletion file removes, as the manifest records them (0 without one).
+
+    Official Lance always fills ``num_deleted_rows``; 0 with a deletion file present means a
+    writer that did not, and only reading the file can tell.
+    """
+    return fragment.deletion_file.num_deleted_rows if fragment.HasField("deletion_file") else 0
+
+
+def live_row_count(fragment: table_pb2.DataFragment) -> int:
+    """Physical rows minus the recorded deletions: the fragment's row count from metadata alone."""
+    return fragment.physical_rows - deleted_row_count(fragment)
+
+
 # -- decoding ----------------------------------------------------------------------------------
 def decode_arrow_deletions(data: bytes, path: str | None = None) -> np.ndarray:
     """Sorted unique uint32 offsets of an ``.arrow`` deletion file; CorruptFileError otherwise."""
