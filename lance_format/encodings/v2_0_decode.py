@@ -120,6 +120,40 @@ def decode_u64(enc: pb.ArrayEncoding, buffers: list[pa.Buffer], length: int, ctx
     return np.frombuffer(array.buffers()[1], np.uint64, length, array.offset * 8)
 
 
+def decode_leaf_window(
+    enc: pb.ArrayEncoding, buffers: list[pa.Buffer], length: int, data_type: pa.DataType, lo: int, hi: int, ctx: DecodeContext
+) -> pa.Array | None:
+    """Values ``[lo, hi)`` of a binary page, decoding only that window, or None when the page
+    is not an uncompressed binary page (the caller then decodes the whole page and slices).
+
+    A point lookup (``take`` of a few rows) would otherwise validate and convert the offsets of
+    every value in the page; here the cost follows the window, not the page.
+    """
+    validity = None
+    if enc.WhichOneof("array_encoding") == "nullable":
+        which = enc.nullable.WhichOneof("nullability")
+        if which == "no_nulls":
+            enc = enc.nullable.no_nulls.values
+        elif which == "some_nulls":
+            validity_enc = enc.nullable.some_nulls.validity
+            if validity_enc.WhichOneof("array_encoding") != "flat" or validity_enc.flat.bits_per_value != 1:
+                return None
+            validity = _flat_data(validity_enc.flat, buffers, length, ctx)
+            enc = enc.nullable.some_nulls.values
+        else:
+            return None
+    if enc.WhichOneof("array_encoding") != "binary":
+        return None
+    indices = enc.binary.indices
+    if indices.WhichOneof("array_encoding") == "nullable" and indices.nullable.WhichOneof("nullability") == "no_nulls":
+        indices = indices.nullable.no_nulls.values  # how pylance wraps the offsets
+    if indices.WhichOneof("array_encoding") != "flat" or (
+        indices.flat.HasField("compression") and indices.flat.compression.scheme not in ("", "none")
+    ):
+        return None  # decompressing costs the whole page anyway: decode it once and cache it
+    return _decode_binary(enc.binary, buffers, length, data_type, validity, ctx, lo, hi)
+
+
 def _decode_binary(
     enc: pb.Binary,
     buffers: list[pa.Buffer],
@@ -127,34 +161,51 @@ def _decode_binary(
     data_type: pa.DataType,
     outer_validity: pa.Buffer | None,
     ctx: DecodeContext,
+    lo: int = 0,
+    hi: int | None = None,
 ) -> pa.Array:
+    """Values ``[lo, hi)`` (default: all) of a binary page."""
     large = pa.types.is_large_string(data_type) or pa.types.is_large_binary(data_type)
     if not (large or pa.types.is_string(data_type) or pa.types.is_binary(data_type)):
         raise ctx.corrupt(f"binary page found for a column of type {data_type}")
-    raw = decode_u64(enc.indices, buffers, length, ctx)
+    hi = length if hi is None else hi
     data = _flat_data(enc.bytes.flat, buffers, None, ctx) if enc.bytes.WhichOneof("array_encoding") == "flat" else None
     if data is None:
         raise _unsupported(f"binary bytes encoded as {enc.bytes.WhichOneof('array_encoding')!r}", ctx)
+    # Ends of the values before the window's first one (its start) up to its last one.
+    first = max(lo - 1, 0)
+    raw = decode_u64(enc.indices, buffers, length, ctx)[first:hi]
     adjustment = np.uint64(enc.null_adjustment)
-    if length and adjustment:
+    if raw.size and adjustment:
         nulls = raw >= adjustment
         ends = np.where(nulls, raw - adjustment, raw) if nulls.any() else raw
     else:
-        nulls = np.zeros(length, np.bool_)
+        nulls = np.zeros(raw.size, np.bool_)
         ends = raw
-    if length:
-        if np.any(ends[1:] < ends[:-1]) or int(ends[-1]) > len(data):
+    if lo > 0:
+        start, ends, nulls = int(ends[0]), ends[1:], nulls[1:]
+    else:
+        start = 0
+    count = hi - lo
+    if count:
+        if np.any(ends[1:] < ends[:-1]) or int(ends[0]) < start or int(ends[-1]) > len(data):
             raise ctx.corrupt(f"string offsets are not increasing or exceed the {len(data)}-byte data buffer")
         if not large and int(ends[-1]) > _INT32_MAX:
             raise ctx.corrupt("string data of a page exceeds 2 GiB; read the column as a large type")
-    offsets = np.empty(length + 1, np.int64 if large else np.int32)
+    offsets = np.empty(count + 1, np.int64 if large else np.int32)
     offsets[0] = 0
-    offsets[1:] = ends
+    if start and count:  # a window: rebase its offsets onto the slice of the data it covers
+        data = data.slice(start, int(ends[-1]) - start)
+        offsets[1:] = ends - np.uint64(start)
+    else:
+        offsets[1:] = ends
     valid = ~nulls
     if outer_validity is not None:
-        valid &= bitmap_to_bools(outer_validity, length)
+        byte_lo = lo // 8
+        window = bitmap_to_bools(outer_validity.slice(byte_lo), hi - byte_lo * 8)
+        valid &= window[lo - byte_lo * 8 :]
     validity = None if valid.all() else bools_to_bitmap(valid)
-    return pa.Array.from_buffers(data_type, length, [validity, pa.py_buffer(offsets), data])
+    return pa.Array.from_buffers(data_type, count, [validity, pa.py_buffer(offsets), data])
 
 
 def _decode_dictionary(enc: pb.Dictionary, buffers: list[pa.Buffer], length: int, data_type: pa.DataType, ctx: DecodeContext) -> pa.Array:

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lance_format.encodings.buffers import DecodeContext, bools_to_bitmap
-from lance_format.encodings.v2_0_decode import ListOffsetsPage, decode_leaf, decode_list_offsets
+from lance_format.encodings.v2_0_decode import ListOffsetsPage, decode_leaf, decode_leaf_window, decode_list_offsets
 from lance_format.encodings.v2_1.column import StructuralColumn, assemble
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_format.file.container import FileMetadata, encoding_bytes, read_file_metadata, unpack_any
@@ -33,6 +33,9 @@ from lance_format.proto import encodings_v2_0_pb2, encodings_v2_1_pb2, file_pb2
 from lance_format.schema import LanceField, LanceSchema
 
 _PAGE_CACHE_SIZE = 2
+# Reads of fewer than 1/_WINDOW_FRACTION of a page's values decode only those values (when
+# the encoding allows) instead of decoding and caching the whole page.
+_WINDOW_FRACTION = 16
 _INT32_MAX = 2**31 - 1
 
 
@@ -165,6 +168,19 @@ class _Column:
             return array
 
         return self._cached((page, str(data_type)), make)
+
+    def leaf_window(self, page: int, data_type: pa.DataType, lo: int, hi: int) -> pa.Array:
+        """Values ``[lo, hi)`` of a page: a small window of an uncached page is decoded alone."""
+        length = self.pages[page].length
+        if (lo, hi) == (0, length):
+            return self.leaf_page(page, data_type)
+        if (hi - lo) * _WINDOW_FRACTION < length and (page, str(data_type)) not in self._cache:
+            window = self._decode(page, lambda e, b, n, c: decode_leaf_window(e, b, n, data_type, lo, hi, c))
+            if window is not None:
+                if len(window) != hi - lo:
+                    raise self.ctx.corrupt(f"page {page} window decoded to {len(window)} values instead of {hi - lo}")
+                return window
+        return self.leaf_page(page, data_type).slice(lo, hi - lo)
 
     def list_page(self, page: int) -> ListOffsetsPage:
         return self._cached((page, "list"), lambda: self._decode(page, decode_list_offsets))
@@ -396,9 +412,8 @@ class LanceFileReader:
             page_start, page_stop = int(col.starts[p]), int(col.starts[p + 1])
             if page_stop <= page_start:
                 continue
-            array = col.leaf_page(p, data_type)
             lo, hi = max(start, page_start) - page_start, min(stop, page_stop) - page_start
-            pieces.append(array if (lo, hi) == (0, len(array)) else array.slice(lo, hi - lo))
+            pieces.append(col.leaf_window(p, data_type, lo, hi))
         return _concat(pieces, data_type)
 
     def _list_rows_range(self, col: _Column, start: int, stop: int) -> tuple[int, np.ndarray, np.ndarray]:
@@ -447,7 +462,8 @@ class LanceFileReader:
         for group in np.split(np.arange(len(rows)), bounds) if len(rows) else []:
             p = int(page_of[group[0]])
             local = rows[group] - col.starts[p]
-            pieces.append(col.leaf_page(p, data_type).take(pa.array(local)))
+            lo, hi = int(local[0]), int(local[-1]) + 1  # rows are sorted
+            pieces.append(col.leaf_window(p, data_type, lo, hi).take(pa.array(local - lo)))
         return _concat(pieces, data_type)
 
     def _list_rows_take(self, col: _Column, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
