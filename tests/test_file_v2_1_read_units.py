@@ -157,6 +157,12 @@ def test_fsst_corruption_is_detected():
         decode_strings(table, [bytes([0, 255]), bytes([0])])
     with pytest.raises(CorruptFileError, match="not in the symbol table"):
         decode_strings(table, [bytes([0, 9])])
+    # with escapes present: escaped unknown bytes are literals, unescaped ones are errors
+    assert decode_strings(table, [bytes([255, 9, 0]), bytes([255, 255, 255, 9])]) == [b"\ta", b"\xff\t"]
+    with pytest.raises(CorruptFileError, match="not in the symbol table"):
+        decode_strings(table, [bytes([255, 9, 9])])
+    with pytest.raises(CorruptFileError, match="escape"):
+        decode_strings(table, [bytes([255, 255, 255]), bytes([0])])
 
 
 # -- rep/def --------------------------------------------------------------------------------------

@@ -89,12 +89,14 @@ def _decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Vari
         return Variable(np.zeros(len(offsets), np.int64), np.zeros(0, np.uint8))
     top = int(codes.max())
     if top == ESCAPE:
-        effective = _resolve_escapes(codes, codes == ESCAPE, offsets - lo, ctx)
-        escapes = int(np.count_nonzero(effective == 512))
-        effective = effective.astype(np.intp)
-        # only escapes and codes missing from the table have no output bytes
-        if m - int(np.count_nonzero(table.lengths.take(effective))) != escapes:
+        escapes, literals = _resolve_escapes(codes, codes == ESCAPE, offsets - lo, ctx)
+        # a code missing from the table is an error unless it is an escaped literal byte
+        unknown = (codes >= table.count) & (codes != ESCAPE)
+        if np.count_nonzero(unknown) != np.count_nonzero(unknown[literals]):
             raise ctx.corrupt("FSST data uses a code that is not in the symbol table")
+        effective = codes.astype(np.intp)
+        effective[literals] += 256
+        effective[escapes] = 512
     else:
         if top >= table.count:
             raise ctx.corrupt("FSST data uses a code that is not in the symbol table")
@@ -115,28 +117,23 @@ def _decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Vari
 
 
 def _resolve_escapes(codes: np.ndarray, is_escape_byte: np.ndarray, bounds: np.ndarray,
-                     ctx: DecodeContext) -> np.ndarray:
-    """Codes with escapes as 512 and the escaped bytes as 256 + byte.
+                     ctx: DecodeContext) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the escape codes and of the literal bytes they escape.
 
     The bytes of a run of 255s alternate escape/literal from the run's start (a run always
-    starts at a code position).
+    starts at a code position). Escapes are rare, so the work is done on the positions of
+    255 bytes only, not on every code.
     """
     m = len(codes)
-    prev = np.empty(m, np.bool_)
-    prev[0] = False
-    prev[1:] = is_escape_byte[:-1]
-    run_starts = is_escape_byte & ~prev
-    first = np.flatnonzero(run_starts)
-    run_id = np.cumsum(run_starts) - 1
-    within = np.arange(m) - first[np.maximum(run_id, 0)]
-    escape = is_escape_byte & (within % 2 == 0)
+    positions = np.flatnonzero(is_escape_byte)
+    starts = np.ones(positions.size, np.bool_)
+    starts[1:] = positions[1:] != positions[:-1] + 1
+    first = np.flatnonzero(starts)
+    run_of = np.cumsum(starts) - 1
+    within = np.arange(positions.size) - first[run_of]
+    escapes = positions[within % 2 == 0]
     ends = bounds[1:-1]
-    if bool(escape[-1]) or bool(escape[(ends - 1)[(ends > 0) & (ends <= m)]].any()):
+    ends = ends[(ends > 0) & (ends <= m)]
+    if escapes.size and (int(escapes[-1]) == m - 1 or np.isin(ends - 1, escapes).any()):
         raise ctx.corrupt("FSST data ends a string with an escape byte")
-    literal = np.empty(m, np.bool_)
-    literal[0] = False
-    literal[1:] = escape[:-1]
-    effective = codes.astype(np.int16)
-    effective[literal] += 256
-    effective[escape] = 512
-    return effective
+    return escapes, escapes + 1
