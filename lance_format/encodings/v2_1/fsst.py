@@ -30,7 +30,7 @@ ESCAPE = 255
 class SymbolTable:
     enabled: bool
     # per effective code (0-255 symbols, 256 + b the literal byte b, 512 the escape itself):
-    views: np.ndarray  # (513, 2) uint64: an Arrow binary view (u32 length, inline bytes)
+    views: pa.FixedSizeBinaryArray  # 513 16-byte Arrow binary views (u32 length, inline bytes)
     lengths: np.ndarray  # (513,) uint8: output bytes (0 for unused codes and the escape)
     count: int
 
@@ -57,7 +57,8 @@ def parse_symbol_table(raw: bytes, ctx: DecodeContext) -> SymbolTable:
     views = np.zeros((513, 16), np.uint8)
     views[:, :4] = lengths.astype("<u4").view(np.uint8).reshape(513, 4)
     views[:, 4:12] = symbols
-    return SymbolTable(enabled, views.view("<u8"), lengths, count)
+    view_array = pa.Array.from_buffers(pa.binary(16), 513, [None, pa.py_buffer(views)])
+    return SymbolTable(enabled, view_array, lengths, count)
 
 
 # Codes decoded per pass: bounds the 16-byte-per-code temporaries to a few MiB.
@@ -94,18 +95,19 @@ def _decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Vari
         unknown = (codes >= table.count) & (codes != ESCAPE)
         if np.count_nonzero(unknown) != np.count_nonzero(unknown[literals]):
             raise ctx.corrupt("FSST data uses a code that is not in the symbol table")
-        effective = codes.astype(np.intp)
+        effective = codes.astype(np.uint16)
         effective[literals] += 256
         effective[escapes] = 512
     else:
         if top >= table.count:
             raise ctx.corrupt("FSST data uses a code that is not in the symbol table")
-        effective = codes.astype(np.intp)  # .take with intp indices is far faster than uint8 fancy indexing
+        effective = codes
     # One Arrow binary *view* per code: a 16-byte struct holding the length and up to 12 inline
-    # bytes (our <= 8 symbol bytes). Casting the views to binary concatenates the symbols in
-    # C++ and its offsets are the running output position of every code.
-    views = table.views.take(effective, axis=0)
-    viewed = pa.Array.from_buffers(pa.binary_view(), m, [None, pa.py_buffer(views)])
+    # bytes (our <= 8 symbol bytes), gathered by Arrow's take (about twice numpy's speed here).
+    # Casting the views to binary concatenates the symbols in C++ and its offsets are the
+    # running output position of every code.
+    views = table.views.take(pa.array(effective))
+    viewed = pa.Array.from_buffers(pa.binary_view(), m, [None, views.buffers()[1].slice(views.offset * 16, m * 16)])
     large = m * 8 >= 2**31  # a code emits at most 8 bytes
     joined = viewed.cast(pa.large_binary() if large else pa.binary())
     width = 8 if large else 4
