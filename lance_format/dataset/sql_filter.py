@@ -24,84 +24,22 @@ System columns ``_rowid``, ``_rowaddr``, ``_row_created_at_version`` and
 
 from __future__ import annotations
 
-import decimal
-import re
-from dataclasses import dataclass
-from typing import Any, Callable
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import sqlglot
-from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import Tokenizer
 
+from lance_format.dataset.sql_translate import (
+    SYSTEM_COLUMNS,
+    LanceFilterDialect,
+    syntax_detail,
+    Translator,
+    validation_schema,
+)
 from lance_format.errors import InvalidInputError
 
 __all__ = ["SYSTEM_COLUMNS", "to_expression", "to_value_expression", "referenced_columns"]
-
-#: Columns the scanner synthesises; they can be filtered on without being in the table schema.
-SYSTEM_COLUMNS: dict[str, pa.DataType] = {
-    "_rowid": pa.uint64(),
-    "_rowaddr": pa.uint64(),
-    "_row_created_at_version": pa.uint64(),
-    "_row_last_updated_at_version": pa.uint64(),
-}
-
-
-class _LanceFilterDialect(Dialect):
-    """sqlglot dialect matching Lance's tokenizer: backtick identifiers, double-quoted strings."""
-
-    class Tokenizer(Tokenizer):
-        QUOTES = ["'", '"']
-        IDENTIFIERS = ["`"]
-
-
-_COMPARISONS: dict[type, str] = {
-    exp.EQ: "equal",
-    exp.NEQ: "not_equal",
-    exp.LT: "less",
-    exp.LTE: "less_equal",
-    exp.GT: "greater",
-    exp.GTE: "greater_equal",
-}
-# Unchecked kernels: integer division by zero still raises (as DataFusion does), float division by
-# zero yields inf/nan like DataFusion, and integer overflow wraps like DataFusion's arithmetic.
-_ARITHMETIC: dict[type, str] = {
-    exp.Add: "add",
-    exp.Sub: "subtract",
-    exp.Mul: "multiply",
-    exp.Div: "divide",
-    exp.Mod: "remainder",
-}
-_UNARY_FUNCTIONS: dict[type, str] = {exp.Lower: "utf8_lower", exp.Upper: "utf8_upper", exp.Abs: "abs"}
-# sqlglot type names -> Arrow types for CAST (Lance's planner maps the same SQL names).
-_SIMPLE_TYPES: dict[str, pa.DataType] = {
-    "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64(),
-    "UTINYINT": pa.uint8(), "USMALLINT": pa.uint16(), "UINT": pa.uint32(), "UBIGINT": pa.uint64(),
-    "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(),
-    "TEXT": pa.string(), "VARCHAR": pa.string(), "CHAR": pa.string(), "NVARCHAR": pa.string(),
-    "NCHAR": pa.string(), "BINARY": pa.binary(), "VARBINARY": pa.binary(), "BLOB": pa.binary(),
-    "DATE": pa.date32(), "TIME": pa.time64("us"),
-}
-_TIMESTAMP_UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
-_LOOSE_DATE = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})(.*)$", re.DOTALL)
-_NULL_BOOL = pa.scalar(None, pa.bool_())
-
-
-@dataclass
-class _Node:
-    """A translated sub-expression; ``scalar`` is set when it is a constant literal."""
-
-    expr: pc.Expression
-    scalar: pa.Scalar | None = None
-    dtype: pa.DataType | None = None
-
-    @property
-    def is_literal(self) -> bool:
-        return self.scalar is not None
 
 
 def to_expression(filter: str | pc.Expression | None, schema: pa.Schema) -> pc.Expression | None:
@@ -116,13 +54,13 @@ def to_expression(filter: str | pc.Expression | None, schema: pa.Schema) -> pc.E
         raise InvalidInputError(
             f"filter must be a SQL string or a pyarrow.compute.Expression, got {type(filter).__name__}"
         )
-    return _Translator(filter, schema).translate()
+    return Translator(filter, schema).translate()
 
 
 def referenced_columns(expr: pc.Expression | str, schema: pa.Schema) -> list[str]:
     """Top-level column names (schema order, then system columns) that ``expr`` reads."""
     if isinstance(expr, str):
-        translator = _Translator(expr, schema)
+        translator = Translator(expr, schema)
         translator.translate()
         found = translator.referenced
     elif isinstance(expr, pc.Expression):
@@ -134,11 +72,6 @@ def referenced_columns(expr: pc.Expression | str, schema: pa.Schema) -> list[str
     ordered = [name for name in schema.names if name in found]
     ordered += [name for name in SYSTEM_COLUMNS if name in found and name not in schema.names]
     return ordered
-
-
-def _validation_schema(schema: pa.Schema) -> pa.Schema:
-    extra = [pa.field(n, t) for n, t in SYSTEM_COLUMNS.items() if n not in schema.names]
-    return pa.schema(list(schema) + extra)
 
 
 def _binds(expr: pc.Expression, schema: pa.Schema) -> bool:
@@ -157,7 +90,7 @@ def _expression_columns(expr: pc.Expression, schema: pa.Schema) -> set[str]:
     binding is monotonic in the schema's columns (dropping a column can only break it), so a group
     of columns is unreferenced exactly when the expression still binds without it.
     """
-    full = _validation_schema(schema)
+    full = validation_schema(schema)
     if not _binds(expr, full):
         raise InvalidInputError(f"filter expression {expr} cannot be applied to the table schema")
     text = str(expr)
@@ -186,476 +119,6 @@ def _expression_columns(expr: pc.Expression, schema: pa.Schema) -> set[str]:
     return needed
 
 
-class _Translator:
-    """Walks a sqlglot tree and builds the pyarrow expression; records referenced columns."""
-
-    def __init__(self, text: str, schema: pa.Schema) -> None:
-        self.text = text
-        self.schema = schema
-        self.referenced: set[str] = set()
-        self._full_schema = _validation_schema(schema)
-        self._empty: pa.Table | None = None
-
-    # ------------------------------------------------------------------ entry points
-    def translate(self) -> pc.Expression:
-        if not self.text.strip():
-            raise InvalidInputError("Invalid SQL filter: the filter string is empty")
-        try:
-            tree = sqlglot.parse_one(self.text, read=_LanceFilterDialect)
-        except SqlglotError as err:
-            raise InvalidInputError(f"Invalid SQL filter {self.text!r}: {_syntax_detail(err)}") from None
-        node = self.visit(tree)
-        try:
-            self._empty_table().filter(node.expr)
-        except pa.ArrowTypeError as err:
-            if "must evaluate to bool" in str(err):
-                raise InvalidInputError(f"Filter {self.text!r} does not return a boolean") from None
-            raise self._invalid(err) from None
-        except (pa.ArrowException, TypeError, ValueError) as err:
-            raise self._invalid(err) from None
-        return node.expr
-
-    def _invalid(self, err: Exception, column: str | None = None) -> InvalidInputError:
-        return InvalidInputError(f"Invalid SQL filter {self.text!r}: {err}", column=column)
-
-    def _unsupported(self, what: str) -> InvalidInputError:
-        return InvalidInputError(f"Unsupported construct in SQL filter {self.text!r}: {what}")
-
-    def _empty_table(self) -> pa.Table:
-        if self._empty is None:
-            self._empty = self._full_schema.empty_table()
-        return self._empty
-
-    def _type_of(self, node: _Node) -> pa.DataType:
-        """Arrow type of a sub-expression, computed by projecting it over an empty table."""
-        if node.dtype is None:
-            try:
-                result = pads.dataset(self._empty_table()).to_table(columns={"v": node.expr})
-            except (pa.ArrowException, TypeError, ValueError) as err:
-                raise self._invalid(err) from None
-            node.dtype = result.schema.field("v").type
-        return node.dtype
-
-    # ------------------------------------------------------------------ dispatch
-    def visit(self, node: exp.Expression) -> _Node:
-        handler: Callable[[Any], _Node] | None = getattr(self, f"_visit_{type(node).__name__}", None)
-        if handler is not None:
-            return handler(node)
-        if type(node) in _COMPARISONS:
-            left, right = self.visit(node.this), self.visit(node.expression)
-            return self._compare(_COMPARISONS[type(node)], left, right)
-        if type(node) in _ARITHMETIC:
-            return self._arithmetic(_ARITHMETIC[type(node)], node)
-        if type(node) in _UNARY_FUNCTIONS:
-            return _Node(pc.Expression._call(_UNARY_FUNCTIONS[type(node)], [self.visit(node.this).expr]))
-        if isinstance(node, exp.Func):
-            raise self._unsupported(f"function {node.sql()}")
-        raise self._unsupported(f"{type(node).__name__} ({node.sql()})")
-
-    # ------------------------------------------------------------------ leaves
-    def _visit_Column(self, node: exp.Column) -> _Node:
-        return self._field_path([(p.name, bool(p.args.get("quoted"))) for p in node.parts])
-
-    def _visit_Dot(self, node: exp.Dot) -> _Node:
-        # sqlglot nests paths deeper than four parts as Dot(Column, Identifier).
-        path: list[tuple[str, bool]] = []
-        current: exp.Expression = node
-        while isinstance(current, exp.Dot):
-            ident = current.expression
-            if not isinstance(ident, exp.Identifier):
-                raise self._unsupported(f"field access {current.sql()}")
-            path.insert(0, (ident.name, bool(ident.args.get("quoted"))))
-            current = current.this
-        if not isinstance(current, exp.Column):
-            raise self._unsupported(f"field access {node.sql()}")
-        head = [(p.name, bool(p.args.get("quoted"))) for p in current.parts]
-        return self._field_path(head + path)
-
-    def _visit_Bracket(self, node: exp.Bracket) -> _Node:
-        keys = node.expressions
-        if len(keys) != 1 or not (isinstance(keys[0], exp.Literal) and keys[0].is_string):
-            raise self._unsupported(f"subscript {node.sql()} (only struct['field'] is supported)")
-        if not isinstance(node.this, exp.Column):
-            raise self._unsupported(f"subscript on {node.this.sql()}")
-        path = [(p.name, bool(p.args.get("quoted"))) for p in node.this.parts]
-        return self._field_path(path + [(keys[0].name, True)])
-
-    def _field_path(self, path: list[tuple[str, bool]]) -> _Node:
-        (first, quoted), rest = path[0], path[1:]
-        name = self._resolve_top_level(first, quoted)
-        self.referenced.add(name)
-        dtype = self._full_schema.field(name).type
-        names = [name]
-        for child, _ in rest:
-            if not pa.types.is_struct(dtype) or dtype.get_field_index(child) < 0:
-                raise self._invalid(
-                    f"field {child!r} not found in struct column {'.'.join(names)} ({dtype})",
-                    column=".".join(names),
-                )
-            dtype = dtype.field(child).type
-            names.append(child)
-        return _Node(pc.field(*names), dtype=dtype)
-
-    def _resolve_top_level(self, name: str, quoted: bool) -> str:
-        names = self._full_schema.names
-        if name in names:
-            return name
-        if not quoted:
-            # Lance resolves unquoted identifiers case-insensitively; backticks are exact.
-            folded = [n for n in names if n.lower() == name.lower()]
-            if len(folded) == 1:
-                return folded[0]
-        available = ", ".join(self.schema.names + [n for n in SYSTEM_COLUMNS if n not in self.schema.names])
-        raise InvalidInputError(
-            f"Unknown column {name!r} in SQL filter {self.text!r}; available columns: {available}",
-            column=name,
-        )
-
-    def _visit_Literal(self, node: exp.Literal) -> _Node:
-        if node.is_string:
-            return _literal(pa.scalar(node.this, pa.string()))
-        text = node.this
-        try:
-            value: int | float = int(text)
-        except ValueError:
-            try:
-                value = float(text)
-            except ValueError:
-                raise self._invalid(f"{text!r} is not a supported number") from None
-        # Like DataFusion: integers that do not fit in int64 become float64.
-        if isinstance(value, int) and not -(2**63) <= value < 2**63:
-            value = float(value)
-        return _literal(pa.scalar(value, pa.int64() if isinstance(value, int) else pa.float64()))
-
-    def _visit_Boolean(self, node: exp.Boolean) -> _Node:
-        return _literal(pa.scalar(bool(node.this), pa.bool_()))
-
-    def _visit_Null(self, node: exp.Null) -> _Node:
-        return _literal(pa.scalar(None))
-
-    def _visit_Paren(self, node: exp.Paren) -> _Node:
-        return self.visit(node.this)
-
-    # ------------------------------------------------------------------ logic
-    def _visit_And(self, node: exp.And) -> _Node:
-        return _Node(pc.and_kleene(self.visit(node.this).expr, self.visit(node.expression).expr))
-
-    def _visit_Or(self, node: exp.Or) -> _Node:
-        return _Node(pc.or_kleene(self.visit(node.this).expr, self.visit(node.expression).expr))
-
-    def _visit_Not(self, node: exp.Not) -> _Node:
-        return _Node(pc.invert(self.visit(node.this).expr))
-
-    def _visit_Is(self, node: exp.Is) -> _Node:
-        operand = self.visit(node.this)
-        target = node.expression
-        if isinstance(target, exp.Null):
-            return _Node(pc.is_null(operand.expr))
-        if isinstance(target, exp.Boolean):
-            # x IS TRUE / IS FALSE never yield NULL: a NULL operand counts as "not matched".
-            value = operand.expr if target.this else pc.invert(operand.expr)
-            return _Node(pc.coalesce(value, pa.scalar(False)))
-        raise self._unsupported(f"IS {target.sql()}")
-
-    def _visit_NullSafeEQ(self, node: exp.NullSafeEQ) -> _Node:
-        left, right = self.visit(node.this), self.visit(node.expression)
-        eq = self._compare("equal", left, right).expr
-        both_null = pc.and_kleene(pc.is_null(left.expr), pc.is_null(right.expr))
-        return _Node(pc.coalesce(eq, both_null))
-
-    def _visit_NullSafeNEQ(self, node: exp.NullSafeNEQ) -> _Node:
-        same = exp.NullSafeEQ(this=node.this, expression=node.expression)
-        return _Node(pc.invert(self._visit_NullSafeEQ(same).expr))
-
-    # ------------------------------------------------------------------ comparisons
-    def _compare(self, function: str, left: _Node, right: _Node) -> _Node:
-        left, right = self._coerce_pair(left, right)
-        return _Node(pc.Expression._call(function, [left.expr, right.expr]))
-
-    def _coerce_pair(self, left: _Node, right: _Node) -> tuple[_Node, _Node]:
-        """Make literals take the type of the column side; align date vs timestamp operands."""
-        if left.is_literal and not right.is_literal:
-            left = self._coerce_literal(left, self._type_of(right))
-        elif right.is_literal and not left.is_literal:
-            right = self._coerce_literal(right, self._type_of(left))
-        lt, rt = self._type_of(left), self._type_of(right)
-        if pa.types.is_date(lt) and pa.types.is_timestamp(rt):
-            left = _Node(left.expr.cast(rt), dtype=rt)
-        elif pa.types.is_timestamp(lt) and pa.types.is_date(rt):
-            right = _Node(right.expr.cast(lt), dtype=lt)
-        elif pa.types.is_timestamp(lt) and pa.types.is_timestamp(rt) and (lt.tz is None) != (
-            rt.tz is None
-        ):
-            # Naive vs tz-aware: the naive side is wall-clock time in the other side's zone.
-            if lt.tz is None:
-                left = _Node(_assume_tz(left.expr, rt.tz), dtype=pa.timestamp(lt.unit, rt.tz))
-            else:
-                right = _Node(_assume_tz(right.expr, lt.tz), dtype=pa.timestamp(rt.unit, lt.tz))
-        return left, right
-
-    def _coerce_literal(self, node: _Node, target: pa.DataType) -> _Node:
-        scalar = node.scalar
-        assert scalar is not None
-        if not scalar.is_valid:
-            return _literal(pa.scalar(None, target)) if not pa.types.is_null(target) else node
-        source = scalar.type
-        if pa.types.is_string(source) or pa.types.is_large_string(source):
-            if _parses_from_string(target):
-                return _literal(self._parse_literal(scalar.as_py(), target))
-        elif pa.types.is_timestamp(source) and pa.types.is_timestamp(target):
-            if source != target:
-                return _literal(self._timestamp_literal(scalar, target))
-        elif pa.types.is_date(source) and pa.types.is_timestamp(target):
-            # pylance: a DATE literal against a tz-aware column is midnight UTC.
-            return _literal(scalar.cast(target))
-        elif pa.types.is_decimal(target) and (pa.types.is_integer(source) or pa.types.is_floating(source)):
-            # Compare exactly as decimals; pyarrow's int64 -> decimal promotion can overflow
-            # the precision of a narrow decimal column.
-            value = decimal.Decimal(repr(scalar.as_py()))
-            if value.is_finite():
-                return _literal(pa.scalar(value))
-        return node
-
-    def _timestamp_literal(self, scalar: pa.Scalar, target: pa.DataType) -> pa.Scalar:
-        """Convert a timestamp literal to ``target``'s unit and zone, the way pylance 14 does."""
-        try:
-            if scalar.type.tz is None and target.tz is not None:
-                # pylance reads a naive literal as wall-clock time in the column's time zone.
-                scalar = pc.assume_timezone(
-                    pa.array([scalar]), timezone=target.tz, ambiguous="earliest", nonexistent="earliest"
-                )[0]
-            elif scalar.type.tz is not None and target.tz is None:
-                scalar = scalar.cast(pa.timestamp(scalar.type.unit))
-            # A literal finer than the column is truncated to the column unit, as DataFusion does.
-            return scalar.cast(target, safe=False)
-        except (pa.ArrowException, ValueError) as err:
-            raise self._invalid(f"cannot interpret timestamp literal {scalar} as {target}: {err}") from None
-
-    def _parse_literal(self, text: str, target: pa.DataType) -> pa.Scalar:
-        """Interpret a string literal as ``target`` (date, timestamp, time or decimal)."""
-        try:
-            if pa.types.is_decimal(target):
-                return pa.scalar(decimal.Decimal(text.strip()))
-            text = _pad_date(text.strip())
-            if pa.types.is_timestamp(target):
-                try:
-                    value = pa.scalar(text).cast(pa.timestamp(target.unit))
-                except pa.ArrowInvalid:
-                    # The literal carries a zone offset: it names an exact instant.
-                    value = pa.scalar(text).cast(pa.timestamp(target.unit, "UTC"))
-                return self._timestamp_literal(value, target)
-            if pa.types.is_date(target):
-                try:
-                    return pa.scalar(text).cast(target)
-                except pa.ArrowInvalid:
-                    # Also accept a timestamp literal against a date column (keeps the date part).
-                    return pa.scalar(text).cast(pa.timestamp("us")).cast(target, safe=False)
-            return pa.scalar(text).cast(target)
-        except (pa.ArrowException, decimal.InvalidOperation, ValueError) as err:
-            raise self._invalid(f"cannot interpret literal {text!r} as {target}: {err}") from None
-
-    def _visit_Between(self, node: exp.Between) -> _Node:
-        if node.args.get("symmetric"):
-            raise self._unsupported("BETWEEN SYMMETRIC")
-        value = self.visit(node.this)
-        low = self._compare("greater_equal", value, self.visit(node.args["low"]))
-        high = self._compare("less_equal", value, self.visit(node.args["high"]))
-        return _Node(pc.and_kleene(low.expr, high.expr))
-
-    def _visit_In(self, node: exp.In) -> _Node:
-        if any(node.args.get(key) is not None for key in ("query", "unnest", "field")):
-            raise self._unsupported(f"IN with a subquery ({node.sql()})")
-        value = self.visit(node.this)
-        items = [self.visit(item) for item in node.expressions]
-        if not items:
-            raise self._unsupported("empty IN list")
-        if value.is_literal or not all(item.is_literal for item in items):
-            return self._or_equalities(value, items)
-        target = self._type_of(value)
-        coerced = [self._coerce_literal(item, target).scalar for item in items]
-        has_null = any(not s.is_valid for s in coerced)
-        values = [s for s in coerced if s.is_valid]
-        if not values:
-            return _Node(pc.scalar(_NULL_BOOL))
-        try:
-            # Safe scalar casts: 2.5 must not silently become 2 in an int value set.
-            value_set = pa.array([s.cast(target) for s in values], type=target)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError):
-            # Literals of another type (e.g. 2.5 against an int column): compare one by one.
-            return self._or_equalities(value, items)
-        found = pc.is_in(value.expr, value_set=value_set, skip_nulls=True)
-        # SQL: NULL IN (...) is NULL; x IN (.., NULL) is NULL rather than FALSE when x is not found.
-        result = pc.if_else(pc.is_null(value.expr), pc.scalar(_NULL_BOOL), found)
-        if has_null:
-            result = pc.if_else(result, pc.scalar(True), pc.scalar(_NULL_BOOL))
-        return _Node(result)
-
-    def _or_equalities(self, value: _Node, items: list[_Node]) -> _Node:
-        # An OR of equalities gives SQL's NULL semantics for IN directly.
-        result = self._compare("equal", value, items[0]).expr
-        for item in items[1:]:
-            result = pc.or_kleene(result, self._compare("equal", value, item).expr)
-        return _Node(result)
-
-    # ------------------------------------------------------------------ LIKE
-    def _visit_Like(
-        self, node: exp.Expression, ignore_case: bool = False, escape: str | None = None
-    ) -> _Node:
-        value = self.visit(node.this)
-        pattern = self.visit(node.expression)
-        if not pattern.is_literal:
-            raise self._unsupported(f"LIKE with a non-literal pattern ({node.sql()})")
-        if not pattern.scalar.is_valid:
-            return _Node(pc.scalar(_NULL_BOOL))
-        text = pattern.scalar.as_py()
-        if not isinstance(text, str):
-            raise self._invalid(f"LIKE pattern must be a string, got {pattern.scalar.type}")
-        if escape is not None and escape != "\\":
-            text = _rewrite_escape(text, escape)
-        expr = pc.match_like(value.expr, pattern=text, ignore_case=ignore_case)
-        if node.args.get("negate"):
-            expr = pc.invert(expr)
-        return _Node(expr)
-
-    def _visit_ILike(self, node: exp.ILike) -> _Node:
-        return self._visit_Like(node, ignore_case=True)
-
-    def _visit_Escape(self, node: exp.Escape) -> _Node:
-        like, escape = node.this, node.expression
-        if not isinstance(like, (exp.Like, exp.ILike)):
-            raise self._unsupported(f"ESCAPE on {type(like).__name__}")
-        if not (isinstance(escape, exp.Literal) and escape.is_string and len(escape.this) == 1):
-            raise self._invalid("the ESCAPE character must be a single-character string literal")
-        return self._visit_Like(like, ignore_case=isinstance(like, exp.ILike), escape=escape.this)
-
-    # ------------------------------------------------------------------ arithmetic, casts, functions
-    def _arithmetic(self, function: str, node: exp.Expression) -> _Node:
-        left, right = self.visit(node.this), self.visit(node.expression)
-        if left.is_literal and right.is_literal and left.scalar.is_valid and right.scalar.is_valid:
-            # Fold constants so that e.g. `x = 1 + 1` still compares a literal with the column.
-            try:
-                return _literal(pc.call_function(function, [left.scalar, right.scalar]))
-            except (pa.ArrowException, TypeError) as err:
-                raise self._invalid(err) from None
-        # Numeric literals next to a decimal become small decimals; pyarrow's int64 -> decimal(19, 0)
-        # promotion would overflow the result precision of narrow decimal columns.
-        if left.is_literal and not right.is_literal and pa.types.is_decimal(self._type_of(right)):
-            left = self._coerce_literal(left, self._type_of(right))
-        elif right.is_literal and not left.is_literal and pa.types.is_decimal(self._type_of(left)):
-            right = self._coerce_literal(right, self._type_of(left))
-        return _Node(pc.Expression._call(function, [left.expr, right.expr]))
-
-    def _visit_Neg(self, node: exp.Neg) -> _Node:
-        operand = self.visit(node.this)
-        if operand.is_literal and operand.scalar.is_valid:
-            try:
-                return _literal(pc.negate_checked(operand.scalar))
-            except (pa.ArrowException, TypeError) as err:
-                raise self._invalid(err) from None
-        return _Node(pc.negate(operand.expr))
-
-    def _visit_DPipe(self, node: exp.DPipe) -> _Node:
-        left, right = self.visit(node.this), self.visit(node.expression)
-        return _Node(pc.binary_join_element_wise(left.expr, right.expr, pc.scalar("")))
-
-    def _visit_Cast(self, node: exp.Cast) -> _Node:
-        target = self._arrow_type(node.args["to"])
-        operand = self.visit(node.this)
-        if operand.is_literal:
-            scalar = operand.scalar
-            if not scalar.is_valid:
-                return _literal(pa.scalar(None, target))
-            if pa.types.is_string(scalar.type) and _parses_from_string(target):
-                return _literal(self._parse_literal(scalar.as_py(), target))
-            try:
-                return _literal(scalar.cast(target))
-            except (pa.ArrowException, TypeError) as err:
-                raise self._invalid(f"cannot cast {scalar.as_py()!r} to {target}: {err}") from None
-        source = self._type_of(operand)
-        # SQL CAST(float AS int) truncates (DataFusion); pyarrow's safe cast would refuse.
-        safe = not (pa.types.is_floating(source) and pa.types.is_integer(target))
-        return _Node(operand.expr.cast(target, safe=safe), dtype=target)
-
-    def _visit_TryCast(self, node: exp.TryCast) -> _Node:
-        raise self._unsupported("TRY_CAST")
-
-    def _arrow_type(self, dtype: exp.DataType) -> pa.DataType:
-        name = dtype.this.name
-        params = [p.this for p in dtype.expressions]
-        ints = [int(p.this) for p in params if isinstance(p, exp.Literal) and not p.is_string]
-        if name in _SIMPLE_TYPES:
-            return _SIMPLE_TYPES[name]
-        if name in ("TIMESTAMP", "DATETIME", "TIMESTAMPTZ"):
-            precision = ints[0] if ints else 6
-            if precision not in _TIMESTAMP_UNITS:
-                raise self._invalid(f"unsupported timestamp precision {precision} (use 0, 3, 6 or 9)")
-            return pa.timestamp(_TIMESTAMP_UNITS[precision], "UTC" if name == "TIMESTAMPTZ" else None)
-        if name == "DECIMAL":
-            if len(ints) != 2:
-                raise self._invalid("DECIMAL needs a precision and a scale, e.g. DECIMAL(10, 2)")
-            return (pa.decimal128 if ints[0] <= 38 else pa.decimal256)(ints[0], ints[1])
-        raise self._unsupported(f"CAST to type {dtype.sql()}")
-
-    def _visit_Length(self, node: exp.Length) -> _Node:
-        operand = self.visit(node.this)
-        dtype = self._type_of(operand)
-        binary = pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype)
-        function = "binary_length" if binary else "utf8_length"
-        return _Node(pc.Expression._call(function, [operand.expr]))
-
-    def _visit_Anonymous(self, node: exp.Anonymous) -> _Node:
-        name = str(node.this).lower()
-        if name == "is_valid" and len(node.expressions) == 1:
-            # Legacy Lance spelling of IS NOT NULL.
-            return _Node(pc.is_valid(self.visit(node.expressions[0]).expr))
-        raise self._unsupported(f"function {node.this}()")
-
-
-def _syntax_detail(err: SqlglotError) -> str:
-    """sqlglot's message without its terminal underline codes, with the error position."""
-    first = (getattr(err, "errors", None) or [{}])[0]
-    if first.get("description"):
-        return f"{first['description']} (line {first.get('line')}, column {first.get('col')})"
-    return re.sub(r"\x1b\[[0-9;]*m", "", str(err))
-
-
-def _literal(scalar: pa.Scalar) -> _Node:
-    return _Node(pc.scalar(scalar), scalar=scalar, dtype=scalar.type)
-
-
-def _parses_from_string(dtype: pa.DataType) -> bool:
-    """Types whose string literals we convert (pylance would reject the comparison)."""
-    return pa.types.is_temporal(dtype) or pa.types.is_decimal(dtype)
-
-
-def _assume_tz(expr: pc.Expression, tz: str) -> pc.Expression:
-    return pc.assume_timezone(expr, timezone=tz, ambiguous="earliest", nonexistent="earliest")
-
-
-def _pad_date(text: str) -> str:
-    """Zero-pad ``2024-1-5`` style dates, which DataFusion accepts but Arrow's parser does not."""
-    match = _LOOSE_DATE.match(text)
-    if not match:
-        return text
-    year, month, day, rest = match.groups()
-    return f"{year}-{int(month):02d}-{int(day):02d}{rest}"
-
-
-def _rewrite_escape(pattern: str, escape: str) -> str:
-    """Rewrite a LIKE pattern using a custom ESCAPE character into backslash-escape form."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == escape and i + 1 < len(pattern):
-            out.append("\\" + pattern[i + 1])
-            i += 2
-            continue
-        out.append("\\\\" if ch == "\\" else ch)
-        i += 1
-    return "".join(out)
-
-
 def to_value_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa.DataType, list[str]]:
     """Translate a SQL scalar expression (an UPDATE value, a new column's definition).
 
@@ -664,13 +127,13 @@ def to_value_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa.
     """
     if not isinstance(sql, str):
         raise InvalidInputError(f"a SQL expression must be a string, got {type(sql).__name__}")
-    translator = _Translator(sql, schema)
+    translator = Translator(sql, schema)
     if not sql.strip():
         raise InvalidInputError("Invalid SQL expression: the expression is empty")
     try:
-        tree = sqlglot.parse_one(sql, read=_LanceFilterDialect)
+        tree = sqlglot.parse_one(sql, read=LanceFilterDialect)
     except SqlglotError as err:
-        raise InvalidInputError(f"Invalid SQL expression {sql!r}: {_syntax_detail(err)}") from None
+        raise InvalidInputError(f"Invalid SQL expression {sql!r}: {syntax_detail(err)}") from None
     node = translator.visit(tree)
     dtype = translator._type_of(node)
     found = translator.referenced
