@@ -71,6 +71,18 @@ class CommitConflictError(LanceError):
     """A concurrent writer committed an incompatible change first."""
 
 
+class DuplicateCommitError(CommitConflictError):
+    """A write carrying the same idempotency key committed first; ``version`` is that commit.
+
+    Raised by the commit loop instead of publishing the same logical write twice (two runs of
+    one job racing each other). ``transaction`` is the winner's transaction.
+    """
+
+    def __init__(self, message: str, *, transaction: Any = None, **context: Any) -> None:
+        self.transaction = transaction
+        super().__init__(message, **context)
+
+
 class UnsupportedFeatureError(LanceError):
     """The table or file uses a feature this engine does not implement (flags, file versions, types)."""
 

@@ -19,7 +19,7 @@ from lance_format.dataset.commit_fragments import (
     find_committed_version,
 )
 from lance_format.dataset.fragment_sink import FragmentSink, new_write_id, write_prefix
-from lance_format.errors import InvalidInputError
+from lance_format.errors import CommitConflictError, DuplicateCommitError, InvalidInputError
 from lance_format.io import object_store_for
 from lance_format.schema import LanceSchema
 
@@ -99,6 +99,27 @@ def test_update_with_deletions_idempotency_and_cleanup(tmp_path):
     removed = discard_uncommitted(uri, write_prefix(orphan_id), read_version=2, write_id=orphan_id,
                                   fragment_ids=[first.id])
     assert len(removed) == 2 and lance.dataset(uri).count_rows() == len(ids)
+
+
+def test_commit_loop_refuses_a_second_commit_with_the_same_idempotency_key(tmp_path):
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.Table.from_batches([_batch(0, 10)]), uri, data_storage_version="2.0")
+    ds = lance_format.dataset(uri)
+
+    def append(key: str, start: int):
+        sink = _sink(uri, new_write_id())
+        sink.write(_batch(start, start + 5))
+        # both runs planned on version 1: the second one finds the first in the commit loop
+        return commit_fragments(uri, "append", read_version=1, new_fragments=sink.finish(),
+                                schema=ds.lance_schema, properties={IDEMPOTENCY_KEY: key})
+
+    assert append("run-1", 100).version == 2
+    with pytest.raises(DuplicateCommitError, match="idempotency key 'run-1'") as info:
+        append("run-1", 200)
+    assert isinstance(info.value, CommitConflictError) and info.value.version == 2
+    assert info.value.transaction.transaction_properties[IDEMPOTENCY_KEY] == "run-1"
+    assert append("run-2", 300).version == 3  # another key is an ordinary concurrent append
+    assert lance.dataset(uri).count_rows() == 20
 
 
 # -- writes that add columns: ONE Merge commit ---------------------------------------------------

@@ -42,9 +42,8 @@ from lance_format.table.deletion import (
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import ManifestNaming, list_versions
 from lance_format.table.operations import BuildOptions
-from lance_format.table.transaction import load_transaction, new_transaction
+from lance_format.table.transaction import IDEMPOTENCY_KEY, load_transaction, new_transaction
 
-IDEMPOTENCY_KEY = "idempotency_key"
 WRITE_ID_KEY = "lance_format.write_id"
 DEFAULT_IDEMPOTENCY_WINDOW = 256  # how many recent versions a re-run searches for its key
 

@@ -29,6 +29,7 @@ from lance_format.dataset.commit_fragments import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     IDEMPOTENCY_KEY,
     WRITE_ID_KEY,
+    PriorCommit,
     commit_fragments,
     discard_uncommitted,
     find_committed_version,
@@ -42,7 +43,7 @@ from lance_format.dataset.fragment_sink import (
 from lance_format.dataset.evolve_write import commit_with_new_columns, next_field_id_of
 from lance_format.dataset.sql_filter import to_expression
 from lance_format.dataset.write import _resolve_storage_version
-from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, SchemaMismatchError
+from lance_format.errors import DatasetAlreadyExistsError, DuplicateCommitError, InvalidInputError, SchemaMismatchError
 from lance_format.io import object_store_for
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema
@@ -352,6 +353,9 @@ def commit_write(
                                          **common)
         else:
             committed = commit_fragments(plan.uri, "append", **common)
+    except DuplicateCommitError as duplicate:  # a concurrent run with the same key won the race
+        discard_write(plan)
+        return _prior_result(PriorCommit(duplicate.version, duplicate.transaction), read_version)
     except BaseException:
         discard_write(plan)
         raise
@@ -421,7 +425,9 @@ def write_dataframe(
     the matching rows are deleted and the DataFrame's rows (which must all match it) added in
     one atomic commit. ``transaction_properties`` are stored in the transaction; the key
     ``"idempotency_key"`` makes a re-run of an already committed write return that commit
-    without writing anything. ``fixed_size_lists`` (column -> size) stores array columns as
+    without writing anything (found among the last ``idempotency_window`` versions); two runs
+    racing with one key commit once, since the commit loop refuses a second transaction with
+    a key that a concurrent commit already carries. ``fixed_size_lists (column -> size) stores array columns as
     fixed-size-list vectors (field metadata ``arrow.fixed-size-list.size`` does the same).
     ``enable_stable_row_ids`` and ``data_storage_version`` apply when the table is created.
     """

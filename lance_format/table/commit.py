@@ -25,7 +25,13 @@ from typing import Mapping
 
 import numpy as np
 
-from lance_format.errors import CommitConflictError, DatasetNotFoundError, LanceError, VersionNotFoundError
+from lance_format.errors import (
+    CommitConflictError,
+    DatasetNotFoundError,
+    DuplicateCommitError,
+    LanceError,
+    VersionNotFoundError,
+)
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table import feature_flags
@@ -41,7 +47,13 @@ from lance_format.table.deletion import deletion_file_path, read_deletion_file, 
 from lance_format.table.manifest import ManifestFile, encode_manifest, read_manifest
 from lance_format.table.naming import VERSIONS_DIR, ManifestNaming, list_versions, manifest_path
 from lance_format.table.operations import BuildOptions, build_version
-from lance_format.table.transaction import TRANSACTIONS_DIR, load_transaction, operation_name, transaction_file_name
+from lance_format.table.transaction import (
+    IDEMPOTENCY_KEY,
+    TRANSACTIONS_DIR,
+    load_transaction,
+    operation_name,
+    transaction_file_name,
+)
 
 HINT_PATH = f"{VERSIONS_DIR}/latest_version_hint.json"
 DEFAULT_MAX_RETRIES = 20
@@ -108,6 +120,7 @@ class _Commit:
                     theirs = load_transaction(self.store, read_manifest(self.store, path))
                 except LanceError:
                     theirs = None
+            self._check_idempotency(theirs, version, path)
             verdict = check(
                 self.original, theirs,
                 initial_fragments=self.initial_fragments(listing),
@@ -122,6 +135,12 @@ class _Commit:
                                                    table=self.store.uri, version=version, path=path)
             if verdict.outcome == REBASE:
                 self.rewrite |= verdict.rewrite
+
+    def _check_idempotency(self, theirs: transaction_pb2.Transaction | None, version: int, path: str | None) -> None:
+        key = self.original.transaction_properties.get(IDEMPOTENCY_KEY)
+        if key is not None and theirs is not None and theirs.transaction_properties.get(IDEMPOTENCY_KEY) == key:
+            raise DuplicateCommitError(f"version {version} already committed the write with idempotency key {key!r}",
+                                       transaction=theirs, table=self.store.uri, version=version, path=path)
 
     # -- rebase --------------------------------------------------------------------------------
     def rebased(self, latest: ManifestFile | None) -> transaction_pb2.Transaction:

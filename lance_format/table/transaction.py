@@ -19,6 +19,9 @@ from lance_format.table.manifest import ManifestFile
 
 TRANSACTIONS_DIR = "_transactions"
 COMMIT_MESSAGE_KEY = "__lance_commit_message"
+# A transaction property naming one logical write: the commit loop never publishes two
+# transactions with the same key on top of each other (see table.commit).
+IDEMPOTENCY_KEY = "idempotency_key"
 
 
 def new_transaction(

@@ -80,6 +80,29 @@ def test_idempotency_key_makes_a_rerun_a_no_op(spark, tmp_path):
     assert other.version == 3 and lance.dataset(uri).count_rows() == 30
 
 
+def test_two_runs_with_one_idempotency_key_racing_commit_once(spark, tmp_path):
+    """The other run commits after our up-front key lookup: the commit loop still sees it."""
+    uri = str(tmp_path / "t.lance")
+    write_dataframe(_frame(spark, 0, 10), uri)
+    props = {IDEMPOTENCY_KEY: "run-7"}
+
+    def other_run():
+        rows = pa.table({"id": pa.array([10, 11], pa.int64()), "s": ["v10", "v11"]})
+        lance_format.write_dataset(rows, uri, mode="append", transaction_properties=props)
+
+    df = _with_concurrent_commit(_frame(spark, 10, 12), str(tmp_path / "marker"), other_run)
+    result = write_dataframe(df, uri, mode="append", transaction_properties=props)
+    assert result.skipped and (result.version, result.rows) == (2, 2)
+    assert lance.dataset(uri).version == 2 and lance.dataset(uri).count_rows() == 12
+    files = data_files(uri)
+    assert len(files) == len(lance.dataset(uri).get_fragments())  # our run's files were removed
+    # without a key the same race is an ordinary concurrent append: both land
+    df = _with_concurrent_commit(_frame(spark, 20, 22), str(tmp_path / "marker2"),
+                                 lambda: lance_format.write_dataset(pa.table({"id": pa.array([30], pa.int64()),
+                                                                              "s": ["x"]}), uri, mode="append"))
+    assert write_dataframe(df, uri, mode="append").version == 4
+
+
 def _with_concurrent_commit(df, marker: str, commit):
     """``df``, whose evaluation commits ``commit()`` once (from inside a task: after our plan)."""
 
