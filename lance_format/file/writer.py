@@ -9,9 +9,10 @@ relies on it). Struct columns write one header page (``SimpleStruct``, no buffer
 Given the same batches, the output is byte-identical to pylance 14's (checked by the tests).
 
 File versions 2.1/2.2: one column per *leaf* field (a fixed-size list of primitives is a leaf);
-struct and list structure lives in each leaf's rep/def levels. Each top-level field buffers
-about one page of rows and then writes a page to each of its leaf columns, whose priority is
-the page's first row. Footers say (2, 1) / (2, 2).
+struct and list structure lives in each leaf's rep/def levels (a map is a list of its entries
+struct; maps need 2.2, as in pylance, and are refused naming the table and column otherwise).
+Each top-level field buffers about one page of rows and then writes a page to each of its leaf
+columns, whose priority is the page's first row. Footers say (2, 1) / (2, 2).
 """
 
 from __future__ import annotations
@@ -221,10 +222,14 @@ class LanceFileWriter:
         self._footer_version = _FILE_VERSIONS[version]
         self._arrow_schema = schema.to_arrow()
         self._field_ids: list[int] = []
-        if self._footer_version == (0, 3):
-            self._writers = [self._make_writer(f, f.name) for f in schema.fields]
-        else:
-            self._writers = [self._make_structural_writer(f) for f in schema.fields]
+        try:
+            if self._footer_version == (0, 3):
+                self._writers = [self._make_writer(f, f.name) for f in schema.fields]
+            else:
+                self._writers = [self._make_structural_writer(f) for f in schema.fields]
+        except LanceError as exc:
+            # the store is the table's root (the table layer opens one per table)
+            raise exc.with_context(table=store.uri, path=path)
         self._columns = [file2_pb2.ColumnMetadata() for _ in self._field_ids]
         self._num_rows = 0
         self._pos = 0
@@ -242,6 +247,13 @@ class LanceFileWriter:
         if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
             child = lance_field.children[0]
             return _ListWriter(self, column, name, self._make_writer(child, f"{name}.{child.name}"))
+        if pa.types.is_map(data_type):
+            raise UnsupportedFeatureError(
+                f"map column {name!r} cannot be written in file version 2.0 (pylance 14: \"Lance v2.0 has no "
+                "field encoding\" for maps); use file version 2.2",
+                path=self.path,
+                column=name,
+            )
         if pa.types.is_fixed_size_list(data_type) and pa.types.is_struct(data_type.value_type):
             raise UnsupportedFeatureError(
                 "fixed_size_list of struct cannot be stored in file version 2.0 "
@@ -254,7 +266,7 @@ class LanceFileWriter:
 
     def _make_structural_writer(self, lance_field: LanceField) -> StructuralFieldWriter:
         try:
-            check_structural_field(lance_field, lance_field.name)
+            check_structural_field(lance_field, lance_field.name, self._footer_version[1])
         except LanceError as exc:
             raise exc.with_context(path=self.path)
         first = len(self._field_ids)

@@ -62,7 +62,13 @@ class LanceField:
     @classmethod
     def from_arrow(cls, arrow_field: pa.Field, next_id: list[int], parent_id: int = -1) -> "LanceField":
         data_type = arrow_field.type
-        if pa.types.is_map(data_type) or pa.types.is_union(data_type):
+        if pa.types.is_map(data_type) and data_type.keys_sorted:
+            raise UnsupportedFeatureError(
+                f"field {arrow_field.name!r} is a map with keys_sorted=true, which Lance tables cannot store "
+                "(pylance refuses it too)",
+                column=arrow_field.name,
+            )
+        if pa.types.is_union(data_type):
             raise UnsupportedFeatureError(
                 f"field {arrow_field.name!r} has type {data_type}, which Lance tables cannot store"
             )
@@ -87,6 +93,9 @@ class LanceField:
             child_fields = [data_type.field(i) for i in range(data_type.num_fields)]
         elif pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
             child_fields = [data_type.value_field]
+        elif pa.types.is_map(data_type):
+            # one non-null "entries" struct of key and value (ids: map, entries, key, value)
+            child_fields = [data_type.field(0).with_nullable(False)]
         elif pa.types.is_fixed_size_list(data_type) and is_nested_logical_type(lance_field.logical_type):
             child_fields = [data_type.value_field]
         else:

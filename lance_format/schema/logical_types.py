@@ -2,7 +2,12 @@
 
 The strings are the ones official Lance stores in ``Field.logical_type`` (``halffloat``,
 ``timestamp:us:-``, ``decimal:128:10:2``, ``fixed_size_list:float:4``, ...). Nested types
-(list, struct, fixed-size lists of nested values) also need the field's children.
+(list, struct, map, fixed-size lists of nested values) also need the field's children.
+
+Maps (logical type ``map``, file version 2.2 only) have one child, the non-null ``entries``
+struct with a non-null key and a value; as in pylance, the Arrow map built from them always
+names its children ``entries`` / ``key`` / ``value`` (Arrow map equality ignores those names)
+and is never ``keys_sorted`` (pylance refuses sorted maps: Lance cannot record the flag).
 """
 
 from __future__ import annotations
@@ -58,6 +63,12 @@ def logical_type_of(data_type: pa.DataType) -> str:
         return f"fixed_size_binary:{data_type.byte_width}"
     if pa.types.is_struct(data_type):
         return "struct"
+    if pa.types.is_map(data_type):
+        if data_type.keys_sorted:
+            raise UnsupportedFeatureError(
+                f"Arrow type {data_type} has keys_sorted=true, which Lance cannot store (pylance refuses it too)"
+            )
+        return "map"
     if pa.types.is_list(data_type):
         return "list.struct" if pa.types.is_struct(data_type.value_type) else "list"
     if pa.types.is_large_list(data_type):
@@ -72,7 +83,7 @@ def logical_type_of(data_type: pa.DataType) -> str:
 def is_nested_logical_type(logical_type: str) -> bool:
     """Whether a field of this logical type has child fields in the Lance schema."""
     return (
-        logical_type in ("struct", "list", "list.struct", "large_list", "large_list.struct")
+        logical_type in ("struct", "list", "list.struct", "large_list", "large_list.struct", "map")
         or (logical_type.startswith("fixed_size_list:") and _fsl_parts(logical_type)[0] in _NESTED_FSL_ITEMS)
     )
 
@@ -87,6 +98,19 @@ def _fsl_parts(logical_type: str) -> tuple[str, int]:
     return item, int(size)
 
 
+def _map_type(children: list[pa.Field]) -> pa.DataType:
+    """The Arrow map of a Lance ``map`` field from its single ``entries`` child."""
+    if len(children) != 1 or not pa.types.is_struct(children[0].type) or children[0].type.num_fields != 2:
+        raise UnsupportedFeatureError("a Lance map field needs one 'entries' struct child with a key and a value")
+    entries = children[0].type
+    key, value = entries.field(0), entries.field(1)
+    # Arrow map keys are never null, whatever the stored field says
+    return pa.map_(
+        pa.field("key", key.type, False, metadata=key.metadata),
+        pa.field("value", value.type, value.nullable, metadata=value.metadata),
+    )
+
+
 def arrow_type_of(logical_type: str, children: list[pa.Field] | None = None) -> pa.DataType:
     """The Arrow type for a logical-type string; nested types take their children's Arrow fields."""
     children = children or []
@@ -99,6 +123,8 @@ def arrow_type_of(logical_type: str, children: list[pa.Field] | None = None) -> 
             return pa.list_(children[0])
         if logical_type in ("large_list", "large_list.struct"):
             return pa.large_list(children[0])
+        if logical_type == "map":
+            return _map_type(children)
         kind = logical_type.split(":", 1)[0]
         if kind == "timestamp":
             _, unit, tz = logical_type.split(":", 2)

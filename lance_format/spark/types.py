@@ -4,7 +4,8 @@ Reading, a Lance column becomes the Spark type that holds its values without los
 unsigned integers widen (uint64 into long, checked), float16 widens to float, large and view
 strings/binaries become string/binary, every tz-aware timestamp becomes ``TimestampType``
 (UTC instants) and every naive one ``TimestampNTZType`` (so wall-clock values never shift
-with the session time zone), lists of any kind become arrays, dictionaries their values.
+with the session time zone), lists of any kind become arrays, maps maps (Lance stores them in
+file version 2.2 only), dictionaries their values.
 Types Spark cannot hold (decimal256 beyond 38 digits, unions, extension types) are refused
 with an error naming the column.
 
@@ -240,6 +241,13 @@ def _check_nulls(array: pa.Array, field: pa.Field, column: str, table: str | Non
             if pa.types.is_nested(child_field.type):
                 _check_nulls(child, pa.field(child_field.name, child_field.type, True), f"{column}.{child_field.name}",
                              table)
+    elif pa.types.is_map(t):
+        # keys are never null in Arrow; values of maps declared valueContainsNull=false must not be
+        # (only the entries of valid maps count, not garbage under null ones)
+        entries = array.view(pa.list_(t.field(0))).flatten()  # list_flatten has no map kernel
+        _check_nulls(entries.field(1), t.item_field, f"{column}.{t.item_field.name}", table)
+        if pa.types.is_nested(t.key_type):
+            _check_nulls(entries.field(0), t.key_field, f"{column}.{t.key_field.name}", table)
     elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         values = array.flatten()
         _check_nulls(values, t.value_field, f"{column}.{t.value_field.name}", table)

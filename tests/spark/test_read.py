@@ -160,14 +160,6 @@ def test_vector_length_and_nulls_are_checked(spark, tmp_path):
     assert lance.dataset(uri).version == 1
 
 
-def _engine_stores_maps() -> bool:
-    try:
-        lance_format.schema.LanceSchema.from_arrow(pa.schema([("m", pa.map_(pa.string(), pa.int32()))]))
-        return True
-    except UnsupportedFeatureError:
-        return False
-
-
 def test_maps_refused_in_file_version_2_0(spark, tmp_path):
     df = spark.createDataFrame([(1, {"a": 1})], "id long, m map<string,int>")
     with pytest.raises(UnsupportedFeatureError, match="'m'"):
@@ -175,8 +167,6 @@ def test_maps_refused_in_file_version_2_0(spark, tmp_path):
     assert not (tmp_path / "t.lance" / "_versions").exists()
 
 
-@pytest.mark.xfail(not _engine_stores_maps(), raises=UnsupportedFeatureError, strict=True,
-                   reason="the engine cannot store map columns yet (pylance stores them in file version 2.2)")
 def test_maps_round_trip_in_file_version_2_2(spark, tmp_path):
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(pa.table({"id": [1, 2], "m": pa.array([[("a", 1)], None], pa.map_(pa.string(), pa.int32()))}),

@@ -218,3 +218,25 @@ def test_stable_row_ids_append(spark, tmp_path):
     expected = lance_rows(uri, columns=["id"], with_row_id=True)
     assert [r["_rowid"] for r in expected] == list(range(20))
     assert spark_rows(read_dataframe(spark, uri, columns=["id"], with_row_id=True)) == expected
+
+
+def test_map_column_written_from_spark_reads_back_in_pylance(spark, tmp_path):
+    uri = str(tmp_path / "t.lance")
+    df = spark.createDataFrame(
+        [(1, {"a": 1, "b": None}, {"x": {"k": [1, 2]}}), (2, None, {}), (3, {}, None), (4, {"c": 3}, {"y": None})],
+        "id long, m map<string,int>, n map<string,map<string,array<int>>>",
+    ).repartition(2)
+    result = write_dataframe(df, uri, max_rows_per_file=2)
+    assert result.rows == 4 and lance.dataset(uri).data_storage_version == "2.2"
+    ds = lance.dataset(uri)
+    assert ds.schema.field("m").type == pa.map_(pa.string(), pa.int32())
+    fields = [(f.name, f.id, f.parent_id, f.logical_type) for f in lance_format.dataset(uri).lance_schema.walk()]
+    assert fields[1:5] == [("m", 1, -1, "map"), ("entries", 2, 1, "struct"), ("key", 3, 2, "string"),
+                           ("value", 4, 2, "int32")]
+    rows = lance_rows(uri)
+    assert [(r["id"], r["m"]) for r in rows] == [(1, [("a", 1), ("b", None)]), (2, None), (3, []), (4, [("c", 3)])]
+    assert [r["n"] for r in rows] == [[("x", [("k", [1, 2])])], [], None, [("y", None)]]
+    # and Spark reads back what it wrote (maps of maps included)
+    back = {r["id"]: r for r in read_dataframe(spark, uri).collect()}
+    assert back[1]["m"] == {"a": 1, "b": None} and back[1]["n"] == {"x": {"k": [1, 2]}}
+    assert back[2]["m"] is None and back[3]["m"] == {} and back[4]["n"] == {"y": None}

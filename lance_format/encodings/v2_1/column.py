@@ -4,8 +4,9 @@ Every leaf column has its own pages; a page's ``length`` is its number of top-le
 ``priority`` its first row. :class:`StructuralColumn` maps rows to pages and asks the page
 decoders (mini-block, full-zip, constant, blob) for just those rows, so memory stays bounded by
 the request. :func:`assemble` then builds the Arrow array of a (possibly nested) field from the
-:class:`LeafData` of its leaves: structs and lists take their validity and offsets from their
-first leaf (all leaves below a node share them), leaves contribute their values.
+:class:`LeafData` of its leaves: structs and lists (and maps, which are
+lists of their entries struct) take their validity and offsets from their first leaf (all leaves
+below a node share them), leaves contribute their values.
 """
 
 from __future__ import annotations

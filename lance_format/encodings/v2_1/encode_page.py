@@ -43,9 +43,18 @@ _FORCE_FLUSH_FACTOR = 16
 EmitPage = Callable[[int, list, pb.PageLayout, int, int], None]
 
 
-def check_structural_field(lance_field: LanceField, name: str) -> None:
-    """Refuse, up front and naming the column, types the 2.1+ writer cannot store."""
+def check_structural_field(lance_field: LanceField, name: str, minor: int = 2) -> None:
+    """Refuse, up front and naming the column, types the 2.1+ writer cannot store.
+
+    ``minor`` is the file version's minor number: maps need 2.2 (pylance 14 refuses them in 2.1).
+    """
     data_type = lance_field.data_type
+    if pa.types.is_map(data_type) and minor < 2:
+        raise UnsupportedFeatureError(
+            f"map column {name!r} cannot be written in file version 2.{minor} (pylance 14: \"Map data type "
+            "is not enabled by the selected file format\"); use file version 2.2",
+            column=name,
+        )
     if pa.types.is_fixed_size_list(data_type) and not lance_field.children:
         item = data_type.value_type
         while pa.types.is_fixed_size_list(item):
@@ -66,7 +75,7 @@ def check_structural_field(lance_field: LanceField, name: str) -> None:
     if pa.types.is_struct(data_type) and not lance_field.children:
         raise UnsupportedFeatureError("structs without fields cannot be written in file versions 2.1+", column=name)
     for child in lance_field.children:
-        check_structural_field(child, f"{name}.{child.name}")
+        check_structural_field(child, f"{name}.{child.name}", minor)
 
 
 class PageTooDense(UnsupportedFeatureError):

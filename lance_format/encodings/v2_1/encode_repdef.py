@@ -21,6 +21,8 @@ The work happens top-down, vectorized: each layer maps the current entries to th
 them to Lance's numbering once the leaf is reached. Garbage under null lists (non-empty offset
 ranges of null lists) is skipped naturally: only valid, non-empty lists are expanded.
 
+Maps are lists of their ``entries`` struct, exactly as pylance stores them.
+
 Layer kinds follow the page's data, as in pylance, except on paths that mix structs and lists:
 there they follow the schema so that every page of the column agrees (pylance 14's reader
 mis-reads ranges spanning pages whose layers differ on such paths; see ``_finish``).
@@ -295,7 +297,8 @@ def _walk(array: pa.Array, lance_field: LanceField, name: str, state: _State, nu
         for index, child in enumerate(lance_field.children):
             _walk(array.field(index), child, f"{name}.{child.name}", state.copy(), num_rows, out)
         return
-    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_map(data_type):
+        # a map is stored exactly like a list of its "entries" struct (as pylance does)
         child = lance_field.children[0]
         values = _apply_list(state, array)
         _walk(values, child, f"{name}.{child.name}", state, num_rows, out)
@@ -306,7 +309,7 @@ def _walk(array: pa.Array, lance_field: LanceField, name: str, state: _State, nu
         raise UnsupportedFeatureError(
             f"fixed-size lists of {data_type.value_type} cannot be written in file versions 2.1+", column=name
         )
-    if pa.types.is_list_view(data_type) or pa.types.is_map(data_type) or pa.types.is_union(data_type):
+    if pa.types.is_list_view(data_type) or pa.types.is_union(data_type):
         raise UnsupportedFeatureError(f"type {data_type} cannot be written in file versions 2.1+", column=name)
     _apply_validity(state, array)
     out.append(_finish(state, array, lance_field, name, num_rows))
