@@ -19,6 +19,7 @@ from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.delta_plan import (
     NO_CHANGE_OPERATIONS,
     deleted_row_ids,
+    lineage_candidates,
     lineage_offsets,
     plan_version,
     require_stable_row_ids,
@@ -137,8 +138,10 @@ class DatasetDelta:
         dataset, begin, end = self._base(), self._begin, self._end
 
         def batches() -> Iterator[pa.RecordBatch]:
-            for fragment in dataset.get_fragments():
-                # Lineage runs live in the manifest: most fragments are ruled out with no I/O.
+            fragments = dataset.get_fragments()
+            # Lineage runs live in the manifest: most fragments are ruled out with no I/O.
+            for index in lineage_candidates(dataset, begin):
+                fragment = fragments[index]
                 offsets = lineage_offsets(fragment, begin, end, updated)
                 if offsets is not None:
                     yield from lineage_batches(dataset, fragment, offsets, DEFAULT_BATCH_SIZE)

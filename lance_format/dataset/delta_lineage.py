@@ -103,6 +103,11 @@ def versions_at(fragment: "LanceFragment", kind: str, offsets: np.ndarray) -> np
     return np.array(versions, np.uint64)[np.searchsorted(ends, offsets, side="right")]
 
 
+def latest_versions(fragment: "LanceFragment", kind: str) -> list[int]:
+    """The versions of the ``kind`` runs (a short list; ``[1]`` without a sequence)."""
+    return _run_versions(fragment, kind)[0]
+
+
 def any_version_in(fragment: "LanceFragment", kind: str, low: int, high: int | None) -> bool:
     """Whether some run has ``low < version <= high`` (no upper bound for None)."""
     versions, _ = _run_versions(fragment, kind)

@@ -28,6 +28,7 @@ from lance_format.dataset.delta_lineage import (
     CREATED_AT,
     LAST_UPDATED_AT,
     any_version_in,
+    latest_versions,
     row_ids_at,
     versions_at,
     versions_mask,
@@ -223,6 +224,22 @@ def deleted_row_ids(begin: "LanceDataset | None", end: "LanceDataset") -> np.nda
         return gone
     # Rows that moved (compaction, update, restore) are still live at the end.
     return np.setdiff1d(gone, RowRefs.concat(diff.new).row_id)
+
+
+def lineage_candidates(dataset: "LanceDataset", begin: int) -> list[int]:
+    """Indices of the fragments that may hold rows inserted or updated after ``begin``.
+
+    A row is never created after its last update, so only fragments with some
+    ``last_updated > begin`` qualify. The highest last-updated version of every fragment is
+    worked out once per dataset object (from the run-length sequences in the manifest; no file
+    is read) and shared by ``get_inserted_rows`` and ``get_updated_rows``.
+    """
+    latest = dataset.__dict__.get("_delta_latest_updates")
+    if latest is None:
+        fragments = dataset.get_fragments()
+        latest = np.fromiter((max(latest_versions(f, LAST_UPDATED_AT)) for f in fragments), np.uint64, len(fragments))
+        dataset.__dict__["_delta_latest_updates"] = latest
+    return np.flatnonzero(latest > np.uint64(begin)).tolist()
 
 
 def lineage_offsets(fragment: "LanceFragment", begin: int, end: int, updated: bool) -> np.ndarray | None:
