@@ -98,30 +98,25 @@ class _Chunker:
             k //= 2
         return k if fits(k) else None
 
-    def _best_steps(self) -> np.ndarray:
-        """For every start item p: the largest allowed non-final chunk size (0 when none fits)."""
-        n = self.n
-        p = np.arange(n, dtype=np.int64)
-        best = np.zeros(n, np.int64)
-        k = self.plan.min_chunk
-        while k <= self.plan.max_chunk:
-            q = np.minimum(p + k, n)
-            if self.cost is None:
-                value_bytes = k * self.plan.uniform + self.plan.chunk_overhead + np.zeros(n)
-            else:
-                value_bytes = (self.cost[q] - self.cost[p]).astype(np.float64) + self.plan.chunk_overhead
-            ok = p + k < n
-            if k > self.plan.min_chunk:
-                ok &= value_bytes <= self.plan.target_bytes
-            levels = np.zeros(n, np.int64)
-            if self.end_of is not None:
-                levels = self.end_of[q] - self.end_of[p]
-                ok &= levels <= MAX_LEVELS_PER_CHUNK
-            total = self.header + 7 + (2 * levels + 8) * self.level_streams + value_bytes + 8 * self.plan.num_buffers
-            ok &= total <= self.hard
-            best[ok] = k  # larger k overwrite smaller ones
-            k *= 2
-        return best
+    def _best_step(self, p: int) -> int:
+        """The largest allowed non-final chunk size (a power of two) starting at item ``p``, or 0.
+
+        Only the chunk starts the greedy walk visits are evaluated (a page has about one per
+        kilobyte of values); the value budget is located with one binary search on the cost
+        prefix, so at most a couple of sizes are tried per chunk.
+        """
+        k = self.plan.max_chunk
+        smallest = self.plan.min_chunk
+        if self.cost is not None:
+            budget = self.cost[p] + (self.plan.target_bytes - self.plan.chunk_overhead)
+            within = int(np.searchsorted(self.cost, budget, side="right")) - 1 - p  # items within target_bytes
+            while k > smallest and k > within:
+                k //= 2
+        while k >= smallest:
+            if p + k < self.n and self._fits(p, p + k, False, k <= smallest):
+                return k
+            k //= 2
+        return 0
 
     def chunks(self) -> tuple[np.ndarray, np.ndarray] | None:
         n = self.n
@@ -129,7 +124,6 @@ class _Chunker:
         if k is not None:
             starts = np.arange(0, n, k, dtype=np.int64)
             return starts, np.minimum(k, n - starts)
-        best = self._best_steps().tolist()
         starts: list[int] = []
         p = 0
         while p < n:
@@ -137,7 +131,7 @@ class _Chunker:
             if n - p <= self.plan.max_chunk and self._fits(p, n, True, n - p <= self.plan.min_chunk):
                 p = n
                 break
-            step = best[p]
+            step = self._best_step(p)
             if step == 0:
                 return None
             p += step
