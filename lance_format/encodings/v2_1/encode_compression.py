@@ -27,6 +27,7 @@ from lance_format.proto import encodings_v2_1_pb2 as pb
 TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk
 MAX_CHUNK_VALUES = 4096
 RLE_MAX_CHUNK_VALUES = 2048
+MIN_BITPACK_SAVING = 1 / 16  # fraction of the flat bytes bit-packing must save to be chosen
 RLE_THRESHOLD = 0.5  # runs / values below which RLE wins (Lance's default)
 DICT_MIN_VALUES = 100
 DICT_SIZE_RATIO = 0.8
@@ -244,7 +245,9 @@ def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
         run_starts = _run_starts(words)
         if len(run_starts) < RLE_THRESHOLD * n and len(run_starts) * (width + 1) < packed_bytes:
             return RlePlan(words, run_starts)
-    if widths.max() < width * 8 and packed_bytes < n * width:
+    # Bit-packing that saves less than 1/16 of the bytes (floats, whose exponent bits are set,
+    # typically save one bit in 64) is not worth its encode and decode time: store them flat.
+    if widths.max() < width * 8 and packed_bytes <= n * width * (1 - MIN_BITPACK_SAVING):
         return BitpackPlan(words)
     return FlatPlan(LeafValues("fixed", n, bytes_per_value=width, words=words,
                                matrix=words.view(np.uint8).reshape(n, width)))
