@@ -20,7 +20,6 @@ item cannot fit (a huge run of empty lists) the caller falls back to full-zip.
 
 from __future__ import annotations
 
-import struct
 
 import numpy as np
 
@@ -171,6 +170,43 @@ def _repetition_index(rep: np.ndarray, max_rep: int, lstarts: np.ndarray, lcount
     return np.column_stack([rows, leftovers]).astype("<u8").reshape(-1)
 
 
+def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks: int, minor: int) -> tuple[bytes, np.ndarray]:
+    """Lay the chunks out: per chunk a header (level count, then every stream's byte size),
+    padded to 8 bytes, then each stream's bytes for that chunk, each padded to 8 bytes.
+
+    Streams (rep, def, then the value buffers) are ``(data, sizes)`` pairs whose chunks lie back
+    to back in ``data``; level byte counts are u16, value buffer sizes u16 (2.1) or u32 (2.2). Headers are
+    built as one structured array and every piece is a view, so the per-chunk work is a join.
+    Returns the bytes and each chunk's size.
+    """
+    streams = level_parts + value_buffers
+    size_dtype = "<u2" if minor < 2 else "<u4"
+    fields = [("levels", "<u2")]
+    fields += [(f"s{i}", "<u2" if i < len(level_parts) else size_dtype) for i in range(len(streams))]
+    header = np.zeros(nchunks, np.dtype(fields))
+    header["levels"] = num_levels
+    columns: list[list] = []
+    chunk_bytes = np.zeros(nchunks, np.int64)
+    for i, (data, sizes) in enumerate(streams):
+        sizes = np.asarray(sizes, np.int64)
+        header[f"s{i}"] = sizes
+        pads = (-sizes) % 8
+        chunk_bytes += sizes + pads
+        raw = memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))
+        ends = np.cumsum(sizes).tolist()
+        columns.append([raw[a:b] for a, b in zip([0, *ends[:-1]], ends)])
+        columns.append([_PADS[:p] for p in pads.tolist()])
+    header_len = header.dtype.itemsize
+    header_block = header_len + _pad8(header_len)
+    heads = np.full((nchunks, header_block), CHUNK_PAD, np.uint8)
+    heads[:, :header_len] = header.view(np.uint8).reshape(nchunks, header_len)
+    chunk_bytes += header_block
+    flat = memoryview(heads.reshape(-1))
+    head_views = [flat[c : c + header_block] for c in range(0, nchunks * header_block, header_block)]
+    body = b"".join([piece for row in zip(head_views, *columns) for piece in row])
+    return body, chunk_bytes
+
+
 def encode_miniblock(
     leaf: LeafPage,
     plan: ValuePlan,
@@ -215,35 +251,15 @@ def encode_miniblock(
     else:
         num_levels = [0] * nchunks
 
-    size_fmt = "H" if minor < 2 else "I"
-    header_fmt = "<H" + "H" * len(level_parts) + size_fmt * plan.num_buffers
-    streams = level_parts + value_buffers
-    sizes_lists = [s.astype(np.int64).tolist() for _, s in streams]
-    views = [memoryview(np.ascontiguousarray(d).view(np.uint8)) for d, _ in streams]
-    cursors = [0] * len(streams)
-    header_len = struct.calcsize(header_fmt)
-    header_pad = _PADS[: _pad8(header_len)]
-    parts: list = []
-    words = np.zeros(nchunks, np.uint64)
-    for c in range(nchunks):
-        chunk_sizes = [sizes[c] for sizes in sizes_lists]
-        parts.append(struct.pack(header_fmt, num_levels[c], *chunk_sizes))
-        parts.append(header_pad)
-        chunk_bytes = header_len + len(header_pad)
-        for s, size in enumerate(chunk_sizes):
-            if size:
-                parts.append(views[s][cursors[s] : cursors[s] + size])
-                cursors[s] += size
-            pad = _pad8(size)
-            if pad:
-                parts.append(_PADS[:pad])
-            chunk_bytes += size + pad
-        log = 0 if c == nchunks - 1 else int(counts[c]).bit_length() - 1
-        words[c] = ((chunk_bytes // 8 - 1) << 4) | log
+    body, chunk_bytes = _assemble_chunks(level_parts, value_buffers, num_levels, nchunks, minor)
+    logs = np.zeros(nchunks, np.uint64)
+    if nchunks > 1:  # non-final chunks hold a power of two of values; the last one says 0
+        logs[:-1] = np.log2(counts[:-1]).astype(np.uint64)
+    words = ((chunk_bytes.astype(np.uint64) // np.uint64(8) - np.uint64(1)) << np.uint64(4)) | logs
     if minor < 2 and nchunks and int(words.max()) > 0xFFFF:
         return None
     meta = words.astype("<u2" if minor < 2 else "<u4").tobytes()
-    buffers = [meta, b"".join(parts)]
+    buffers = [meta, body]
     if dictionary is not None:
         block, encoding = dictionary_block(dictionary)
         layout.dictionary.CopyFrom(encoding)
