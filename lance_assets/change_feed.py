@@ -14,7 +14,7 @@ and ``_commit_timestamp``; deletes and pre-images carry their old values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 import dagster as dg
@@ -43,6 +43,7 @@ class LanceChangeFeed:
     begin_version: int
     end_version: int
     columns: tuple[str, ...] | None = None
+    storage_options: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def versions(self) -> range:
@@ -50,7 +51,8 @@ class LanceChangeFeed:
 
     def to_reader(self) -> pa.RecordBatchReader:
         return engine.change_feed(
-            self.uri, self.begin_version, self.end_version, columns=list(self.columns) if self.columns else None
+            self.uri, self.begin_version, self.end_version, columns=list(self.columns) if self.columns else None,
+            storage_options=self.storage_options,
         )
 
     def to_table(self) -> pa.Table:
@@ -61,7 +63,8 @@ class LanceChangeFeed:
 
     def to_spark(self, spark: Any) -> Any:
         return engine.spark_changes(
-            spark, self.uri, self.begin_version, self.end_version, list(self.columns) if self.columns else None
+            spark, self.uri, self.begin_version, self.end_version, list(self.columns) if self.columns else None,
+            storage_options=self.storage_options,
         )
 
 
@@ -107,12 +110,14 @@ def load_changes(
     kind: str,
     run_tags: Mapping[str, str],
     spark: "SparkSessionResource | None",
+    storage_options: Mapping[str, str] | None = None,
 ) -> Any:
     """The change feed for an input, in the representation ``kind`` asks for."""
     begin, end = version_range(context, settings, run_tags)
     if begin < 0 or end < begin:
         raise InvalidInputError(f"invalid change-feed version range ({begin}, {end}]", table=uri)
-    feed = LanceChangeFeed(uri, begin, end, tuple(settings.columns) if settings.columns else None)
+    feed = LanceChangeFeed(uri, begin, end, tuple(settings.columns) if settings.columns else None,
+                           storage_options=storage_options)
     context.log.info(f"change feed of {uri}: versions {begin + 1}..{end}")
     if kind == "feed":
         return feed

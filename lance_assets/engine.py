@@ -5,6 +5,9 @@ functions: opening versions, writing (create / append / overwrite / replace-wher
 adding columns, deleting, compacting, and reading change feeds, plus their Spark counterparts
 from ``lance_format.spark``. Keeping them here keeps the rest of the package independent of
 where in the engine each operation lives.
+
+``storage_options`` (Lance's object-store keys, e.g. for ``s3://`` tables) go to every call that
+opens a table by URI; operations on an open dataset reuse its store.
 """
 
 from __future__ import annotations
@@ -17,18 +20,21 @@ from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.evolve_write import write_with_new_columns
 from lance_format.dataset.replace_where import replace_where
 from lance_format.dataset.write import write_dataset
-from lance_format.errors import DatasetNotFoundError, InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import DatasetNotFoundError, UnsupportedFeatureError
 from lance_assets.config import MergeOptions
 
 
-def open_table(uri: str, version: int | str | None = None) -> LanceDataset:
-    return LanceDataset(uri, version)
+Options = Mapping[str, str] | None
 
 
-def try_open(uri: str) -> LanceDataset | None:
+def open_table(uri: str, version: int | str | None = None, *, storage_options: Options = None) -> LanceDataset:
+    return LanceDataset(uri, version, storage_options=storage_options)
+
+
+def try_open(uri: str, *, storage_options: Options = None) -> LanceDataset | None:
     """The latest version, or None when no table exists at ``uri``."""
     try:
-        return LanceDataset(uri)
+        return LanceDataset(uri, storage_options=storage_options)
     except DatasetNotFoundError:
         return None
 
@@ -41,6 +47,7 @@ def write(
     transaction_properties: Mapping[str, str],
     enable_stable_row_ids: bool,
     data_storage_version: str | None,
+    storage_options: Options = None,
 ) -> LanceDataset:
     """create / append / overwrite of a whole table."""
     kwargs: dict[str, Any] = {}
@@ -48,7 +55,7 @@ def write(
         kwargs["data_storage_version"] = data_storage_version
     return write_dataset(
         reader, uri, mode=mode, transaction_properties=dict(transaction_properties),
-        enable_stable_row_ids=enable_stable_row_ids, **kwargs,
+        enable_stable_row_ids=enable_stable_row_ids, storage_options=storage_options, **kwargs,
     )
 
 
@@ -61,11 +68,13 @@ def replace(
     enable_stable_row_ids: bool,
     data_storage_version: str | None,
     check_data: bool = True,
+    storage_options: Options = None,
 ) -> LanceDataset:
     """Replace exactly the rows matching ``predicate`` with ``reader``'s rows, in one commit."""
     return replace_where(
         uri, predicate, reader, transaction_properties=dict(transaction_properties), check_data=check_data,
         enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
+        storage_options=None if isinstance(uri, LanceDataset) else storage_options,
     )
 
 
@@ -98,7 +107,7 @@ def merge(
             condition = f"({scope}) AND ({condition})" if condition else scope
         builder = builder.when_not_matched_by_source_delete(condition)
     stats = builder.execute(reader, transaction_properties=dict(transaction_properties))
-    new = LanceDataset(ds.uri, ds.version)  # execute moved ds to the new version
+    new = ds.checkout_version(ds.version)  # execute moved ds to the new version (same store)
     return new, {
         "inserted": int(stats.get("num_inserted_rows", 0)),
         "updated": int(stats.get("num_updated_rows", 0)),
@@ -109,7 +118,7 @@ def merge(
 def add_columns(ds: LanceDataset, fields: Sequence[pa.Field], *, transaction_properties: Mapping[str, str]) -> LanceDataset:
     """Add all-null columns (one Merge commit); returns the new version."""
     ds.add_columns(pa.schema(list(fields)), transaction_properties=dict(transaction_properties))
-    return LanceDataset(ds.uri, ds.version)  # add_columns moved ds to the new version
+    return ds.checkout_version(ds.version)  # add_columns moved ds to the new version
 
 
 def write_adding_columns(
@@ -130,10 +139,11 @@ def write_adding_columns(
 
 
 def change_feed(
-    uri: str, begin_version: int, end_version: int, *, columns: list[str] | None = None
+    uri: str, begin_version: int, end_version: int, *, columns: list[str] | None = None,
+    storage_options: Options = None,
 ) -> pa.RecordBatchReader:
     """Changes of versions ``(begin_version, end_version]`` with ``_change_type`` etc."""
-    ds = LanceDataset(uri, end_version)
+    ds = LanceDataset(uri, end_version, storage_options=storage_options)
     return ds.delta(begin_version=begin_version, end_version=end_version).get_changes(columns)
 
 
@@ -158,12 +168,12 @@ def spark_read(spark: Any, uri: str, **kwargs: Any) -> Any:
     return spark_module().read_dataframe(spark, uri, **kwargs)
 
 
-def spark_changes(spark: Any, uri: str, begin_version: int, end_version: int, columns: list[str] | None) -> Any:
-    return spark_module().read_changes(spark, uri, begin_version, end_version, columns)
+def spark_changes(spark: Any, uri: str, begin_version: int, end_version: int, columns: list[str] | None,
+                  *, storage_options: Options = None) -> Any:
+    return spark_module().read_changes(spark, uri, begin_version, end_version, columns,
+                                       storage_options=storage_options)
 
 
-def check_no_storage_options(options: Mapping[str, str] | None, *, table: str) -> None:
-    if options:
-        raise InvalidInputError(
-            "storage_options are not supported by this lance_format build (local filesystem only)", table=table
-        )
+def storage_options_of(options: Mapping[str, str] | None) -> dict[str, str] | None:
+    """Configured storage options as the engine takes them (None when there are none)."""
+    return {str(k): str(v) for k, v in options.items()} if options else None

@@ -50,7 +50,11 @@ class LanceIOManager(dg.ConfigurableIOManager):
     """Stores each asset as a Lance table under ``base_uri``."""
 
     base_uri: str = Field(description="Directory (or URI) under which each asset's table lives")
-    storage_options: dict[str, str] = Field(default_factory=dict, description="Object-store options")
+    storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Object-store options with Lance's keys (aws_access_key_id, aws_endpoint, allow_http, ...) "
+                    "for s3:// tables; use dg.EnvVar for secrets",
+    )
     write_mode: WriteMode = Field(default=WriteMode.OVERWRITE, description="Default write mode")
     schema_mode: SchemaMode = Field(default=SchemaMode.ERROR, description="error | add_columns | overwrite")
     enable_stable_row_ids: bool = Field(default=True, description="For new tables; change feeds need it")
@@ -74,8 +78,12 @@ class LanceIOManager(dg.ConfigurableIOManager):
             uri = table_uri(self.base_uri, str(meta[TABLE_NAME]))
         else:
             uri = table_uri(self.base_uri, asset_key)
-        engine.check_no_storage_options(self.storage_options, table=uri)
         return uri
+
+    @property
+    def table_storage_options(self) -> dict[str, str] | None:
+        """The storage options every table of this IO manager is opened with."""
+        return engine.storage_options_of(self.storage_options)
 
     @staticmethod
     def table_name(asset_key: dg.AssetKey) -> str:
@@ -133,7 +141,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
     def _write_arrow(self, context: dg.OutputContext, obj: Any, uri: str, settings: WriteSettings,
                      keys: list[str] | None, props: dict[str, str]) -> dict[str, Any]:
         source = to_reader(obj)
-        existing = engine.try_open(uri)
+        existing = engine.try_open(uri, storage_options=self.table_storage_options)
         table_schema = existing.schema if existing is not None else None
         full_overwrite = settings.mode is WriteMode.OVERWRITE and keys is None
         plan = plan_schema(table_schema, source.schema, settings.schema_mode, full_overwrite=full_overwrite, table=uri)
@@ -143,7 +151,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
         name = self.table_name(context.asset_key)
         create = dict(
             transaction_properties=props, enable_stable_row_ids=self.enable_stable_row_ids,
-            data_storage_version=self.data_storage_version,
+            data_storage_version=self.data_storage_version, storage_options=self.table_storage_options,
         )
         mode = settings.mode
         prev_rows = existing.count_rows() if existing is not None else 0
@@ -228,10 +236,11 @@ class LanceIOManager(dg.ConfigurableIOManager):
         annotation = context.dagster_type.typing_type
         if annotation is LanceChangeFeed or settings.mode is ReadMode.CHANGES:
             kind = "feed" if annotation is LanceChangeFeed else load_kind(annotation)
-            return load_changes(context, uri, settings, kind=kind, run_tags=self._run_tags, spark=self.spark)
+            return load_changes(context, uri, settings, kind=kind, run_tags=self._run_tags, spark=self.spark,
+                                storage_options=self.table_storage_options)
         kind = load_kind(annotation)
         try:
-            ds = engine.open_table(uri, settings.version)
+            ds = engine.open_table(uri, settings.version, storage_options=self.table_storage_options)
         except DatasetNotFoundError as exc:
             raise DatasetNotFoundError(
                 f"asset {context.asset_key.to_user_string()} has no Lance table (was it materialized?)", table=uri

@@ -94,24 +94,34 @@ class LanceTableResource(dg.ConfigurableResource):
     """Tables under ``base_uri``: open, write, merge, delete, compact, and read change feeds."""
 
     base_uri: str = Field(description="Directory (or URI) holding the tables")
-    storage_options: dict[str, str] = Field(default_factory=dict)
+    storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Object-store options with Lance's keys (aws_access_key_id, aws_endpoint, allow_http, ...) "
+                    "for s3:// tables; use dg.EnvVar for secrets",
+    )
     enable_stable_row_ids: bool = Field(default=True, description="For new tables; the change feed needs it")
     data_storage_version: str | None = Field(default=None, description="Lance file version for new tables")
 
     def uri_for(self, table: TableRef) -> str:
-        uri = table_uri(self.base_uri, table)
-        engine.check_no_storage_options(self.storage_options, table=uri)
-        return uri
+        return table_uri(self.base_uri, table)
+
+    @property
+    def table_storage_options(self) -> dict[str, str] | None:
+        """The storage options every table of this resource is opened with."""
+        return engine.storage_options_of(self.storage_options)
+
+    def _try_open(self, uri: str) -> LanceDataset | None:
+        return engine.try_open(uri, storage_options=self.table_storage_options)
 
     def exists(self, table: TableRef) -> bool:
-        return engine.try_open(self.uri_for(table)) is not None
+        return self._try_open(self.uri_for(table)) is not None
 
     def open(self, table: TableRef, version: int | str | None = None) -> LanceDataset:
         """A version (number or tag) of the table; ``DatasetNotFoundError`` when missing."""
-        return engine.open_table(self.uri_for(table), version)
+        return engine.open_table(self.uri_for(table), version, storage_options=self.table_storage_options)
 
     def latest_version(self, table: TableRef) -> int | None:
-        ds = engine.try_open(self.uri_for(table))
+        ds = self._try_open(self.uri_for(table))
         return ds.version if ds is not None else None
 
     def versions(self, table: TableRef) -> list[dict[str, Any]]:
@@ -124,7 +134,7 @@ class LanceTableResource(dg.ConfigurableResource):
     def _conformed(self, uri: str, data: Any) -> pa.RecordBatchReader:
         """``data`` as batches of the existing table's schema (safe casts only), if there is one."""
         reader = to_reader(data)
-        existing = engine.try_open(uri)
+        existing = self._try_open(uri)
         if existing is None:
             return reader
         plan = plan_schema(existing.schema, reader.schema, SchemaMode.ERROR, full_overwrite=False, table=uri)
@@ -137,13 +147,14 @@ class LanceTableResource(dg.ConfigurableResource):
         if is_spark_dataframe(data):
             result = engine.spark_write(
                 data, uri, mode=mode, enable_stable_row_ids=self.enable_stable_row_ids,
-                transaction_properties=dict(transaction_properties or {}),
+                transaction_properties=dict(transaction_properties or {}), storage_options=self.table_storage_options,
             )
-            return engine.open_table(uri, result.version)
+            return engine.open_table(uri, result.version, storage_options=self.table_storage_options)
         reader = to_reader(data) if mode in ("overwrite", "create") else self._conformed(uri, data)
         return engine.write(
             uri, reader, mode=mode, transaction_properties=transaction_properties or {},
             enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
+            storage_options=self.table_storage_options,
         )
 
     def replace_where(self, table: TableRef, predicate: str, data: Any, *,
@@ -154,12 +165,13 @@ class LanceTableResource(dg.ConfigurableResource):
             result = engine.spark_write(
                 data, uri, mode="overwrite", replace_where=predicate,
                 enable_stable_row_ids=self.enable_stable_row_ids,
-                transaction_properties=dict(transaction_properties or {}),
+                transaction_properties=dict(transaction_properties or {}), storage_options=self.table_storage_options,
             )
-            return engine.open_table(uri, result.version)
+            return engine.open_table(uri, result.version, storage_options=self.table_storage_options)
         return engine.replace(
             uri, predicate, self._conformed(uri, data), transaction_properties=transaction_properties or {},
             enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
+            storage_options=self.table_storage_options,
         )
 
     def merge(self, table: TableRef, data: Any, on: str | Sequence[str], *, when_matched: str = "update_all",
@@ -177,12 +189,13 @@ class LanceTableResource(dg.ConfigurableResource):
             update_condition=update_condition,
         )
         uri = self.uri_for(table)
-        ds = engine.try_open(uri)
+        ds = self._try_open(uri)
         reader = self._conformed(uri, data)
         if ds is None:
             created = engine.write(
                 uri, reader, mode="create", transaction_properties=transaction_properties or {},
                 enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
+                storage_options=self.table_storage_options,
             )
             return created, {"inserted": created.count_rows(), "updated": 0, "deleted": 0}
         return engine.merge(ds, reader, options, scope=None, transaction_properties=transaction_properties or {})
@@ -211,8 +224,9 @@ class LanceTableResource(dg.ConfigurableResource):
         """The change feed of versions ``(begin_version, end_version]`` (default: up to latest)."""
         uri = self.uri_for(table)
         if end_version is None:
-            ds = engine.try_open(uri)
+            ds = self._try_open(uri)
             if ds is None:
                 raise DatasetNotFoundError("no Lance table here", table=uri)
             end_version = ds.version
-        return engine.change_feed(uri, begin_version, end_version, columns=columns)
+        return engine.change_feed(uri, begin_version, end_version, columns=columns,
+                                  storage_options=self.table_storage_options)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import dagster as dg
 
@@ -26,7 +26,7 @@ from lance_format.schema import LanceSchema
 from lance_format.table.deletion import live_row_count
 from lance_format.table.manifest import read_manifest
 from lance_format.table.transaction import load_transaction, operation_name
-from lance_format.io import object_store_for
+from lance_format.io import ObjectStore, object_store_for
 from lance_format.table.naming import ManifestNaming, manifest_path
 from lance_assets.metadata import COLUMN_SCHEMA, OPERATION, ROW_COUNT, STORAGE_KIND, URI, VERSION, column_schema
 from lance_assets.versions import latest_version, new_versions
@@ -43,7 +43,8 @@ class LanceTableWatch:
 
     ``name``: its key in the cursor (and run keys). ``partitions_def``: the dynamic partitions to
     add one key per version to (runs mode). ``assets``: what to run per version (runs mode).
-    ``asset_key``: the asset to observe (observe mode).
+    ``asset_key``: the asset to observe (observe mode). ``storage_options``: object-store
+    settings (Lance's keys) for an ``s3://`` table.
     """
 
     name: str
@@ -51,6 +52,7 @@ class LanceTableWatch:
     partitions_def: dg.DynamicPartitionsDefinition | None = None
     assets: Sequence[Any] = field(default_factory=tuple)
     asset_key: dg.AssetKey | None = None
+    storage_options: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
 
 def _asset_keys(assets: Sequence[Any]) -> list[dg.AssetKey]:
@@ -63,9 +65,10 @@ def _asset_keys(assets: Sequence[Any]) -> list[dg.AssetKey]:
     return keys
 
 
-def version_metadata(uri: str, version: int, naming: ManifestNaming | None) -> dict[str, Any]:
+def version_metadata(uri: str | ObjectStore, version: int, naming: ManifestNaming | None) -> dict[str, Any]:
     """Row count, schema and operation of one version, read from its manifest alone."""
     store = object_store_for(uri)
+    uri = store.uri
     manifest_file = read_manifest(store, manifest_path(version, naming or ManifestNaming.V2))
     manifest = manifest_file.manifest
     rows = sum(live_row_count(f) for f in manifest.fragments)
@@ -131,7 +134,8 @@ def lance_version_sensor(
         seen: list[str] = []
         for watch in watches:
             after = cursor.get(watch.name, start_after_version)
-            found = new_versions(watch.uri, after, limit=max_versions_per_tick)
+            store = object_store_for(watch.uri, watch.storage_options)
+            found = new_versions(store, after, limit=max_versions_per_tick)
             if not found.versions:
                 continue
             keys = [str(v) for v in found.versions]
@@ -154,7 +158,7 @@ def lance_version_sensor(
                 for version in found.versions:
                     events.append(dg.AssetObservation(
                         asset_key=watch.asset_key,
-                        metadata=version_metadata(watch.uri, version, found.naming),
+                        metadata=version_metadata(store, version, found.naming),
                         tags={DATA_VERSION_TAG: str(version)},
                     ))
             cursor[watch.name] = found.versions[-1]
@@ -185,6 +189,7 @@ def observable_lance_table(
     description: str | None = None,
     group_name: str | None = None,
     metadata: dict[str, Any] | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> Any:
     """An observable source asset whose data version is the table's latest Lance version."""
     asset_key = dg.AssetKey.from_coercible(key)
@@ -197,13 +202,14 @@ def observable_lance_table(
         tags={KIND_TAG: ""},
     )
     def _observe() -> dg.ObserveResult:
-        version = latest_version(uri)
+        store = object_store_for(uri, storage_options)
+        version = latest_version(store)
         if version is None:
             return dg.ObserveResult(data_version=dg.DataVersion("0"), metadata={"lance/exists": False})
-        probe = new_versions(uri, version - 1, limit=1)
+        probe = new_versions(store, version - 1, limit=1)
         return dg.ObserveResult(
             data_version=dg.DataVersion(str(version)),
-            metadata=version_metadata(uri, version, probe.naming),
+            metadata=version_metadata(store, version, probe.naming),
         )
 
     return _observe

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError
+from lance_format.errors import DatasetAlreadyExistsError
 from lance_assets import engine, metadata
 from lance_assets.config import WriteMode, WriteSettings
 from lance_assets.partitions import partition_predicate
@@ -45,7 +45,8 @@ def write_output(
     keys: list[str] | None,
     props: dict[str, str],
 ) -> dict[str, Any]:
-    existing = engine.try_open(uri)
+    options = manager.table_storage_options
+    existing = engine.try_open(uri, storage_options=options)
     schema = existing.schema if existing is not None else spark_arrow_schema(df)
     predicate = None
     if keys is not None and not (settings.partition_expr is None and settings.mode in (WriteMode.MERGE, WriteMode.APPEND)):
@@ -55,7 +56,7 @@ def write_output(
     prev_rows = existing.count_rows() if existing is not None else 0
     common = dict(
         schema_mode=settings.schema_mode.value, enable_stable_row_ids=manager.enable_stable_row_ids,
-        transaction_properties=props, data_storage_version=manager.data_storage_version,
+        transaction_properties=props, data_storage_version=manager.data_storage_version, storage_options=options,
     )
     if mode in (WriteMode.ERROR, WriteMode.IGNORE) and existing is not None:
         occupied = existing.count_rows(predicate) if predicate else prev_rows
@@ -71,17 +72,16 @@ def write_output(
     if mode is WriteMode.MERGE and existing is not None:
         merge = settings.merge
         assert merge is not None
-        if merge.update_condition:
-            raise InvalidInputError(
-                "Spark merges cannot take lance/merge_update_condition (merge_dataframe updates every "
-                "matched row); use a pyarrow/pandas output for conditional updates", table=uri)
         by_source = merge.delete_not_matched_by_source
         if by_source and predicate is not None:
             # scope delete-by-source to this partition: only its target rows may be removed
             by_source = predicate if by_source is True else f"({predicate}) AND ({by_source})"
+        # Like the pyarrow path (engine.merge), the condition only qualifies update_all.
+        condition = merge.update_condition if merge.when_matched == "update_all" else None
         result = engine.spark_merge(
             df, uri, on=list(merge.on), when_matched=merge.when_matched, when_not_matched=merge.when_not_matched,
             delete_not_matched_by_source=by_source or None, transaction_properties=props,
+            when_matched_update_condition=condition, storage_options=options,
         )
         stats = {"inserted": result.rows_inserted, "updated": result.rows_updated, "deleted": result.rows_deleted}
     elif mode is WriteMode.OVERWRITE:
@@ -93,7 +93,7 @@ def write_output(
     else:  # append; error/ignore on an empty target; merge into a missing table
         result = engine.spark_write(df, uri, mode="append", **common)
         stats = {"inserted": result.rows, "updated": 0, "deleted": 0}
-    ds = engine.open_table(uri, result.version)
+    ds = engine.open_table(uri, result.version, storage_options=options)
     partition_rows = None
     if keys is not None:
         partition_rows = stats["inserted"] if mode is WriteMode.OVERWRITE else (
@@ -109,4 +109,5 @@ def write_output(
 def read_input(manager: "LanceIOManager", uri: str, version: int, columns: list[str] | None,
                predicate: str | None) -> Any:
     spark = session_for(manager.spark)
-    return engine.spark_read(spark, uri, version=version, columns=columns, filter=predicate)
+    return engine.spark_read(spark, uri, version=version, columns=columns, filter=predicate,
+                             storage_options=manager.table_storage_options)

@@ -42,8 +42,9 @@ def _open_listing(store: ObjectStore) -> VersionListing:
 class LanceDataset:
     """A Lance table pinned at one version."""
 
-    def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None) -> None:
-        self._store = object_store_for(uri)
+    def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None, *,
+                 storage_options: dict[str, str] | None = None) -> None:
+        self._store = object_store_for(uri, storage_options)
         listing = _open_listing(self._store)
         if isinstance(version, str) and not version.isdigit():
             version = Tags(self._store).get_version(version)
@@ -356,6 +357,11 @@ def _summary(manifest: table_pb2.Manifest) -> dict[str, str]:
     return {key: str(value) for key, value in stats.items()}
 
 
-def dataset(uri: str | os.PathLike[str], version: int | str | None = None) -> LanceDataset:
-    """Open a Lance table at its latest version, or at ``version`` (a number or a tag name)."""
-    return LanceDataset(uri, version)
+def dataset(uri: str | os.PathLike[str], version: int | str | None = None, *,
+            storage_options: dict[str, str] | None = None) -> LanceDataset:
+    """Open a Lance table at its latest version, or at ``version`` (a number or a tag name).
+
+    ``storage_options``: object-store settings with Lance's keys (``aws_access_key_id``,
+    ``aws_endpoint``, ``allow_http``, ...) for ``s3://`` URIs; see the README.
+    """
+    return LanceDataset(uri, version, storage_options=storage_options)

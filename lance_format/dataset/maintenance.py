@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Mapping
 
-import pyarrow.fs as pafs
-
 from lance_format.dataset.mutation_base import Prepared, run_mutation, transaction_for
 from lance_format.errors import InvalidInputError, TagError
 from lance_format.proto import transaction_pb2
@@ -166,11 +164,6 @@ def _uuid_text(raw: bytes) -> str:
     return str(uuid.UUID(bytes=bytes(raw))) if len(raw) == 16 else raw.hex()
 
 
-def _list_files(store, directory: str) -> list[pafs.FileInfo]:
-    selector = pafs.FileSelector(store.full_path(directory), allow_not_found=True, recursive=True)
-    return [i for i in store.filesystem.get_file_info(selector) if i.type == pafs.FileType.File]
-
-
 def cleanup_old_versions(
     ds: "LanceDataset",
     older_than: timedelta | None = None,
@@ -245,10 +238,9 @@ def cleanup_old_versions(
     for path in old_manifests:  # first: no listed version may point at removed files
         remove(path, store.size(path), None)
 
-    root = store.root.rstrip("/") + "/"
     for directory in ("data", "_deletions", TRANSACTIONS_DIR, "_indices", VERSIONS_DIR):
-        for info in _list_files(store, directory):
-            relative = info.path[len(root):] if info.path.startswith(root) else info.path
+        for info in store.list_files(directory):  # a prefix listing on object stores
+            relative = store.relative_path(info)
             in_progress = not delete_unverified and (info.mtime is None or info.mtime.timestamp() >= threshold)
             name = posixpath.basename(relative)
             if directory == VERSIONS_DIR:

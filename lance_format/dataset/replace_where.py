@@ -101,6 +101,7 @@ def replace_where(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
     conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
+    storage_options: Mapping[str, str] | None = None,
 ) -> LanceDataset:
     """Delete the rows matching ``predicate`` and add ``data``, as one new version.
 
@@ -121,7 +122,7 @@ def replace_where(
         ds: LanceDataset | None = dataset_or_uri
         store = dataset_or_uri._store
     else:
-        store = object_store_for(dataset_or_uri)
+        store = object_store_for(dataset_or_uri, storage_options)
         try:
             ds = LanceDataset(store)
         except DatasetNotFoundError:
@@ -133,7 +134,7 @@ def replace_where(
         if check_data:
             reader = checked_reader(reader, predicate, table=store.uri)
         return write_dataset(
-            reader, store.uri, mode="create", transaction_properties=transaction_properties,
+            reader, store, mode="create", transaction_properties=transaction_properties,
             commit_message=commit_message, enable_stable_row_ids=enable_stable_row_ids,
             data_storage_version=data_storage_version, max_rows_per_file=max_rows_per_file,
             max_bytes_per_file=max_bytes_per_file,

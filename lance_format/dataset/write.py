@@ -147,14 +147,18 @@ def write_dataset(
     enable_stable_row_ids: bool = False,
     data_storage_version: str | None = None,
     enable_v2_manifest_paths: bool = True,
+    storage_options: Mapping[str, str] | None = None,
     **unsupported,
 ) -> LanceDataset:
-    """Write ``data`` as a new version of the table at ``uri`` (pylance's ``write_dataset``)."""
+    """Write ``data`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
+
+    ``storage_options``: object-store settings with Lance's keys, for ``s3://`` URIs.
+    """
     if unsupported:
         raise InvalidInputError(f"unsupported write_dataset arguments: {sorted(unsupported)}")
     if mode not in MODES:
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
-    store = object_store_for(uri)
+    store = object_store_for(uri, storage_options)
     existing = latest_manifest(store)
     if existing is not None:
         path, manifest_file = existing

@@ -1,8 +1,10 @@
-"""A table-rooted view of a ``pyarrow.fs`` filesystem.
+"""A table-rooted view of a ``pyarrow.fs`` filesystem: local paths or S3.
 
 All table code addresses files by paths relative to the table root (``_versions/3.manifest``,
 ``data/abc.lance``). This layer resolves them against the root, refuses paths that would leave
-it, and offers the one primitive a commit protocol needs: an atomic put-if-not-exists.
+it, and offers the one primitive a commit protocol needs: an atomic put-if-not-exists (a hard
+link locally, a conditional PUT on S3). Object stores have no directories: listings are prefix
+listings, nothing creates directory objects, and a replaced file is one whole-object PUT.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 import posixpath
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -23,18 +25,39 @@ from lance_format.errors import (
     PathEscapeError,
     UnsupportedFeatureError,
 )
+from lance_format.io.storage_options import normalize_storage_options, s3_config
 
 
-def _normalize_uri(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str, str]:
-    """Return (filesystem, root path inside it, display uri)."""
+SUPPORTED_SCHEMES = ("local paths", "file://", "s3://")
+
+
+def _open_uri(uri: str | os.PathLike[str], options: dict[str, str]) -> tuple[pafs.FileSystem, str, str, Any]:
+    """Return (filesystem, root path inside it, display uri, S3 object client or None)."""
     text = os.fspath(uri)
     parsed = urlparse(text)
     if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
+        # Like Lance, storage options do not apply to local tables.
         local = parsed.path if parsed.scheme == "file" else text
         root = os.path.abspath(os.path.expanduser(local)).rstrip("/") or "/"
-        return pafs.LocalFileSystem(), root, root
-    # Object stores come later through the same interface; refuse clearly until then.
-    raise UnsupportedFeatureError(f"URI scheme {parsed.scheme!r} is not supported yet", table=text)
+        return pafs.LocalFileSystem(), root, root, None
+    if parsed.scheme == "s3":
+        from lance_format.io.s3 import S3Objects, resolve_region, s3_filesystem
+
+        bucket = parsed.netloc
+        if not bucket or parsed.query or parsed.fragment:
+            raise InvalidInputError("an S3 table URI looks like s3://bucket/path/to/table", table=text)
+        prefix = parsed.path.strip("/")
+        if prefix:
+            prefix = posixpath.normpath(prefix)
+            if prefix == ".." or prefix.startswith("../"):
+                raise InvalidInputError("the table path leaves the bucket", table=text)
+        root = f"{bucket}/{prefix}" if prefix and prefix != "." else bucket
+        display = f"s3://{root}"
+        config = resolve_region(s3_config(bucket, options, table=display))
+        return s3_filesystem(config), root, display, S3Objects(config)
+    raise UnsupportedFeatureError(
+        f"URI scheme {parsed.scheme!r} is not supported (supported: {', '.join(SUPPORTED_SCHEMES)})", table=text
+    )
 
 
 def check_relative_path(relative: str, *, table: str | None = None) -> str:
@@ -50,11 +73,32 @@ def check_relative_path(relative: str, *, table: str | None = None) -> str:
 
 
 class ObjectStore:
-    """Files of one table, addressed relative to its root."""
+    """Files of one table, addressed relative to its root.
 
-    def __init__(self, uri: str | os.PathLike[str]) -> None:
-        self.filesystem, self.root, self.uri = _normalize_uri(uri)
+    ``storage_options``: Lance's keys for the object store (see
+    :mod:`lance_format.io.storage_options`); ignored for local paths, like Lance does.
+    """
+
+    def __init__(self, uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
+        self._options = normalize_storage_options(storage_options, table=os.fspath(uri))
+        self.filesystem, self.root, self.uri, self._s3 = _open_uri(uri, self._options)
         self._local = isinstance(self.filesystem, pafs.LocalFileSystem)
+
+    @property
+    def is_local(self) -> bool:
+        return self._local
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """The options the store was opened with (normalized keys), to open it again elsewhere."""
+        return dict(self._options)
+
+    def __reduce__(self):
+        # Spark ships stores to executors: re-open there rather than pickling live clients.
+        return (ObjectStore, (self.uri, self._options))
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.uri!r})"
 
     # -- paths -------------------------------------------------------------------------------
     def full_path(self, relative: str) -> str:
@@ -87,12 +131,22 @@ class ObjectStore:
 
     def list_dir(self, relative: str) -> list[pafs.FileInfo]:
         """Files directly under a table-relative directory (empty when it does not exist)."""
-        selector = pafs.FileSelector(self.full_path(relative), allow_not_found=True, recursive=False)
+        return self.list_files(relative, recursive=False)
+
+    def list_files(self, relative: str, *, recursive: bool = True) -> list[pafs.FileInfo]:
+        """Files under a table-relative directory (an object-store prefix), with size and mtime;
+        ``relative_path`` turns their paths back into table-relative ones."""
+        selector = pafs.FileSelector(self.full_path(relative), allow_not_found=True, recursive=recursive)
         return [i for i in self.filesystem.get_file_info(selector) if i.type == pafs.FileType.File]
+
+    def relative_path(self, info: pafs.FileInfo) -> str:
+        root = self.root.rstrip("/") + "/"
+        return info.path[len(root):] if info.path.startswith(root) else info.path
 
     # -- writes ------------------------------------------------------------------------------
     def _make_parent(self, full: str) -> None:
-        self.filesystem.create_dir(posixpath.dirname(full), recursive=True)
+        if self._local:  # object stores have no directories; creating "dir/" objects would litter
+            self.filesystem.create_dir(posixpath.dirname(full), recursive=True)
 
     def open_output(self, relative: str) -> pa.NativeFile:
         full = self.full_path(relative)
@@ -105,8 +159,13 @@ class ObjectStore:
             out.write(data)
 
     def replace_bytes(self, relative: str, data: bytes) -> None:
-        """Atomically replace a small advisory file (version hint, tag) via rename."""
+        """Atomically replace a small advisory file (version hint, tag): a rename locally, one
+        whole-object PUT on an object store (readers see the old or the new object, never part)."""
         full = self.full_path(relative)
+        if not self._local:
+            with self.filesystem.open_output_stream(full) as out:
+                out.write(data)
+            return
         self._make_parent(full)
         tmp = f"{posixpath.dirname(full)}/.tmp_{posixpath.basename(full)}_{uuid.uuid4().hex}"
         with self.filesystem.open_output_stream(tmp) as out:
@@ -118,13 +177,12 @@ class ObjectStore:
 
         On a local filesystem the data goes to a staging file that is then hard-linked to the
         final name: ``link`` fails when the target exists, so two writers can never both win,
-        and readers never see a partially written file.
+        and readers never see a partially written file. On S3 it is one PUT with
+        ``If-None-Match: *`` (what official Lance does), which the store refuses when the key exists.
         """
-        if not self._local:
-            raise UnsupportedFeatureError(
-                "atomic put-if-not-exists is only implemented for local filesystems", table=self.uri
-            )
         full = self.full_path(relative)
+        if not self._local:
+            return self._s3.put_if_absent(self._key(full), data, table=self.uri, path=relative)
         directory = posixpath.dirname(full)
         Path(directory).mkdir(parents=True, exist_ok=True)
         tmp = f"{directory}/.tmp_{posixpath.basename(full)}_{uuid.uuid4().hex}"
@@ -140,9 +198,16 @@ class ObjectStore:
         finally:
             os.unlink(tmp)
 
+    def _key(self, full: str) -> str:
+        """The object key inside the bucket of a full S3 path (``bucket/key``)."""
+        return full.split("/", 1)[1]
+
     def delete(self, relative: str, *, missing_ok: bool = True) -> None:
+        full = self.full_path(relative)
+        if not self._local and missing_ok and self._s3.delete(self._key(full)):
+            return
         try:
-            self.filesystem.delete_file(self.full_path(relative))
+            self.filesystem.delete_file(full)
         except FileNotFoundError:
             if not missing_ok:
                 raise
@@ -151,12 +216,18 @@ class ObjectStore:
         self.filesystem.delete_dir_contents(self.root, missing_dir_ok=True)
 
 
-def object_store_for(uri: str | os.PathLike[str] | ObjectStore) -> ObjectStore:
+def object_store_for(
+    uri: str | os.PathLike[str] | ObjectStore, storage_options: Mapping[str, Any] | None = None
+) -> ObjectStore:
+    """The store of ``uri`` (an already open store is reused as it is)."""
     if isinstance(uri, ObjectStore):
+        if storage_options and normalize_storage_options(storage_options) != uri.storage_options:
+            raise InvalidInputError("storage_options were given together with an already opened store that "
+                                    "uses other options", table=uri.uri)
         return uri
     if not isinstance(uri, (str, os.PathLike)):
         raise InvalidInputError(f"a table URI must be a string or path, got {type(uri).__name__}")
-    return ObjectStore(uri)
+    return ObjectStore(uri, storage_options)
 
 
 def iter_file_names(infos: list[pafs.FileInfo]) -> Iterator[str]:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +35,8 @@ from lance_format.dataset.delta_plan import (
 from lance_format.dataset.delta_read import ChangeWriter, change_schema
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
+from lance_format.io import ObjectStore
+from lance_format.spark.common import StorageOptions, pack_options
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT
 from lance_format.spark.tasks import arrow_schema_from_bytes, arrow_schema_to_bytes, manifest_identity, open_version
 from lance_format.spark.types import spark_arrow_schema, spark_schema
@@ -54,9 +56,10 @@ class ChangeSpec:
     target: bytes  # Spark's Arrow schema of the feed
     batch_size: int = 65536
     identities: tuple[tuple[int, str], ...] = ()  # (version, manifest_identity) of the range
+    storage_options: StorageOptions = field(default=(), repr=False)  # may hold credentials
 
     def open(self, version: int) -> LanceDataset:
-        return open_version(self.uri, version, dict(self.identities).get(version))
+        return open_version(self.uri, version, dict(self.identities).get(version), self.storage_options)
 
 
 def estimate_changed_rows(old: table_pb2.Manifest | None, new: table_pb2.Manifest) -> int:
@@ -137,13 +140,15 @@ def plan_changes(
     columns: Sequence[str] | None = None,
     *,
     rows_per_task: int = DEFAULT_ROWS_PER_SPLIT,
+    storage_options: Mapping[str, str] | None = None,
 ) -> tuple[ChangeSpec, list[tuple[int, int, int]], Any]:
     """Validate the range with the engine and list the tasks: (spec, tasks, Spark schema)."""
     if isinstance(columns, str):
         raise InvalidInputError("columns must be a list of column names, not a string")
     if begin_version > end_version:
         raise InvalidInputError(f"begin version {begin_version} is newer than end version {end_version}")
-    end = LanceDataset(os.fspath(uri) if not isinstance(uri, str) else uri, end_version)
+    end = LanceDataset(uri if isinstance(uri, (str, ObjectStore)) else os.fspath(uri), end_version,
+                       storage_options=storage_options)
     reader = end.delta(begin_version=begin_version, end_version=end_version).get_changes(
         list(columns) if columns is not None else None)
     arrow = reader.schema  # validated and typed by the engine; its batches are never pulled here
@@ -165,7 +170,8 @@ def plan_changes(
             tasks.extend((version, part, parts) for part in range(parts))
         previous = manifest_file.manifest
     spec = ChangeSpec(uri=end.uri, end_version=end.version, columns=tuple(columns) if columns is not None else None,
-                      target=arrow_schema_to_bytes(spark_arrow_schema(schema)), identities=tuple(identities))
+                      target=arrow_schema_to_bytes(spark_arrow_schema(schema)), identities=tuple(identities),
+                      storage_options=pack_options(store.storage_options))
     return spec, tasks, schema
 
 
@@ -177,10 +183,13 @@ def read_changes(
     columns: Sequence[str] | None = None,
     *,
     rows_per_task: int = DEFAULT_ROWS_PER_SPLIT,
+    storage_options: Mapping[str, str] | None = None,
 ) -> Any:
     """The change feed of versions ``(begin_version, end_version]`` as a DataFrame (the same rows
-    as ``dataset(uri).delta(begin_version=..., end_version=...).get_changes(columns)``)."""
-    spec, tasks, schema = plan_changes(uri, begin_version, end_version, columns, rows_per_task=rows_per_task)
+    as ``dataset(uri).delta(begin_version=..., end_version=...).get_changes(columns)``).
+    ``storage_options``: object-store settings for ``s3://`` tables, shipped to the executors."""
+    spec, tasks, schema = plan_changes(uri, begin_version, end_version, columns, rows_per_task=rows_per_task,
+                                       storage_options=storage_options)
     if not tasks:
         return spark.createDataFrame([], schema)
     n = len(tasks)

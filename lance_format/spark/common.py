@@ -6,12 +6,25 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from lance_format import errors as lance_errors
 from lance_format.errors import LanceError
+from lance_format.io import ObjectStore, normalize_storage_options, object_store_for
 
 DEFAULT_PARALLELISM = 2
+
+StorageOptions = tuple[tuple[str, str], ...]  # storage options as they travel in task specs
+
+
+def pack_options(options: Mapping[str, str] | None) -> StorageOptions:
+    """Storage options as a sorted tuple of pairs (specs are frozen, comparable values)."""
+    return tuple(sorted(normalize_storage_options(options).items()))
+
+
+def task_store(uri: str, options: StorageOptions) -> ObjectStore:
+    """The table's store inside a Spark task (executors re-open it from the spec)."""
+    return object_store_for(uri, dict(options))
 
 
 @dataclass(frozen=True)

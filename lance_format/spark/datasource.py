@@ -20,6 +20,10 @@ object). Spark runs ``commit()`` in a separate Python process, so the committed 
 not returned to the caller: use :func:`write_dataframe` for that (or look the
 ``idempotency_key`` up). With the data source, ``replace_where`` finds the rows to delete in
 that commit process instead of on the executors.
+
+Storage options (reads and writes): every option named ``storage.<key>`` passes ``<key>`` to
+the object store with Lance's keys, e.g. ``.option("storage.aws_endpoint", "http://...")``,
+``.option("storage.aws_region", "us-east-1")``, ``.option("storage.allow_http", "true")``.
 """
 
 from __future__ import annotations
@@ -75,6 +79,21 @@ def _path(options: Any) -> str:
     return path
 
 
+STORAGE_PREFIX = "storage."
+
+
+def _storage(options: Any) -> dict[str, str]:
+    """The ``storage.<key>`` options as Lance storage options (``<key>`` -> value)."""
+    result = {}
+    for key, value in options.items():
+        if str(key).lower().startswith(STORAGE_PREFIX):
+            name = str(key)[len(STORAGE_PREFIX):]
+            if not name:
+                raise InvalidInputError("option 'storage.' needs a storage option name after the prefix")
+            result[name.lower()] = str(value)
+    return result
+
+
 def _columns(options: Any) -> list[str] | None:
     value = options.get("columns")
     if value is None:
@@ -113,12 +132,14 @@ class LanceReader(DataSourceReader):
 
     def __init__(self, options: Any) -> None:
         self.path = _path(options)
+        storage = _storage(options)
         begin = _int(options, "begin_version")
         if begin is not None:
             end = _int(options, "end_version")
             if end is None:
-                end = LanceDataset(self.path).version
-            self.changes, self.tasks, _ = plan_changes(self.path, begin, end, _columns(options))
+                end = LanceDataset(self.path, storage_options=storage).version
+            self.changes, self.tasks, _ = plan_changes(self.path, begin, end, _columns(options),
+                                                       storage_options=storage)
             self.plan = None
             return
         self.changes = None
@@ -127,7 +148,7 @@ class LanceReader(DataSourceReader):
             with_row_id=_flag(options, "with_row_id"), with_row_address=_flag(options, "with_row_address"),
             target_splits=_int(options, "target_splits", 2), rows_per_split=_int(options, "rows_per_split",
                                                                                   DEFAULT_ROWS_PER_SPLIT),
-            batch_size=_int(options, "batch_size", DEFAULT_BATCH_SIZE),
+            batch_size=_int(options, "batch_size", DEFAULT_BATCH_SIZE), storage_options=storage,
         )
 
     def partitions(self) -> list[LancePartition]:
@@ -203,7 +224,8 @@ class LancePushdownReader(LanceReader):
             yield from filters
             return
         taken: list[str] = []
-        table_schema = LanceDataset(self.plan.spec.uri, self.plan.spec.version).schema
+        spec = self.plan.spec
+        table_schema = LanceDataset(spec.uri, spec.version, storage_options=dict(spec.storage_options)).schema
         for f in filters:
             sql = _filter_sql(f)
             if sql is not None:
@@ -243,7 +265,7 @@ class LanceWriter(DataSourceArrowWriter):
             replace_where=options.get("replace_where"), schema_mode=options.get("schema_mode", "error"),
             enable_stable_row_ids=_flag(options, "enable_stable_row_ids"), transaction_properties=properties,
             commit_message=options.get("commit_message"), data_storage_version=options.get("data_storage_version"),
-            fixed_size_lists=sizes or None, **extra,
+            fixed_size_lists=sizes or None, storage_options=_storage(options), **extra,
         )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
@@ -282,8 +304,9 @@ def _local_deletions(plan: Any) -> Deletions:
     """``replace_where`` in the commit process: the matching rows' deletion vectors."""
     from lance_format.spark.tasks import DeleteSpec, delete_matching_task
 
-    ds = LanceDataset(plan.uri, plan.read_version)
-    spec = DeleteSpec(uri=plan.uri, version=plan.read_version, write_id=plan.write_id, predicate=plan.replace_where)
+    ds = LanceDataset(plan.store, plan.read_version)
+    spec = DeleteSpec(uri=plan.uri, version=plan.read_version, write_id=plan.write_id, predicate=plan.replace_where,
+                      storage_options=plan.packed_options)
     groups = [[f.fragment_id] for f in ds.get_fragments()]
     run = delete_matching_task(spec, groups)
     rows = []
@@ -315,14 +338,16 @@ class LanceDataSource(DataSource):
     def schema(self) -> Any:
         options = self.options
         path = _path(options)
+        storage = _storage(options)
         begin = _int(options, "begin_version")
         if begin is not None:
             end = _int(options, "end_version")
             if end is None:
-                end = LanceDataset(path).version
-            return plan_changes(path, begin, end, _columns(options))[2]
+                end = LanceDataset(path, storage_options=storage).version
+            return plan_changes(path, begin, end, _columns(options), storage_options=storage)[2]
         return read_schema(path, version=_version(options), columns=_columns(options),
-                           with_row_id=_flag(options, "with_row_id"), with_row_address=_flag(options, "with_row_address"))
+                           with_row_id=_flag(options, "with_row_id"), with_row_address=_flag(options, "with_row_address"),
+                           storage_options=storage)
 
     def reader(self, schema: Any) -> LanceReader:
         return _checked(LanceReader(self.options), schema)

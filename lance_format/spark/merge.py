@@ -16,6 +16,11 @@ Merge, against the version pinned when it starts:
 4. the source rows to write (updates and inserts) go through the write tasks; updated rows are
    written to fragments of their own that carry the matched rows' stable row ids, so an update
    keeps a row's identity (its ``_row_created_at_version`` is restored at commit).
+
+An update condition (``when_matched_update_condition``) is validated on the driver before any
+job runs; the target columns it reads join the keys in step 2, and an Arrow UDF evaluates it on
+the executors with the engine's SQL (:func:`tasks.condition_udf`). Matched rows where it is not
+TRUE are neither deleted nor rewritten: they keep their row ids and versions untouched.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from __future__ import annotations
 import math
 import os
 from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as pads
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
@@ -34,12 +42,25 @@ from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, read_dataframe
 from lance_format.spark.tasks import (
     DELETION_DDL,
     ROW_ID_COLUMN,
+    ConditionSpec,
     DeleteSpec,
+    arrow_schema_to_bytes,
+    condition_pair_schema,
+    condition_task,
+    condition_udf,
     delete_addresses_task,
     delete_matching_task,
     manifest_identity,
 )
-from lance_format.spark.write import Deletions, WritePlan, commit_write, fail_write, plan_write, run_write_job
+from lance_format.spark.write import (
+    Deletions,
+    WritePlan,
+    _is_connect,
+    commit_write,
+    fail_write,
+    plan_write,
+    run_write_job,
+)
 from lance_format.table.commit import latest_manifest
 
 WHEN_MATCHED = ("update_all", "do_nothing", "delete", "fail")
@@ -49,6 +70,9 @@ _ADDRESS = "__lance_rowaddr"
 _SOURCE = "__lance_source"
 _FRAGMENT = "__lance_fragment"
 _SCOPE = "__lance_scope"
+_UPDATE = "__lance_update"
+_MATCHED = "__lance_matched"
+_TARGET = "__lance_target_"  # + the column's index: a target column the update condition reads
 
 
 def _fragment_groups(ds, target: int) -> list[list[int]]:
@@ -72,15 +96,90 @@ def _fragment_groups(ds, target: int) -> list[list[int]]:
 
 def delete_matching(spark: Any, plan: WritePlan, predicate: str) -> Deletions:
     """Tasks delete the rows of the pinned version matching ``predicate``, one fragment at a time."""
-    ds = LanceDataset(plan.uri, plan.read_version)
+    ds = LanceDataset(plan.store, plan.read_version)
     groups = _fragment_groups(ds, parallelism(spark))
     if not groups:
         return Deletions()
     spec = DeleteSpec(uri=plan.uri, version=plan.read_version, write_id=plan.write_id, predicate=predicate,
-                      identity=manifest_identity(ds.manifest))
+                      identity=manifest_identity(ds.manifest), storage_options=plan.packed_options)
     n = len(groups)
     rows = spark.range(0, n, 1, n).mapInArrow(delete_matching_task(spec, groups), DELETION_DDL).collect()
     return Deletions.from_rows(rows)
+
+
+def _binds(expr: Any, schema: pa.Schema) -> bool:
+    try:
+        pads.dataset(schema.empty_table()).to_table(columns={"v": expr})
+    except (pa.ArrowException, TypeError, ValueError):
+        return False
+    return True
+
+
+def _condition_columns(expr: Any, table: pa.Schema) -> dict[str, list[str]]:
+    """The columns of each side (``source``, ``target``) that a translated condition reads, in
+    table order: found by binding it with fields removed (binding only breaks when a field it
+    reads is missing), so the parsing stays the engine's own."""
+    keep = {side: set(table.names) for side in ("source", "target")}
+
+    def pair() -> pa.Schema:
+        sides = {side: pa.schema([f for f in table if f.name in keep[side]]) for side in keep}
+        return condition_pair_schema(sides["source"], sides["target"])
+
+    groups = [(side, list(table.names)) for side in keep]
+    while groups:
+        side, group = groups.pop()
+        kept = keep[side]
+        keep[side] = kept - set(group)
+        if _binds(expr, pair()):
+            continue  # none of the group is read
+        keep[side] = kept
+        if len(group) > 1:
+            mid = len(group) // 2
+            groups.extend([(side, group[:mid]), (side, group[mid:])])
+    return {side: [n for n in table.names if n in keep[side]] for side in keep}
+
+
+def _plan_condition(condition: Any, plan: WritePlan, when_matched: str) -> tuple[ConditionSpec, dict[str, list[str]]]:
+    """Validate an update condition against the table (before any job runs) and find the
+    columns of each side the executors need to evaluate it."""
+    where = dict(table=plan.uri, version=plan.read_version)
+    if when_matched != "update_all":
+        raise InvalidInputError(f"when_matched_update_condition needs when_matched='update_all', got "
+                                f"{when_matched!r}", **where)
+    if not isinstance(condition, str) or not condition.strip():
+        raise InvalidInputError(f"when_matched_update_condition must be a non-empty SQL string, got {condition!r}",
+                                **where)
+    table = plan.schema.to_arrow()
+    try:
+        expr = to_expression(condition, condition_pair_schema(table, table))
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"invalid when_matched_update_condition {condition!r}: {exc.reason}",
+                                column=exc.column, **where) from None
+    if not _binds(expr, condition_pair_schema(table, table)):
+        raise InvalidInputError(f"when_matched_update_condition {condition!r} may only read source.<column> and "
+                                "target.<column> values", **where)
+    columns = _condition_columns(expr, table)
+    return ConditionSpec(
+        uri=plan.uri, version=plan.read_version, condition=condition,
+        source=arrow_schema_to_bytes(pa.schema([table.field(n) for n in columns["source"]])),
+        target=arrow_schema_to_bytes(pa.schema([table.field(n) for n in columns["target"]])),
+    ), columns
+
+
+def _with_condition(joined: Any, spec: ConditionSpec, matched: Any, columns: list[str]) -> Any:
+    """``joined`` with the column ``_UPDATE``: the condition, evaluated on the executors."""
+    F = functions_for(joined)
+    if not _is_connect(joined) and hasattr(F, "arrow_udf"):
+        from pyspark.sql.pandas.functions import ArrowUDFType
+
+        udf = F.arrow_udf(condition_udf(spec), "boolean", ArrowUDFType.SCALAR_ITER)
+        return joined.withColumn(_UPDATE, udf(matched, *[F.col(c) for c in columns]))
+    from pyspark.sql.types import BooleanType, StructField, StructType
+
+    flagged = joined.withColumn(_MATCHED, matched)
+    output = StructType(list(flagged.schema.fields) + [StructField(_UPDATE, BooleanType(), False)])
+    names = [_MATCHED] + [c.strip("`").replace("``", "`") for c in columns]
+    return flagged.mapInArrow(condition_task(spec, names, _UPDATE), output)
 
 
 def _check_unique(source: Any, keys: list[str], uri: str) -> None:
@@ -108,22 +207,29 @@ def merge_dataframe(
     when_not_matched: str = "insert_all",
     when_not_matched_by_source: str | None = None,
     not_matched_by_source_filter: str | None = None,
+    when_matched_update_condition: str | None = None,
     transaction_properties: Mapping[str, str] | None = None,
     commit_message: str | None = None,
     max_rows_per_file: int | None = None,
     delete_not_matched_by_source: bool | str | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> CommitResult:
     """Upsert ``df`` into the table at ``uri`` by the key columns ``on``, as one new version.
 
     ``when_matched``: ``update_all`` (replace the matched rows), ``do_nothing``, ``delete``
     (remove them) or ``fail`` (refuse the merge if any key matches). ``when_not_matched``:
-    ``insert_all`` or ``do_nothing``. ``when_not_matched_by_source``: ``None``/``do_nothing``
-    or ``delete``: target rows whose key is not in ``df`` are removed (only those matching the
-    SQL ``not_matched_by_source_filter`` when given). ``delete_not_matched_by_source`` is an
-    alias: ``True``, or a SQL filter. Keys must be unique in ``df`` (null keys never match).
+    ``insert_all`` or ``do_nothing``. ``when_matched_update_condition`` (with ``update_all``): a
+    SQL condition over ``source.<column>`` and ``target.<column>`` (e.g. ``source.ts > target.ts``),
+    as pylance's ``when_matched_update_all(condition=...)``: only matched rows where it is TRUE
+    are updated (NULL counts as false); the others stay as they are, row ids and versions
+    included, and are not counted in ``rows_updated``. It is checked before any job runs (an
+    invalid one raises :class:`InvalidInputError`) and evaluated on the executors.
+    ``when_not_matched_by_source``: ``None``/``do_nothing`` or ``delete``: target rows whose key
+    is not in ``df`` are removed (only those matching the SQL ``not_matched_by_source_filter``
+    when given). ``delete_not_matched_by_source`` is an alias: ``True``, or a SQL filter. Keys must be unique in ``df`` (null keys never match).
     The result counts ``rows_updated``, ``rows_inserted`` and ``rows_deleted``. The source is
     evaluated twice (duplicate check, then the merge): cache it if it is expensive or not
-    deterministic.
+    deterministic. ``storage_options``: object-store settings (Lance's keys) for ``s3://`` tables.
     """
     from pyspark import StorageLevel
 
@@ -140,11 +246,11 @@ def merge_dataframe(
                                  ("when_not_matched_by_source", when_not_matched_by_source, WHEN_NOT_MATCHED_BY_SOURCE)):
         if value not in allowed:
             raise InvalidInputError(f"{name} must be one of {allowed}, got {value!r}")
-    store = object_store_for(os.fspath(uri))
+    store = object_store_for(os.fspath(uri), storage_options)
     if latest_manifest(store) is None:
         raise DatasetNotFoundError("cannot merge into a table that does not exist (write it first)", table=store.uri)
     extra = {} if max_rows_per_file is None else {"max_rows_per_file": max_rows_per_file}
-    plan = plan_write(df.schema, store.uri, mode="append", transaction_properties=transaction_properties,
+    plan = plan_write(df.schema, store, mode="append", transaction_properties=transaction_properties,
                       commit_message=commit_message, **extra)
     if plan.skipped is not None:
         return plan.skipped
@@ -156,37 +262,54 @@ def merge_dataframe(
         if not delete_unmatched:
             raise InvalidInputError("not_matched_by_source_filter needs when_not_matched_by_source='delete'")
         to_expression(not_matched_by_source_filter, plan.schema.to_arrow())  # fails here, not in a task
+    condition, condition_columns = None, {"source": [], "target": []}
+    if when_matched_update_condition is not None:
+        condition, condition_columns = _plan_condition(when_matched_update_condition, plan, when_matched)
+    position = {name: i for i, name in enumerate(plan.columns)}
     spark = df.sparkSession
     joined = None
     with JobScope(spark) as scope:
         try:
             source = df.select(*[quoted(n) for n in plan.columns])
             _check_unique(source, keys, plan.uri)
-            target = read_dataframe(spark, plan.uri, version=plan.read_version, columns=keys,
+            read = keys + [n for n in condition_columns["target"] if n not in keys]
+            target = read_dataframe(spark, plan.store, version=plan.read_version, columns=read,
                                     with_row_address=True, with_row_id=plan.stable_row_ids)
-            target = target.withColumnRenamed(ROW_ADDRESS, _ADDRESS)
-            if plan.stable_row_ids:
-                target = target.withColumnRenamed(ROW_ID, ROW_ID_COLUMN)
+            target = target.select(
+                *[quoted(k) for k in keys],
+                *[F.col(quoted(n)).alias(f"{_TARGET}{position[n]}") for n in condition_columns["target"]],
+                F.col(ROW_ADDRESS).alias(_ADDRESS),
+                *([F.col(ROW_ID).alias(ROW_ID_COLUMN)] if plan.stable_row_ids else []),
+            )
             joined = source.withColumn(_SOURCE, F.lit(True)).join(
                 target, on=keys, how="full_outer" if delete_unmatched else "left_outer")
             if not_matched_by_source_filter is not None:
                 # The engine evaluates the filter (its SQL), Spark only joins the addresses.
-                scoped = read_dataframe(spark, plan.uri, version=plan.read_version, columns=[],
+                scoped = read_dataframe(spark, plan.store, version=plan.read_version, columns=[],
                                         filter=not_matched_by_source_filter, with_row_address=True)
                 joined = joined.join(scoped.select(F.col(ROW_ADDRESS).alias(_ADDRESS), F.lit(True).alias(_SCOPE)),
                                      on=_ADDRESS, how="left")
-            joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
             matched = F.col(_SOURCE).isNotNull() & F.col(_ADDRESS).isNotNull()
+            updated = matched
+            if condition is not None:
+                joined = _with_condition(joined, condition, matched, [quoted(n) for n in condition_columns["source"]]
+                                         + [f"{_TARGET}{position[n]}" for n in condition_columns["target"]])
+                updated = matched & F.col(_UPDATE)
+            joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
+            if condition is not None:
+                joined.count()  # evaluate the condition (its errors) before any file is written
             if when_matched == "fail" and joined.where(matched).limit(1).count():
                 raise InvalidInputError("the source has keys that match target rows and when_matched='fail'",
                                         table=plan.uri, version=plan.read_version, column=keys[0])
             unmatched_target = F.col(_SOURCE).isNull()
             if not_matched_by_source_filter is not None:
                 unmatched_target = unmatched_target & F.col(_SCOPE).isNotNull()
-            gone = (matched if when_matched in ("update_all", "delete") else F.lit(False)) | (
+            gone = (updated if when_matched == "update_all" else matched if when_matched == "delete"
+                    else F.lit(False)) | (
                 unmatched_target if delete_unmatched else F.lit(False))
             spec = DeleteSpec(uri=plan.uri, version=plan.read_version, write_id=plan.write_id,
-                              identity=manifest_identity(LanceDataset(plan.uri, plan.read_version).manifest))
+                              identity=manifest_identity(LanceDataset(plan.store, plan.read_version).manifest),
+                              storage_options=plan.packed_options)
             deletions = Deletions.from_rows(
                 joined.where(gone)
                 .select(F.col(_ADDRESS).alias(ROW_ADDRESS), F.shiftright(F.col(_ADDRESS), 32).alias(_FRAGMENT))
@@ -194,7 +317,7 @@ def merge_dataframe(
                 .applyInArrow(delete_addresses_task(spec), DELETION_DDL)
                 .collect()
             )
-            wanted = (matched if when_matched == "update_all" else F.lit(False)) | (
+            wanted = (updated if when_matched == "update_all" else F.lit(False)) | (
                 (F.col(_SOURCE).isNotNull() & F.col(_ADDRESS).isNull()) if when_not_matched == "insert_all"
                 else F.lit(False))
             rows = joined.where(wanted)

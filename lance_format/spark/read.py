@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -28,7 +28,8 @@ from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID, SYSTEM_COLUMNS
 from lance_format.dataset.sql_filter import to_expression
 from lance_format.errors import InvalidInputError
-from lance_format.spark.common import parallelism
+from lance_format.io import ObjectStore
+from lance_format.spark.common import pack_options, parallelism
 from lance_format.spark.tasks import ScanSpec, Split, arrow_schema_to_bytes, manifest_identity, read_task
 from lance_format.spark.types import spark_arrow_schema, spark_schema
 from lance_format.table.deletion import live_row_count
@@ -92,6 +93,10 @@ def plan_splits(
     return splits
 
 
+def _location(uri: str | os.PathLike[str] | ObjectStore) -> str | ObjectStore:
+    return uri if isinstance(uri, (str, ObjectStore)) else os.fspath(uri)
+
+
 def _output_columns(ds: LanceDataset, columns: Sequence[str] | None, with_row_id: bool,
                     with_row_address: bool) -> list[str]:
     if isinstance(columns, str):
@@ -126,9 +131,10 @@ def read_schema(
     columns: Sequence[str] | None = None,
     with_row_id: bool = False,
     with_row_address: bool = False,
+    storage_options: Mapping[str, str] | None = None,
 ) -> Any:
     """The Spark schema a read returns (one manifest read, no split planning)."""
-    ds = LanceDataset(os.fspath(uri) if not isinstance(uri, str) else uri, version)
+    ds = LanceDataset(_location(uri), version, storage_options=storage_options)
     return spark_schema(_arrow_output_schema(ds, _output_columns(ds, columns, with_row_id, with_row_address)))
 
 
@@ -143,9 +149,10 @@ def plan_read(
     target_splits: int = 1,
     rows_per_split: int = DEFAULT_ROWS_PER_SPLIT,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    storage_options: Mapping[str, str] | None = None,
 ) -> ReadPlan:
     """Open (and so pin) the version, validate the request and plan the splits."""
-    ds = LanceDataset(os.fspath(uri) if not isinstance(uri, str) else uri, version)
+    ds = LanceDataset(_location(uri), version, storage_options=storage_options)
     wanted = _output_columns(ds, columns, with_row_id, with_row_address)
     if filter is not None:
         filter_schema = ds.schema
@@ -157,7 +164,8 @@ def plan_read(
     schema = spark_schema(_arrow_output_schema(ds, wanted))
     spec = ScanSpec(uri=ds.uri, version=ds.version, columns=tuple(wanted), filter=filter,
                     target=arrow_schema_to_bytes(spark_arrow_schema(schema)), batch_size=int(batch_size),
-                    identity=manifest_identity(ds.manifest))
+                    identity=manifest_identity(ds.manifest),
+                    storage_options=pack_options(ds._store.storage_options))
     splits = plan_splits(ds, target_splits=target_splits, rows_per_split=rows_per_split)
     return ReadPlan(spec, splits, schema)
 
@@ -181,6 +189,7 @@ def read_dataframe(
     with_row_address: bool = False,
     rows_per_split: int = DEFAULT_ROWS_PER_SPLIT,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    storage_options: Mapping[str, str] | None = None,
 ) -> Any:
     """A version of the table at ``uri`` as a DataFrame read by the executors.
 
@@ -188,11 +197,12 @@ def read_dataframe(
     to read (table columns and ``_rowid``/``_rowaddr``/``_row_created_at_version``/
     ``_row_last_updated_at_version``); unread columns cost nothing. ``filter``: a SQL predicate
     evaluated by the engine while reading. ``with_row_id`` / ``with_row_address`` append
-    ``_rowid`` / ``_rowaddr`` (as Spark longs).
+    ``_rowid`` / ``_rowaddr`` (as Spark longs). ``storage_options``: object-store settings
+    (Lance's keys) for ``s3://`` tables, shipped to the executors.
     """
     plan = plan_read(uri, version=version, columns=columns, filter=filter, with_row_id=with_row_id,
                      with_row_address=with_row_address, target_splits=parallelism(spark),
-                     rows_per_split=rows_per_split, batch_size=batch_size)
+                     rows_per_split=rows_per_split, batch_size=batch_size, storage_options=storage_options)
     return dataframe_of(spark, plan)
 
 

@@ -1,4 +1,5 @@
-"""What runs inside Spark tasks: writing fragments, writing deletion vectors, reading splits.
+"""What runs inside Spark tasks: writing fragments, writing deletion vectors, reading splits,
+evaluating a merge's update condition.
 
 Every function here is called in a Python worker with a small, picklable *spec* built on the
 driver (a URI, a version, a serialized schema, ...) and returns an iterator function for
@@ -14,7 +15,7 @@ failed are removed by the driver (they share the write's file-name prefix).
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Tuple
 
 import numpy as np
@@ -29,6 +30,7 @@ from lance_format.dataset.sql_filter import referenced_columns, to_expression
 from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
+from lance_format.spark.common import StorageOptions, task_store
 
 FRAGMENT_DDL = "fragment binary, num_rows long, num_bytes long, rewritten boolean"
 DELETION_DDL = "fragment_id long, fragment binary, removed boolean, deleted long, offsets binary"
@@ -68,7 +70,7 @@ def arrow_schema_from_bytes(data: bytes) -> pa.Schema:
 
 
 # -- tables opened by workers ------------------------------------------------------------------------
-_OPEN: "OrderedDict[tuple[str, int], LanceDataset]" = OrderedDict()
+_OPEN: "OrderedDict[tuple[str, int, StorageOptions], LanceDataset]" = OrderedDict()
 _MAX_OPEN = 8
 
 
@@ -77,18 +79,19 @@ def manifest_identity(m: table_pb2.Manifest) -> str:
     return f"{m.transaction_file}:{m.timestamp.seconds}:{m.timestamp.nanos}"
 
 
-def open_version(uri: str, version: int, identity: str | None = None) -> LanceDataset:
+def open_version(uri: str, version: int, identity: str | None = None,
+                 storage_options: StorageOptions = ()) -> LanceDataset:
     """A version of a table, cached per worker process (Python workers are reused by Spark).
 
     ``identity`` (:func:`manifest_identity` on the driver) makes sure a cached version is the
     one the driver planned with, not an older table that had the same URI.
     """
-    key = (uri, int(version))
+    key = (uri, int(version), storage_options)
     ds = _OPEN.get(key)
     if ds is not None and identity is not None and manifest_identity(ds.manifest) != identity:
         ds = None
     if ds is None:
-        ds = LanceDataset(uri, int(version))
+        ds = LanceDataset(task_store(uri, storage_options), int(version))
         if identity is not None and manifest_identity(ds.manifest) != identity:
             raise CorruptFileError(f"version {version} changed after the job was planned (the table was "
                                    "replaced)", table=uri, version=int(version))
@@ -114,6 +117,7 @@ class WriteSpec:
     check_filter: str | None = None  # replace_where: every new row must satisfy it
     split_rewritten: bool = False  # merge: rows with ROW_ID_COLUMN set go to fragments of their own
     keep_row_ids: bool = False  # ... and keep that column's value as their stable row id
+    storage_options: StorageOptions = field(default=(), repr=False)  # executors re-open the table with it
 
 
 def _fragment_batch(fragments: list[table_pb2.DataFragment], rewritten: list[bool]) -> pa.RecordBatch:
@@ -143,9 +147,10 @@ class PartitionWriter:
         self._convert = BatchConverter(self.target, table=spec.uri)
         self._check = to_expression(spec.check_filter, self.target) if spec.check_filter else None
         prefix = write_prefix(spec.write_id)
+        store = task_store(spec.uri, spec.storage_options)
 
         def sink() -> FragmentSink:
-            return FragmentSink(spec.uri, schema, spec.storage_version, prefix=prefix,
+            return FragmentSink(store, schema, spec.storage_version, prefix=prefix,
                                 max_rows_per_file=spec.max_rows_per_file, max_bytes_per_file=spec.max_bytes_per_file)
 
         self._plain = sink()
@@ -267,6 +272,102 @@ def _check_rows(batch: pa.RecordBatch, check: pc.Expression, spec: WriteSpec) ->
         )
 
 
+# -- merge update conditions ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ConditionSpec:
+    """A merge's update condition (SQL over ``source.``/``target.`` columns) and the table
+    types of the columns it reads on each side, in the order the UDF receives them."""
+
+    uri: str
+    version: int
+    condition: str
+    source: bytes  # Arrow schema (the table's types) of the source columns the condition reads
+    target: bytes  # ... of the target columns it reads
+
+
+def condition_pair_schema(source: pa.Schema, target: pa.Schema) -> pa.Schema:
+    """The schema a condition is evaluated over: one struct per side, like ``merge_insert``."""
+    return pa.schema([pa.field("target", pa.struct(list(target))), pa.field("source", pa.struct(list(source)))])
+
+
+def _side(arrays: list, schema: pa.Schema, rows: np.ndarray, convert) -> pa.StructArray:
+    if not len(schema):  # the condition reads nothing of this side: a valid, field-less struct
+        return pa.StructArray.from_buffers(pa.struct([]), int(rows.size), [None])
+    taken = pa.array(rows)
+    batch = convert(pa.RecordBatch.from_arrays([a.take(taken) for a in arrays], names=schema.names))
+    return pa.StructArray.from_arrays(list(batch.columns), names=schema.names)
+
+
+class ConditionEvaluator:
+    """Evaluates ``spec``'s condition over (matched flag, the source columns, the target
+    columns): TRUE where a matched row's condition holds, FALSE elsewhere.
+
+    The condition goes through the engine's SQL translation and ``Table.filter``, exactly as
+    in ``merge_insert``, on the table's Arrow types (the Spark values are cast back first), so
+    SQL's three-valued logic applies: a NULL condition does not update. Unmatched rows are
+    never evaluated (their target side is all null, and an error there would be spurious).
+    """
+
+    def __init__(self, spec: ConditionSpec) -> None:
+        from lance_format.spark.types import BatchConverter
+
+        self.spec = spec
+        self.source = arrow_schema_from_bytes(spec.source)
+        self.target = arrow_schema_from_bytes(spec.target)
+        self.expr = to_expression(spec.condition, condition_pair_schema(self.source, self.target))
+        self._to_source = BatchConverter(self.source, table=spec.uri, check_nulls=False)
+        self._to_target = BatchConverter(self.target, table=spec.uri, check_nulls=False)
+
+    def __call__(self, columns: list) -> pa.Array:
+        matched = columns[0].fill_null(False).to_numpy(zero_copy_only=False)
+        result = np.zeros(matched.size, dtype=bool)
+        rows = np.flatnonzero(matched)
+        if rows.size:
+            n_source = len(self.source)
+            pair = pa.table({
+                "target": _side(list(columns[1 + n_source:]), self.target, rows, self._to_target),
+                "source": _side(list(columns[1:1 + n_source]), self.source, rows, self._to_source),
+                "__i": pa.array(np.arange(rows.size)),
+            })
+            try:
+                chosen = pair.filter(self.expr).column("__i").to_numpy()
+            except (pa.ArrowException, TypeError, ValueError) as err:
+                raise InvalidInputError(
+                    f"when_matched_update_condition {self.spec.condition!r} failed to evaluate: {err}",
+                    table=self.spec.uri, version=self.spec.version,
+                ) from None
+            result[rows[chosen]] = True
+        return pa.array(result, pa.bool_())
+
+
+def condition_udf(spec: ConditionSpec) -> Callable[[Iterator[Tuple[pa.Array, ...]]], Iterator[pa.Array]]:
+    """An iterator Arrow UDF over the :class:`ConditionEvaluator` columns (classic sessions:
+    only those columns travel to Python)."""
+
+    def run(batches: Iterator[Tuple[pa.Array, ...]]) -> Iterator[pa.Array]:
+        evaluate = ConditionEvaluator(spec)
+        for columns in batches:
+            if isinstance(columns, (pa.Array, pa.ChunkedArray)):
+                columns = (columns,)
+            yield evaluate(list(columns))
+
+    return run
+
+
+def condition_task(spec: ConditionSpec, names: list[str], output: str) -> Callable:
+    """``mapInArrow`` twin of :func:`condition_udf` for Spark Connect DataFrames (pyspark builds
+    Connect Arrow UDFs only in a process running in Connect mode): every batch comes back with
+    the result appended as ``output``; ``names`` are the evaluator's columns, matched flag first."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        evaluate = ConditionEvaluator(spec)
+        for batch in batches:
+            flags = evaluate([batch.column(n) for n in names])
+            yield batch.append_column(pa.field(output, pa.bool_()), flags)
+
+    return run
+
+
 # -- deletion vectors -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DeleteSpec:
@@ -275,6 +376,7 @@ class DeleteSpec:
     write_id: str
     predicate: str | None = None  # replace_where: delete what matches; merge: the given addresses
     identity: str | None = None  # manifest_identity of the version
+    storage_options: StorageOptions = field(default=(), repr=False)  # may hold credentials
 
 
 def _deletion_row(fragment_id: int, updated: table_pb2.DataFragment | None, added: int,
@@ -293,7 +395,7 @@ def _deletion_row(fragment_id: int, updated: table_pb2.DataFragment | None, adde
 
 
 def _apply_deletions(spec: DeleteSpec, fragment_id: int, offsets: np.ndarray) -> pa.RecordBatch | None:
-    ds = open_version(spec.uri, spec.version, spec.identity)
+    ds = open_version(spec.uri, spec.version, spec.identity, spec.storage_options)
     fragment = ds.get_fragment(fragment_id)
     if fragment is None:
         raise CorruptFileError(f"fragment {fragment_id} is not in version {spec.version}", table=spec.uri,
@@ -314,7 +416,7 @@ def delete_matching_task(spec: DeleteSpec, groups: list[list[int]]) -> Callable:
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 for fragment_id in groups[index]:
-                    ds = open_version(spec.uri, spec.version, spec.identity)
+                    ds = open_version(spec.uri, spec.version, spec.identity, spec.storage_options)
                     fragment = ds.get_fragment(fragment_id)
                     pieces = [
                         b.column(0).to_numpy(zero_copy_only=False)
@@ -360,6 +462,7 @@ class ScanSpec:
     target: bytes  # the Arrow schema Spark expects (serialized)
     batch_size: int = 65536
     identity: str | None = None  # manifest_identity of the version
+    storage_options: StorageOptions = field(default=(), repr=False)  # may hold credentials
 
 
 Split = tuple[tuple[int, int, int], ...]  # (fragment id, first physical row, end physical row)
@@ -369,7 +472,7 @@ def read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
     """The live rows of one split, filtered and projected, in Spark's Arrow types."""
     from lance_format.spark.types import BatchConverter
 
-    ds = open_version(spec.uri, spec.version, spec.identity)
+    ds = open_version(spec.uri, spec.version, spec.identity, spec.storage_options)
     table_schema = ds.lance_schema
     filter_schema = table_schema.to_arrow()
     for name in SYSTEM_COLUMNS:
@@ -410,6 +513,7 @@ def read_task(spec: ScanSpec, splits: list[Split]) -> Callable[[Iterator[pa.Reco
 __all__ = [
     "FRAGMENT_DDL", "DELETION_DDL", "ROW_ID_COLUMN", "WriteSpec", "DeleteSpec", "ScanSpec", "Split",
     "schema_to_bytes", "schema_from_bytes", "arrow_schema_to_bytes", "arrow_schema_from_bytes", "open_version",
-    "manifest_identity",
+    "manifest_identity", "ConditionSpec", "ConditionEvaluator", "condition_pair_schema", "condition_udf",
+    "condition_task",
     "PartitionWriter", "write_task", "write_udf", "encode_fragments", "decode_fragments", "delete_matching_task", "delete_addresses_task", "read_split", "read_task",
 ]

@@ -44,10 +44,19 @@ from lance_format.dataset.evolve_write import commit_with_new_columns, next_fiel
 from lance_format.dataset.sql_filter import to_expression
 from lance_format.dataset.write import _resolve_storage_version
 from lance_format.errors import DatasetAlreadyExistsError, DuplicateCommitError, InvalidInputError, SchemaMismatchError
-from lance_format.io import object_store_for
+from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema
-from lance_format.spark.common import CommitResult, JobScope, conf_flag, functions_for, quoted, translate_task_error
+from lance_format.spark.common import (
+    CommitResult,
+    JobScope,
+    StorageOptions,
+    conf_flag,
+    functions_for,
+    pack_options,
+    quoted,
+    translate_task_error,
+)
 from lance_format.spark.tasks import (
     FRAGMENT_DDL,
     ROW_ID_COLUMN,
@@ -87,10 +96,23 @@ class WritePlan:
     fragment_ids: list[int] = field(default_factory=list)  # fragments at read_version
     stable_row_ids: bool = False
     skipped: CommitResult | None = None
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False)  # may hold credentials
+    _store: ObjectStore | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def prefix(self) -> str:
         return write_prefix(self.write_id)
+
+    @property
+    def store(self) -> ObjectStore:
+        """The table's store, opened once per process (it is re-opened where the plan is unpickled)."""
+        if self._store is None:
+            self._store = object_store_for(self.uri, self.storage_options)
+        return self._store
+
+    @property
+    def packed_options(self) -> StorageOptions:
+        return pack_options(self.storage_options)
 
     def spec(self, *, split_rewritten: bool = False) -> WriteSpec:
         return WriteSpec(
@@ -98,6 +120,7 @@ class WritePlan:
             storage_version=self.storage_version, max_rows_per_file=self.max_rows_per_file,
             max_bytes_per_file=self.max_bytes_per_file, check_filter=self.replace_where,
             split_rewritten=split_rewritten, keep_row_ids=split_rewritten and self.stable_row_ids,
+            storage_options=self.packed_options,
         )
 
 
@@ -158,6 +181,7 @@ def plan_write(
     data_storage_version: str | None = None,
     fixed_size_lists: Mapping[str, int] | None = None,
     idempotency_window: int = DEFAULT_IDEMPOTENCY_WINDOW,
+    storage_options: Mapping[str, str] | None = None,
 ) -> WritePlan:
     """Decide how a DataFrame with Spark schema ``df_schema`` is written (no data touched)."""
     if mode not in MODES:
@@ -170,15 +194,15 @@ def plan_write(
         raise InvalidInputError("replace_where needs a predicate; use mode='overwrite' alone for all rows")
     if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
         raise InvalidInputError("max_rows_per_file and max_bytes_per_file must be positive")
-    uri = os.fspath(uri)
-    store = object_store_for(uri)
+    store = object_store_for(uri if isinstance(uri, ObjectStore) else os.fspath(uri), storage_options)
     uri = store.uri
     existing = latest_manifest(store)
     properties = {str(k): str(v) for k, v in (transaction_properties or {}).items()}
     write_id = new_write_id()
     properties[WRITE_ID_KEY] = write_id
     base = dict(uri=uri, write_id=write_id, properties=properties, commit_message=commit_message,
-                max_rows_per_file=int(max_rows_per_file), max_bytes_per_file=int(max_bytes_per_file))
+                max_rows_per_file=int(max_rows_per_file), max_bytes_per_file=int(max_bytes_per_file),
+                storage_options=store.storage_options)
 
     if existing is None:
         arrow = lance_arrow_schema(df_schema, fixed_size_lists=fixed_size_lists)
@@ -296,7 +320,7 @@ class Deletions:
 def discard_write(plan: WritePlan) -> list[str]:
     """Remove the files of a write that did not commit (and only those)."""
     try:
-        return discard_uncommitted(plan.uri, plan.prefix, read_version=plan.read_version, write_id=plan.write_id,
+        return discard_uncommitted(plan.store, plan.prefix, read_version=plan.read_version, write_id=plan.write_id,
                                    fragment_ids=plan.fragment_ids)
     except Exception:
         return []  # cleanup is best effort; the original error matters more
@@ -330,7 +354,7 @@ def commit_write(
     key = plan.properties.get(IDEMPOTENCY_KEY)
     try:
         if key is not None and read_version:
-            prior = find_committed_version(plan.uri, key)
+            prior = find_committed_version(plan.store, key)
             if prior is not None:  # a concurrent run with the same key won: ours is redundant
                 discard_write(plan)
                 return _prior_result(prior, read_version)
@@ -342,17 +366,17 @@ def commit_write(
                       properties=plan.properties, commit_message=plan.commit_message)
         if plan.adds_columns and op != "overwrite":
             # One Merge: the new columns, the new rows and any deletions land in one version.
-            committed = commit_with_new_columns(plan.uri, removed_fragment_ids=deletions.removed,
+            committed = commit_with_new_columns(plan.store, removed_fragment_ids=deletions.removed,
                                                 updated_fragments=deletions.updated, **common)
         elif op == "overwrite":
-            committed = commit_fragments(plan.uri, "overwrite", enable_stable_row_ids=plan.enable_stable_row_ids,
+            committed = commit_fragments(plan.store, "overwrite", enable_stable_row_ids=plan.enable_stable_row_ids,
                                          storage_version=plan.storage_version, **common)
         elif deletions:
-            committed = commit_fragments(plan.uri, "update", removed_fragment_ids=deletions.removed,
+            committed = commit_fragments(plan.store, "update", removed_fragment_ids=deletions.removed,
                                          updated_fragments=deletions.updated, affected_rows=deletions.affected,
                                          **common)
         else:
-            committed = commit_fragments(plan.uri, "append", **common)
+            committed = commit_fragments(plan.store, "append", **common)
     except DuplicateCommitError as duplicate:  # a concurrent run with the same key won the race
         discard_write(plan)
         return _prior_result(PriorCommit(duplicate.version, duplicate.transaction), read_version)
@@ -414,6 +438,7 @@ def write_dataframe(
     commit_message: str | None = None,
     data_storage_version: str | None = None,
     fixed_size_lists: Mapping[str, int] | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> CommitResult:
     """Write a Spark DataFrame as one new version of the Lance table at ``uri``.
 
@@ -430,12 +455,15 @@ def write_dataframe(
     a key that a concurrent commit already carries. ``fixed_size_lists (column -> size) stores array columns as
     fixed-size-list vectors (field metadata ``arrow.fixed-size-list.size`` does the same).
     ``enable_stable_row_ids`` and ``data_storage_version`` apply when the table is created.
+    ``storage_options``: object-store settings (Lance's keys) for ``s3://`` tables; they are
+    shipped to the executors, which open the table themselves.
     """
     plan = plan_write(
         df.schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,
         enable_stable_row_ids=enable_stable_row_ids, max_rows_per_file=max_rows_per_file,
         max_bytes_per_file=max_bytes_per_file, transaction_properties=transaction_properties,
         commit_message=commit_message, data_storage_version=data_storage_version, fixed_size_lists=fixed_size_lists,
+        storage_options=storage_options,
     )
     if plan.skipped is not None:
         return plan.skipped
