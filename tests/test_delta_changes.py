@@ -289,9 +289,9 @@ def test_untouched_fragments_are_decided_from_metadata(wide_table, monkeypatch):
     seen = []
     original = delta_plan._rows
 
-    def rows(index, fragment, offsets=None):
+    def rows(index, fragment, *args, **kwargs):
         seen.append(fragment.fragment_id)
-        return original(index, fragment, offsets)
+        return original(index, fragment, *args, **kwargs)
 
     monkeypatch.setattr(delta_plan, "_rows", rows)
     _ours(wide_table, 1, 2)
@@ -351,3 +351,12 @@ def test_random_histories(tmp_path, seed, storage_version):
         b = theirs.delta(begin_version=begin, end_version=latest)
         for method in ("get_inserted_rows", "get_updated_rows", "get_deleted_row_ids"):
             assert getattr(a, method)().read_all().equals(getattr(b, method)().read_all()), (seed, begin, method)
+
+
+def test_fragment_at_shares_objects_with_get_fragments(wide_table):
+    ds = lance_format.dataset(wide_table, version=1)
+    first = ds.fragment_at(2)
+    assert ds.get_fragments()[2] is first and ds.fragment_at(2) is first
+    other = lance_format.dataset(wide_table, version=1)
+    listed = other.get_fragments()
+    assert other.fragment_at(1) is listed[1] and listed[1].fragment_id == ds.get_fragments()[1].fragment_id

@@ -259,9 +259,23 @@ class LanceDataset:
     def get_fragments(self) -> list[LanceFragment]:
         fragments = self.__dict__.get("_fragments")
         if fragments is None:
-            fragments = [LanceFragment(self, f) for f in self.manifest.fragments]
+            made = self.__dict__.get("_fragments_made", {})
+            fragments = [made.get(i) or LanceFragment(self, f) for i, f in enumerate(self.manifest.fragments)]
             self.__dict__["_fragments"] = fragments
         return fragments
+
+    def fragment_at(self, index: int) -> LanceFragment:
+        """The fragment at ``index`` of this version's fragment list, without wrapping the
+        others (metadata-only planners touch a few fragments of large tables); the same object
+        :meth:`get_fragments` returns, so per-fragment caches are shared."""
+        fragments = self.__dict__.get("_fragments")
+        if fragments is not None:
+            return fragments[index]
+        made = self.__dict__.setdefault("_fragments_made", {})
+        fragment = made.get(index)
+        if fragment is None:
+            fragment = made[index] = LanceFragment(self, self.manifest.fragments[index])
+        return fragment
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
         for fragment in self.get_fragments():

@@ -9,16 +9,18 @@ common case, are pure arithmetic). Parsed sequences are cached on the ``LanceFra
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from lance_format.errors import CorruptFileError, InvalidInputError
-from lance_format.proto import rowids_pb2
+from lance_format.proto import rowids_pb2, table_pb2
 from lance_format.table.rowids import RANGE, U64Segment, parse_row_id_segments, read_sequence_bytes
 
 if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
     from lance_format.dataset.fragment import LanceFragment
 
 CREATED_AT = "created_at"
@@ -49,14 +51,22 @@ def _run_versions(fragment: "LanceFragment", kind: str) -> _Runs:
     if data is None:
         result: _Runs = ([1], None)
     else:
-        msg = rowids_pb2.RowDatasetVersionSequence()
         try:
-            msg.ParseFromString(data)
+            result = _parse_version_runs(data)
         except DecodeError as exc:
             raise _corrupt(fragment, f"invalid {kind} version sequence: {exc}") from exc
-        result = ([r.version for r in msg.runs], msg)
     fragment.__dict__[key] = result
     return result
+
+
+@lru_cache(maxsize=4096)
+def _parse_version_runs(data: bytes) -> _Runs:
+    """Parsed version runs, memoized by their bytes: run spans are offsets within a fragment, so
+    the fragments one commit wrote (same size, same version) share identical sequences and a
+    table of thousands of fragments parses a handful of them. Callers never mutate the result."""
+    msg = rowids_pb2.RowDatasetVersionSequence()
+    msg.ParseFromString(data)
+    return [r.version for r in msg.runs], msg
 
 
 def _parse_runs(fragment: "LanceFragment", kind: str) -> tuple[list[int], list[int]]:
@@ -103,9 +113,16 @@ def versions_at(fragment: "LanceFragment", kind: str, offsets: np.ndarray) -> np
     return np.array(versions, np.uint64)[np.searchsorted(ends, offsets, side="right")]
 
 
-def latest_versions(fragment: "LanceFragment", kind: str) -> list[int]:
-    """The versions of the ``kind`` runs (a short list; ``[1]`` without a sequence)."""
-    return _run_versions(fragment, kind)[0]
+def latest_versions(dataset: "LanceDataset", meta: table_pb2.DataFragment, kind: str) -> list[int]:
+    """The versions of a fragment descriptor's ``kind`` runs (``[1]`` without a sequence)."""
+    data = read_sequence_bytes(dataset._store, meta, f"inline_{kind}_versions", f"external_{kind}_versions")
+    if data is None:
+        return [1]
+    try:
+        return _parse_version_runs(data)[0]
+    except DecodeError as exc:
+        raise CorruptFileError(f"fragment {meta.id}: invalid {kind} version sequence: {exc}",
+                               table=dataset._store.uri, version=dataset.version) from exc
 
 
 def any_version_in(fragment: "LanceFragment", kind: str, low: int, high: int | None) -> bool:

@@ -128,7 +128,8 @@ def require_stable_row_ids(dataset: "LanceDataset", what: str) -> None:
         )
 
 
-def _rows(index: int, fragment: "LanceFragment", offsets: np.ndarray | None = None) -> RowRefs:
+def _rows(index: int, fragment: "LanceFragment", offsets: np.ndarray | None = None, lineage: bool = True) -> RowRefs:
+    """Rows at ``offsets`` (default: every live row); ``lineage=False`` leaves last_updated at 0."""
     if offsets is None:
         offsets = fragment.live_offsets()
     offsets = offsets.astype(np.int64, copy=False)
@@ -136,7 +137,7 @@ def _rows(index: int, fragment: "LanceFragment", offsets: np.ndarray | None = No
         np.full(offsets.size, index, np.int64),
         offsets,
         row_ids_at(fragment, offsets),
-        versions_at(fragment, LAST_UPDATED_AT, offsets),
+        versions_at(fragment, LAST_UPDATED_AT, offsets) if lineage else np.zeros(offsets.size, np.uint64),
     )
 
 
@@ -150,28 +151,30 @@ class _Diff:
 
 
 def _diff(old: "LanceDataset | None", new: "LanceDataset", track_in_place: bool) -> _Diff:
-    old_frags = old.get_fragments() if old is not None else []
-    by_id = {f.fragment_id: (i, f) for i, f in enumerate(old_frags)}
+    # Compare descriptors first: only fragments whose descriptor changed are wrapped and read.
+    old_meta = old.manifest.fragments if old is not None else []
+    by_id = {f.id: i for i, f in enumerate(old_meta)}
     matched: set[int] = set()
     diff = _Diff()
-    for j, nf in enumerate(new.get_fragments()):
-        hit = by_id.get(nf.fragment_id)
-        if hit is not None and hit[1].metadata == nf.metadata:
-            matched.add(hit[0])
+    for j, new_pb in enumerate(new.manifest.fragments):
+        i = by_id.get(new_pb.id)
+        if i is not None and old_meta[i] == new_pb:
+            matched.add(i)
             continue  # identical descriptor: untouched, decided without reading anything
-        if hit is None or not same_rows(hit[1].metadata, nf.metadata):
-            diff.new.append(_rows(j, nf))
+        nf = new.fragment_at(j)
+        if i is None or not same_rows(old_meta[i], new_pb):
+            diff.new.append(_rows(j, nf, lineage=track_in_place))
             continue
-        i, of = hit
         matched.add(i)
-        same_del = same_deletions(of.metadata, nf.metadata)
-        same_lu = not track_in_place or same_last_updated(of.metadata, nf.metadata)
+        same_del = same_deletions(old_meta[i], new_pb)
+        same_lu = not track_in_place or same_last_updated(old_meta[i], new_pb)
         if same_del and same_lu:
             continue  # untouched fragment: decided without reading anything
+        of = old.fragment_at(i)
         old_del, new_del = of.deleted_offsets, nf.deleted_offsets
         if not same_del:
-            diff.gone.append(_rows(i, of, np.setdiff1d(new_del, old_del, assume_unique=True)))
-            diff.new.append(_rows(j, nf, np.setdiff1d(old_del, new_del, assume_unique=True)))
+            diff.gone.append(_rows(i, of, np.setdiff1d(new_del, old_del, assume_unique=True), track_in_place))
+            diff.new.append(_rows(j, nf, np.setdiff1d(old_del, new_del, assume_unique=True), track_in_place))
         if not same_lu:
             live = np.ones(nf.physical_rows, bool)
             live[old_del] = False
@@ -180,9 +183,9 @@ def _diff(old: "LanceDataset | None", new: "LanceDataset", track_in_place: bool)
             changed = both[versions_at(of, LAST_UPDATED_AT, both) != versions_at(nf, LAST_UPDATED_AT, both)]
             diff.pre.append(_rows(i, of, changed))
             diff.post.append(_rows(j, nf, changed))
-    for i, of in enumerate(old_frags):
+    for i in range(len(old_meta)):
         if i not in matched:
-            diff.gone.append(_rows(i, of))
+            diff.gone.append(_rows(i, old.fragment_at(i), lineage=track_in_place))
     return diff
 
 
@@ -236,8 +239,8 @@ def lineage_candidates(dataset: "LanceDataset", begin: int) -> list[int]:
     """
     latest = dataset.__dict__.get("_delta_latest_updates")
     if latest is None:
-        fragments = dataset.get_fragments()
-        latest = np.fromiter((max(latest_versions(f, LAST_UPDATED_AT)) for f in fragments), np.uint64, len(fragments))
+        metas = dataset.manifest.fragments
+        latest = np.fromiter((max(latest_versions(dataset, m, LAST_UPDATED_AT)) for m in metas), np.uint64, len(metas))
         dataset.__dict__["_delta_latest_updates"] = latest
     return np.flatnonzero(latest > np.uint64(begin)).tolist()
 
