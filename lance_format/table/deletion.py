@@ -61,10 +61,14 @@ def live_row_count(fragment: table_pb2.DataFragment) -> int:
 
 
 # -- decoding ----------------------------------------------------------------------------------
+# Deletion files are tiny: handing their decoding to Arrow's thread pool costs more than it does.
+_READ_OPTIONS = ipc.IpcReadOptions(use_threads=False)
+
+
 def decode_arrow_deletions(data: bytes, path: str | None = None) -> np.ndarray:
     """Sorted unique uint32 offsets of an ``.arrow`` deletion file; CorruptFileError otherwise."""
     try:
-        reader = ipc.open_file(pa.py_buffer(data))
+        reader = ipc.open_file(pa.py_buffer(data), options=_READ_OPTIONS)
         if reader.num_record_batches != 1:
             raise CorruptFileError(
                 f"expected exactly one batch in deletion file, got {reader.num_record_batches}", path=path
