@@ -147,6 +147,7 @@ class LanceTableResource(dg.ConfigurableResource):
         if is_spark_dataframe(data):
             result = engine.spark_write(
                 data, uri, mode=mode, enable_stable_row_ids=self.enable_stable_row_ids,
+                data_storage_version=self.data_storage_version,
                 transaction_properties=dict(transaction_properties or {}), storage_options=self.table_storage_options,
             )
             return engine.open_table(uri, result.version, storage_options=self.table_storage_options)
@@ -164,7 +165,7 @@ class LanceTableResource(dg.ConfigurableResource):
         if is_spark_dataframe(data):
             result = engine.spark_write(
                 data, uri, mode="overwrite", replace_where=predicate,
-                enable_stable_row_ids=self.enable_stable_row_ids,
+                enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
                 transaction_properties=dict(transaction_properties or {}), storage_options=self.table_storage_options,
             )
             return engine.open_table(uri, result.version, storage_options=self.table_storage_options)
@@ -190,6 +191,8 @@ class LanceTableResource(dg.ConfigurableResource):
         )
         uri = self.uri_for(table)
         ds = self._try_open(uri)
+        if is_spark_dataframe(data):
+            return self._spark_merge(uri, ds is not None, data, options, transaction_properties)
         reader = self._conformed(uri, data)
         if ds is None:
             created = engine.write(
@@ -199,6 +202,28 @@ class LanceTableResource(dg.ConfigurableResource):
             )
             return created, {"inserted": created.count_rows(), "updated": 0, "deleted": 0}
         return engine.merge(ds, reader, options, scope=None, transaction_properties=transaction_properties or {})
+
+    def _spark_merge(self, uri: str, exists: bool, df: Any, options: MergeOptions,
+                     transaction_properties: Mapping[str, str] | None) -> tuple[LanceDataset, dict[str, int]]:
+        """The upsert computed on the executors (``merge_dataframe``), never on the driver."""
+        props = dict(transaction_properties or {})
+        storage = self.table_storage_options
+        if not exists:  # like the pyarrow path: a merge into a missing table creates it
+            result = engine.spark_write(df, uri, mode="append", enable_stable_row_ids=self.enable_stable_row_ids,
+                                        data_storage_version=self.data_storage_version,
+                                        transaction_properties=props, storage_options=storage)
+            stats = {"inserted": result.rows, "updated": 0, "deleted": 0}
+        else:
+            result = engine.spark_merge(
+                df, uri, on=list(options.on), when_matched=options.when_matched,
+                when_not_matched=options.when_not_matched,
+                delete_not_matched_by_source=options.delete_not_matched_by_source or None,
+                when_matched_update_condition=(
+                    options.update_condition if options.when_matched == "update_all" else None),
+                transaction_properties=props, storage_options=storage,
+            )
+            stats = {"inserted": result.rows_inserted, "updated": result.rows_updated, "deleted": result.rows_deleted}
+        return engine.open_table(uri, result.version, storage_options=storage), stats
 
     def delete(self, table: TableRef, predicate: str, *,
                transaction_properties: Mapping[str, str] | None = None) -> LanceDataset:

@@ -9,7 +9,7 @@ import pytest
 
 import dagster as dg
 import lance_format
-from lance_assets import LanceIOManager, SparkSessionResource
+from lance_assets import LanceIOManager, LanceTableResource, SparkSessionResource
 
 pyspark_sql = pytest.importorskip("pyspark.sql")
 from pyspark.sql import DataFrame  # noqa: E402
@@ -117,3 +117,25 @@ def test_spark_change_feed_input(spark, root, instance):
                    resources=_resources(root))
     assert seen["rows"] == [("update_postimage", 20.0), ("update_preimage", 2.0)]
     assert SparkSessionResource().get_session() is spark  # the lazy resource reuses the active session
+
+
+def test_resource_merges_spark_dataframes_on_the_executors(spark, root, instance):
+    def frame(rows):
+        return spark.createDataFrame(rows, "id long, v string, ts long")
+
+    @dg.asset
+    def upsert(lance_tables: LanceTableResource) -> None:
+        # a merge into a missing table creates it, with the resource's file version
+        ds, stats = lance_tables.merge("t", frame([(1, "a", 1), (2, "b", 1), (3, "c", 1)]), on="id")
+        assert stats == {"inserted": 3, "updated": 0, "deleted": 0} and ds.data_storage_version == "2.0"
+        ds, stats = lance_tables.merge("t", frame([(1, "A", 2), (2, "stale", 0), (4, "d", 1)]), on="id",
+                                       update_condition="source.ts > target.ts", delete_not_matched_by_source=True)
+        assert stats == {"inserted": 1, "updated": 1, "deleted": 1}
+        assert sorted((r["id"], r["v"]) for r in ds.to_table().to_pylist()) == [(1, "A"), (2, "b"), (4, "d")]
+
+    resource = LanceTableResource(base_uri=root, data_storage_version="2.0")
+    assert dg.materialize([upsert], instance=instance, resources={"lance_tables": resource}).success
+    ds = lance.dataset(f"{root}/t.lance")
+    assert ds.version == 2 and ds.has_stable_row_ids
+    rows = sorted(ds.to_table(columns=["id", "v"], with_row_id=True).to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["_rowid"]) for r in rows][:2] == [(1, 0), (2, 1)]  # stable ids kept by the merge
