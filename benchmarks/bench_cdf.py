@@ -14,7 +14,7 @@ Each timing opens the dataset afresh and is the best of ``--repeat`` runs. Targe
 delta() within 3x of pylance's, at least 50x faster than a full scan; get_changes() within 5x
 of delta().
 
-    python benchmarks/bench_cdf.py [--rows 10000000] [--fragments 100] [--repeat 5]
+    python benchmarks/bench_cdf.py [--rows 10000000] [--fragments 100] [--repeat 9]
                                    [--storage-version 2.0] [--keep DIR]
 """
 
@@ -140,7 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--fragments", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--storage-version", default="2.0", help="data_storage_version of the table (2.0, 2.2)")
     parser.add_argument("--keep", help="build (or reuse) the table in this directory instead of a temp dir")
     args = parser.parse_args()
