@@ -36,6 +36,7 @@ _PAGE_CACHE_SIZE = 2
 # Reads of fewer than 1/_WINDOW_FRACTION of a page's values decode only those values (when
 # the encoding allows) instead of decoding and caching the whole page.
 _WINDOW_FRACTION = 16
+_RANGE_TAKE_ROWS = 1024  # contiguous takes at least this long use the sequential read path
 _INT32_MAX = 2**31 - 1
 
 
@@ -330,7 +331,9 @@ class LanceFileReader:
         else:
             rows, inverse = np.unique(idx, return_inverse=True)
         if self.structural:
-            if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+            # A long contiguous run reads like a scan; a short one (a point lookup) must not
+            # trigger the scan's read-ahead, so it takes just the chunks holding its rows.
+            if len(rows) >= _RANGE_TAKE_ROWS and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
                 first, last = int(rows[0]), int(rows[-1]) + 1
                 arrays = self._structural(plans, lambda col, t: col.read(first, last, t))
             else:
