@@ -37,6 +37,7 @@ _PAGE_CACHE_SIZE = 2
 # the encoding allows) instead of decoding and caching the whole page.
 _WINDOW_FRACTION = 16
 _RANGE_TAKE_ROWS = 1024  # contiguous takes at least this long use the sequential read path
+_SMALL_FILE_ROWS = 16384  # ... and so do all contiguous takes from files this small
 _INT32_MAX = 2**31 - 1
 
 
@@ -331,9 +332,11 @@ class LanceFileReader:
         else:
             rows, inverse = np.unique(idx, return_inverse=True)
         if self.structural:
-            # A long contiguous run reads like a scan; a short one (a point lookup) must not
-            # trigger the scan's read-ahead, so it takes just the chunks holding its rows.
-            if len(rows) >= _RANGE_TAKE_ROWS and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+            # A long contiguous run reads like a scan; a short one (a point lookup) in a large
+            # file must not trigger the scan's read-ahead, so it takes just the chunks holding
+            # its rows. Small files are read whole either way, and the read path caches them.
+            sequential = len(rows) >= _RANGE_TAKE_ROWS or self.num_rows <= _SMALL_FILE_ROWS
+            if sequential and len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
                 first, last = int(rows[0]), int(rows[-1]) + 1
                 arrays = self._structural(plans, lambda col, t: col.read(first, last, t))
             else:
