@@ -20,7 +20,6 @@ item cannot fit (a huge run of empty lists) the caller falls back to full-zip.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from lance_format.encodings.v2_1.encode_compression import ValuePlan, dictionary_block, flat_encoding
@@ -175,8 +174,9 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
     padded to 8 bytes, then each stream's bytes for that chunk, each padded to 8 bytes.
 
     Streams (rep, def, then the value buffers) are ``(data, sizes)`` pairs whose chunks lie back
-    to back in ``data``; level byte counts are u16, value buffer sizes u16 (2.1) or u32 (2.2). Headers are
-    built as one structured array and every piece is a view, so the per-chunk work is a join.
+    to back in ``data``; level byte counts are u16, value buffer sizes u16 (2.1) or u32 (2.2).
+    Headers are built as one structured array and every piece is a view, so the per-chunk work
+    is a join.
     Returns the bytes and each chunk's size.
     """
     streams = level_parts + value_buffers
@@ -189,6 +189,8 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
     chunk_bytes = np.zeros(nchunks, np.int64)
     for i, (data, sizes) in enumerate(streams):
         sizes = np.asarray(sizes, np.int64)
+        if len(sizes) and int(sizes.max()) > np.iinfo(header.dtype[f"s{i}"]).max:  # the chunker's limits prevent it
+            raise ValueError(f"mini-block stream {i} holds {int(sizes.max())} bytes, more than its header field")
         header[f"s{i}"] = sizes
         pads = (-sizes) % 8
         chunk_bytes += sizes + pads
