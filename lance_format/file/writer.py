@@ -186,7 +186,7 @@ class _StructWriter(_ColumnWriter):
             child.finish()
 
 
-def _refuse_blob_fields(schema: LanceSchema, path: str) -> None:
+def _refuse_blob_fields(schema: LanceSchema, path: str | None) -> None:
     """Blob columns are written out of line by official Lance; this engine does not write them."""
     for lance_field in schema.walk():
         if is_blob_field(lance_field):
@@ -208,14 +208,34 @@ class LanceFileWriter:
         version: str = "2.0",
         max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
     ) -> None:
+        self.store = store
+        self._prepare(schema, version, max_page_bytes, path, table=store.uri)
+        self._columns = [file2_pb2.ColumnMetadata() for _ in self._field_ids]
+        self._num_rows = 0
+        self._pos = 0
+        self._closed = False
+        self._out = store.open_output(path)
+
+    @classmethod
+    def check_schema(cls, schema: LanceSchema, version: str, *, table: str | None = None) -> None:
+        """Refuse a schema the writer of file ``version`` cannot store, without opening a file:
+        lets a distributed write fail at planning time rather than in its first task."""
+        cls.__new__(cls)._prepare(schema, version, DEFAULT_MAX_PAGE_BYTES, None, table=table)
+
+    # -- construction --------------------------------------------------------------------------
+    def _prepare(self, schema: LanceSchema, version: str, max_page_bytes: int, path: str | None, *,
+                 table: str | None) -> None:
+        """Validate the schema for ``version`` and build the column writers (no I/O)."""
         if version not in _FILE_VERSIONS:
             raise UnsupportedFeatureError(
-                f"writing file version {version} is not supported (supported: 2.0, 2.1, 2.2)", path=path
+                f"writing file version {version} is not supported (supported: 2.0, 2.1, 2.2)", path=path, table=table
             )
         if max_page_bytes < 1:
             raise ValueError("max_page_bytes must be positive")
-        _refuse_blob_fields(schema, path)
-        self.store = store
+        try:
+            _refuse_blob_fields(schema, path)
+        except LanceError as exc:
+            raise exc.with_context(table=table)
         self.path = path
         self.schema = schema
         self.max_page_bytes = int(max_page_bytes)
@@ -229,14 +249,8 @@ class LanceFileWriter:
                 self._writers = [self._make_structural_writer(f) for f in schema.fields]
         except LanceError as exc:
             # the store is the table's root (the table layer opens one per table)
-            raise exc.with_context(table=store.uri, path=path)
-        self._columns = [file2_pb2.ColumnMetadata() for _ in self._field_ids]
-        self._num_rows = 0
-        self._pos = 0
-        self._closed = False
-        self._out = store.open_output(path)
+            raise exc.with_context(table=table, path=path)
 
-    # -- construction --------------------------------------------------------------------------
     def _make_writer(self, lance_field: LanceField, name: str) -> _ColumnWriter:
         column = len(self._field_ids)
         self._field_ids.append(lance_field.id)

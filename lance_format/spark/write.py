@@ -44,6 +44,7 @@ from lance_format.dataset.evolve_write import commit_with_new_columns, next_fiel
 from lance_format.dataset.sql_filter import to_expression
 from lance_format.dataset.write import _resolve_storage_version
 from lance_format.errors import DatasetAlreadyExistsError, DuplicateCommitError, InvalidInputError, SchemaMismatchError
+from lance_format.file import LanceFileWriter
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema
@@ -183,7 +184,39 @@ def plan_write(
     idempotency_window: int = DEFAULT_IDEMPOTENCY_WINDOW,
     storage_options: Mapping[str, str] | None = None,
 ) -> WritePlan:
-    """Decide how a DataFrame with Spark schema ``df_schema`` is written (no data touched)."""
+    """Decide how a DataFrame with Spark schema ``df_schema`` is written (no data touched).
+
+    A schema the table's file version cannot store (e.g. maps before 2.2) is refused here, on
+    the driver, before any task runs.
+    """
+    plan = _plan(df_schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,
+                 enable_stable_row_ids=enable_stable_row_ids, max_rows_per_file=max_rows_per_file,
+                 max_bytes_per_file=max_bytes_per_file, transaction_properties=transaction_properties,
+                 commit_message=commit_message, data_storage_version=data_storage_version,
+                 fixed_size_lists=fixed_size_lists, idempotency_window=idempotency_window,
+                 storage_options=storage_options)
+    if plan.operation != "none":
+        LanceFileWriter.check_schema(plan.schema, plan.storage_version, table=plan.uri)
+    return plan
+
+
+def _plan(
+    df_schema: Any,
+    uri: str | os.PathLike[str],
+    *,
+    mode: str,
+    replace_where: str | None,
+    schema_mode: str,
+    enable_stable_row_ids: bool,
+    max_rows_per_file: int,
+    max_bytes_per_file: int,
+    transaction_properties: Mapping[str, str] | None,
+    commit_message: str | None,
+    data_storage_version: str | None,
+    fixed_size_lists: Mapping[str, int] | None,
+    idempotency_window: int,
+    storage_options: Mapping[str, str] | None,
+) -> WritePlan:
     if mode not in MODES:
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
     if schema_mode not in SCHEMA_MODES:

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import lance_format
-from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, SchemaMismatchError
+from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.spark import merge_dataframe, read_dataframe, write_dataframe
 
 from .helpers import lance_rows, spark_rows
@@ -240,3 +240,19 @@ def test_map_column_written_from_spark_reads_back_in_pylance(spark, tmp_path):
     back = {r["id"]: r for r in read_dataframe(spark, uri).collect()}
     assert back[1]["m"] == {"a": 1, "b": None} and back[1]["n"] == {"x": {"k": [1, 2]}}
     assert back[2]["m"] is None and back[3]["m"] == {} and back[4]["n"] == {"y": None}
+
+
+def test_map_columns_before_file_version_2_2_are_refused_on_the_driver(spark, tmp_path):
+    uri = str(tmp_path / "t.lance")
+    df = spark.createDataFrame([(1, {"a": 1})], "id long, m map<string,int>")
+
+    def explode(batches):  # a task that runs at all fails with this message instead
+        raise RuntimeError("a task ran")
+        yield  # pragma: no cover
+
+    failing = df.mapInArrow(explode, df.schema)
+    for version in ("2.0", "2.1"):
+        with pytest.raises(UnsupportedFeatureError, match="map column 'm'.*2.2") as info:
+            write_dataframe(failing, uri, data_storage_version=version)
+        assert info.value.table is not None
+    assert not (tmp_path / "t.lance").exists()
