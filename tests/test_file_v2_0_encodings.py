@@ -12,7 +12,15 @@ from lance_format.file.container import ARRAY_ENCODING_URL, pack_any, read_file_
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_0_pb2
 from lance_format.schema import LanceSchema
-from tests.test_file_v2_0 import assert_same, page_kinds, read_ours, read_pylance, write_ours, write_pylance
+from tests.test_file_v2_0 import (
+    assert_same,
+    open_ours,
+    page_kinds,
+    read_ours,
+    read_pylance,
+    write_ours,
+    write_pylance,
+)
 
 
 def _encodings(tmp_path, rel: str, column: int = 0) -> list[encodings_v2_0_pb2.ArrayEncoding]:
@@ -123,6 +131,11 @@ def test_compressed_binary_pages(tmp_path, scheme):
         assert enc.binary.bytes.flat.compression.scheme == scheme
         assert_same(read_ours(tmp_path, rel), table, rel)
         assert_same(read_pylance(tmp_path, rel), table, rel)
+        for rows in ([0], [11], [5, 6], [2999]):  # point lookups: the windowed binary path
+            reader, plans, arrow_schema = open_ours(tmp_path, rel)
+            with reader:
+                got = pa.Table.from_arrays(reader.take(plans, np.array(rows)), schema=arrow_schema)
+            assert_same(got, table.take(rows), f"{rel} take {rows}")
 
 
 def test_any_type_url_has_leading_slash():
