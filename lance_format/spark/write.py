@@ -167,6 +167,12 @@ def _conform_to_table(table: LanceSchema, df_schema: Any, schema_mode: str, uri:
     return LanceSchema(table.fields + added.fields, dict(table.metadata)), True
 
 
+def _checked(plan: WritePlan) -> WritePlan:
+    """A plan that writes files, its schema checked against its file version (no file opened)."""
+    LanceFileWriter.check_schema(plan.schema, plan.storage_version, table=plan.uri)
+    return plan
+
+
 def plan_write(
     df_schema: Any,
     uri: str | os.PathLike[str],
@@ -189,34 +195,6 @@ def plan_write(
     A schema the table's file version cannot store (e.g. maps before 2.2) is refused here, on
     the driver, before any task runs.
     """
-    plan = _plan(df_schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,
-                 enable_stable_row_ids=enable_stable_row_ids, max_rows_per_file=max_rows_per_file,
-                 max_bytes_per_file=max_bytes_per_file, transaction_properties=transaction_properties,
-                 commit_message=commit_message, data_storage_version=data_storage_version,
-                 fixed_size_lists=fixed_size_lists, idempotency_window=idempotency_window,
-                 storage_options=storage_options)
-    if plan.operation != "none":
-        LanceFileWriter.check_schema(plan.schema, plan.storage_version, table=plan.uri)
-    return plan
-
-
-def _plan(
-    df_schema: Any,
-    uri: str | os.PathLike[str],
-    *,
-    mode: str,
-    replace_where: str | None,
-    schema_mode: str,
-    enable_stable_row_ids: bool,
-    max_rows_per_file: int,
-    max_bytes_per_file: int,
-    transaction_properties: Mapping[str, str] | None,
-    commit_message: str | None,
-    data_storage_version: str | None,
-    fixed_size_lists: Mapping[str, int] | None,
-    idempotency_window: int,
-    storage_options: Mapping[str, str] | None,
-) -> WritePlan:
     if mode not in MODES:
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
     if schema_mode not in SCHEMA_MODES:
@@ -243,9 +221,9 @@ def _plan(
         storage = _resolve_storage_version(data_storage_version, None, table=uri)
         if replace_where is not None:
             to_expression(replace_where, schema.to_arrow())  # validate before any task runs
-        return WritePlan(operation="overwrite", read_version=0, schema=schema, storage_version=storage,
-                         enable_stable_row_ids=enable_stable_row_ids, replace_where=replace_where,
-                         columns=arrow.names, stable_row_ids=enable_stable_row_ids, **base)
+        return _checked(WritePlan(operation="overwrite", read_version=0, schema=schema, storage_version=storage,
+                                  enable_stable_row_ids=enable_stable_row_ids, replace_where=replace_where,
+                                  columns=arrow.names, stable_row_ids=enable_stable_row_ids, **base))
 
     path, manifest_file = existing
     manifest = manifest_file.manifest
@@ -283,9 +261,9 @@ def _plan(
         if data_storage_version is not None:
             storage = _resolve_storage_version(data_storage_version, None, table=uri)
         # An overwrite carries its whole schema, so added columns need no separate commit.
-        return WritePlan(operation="overwrite", read_version=version, schema=schema, storage_version=storage,
-                         enable_stable_row_ids=stable, columns=[f.name for f in schema.fields],
-                         fragment_ids=fragment_ids, stable_row_ids=stable, **base)
+        return _checked(WritePlan(operation="overwrite", read_version=version, schema=schema, storage_version=storage,
+                                  enable_stable_row_ids=stable, columns=[f.name for f in schema.fields],
+                                  fragment_ids=fragment_ids, stable_row_ids=stable, **base))
 
     if schema_mode == "overwrite":
         raise InvalidInputError("schema_mode='overwrite' needs mode='overwrite' without replace_where", table=uri)
@@ -293,10 +271,10 @@ def _plan(
     schema, adds = _conform_to_table(table, df_schema, schema_mode, uri, first_id=next_field_id_of(manifest))
     if replace_where is not None:
         to_expression(replace_where, table.to_arrow())  # validate against the table before any task runs
-    return WritePlan(operation="replace" if replace_where is not None else "append", read_version=version,
-                     schema=schema, storage_version=storage, replace_where=replace_where, adds_columns=adds,
-                     columns=[f.name for f in schema.fields], fragment_ids=fragment_ids, stable_row_ids=stable,
-                     **base)
+    return _checked(WritePlan(operation="replace" if replace_where is not None else "append", read_version=version,
+                              schema=schema, storage_version=storage, replace_where=replace_where, adds_columns=adds,
+                              columns=[f.name for f in schema.fields], fragment_ids=fragment_ids, stable_row_ids=stable,
+                              **base))
 
 
 @dataclass(frozen=True)
