@@ -18,6 +18,7 @@ import pytest
 import lance_format
 from lance_format.dataset import delta_plan, fragment as fragment_module
 from lance_format.dataset.fragment import LanceFragment
+from lance_format.errors import CorruptFileError
 from lance_format.file.reader import LanceFileReader
 from tests.test_delta import STORAGE_VERSIONS, build_history
 
@@ -360,3 +361,13 @@ def test_fragment_at_shares_objects_with_get_fragments(wide_table):
     other = lance_format.dataset(wide_table, version=1)
     listed = other.get_fragments()
     assert other.fragment_at(1) is listed[1] and listed[1].fragment_id == ds.get_fragments()[1].fragment_id
+
+
+def test_corrupt_lineage_sequence_names_the_fragment(wide_table):
+    ds = lance_format.dataset(wide_table, version=1)
+    ds.manifest.fragments[4].inline_last_updated_at_versions = b"\xff\xff\xff"  # not a protobuf
+    with pytest.raises(CorruptFileError, match="fragment 4: invalid last_updated_at version sequence") as info:
+        delta_plan.lineage_candidates(ds, 0)
+    assert info.value.table == ds.uri and info.value.version == 1
+    with pytest.raises(CorruptFileError, match="fragment 4: invalid last_updated_at"):
+        delta_plan.lineage_offsets(ds.fragment_at(4), 0, 1, False)

@@ -44,19 +44,21 @@ def _run_versions(fragment: "LanceFragment", kind: str) -> _Runs:
     """
     key = f"_delta_versions_{kind}"
     cached = fragment.__dict__.get(key)
-    if cached is not None:
-        return cached
-    meta = fragment.metadata
-    data = read_sequence_bytes(fragment._store, meta, f"inline_{kind}_versions", f"external_{kind}_versions")
+    if cached is None:
+        cached = fragment.__dict__[key] = _descriptor_runs(fragment._dataset, fragment.metadata, kind)
+    return cached
+
+
+def _descriptor_runs(dataset: "LanceDataset", meta: table_pb2.DataFragment, kind: str) -> _Runs:
+    """:func:`_run_versions` of a fragment descriptor of ``dataset`` (no ``LanceFragment`` needed)."""
+    data = read_sequence_bytes(dataset._store, meta, f"inline_{kind}_versions", f"external_{kind}_versions")
     if data is None:
-        result: _Runs = ([1], None)
-    else:
-        try:
-            result = _parse_version_runs(data)
-        except DecodeError as exc:
-            raise _corrupt(fragment, f"invalid {kind} version sequence: {exc}") from exc
-    fragment.__dict__[key] = result
-    return result
+        return [1], None
+    try:
+        return _parse_version_runs(data)
+    except DecodeError as exc:
+        raise CorruptFileError(f"fragment {meta.id}: invalid {kind} version sequence: {exc}",
+                               table=dataset._store.uri, version=dataset.version) from exc
 
 
 @lru_cache(maxsize=4096)
@@ -115,14 +117,7 @@ def versions_at(fragment: "LanceFragment", kind: str, offsets: np.ndarray) -> np
 
 def latest_versions(dataset: "LanceDataset", meta: table_pb2.DataFragment, kind: str) -> list[int]:
     """The versions of a fragment descriptor's ``kind`` runs (``[1]`` without a sequence)."""
-    data = read_sequence_bytes(dataset._store, meta, f"inline_{kind}_versions", f"external_{kind}_versions")
-    if data is None:
-        return [1]
-    try:
-        return _parse_version_runs(data)[0]
-    except DecodeError as exc:
-        raise CorruptFileError(f"fragment {meta.id}: invalid {kind} version sequence: {exc}",
-                               table=dataset._store.uri, version=dataset.version) from exc
+    return _descriptor_runs(dataset, meta, kind)[0]
 
 
 def any_version_in(fragment: "LanceFragment", kind: str, low: int, high: int | None) -> bool:
