@@ -54,23 +54,31 @@ def _expected_bits(data_type: pa.DataType, ctx: DecodeContext) -> int:
         raise ctx.corrupt(f"a flat page cannot hold values of type {data_type}") from None
 
 
+def _unwrap_nullable(
+    enc: pb.ArrayEncoding, buffers: list[pa.Buffer], length: int, ctx: DecodeContext
+) -> tuple[pb.ArrayEncoding | None, pa.Buffer | None]:
+    """(values encoding, validity bitmap or None) of a page; ``(None, None)`` when all null."""
+    if enc.WhichOneof("array_encoding") != "nullable":
+        return enc, None
+    which = enc.nullable.WhichOneof("nullability")
+    if which == "all_nulls":
+        return None, None
+    if which == "no_nulls":
+        return enc.nullable.no_nulls.values, None
+    if which == "some_nulls":
+        validity_enc = enc.nullable.some_nulls.validity
+        if validity_enc.WhichOneof("array_encoding") != "flat" or validity_enc.flat.bits_per_value != 1:
+            raise _unsupported("a validity encoding other than a 1-bit flat bitmap", ctx)
+        return enc.nullable.some_nulls.values, _flat_data(validity_enc.flat, buffers, length, ctx)
+    raise ctx.corrupt("nullable encoding without a nullability case")
+
+
 def decode_leaf(enc: pb.ArrayEncoding, buffers: list[pa.Buffer], length: int, data_type: pa.DataType, ctx: DecodeContext) -> pa.Array:
     """Decode ``length`` values of ``data_type`` from one page."""
-    kind = enc.WhichOneof("array_encoding")
-    if kind == "nullable":
-        which = enc.nullable.WhichOneof("nullability")
-        if which == "all_nulls":
-            return pa.nulls(length, data_type)
-        if which == "no_nulls":
-            return _decode_inner(enc.nullable.no_nulls.values, buffers, length, data_type, None, ctx)
-        if which == "some_nulls":
-            validity_enc = enc.nullable.some_nulls.validity
-            if validity_enc.WhichOneof("array_encoding") != "flat" or validity_enc.flat.bits_per_value != 1:
-                raise _unsupported("a validity encoding other than a 1-bit flat bitmap", ctx)
-            validity = _flat_data(validity_enc.flat, buffers, length, ctx)
-            return _decode_inner(enc.nullable.some_nulls.values, buffers, length, data_type, validity, ctx)
-        raise ctx.corrupt("nullable encoding without a nullability case")
-    return _decode_inner(enc, buffers, length, data_type, None, ctx)
+    values, validity = _unwrap_nullable(enc, buffers, length, ctx)
+    if values is None:
+        return pa.nulls(length, data_type)
+    return _decode_inner(values, buffers, length, data_type, validity, ctx)
 
 
 def _decode_inner(
@@ -129,29 +137,15 @@ def decode_leaf_window(
     A point lookup (``take`` of a few rows) would otherwise validate and convert the offsets of
     every value in the page; here the cost follows the window, not the page.
     """
-    validity = None
-    if enc.WhichOneof("array_encoding") == "nullable":
-        which = enc.nullable.WhichOneof("nullability")
-        if which == "no_nulls":
-            enc = enc.nullable.no_nulls.values
-        elif which == "some_nulls":
-            validity_enc = enc.nullable.some_nulls.validity
-            if validity_enc.WhichOneof("array_encoding") != "flat" or validity_enc.flat.bits_per_value != 1:
-                return None
-            validity = _flat_data(validity_enc.flat, buffers, length, ctx)
-            enc = enc.nullable.some_nulls.values
-        else:
-            return None
-    if enc.WhichOneof("array_encoding") != "binary":
+    values, validity = _unwrap_nullable(enc, buffers, length, ctx)
+    if values is None or values.WhichOneof("array_encoding") != "binary":
         return None
-    indices = enc.binary.indices
-    if indices.WhichOneof("array_encoding") == "nullable" and indices.nullable.WhichOneof("nullability") == "no_nulls":
-        indices = indices.nullable.no_nulls.values  # how pylance wraps the offsets
-    if indices.WhichOneof("array_encoding") != "flat" or (
+    indices, _ = _unwrap_nullable(values.binary.indices, buffers, length, ctx)  # pylance wraps offsets too
+    if indices is None or indices.WhichOneof("array_encoding") != "flat" or (
         indices.flat.HasField("compression") and indices.flat.compression.scheme not in ("", "none")
     ):
         return None  # decompressing costs the whole page anyway: decode it once and cache it
-    return _decode_binary(enc.binary, buffers, length, data_type, validity, ctx, lo, hi)
+    return _decode_binary(values.binary, buffers, length, data_type, validity, ctx, lo, hi)
 
 
 def _decode_binary(
