@@ -160,8 +160,17 @@ def spark_write(df: Any, uri: str, **kwargs: Any) -> Any:
     return spark_module().write_dataframe(df, uri, **kwargs)
 
 
-def spark_merge(df: Any, uri: str, **kwargs: Any) -> Any:
-    return spark_module().merge_dataframe(df, uri, **kwargs)
+def spark_merge(df: Any, uri: str, options: MergeOptions, *, delete_not_matched_by_source: bool | str,
+                transaction_properties: Mapping[str, str], storage_options: Options = None) -> tuple[Any, dict[str, int]]:
+    """Upsert a Spark DataFrame on the executors (``merge_dataframe``); returns the commit and
+    the row counts. Like :func:`merge`, the update condition only qualifies ``update_all``."""
+    result = spark_module().merge_dataframe(
+        df, uri, on=list(options.on), when_matched=options.when_matched, when_not_matched=options.when_not_matched,
+        delete_not_matched_by_source=delete_not_matched_by_source or None,
+        when_matched_update_condition=options.update_condition if options.when_matched == "update_all" else None,
+        transaction_properties=dict(transaction_properties), storage_options=storage_options,
+    )
+    return result, {"inserted": result.rows_inserted, "updated": result.rows_updated, "deleted": result.rows_deleted}
 
 
 def spark_read(spark: Any, uri: str, **kwargs: Any) -> Any:

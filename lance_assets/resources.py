@@ -214,15 +214,9 @@ class LanceTableResource(dg.ConfigurableResource):
                                         transaction_properties=props, storage_options=storage)
             stats = {"inserted": result.rows, "updated": 0, "deleted": 0}
         else:
-            result = engine.spark_merge(
-                df, uri, on=list(options.on), when_matched=options.when_matched,
-                when_not_matched=options.when_not_matched,
-                delete_not_matched_by_source=options.delete_not_matched_by_source or None,
-                when_matched_update_condition=(
-                    options.update_condition if options.when_matched == "update_all" else None),
-                transaction_properties=props, storage_options=storage,
-            )
-            stats = {"inserted": result.rows_inserted, "updated": result.rows_updated, "deleted": result.rows_deleted}
+            result, stats = engine.spark_merge(df, uri, options,
+                                               delete_not_matched_by_source=options.delete_not_matched_by_source,
+                                               transaction_properties=props, storage_options=storage)
         return engine.open_table(uri, result.version, storage_options=storage), stats
 
     def delete(self, table: TableRef, predicate: str, *,

@@ -76,14 +76,8 @@ def write_output(
         if by_source and predicate is not None:
             # scope delete-by-source to this partition: only its target rows may be removed
             by_source = predicate if by_source is True else f"({predicate}) AND ({by_source})"
-        # Like the pyarrow path (engine.merge), the condition only qualifies update_all.
-        condition = merge.update_condition if merge.when_matched == "update_all" else None
-        result = engine.spark_merge(
-            df, uri, on=list(merge.on), when_matched=merge.when_matched, when_not_matched=merge.when_not_matched,
-            delete_not_matched_by_source=by_source or None, transaction_properties=props,
-            when_matched_update_condition=condition, storage_options=options,
-        )
-        stats = {"inserted": result.rows_inserted, "updated": result.rows_updated, "deleted": result.rows_deleted}
+        result, stats = engine.spark_merge(df, uri, merge, delete_not_matched_by_source=by_source,
+                                           transaction_properties=props, storage_options=options)
     elif mode is WriteMode.OVERWRITE:
         result = engine.spark_write(df, uri, mode="overwrite", replace_where=predicate, **common)
         if predicate is not None and existing is not None:
