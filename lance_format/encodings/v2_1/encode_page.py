@@ -38,6 +38,11 @@ MINIBLOCK_MAX_VALUE_BYTES = 256
 MIN_PAGE_ROWS = 256
 # ...but a buffer this many times over the page size is flushed anyway (huge rows).
 _FORCE_FLUSH_FACTOR = 16
+# A flush becomes one page unless it holds more than this many times the page size (one huge
+# batch): pylance 14 flushes a column at 8 MiB (``cache_bytes_per_column``) and caps pages at
+# 32 MiB (``max_page_bytes``). Splitting a flush that is barely over 8 MiB would halve the pages
+# and store every page's dictionary twice as often.
+_SPLIT_FACTOR = 4
 
 # emit(column index, page buffers, page layout, rows in the page, first row of the page)
 EmitPage = Callable[[int, list, pb.PageLayout, int, int], None]
@@ -163,8 +168,8 @@ class StructuralFieldWriter:
         self.chunks, self.buffered, self.buffered_rows = [], 0, 0
         array = _concat(chunks)
         del chunks
-        # Oversized input: equal row ranges of about max_page_bytes each (not too few rows).
-        parts = math.ceil(total / self.max_page_bytes)
+        # Oversized input: equal row ranges of at most _SPLIT_FACTOR pages' bytes (not too few rows).
+        parts = math.ceil(total / (_SPLIT_FACTOR * self.max_page_bytes))
         min_rows = MIN_PAGE_ROWS if total < _FORCE_FLUSH_FACTOR * self.max_page_bytes else 1
         parts = max(1, min(parts, len(array) // min_rows))
         step = math.ceil(len(array) / parts)
