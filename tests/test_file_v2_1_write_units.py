@@ -86,6 +86,31 @@ def test_inline_bitpacking_matches_pylance_bytes(tmp_path):
         done += size
 
 
+@pytest.mark.parametrize("widths", [
+    [3, 3, 3, 7, 7, 0, 12, 12, 5],  # runs of equal widths: packed into views of the output
+    [1, 9, 1, 9, 1, 9, 0, 9, 1],  # widths that keep changing: packed per width, scattered
+])
+def test_inline_pack_chunks_round_trip(widths):
+    rng = np.random.default_rng(len(widths))
+    blocks = [rng.integers(0, 1 << w, BLOCK, dtype=np.uint64) if w else np.zeros(BLOCK, np.uint64) for w in widths]
+    for block, w in zip(blocks, widths):
+        if w:
+            block[0] = (1 << w) - 1  # each block needs exactly w bits
+    values = np.concatenate(blocks)[: -100]  # a short last chunk
+    starts = np.arange(0, len(values), BLOCK)
+    counts = np.minimum(BLOCK, len(values) - starts)
+    data, sizes = inline_pack_chunks(values, starts, counts)
+    words = data.view("<u8")
+    position = 0
+    for i, size in enumerate(sizes.tolist()):
+        chunk = words[position // 8 : (position + size) // 8]
+        assert int(chunk[0]) == widths[i]
+        decoded = unpack_blocks(chunk[1:][None, :], widths[i], 64)[0]
+        assert (decoded[: counts[i]] == values[starts[i] : starts[i] + counts[i]]).all()
+        position += size
+    assert position == len(data)
+
+
 def test_out_of_line_tail_rule():
     """Tails are raw unless packing the zero-padded block is smaller (Lance's rule)."""
     levels = np.arange(3000, dtype=np.uint16) % 4

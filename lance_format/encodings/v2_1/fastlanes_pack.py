@@ -138,13 +138,27 @@ def inline_pack_chunks(values: np.ndarray, starts: np.ndarray, counts: np.ndarra
     widths = bit_widths(blocks)
     words_per_chunk = 1 + BLOCK * widths // width
     ends = np.cumsum(words_per_chunk)
-    out = np.zeros(int(ends[-1]) if len(ends) else 0, dtype)
+    out = np.empty(int(ends[-1]) if len(ends) else 0, dtype)
     firsts = ends - words_per_chunk
     out[firsts] = widths.astype(dtype)
-    for bits in np.unique(widths).tolist():
-        which = np.flatnonzero(widths == bits)
+    # Neighbouring chunks mostly share a width: a run of equal widths is one pack straight into
+    # a 2-D view of the output. Data whose widths keep changing is packed per distinct width
+    # and scattered instead, so the number of packs stays bounded either way.
+    runs = np.flatnonzero(np.diff(widths)) + 1
+    bounds = [0, *runs.tolist(), len(widths)]
+    distinct = np.unique(widths).tolist()
+    if len(bounds) - 1 <= 2 * len(distinct):
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            bits = int(widths[a])
+            words = BLOCK * bits // width
+            if words:
+                target = out[int(firsts[a]) : int(ends[b - 1])].reshape(b - a, 1 + words)
+                target[:, 1:] = pack_blocks(blocks[a:b], bits)
+        return out.view(np.uint8), words_per_chunk * dtype.itemsize
+    for bits in distinct:
         if bits == 0:
             continue
+        which = np.flatnonzero(widths == bits)
         packed = pack_blocks(blocks[which], bits)
         dest = (firsts[which] + 1)[:, None] + np.arange(packed.shape[1])[None, :]
         out[dest] = packed
