@@ -4,8 +4,8 @@ One local[2] session, one DataFrame of ``--rows`` rows (id int64, x float64, s s
 cached and materialized first so neither side pays for generating it. Each measurement is
 repeated; the first repetition warms up (JIT, Python workers) and the best of the others is
 reported. Reads feed Spark's ``noop`` sink, which forces every row and column. ``write_floor``
-receives the rows in Python exactly like the write path (an iterator Arrow UDF over the
-columns) and drops them: what Spark's JVM -> Python Arrow transfer alone costs. Driver memory:
+receives the rows in Python exactly like the write path (``mapInArrow`` with row-bounded Arrow
+batches) and drops them: what Spark's JVM -> Python Arrow transfer alone costs. Driver memory:
 the peak RSS of this (driver) Python process during a write + read, measured at
 ``--small-rows`` and at ``--rows``; it should not grow with the data (rows never reach the
 driver, only fragment metadata).
@@ -106,19 +106,16 @@ def main() -> None:
             shutil.rmtree(table, ignore_errors=True)
             write_dataframe(df, table, **extra)
 
-        from pyspark.sql import functions as F
-        from pyspark.sql.pandas.functions import ArrowUDFType
+        from lance_format.spark.common import RowBoundedArrowBatches
 
-        def drop(batches):  # the write path's transfer (an iterator Arrow UDF) with no writing
-            import pyarrow as pa
-
-            for columns in batches:
-                yield pa.nulls(len(columns[0]), pa.binary())
-
-        dropper = F.arrow_udf(drop, "binary", ArrowUDFType.SCALAR_ITER).asNondeterministic()
+        def drop(batches):  # the write path's transfer (mapInArrow) with no writing
+            for _ in batches:
+                pass
+            return iter(())
 
         def write_floor(df):
-            df.select(dropper(*df.columns).alias("o")).where("o is not null").collect()
+            with RowBoundedArrowBatches(spark):
+                df.mapInArrow(drop, "n long").collect()
 
         def read_parquet():
             spark.read.parquet(parquet).write.format("noop").mode("overwrite").save()

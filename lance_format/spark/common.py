@@ -132,10 +132,46 @@ def quoted(name: str) -> str:
 
 _LOCAL_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 
+ARROW_MAX_BYTES_PER_BATCH = "spark.sql.execution.arrow.maxBytesPerBatch"
+# Spark skips the per-row size check of the Arrow batches it hands to Python only when this
+# byte limit is exactly INT_MAX. At its default (64 MiB) Spark recomputes the batch size after
+# every row, which made up two thirds of the JVM's work in a ``mapInArrow`` write.
+_UNCHECKED_BATCH_BYTES = str(2**31 - 1)
+
+
+class RowBoundedArrowBatches:
+    """While open, the session's Arrow batches to Python are bounded by rows only
+    (``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 by default), not by bytes.
+
+    A limit the user set on the session is left alone (set one for tables of very large rows:
+    a batch then holds at most that many bytes); otherwise the default comes back on exit.
+    """
+
+    def __init__(self, spark: Any) -> None:
+        self._conf = spark.conf
+        self._changed = False
+
+    def __enter__(self) -> "RowBoundedArrowBatches":
+        try:
+            if self._conf.get(ARROW_MAX_BYTES_PER_BATCH, None) is None:  # None: not set on the session
+                self._conf.set(ARROW_MAX_BYTES_PER_BATCH, _UNCHECKED_BATCH_BYTES)
+                self._changed = True
+        except Exception:
+            pass  # a session that refuses the setting runs our jobs at its own batch sizes
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._changed:
+            try:
+                self._conf.unset(ARROW_MAX_BYTES_PER_BATCH)
+            except Exception:
+                pass
+
 
 class JobScope:
     """Groups the Spark jobs of one write, so that after a failure the driver can wait until
     none of their tasks can still create files (then the write's files can be removed for good).
+    The jobs run with :class:`RowBoundedArrowBatches`.
 
     A failed job returns while its other tasks are still being cancelled, and a cancelled
     task's Python worker is only killed ``spark.python.task.killTimeout`` later: files it
@@ -154,14 +190,17 @@ class JobScope:
             conf = None
         self.kill_timeout = _seconds(conf, 2.0)
         self._saved: dict[str, str | None] = {}
+        self._batches = RowBoundedArrowBatches(spark)
 
     def __enter__(self) -> "JobScope":
+        self._batches.__enter__()
         if self._sc is not None:
             self._saved = {k: self._sc.getLocalProperty(k) for k in _LOCAL_PROPERTIES}
             self._sc.setJobGroup(self.group, "lance_format write", interruptOnCancel=True)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._batches.__exit__(*exc)
         if self._sc is not None:
             for key, value in self._saved.items():
                 self._sc.setLocalProperty(key, value)
@@ -194,4 +233,4 @@ class JobScope:
             time.sleep(self.kill_timeout)
 
 
-__all__ = ["CommitResult", "JobScope", "translate_task_error", "parallelism", "conf_flag", "functions_for", "quoted"]
+__all__ = ["CommitResult", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "functions_for", "quoted"]

@@ -185,13 +185,20 @@ class PartitionWriter:
             self._kept.abort()
 
 
-def write_task(spec: WriteSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """``mapInArrow`` function: write the partition's rows as new fragments, emit their metadata."""
+def write_task(spec: WriteSpec, names: Tuple[str, ...] | None = None
+               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``mapInArrow`` function: write the partition's rows as new fragments, emit their metadata.
+
+    ``names``: the columns' real names when the DataFrame carries them under stand-ins (PySpark's
+    classic ``mapInArrow`` cannot resolve a column named like ``a.b``).
+    """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         writer = PartitionWriter(spec)
         try:
             for batch in batches:
+                if names is not None:
+                    batch = pa.RecordBatch.from_arrays(batch.columns, names=list(names))
                 writer.write(batch)
             fragments, rewritten = writer.finish()
         except BaseException:
@@ -203,61 +210,6 @@ def write_task(spec: WriteSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator
             except BaseException:
                 writer.abort()  # Spark could not take the result (task cancelled): nobody commits it
                 raise
-
-    return run
-
-
-def encode_fragments(fragments: list[table_pb2.DataFragment], rewritten: list[bool]) -> bytes:
-    """Fragment descriptions as one value: (flag byte, 4-byte length, DataFragment) each."""
-    parts = []
-    for fragment, flag in zip(fragments, rewritten):
-        blob = fragment.SerializeToString()
-        parts.append(bytes([1 if flag else 0]) + len(blob).to_bytes(4, "little") + blob)
-    return b"".join(parts)
-
-
-def decode_fragments(data: bytes) -> list[tuple[table_pb2.DataFragment, bool]]:
-    result, offset = [], 0
-    while offset < len(data):
-        flag = data[offset] == 1
-        size = int.from_bytes(data[offset + 1:offset + 5], "little")
-        fragment = table_pb2.DataFragment()
-        fragment.ParseFromString(data[offset + 5:offset + 5 + size])
-        result.append((fragment, flag))
-        offset += 5 + size
-    return result
-
-
-def write_udf(spec: WriteSpec, names: list[str]) -> Callable:
-    """An iterator Arrow UDF over the columns ``names``: writes the partition's rows like
-    :func:`write_task` and answers one value per row, null except on the partition's last row,
-    which carries :func:`encode_fragments` of what it wrote.
-
-    Spark hands a scalar UDF's arguments as separate columns, which measured about 1.5x faster
-    than ``mapInArrow``'s single struct column on the JVM side. Each answer is held back until
-    the next input batch arrives (the last one must be known to be last); Spark allows that,
-    as long as no more answers than inputs have been produced at any time.
-    """
-
-    def run(batches: Iterator[Tuple[pa.Array, ...]]) -> Iterator[pa.Array]:
-        writer = PartitionWriter(spec)
-        held = 0
-        try:
-            for columns in batches:
-                if isinstance(columns, (pa.Array, pa.ChunkedArray)):
-                    columns = (columns,)
-                batch = pa.RecordBatch.from_arrays(list(columns), names=names)
-                writer.write(batch)
-                if held:
-                    yield pa.nulls(held, pa.binary())
-                held = batch.num_rows
-            fragments, rewritten = writer.finish()
-            if held:
-                last = pa.array([encode_fragments(fragments, rewritten)], pa.binary())
-                yield pa.concat_arrays([pa.nulls(held - 1, pa.binary()), last])
-        except BaseException:
-            writer.abort()  # a failure, or Spark abandoned the task: nobody will commit these files
-            raise
 
     return run
 
@@ -515,5 +467,5 @@ __all__ = [
     "schema_to_bytes", "schema_from_bytes", "arrow_schema_to_bytes", "arrow_schema_from_bytes", "open_version",
     "manifest_identity", "ConditionSpec", "ConditionEvaluator", "condition_pair_schema", "condition_udf",
     "condition_task",
-    "PartitionWriter", "write_task", "write_udf", "encode_fragments", "decode_fragments", "delete_matching_task", "delete_addresses_task", "read_split", "read_task",
+    "PartitionWriter", "write_task", "delete_matching_task", "delete_addresses_task", "read_split", "read_task",
 ]

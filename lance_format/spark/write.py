@@ -3,8 +3,7 @@
 1. Plan on the driver (:func:`plan_write`): pin the read version, map the DataFrame's schema
    to the table's (or a new one), refuse incompatible schemas before any task runs, mint a
    write id, and look for an earlier commit with the same idempotency key (then nothing runs).
-2. Tasks (an iterator Arrow UDF over the columns; ``mapInArrow`` for Spark Connect) stream
-   their rows into new data files (rolled by rows and bytes) in the table's file version and
+2. Tasks (``mapInArrow``) stream their rows into new data files (rolled by rows and bytes) in the table's file version and
    emit only the fragment descriptions; ``collect()`` brings those few bytes to the driver.
    For ``replace_where`` a first job writes, per fragment, the deletion vector of the rows
    matching the predicate.
@@ -53,7 +52,6 @@ from lance_format.spark.common import (
     JobScope,
     StorageOptions,
     conf_flag,
-    functions_for,
     pack_options,
     quoted,
     translate_task_error,
@@ -62,10 +60,8 @@ from lance_format.spark.tasks import (
     FRAGMENT_DDL,
     ROW_ID_COLUMN,
     WriteSpec,
-    decode_fragments,
     schema_to_bytes,
     write_task,
-    write_udf,
 )
 from lance_format.spark.types import lance_arrow_schema, same_spark_type, spark_field
 from lance_format.table import feature_flags
@@ -416,23 +412,15 @@ def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False) ->
     """The Spark job writing ``df``'s rows as fragments; returns their descriptions.
 
     ``split_rewritten``: ``df`` also has ``ROW_ID_COLUMN`` (set on a merge's updated rows).
-    Classic sessions run an iterator Arrow UDF over the columns (:func:`tasks.write_udf`, the
-    faster transfer); Spark Connect DataFrames run ``mapInArrow`` (:func:`tasks.write_task`).
+    The tasks are ``mapInArrow`` (:func:`tasks.write_task`): Spark hands them the rows as Arrow
+    batches and keeps nothing on its side. Run it inside a :class:`JobScope`: without its
+    row-bounded batches Spark spends most of the job re-measuring each batch after every row.
     """
-    names = list(plan.columns) + ([ROW_ID_COLUMN] if split_rewritten else [])
-    spec = plan.spec(split_rewritten=split_rewritten)
-    if _is_connect(df) or not hasattr(functions_for(df), "arrow_udf"):
-        task = write_task(spec)
-        return Written.from_rows(df.select(*[quoted(n) for n in names]).mapInArrow(task, FRAGMENT_DDL).collect())
-    from pyspark.sql.pandas.functions import ArrowUDFType
-
-    F = functions_for(df)
-    udf = F.arrow_udf(write_udf(spec, names), "binary", ArrowUDFType.SCALAR_ITER).asNondeterministic()
-    result = df.select(udf(*[F.col(quoted(n)) for n in names]).alias("fragments"))
-    rows = []
-    for row in result.where(F.col("fragments").isNotNull()).collect():
-        rows.extend((f.SerializeToString(), 0, 0, flag) for f, flag in decode_fragments(bytes(row[0])))
-    return Written.from_rows(rows)
+    names = tuple(plan.columns) + ((ROW_ID_COLUMN,) if split_rewritten else ())
+    task = write_task(plan.spec(split_rewritten=split_rewritten), names)
+    # Plain stand-in names: PySpark's classic mapInArrow cannot resolve names such as "a.b".
+    columns = df.selectExpr(*[f"{quoted(n)} AS _c{i}" for i, n in enumerate(names)])
+    return Written.from_rows(columns.mapInArrow(task, FRAGMENT_DDL).collect())
 
 
 def write_dataframe(

@@ -160,3 +160,29 @@ def test_conflicting_commit_removes_the_write(spark, tmp_path):
     overwrite_files = {f"{f.path}" for f in lance.dataset(uri).get_fragments()[0].data_files()}
     assert data_files(uri) == files_before | overwrite_files
     assert deletion_files(uri) == set()
+
+
+def test_jobs_batch_by_rows_and_leave_the_session_as_it_was(spark, tmp_path, session_conf):
+    """Our jobs lift the byte limit of Arrow batches only while they run, only when the user
+    has not set one, and a failed write puts the session back too."""
+    from lance_format.spark.common import ARROW_MAX_BYTES_PER_BATCH, RowBoundedArrowBatches
+
+    assert spark.conf.get(ARROW_MAX_BYTES_PER_BATCH, None) is None
+    with RowBoundedArrowBatches(spark):
+        assert spark.conf.get(ARROW_MAX_BYTES_PER_BATCH) == str(2**31 - 1)
+    assert spark.conf.get(ARROW_MAX_BYTES_PER_BATCH, None) is None
+
+    uri = str(tmp_path / "t.lance")
+    write_dataframe(_frame(spark, 0, 3000), uri)
+    with pytest.raises(Exception, match="on purpose"):
+        write_dataframe(_fail_in_python(spark, 3000, 60000), uri, mode="append")
+    assert spark.conf.get(ARROW_MAX_BYTES_PER_BATCH, None) is None
+
+    # A limit the user set is honoured (batches of a few rows here) and left in place.
+    with session_conf({ARROW_MAX_BYTES_PER_BATCH: "4096"}):
+        with RowBoundedArrowBatches(spark):
+            assert spark.conf.get(ARROW_MAX_BYTES_PER_BATCH) == "4096"
+        write_dataframe(_frame(spark, 3000, 6000), uri, mode="append")
+        assert spark.conf.get(ARROW_MAX_BYTES_PER_BATCH) == "4096"
+    assert lance.dataset(uri).count_rows() == 6000
+    assert sorted(r["id"] for r in lance.dataset(uri).to_table(columns=["id"]).to_pylist()) == list(range(6000))
