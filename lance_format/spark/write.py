@@ -3,8 +3,9 @@
 1. Plan on the driver (:func:`plan_write`): pin the read version, map the DataFrame's schema
    to the table's (or a new one), refuse incompatible schemas before any task runs, mint a
    write id, and look for an earlier commit with the same idempotency key (then nothing runs).
-2. Tasks (``mapInArrow``) stream their rows into new data files (rolled by rows and bytes) in the table's file version and
-   emit only the fragment descriptions; ``collect()`` brings those few bytes to the driver.
+2. Tasks (``mapInArrow``) stream their rows into new data files (rolled by rows and bytes) in
+   the table's file version and emit only the fragment descriptions; ``collect()`` brings
+   those few bytes to the driver.
    For ``replace_where`` a first job writes, per fragment, the deletion vector of the rows
    matching the predicate.
 3. Commit on the driver, in the caller's process (:func:`commit_write`): ONE transaction
