@@ -26,3 +26,13 @@ def test_connect_dataframes(spark_connect, tmp_path):
     assert spark_rows(read_dataframe(remote, uri, filter="id >= 95")) == lance_rows(uri, filter="id >= 95")
     assert read_changes(remote, uri, 1, 3).count() == 10 + 10 + 10 + 10 + 10
     assert lance.dataset(uri).count_rows() == 110
+
+
+def test_connect_sessions_get_row_bounded_batches_and_are_left_as_they_were(spark_connect):
+    from lance_format.spark.common import ARROW_MAX_BYTES_PER_BATCH, RowBoundedArrowBatches
+
+    remote = spark_connect
+    assert remote.conf.get(ARROW_MAX_BYTES_PER_BATCH, None) is None
+    with RowBoundedArrowBatches(remote):
+        assert remote.conf.get(ARROW_MAX_BYTES_PER_BATCH) == str(2**31 - 1)
+    assert remote.conf.get(ARROW_MAX_BYTES_PER_BATCH, None) is None
