@@ -28,8 +28,10 @@ from lance_format.encodings.v2_1.repdef import LeafData, check_layers, max_rep, 
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 _ALIGN = 8
-# Range reads decode at least this many values, so that small scan batches share one decode.
+# Range reads decode at least this many values, so that small scan batches share one decode
+# (fixed-width values: up to READ_AHEAD_BYTES of them, see _read_ahead_values).
 READ_AHEAD_VALUES = 1 << 16
+READ_AHEAD_BYTES = 1 << 21
 
 
 def _pad(n: np.ndarray | int):
@@ -226,7 +228,7 @@ class MiniBlockPage(PageDecoder):
         run = self._run
         if run is None or run[0] > c0 or run[1] < c1 or run[2] != data_type:
             # sequential scans read batch after batch: decode ahead and serve the next batches
-            end = self._read_ahead(c0, c1)
+            end = self._read_ahead(c0, c1, data_type)
             run = self._run = (c0, end, data_type, self._decode_run(c0, end, data_type))
         run_c0, run_c1, _, leaf = run
         origin = 0 if self.whole_page else int(self.first_row[run_c0])
@@ -236,12 +238,12 @@ class MiniBlockPage(PageDecoder):
     def drop_cache(self) -> None:
         self._run = None
 
-    def _read_ahead(self, c0: int, c1: int) -> int:
+    def _read_ahead(self, c0: int, c1: int, data_type: pa.DataType) -> int:
         if self.whole_page:
             return c1
         if self._value_ends is None:
             self._value_ends = np.cumsum(self.chunk_counts)
-        limit = self._value_ends[c0] - self.chunk_counts[c0] + READ_AHEAD_VALUES
+        limit = self._value_ends[c0] - self.chunk_counts[c0] + _read_ahead_values(data_type)
         end = int(np.searchsorted(self._value_ends, limit, side="left"))
         return min(max(c1, end), len(self.chunk_counts) - 1)
 
@@ -300,3 +302,13 @@ class MiniBlockPage(PageDecoder):
 
     def _empty(self, data_type: pa.DataType) -> LeafData:
         return empty_leaf(self.meanings, data_type)
+
+
+def _read_ahead_values(data_type: pa.DataType) -> int:
+    """Values a sequential scan decodes at once: more for narrow fixed-width values, where the
+    per-call work dominates, within READ_AHEAD_BYTES of decoded values."""
+    try:
+        width = data_type.bit_width // 8
+    except ValueError:  # variable width: its values may be large
+        return READ_AHEAD_VALUES
+    return max(READ_AHEAD_VALUES, READ_AHEAD_BYTES // max(width, 1))
