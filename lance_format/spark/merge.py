@@ -182,6 +182,37 @@ def _with_condition(joined: Any, spec: ConditionSpec, matched: Any, columns: lis
     return flagged.mapInArrow(condition_task(spec, names, _UPDATE), output)
 
 
+# Bytes a row of the table's side takes in a broadcast (keys, row address, row id), roughly.
+_BROADCAST_ROW_BYTES = 64
+
+
+def join_with_table(left: Any, table_rows: Any, keys: list[str], how: str, *, table_rows_count: int) -> Any:
+    """``left`` joined with rows read from a table of about ``table_rows_count`` rows.
+
+    Spark has no size estimate for a table read (a ``mapInArrow`` over a few task ids) and
+    would always broadcast it, collecting the table's side on the driver. We decide from the
+    table's row count instead: within ``spark.sql.autoBroadcastJoinThreshold`` it is broadcast
+    (new rows then keep the source's order), above it both sides are shuffled and sort-merged.
+    """
+    try:
+        threshold = _bytes(left.sparkSession.conf.get("spark.sql.autoBroadcastJoinThreshold"))
+    except Exception:
+        threshold = 10 << 20
+    small = 0 <= table_rows_count * _BROADCAST_ROW_BYTES <= threshold
+    return left.join(table_rows.hint("broadcast" if small else "merge"), on=keys, how=how)
+
+
+def _bytes(text: str) -> int:
+    """A Spark byte size ("10485760b", "10MB", "-1") in bytes; negative: never broadcast."""
+    text = str(text).strip().lower()
+    units = (("kb", 1 << 10), ("mb", 1 << 20), ("gb", 1 << 30), ("k", 1 << 10), ("m", 1 << 20), ("g", 1 << 30),
+             ("b", 1))
+    for suffix, factor in units:
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * factor)
+    return int(text)
+
+
 def _check_unique(source: Any, keys: list[str], uri: str) -> None:
     F = functions_for(source)
     not_null = None
@@ -281,14 +312,17 @@ def merge_dataframe(
                 F.col(ROW_ADDRESS).alias(_ADDRESS),
                 *([F.col(ROW_ID).alias(ROW_ID_COLUMN)] if plan.stable_row_ids else []),
             )
-            joined = source.withColumn(_SOURCE, F.lit(True)).join(
-                target, on=keys, how="full_outer" if delete_unmatched else "left_outer")
+            base = LanceDataset(plan.store, plan.read_version)
+            table_rows_count = sum(f.physical_rows for f in base.manifest.fragments)
+            joined = join_with_table(source.withColumn(_SOURCE, F.lit(True)), target, keys,
+                                     "full_outer" if delete_unmatched else "left_outer",
+                                     table_rows_count=table_rows_count)
             if not_matched_by_source_filter is not None:
                 # The engine evaluates the filter (its SQL), Spark only joins the addresses.
                 scoped = read_dataframe(spark, plan.store, version=plan.read_version, columns=[],
                                         filter=not_matched_by_source_filter, with_row_address=True)
-                joined = joined.join(scoped.select(F.col(ROW_ADDRESS).alias(_ADDRESS), F.lit(True).alias(_SCOPE)),
-                                     on=_ADDRESS, how="left")
+                scope_flags = scoped.select(F.col(ROW_ADDRESS).alias(_ADDRESS), F.lit(True).alias(_SCOPE))
+                joined = join_with_table(joined, scope_flags, [_ADDRESS], "left", table_rows_count=table_rows_count)
             matched = F.col(_SOURCE).isNotNull() & F.col(_ADDRESS).isNotNull()
             updated = matched
             if condition is not None:
@@ -308,7 +342,7 @@ def merge_dataframe(
                     else F.lit(False)) | (
                 unmatched_target if delete_unmatched else F.lit(False))
             spec = DeleteSpec(uri=plan.uri, version=plan.read_version, write_id=plan.write_id,
-                              identity=manifest_identity(LanceDataset(plan.store, plan.read_version).manifest),
+                              identity=manifest_identity(base.manifest),
                               storage_options=plan.packed_options)
             deletions = Deletions.from_rows(
                 joined.where(gone)
@@ -333,4 +367,4 @@ def merge_dataframe(
     return commit_write(plan, written.fragments, deletions, operation="replace", rows_updated=written.rewritten_rows)
 
 
-__all__ = ["merge_dataframe", "delete_matching", "WHEN_MATCHED", "WHEN_NOT_MATCHED", "WHEN_NOT_MATCHED_BY_SOURCE"]
+__all__ = ["merge_dataframe", "delete_matching", "join_with_table", "WHEN_MATCHED", "WHEN_NOT_MATCHED", "WHEN_NOT_MATCHED_BY_SOURCE"]

@@ -172,6 +172,24 @@ def test_merge_matches_pylance(spark, tmp_path, stable):
     assert (result.rows_updated, result.rows_inserted, result.rows_deleted) == (10, 0, 40)
 
 
+@pytest.mark.parametrize("how", ["left_outer", "full_outer", "left"])
+def test_merge_joins_broadcast_only_small_tables(spark, tmp_path, how):
+    """A table read has no size estimate, so Spark would always broadcast it (every target key
+    collected on the driver): the merge decides from the table's row count instead."""
+    from lance_format.spark.merge import join_with_table
+
+    uri = str(tmp_path / "t.lance")
+    write_dataframe(_frame(spark, 0, 50_000), uri)
+    table_rows = read_dataframe(spark, uri, columns=["id"], with_row_address=True)
+    source = _frame(spark, 49_990, 50_010, "m").select("id", "s")
+    for rows, broadcast in ((50_000, how != "full_outer"), (10**9, False)):
+        joined = join_with_table(source, table_rows, ["id"], how, table_rows_count=rows)
+        plan = joined._jdf.queryExecution().executedPlan().toString()
+        assert ("BroadcastHashJoin" in plan) == broadcast and ("SortMergeJoin" in plan) != broadcast, plan
+        assert joined.count() == (50_010 if how == "full_outer" else 20)
+        assert joined.where("_rowaddr IS NOT NULL AND s IS NOT NULL").count() == 10
+
+
 def test_merge_options_and_errors(spark, tmp_path):
     uri = str(tmp_path / "t.lance")
     write_dataframe(_frame(spark, 0, 10), uri)
