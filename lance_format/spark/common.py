@@ -95,6 +95,25 @@ def conf_flag(spark: Any, key: str, default: bool = False) -> bool:
     return str(value).strip().lower() == "true"
 
 
+def conf_bytes(spark: Any, key: str, default: int) -> int:
+    """A byte-size conf ("10485760b", "10MB", "1g", "-1") in bytes; ``default`` if unreadable."""
+    try:
+        text = str(spark.conf.get(key)).strip().lower()
+    except Exception:
+        return default
+    for suffix, factor in (("kb", 1 << 10), ("mb", 1 << 20), ("gb", 1 << 30), ("tb", 1 << 40),
+                           ("k", 1 << 10), ("m", 1 << 20), ("g", 1 << 30), ("t", 1 << 40), ("b", 1)):
+        if text.endswith(suffix):
+            text, scale = text[: -len(suffix)], factor
+            break
+    else:
+        scale = 1
+    try:
+        return int(float(text) * scale)
+    except ValueError:
+        return default
+
+
 def _seconds(text: str | None, default: float) -> float:
     if not text:
         return default
@@ -233,4 +252,4 @@ class JobScope:
             time.sleep(self.kill_timeout)
 
 
-__all__ = ["CommitResult", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "functions_for", "quoted"]
+__all__ = ["CommitResult", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "conf_bytes", "functions_for", "quoted"]

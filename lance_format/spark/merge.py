@@ -37,7 +37,7 @@ from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
 from lance_format.dataset.sql_filter import to_expression
 from lance_format.errors import DatasetNotFoundError, InvalidInputError
 from lance_format.io import object_store_for
-from lance_format.spark.common import CommitResult, JobScope, functions_for, parallelism, quoted
+from lance_format.spark.common import CommitResult, JobScope, conf_bytes, functions_for, parallelism, quoted
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, read_dataframe
 from lance_format.spark.tasks import (
     DELETION_DDL,
@@ -194,23 +194,9 @@ def join_with_table(left: Any, table_rows: Any, keys: list[str], how: str, *, ta
     table's row count instead: within ``spark.sql.autoBroadcastJoinThreshold`` it is broadcast
     (new rows then keep the source's order), above it both sides are shuffled and sort-merged.
     """
-    try:
-        threshold = _bytes(left.sparkSession.conf.get("spark.sql.autoBroadcastJoinThreshold"))
-    except Exception:
-        threshold = 10 << 20
+    threshold = conf_bytes(left.sparkSession, "spark.sql.autoBroadcastJoinThreshold", 10 << 20)
     small = 0 <= table_rows_count * _BROADCAST_ROW_BYTES <= threshold
     return left.join(table_rows.hint("broadcast" if small else "merge"), on=keys, how=how)
-
-
-def _bytes(text: str) -> int:
-    """A Spark byte size ("10485760b", "10MB", "-1") in bytes; negative: never broadcast."""
-    text = str(text).strip().lower()
-    units = (("kb", 1 << 10), ("mb", 1 << 20), ("gb", 1 << 30), ("k", 1 << 10), ("m", 1 << 20), ("g", 1 << 30),
-             ("b", 1))
-    for suffix, factor in units:
-        if text.endswith(suffix):
-            return int(float(text[: -len(suffix)]) * factor)
-    return int(text)
 
 
 def _check_unique(source: Any, keys: list[str], uri: str) -> None:

@@ -186,3 +186,14 @@ def test_jobs_batch_by_rows_and_leave_the_session_as_it_was(spark, tmp_path, ses
         assert spark.conf.get(ARROW_MAX_BYTES_PER_BATCH) == "4096"
     assert lance.dataset(uri).count_rows() == 6000
     assert sorted(r["id"] for r in lance.dataset(uri).to_table(columns=["id"]).to_pylist()) == list(range(6000))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("10485760b", 10485760), ("10MB", 10 << 20), ("1g", 1 << 30), ("-1", -1), ("512k", 512 << 10),
+])
+def test_conf_bytes_reads_spark_sizes(spark, session_conf, text, expected):
+    from lance_format.spark.common import conf_bytes
+
+    with session_conf({"spark.sql.autoBroadcastJoinThreshold": text}):
+        assert conf_bytes(spark, "spark.sql.autoBroadcastJoinThreshold", 7) == expected
+    assert conf_bytes(spark, "spark.lance.no.such.setting", 7) == 7
