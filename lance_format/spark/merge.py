@@ -73,6 +73,7 @@ _SCOPE = "__lance_scope"
 _UPDATE = "__lance_update"
 _MATCHED = "__lance_matched"
 _TARGET = "__lance_target_"  # + the column's index: a target column the update condition reads
+_INTEGER_TYPES = ("byte", "short", "integer", "long")
 
 
 def _fragment_groups(ds, target: int) -> list[list[int]]:
@@ -199,20 +200,31 @@ def join_with_table(left: Any, table_rows: Any, keys: list[str], how: str, *, ta
     return left.join(table_rows.hint("broadcast" if small else "merge"), on=keys, how=how)
 
 
-def _check_unique(source: Any, keys: list[str], uri: str) -> None:
+def _check_unique(source: Any, keys: list[str], uri: str) -> tuple[int, int] | None:
+    """Refuse a source with duplicate keys. Returns the source's key range (lowest, highest)
+    when the key is one integer column, computed by the same job, else None."""
     F = functions_for(source)
     not_null = None
     for key in keys:
         cond = F.col(quoted(key)).isNotNull()
         not_null = cond if not_null is None else not_null & cond
-    duplicate = source.where(not_null).groupBy(*[quoted(k) for k in keys]).count().where(F.col("count") > 1).limit(1).collect()
-    if duplicate:
+    counted = source.where(not_null).groupBy(*[quoted(k) for k in keys]).count()
+    ranged = len(keys) == 1 and source.schema[keys[0]].dataType.typeName() in _INTEGER_TYPES
+    summary = [F.max("count").alias("most")]
+    if ranged:
+        summary += [F.min(quoted(keys[0])).alias("lowest"), F.max(quoted(keys[0])).alias("highest")]
+    row = counted.agg(*summary).collect()[0]
+    if row["most"] is not None and row["most"] > 1:
+        duplicate = counted.where(F.col("count") > 1).limit(1).collect()
         example = {k: duplicate[0][k] for k in keys}
         raise InvalidInputError(
             f"the source has {duplicate[0]['count']} rows with key {example}: merge keys must be unique "
             "in the source (deduplicate it first)",
             table=uri, column=keys[0],
         )
+    if not ranged or row["lowest"] is None:
+        return None
+    return int(row["lowest"]), int(row["highest"])
 
 
 def merge_dataframe(
@@ -288,9 +300,14 @@ def merge_dataframe(
     with JobScope(spark) as scope:
         try:
             source = df.select(*[quoted(n) for n in plan.columns])
-            _check_unique(source, keys, plan.uri)
+            key_range = _check_unique(source, keys, plan.uri)
             read = keys + [n for n in condition_columns["target"] if n not in keys]
-            target = read_dataframe(spark, plan.store, version=plan.read_version, columns=read,
+            # Only target rows that can match take part, unless unmatched ones are deleted: the
+            # tasks drop rows outside the source's key range before Spark shuffles them.
+            in_range = None
+            if key_range is not None and not delete_unmatched:
+                in_range = f"{quoted(keys[0])} >= {key_range[0]} AND {quoted(keys[0])} <= {key_range[1]}"
+            target = read_dataframe(spark, plan.store, version=plan.read_version, columns=read, filter=in_range,
                                     with_row_address=True, with_row_id=plan.stable_row_ids)
             target = target.select(
                 *[quoted(k) for k in keys],
