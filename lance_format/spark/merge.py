@@ -258,7 +258,9 @@ def merge_dataframe(
     when given). ``delete_not_matched_by_source`` is an alias: ``True``, or a SQL filter. Keys must be unique in ``df`` (null keys never match).
     The result counts ``rows_updated``, ``rows_inserted`` and ``rows_deleted``. The source is
     evaluated twice (duplicate check, then the merge): cache it if it is expensive or not
-    deterministic. ``storage_options``: object-store settings (Lance's keys) for ``s3://`` tables.
+    deterministic. The table's keys are joined by broadcast only when the table is small
+    (``spark.sql.autoBroadcastJoinThreshold``), else by sort-merge; with one integer key, only
+    target rows within the source's key range are read into the join. ``storage_options``: object-store settings (Lance's keys) for ``s3://`` tables.
     """
     from pyspark import StorageLevel
 
