@@ -260,7 +260,8 @@ def merge_dataframe(
     evaluated twice (duplicate check, then the merge): cache it if it is expensive or not
     deterministic. The table's keys are joined by broadcast only when the table is small
     (``spark.sql.autoBroadcastJoinThreshold``), else by sort-merge; with one integer key, only
-    target rows within the source's key range are read into the join. ``storage_options``: object-store settings (Lance's keys) for ``s3://`` tables.
+    target rows within the source's key range are read into the join. ``storage_options``:
+    object-store settings (Lance's keys) for ``s3://`` tables.
     """
     from pyspark import StorageLevel
 
