@@ -35,8 +35,7 @@ from lance_format.dataset.delta_plan import (
 from lance_format.dataset.delta_read import ChangeWriter, change_schema
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
-from lance_format.io import ObjectStore
-from lance_format.spark.common import StorageOptions, pack_options
+from lance_format.spark.common import StorageOptions, pack_options, table_location
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT
 from lance_format.spark.tasks import arrow_schema_from_bytes, arrow_schema_to_bytes, manifest_identity, open_version
 from lance_format.spark.types import spark_arrow_schema, spark_schema
@@ -147,7 +146,7 @@ def plan_changes(
         raise InvalidInputError("columns must be a list of column names, not a string")
     if begin_version > end_version:
         raise InvalidInputError(f"begin version {begin_version} is newer than end version {end_version}")
-    end = LanceDataset(uri if isinstance(uri, (str, ObjectStore)) else os.fspath(uri), end_version,
+    end = LanceDataset(table_location(uri), end_version,
                        storage_options=storage_options)
     reader = end.delta(begin_version=begin_version, end_version=end_version).get_changes(
         list(columns) if columns is not None else None)

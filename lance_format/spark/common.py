@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -20,6 +21,11 @@ StorageOptions = tuple[tuple[str, str], ...]  # storage options as they travel i
 def pack_options(options: Mapping[str, str] | None) -> StorageOptions:
     """Storage options as a sorted tuple of pairs (specs are frozen, comparable values)."""
     return tuple(sorted(normalize_storage_options(options).items()))
+
+
+def table_location(uri: "str | os.PathLike[str] | ObjectStore") -> "str | ObjectStore":
+    """A table argument as the engine takes it: an open store or a URI string."""
+    return uri if isinstance(uri, (str, ObjectStore)) else os.fspath(uri)
 
 
 def task_store(uri: str, options: StorageOptions) -> ObjectStore:
@@ -130,14 +136,19 @@ def _seconds(text: str | None, default: float) -> float:
         return default
 
 
-def functions_for(df: Any) -> Any:
-    """``pyspark.sql.functions`` for classic DataFrames, its Spark Connect twin for Connect ones
-    (a process may hold both kinds; the plain module follows the process-wide mode)."""
+def is_connect(df: Any) -> bool:
+    """Whether ``df`` is a Spark Connect DataFrame."""
     try:
         from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
     except ImportError:  # Spark Connect's client dependencies are not installed
-        ConnectDataFrame = None
-    if ConnectDataFrame is not None and isinstance(df, ConnectDataFrame):
+        return False
+    return isinstance(df, ConnectDataFrame)
+
+
+def functions_for(df: Any) -> Any:
+    """``pyspark.sql.functions`` for classic DataFrames, its Spark Connect twin for Connect ones
+    (a process may hold both kinds; the plain module follows the process-wide mode)."""
+    if is_connect(df):
         from pyspark.sql.connect import functions
     else:
         from pyspark.sql import functions
@@ -252,4 +263,4 @@ class JobScope:
             time.sleep(self.kill_timeout)
 
 
-__all__ = ["CommitResult", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "conf_bytes", "functions_for", "quoted"]
+__all__ = ["CommitResult", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "conf_bytes", "is_connect", "table_location", "functions_for", "quoted"]

@@ -37,7 +37,15 @@ from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
 from lance_format.dataset.sql_filter import to_expression
 from lance_format.errors import DatasetNotFoundError, InvalidInputError
 from lance_format.io import object_store_for
-from lance_format.spark.common import CommitResult, JobScope, conf_bytes, functions_for, parallelism, quoted
+from lance_format.spark.common import (
+    CommitResult,
+    JobScope,
+    conf_bytes,
+    functions_for,
+    is_connect,
+    parallelism,
+    quoted,
+)
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, read_dataframe
 from lance_format.spark.tasks import (
     DELETION_DDL,
@@ -55,7 +63,6 @@ from lance_format.spark.tasks import (
 from lance_format.spark.write import (
     Deletions,
     WritePlan,
-    _is_connect,
     commit_write,
     fail_write,
     plan_write,
@@ -151,12 +158,13 @@ def _plan_condition(condition: Any, plan: WritePlan, when_matched: str) -> tuple
         raise InvalidInputError(f"when_matched_update_condition must be a non-empty SQL string, got {condition!r}",
                                 **where)
     table = plan.schema.to_arrow()
+    pair = condition_pair_schema(table, table)
     try:
-        expr = to_expression(condition, condition_pair_schema(table, table))
+        expr = to_expression(condition, pair)
     except InvalidInputError as exc:
         raise InvalidInputError(f"invalid when_matched_update_condition {condition!r}: {exc.reason}",
                                 column=exc.column, **where) from None
-    if not _binds(expr, condition_pair_schema(table, table)):
+    if not _binds(expr, pair):
         raise InvalidInputError(f"when_matched_update_condition {condition!r} may only read source.<column> and "
                                 "target.<column> values", **where)
     columns = _condition_columns(expr, table)
@@ -170,7 +178,7 @@ def _plan_condition(condition: Any, plan: WritePlan, when_matched: str) -> tuple
 def _with_condition(joined: Any, spec: ConditionSpec, matched: Any, columns: list[str]) -> Any:
     """``joined`` with the column ``_UPDATE``: the condition, evaluated on the executors."""
     F = functions_for(joined)
-    if not _is_connect(joined) and hasattr(F, "arrow_udf"):
+    if not is_connect(joined) and hasattr(F, "arrow_udf"):
         from pyspark.sql.pandas.functions import ArrowUDFType
 
         udf = F.arrow_udf(condition_udf(spec), "boolean", ArrowUDFType.SCALAR_ITER)

@@ -28,8 +28,7 @@ from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID, SYSTEM_COLUMNS
 from lance_format.dataset.sql_filter import to_expression
 from lance_format.errors import InvalidInputError
-from lance_format.io import ObjectStore
-from lance_format.spark.common import pack_options, parallelism
+from lance_format.spark.common import pack_options, parallelism, table_location
 from lance_format.spark.tasks import ScanSpec, Split, arrow_schema_to_bytes, manifest_identity, read_task
 from lance_format.spark.types import spark_arrow_schema, spark_schema
 from lance_format.table.deletion import live_row_count
@@ -93,10 +92,6 @@ def plan_splits(
     return splits
 
 
-def _location(uri: str | os.PathLike[str] | ObjectStore) -> str | ObjectStore:
-    return uri if isinstance(uri, (str, ObjectStore)) else os.fspath(uri)
-
-
 def _output_columns(ds: LanceDataset, columns: Sequence[str] | None, with_row_id: bool,
                     with_row_address: bool) -> list[str]:
     if isinstance(columns, str):
@@ -134,7 +129,7 @@ def read_schema(
     storage_options: Mapping[str, str] | None = None,
 ) -> Any:
     """The Spark schema a read returns (one manifest read, no split planning)."""
-    ds = LanceDataset(_location(uri), version, storage_options=storage_options)
+    ds = LanceDataset(table_location(uri), version, storage_options=storage_options)
     return spark_schema(_arrow_output_schema(ds, _output_columns(ds, columns, with_row_id, with_row_address)))
 
 
@@ -152,7 +147,7 @@ def plan_read(
     storage_options: Mapping[str, str] | None = None,
 ) -> ReadPlan:
     """Open (and so pin) the version, validate the request and plan the splits."""
-    ds = LanceDataset(_location(uri), version, storage_options=storage_options)
+    ds = LanceDataset(table_location(uri), version, storage_options=storage_options)
     wanted = _output_columns(ds, columns, with_row_id, with_row_address)
     if filter is not None:
         filter_schema = ds.schema

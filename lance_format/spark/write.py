@@ -55,6 +55,7 @@ from lance_format.spark.common import (
     conf_flag,
     pack_options,
     quoted,
+    table_location,
     translate_task_error,
 )
 from lance_format.spark.tasks import (
@@ -202,7 +203,7 @@ def plan_write(
         raise InvalidInputError("replace_where needs a predicate; use mode='overwrite' alone for all rows")
     if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
         raise InvalidInputError("max_rows_per_file and max_bytes_per_file must be positive")
-    store = object_store_for(uri if isinstance(uri, ObjectStore) else os.fspath(uri), storage_options)
+    store = object_store_for(table_location(uri), storage_options)
     uri = store.uri
     existing = latest_manifest(store)
     properties = {str(k): str(v) for k, v in (transaction_properties or {}).items()}
@@ -401,14 +402,6 @@ def commit_write(
     )
 
 
-def _is_connect(df: Any) -> bool:
-    try:
-        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
-    except ImportError:
-        return False
-    return isinstance(df, ConnectDataFrame)
-
-
 def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False) -> Written:
     """The Spark job writing ``df``'s rows as fragments; returns their descriptions.
 
@@ -452,8 +445,9 @@ def write_dataframe(
     ``"idempotency_key"`` makes a re-run of an already committed write return that commit
     without writing anything (found among the last ``idempotency_window`` versions); two runs
     racing with one key commit once, since the commit loop refuses a second transaction with
-    a key that a concurrent commit already carries. ``fixed_size_lists (column -> size) stores array columns as
-    fixed-size-list vectors (field metadata ``arrow.fixed-size-list.size`` does the same).
+    a key that a concurrent commit already carries. ``fixed_size_lists`` (column -> size) stores
+    array columns as fixed-size-list vectors (field metadata ``arrow.fixed-size-list.size`` does
+    the same).
     ``enable_stable_row_ids`` and ``data_storage_version`` apply when the table is created.
     ``storage_options``: object-store settings (Lance's keys) for ``s3://`` tables; they are
     shipped to the executors, which open the table themselves.
