@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.arguments import row_positions, version_number
 from lance_format.errors import (
     DatasetNotFoundError,
     InvalidInputError,
@@ -48,8 +49,10 @@ class LanceDataset:
         listing = _open_listing(self._store)
         if isinstance(version, str) and not version.isdigit():
             version = Tags(self._store).get_version(version)
-        elif version is not None:
+        elif isinstance(version, str):
             version = int(version)
+        elif version is not None:
+            version = version_number(version, table=self._store.uri)
         if version is None:
             version = listing.latest
         if version not in listing.versions:
@@ -320,7 +323,7 @@ class LanceDataset:
 
     def take(self, indices, columns: list[str] | None = None) -> pa.Table:
         """Rows at the given logical positions (0 .. count_rows()-1), in the given order."""
-        positions = np.asarray(indices, dtype=np.int64).reshape(-1)
+        positions = row_positions(indices, table=self.uri)
         scanner = self.scanner(columns=columns)
         fragments = self.get_fragments()
         counts = np.array([f.count_rows() for f in fragments], dtype=np.int64)

@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Mapping
 
 from lance_format.dataset.mutation_base import Prepared, run_mutation, transaction_for
+from lance_format.dataset.arguments import age
 from lance_format.errors import InvalidInputError, TagError
 from lance_format.proto import transaction_pb2
 from lance_format.table.deletion import deletion_file_path
@@ -177,6 +178,7 @@ def cleanup_old_versions(
 ) -> CleanupStats:
     """Remove old versions and the files only they reference (pylance's semantics)."""
     store = ds._store
+    older_than = age(older_than, name="older_than", table=ds.uri)
     if retain_versions is not None and retain_versions <= 0:
         raise InvalidInputError(f"retain_versions must be greater than 0, got {retain_versions}", table=ds.uri)
     if older_than is None and retain_versions is None and versions is None:

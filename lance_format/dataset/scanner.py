@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.arguments import column_names
 from lance_format.dataset.sql_filter import referenced_columns, to_expression
 from lance_format.errors import InvalidInputError
 from lance_format.schema.blob import read_arrow_schema
@@ -48,7 +49,7 @@ class LanceScanner:
         table_schema = dataset.lance_schema
         if isinstance(columns, dict):
             raise InvalidInputError("column expressions are not supported; pass a list of column names")
-        requested = list(columns) if columns is not None else table_schema.names()
+        requested = column_names(columns, table=dataset.uri) if columns is not None else table_schema.names()
         for name in requested:
             if name not in SYSTEM_COLUMNS and name not in table_schema.names():
                 raise InvalidInputError(

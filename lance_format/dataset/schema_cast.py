@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.schema.fields import refuse_dotted_names
 from lance_format.dataset.mutation_base import Prepared, cast_to, storage_version_of, transaction_for
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import file_pb2
@@ -51,6 +52,8 @@ def apply_alterations(
             if any(f.parent_id == target.parent_id and f.name == name and f.id != target.id for f in fields):
                 raise InvalidInputError(f"cannot rename {path!r} to {name!r}: a column of that name exists",
                                         table=ds.uri, column=path)
+            if target.parent_id == -1:
+                refuse_dotted_names([name], table=ds.uri)
             target.name = name
         if alteration.get("nullable") is not None:
             nullable = bool(alteration["nullable"])

@@ -241,10 +241,37 @@ class Translator:
 
     # ------------------------------------------------------------------ logic
     def _visit_And(self, node: exp.And) -> _Node:
-        return _Node(pc.and_kleene(self.visit(node.this).expr, self.visit(node.expression).expr))
+        return self._logical_chain(node, exp.And, pc.and_kleene)
 
     def _visit_Or(self, node: exp.Or) -> _Node:
-        return _Node(pc.or_kleene(self.visit(node.this).expr, self.visit(node.expression).expr))
+        return self._logical_chain(node, exp.Or, pc.or_kleene)
+
+    def _logical_chain(
+        self, node: exp.Expression, kind: type[exp.Expression],
+        combine: Callable[[pc.Expression, pc.Expression], pc.Expression],
+    ) -> _Node:
+        """``a OR b OR c ...`` flattened without recursion and recombined as a balanced tree.
+
+        Filters built from partition keys or ID lists chain thousands of terms; sqlglot nests them
+        one level per term, which a recursive walk cannot follow past Python's recursion limit.
+        Kleene AND/OR are associative and commutative, so regrouping keeps the result, and the
+        balanced tree keeps the Arrow expression's depth logarithmic in the number of terms.
+        """
+        operands: list[pc.Expression] = []
+        pending = [node]
+        while pending:
+            current = pending.pop()
+            while isinstance(current, exp.Paren) and isinstance(current.this, kind):
+                current = current.this
+            if isinstance(current, kind):
+                pending.extend([current.expression, current.this])  # `this` is visited first
+            else:
+                operands.append(self.visit(current).expr)
+        while len(operands) > 1:
+            pairs = range(0, len(operands) - 1, 2)
+            combined = [combine(operands[i], operands[i + 1]) for i in pairs]
+            operands = combined + operands[len(combined) * 2:]
+        return _Node(operands[0])
 
     def _visit_Not(self, node: exp.Not) -> _Node:
         return _Node(pc.invert(self.visit(node.this).expr))

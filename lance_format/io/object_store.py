@@ -227,7 +227,26 @@ def object_store_for(
         return uri
     if not isinstance(uri, (str, os.PathLike)):
         raise InvalidInputError(f"a table URI must be a string or path, got {type(uri).__name__}")
+    _check_uri_text(os.fspath(uri))
     return ObjectStore(uri, storage_options)
+
+
+# POSIX file systems cap one path component at 255 bytes and a whole path at 4096.
+_MAX_COMPONENT_BYTES, _MAX_URI_BYTES = 255, 4096
+
+
+def _check_uri_text(uri: str) -> None:
+    """Refuse URIs no store can hold, before any I/O turns them into an OS error."""
+    shown = uri if len(uri) <= 80 else uri[:77] + "..."
+    if "\0" in uri:
+        raise InvalidInputError(f"a table URI must not contain a NUL character: {shown!r}")
+    encoded = uri.encode("utf-8", "surrogateescape")
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if len(encoded) > _MAX_URI_BYTES or longest > _MAX_COMPONENT_BYTES:
+        raise InvalidInputError(
+            f"a table URI is too long ({len(encoded)} bytes, longest name {longest} bytes; the limits are "
+            f"{_MAX_URI_BYTES} and {_MAX_COMPONENT_BYTES}): {shown!r}"
+        )
 
 
 def iter_file_names(infos: list[pafs.FileInfo]) -> Iterator[str]:

@@ -7,11 +7,11 @@ Field ids are assigned depth-first from 0 when a table is created; a field added
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
-from lance_format.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.proto import file_pb2
 from lance_format.schema.logical_types import arrow_type_of, is_nested_logical_type, logical_type_of
 
@@ -150,6 +150,7 @@ class LanceSchema:
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise SchemaMismatchError(f"duplicate column names: {sorted(duplicates)}")
+        refuse_dotted_names(names)
         fields = [LanceField.from_arrow(f, next_id) for f in schema]
         metadata = {k.decode(): v for k, v in (schema.metadata or {}).items()}
         return cls(fields, metadata)
@@ -229,3 +230,16 @@ def check_arrow_compatible(table_schema: pa.Schema, data_schema: pa.Schema, *, t
             problems.append(f"column {name!r} has type {df.type}, table has {tf.type}")
     if problems:
         raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems), table=table)
+
+
+def refuse_dotted_names(names: Iterable[str], *, table: str | None = None) -> None:
+    """Top-level column names may not contain ``.``: Lance reads ``a.b`` as field ``b`` of ``a``.
+
+    Official Lance refuses such a table on write, and could not read one we wrote.
+    """
+    dotted = [name for name in names if "." in name]
+    if dotted:
+        raise InvalidInputError(
+            f"top-level column names cannot contain '.': {dotted} (Lance reads 'a.b' as field 'b' of "
+            "struct 'a'; rename the column or make it a struct field)", table=table,
+        )

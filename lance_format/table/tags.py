@@ -22,9 +22,16 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+# A tag is the file ``<name>.json``, staged locally as ``.tmp_<name>.json_<32 hex>``: file
+# systems cap a name at 255 bytes.
+MAX_TAG_NAME_BYTES = 255 - len(".tmp_.json_") - 32
+
+
 def _check_name(name: str) -> None:
     if not isinstance(name, str) or not _VALID_TAG.match(name) or name.endswith(".lock") or ".." in name:
         raise TagError(f"invalid tag name {name!r}: use letters, digits, '_', '-' and '.'")
+    if len(name.encode()) > MAX_TAG_NAME_BYTES:
+        raise TagError(f"invalid tag name {name[:40]!r}...: longer than {MAX_TAG_NAME_BYTES} bytes")
 
 
 class Tags:

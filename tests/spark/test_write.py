@@ -69,14 +69,26 @@ def test_modes(spark, tmp_path):
 
 def test_odd_column_names_and_column_order(spark, tmp_path):
     uri = str(tmp_path / "t.lance")
-    df = spark.createDataFrame([(1, "a", 0.5)], "id long, `a.b` string, `my col` double")
+    df = spark.createDataFrame([(1, "a", 0.5)], "id long, `a-b` string, `my col` double")
     write_dataframe(df, uri)
-    write_dataframe(df.select("`my col`", "id", "`a.b`"), uri, mode="append")  # by name, any order
-    assert lance.dataset(uri).schema.names == ["id", "a.b", "my col"]
-    # (pylance's scanner reads "a.b" as a nested path, so read with the engine here)
-    assert lance_format.dataset(uri).to_table().to_pylist() == [{"id": 1, "a.b": "a", "my col": 0.5}] * 2
-    back = read_dataframe(spark, uri, columns=["a.b"], filter="`my col` > 0")
-    assert [r["a.b"] for r in back.collect()] == ["a", "a"]
+    write_dataframe(df.select("`my col`", "id", "`a-b`"), uri, mode="append")  # by name, any order
+    assert lance.dataset(uri).schema.names == ["id", "a-b", "my col"]
+    assert lance.dataset(uri).to_table().to_pylist() == [{"id": 1, "a-b": "a", "my col": 0.5}] * 2
+    back = read_dataframe(spark, uri, columns=["a-b"], filter="`my col` > 0")
+    assert [r["a-b"] for r in back.collect()] == ["a", "a"]
+
+
+def test_dotted_top_level_names_are_refused_before_any_task(spark, tmp_path):
+    # Lance reads "a.b" as field b of struct a: official Lance refuses such a table, and so do we.
+    uri = str(tmp_path / "t.lance")
+    df = spark.createDataFrame([(1, "a")], "id long, `a.b` string")
+    with pytest.raises(InvalidInputError, match="cannot contain '.'"):
+        write_dataframe(df, uri)
+    assert not (tmp_path / "t.lance").exists()
+    write_dataframe(df.select("id"), uri)
+    with pytest.raises(InvalidInputError, match="cannot contain '.'"):
+        write_dataframe(df, uri, mode="append", schema_mode="add_columns")
+    assert lance.dataset(uri).schema.names == ["id"] and lance.dataset(uri).version == 1
 
 
 def test_schema_checks(spark, tmp_path):
