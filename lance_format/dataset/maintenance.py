@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import os
 import posixpath
 import time
 from dataclasses import dataclass
@@ -227,7 +228,12 @@ def cleanup_old_versions(
     stats = CleanupStats(old_versions=len(old_manifests))
     threshold = time.time() - UNVERIFIED_THRESHOLD.total_seconds()
 
+    inside = _ResolvesInside(store)
+
     def remove(relative: str, size: int, counter: str | None) -> None:
+        if not inside(relative):  # reached through a link that leaves the table: never touched
+            stats.failed_deletes += 1
+            return
         try:
             store.delete(relative)
         except OSError:
@@ -259,6 +265,11 @@ def cleanup_old_versions(
                 continue
             kind = {"data": ("data", "data_files_removed"), "_deletions": ("deletions", "deletion_files_removed"),
                     TRANSACTIONS_DIR: ("transactions", "transaction_files_removed")}[directory]
+            if directory == "data" and name.startswith(".tmp") and not in_progress:
+                # an interrupted writer's staging file (official Lance stages data files as
+                # `data/.tmpXXXXXX`): never part of a version once it is this old
+                remove(relative, info.size, None)
+                continue
             if directory == "data" and not name.endswith(".lance"):
                 continue
             if directory == "_deletions" and not name.endswith((".arrow", ".bin")):
@@ -270,6 +281,25 @@ def cleanup_old_versions(
             if not in_progress or relative in getattr(verified, kind[0]):
                 remove(relative, info.size, kind[1])
     return stats
+
+
+class _ResolvesInside:
+    """Whether a listed file, links resolved, lies inside the table's root directory.
+
+    A local listing follows a symlinked directory inside ``data/``; cleanup must not delete what it
+    finds behind such a link. Object stores have no links, so everything listed is inside.
+    """
+
+    def __init__(self, store: Any) -> None:
+        local = store.filesystem.type_name == "local"
+        self._root = os.path.realpath(store.root) if local else None
+        self._store = store
+
+    def __call__(self, relative: str) -> bool:
+        if self._root is None:
+            return True
+        resolved = os.path.realpath(self._store.full_path(relative))
+        return resolved.startswith(self._root.rstrip(os.sep) + os.sep)
 
 
 __all__ = [
