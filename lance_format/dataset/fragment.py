@@ -8,15 +8,17 @@ are dropped and system columns are attached before a batch leaves this module.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import CorruptFileError, LanceError, PathEscapeError, UnsupportedFeatureError
 from lance_format.file.reader import ColumnPlan, LanceFileReader
+from lance_format.file.utf8 import first_invalid_utf8, has_utf8
 from lance_format.io import ObjectStore, check_relative_path
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceField, LanceSchema
@@ -41,6 +43,9 @@ DATA_DIR = "data"
 
 # Footer-independent (major, minor) versions recorded in DataFile for each supported format.
 _SUPPORTED_FILE_VERSIONS = {(2, 0), (2, 1), (2, 2)}
+_V2_VERSION = re.compile(r"2\.\d+")
+# A 2.0 file's footer says 0.3 (its pre-release name) while the manifest says 2.0.
+_FOOTER_VERSION_NAMES = {(0, 3): (2, 0)}
 
 
 def data_file_path(path: str, *, table: str) -> str:
@@ -58,6 +63,7 @@ class _FilePlan:
     size: int | None
     plans: list[ColumnPlan]
     names: list[str]
+    declared_version: tuple[int, int] | None = None  # (major, minor) the manifest records
 
 
 class LanceFragment:
@@ -126,6 +132,12 @@ class LanceFragment:
     @cached_property
     def _row_ids(self) -> np.ndarray | None:
         ids = read_row_ids(self._store, self.metadata)
+        if ids is None and self._dataset.has_stable_row_ids:
+            # Without its sequence a fragment's row ids are unknown; addresses would be wrong ids.
+            raise CorruptFileError(
+                f"fragment {self.fragment_id} of a table with stable row ids has no row id sequence",
+                **self._error_context(),
+            )
         if ids is not None and len(ids) != self.physical_rows:
             raise CorruptFileError(
                 f"fragment {self.fragment_id} has {len(ids)} row ids for {self.physical_rows} rows",
@@ -171,6 +183,7 @@ class LanceFragment:
                     path=data_file.path,
                     **self._error_context(),
                 )
+            self._check_file_layout(data_file, version)
             structural = version >= (2, 1)
             owned = [f for f in fields if f.id in remaining and _stored_in(f, positions, structural)]
             if not owned:
@@ -190,12 +203,30 @@ class LanceFragment:
                     data_file.file_size_bytes or None,
                     plans,
                     [f.name for f in owned],
+                    version,
                 )
             )
         if remaining:
             # Fields with no data file (e.g. added without backfill) read as nulls.
             result.append(_FilePlan("", None, [], [f.name for f in remaining.values()]))
         return result
+
+    def _check_file_layout(self, data_file: Any, version: tuple[int, int]) -> None:
+        """Refuse manifests whose data-file entries would make us decode the wrong bytes."""
+        columns = [c for c in data_file.column_indices if c >= 0]  # -1: a parent without a column
+        if len(set(columns)) != len(columns):
+            repeated = sorted({c for c in columns if columns.count(c) > 1})
+            raise CorruptFileError(
+                f"data file maps several fields to the same column(s) {repeated}",
+                path=data_file.path, **self._error_context(),
+            )
+        table_version = self._dataset.data_storage_version
+        if version[0] >= 2 and _V2_VERSION.fullmatch(table_version) and table_version != f"{version[0]}.{version[1]}":
+            raise CorruptFileError(
+                f"data file declares file version {version[0]}.{version[1]} in a table of file version "
+                f"{table_version}",
+                path=data_file.path, **self._error_context(),
+            )
 
     def _column_plan(self, field: LanceField, positions: dict[int, int], path: str,
                      structural: bool = False) -> ColumnPlan:
@@ -227,6 +258,13 @@ class LanceFragment:
         reader = readers.get(plan.reader_path)
         if reader is None:
             reader = LanceFileReader(self._store, plan.reader_path, size=plan.size)
+            found = _FOOTER_VERSION_NAMES.get(tuple(reader.version), tuple(reader.version))
+            if plan.declared_version is not None and plan.declared_version[0] >= 2 and found != plan.declared_version:
+                raise CorruptFileError(
+                    f"data file is file version {found[0]}.{found[1]} but the manifest "
+                    f"records {plan.declared_version[0]}.{plan.declared_version[1]}",
+                    path=plan.reader_path, **self._error_context(),
+                )
             if reader.num_rows != self.physical_rows:
                 raise CorruptFileError(
                     f"data file has {reader.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}",
@@ -250,6 +288,11 @@ class LanceFragment:
             for name, array, column in zip(plan.names, arrays, plan.plans):
                 if column.field.type == BLOB_V2_DESCRIPTION:
                     array = null_children_of_null_blobs(array)
+                if has_utf8(array.type):
+                    problem = first_invalid_utf8(array)
+                    if problem:
+                        raise CorruptFileError(f"column holds invalid UTF-8 text: {problem}", path=plan.reader_path,
+                                               column=name, **self._error_context())
                 columns[name] = array
 
     def read_batches(
