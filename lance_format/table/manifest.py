@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError
 from lance_format.errors import CorruptFileError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2, transaction_pb2
+from lance_format.schema.logical_types import is_nested_logical_type
 
 MAGIC = b"LANC"
 MANIFEST_MAJOR = 0
@@ -69,6 +70,7 @@ def decode_manifest(data: bytes, *, table: str, path: str) -> ManifestFile:
     if position + 4 + len(body) != len(data) - _TAIL.size:
         raise CorruptFileError("manifest length prefix does not match the file size", table=table, path=path)
     manifest = _parse(table_pb2.Manifest, body, "manifest", table=table, path=path)
+    _check_field_tree(manifest, table=table, path=path)
 
     transaction = None
     txn_offset = _transaction_offset(manifest)
@@ -81,6 +83,37 @@ def decode_manifest(data: bytes, *, table: str, path: str) -> ManifestFile:
         raw = _chunk(data, manifest.index_section, "index section", table=table, path=path)
         index_section = _parse(table_pb2.IndexSection, raw, "index section", table=table, path=path)
     return ManifestFile(manifest, transaction, index_section, len(data))
+
+
+def _check_field_tree(manifest: table_pb2.Manifest, *, table: str, path: str) -> None:
+    """The schema's fields form a tree whose shape fits their types.
+
+    A damaged parent id would otherwise move a field under another column (a struct silently
+    loses a field, an integer column gains a child): refuse the manifest instead.
+    """
+    kinds: dict[int, str] = {}
+    children: dict[int, int] = {}
+    for field in manifest.fields:
+        if field.id in kinds or field.id < 0:
+            raise CorruptFileError(f"manifest schema has an invalid or repeated field id {field.id}",
+                                   table=table, path=path)
+        if field.parent_id != -1:
+            parent = kinds.get(field.parent_id)
+            if parent is None or not is_nested_logical_type(parent):
+                raise CorruptFileError(
+                    f"manifest schema puts field {field.name!r} (id {field.id}) under "
+                    + (f"unknown parent id {field.parent_id}" if parent is None
+                       else f"field id {field.parent_id} of type {parent!r}, which has no child fields"),
+                    table=table, path=path,
+                )
+            children[field.parent_id] = children.get(field.parent_id, 0) + 1
+        kinds[field.id] = field.logical_type
+    for field_id, count in children.items():
+        if kinds[field_id] != "struct" and count != 1:
+            raise CorruptFileError(
+                f"manifest schema gives the {kinds[field_id]!r} field id {field_id} {count} child fields",
+                table=table, path=path,
+            )
 
 
 def _transaction_offset(manifest: table_pb2.Manifest) -> int | None:
