@@ -1,0 +1,165 @@
+"""Realistic tables at file version 2.2: lance_format vs official Lance (pylance), both directions.
+
+The table: an int64 id, a float64, a 10-value category, a skewed high-cardinality category, an
+e-mail/URL-like string, JSON-ish text, a nullable string, a timestamp, a list of tags and a struct.
+Each engine writes its own copy, then both engines read both copies ("cross reads"):
+
+* size on disk;
+* full scan, with every byte touched (each column is reduced: lengths, sums, null counts), so a
+  lazy memory map cannot return before reading;
+* a scan of the URL-like column alone;
+* a filtered scan (``cat = 'echo' AND x > 0.5``, other columns materialized);
+* a take of 1,000 random rows;
+* the write itself.
+
+Each measurement runs ``--repeat`` times in this process; the fastest counts. Prints seconds and
+the ratio ours / pylance for each table writer.
+
+    python benchmarks/bench_realistic.py [--rows 1000000] [--repeat 3] [--version 2.2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from typing import Any, Callable
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import lance_format
+
+CATEGORIES = np.array(["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"])
+
+
+def realistic_table(rows: int, seed: int = 3) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ids = np.arange(rows, dtype=np.int64)
+    id_text = pa.array(ids % 1_000_000).cast(pa.string())
+    padded = pc.utf8_lpad(id_text, 6, "0")
+    cat = pa.array(CATEGORIES[rng.integers(0, len(CATEGORIES), rows)])
+    # skewed: a few very common values and a long tail (Zipf-like)
+    skewed = pc.binary_join_element_wise("sku-", pa.array(np.minimum(rng.zipf(1.3, rows), 50_000)).cast(pa.string()), "")
+    email = pc.binary_join_element_wise("customer-", padded, "@example.com/", cat, "")
+    json_text = pc.binary_join_element_wise(
+        '{"id": ', id_text, ', "kind": "', cat, '", "score": ',
+        pa.array(np.round(rng.random(rows), 3)).cast(pa.string()), "}", "",
+    )
+    note_values = pc.binary_join_element_wise("note ", padded, "")
+    note = pc.if_else(pa.array(rng.random(rows) < 0.3), pa.nulls(rows, pa.string()), note_values)
+    tags = pa.ListArray.from_arrays(
+        pa.array(np.arange(0, rows * 2 + 1, 2, dtype=np.int32)),
+        pa.array(CATEGORIES[rng.integers(0, 10, rows * 2)]),
+    )
+    point = pa.StructArray.from_arrays(
+        [pa.array(rng.standard_normal(rows)), pa.array(rng.integers(0, 1000, rows).astype(np.int32))], ["lat", "zone"])
+    return pa.table({
+        "id": ids,
+        "x": rng.random(rows),
+        "cat": cat,
+        "sku": skewed,
+        "url": email,
+        "payload": json_text,
+        "note": note,
+        "ts": pa.array(1_700_000_000_000_000 + ids * 1_000_000, pa.timestamp("us")),
+        "tags": tags,
+        "point": point,
+    })
+
+
+def touch(table: pa.Table) -> int:
+    """Reduce every column so that every byte is read."""
+    total = 0
+    for column in table.columns:
+        total += column.null_count
+        for chunk in column.chunks:
+            arr = chunk
+            if pa.types.is_struct(arr.type):
+                arr = pa.concat_arrays([arr.field(i).cast(pa.float64()) for i in range(arr.type.num_fields)])
+            elif pa.types.is_list(arr.type):
+                arr = arr.values
+            if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+                value = pc.sum(pc.utf8_length(arr)).as_py()
+            elif pa.types.is_timestamp(arr.type):
+                value = pc.max(arr.cast(pa.int64())).as_py()
+            else:
+                value = pc.sum(arr.cast(pa.float64())).as_py()
+            total += int(value or 0)
+    return total
+
+
+def best(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def dir_size(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--version", default="2.2")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+
+    table = realistic_table(args.rows)
+    root = tempfile.mkdtemp(prefix="bench-realistic-")
+    paths = {"ours": os.path.join(root, "ours.lance"), "pylance": os.path.join(root, "pylance.lance")}
+    engines = {"ours": lance_format, "pylance": lance}
+    results: dict[str, Any] = {"rows": args.rows, "version": args.version}
+    try:
+        for name, engine in engines.items():
+            def write(engine=engine, path=paths[name]) -> None:
+                shutil.rmtree(path, ignore_errors=True)
+                engine.write_dataset(table, path, data_storage_version=args.version)
+            results[f"write/{name}"] = best(write, args.repeat)
+            results[f"size/{name}"] = dir_size(paths[name])
+        take_rows = np.random.default_rng(9).choice(args.rows, 1000, replace=False).tolist()
+        workloads: dict[str, Callable[[Any], Any]] = {
+            "full scan": lambda ds: touch(ds.to_table()),
+            "url column": lambda ds: touch(ds.to_table(columns=["url"])),
+            "filter": lambda ds: touch(ds.to_table(filter="cat = 'echo' AND x > 0.5")),
+            "take 1000": lambda ds: touch(ds.take(take_rows)),
+        }
+        for writer in paths:
+            for reader_name, engine in engines.items():
+                ds = engine.dataset(paths[writer])
+                for workload, fn in workloads.items():
+                    results[f"{workload}/{writer}-written/{reader_name}"] = best(lambda: fn(ds), args.repeat)
+        # both engines must agree on what they read
+        assert lance_format.dataset(paths["pylance"]).to_table().equals(lance.dataset(paths["pylance"]).to_table())
+        assert lance_format.dataset(paths["ours"]).to_table().equals(lance.dataset(paths["ours"]).to_table())
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    print(f"{args.rows:,} realistic rows, file version {args.version}, best of {args.repeat}")
+    print(f"{'workload':34s} {'ours s':>8s} {'pylance s':>9s} {'ratio':>6s}")
+    print(f"{'size on disk (MB)':34s} {results['size/ours'] / 1e6:8.1f} {results['size/pylance'] / 1e6:9.1f} "
+          f"{results['size/ours'] / results['size/pylance']:6.2f}")
+    print(f"{'write':34s} {results['write/ours']:8.3f} {results['write/pylance']:9.3f} "
+          f"{results['write/ours'] / results['write/pylance']:6.2f}")
+    for writer in paths:
+        for workload in workloads:
+            ours = results[f"{workload}/{writer}-written/ours"]
+            theirs = results[f"{workload}/{writer}-written/pylance"]
+            print(f"{workload + ', ' + writer + '-written':34s} {ours:8.3f} {theirs:9.3f} {ours / theirs:6.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
