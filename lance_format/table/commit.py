@@ -30,6 +30,7 @@ from lance_format.errors import (
     DatasetNotFoundError,
     DuplicateCommitError,
     LanceError,
+    RetryableCommitConflictError,
     VersionNotFoundError,
 )
 from lance_format.io import ObjectStore
@@ -39,7 +40,6 @@ from lance_format.table.conflicts import (
     INCOMPATIBLE,
     REBASE,
     RETRYABLE,
-    RetryableCommitConflictError,
     check,
     modified_fragment_ids,
 )
