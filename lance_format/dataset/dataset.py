@@ -74,7 +74,7 @@ class LanceDataset:
     """
 
     def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None, *,
-                 storage_options: dict[str, str] | None = None) -> None:
+                 storage_options: Mapping[str, str] | None = None) -> None:
         self._store = object_store_for(uri, storage_options)
         listing = _open_listing(self._store)
         if isinstance(version, str) and not version.isdigit():
@@ -1080,7 +1080,7 @@ def _summary(manifest: table_pb2.Manifest) -> dict[str, str]:
 
 
 def dataset(uri: str | os.PathLike[str], version: int | str | None = None, *,
-            storage_options: dict[str, str] | None = None) -> LanceDataset:
+            storage_options: Mapping[str, str] | None = None) -> LanceDataset:
     """Open a Lance table at its latest version, or at ``version`` (a number or a tag name).
 
     ``storage_options``: object-store settings with Lance's keys (``aws_access_key_id``,

@@ -137,7 +137,7 @@ def write_fragments(
 
 def write_dataset(
     data: Any,
-    uri: str | os.PathLike[str],
+    uri: str | os.PathLike[str] | ObjectStore,
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,
@@ -204,3 +204,9 @@ def write_dataset(
         writer.abort()
         raise
     return LanceDataset(store, committed.version)
+
+
+__all__ = [
+    "write_dataset", "write_fragments", "MODES", "DEFAULT_STORAGE_VERSION",
+    "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE",
+]

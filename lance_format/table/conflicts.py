@@ -44,11 +44,11 @@ def _ok() -> Verdict:
     return Verdict(COMPATIBLE)
 
 
-def _retry(ours: str, theirs: str, why: str = "") -> Verdict:
+def _retry(ours: str | None, theirs: str | None, why: str = "") -> Verdict:
     return Verdict(RETRYABLE, f"{ours} was preempted by a concurrent {theirs}{': ' + why if why else ''}")
 
 
-def _never(ours: str, theirs: str, why: str = "") -> Verdict:
+def _never(ours: str | None, theirs: str | None, why: str = "") -> Verdict:
     return Verdict(INCOMPATIBLE, f"{ours} is incompatible with a concurrent {theirs}{': ' + why if why else ''}")
 
 
