@@ -845,8 +845,8 @@ class LanceDataset:
         Parameters
         ----------
         columns
-            The columns to read (nested ``a.b`` paths and ``_rowid``/``_rowaddr`` allowed);
-            all columns if None.
+            The top-level columns to read, system columns (``_rowid``, ``_rowaddr``, ...)
+            allowed; all columns if None.
         filter
             A SQL predicate or a pyarrow expression the rows must satisfy.
         limit
@@ -901,8 +901,8 @@ class LanceDataset:
         Parameters
         ----------
         columns
-            The columns to read (nested ``a.b`` paths and ``_rowid``/``_rowaddr`` allowed);
-            all columns if None.
+            The top-level columns to read, system columns (``_rowid``, ``_rowaddr``, ...)
+            allowed; all columns if None.
         filter
             A SQL predicate or a pyarrow expression the rows must satisfy.
         limit
@@ -946,8 +946,8 @@ class LanceDataset:
         Parameters
         ----------
         columns
-            The columns to read (nested ``a.b`` paths and ``_rowid``/``_rowaddr`` allowed);
-            all columns if None.
+            The top-level columns to read, system columns (``_rowid``, ``_rowaddr``, ...)
+            allowed; all columns if None.
         filter
             A SQL predicate or a pyarrow expression the rows must satisfy.
         limit

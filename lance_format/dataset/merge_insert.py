@@ -198,7 +198,7 @@ class MergeInsertBuilder:
     # -- execution -----------------------------------------------------------------------------
     def execute(
         self,
-        data: Any,
+        data_obj: Any,
         *,
         schema: pa.Schema | None = None,
         transaction_properties: Mapping[str, str] | None = None,
@@ -208,11 +208,11 @@ class MergeInsertBuilder:
 
         Parameters
         ----------
-        data
+        data_obj
             The source rows: a pyarrow Table, RecordBatch or RecordBatchReader, a pandas
             DataFrame, an Arrow stream, or an iterable of batches.
         schema
-            The schema to read ``data`` with (needed for an empty iterable).
+            The schema to read ``data_obj`` with (needed for an empty iterable).
         transaction_properties
             Key/value pairs recorded in the transaction.
         commit_message
@@ -240,7 +240,7 @@ class MergeInsertBuilder:
             raise InvalidInputError("The merge insert job is not configured to change the data in any way",
                                     table=ds.uri)
         with table_context(ds):
-            source = _as_reader(data, schema).read_all()
+            source = _as_reader(data_obj, schema).read_all()
             self._check_source(source)
             if self._delete_unmatched and self._delete_unmatched_expr is not None:
                 to_expression(self._delete_unmatched_expr, ds.schema)
