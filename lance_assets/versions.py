@@ -65,7 +65,7 @@ def new_versions(uri: str | ObjectStore, after: int, *, limit: int = 1000) -> Ne
         listing = list_versions(store)
         found = sorted(v for v in listing.versions if v > after)
         return NewVersions(found[:limit], listing.naming, listed=True, more=len(found) > limit)
-    found: list[int] = []
+    found = []
     version = after + 1
     if hint is None and not _exists(store, version, naming):
         # Nothing right after the cursor and no hint to tell a gap from "no new versions".

@@ -83,6 +83,10 @@ class DuplicateCommitError(CommitConflictError):
         super().__init__(message, **context)
 
 
+class RetryableCommitConflictError(CommitConflictError):
+    """A concurrent commit got in the way; redoing the operation on the latest version may work."""
+
+
 class UnsupportedFeatureError(LanceError):
     """The table or file uses a feature this engine does not implement (flags, file versions, types)."""
 
@@ -110,6 +114,8 @@ __all__ = [
     "VersionNotFoundError",
     "TagError",
     "CommitConflictError",
+    "DuplicateCommitError",
+    "RetryableCommitConflictError",
     "UnsupportedFeatureError",
     "CorruptFileError",
     "SchemaMismatchError",

@@ -19,7 +19,12 @@ from lance_format.dataset.commit_fragments import (
     find_committed_version,
 )
 from lance_format.dataset.fragment_sink import FragmentSink, new_write_id, write_prefix
-from lance_format.errors import CommitConflictError, DuplicateCommitError, InvalidInputError
+from lance_format.errors import (
+    CommitConflictError,
+    DuplicateCommitError,
+    InvalidInputError,
+    RetryableCommitConflictError,
+)
 from lance_format.io import object_store_for
 from lance_format.schema import LanceSchema
 
@@ -207,7 +212,6 @@ def test_write_with_new_columns_failure_leaves_old_version_and_no_files(tmp_path
 
 def test_commit_with_new_columns_conflicts_with_a_concurrent_append(tmp_path):
     from lance_format.dataset.evolve_write import commit_with_new_columns, widened_schema
-    from lance_format.table.commit import RetryableCommitConflictError
 
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(pa.Table.from_batches([_batch(0, 10)]), uri)

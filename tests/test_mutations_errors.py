@@ -13,13 +13,13 @@ from lance_format.errors import (
     CommitConflictError,
     DatasetNotFoundError,
     InvalidInputError,
+    RetryableCommitConflictError,
     SchemaMismatchError,
     TagError,
     VersionNotFoundError,
 )
 from lance_format.io import ObjectStore
 from lance_format.table.commit import commit_transaction
-from lance_format.table.conflicts import RetryableCommitConflictError
 from lance_format.table.transaction import new_transaction
 from tests.mutation_compat import base_table
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.fragment import LanceFragment
-from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.arguments import row_positions, version_number
+from lance_format.dataset.fragment import LanceFragment
+from lance_format.dataset.mutation_base import DEFAULT_CONFLICT_RETRIES, DEFAULT_RETRY_TIMEOUT
+from lance_format.dataset.scanner import LanceScanner
 from lance_format.errors import (
     DatasetNotFoundError,
     InvalidInputError,
@@ -32,6 +33,12 @@ from lance_format.table.operations import has_stable_row_ids
 from lance_format.table.tags import Tags
 from lance_format.table.transaction import load_transaction
 
+if TYPE_CHECKING:
+    from lance_format.dataset.compaction import DatasetOptimizer
+    from lance_format.dataset.delta import DatasetDelta
+    from lance_format.dataset.maintenance import CleanupStats
+    from lance_format.dataset.merge_insert import MergeInsertBuilder
+
 
 def _open_listing(store: ObjectStore) -> VersionListing:
     listing = list_versions(store)
@@ -41,10 +48,34 @@ def _open_listing(store: ObjectStore) -> VersionListing:
 
 
 class LanceDataset:
-    """A Lance table pinned at one version."""
+    """A Lance table pinned at one version.
+
+    Parameters
+    ----------
+    uri
+        The table's root: a local path, a ``file://`` or ``s3://`` URI, or an open
+        :class:`~lance_format.io.ObjectStore`.
+    version
+        The version number or tag name to open; the latest version if None.
+    storage_options
+        Object-store settings with Lance's keys (for ``s3://`` URIs).
+
+    Raises
+    ------
+    DatasetNotFoundError
+        No Lance table exists at ``uri``.
+    VersionNotFoundError
+        ``version`` does not exist.
+    TagError
+        ``version`` names a tag that does not exist.
+    UnsupportedFeatureError
+        The table uses a feature flag this engine cannot read.
+    CorruptFileError
+        The manifest is malformed.
+    """
 
     def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None, *,
-                 storage_options: dict[str, str] | None = None) -> None:
+                 storage_options: Mapping[str, str] | None = None) -> None:
         self._store = object_store_for(uri, storage_options)
         listing = _open_listing(self._store)
         if isinstance(version, str) and not version.isdigit():
@@ -73,39 +104,54 @@ class LanceDataset:
     # -- identity ----------------------------------------------------------------------------
     @property
     def uri(self) -> str:
+        """The table's root URI."""
         return self._store.uri
 
     @property
     def version(self) -> int:
+        """The version this object is pinned at."""
         return self._manifest_file.manifest.version
 
     @property
     def latest_version(self) -> int:
+        """The newest committed version of the table (listed again on every call).
+
+        Raises
+        ------
+        DatasetNotFoundError
+            The table has been removed since it was opened.
+        """
         return _open_listing(self._store).latest  # type: ignore[return-value]
 
     @property
     def manifest(self) -> table_pb2.Manifest:
+        """The decoded manifest of this version."""
         return self._manifest_file.manifest
 
     @property
     def manifest_file(self) -> ManifestFile:
+        """The manifest of this version with its file's layout details (index offset, size)."""
         return self._manifest_file
 
     @cached_property
     def lance_schema(self) -> LanceSchema:
+        """The table schema as Lance fields (field ids, logical types, encodings)."""
         m = self.manifest
         return LanceSchema.from_protos(list(m.fields), dict(m.schema_metadata))
 
     @cached_property
     def schema(self) -> pa.Schema:
+        """The table schema as pylance reports it (blob columns as their descriptions)."""
         return dataset_arrow_schema(self.lance_schema)
 
     @property
     def data_storage_version(self) -> str:
+        """The Lance file version of the table's data files (``"2.0"``, ``"2.1"``, ...)."""
         return self.manifest.data_format.version or "2.0"
 
     @property
     def has_stable_row_ids(self) -> bool:
+        """Whether the table keeps stable row ids (``enable_stable_row_ids=True`` at creation)."""
         return has_stable_row_ids(self.manifest)
 
     @property
@@ -120,10 +166,12 @@ class LanceDataset:
 
     @property
     def schema_metadata(self) -> dict[str, str]:
+        """The Arrow schema metadata, values decoded as UTF-8."""
         return {k: v.decode(errors="replace") for k, v in self.manifest.schema_metadata.items()}
 
     @property
     def tags(self) -> Tags:
+        """The table's tags (named versions): ``create``, ``delete``, ``list``, ``get_version``."""
         return Tags(self._store)
 
     def __repr__(self) -> str:
@@ -135,6 +183,16 @@ class LanceDataset:
 
         ``timestamp`` is a naive local datetime; ``metadata`` holds the version's summary
         statistics (pylance's keys, string values).
+
+        Returns
+        -------
+        list of dict
+            One entry per version, oldest first.
+
+        Raises
+        ------
+        DatasetNotFoundError
+            The table has been removed since it was opened.
         """
         listing = _open_listing(self._store)
         result = []
@@ -147,10 +205,45 @@ class LanceDataset:
         return result
 
     def checkout_version(self, version: int | str) -> "LanceDataset":
+        """Open another version of the same table.
+
+        Parameters
+        ----------
+        version
+            A version number or a tag name.
+
+        Returns
+        -------
+        LanceDataset
+            A new object pinned at ``version``; this one is unchanged.
+
+        Raises
+        ------
+        VersionNotFoundError
+            The version does not exist.
+        TagError
+            The tag does not exist.
+        """
         return LanceDataset(self._store, version)
 
     def read_transaction(self, version: int | None = None) -> transaction_pb2.Transaction | None:
-        """The transaction that produced ``version`` (default: this version), or None if unrecorded."""
+        """The transaction that produced a version, or None if none was recorded.
+
+        Parameters
+        ----------
+        version
+            The version to look up; this object's version if None.
+
+        Returns
+        -------
+        transaction_pb2.Transaction or None
+            The decoded transaction.
+
+        Raises
+        ------
+        VersionNotFoundError
+            The version does not exist.
+        """
         if version is None or version == self.version:
             return load_transaction(self._store, self._manifest_file)
         listing = _open_listing(self._store)
@@ -164,10 +257,30 @@ class LanceDataset:
         *,
         begin_version: int | None = None,
         end_version: int | None = None,
-    ) -> "DatasetDelta":  # noqa: F821
-        """Changes between versions (pylance's ``delta``): ``compared_against`` compares with
-        this version, or give ``begin_version`` (exclusive) and ``end_version`` (inclusive).
-        See :class:`lance_format.dataset.delta.DatasetDelta` (adds ``get_changes()``)."""
+    ) -> "DatasetDelta":
+        """The changes between two versions (pylance's ``delta``).
+
+        Parameters
+        ----------
+        compared_against
+            Compare this version with that one (the older is the begin); overrides the others.
+        begin_version
+            The exclusive start of the range (with ``end_version``).
+        end_version
+            The inclusive end of the range (with ``begin_version``).
+
+        Returns
+        -------
+        DatasetDelta
+            Lists inserted/updated/deleted rows; ``get_changes()`` reads them as one stream.
+
+        Raises
+        ------
+        InvalidInputError
+            Neither ``compared_against`` nor both range ends are given, or they are not versions.
+        VersionNotFoundError
+            A version of the range does not exist.
+        """
         from lance_format.dataset.delta import build_delta  # delta imports this module
 
         return build_delta(self, compared_against, begin_version=begin_version, end_version=end_version)
@@ -179,88 +292,490 @@ class LanceDataset:
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
 
-    def delete(self, predicate, **kwargs) -> dict[str, int]:
-        """Delete rows matching a SQL predicate or pyarrow expression: ``{"num_deleted_rows": n}``."""
+    def delete(
+        self,
+        predicate: str | pc.Expression,
+        *,
+        conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
+        retry_timeout: timedelta = DEFAULT_RETRY_TIMEOUT,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> dict[str, int]:
+        """Delete the rows matching a predicate and commit; this object moves to the new version.
+
+        Parameters
+        ----------
+        predicate
+            A SQL predicate or a pyarrow expression.
+        conflict_retries
+            How often to redo the delete after a retryable concurrent commit.
+        retry_timeout
+            Give up retrying after this long.
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Returns
+        -------
+        dict
+            ``{"num_deleted_rows": n}``.
+
+        Raises
+        ------
+        InvalidInputError
+            The predicate is not valid for the table.
+        CommitConflictError
+            A concurrent commit is incompatible, or the retries ran out.
+        """
         from lance_format.dataset.mutations import delete
 
-        return delete(self, predicate, **kwargs)
+        return delete(self, predicate, conflict_retries=conflict_retries, retry_timeout=retry_timeout,
+                      transaction_properties=transaction_properties, commit_message=commit_message)
 
-    def update(self, updates: dict[str, Any], where=None, conflict_retries: int = 10, retry_timeout=None,
-               data_storage_version: str | None = None, **kwargs) -> dict[str, int]:
-        """Set columns (SQL expressions or literals) on rows matching ``where``: ``{"num_rows_updated": n}``."""
+    def update(
+        self,
+        updates: Mapping[str, Any],
+        where: str | pc.Expression | None = None,
+        conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
+        retry_timeout: timedelta = DEFAULT_RETRY_TIMEOUT,
+        data_storage_version: str | None = None,
+        *,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> dict[str, int]:
+        """Set columns on the rows matching ``where`` and commit; this object moves to the new version.
+
+        Parameters
+        ----------
+        updates
+            Column name -> SQL expression (a string) or literal value.
+        where
+            A SQL predicate or pyarrow expression; every row if None.
+        conflict_retries
+            How often to redo the update after a retryable concurrent commit.
+        retry_timeout
+            Give up retrying after this long.
+        data_storage_version
+            The file version of the rewritten rows; only the table's own version is accepted.
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Returns
+        -------
+        dict
+            ``{"num_rows_updated": n}``.
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown column, an invalid expression or a value that does not fit the column.
+        UnsupportedFeatureError
+            ``data_storage_version`` differs from the table's.
+        CommitConflictError
+            A concurrent commit is incompatible, or the retries ran out.
+        """
         from lance_format.dataset.mutations import update
 
-        if retry_timeout is not None:
-            kwargs["retry_timeout"] = retry_timeout
-        return update(self, updates, where, conflict_retries=conflict_retries,
-                      data_storage_version=data_storage_version, **kwargs)
+        return update(self, updates, where, conflict_retries=conflict_retries, retry_timeout=retry_timeout,
+                      data_storage_version=data_storage_version, transaction_properties=transaction_properties,
+                      commit_message=commit_message)
 
-    def merge_insert(self, on):
-        """A :class:`~lance_format.dataset.merge_insert.MergeInsertBuilder` keyed on ``on``."""
+    def merge_insert(self, on: str | Iterable[str]) -> "MergeInsertBuilder":
+        """Start a merge-insert (upsert) keyed on ``on``; configure it, then call ``execute``.
+
+        Parameters
+        ----------
+        on
+            The key column, or several key columns.
+
+        Returns
+        -------
+        MergeInsertBuilder
+            The builder of the operation.
+
+        Raises
+        ------
+        InvalidInputError
+            No key is given, or a key column does not exist.
+        """
         from lance_format.dataset.mutations import merge_insert
 
         return merge_insert(self, on)
 
-    def add_columns(self, transforms, read_columns=None, reader_schema=None, batch_size=None, **kwargs) -> None:
+    def add_columns(
+        self,
+        transforms: Any,
+        read_columns: list[str] | None = None,
+        reader_schema: pa.Schema | None = None,
+        batch_size: int | None = None,
+        *,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> None:
+        """Add columns and commit; this object moves to the new version.
+
+        Parameters
+        ----------
+        transforms
+            A dict of column name -> SQL expression, a batch UDF, aligned Arrow data (a reader,
+            table or batches), or ``pa.Field``/list of fields/``pa.Schema`` for all-null columns.
+        read_columns
+            The columns a UDF reads; all columns if None.
+        reader_schema
+            The schema of ``transforms`` when it is an iterable of batches.
+        batch_size
+            The batch size a UDF is called with.
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Raises
+        ------
+        InvalidInputError
+            A column already exists, a new column without data is not nullable, or the data does
+            not cover the table's rows.
+        CommitConflictError
+            A concurrent commit is incompatible.
+        """
         from lance_format.dataset.schema_evolution import add_columns
 
-        add_columns(self, transforms, read_columns, reader_schema, batch_size, **kwargs)
+        add_columns(self, transforms, read_columns, reader_schema, batch_size,
+                    transaction_properties=transaction_properties, commit_message=commit_message)
 
-    def drop_columns(self, columns: list[str], **kwargs) -> None:
+    def drop_columns(
+        self,
+        columns: list[str],
+        *,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> None:
+        """Remove columns (top-level or nested ``a.b``) from the schema and commit.
+
+        The data stays in the files until compaction; this object moves to the new version.
+
+        Parameters
+        ----------
+        columns
+            The column paths to remove.
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Raises
+        ------
+        InvalidInputError
+            A column does not exist, or every column would be dropped.
+        CommitConflictError
+            A concurrent commit is incompatible.
+        """
         from lance_format.dataset.schema_evolution import drop_columns
 
-        drop_columns(self, columns, **kwargs)
+        drop_columns(self, columns, transaction_properties=transaction_properties, commit_message=commit_message)
 
-    def alter_columns(self, *alterations, **kwargs) -> None:
+    def alter_columns(
+        self,
+        *alterations: Mapping[str, Any],
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> None:
+        """Rename columns, change their nullability or cast them, and commit.
+
+        Parameters
+        ----------
+        *alterations
+            Dicts with a ``path`` and any of ``name``, ``nullable``, ``data_type``.
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown column or key, a name clash, nulls in a column made non-nullable, or an
+            unsafe cast.
+        UnsupportedFeatureError
+            Casting a nested column.
+        CommitConflictError
+            A concurrent commit is incompatible.
+        """
         from lance_format.dataset.schema_evolution import alter_columns
 
-        alter_columns(self, *alterations, **kwargs)
+        alter_columns(self, *alterations, transaction_properties=transaction_properties,
+                      commit_message=commit_message)
 
-    def restore(self, **kwargs) -> None:
-        """Commit the checked-out version as the newest version."""
+    def restore(
+        self,
+        *,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> None:
+        """Commit the checked-out version as the newest version.
+
+        Parameters
+        ----------
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Raises
+        ------
+        CommitConflictError
+            A concurrent commit is incompatible.
+        """
         from lance_format.dataset.maintenance import restore
 
-        restore(self, **kwargs)
+        restore(self, transaction_properties=transaction_properties, commit_message=commit_message)
 
     @property
-    def optimize(self):
+    def optimize(self) -> "DatasetOptimizer":
+        """Table maintenance (pylance's ``ds.optimize``): ``compact_files(...)``."""
         from lance_format.dataset.compaction import DatasetOptimizer
 
         return DatasetOptimizer(self)
 
-    def cleanup_old_versions(self, older_than=None, retain_versions=None, **kwargs):
+    def cleanup_old_versions(
+        self,
+        older_than: timedelta | None = None,
+        retain_versions: int | None = None,
+        *,
+        delete_unverified: bool = False,
+        error_if_tagged_old_versions: bool = True,
+        delete_rate_limit: int | None = None,
+        versions: list[int] | None = None,
+        delete_concurrency: int | None = None,
+    ) -> "CleanupStats":
+        """Remove old versions and the files only they reference (pylance's semantics).
+
+        Parameters
+        ----------
+        older_than
+            Remove versions older than this; 14 days if no criterion is given.
+        retain_versions
+            Keep at least this many of the newest versions.
+        delete_unverified
+            Also remove unreferenced files younger than 7 days (they may be a running write's).
+        error_if_tagged_old_versions
+            Raise instead of skipping when a tagged version would be removed.
+        delete_rate_limit
+            Accepted for pylance compatibility; deletes are not rate-limited.
+        versions
+            Remove exactly these versions.
+        delete_concurrency
+            Accepted for pylance compatibility; deletes run one at a time.
+
+        Returns
+        -------
+        CleanupStats
+            What was removed.
+
+        Raises
+        ------
+        InvalidInputError
+            ``retain_versions`` is not positive.
+        TagError
+            A version to remove is tagged and ``error_if_tagged_old_versions`` is set.
+        """
         from lance_format.dataset.maintenance import cleanup_old_versions
 
-        return cleanup_old_versions(self, older_than, retain_versions, **kwargs)
+        return cleanup_old_versions(
+            self, older_than, retain_versions, delete_unverified=delete_unverified,
+            error_if_tagged_old_versions=error_if_tagged_old_versions, delete_rate_limit=delete_rate_limit,
+            versions=versions, delete_concurrency=delete_concurrency,
+        )
 
-    def update_config(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
+    def update_config(
+        self,
+        values: Mapping[str, str | None],
+        *,
+        replace: bool = False,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> dict[str, str]:
+        """Set (or, with None, remove) table config keys and commit.
+
+        Parameters
+        ----------
+        values
+            Key -> new value, or None to remove the key.
+        replace
+            Replace the whole config with ``values`` instead of merging.
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Returns
+        -------
+        dict
+            The config of the new version.
+
+        Raises
+        ------
+        InvalidInputError
+            ``values`` is not a dict of str -> str | None.
+        CommitConflictError
+            A concurrent commit changed the same keys.
+        """
         from lance_format.dataset.maintenance import update_config
 
-        return update_config(self, values, **kwargs)
+        return update_config(self, values, replace=replace, transaction_properties=transaction_properties,
+                             commit_message=commit_message)
 
-    def delete_config_keys(self, keys: list[str], **kwargs) -> None:
+    def delete_config_keys(
+        self,
+        keys: list[str],
+        *,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> None:
+        """Remove table config keys and commit.
+
+        Parameters
+        ----------
+        keys
+            The keys to remove.
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Raises
+        ------
+        InvalidInputError
+            A key is not a string.
+        CommitConflictError
+            A concurrent commit changed the same keys.
+        """
         from lance_format.dataset.maintenance import delete_config_keys
 
-        delete_config_keys(self, keys, **kwargs)
+        delete_config_keys(self, keys, transaction_properties=transaction_properties, commit_message=commit_message)
 
-    def update_metadata(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
+    def update_metadata(
+        self,
+        values: Mapping[str, str | None],
+        *,
+        replace: bool = False,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> dict[str, str]:
+        """Set (or, with None, remove) table metadata keys and commit.
+
+        Parameters
+        ----------
+        values
+            Key -> new value, or None to remove the key.
+        replace
+            Replace all table metadata with ``values`` instead of merging.
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Returns
+        -------
+        dict
+            The table metadata of the new version.
+
+        Raises
+        ------
+        InvalidInputError
+            ``values`` is not a dict of str -> str | None.
+        CommitConflictError
+            A concurrent commit changed the same keys.
+        """
         from lance_format.dataset.maintenance import update_metadata
 
-        return update_metadata(self, values, **kwargs)
+        return update_metadata(self, values, replace=replace, transaction_properties=transaction_properties,
+                               commit_message=commit_message)
 
-    def update_schema_metadata(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
+    def update_schema_metadata(
+        self,
+        values: Mapping[str, str | None],
+        *,
+        replace: bool = False,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> dict[str, str]:
+        """Set (or, with None, remove) Arrow schema metadata keys and commit.
+
+        Parameters
+        ----------
+        values
+            Key -> new value, or None to remove the key.
+        replace
+            Replace all schema metadata with ``values`` instead of merging.
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Returns
+        -------
+        dict
+            The schema metadata of the new version.
+
+        Raises
+        ------
+        InvalidInputError
+            ``values`` is not a dict of str -> str | None.
+        CommitConflictError
+            A concurrent commit changed the same keys.
+        """
         from lance_format.dataset.maintenance import update_schema_metadata
 
-        return update_schema_metadata(self, values, **kwargs)
+        return update_schema_metadata(self, values, replace=replace, transaction_properties=transaction_properties,
+                                      commit_message=commit_message)
 
-    def update_field_metadata(self, field_updates: dict[str, dict[str, str | None]], **kwargs) -> None:
+    def update_field_metadata(
+        self,
+        field_updates: Mapping[str, Mapping[str, str | None]],
+        *,
+        replace: bool = False,
+        transaction_properties: Mapping[str, str] | None = None,
+        commit_message: str | None = None,
+    ) -> None:
+        """Set (or, with None, remove) metadata keys of fields and commit.
+
+        Parameters
+        ----------
+        field_updates
+            Column path (``a.b`` for nested) -> key -> new value or None.
+        replace
+            Replace each named field's metadata instead of merging.
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Raises
+        ------
+        InvalidInputError
+            A column does not exist, or a value is not str | None.
+        CommitConflictError
+            A concurrent commit changed the same field.
+        """
         from lance_format.dataset.maintenance import update_field_metadata
 
-        update_field_metadata(self, field_updates, **kwargs)
+        update_field_metadata(self, field_updates, replace=replace, transaction_properties=transaction_properties,
+                              commit_message=commit_message)
 
     # -- fragments ---------------------------------------------------------------------------
     def get_fragments(self) -> list[LanceFragment]:
-        fragments = self.__dict__.get("_fragments")
+        """Every fragment of this version, in manifest order.
+
+        Returns
+        -------
+        list of LanceFragment
+            The same objects on every call, so per-fragment caches are shared.
+        """
+        fragments: list[LanceFragment] | None = self.__dict__.get("_fragments")
         if fragments is None:
             made = self.__dict__.get("_fragments_made", {})
             fragments = [made.get(i) or LanceFragment(self, f) for i, f in enumerate(self.manifest.fragments)]
@@ -268,19 +783,48 @@ class LanceDataset:
         return fragments
 
     def fragment_at(self, index: int) -> LanceFragment:
-        """The fragment at ``index`` of this version's fragment list, without wrapping the
-        others (metadata-only planners touch a few fragments of large tables); the same object
-        :meth:`get_fragments` returns, so per-fragment caches are shared."""
-        fragments = self.__dict__.get("_fragments")
+        """The fragment at ``index`` of this version's fragment list, without wrapping the others.
+
+        Metadata-only planners touch a few fragments of large tables; this is the same object
+        :meth:`get_fragments` returns, so per-fragment caches are shared.
+
+        Parameters
+        ----------
+        index
+            The position in the manifest's fragment list (not the fragment id).
+
+        Returns
+        -------
+        LanceFragment
+            The fragment.
+
+        Raises
+        ------
+        IndexError
+            ``index`` is out of range.
+        """
+        fragments: list[LanceFragment] | None = self.__dict__.get("_fragments")
         if fragments is not None:
             return fragments[index]
-        made = self.__dict__.setdefault("_fragments_made", {})
+        made: dict[int, LanceFragment] = self.__dict__.setdefault("_fragments_made", {})
         fragment = made.get(index)
         if fragment is None:
             fragment = made[index] = LanceFragment(self, self.manifest.fragments[index])
         return fragment
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
+        """The fragment with the given id.
+
+        Parameters
+        ----------
+        fragment_id
+            The fragment's id (as stored in the manifest).
+
+        Returns
+        -------
+        LanceFragment or None
+            The fragment, or None if this version has no fragment with that id.
+        """
         for fragment in self.get_fragments():
             if fragment.fragment_id == fragment_id:
                 return fragment
@@ -293,11 +837,45 @@ class LanceDataset:
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
+        *,
         batch_size: int | None = None,
         fragments: list[LanceFragment] | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
     ) -> LanceScanner:
+        """Plan a scan of this version.
+
+        Parameters
+        ----------
+        columns
+            The top-level columns to read, system columns (``_rowid``, ``_rowaddr``, ...)
+            allowed; all columns if None.
+        filter
+            A SQL predicate or a pyarrow expression the rows must satisfy.
+        limit
+            Return at most this many rows (after ``offset``).
+        offset
+            Skip this many (matching) rows first.
+        batch_size
+            The maximum number of rows per batch read from a fragment (default 65536).
+        fragments
+            Scan only these fragments of this version (in this order).
+        with_row_id
+            Add the ``_rowid`` column.
+        with_row_address
+            Add the ``_rowaddr`` column.
+
+        Returns
+        -------
+        LanceScanner
+            The planned scan; nothing is read until it is consumed.
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown column, an invalid filter, a negative limit or offset, or a dict of
+            column expressions.
+        """
         return LanceScanner(
             self,
             columns=columns,
@@ -310,19 +888,149 @@ class LanceDataset:
             fragments=fragments,
         )
 
-    def to_table(self, columns=None, filter=None, limit=None, offset=None, with_row_id=False,
-                 with_row_address=False, batch_size=None) -> pa.Table:
-        return self.scanner(columns, filter, limit, offset, with_row_id, with_row_address, batch_size).to_table()
+    def to_table(
+        self,
+        columns: list[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        *,
+        batch_size: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+    ) -> pa.Table:
+        """Read this version (or the rows and columns asked for) into one table.
 
-    def to_batches(self, columns=None, filter=None, limit=None, offset=None, with_row_id=False,
-                   with_row_address=False, batch_size=None) -> Iterator[pa.RecordBatch]:
-        return self.scanner(columns, filter, limit, offset, with_row_id, with_row_address, batch_size).to_batches()
+        Parameters
+        ----------
+        columns
+            The top-level columns to read, system columns (``_rowid``, ``_rowaddr``, ...)
+            allowed; all columns if None.
+        filter
+            A SQL predicate or a pyarrow expression the rows must satisfy.
+        limit
+            Return at most this many rows (after ``offset``).
+        offset
+            Skip this many (matching) rows first.
+        batch_size
+            The maximum number of rows per batch read from a fragment (default 65536).
+        with_row_id
+            Add the ``_rowid`` column.
+        with_row_address
+            Add the ``_rowaddr`` column.
 
-    def count_rows(self, filter: str | pc.Expression | None = None, *, fragments=None) -> int:
+        Returns
+        -------
+        pa.Table
+            The rows in table order.
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown column, an invalid filter, a negative limit or offset, or a dict of
+            column expressions.
+        """
+        return self.scanner(columns, filter, limit, offset, batch_size=batch_size, with_row_id=with_row_id,
+                            with_row_address=with_row_address).to_table()
+
+    def to_batches(
+        self,
+        columns: list[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        *,
+        batch_size: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream this version (or the rows and columns asked for) batch by batch.
+
+        Parameters
+        ----------
+        columns
+            The top-level columns to read, system columns (``_rowid``, ``_rowaddr``, ...)
+            allowed; all columns if None.
+        filter
+            A SQL predicate or a pyarrow expression the rows must satisfy.
+        limit
+            Return at most this many rows (after ``offset``).
+        offset
+            Skip this many (matching) rows first.
+        batch_size
+            The maximum number of rows per batch read from a fragment (default 65536).
+        with_row_id
+            Add the ``_rowid`` column.
+        with_row_address
+            Add the ``_rowaddr`` column.
+
+        Returns
+        -------
+        Iterator of pa.RecordBatch
+            The batches in table order; the iterator reads lazily.
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown column, an invalid filter, a negative limit or offset, or a dict of
+            column expressions.
+        """
+        return self.scanner(columns, filter, limit, offset, batch_size=batch_size, with_row_id=with_row_id,
+                            with_row_address=with_row_address).to_batches()
+
+    def count_rows(
+        self,
+        filter: str | pc.Expression | None = None,
+        *,
+        fragments: list[LanceFragment] | None = None,
+    ) -> int:
+        """The number of live rows, or of the rows matching ``filter``.
+
+        Without a filter the count comes from the manifest, without reading data.
+
+        Parameters
+        ----------
+        filter
+            A SQL predicate or a pyarrow expression.
+        fragments
+            Count only these fragments of this version.
+
+        Returns
+        -------
+        int
+            The row count.
+
+        Raises
+        ------
+        InvalidInputError
+            The filter is not valid for the table.
+        """
         return self.scanner(columns=[] if filter is not None else None, filter=filter, fragments=fragments).count_rows()
 
-    def take(self, indices, columns: list[str] | None = None) -> pa.Table:
-        """Rows at the given logical positions (0 .. count_rows()-1), in the given order."""
+    def take(
+        self,
+        indices: Sequence[int] | np.ndarray | pa.Array,
+        columns: list[str] | None = None,
+    ) -> pa.Table:
+        """Rows at the given logical positions (0 .. count_rows()-1), in the given order.
+
+        Parameters
+        ----------
+        indices
+            Row positions among the live rows; repeats are allowed.
+        columns
+            The columns to read; all columns if None.
+
+        Returns
+        -------
+        pa.Table
+            One row per index, in the order of ``indices``.
+
+        Raises
+        ------
+        InvalidInputError
+            An index is not an integer or out of range, or a column is unknown.
+        """
         positions = row_positions(indices, table=self.uri)
         scanner = self.scanner(columns=columns)
         fragments = self.get_fragments()
@@ -351,7 +1059,7 @@ class LanceDataset:
         return table.take(pa.array(inverse))
 
 
-class _ConfigDict(dict):
+class _ConfigDict(dict[str, str]):
     """A config dict that can also be called, since pylance's ``config`` is a method."""
 
     def __call__(self) -> dict[str, str]:
@@ -375,7 +1083,7 @@ def _summary(manifest: table_pb2.Manifest) -> dict[str, str]:
 
 
 def dataset(uri: str | os.PathLike[str], version: int | str | None = None, *,
-            storage_options: dict[str, str] | None = None) -> LanceDataset:
+            storage_options: Mapping[str, str] | None = None) -> LanceDataset:
     """Open a Lance table at its latest version, or at ``version`` (a number or a tag name).
 
     ``storage_options``: object-store settings with Lance's keys (``aws_access_key_id``,

@@ -64,7 +64,7 @@ class RowRefs:
             return RowRefs()
         return RowRefs(*(np.concatenate([getattr(p, n) for p in parts]) for n in _COLUMNS))
 
-    def select(self, index: np.ndarray) -> "RowRefs":
+    def select(self, index: np.ndarray | slice) -> "RowRefs":
         return RowRefs(*(getattr(self, n)[index] for n in _COLUMNS))
 
     def sorted_by_position(self) -> "RowRefs":
@@ -170,7 +170,7 @@ def _diff(old: "LanceDataset | None", new: "LanceDataset", track_in_place: bool)
         same_lu = not track_in_place or same_last_updated(old_meta[i], new_pb)
         if same_del and same_lu:
             continue  # untouched fragment: decided without reading anything
-        of = old.fragment_at(i)
+        of = old.fragment_at(i)  # type: ignore[union-attr]  # old_meta is empty without old
         old_del, new_del = of.deleted_offsets, nf.deleted_offsets
         if not same_del:
             diff.gone.append(_rows(i, of, np.setdiff1d(new_del, old_del, assume_unique=True), track_in_place))
@@ -185,7 +185,8 @@ def _diff(old: "LanceDataset | None", new: "LanceDataset", track_in_place: bool)
             diff.post.append(_rows(j, nf, changed))
     for i in range(len(old_meta)):
         if i not in matched:
-            diff.gone.append(_rows(i, old.fragment_at(i), lineage=track_in_place))
+            # old_meta is empty without old.
+            diff.gone.append(_rows(i, old.fragment_at(i), lineage=track_in_place))  # type: ignore[union-attr]
     return diff
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +32,8 @@ from lance_format.table.deletion import deleted_row_count, live_row_count, read_
 from lance_format.table.rowids import read_created_at, read_last_updated_at, read_row_ids
 
 if TYPE_CHECKING:
+    import pyarrow.compute as pc
+
     from lance_format.dataset.dataset import LanceDataset
 
 ROW_ID = "_rowid"
@@ -96,7 +98,7 @@ class LanceFragment:
     def _store(self) -> ObjectStore:
         return self._dataset._store
 
-    def _error_context(self) -> dict:
+    def _error_context(self) -> dict[str, Any]:
         return {"table": self._store.uri, "version": self._dataset.version}
 
     # -- deletions and lineage ---------------------------------------------------------------
@@ -122,7 +124,7 @@ class LanceFragment:
         mask[deleted] = False
         return mask
 
-    def count_rows(self, filter=None) -> int:
+    def count_rows(self, filter: str | pc.Expression | None = None) -> int:
         if filter is not None:
             return self._dataset.count_rows(filter, fragments=[self])
         if self.metadata.HasField("deletion_file") and not self.num_deletions:
@@ -254,11 +256,11 @@ class LanceFragment:
         )
 
     def _reader(self, plan: _FilePlan) -> LanceFileReader:
-        readers = self.__dict__.setdefault("_readers", {})
+        readers: dict[str, LanceFileReader] = self.__dict__.setdefault("_readers", {})
         reader = readers.get(plan.reader_path)
         if reader is None:
             reader = LanceFileReader(self._store, plan.reader_path, size=plan.size)
-            found = _FOOTER_VERSION_NAMES.get(tuple(reader.version), tuple(reader.version))
+            found = _FOOTER_VERSION_NAMES.get(reader.version, reader.version)
             if plan.declared_version is not None and plan.declared_version[0] >= 2 and found != plan.declared_version:
                 raise CorruptFileError(
                     f"data file is file version {found[0]}.{found[1]} but the manifest "
@@ -274,7 +276,8 @@ class LanceFragment:
             readers[plan.reader_path] = reader
         return reader
 
-    def _read_columns(self, file_plans: list[_FilePlan], columns: dict[str, pa.Array], getter) -> None:
+    def _read_columns(self, file_plans: list[_FilePlan], columns: dict[str, pa.Array],
+                      getter: Callable[[LanceFileReader, list[ColumnPlan]], list[pa.Array]]) -> None:
         for plan in file_plans:
             if not plan.plans:
                 for name in plan.names:

@@ -17,7 +17,7 @@ Semantics follow pylance 14:
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -51,9 +51,18 @@ _SRC = "__lance_source_pos"
 
 
 class MergeInsertBuilder:
-    """Configures and runs one merge-insert (mirrors pylance's ``MergeInsertBuilder``)."""
+    """Configures and runs one merge-insert (mirrors pylance's ``MergeInsertBuilder``).
 
-    def __init__(self, dataset: "LanceDataset", on: str | list[str] | tuple[str, ...]) -> None:
+    Made by :meth:`LanceDataset.merge_insert`. The ``when_*`` methods and the retry settings
+    each return the builder, so calls chain; :meth:`execute` runs it.
+
+    Raises
+    ------
+    InvalidInputError
+        No key column is given, or a key column does not exist.
+    """
+
+    def __init__(self, dataset: "LanceDataset", on: str | Iterable[str]) -> None:
         self._dataset = dataset
         keys = [on] if isinstance(on, str) else list(on or [])
         if not keys:
@@ -73,46 +82,157 @@ class MergeInsertBuilder:
 
     # -- configuration (each returns the builder) --------------------------------------------
     def when_matched_update_all(self, condition: str | None = None) -> "MergeInsertBuilder":
+        """Overwrite matched target rows with their source rows (only the source's columns).
+
+        Parameters
+        ----------
+        condition
+            A SQL predicate over ``target.<col>`` and ``source.<col>``; only matched rows for
+            which it is true are updated. Checked when :meth:`execute` runs.
+
+        Returns
+        -------
+        MergeInsertBuilder
+            This builder.
+        """
         self._matched, self._matched_condition = "update", condition
         return self
 
     def when_matched_delete(self) -> "MergeInsertBuilder":
+        """Delete target rows that a source row matches.
+
+        Returns
+        -------
+        MergeInsertBuilder
+            This builder.
+        """
         self._matched, self._matched_condition = "delete", None
         return self
 
     def when_matched_fail(self) -> "MergeInsertBuilder":
+        """Make :meth:`execute` raise :class:`InvalidInputError` if any source row matches.
+
+        Returns
+        -------
+        MergeInsertBuilder
+            This builder.
+        """
         self._matched, self._matched_condition = "fail", None
         return self
 
     def when_not_matched_insert_all(self) -> "MergeInsertBuilder":
+        """Insert source rows that match no target row (missing columns become null).
+
+        Returns
+        -------
+        MergeInsertBuilder
+            This builder.
+        """
         self._insert = True
         return self
 
     def when_not_matched_by_source_delete(self, expr: str | pc.Expression | None = None) -> "MergeInsertBuilder":
+        """Delete target rows that no source row matches.
+
+        Parameters
+        ----------
+        expr
+            A SQL predicate or pyarrow expression over the target's columns; only unmatched
+            rows satisfying it are deleted. Every unmatched row if None.
+
+        Returns
+        -------
+        MergeInsertBuilder
+            This builder.
+        """
         self._delete_unmatched, self._delete_unmatched_expr = True, expr
         return self
 
     def conflict_retries(self, max_retries: int) -> "MergeInsertBuilder":
+        """How often :meth:`execute` redoes the merge after a retryable concurrent commit (default 10).
+
+        Parameters
+        ----------
+        max_retries
+            The number of retries; 0 disables retrying.
+
+        Returns
+        -------
+        MergeInsertBuilder
+            This builder.
+        """
         self._retries = int(max_retries)
         return self
 
     def retry_timeout(self, timeout: timedelta) -> "MergeInsertBuilder":
+        """How long :meth:`execute` keeps retrying after conflicts (default 30 seconds).
+
+        Parameters
+        ----------
+        timeout
+            The time limit for retries.
+
+        Returns
+        -------
+        MergeInsertBuilder
+            This builder.
+        """
         self._timeout = timeout
         return self
 
     def use_index(self, use_index: bool) -> "MergeInsertBuilder":
+        """Accepted for pylance compatibility; this engine always joins by scanning the table.
+
+        Parameters
+        ----------
+        use_index
+            Ignored.
+
+        Returns
+        -------
+        MergeInsertBuilder
+            This builder.
+        """
         return self  # this engine always scans the table
 
     # -- execution -----------------------------------------------------------------------------
     def execute(
         self,
-        data,
+        data_obj: Any,
         *,
         schema: pa.Schema | None = None,
         transaction_properties: Mapping[str, str] | None = None,
         commit_message: str | None = None,
     ) -> dict[str, int]:
-        """Run the merge against the dataset's version and commit it; the dataset moves on."""
+        """Run the merge against the dataset's version and commit it; the dataset moves on.
+
+        Parameters
+        ----------
+        data_obj
+            The source rows: a pyarrow Table, RecordBatch or RecordBatchReader, a pandas
+            DataFrame, an Arrow stream, or an iterable of batches.
+        schema
+            The schema to read ``data_obj`` with (needed for an empty iterable).
+        transaction_properties
+            Key/value pairs recorded in the transaction.
+        commit_message
+            A message recorded in the transaction.
+
+        Returns
+        -------
+        dict
+            ``{"num_inserted_rows", "num_updated_rows", "num_deleted_rows"}``.
+
+        Raises
+        ------
+        InvalidInputError
+            Nothing is configured, a condition is invalid, a target row is matched by two
+            source rows, or a row matches under :meth:`when_matched_fail`.
+        SchemaMismatchError
+            The source's columns or types do not fit the table.
+        CommitConflictError
+            A concurrent commit is incompatible, or the retries ran out.
+        """
         from lance_format.dataset.write import _as_reader
 
         ds = self._dataset
@@ -120,7 +240,7 @@ class MergeInsertBuilder:
             raise InvalidInputError("The merge insert job is not configured to change the data in any way",
                                     table=ds.uri)
         with table_context(ds):
-            source = _as_reader(data, schema).read_all()
+            source = _as_reader(data_obj, schema).read_all()
             self._check_source(source)
             if self._delete_unmatched and self._delete_unmatched_expr is not None:
                 to_expression(self._delete_unmatched_expr, ds.schema)
@@ -130,7 +250,9 @@ class MergeInsertBuilder:
         def prepare(current: "LanceDataset") -> Prepared:
             return _Run(self, current, source, transaction_properties, commit_message).prepare()
 
-        return run_mutation(ds, prepare, conflict_retries=self._retries, retry_timeout=self._timeout)
+        result: dict[str, int] = run_mutation(ds, prepare, conflict_retries=self._retries,
+                                              retry_timeout=self._timeout)
+        return result
 
     def _check_source(self, source: pa.Table) -> None:
         ds = self._dataset
@@ -167,7 +289,7 @@ class _Run:
     """One attempt of a merge-insert against one version of the table."""
 
     def __init__(self, builder: MergeInsertBuilder, ds: "LanceDataset", source: pa.Table,
-                 properties, commit_message) -> None:
+                 properties: Mapping[str, str] | None, commit_message: str | None) -> None:
         self.b = builder
         self.ds = ds
         self.source = source
@@ -181,7 +303,8 @@ class _Run:
 
     def _target_columns(self) -> list[str]:
         if self.b._matched == "update":
-            return self.ds.schema.names
+            names: list[str] = self.ds.schema.names
+            return names
         needed = list(self.b._on)
         if self.b._delete_unmatched and self.b._delete_unmatched_expr is not None:
             from lance_format.dataset.sql_filter import referenced_columns

@@ -23,10 +23,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from lance_format.errors import CommitConflictError, DatasetNotFoundError, InvalidInputError, LanceError
+from lance_format.errors import (
+    CommitConflictError,
+    DatasetNotFoundError,
+    InvalidInputError,
+    LanceError,
+    RetryableCommitConflictError,
+)
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table.commit import CommittedVersion, commit_transaction, crash_point
-from lance_format.table.conflicts import RetryableCommitConflictError
 from lance_format.table.deletion import deletion_file_path, write_deletion_file
 from lance_format.table.naming import list_versions
 from lance_format.table.operations import BuildOptions

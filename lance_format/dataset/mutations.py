@@ -17,7 +17,7 @@ Every mutation commits even when nothing matched (as pylance does), accepts
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -189,7 +189,7 @@ def update(
     return run_mutation(ds, prepare, conflict_retries=conflict_retries, retry_timeout=retry_timeout)
 
 
-def merge_insert(ds: "LanceDataset", on: str | list[str]) -> "MergeInsertBuilder":
+def merge_insert(ds: "LanceDataset", on: str | Iterable[str]) -> "MergeInsertBuilder":
     """A builder for an upsert / insert-if-not-exists / replace-range operation keyed on ``on``."""
     from lance_format.dataset.merge_insert import MergeInsertBuilder
 

@@ -30,7 +30,16 @@ def _filter_schema(arrow_schema: pa.Schema) -> pa.Schema:
 
 
 class LanceScanner:
-    """A planned scan of one table version (mirrors pylance's ``LanceScanner``)."""
+    """A planned scan of one table version (mirrors pylance's ``LanceScanner``).
+
+    Made by :meth:`LanceDataset.scanner`, whose parameters it takes.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown column, an invalid filter, a negative limit or offset, or a dict of column
+        expressions.
+    """
 
     def __init__(
         self,
@@ -79,6 +88,7 @@ class LanceScanner:
 
     @property
     def projected_schema(self) -> pa.Schema:
+        """The schema of the scan's output: the requested columns, then any system columns."""
         full = _filter_schema(read_arrow_schema(self._dataset.lance_schema))
         return pa.schema([full.field(n) for n in self._output], metadata=self._dataset.schema.metadata)
 
@@ -99,6 +109,18 @@ class LanceScanner:
                     yield batch
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Run the scan lazily, fragment by fragment.
+
+        Returns
+        -------
+        Iterator of pa.RecordBatch
+            Non-empty batches of :attr:`projected_schema`, in table order.
+
+        Raises
+        ------
+        CorruptFileError
+            A data, deletion or row-id file is malformed.
+        """
         for batch in self._limited_batches():
             yield self._project(batch)
 
@@ -122,12 +144,45 @@ class LanceScanner:
             yield batch
 
     def to_reader(self) -> pa.RecordBatchReader:
+        """Run the scan lazily as an Arrow stream.
+
+        Returns
+        -------
+        pa.RecordBatchReader
+            A reader over :meth:`to_batches`.
+        """
         return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
 
     def to_table(self) -> pa.Table:
+        """Run the scan and collect its rows.
+
+        Returns
+        -------
+        pa.Table
+            All rows, of :attr:`projected_schema`.
+
+        Raises
+        ------
+        CorruptFileError
+            A data, deletion or row-id file is malformed.
+        """
         return pa.Table.from_batches(list(self.to_batches()), schema=self.projected_schema)
 
     def count_rows(self) -> int:
+        """The number of rows the scan returns.
+
+        Without a filter, limit or offset the count comes from fragment metadata (no data read).
+
+        Returns
+        -------
+        int
+            The row count.
+
+        Raises
+        ------
+        CorruptFileError
+            A data or deletion file is malformed.
+        """
         if self._filter is None and self._limit is None and not self._offset:
             return sum(f.count_rows() for f in self._fragments)
         return sum(b.num_rows for b in self._limited_batches())

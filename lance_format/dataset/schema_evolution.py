@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.dataset.mutation_base import (
+    DEFAULT_CONFLICT_RETRIES,
     Prepared,
     evaluate,
     run_mutation,
@@ -219,13 +220,14 @@ def add_columns(
             aligned = _AlignedReader(reader, current.uri)
             metas = [_fragment_file(current, f, new, aligned.take(f.count_rows()), prepared) for f in fragments]
             aligned.finish()
-        fields = list(current.manifest.fields) + new.to_protos()
+        # every branch above sets `new` or raises
+        fields = list(current.manifest.fields) + new.to_protos()  # type: ignore[union-attr]
         _merge_txn(current, prepared, metas, fields)
         return prepared
 
     # Arrow data is consumed by the first attempt, so only recomputable transforms are retried.
     recomputable = isinstance(transforms, (pa.Schema, Mapping)) or callable(transforms)
-    run_mutation(ds, prepare, **({} if recomputable else {"conflict_retries": 0}))
+    run_mutation(ds, prepare, conflict_retries=DEFAULT_CONFLICT_RETRIES if recomputable else 0)
 
 
 # -- drop / alter ------------------------------------------------------------------------------
@@ -238,7 +240,7 @@ def _resolve(ds: "LanceDataset", path: str) -> file_pb2.Field:
         if found is None:
             raise InvalidInputError(f'Column "{path}" does not exist in the dataset', table=ds.uri, column=path)
         parent = found.id
-    return found
+    return found  # type: ignore[return-value]  # split() yields a part
 
 
 def _subtree(fields: list[file_pb2.Field], root_id: int) -> set[int]:

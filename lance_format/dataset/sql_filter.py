@@ -134,7 +134,7 @@ def to_value_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa.
         tree = sqlglot.parse_one(sql, read=LanceFilterDialect)
     except SqlglotError as err:
         raise InvalidInputError(f"Invalid SQL expression {sql!r}: {syntax_detail(err)}") from None
-    node = translator.visit(tree)
+    node = translator.visit(tree)  # type: ignore[arg-type]  # sqlglot 30 types parse_one as Expr
     dtype = translator._type_of(node)
     found = translator.referenced
     columns = [n for n in schema.names if n in found] + [n for n in SYSTEM_COLUMNS if n in found and n not in schema.names]

@@ -55,7 +55,7 @@ def _resolve_storage_version(requested: str | None, existing: str | None, *, tab
     return version
 
 
-def _as_reader(data, schema: pa.Schema | None) -> pa.RecordBatchReader:
+def _as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
     """Turn any supported input into a RecordBatchReader without materializing it."""
     try:
         import pandas as pd
@@ -94,7 +94,8 @@ def _as_reader(data, schema: pa.Schema | None) -> pa.RecordBatchReader:
                 raise InvalidInputError("cannot infer a schema from an empty iterable; pass schema=")
             schema = first.schema
 
-            def chain(head=first, rest=iterator) -> Iterator[pa.RecordBatch]:
+            def chain(head: pa.RecordBatch = first,
+                      rest: Iterator[pa.RecordBatch] = iterator) -> Iterator[pa.RecordBatch]:
                 yield head
                 yield from rest
 
@@ -168,8 +169,8 @@ def write_fragments(
 
 
 def write_dataset(
-    data,
-    uri: str | os.PathLike[str],
+    data: Any,
+    uri: str | os.PathLike[str] | ObjectStore,
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,
@@ -181,7 +182,7 @@ def write_dataset(
     data_storage_version: str | None = None,
     enable_v2_manifest_paths: bool = True,
     storage_options: Mapping[str, str] | None = None,
-    **unsupported,
+    **unsupported: Any,
 ) -> LanceDataset:
     """Write ``data`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
 
@@ -224,7 +225,7 @@ def write_dataset(
     if existing is not None and mode == "append":
         txn.append.fragments.extend(fragments)
     else:
-        overwrite: transaction_pb2.Overwrite = txn.overwrite
+        overwrite: transaction_pb2.Transaction.Overwrite = txn.overwrite
         overwrite.fragments.extend(fragments)
         overwrite.schema.extend(table_schema.to_protos())
         overwrite.schema_metadata.update(table_schema.metadata)
@@ -236,3 +237,9 @@ def write_dataset(
         writer.abort()
         raise
     return LanceDataset(store, committed.version)
+
+
+__all__ = [
+    "write_dataset", "write_fragments", "MODES", "DEFAULT_STORAGE_VERSION",
+    "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE",
+]

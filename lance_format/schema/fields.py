@@ -109,13 +109,13 @@ class LanceField:
         pb = file_pb2.Field()
         if self.proto is not None:
             pb.CopyFrom(self.proto)
-        pb.type = 0  # official Lance writes PARENT for every field
+        pb.type = file_pb2.Field.PARENT  # official Lance writes PARENT for every field
         pb.name = self.name
         pb.id = self.id
         pb.parent_id = self.parent_id
         pb.logical_type = self.logical_type
         pb.nullable = self.nullable
-        pb.encoding = self.encoding
+        pb.encoding = self.encoding  # type: ignore[assignment]  # an int of file.proto's Encoding enum
         pb.metadata.clear()
         for key, value in self.metadata.items():
             pb.metadata[key] = value

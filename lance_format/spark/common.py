@@ -151,7 +151,7 @@ def functions_for(df: Any) -> Any:
     if is_connect(df):
         from pyspark.sql.connect import functions
     else:
-        from pyspark.sql import functions
+        from pyspark.sql import functions  # type: ignore[no-redef]
     return functions
 
 

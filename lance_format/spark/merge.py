@@ -150,7 +150,7 @@ def _condition_columns(expr: Any, table: pa.Schema) -> dict[str, list[str]]:
 def _plan_condition(condition: Any, plan: WritePlan, when_matched: str) -> tuple[ConditionSpec, dict[str, list[str]]]:
     """Validate an update condition against the table (before any job runs) and find the
     columns of each side the executors need to evaluate it."""
-    where = dict(table=plan.uri, version=plan.read_version)
+    where: dict[str, Any] = dict(table=plan.uri, version=plan.read_version)
     if when_matched != "update_all":
         raise InvalidInputError(f"when_matched_update_condition needs when_matched='update_all', got "
                                 f"{when_matched!r}", **where)
@@ -289,7 +289,7 @@ def merge_dataframe(
     store = object_store_for(os.fspath(uri), storage_options)
     if latest_manifest(store) is None:
         raise DatasetNotFoundError("cannot merge into a table that does not exist (write it first)", table=store.uri)
-    extra = {} if max_rows_per_file is None else {"max_rows_per_file": max_rows_per_file}
+    extra: dict[str, Any] = {} if max_rows_per_file is None else {"max_rows_per_file": max_rows_per_file}
     plan = plan_write(df.schema, store, mode="append", transaction_properties=transaction_properties,
                       commit_message=commit_message, **extra)
     if plan.skipped is not None:
@@ -302,7 +302,8 @@ def merge_dataframe(
         if not delete_unmatched:
             raise InvalidInputError("not_matched_by_source_filter needs when_not_matched_by_source='delete'")
         to_expression(not_matched_by_source_filter, plan.schema.to_arrow())  # fails here, not in a task
-    condition, condition_columns = None, {"source": [], "target": []}
+    condition: ConditionSpec | None = None
+    condition_columns: dict[str, list[str]] = {"source": [], "target": []}
     if when_matched_update_condition is not None:
         condition, condition_columns = _plan_condition(when_matched_update_condition, plan, when_matched)
     position = {name: i for i, name in enumerate(plan.columns)}

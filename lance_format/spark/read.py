@@ -28,6 +28,7 @@ from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID, SYSTEM_COLUMNS
 from lance_format.dataset.sql_filter import to_expression
 from lance_format.errors import InvalidInputError
+from lance_format.io import ObjectStore
 from lance_format.spark.common import pack_options, parallelism, table_location
 from lance_format.spark.tasks import ScanSpec, Split, arrow_schema_to_bytes, manifest_identity, read_task
 from lance_format.spark.types import spark_arrow_schema, spark_schema
@@ -134,7 +135,7 @@ def read_schema(
 
 
 def plan_read(
-    uri: str | os.PathLike[str],
+    uri: str | os.PathLike[str] | ObjectStore,
     *,
     version: int | str | None = None,
     columns: Sequence[str] | None = None,
@@ -175,7 +176,7 @@ def dataframe_of(spark: Any, plan: ReadPlan) -> Any:
 
 def read_dataframe(
     spark: Any,
-    uri: str | os.PathLike[str],
+    uri: str | os.PathLike[str] | ObjectStore,
     *,
     version: int | str | None = None,
     columns: Sequence[str] | None = None,

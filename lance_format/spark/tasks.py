@@ -373,7 +373,8 @@ def delete_matching_task(spec: DeleteSpec, groups: list[list[int]]) -> Callable:
                     pieces = [
                         b.column(0).to_numpy(zero_copy_only=False)
                         for b in ds.scanner(columns=[], filter=spec.predicate, with_row_address=True,
-                                            fragments=[fragment]).to_batches()
+                                            # the fragment ids come from this version
+                                            fragments=[fragment]).to_batches()  # type: ignore[list-item]
                     ]
                     if not pieces:
                         continue

@@ -173,7 +173,7 @@ def _checked(plan: WritePlan) -> WritePlan:
 
 def plan_write(
     df_schema: Any,
-    uri: str | os.PathLike[str],
+    uri: str | os.PathLike[str] | ObjectStore,
     *,
     mode: str = "create",
     replace_where: str | None = None,
@@ -209,7 +209,7 @@ def plan_write(
     properties = {str(k): str(v) for k, v in (transaction_properties or {}).items()}
     write_id = new_write_id()
     properties[WRITE_ID_KEY] = write_id
-    base = dict(uri=uri, write_id=write_id, properties=properties, commit_message=commit_message,
+    base: dict[str, Any] = dict(uri=uri, write_id=write_id, properties=properties, commit_message=commit_message,
                 max_rows_per_file=int(max_rows_per_file), max_bytes_per_file=int(max_bytes_per_file),
                 storage_options=store.storage_options)
 
@@ -371,7 +371,7 @@ def commit_write(
             discard_write(plan)  # nothing to commit: no new version
             return CommitResult(version=read_version, rows=0, fragments=0, bytes=0, read_version=read_version,
                                 operation="none", skipped=True)
-        common = dict(read_version=read_version, new_fragments=fragments, schema=plan.schema,
+        common: dict[str, Any] = dict(read_version=read_version, new_fragments=fragments, schema=plan.schema,
                       properties=plan.properties, commit_message=plan.commit_message)
         if plan.adds_columns and op != "overwrite":
             # One Merge: the new columns, the new rows and any deletions land in one version.
@@ -388,7 +388,9 @@ def commit_write(
             committed = commit_fragments(plan.store, "append", **common)
     except DuplicateCommitError as duplicate:  # a concurrent run with the same key won the race
         discard_write(plan)
-        return _prior_result(PriorCommit(duplicate.version, duplicate.transaction), read_version)
+        # the commit loop raises it with the winning commit's version
+        return _prior_result(PriorCommit(duplicate.version, duplicate.transaction),  # type: ignore[arg-type]
+                             read_version)
     except BaseException:
         discard_write(plan)
         raise
@@ -468,7 +470,8 @@ def write_dataframe(
             if plan.operation == "replace":
                 from lance_format.spark.merge import delete_matching
 
-                deletions = delete_matching(spark, plan, plan.replace_where)
+                # a "replace" plan always has its replace_where predicate
+                deletions = delete_matching(spark, plan, plan.replace_where)  # type: ignore[arg-type]
             fragments = run_write_job(df, plan).fragments
         except BaseException as exc:
             fail_write(plan, scope, exc)

@@ -30,6 +30,7 @@ from lance_format.errors import (
     DatasetNotFoundError,
     DuplicateCommitError,
     LanceError,
+    RetryableCommitConflictError,
     VersionNotFoundError,
 )
 from lance_format.io import ObjectStore
@@ -39,7 +40,6 @@ from lance_format.table.conflicts import (
     INCOMPATIBLE,
     REBASE,
     RETRYABLE,
-    RetryableCommitConflictError,
     check,
     modified_fragment_ids,
 )
@@ -168,7 +168,8 @@ class _Commit:
                     table=self.store.uri, version=latest.manifest.version)
             existing = (read_deletion_file(self.store, fragment_id, fragment.deletion_file)
                         if fragment.HasField("deletion_file") else np.zeros(0, dtype=np.uint32))
-            ours = self.affected.get(fragment_id, np.zeros(0, dtype=np.uint32))
+            # only a commit with affected rows gets a rebase verdict, so self.affected is set
+            ours = self.affected.get(fragment_id, np.zeros(0, dtype=np.uint32))  # type: ignore[union-attr]
             both = np.intersect1d(existing, ours)
             if both.size:
                 raise RetryableCommitConflictError(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pyroaring import BitMap
 
-from lance_format.errors import CommitConflictError
+from lance_format.errors import RetryableCommitConflictError
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table.transaction import operation_name
 
@@ -31,10 +31,6 @@ INCOMPATIBLE = "incompatible"
 FRAG_REUSE_INDEX_NAME = "__lance_frag_reuse"
 
 Txn = transaction_pb2.Transaction
-
-
-class RetryableCommitConflictError(CommitConflictError):
-    """A concurrent commit got in the way; redoing the operation on the latest version may work."""
 
 
 @dataclass
@@ -48,11 +44,11 @@ def _ok() -> Verdict:
     return Verdict(COMPATIBLE)
 
 
-def _retry(ours: str, theirs: str, why: str = "") -> Verdict:
+def _retry(ours: str | None, theirs: str | None, why: str = "") -> Verdict:
     return Verdict(RETRYABLE, f"{ours} was preempted by a concurrent {theirs}{': ' + why if why else ''}")
 
 
-def _never(ours: str, theirs: str, why: str = "") -> Verdict:
+def _never(ours: str | None, theirs: str | None, why: str = "") -> Verdict:
     return Verdict(INCOMPATIBLE, f"{ours} is incompatible with a concurrent {theirs}{': ' + why if why else ''}")
 
 

@@ -241,7 +241,8 @@ def build_version(
         _assign_ids(new, first_id)
         if stable:
             next_row_id = lineage.assign_row_ids(new, next_row_id)
-            lineage.fill_update_versions(store, new, previous.fragments, version)
+            # only an overwrite applies without a previous version (checked above)
+            lineage.fill_update_versions(store, new, previous.fragments, version)  # type: ignore[union-attr]
         fragments = fragments + new
     elif op == "merge":
         body = txn.merge

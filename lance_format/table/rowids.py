@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -476,6 +476,21 @@ _VERSION_NAMES = {
     "serialize_version_runs",
     "version_runs_from_values",
 }
+
+
+if TYPE_CHECKING:  # what __getattr__ hands out, for type checkers
+    from lance_format.table.row_versions import (  # noqa: F401
+        VersionRun,
+        decode_version_sequence,
+        encode_version_sequence,
+        parse_version_runs,
+        read_created_at,
+        read_last_updated_at,
+        rechunk_version_sequences,
+        serialize_version_runs,
+        uniform_version_sequence,
+        version_runs_from_values,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -83,7 +83,7 @@ class Tags:
         path = self._path(name)
         size = self._manifest_size(int(version))
         now = _now()
-        body = {
+        body: dict[str, Any] = {
             "branch": None,
             "version": int(version),
             "createdAt": now,
