@@ -87,7 +87,7 @@ def test_compaction_and_mutations_race(tmp_path):
     again.update({"x": "1"}, where="id = 2")
     compaction_base.delete("id = 20")
     with pytest.raises(CommitConflictError):  # a Rewrite is not redone automatically
-        from lance_format.dataset.compaction import compact_files
+        from lance_format.dataset.maintenance.compaction import compact_files
 
         stale_plan = lance_format.dataset(uri, version=4)
         compact_files(stale_plan, target_rows_per_fragment=10, materialize_deletions_threshold=0.0)

@@ -164,8 +164,8 @@ class LanceDataset:
     ) -> "DatasetDelta":  # noqa: F821
         """Changes between versions (pylance's ``delta``): ``compared_against`` compares with
         this version, or give ``begin_version`` (exclusive) and ``end_version`` (inclusive).
-        See :class:`lance_format.dataset.delta.DatasetDelta` (adds ``get_changes()``)."""
-        from lance_format.dataset.delta import build_delta  # delta imports this module
+        See :class:`lance_format.dataset.changes.feed.DatasetDelta` (adds ``get_changes()``)."""
+        from lance_format.dataset.changes.feed import build_delta  # delta imports this module
 
         return build_delta(self, compared_against, begin_version=begin_version, end_version=end_version)
 
@@ -178,14 +178,14 @@ class LanceDataset:
 
     def delete(self, predicate, **kwargs) -> dict[str, int]:
         """Delete rows matching a SQL predicate or pyarrow expression: ``{"num_deleted_rows": n}``."""
-        from lance_format.dataset.mutations import delete
+        from lance_format.dataset.mutations.delete_update import delete
 
         return delete(self, predicate, **kwargs)
 
     def update(self, updates: dict[str, Any], where=None, conflict_retries: int = 10, retry_timeout=None,
                data_storage_version: str | None = None, **kwargs) -> dict[str, int]:
         """Set columns (SQL expressions or literals) on rows matching ``where``: ``{"num_rows_updated": n}``."""
-        from lance_format.dataset.mutations import update
+        from lance_format.dataset.mutations.delete_update import update
 
         if retry_timeout is not None:
             kwargs["retry_timeout"] = retry_timeout
@@ -193,65 +193,65 @@ class LanceDataset:
                       data_storage_version=data_storage_version, **kwargs)
 
     def merge_insert(self, on):
-        """A :class:`~lance_format.dataset.merge_insert.MergeInsertBuilder` keyed on ``on``."""
-        from lance_format.dataset.mutations import merge_insert
+        """A :class:`~lance_format.dataset.mutations.merge_insert.MergeInsertBuilder` keyed on ``on``."""
+        from lance_format.dataset.mutations.delete_update import merge_insert
 
         return merge_insert(self, on)
 
     def add_columns(self, transforms, read_columns=None, reader_schema=None, batch_size=None, **kwargs) -> None:
-        from lance_format.dataset.schema_evolution import add_columns
+        from lance_format.dataset.evolution.columns import add_columns
 
         add_columns(self, transforms, read_columns, reader_schema, batch_size, **kwargs)
 
     def drop_columns(self, columns: list[str], **kwargs) -> None:
-        from lance_format.dataset.schema_evolution import drop_columns
+        from lance_format.dataset.evolution.columns import drop_columns
 
         drop_columns(self, columns, **kwargs)
 
     def alter_columns(self, *alterations, **kwargs) -> None:
-        from lance_format.dataset.schema_evolution import alter_columns
+        from lance_format.dataset.evolution.columns import alter_columns
 
         alter_columns(self, *alterations, **kwargs)
 
     def restore(self, **kwargs) -> None:
         """Commit the checked-out version as the newest version."""
-        from lance_format.dataset.maintenance import restore
+        from lance_format.dataset.maintenance.cleanup import restore
 
         restore(self, **kwargs)
 
     @property
     def optimize(self):
-        from lance_format.dataset.compaction import DatasetOptimizer
+        from lance_format.dataset.maintenance.compaction import DatasetOptimizer
 
         return DatasetOptimizer(self)
 
     def cleanup_old_versions(self, older_than=None, retain_versions=None, **kwargs):
-        from lance_format.dataset.maintenance import cleanup_old_versions
+        from lance_format.dataset.maintenance.cleanup import cleanup_old_versions
 
         return cleanup_old_versions(self, older_than, retain_versions, **kwargs)
 
     def update_config(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
-        from lance_format.dataset.maintenance import update_config
+        from lance_format.dataset.maintenance.cleanup import update_config
 
         return update_config(self, values, **kwargs)
 
     def delete_config_keys(self, keys: list[str], **kwargs) -> None:
-        from lance_format.dataset.maintenance import delete_config_keys
+        from lance_format.dataset.maintenance.cleanup import delete_config_keys
 
         delete_config_keys(self, keys, **kwargs)
 
     def update_metadata(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
-        from lance_format.dataset.maintenance import update_metadata
+        from lance_format.dataset.maintenance.cleanup import update_metadata
 
         return update_metadata(self, values, **kwargs)
 
     def update_schema_metadata(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
-        from lance_format.dataset.maintenance import update_schema_metadata
+        from lance_format.dataset.maintenance.cleanup import update_schema_metadata
 
         return update_schema_metadata(self, values, **kwargs)
 
     def update_field_metadata(self, field_updates: dict[str, dict[str, str | None]], **kwargs) -> None:
-        from lance_format.dataset.maintenance import update_field_metadata
+        from lance_format.dataset.maintenance.cleanup import update_field_metadata
 
         update_field_metadata(self, field_updates, **kwargs)
 

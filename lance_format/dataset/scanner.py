@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
-from lance_format.dataset.sql_filter import referenced_columns, to_expression
+from lance_format.dataset.sql.filter import referenced_columns, to_expression
 from lance_format.errors import InvalidInputError
 from lance_format.schema.blob import read_arrow_schema
 

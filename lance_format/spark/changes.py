@@ -25,14 +25,14 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.delta_plan import (
+from lance_format.dataset.changes.plan import (
     NO_CHANGE_OPERATIONS,
     VersionChanges,
     plan_version,
     require_stable_row_ids,
     same_last_updated,
 )
-from lance_format.dataset.delta_read import ChangeWriter, change_schema
+from lance_format.dataset.changes.materialize import ChangeWriter, change_schema
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
 from lance_format.spark.common import StorageOptions, pack_options, table_location

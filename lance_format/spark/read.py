@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID, SYSTEM_COLUMNS
-from lance_format.dataset.sql_filter import to_expression
+from lance_format.dataset.sql.filter import to_expression
 from lance_format.errors import InvalidInputError
 from lance_format.spark.common import pack_options, parallelism, table_location
 from lance_format.spark.tasks import ScanSpec, Split, arrow_schema_to_bytes, manifest_identity, read_task

@@ -22,11 +22,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.commit_fragments import delete_rows
+from lance_format.dataset.writing.commit_fragments import delete_rows
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import SYSTEM_COLUMNS
-from lance_format.dataset.fragment_sink import FragmentSink, write_prefix
-from lance_format.dataset.sql_filter import referenced_columns, to_expression
+from lance_format.dataset.writing.fragment_sink import FragmentSink, write_prefix
+from lance_format.dataset.sql.filter import referenced_columns, to_expression
 from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.commit_fragments import (
+from lance_format.dataset.writing.commit_fragments import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     IDEMPOTENCY_KEY,
     WRITE_ID_KEY,
@@ -34,15 +34,15 @@ from lance_format.dataset.commit_fragments import (
     discard_uncommitted,
     find_committed_version,
 )
-from lance_format.dataset.fragment_sink import (
+from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     new_write_id,
     write_prefix,
 )
-from lance_format.dataset.evolve_write import commit_with_new_columns, next_field_id_of
-from lance_format.dataset.sql_filter import to_expression
-from lance_format.dataset.write import _resolve_storage_version
+from lance_format.dataset.evolution.new_column_writes import commit_with_new_columns, next_field_id_of
+from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.writing.write_dataset import _resolve_storage_version
 from lance_format.errors import DatasetAlreadyExistsError, DuplicateCommitError, InvalidInputError, SchemaMismatchError
 from lance_format.file import LanceFileWriter
 from lance_format.io import ObjectStore, object_store_for

@@ -3,9 +3,9 @@
 ``LanceDataset.delta(...)`` returns a :class:`DatasetDelta` with pylance 14's methods
 (``list_transactions``, ``get_inserted_rows``, ``get_updated_rows``, ``get_deleted_row_ids``)
 and one more, :meth:`DatasetDelta.get_changes`, a single stream of per-version changes with
-pre-images. Planning is metadata-only (:mod:`lance_format.dataset.delta_plan`): fragments that
+pre-images. Planning is metadata-only (:mod:`lance_format.dataset.changes.plan`): fragments that
 provably hold no change are never opened. Rows are read through ``LanceFragment.take_physical``
-(:mod:`lance_format.dataset.delta_read`), in batches.
+(:mod:`lance_format.dataset.changes.materialize`), in batches.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.delta_plan import (
+from lance_format.dataset.changes.plan import (
     NO_CHANGE_OPERATIONS,
     deleted_row_ids,
     lineage_candidates,
@@ -24,7 +24,7 @@ from lance_format.dataset.delta_plan import (
     plan_version,
     require_stable_row_ids,
 )
-from lance_format.dataset.delta_read import ChangeWriter, change_schema, lineage_batches, lineage_schema
+from lance_format.dataset.changes.materialize import ChangeWriter, change_schema, lineage_batches, lineage_schema
 from lance_format.dataset.fragment import ROW_ID
 from lance_format.dataset.scanner import DEFAULT_BATCH_SIZE
 from lance_format.errors import InvalidInputError, VersionNotFoundError
@@ -199,7 +199,7 @@ class DatasetDelta:
         * Requires stable row ids (``InvalidInputError`` otherwise); ``begin > end`` raises
           ``InvalidInputError``, a missing version ``VersionNotFoundError``.
 
-        Only fragments that provably changed are read (see :mod:`lance_format.dataset.delta_plan`);
+        Only fragments that provably changed are read (see :mod:`lance_format.dataset.changes.plan`);
         memory is bounded by ``batch_size`` rows per batch (default 65536).
         """
         self._check_order()

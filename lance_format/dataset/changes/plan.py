@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from lance_format.dataset.delta_lineage import (
+from lance_format.dataset.changes.lineage_lookup import (
     CREATED_AT,
     LAST_UPDATED_AT,
     any_version_in,

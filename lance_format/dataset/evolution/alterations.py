@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.mutation_base import Prepared, cast_to, storage_version_of, transaction_for
+from lance_format.dataset.mutations.base import Prepared, cast_to, storage_version_of, transaction_for
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import file_pb2
 from lance_format.schema import LanceField, LanceSchema
@@ -35,7 +35,7 @@ def _has_nulls(ds: "LanceDataset", path: str) -> bool:
 def apply_alterations(
     ds: "LanceDataset", alterations: tuple[Mapping[str, Any], ...], properties, commit_message
 ) -> Prepared:
-    from lance_format.dataset.schema_evolution import (
+    from lance_format.dataset.evolution.columns import (
         _castable, _fragment_file, _merge_txn, _project_txn, _resolve, next_field_id,
     )
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.mutation_base import (
+from lance_format.dataset.mutations.base import (
     Prepared,
     evaluate,
     run_mutation,
@@ -25,7 +25,7 @@ from lance_format.dataset.mutation_base import (
     transaction_for,
     write_new_fragments,
 )
-from lance_format.dataset.sql_filter import to_value_expression
+from lance_format.dataset.sql.filter import to_value_expression
 from lance_format.errors import InvalidInputError
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
@@ -212,7 +212,7 @@ def add_columns(
             if new is None:
                 raise InvalidInputError("cannot add columns with a UDF to a table without rows", table=current.uri)
         else:
-            from lance_format.dataset.write import _as_reader
+            from lance_format.dataset.writing.write_dataset import _as_reader
 
             reader = _as_reader(transforms, reader_schema)
             new = _new_schema(current, reader.schema)
@@ -302,7 +302,7 @@ def alter_columns(ds: "LanceDataset", *alterations: Mapping[str, Any], transacti
             raise InvalidInputError(f"unknown alteration keys {sorted(unknown)}", table=ds.uri)
 
     def prepare(current: "LanceDataset") -> Prepared:
-        from lance_format.dataset.schema_cast import apply_alterations
+        from lance_format.dataset.evolution.alterations import apply_alterations
 
         return apply_alterations(current, alterations, transaction_properties, commit_message)
 

@@ -140,10 +140,10 @@ def write_with_new_columns(
     ``new_fields`` to the schema, all in one new version. ``data`` has the table's columns
     and the new ones (any order). Nothing stays behind when the commit fails."""
     from lance_format.dataset.dataset import LanceDataset
-    from lance_format.dataset.mutation_base import Prepared, apply_deletions, storage_version_of
-    from lance_format.dataset.replace_where import checked_reader, matching_offsets
-    from lance_format.dataset.sql_filter import to_expression
-    from lance_format.dataset.write import write_fragments
+    from lance_format.dataset.mutations.base import Prepared, apply_deletions, storage_version_of
+    from lance_format.dataset.mutations.replace_where import checked_reader, matching_offsets
+    from lance_format.dataset.sql.filter import to_expression
+    from lance_format.dataset.writing.write_dataset import write_fragments
 
     store = ds._store
     schema = widened_schema(ds.manifest, new_fields)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Mapping
 
-from lance_format.dataset.mutation_base import Prepared, run_mutation, transaction_for
+from lance_format.dataset.mutations.base import Prepared, run_mutation, transaction_for
 from lance_format.errors import InvalidInputError, TagError
 from lance_format.proto import transaction_pb2
 from lance_format.table.deletion import deletion_file_path
@@ -109,7 +109,7 @@ def update_schema_metadata(ds: "LanceDataset", values: Mapping[str, str | None],
 
 def update_field_metadata(ds: "LanceDataset", field_updates: Mapping[str, Mapping[str, str | None]], *,
                           replace: bool = False, transaction_properties=None, commit_message=None) -> None:
-    from lance_format.dataset.schema_evolution import _resolve
+    from lance_format.dataset.evolution.columns import _resolve
 
     def build(current: "LanceDataset", body) -> None:
         for path, values in field_updates.items():

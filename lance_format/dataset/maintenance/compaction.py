@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 
-from lance_format.dataset.mutation_base import Prepared, storage_version_of, write_new_fragments
+from lance_format.dataset.mutations.base import Prepared, storage_version_of, write_new_fragments
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
 from lance_format.table.commit import commit_transaction, crash_point

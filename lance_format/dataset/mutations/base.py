@@ -218,7 +218,7 @@ def cast_to(array: pa.Array, target: pa.DataType, *, column: str, table: str) ->
 
 # -- new data --------------------------------------------------------------------------------
 def storage_version_of(ds: "LanceDataset") -> str:
-    from lance_format.dataset.write import _resolve_storage_version
+    from lance_format.dataset.writing.write_dataset import _resolve_storage_version
 
     return _resolve_storage_version(None, ds.data_storage_version, table=ds.uri)
 
@@ -228,7 +228,7 @@ def write_new_fragments(
     lance_schema=None, max_rows_per_file: int | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write ``batches`` (the table's columns) as new uncommitted fragments via the write path."""
-    from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
+    from lance_format.dataset.writing.write_dataset import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
 
     reader = pa.RecordBatchReader.from_batches(schema, iter(batches))
     fragments, writer = write_fragments(

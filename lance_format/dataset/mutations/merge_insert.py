@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.mutation_base import (
+from lance_format.dataset.mutations.base import (
     DEFAULT_CONFLICT_RETRIES,
     DEFAULT_RETRY_TIMEOUT,
     Prepared,
@@ -38,7 +38,7 @@ from lance_format.dataset.mutation_base import (
     transaction_for,
     write_new_fragments,
 )
-from lance_format.dataset.sql_filter import to_expression
+from lance_format.dataset.sql.filter import to_expression
 from lance_format.errors import InvalidInputError, SchemaMismatchError
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class MergeInsertBuilder:
         commit_message: str | None = None,
     ) -> dict[str, int]:
         """Run the merge against the dataset's version and commit it; the dataset moves on."""
-        from lance_format.dataset.write import _as_reader
+        from lance_format.dataset.writing.write_dataset import _as_reader
 
         ds = self._dataset
         if self._matched is None and not self._insert and not self._delete_unmatched:
@@ -184,7 +184,7 @@ class _Run:
             return self.ds.schema.names
         needed = list(self.b._on)
         if self.b._delete_unmatched and self.b._delete_unmatched_expr is not None:
-            from lance_format.dataset.sql_filter import referenced_columns
+            from lance_format.dataset.sql.filter import referenced_columns
 
             for name in referenced_columns(self.b._delete_unmatched_expr, self.ds.schema):
                 if name not in needed and name in self.ds.schema.names:

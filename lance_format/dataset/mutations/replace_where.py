@@ -7,7 +7,7 @@ files holding the union of old and new deletions; fully deleted fragments are re
 the one pylance's ``merge_insert`` commits (``update_mode`` REWRITE_ROWS, every field listed in
 ``fields_for_preserving_frag_bitmap``), so readers see either the old partition or the new one,
 never both or neither. If no row matches, the commit is a plain ``Append``. It runs on the
-shared mutation machinery (:mod:`lance_format.dataset.mutation_base`): deletion files, rebase
+shared mutation machinery (:mod:`lance_format.dataset.mutations.base`): deletion files, rebase
 over concurrent deletes, retries of retryable conflicts, clean-up of failed attempts.
 
 By default every new row must satisfy ``predicate`` too; otherwise a later replace of another
@@ -25,15 +25,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.sql_filter import to_expression
-from lance_format.dataset.write import (
+from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.writing.write_dataset import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     _as_reader,
     write_dataset,
     write_fragments,
 )
-from lance_format.dataset.mutation_base import (
+from lance_format.dataset.mutations.base import (
     DEFAULT_CONFLICT_RETRIES,
     Prepared,
     apply_deletions,

@@ -30,7 +30,7 @@ import pyarrow.dataset as pads
 import sqlglot
 from sqlglot.errors import SqlglotError
 
-from lance_format.dataset.sql_translate import (
+from lance_format.dataset.sql.translate import (
     SYSTEM_COLUMNS,
     LanceFilterDialect,
     syntax_detail,

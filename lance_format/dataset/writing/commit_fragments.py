@@ -1,6 +1,6 @@
 """Committing fragments that other processes wrote, and the bookkeeping around it.
 
-Phase two of a distributed write (phase one: :mod:`lance_format.dataset.fragment_sink`): one
+Phase two of a distributed write (phase one: :mod:`lance_format.dataset.writing.fragment_sink`): one
 process turns the fragment descriptions its workers returned into ONE transaction (Append,
 Overwrite, or an Update that also carries new deletion files) and runs the engine's commit
 loop (:func:`lance_format.table.commit.commit_transaction`), so concurrent writers go through

@@ -2,7 +2,7 @@
 
 A distributed write runs in two phases: workers write data files and describe them as
 ``DataFragment`` messages (ids 0, nothing visible), then one process commits them all in a
-single transaction (:mod:`lance_format.dataset.commit_fragments`). Every data file of one write
+single transaction (:mod:`lance_format.dataset.writing.commit_fragments`). Every data file of one write
 starts with the same *write prefix* derived from the write's id, so the files of a write that
 never committed (a failed task, a job aborted after some tasks finished, a speculative task
 attempt whose result was dropped) can be found and removed later without touching anybody

@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, Mapping
 import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.fragment_sink import (
+from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     FILE_VERSION_NUMBERS,
