@@ -37,7 +37,7 @@ def test_overlapping_deletes_merge_their_deletion_vectors(tmp_path):
     assert b.delete("id = 5 OR id = 6") == {"num_deleted_rows": 2}
     assert b.version == 3 and _ids(uri) == [i for i in range(N) if i not in (3, 5, 6)]
     fragment = lance_format.dataset(uri).get_fragments()[0].metadata
-    assert sorted(read_deletion_file(a._store, 0, fragment.deletion_file).tolist()) == [3, 5, 6]
+    assert sorted(read_deletion_file(a.object_store, 0, fragment.deletion_file).tolist()) == [3, 5, 6]
     # rebased like Lance: re-stamped with the version it was applied to, deletion file named after it
     txn = lance_format.dataset(uri).read_transaction(3)
     assert txn.read_version == 2 and txn.delete.updated_fragments[0].deletion_file.read_version == 2

@@ -73,6 +73,11 @@ class LanceDataset:
         return self._store.uri
 
     @property
+    def object_store(self) -> ObjectStore:
+        """The table's store (operations write and read the table's files through it)."""
+        return self._store
+
+    @property
     def version(self) -> int:
         return self._manifest_file.manifest.version
 
@@ -87,6 +92,11 @@ class LanceDataset:
     @property
     def manifest_file(self) -> ManifestFile:
         return self._manifest_file
+
+    @property
+    def manifest_path(self) -> str:
+        """Table-relative path of this version's manifest."""
+        return self._manifest_path
 
     @cached_property
     def lance_schema(self) -> LanceSchema:
@@ -146,6 +156,10 @@ class LanceDataset:
     def checkout_version(self, version: int | str) -> "LanceDataset":
         return LanceDataset(self._store, version)
 
+    def open_latest(self) -> "LanceDataset":
+        """A new object at the table's latest version (this one stays where it is)."""
+        return LanceDataset(self._store)
+
     def read_transaction(self, version: int | None = None) -> transaction_pb2.Transaction | None:
         """The transaction that produced ``version`` (default: this version), or None if unrecorded."""
         if version is None or version == self.version:
@@ -165,7 +179,7 @@ class LanceDataset:
         """Changes between versions (pylance's ``delta``): ``compared_against`` compares with
         this version, or give ``begin_version`` (exclusive) and ``end_version`` (inclusive).
         See :class:`lance_format.dataset.changes.feed.DatasetDelta` (adds ``get_changes()``)."""
-        from lance_format.dataset.changes.feed import build_delta  # delta imports this module
+        from lance_format.dataset.changes.feed import build_delta
 
         return build_delta(self, compared_against, begin_version=begin_version, end_version=end_version)
 
@@ -215,7 +229,7 @@ class LanceDataset:
 
     def restore(self, **kwargs) -> None:
         """Commit the checked-out version as the newest version."""
-        from lance_format.dataset.maintenance.cleanup import restore
+        from lance_format.dataset.maintenance.metadata_commits import restore
 
         restore(self, **kwargs)
 
@@ -231,27 +245,27 @@ class LanceDataset:
         return cleanup_old_versions(self, older_than, retain_versions, **kwargs)
 
     def update_config(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
-        from lance_format.dataset.maintenance.cleanup import update_config
+        from lance_format.dataset.maintenance.metadata_commits import update_config
 
         return update_config(self, values, **kwargs)
 
     def delete_config_keys(self, keys: list[str], **kwargs) -> None:
-        from lance_format.dataset.maintenance.cleanup import delete_config_keys
+        from lance_format.dataset.maintenance.metadata_commits import delete_config_keys
 
         delete_config_keys(self, keys, **kwargs)
 
     def update_metadata(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
-        from lance_format.dataset.maintenance.cleanup import update_metadata
+        from lance_format.dataset.maintenance.metadata_commits import update_metadata
 
         return update_metadata(self, values, **kwargs)
 
     def update_schema_metadata(self, values: dict[str, str | None], **kwargs) -> dict[str, str]:
-        from lance_format.dataset.maintenance.cleanup import update_schema_metadata
+        from lance_format.dataset.maintenance.metadata_commits import update_schema_metadata
 
         return update_schema_metadata(self, values, **kwargs)
 
     def update_field_metadata(self, field_updates: dict[str, dict[str, str | None]], **kwargs) -> None:
-        from lance_format.dataset.maintenance.cleanup import update_field_metadata
+        from lance_format.dataset.maintenance.metadata_commits import update_field_metadata
 
         update_field_metadata(self, field_updates, **kwargs)
 
@@ -337,12 +351,12 @@ class LanceDataset:
             where = np.flatnonzero(owner == index)
             live = fragment.live_offsets()
             physical = live[positions[where] - starts[index]]
-            pieces.append(fragment.take_physical(scanner._read_schema, scanner._read_system, physical))
+            pieces.append(scanner.take_physical(fragment, physical))
             order.append(where)
         schema = scanner.projected_schema
         if not pieces:
             return schema.empty_table()
-        table = pa.Table.from_batches([scanner._project(p) for p in pieces], schema=schema)
+        table = pa.Table.from_batches(pieces, schema=schema)
         inverse = np.empty(len(positions), dtype=np.int64)
         inverse[np.concatenate(order)] = np.arange(len(positions))
         return table.take(pa.array(inverse))

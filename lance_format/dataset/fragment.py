@@ -87,23 +87,25 @@ class LanceFragment:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
 
     @property
-    def _store(self) -> ObjectStore:
-        return self._dataset._store
+    def object_store(self) -> ObjectStore:
+        """The store of the fragment's table."""
+        return self._dataset.object_store
 
-    def _error_context(self) -> dict:
-        return {"table": self._store.uri, "version": self._dataset.version}
+    def error_context(self) -> dict:
+        """``table`` and ``version`` keywords for the errors raised about this fragment."""
+        return {"table": self.object_store.uri, "version": self._dataset.version}
 
     # -- deletions and lineage ---------------------------------------------------------------
     @cached_property
     def deleted_offsets(self) -> np.ndarray:
         if not self.metadata.HasField("deletion_file"):
             return np.empty(0, dtype=np.uint32)
-        offsets = read_deletion_file(self._store, self.fragment_id, self.metadata.deletion_file)
+        offsets = read_deletion_file(self.object_store, self.fragment_id, self.metadata.deletion_file)
         if len(offsets) and int(offsets.max()) >= self.physical_rows:
             raise CorruptFileError(
                 f"deletion file of fragment {self.fragment_id} deletes offset {int(offsets.max())}, "
                 f"beyond its {self.physical_rows} rows",
-                **self._error_context(),
+                **self.error_context(),
             )
         return offsets
 
@@ -125,21 +127,21 @@ class LanceFragment:
 
     @cached_property
     def _row_ids(self) -> np.ndarray | None:
-        ids = read_row_ids(self._store, self.metadata)
+        ids = read_row_ids(self.object_store, self.metadata)
         if ids is not None and len(ids) != self.physical_rows:
             raise CorruptFileError(
                 f"fragment {self.fragment_id} has {len(ids)} row ids for {self.physical_rows} rows",
-                **self._error_context(),
+                **self.error_context(),
             )
         return ids
 
     @cached_property
     def _created_at(self) -> np.ndarray | None:
-        return read_created_at(self._store, self.metadata, self.physical_rows)
+        return read_created_at(self.object_store, self.metadata, self.physical_rows)
 
     @cached_property
     def _last_updated_at(self) -> np.ndarray | None:
-        return read_last_updated_at(self._store, self.metadata, self.physical_rows)
+        return read_last_updated_at(self.object_store, self.metadata, self.physical_rows)
 
     def system_column(self, name: str, offsets: np.ndarray) -> pa.Array:
         """A system column for the given physical offsets (already filtered for deletions)."""
@@ -159,7 +161,7 @@ class LanceFragment:
 
     # -- data --------------------------------------------------------------------------------
     def _file_plans(self, fields: list[LanceField]) -> list[_FilePlan]:
-        table = self._store.uri
+        table = self.object_store.uri
         remaining = {f.id: f for f in fields}
         result: list[_FilePlan] = []
         for data_file in self.metadata.files:
@@ -169,7 +171,7 @@ class LanceFragment:
                 raise CorruptFileError(
                     "data file lists a different number of fields and column indices",
                     path=data_file.path,
-                    **self._error_context(),
+                    **self.error_context(),
                 )
             structural = version >= (2, 1)
             owned = [f for f in fields if f.id in remaining and _stored_in(f, positions, structural)]
@@ -179,7 +181,7 @@ class LanceFragment:
                 raise UnsupportedFeatureError(
                     f"data file version {version[0]}.{version[1]} is not supported (supported: 2.0, 2.1, 2.2)",
                     path=data_file.path,
-                    **self._error_context(),
+                    **self.error_context(),
                 )
             plans = [self._column_plan(f, positions, data_file.path, structural) for f in owned]
             for f in owned:
@@ -214,7 +216,7 @@ class LanceFragment:
                 f"data file has no column for field {field.name!r} (id {field.id})",
                 path=path,
                 column=field.name,
-                **self._error_context(),
+                **self.error_context(),
             )
         return ColumnPlan(
             field.to_arrow(),
@@ -226,12 +228,12 @@ class LanceFragment:
         readers = self.__dict__.setdefault("_readers", {})
         reader = readers.get(plan.reader_path)
         if reader is None:
-            reader = LanceFileReader(self._store, plan.reader_path, size=plan.size)
+            reader = LanceFileReader(self.object_store, plan.reader_path, size=plan.size)
             if reader.num_rows != self.physical_rows:
                 raise CorruptFileError(
                     f"data file has {reader.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}",
                     path=plan.reader_path,
-                    **self._error_context(),
+                    **self.error_context(),
                 )
             readers[plan.reader_path] = reader
         return reader
@@ -246,7 +248,7 @@ class LanceFragment:
                 arrays = getter(self._reader(plan), plan.plans)
             except LanceError as exc:
                 # file-level errors know the file and column; add the table and version
-                raise exc.with_context(**self._error_context())
+                raise exc.with_context(**self.error_context())
             for name, array, column in zip(plan.names, arrays, plan.plans):
                 if column.field.type == BLOB_V2_DESCRIPTION:
                     array = null_children_of_null_blobs(array)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -84,6 +85,11 @@ class LanceScanner:
     def _project(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         schema = self.projected_schema
         return pa.RecordBatch.from_arrays([batch.column(n) for n in self._output], schema=schema)
+
+    def take_physical(self, fragment: LanceFragment, offsets: np.ndarray) -> pa.RecordBatch:
+        """This scan's columns of ``fragment``'s rows at physical ``offsets``, in that order
+        (``LanceDataset.take``; the filter, limit and offset do not apply)."""
+        return self._project(fragment.take_physical(self._read_schema, self._read_system, offsets))
 
     def _filtered_batches(self) -> Iterator[pa.RecordBatch]:
         for fragment in self._fragments:

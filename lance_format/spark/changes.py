@@ -152,7 +152,7 @@ def plan_changes(
         list(columns) if columns is not None else None)
     arrow = reader.schema  # validated and typed by the engine; its batches are never pulled here
     schema = spark_schema(arrow)
-    store = end._store
+    store = end.object_store
     listing = list_versions(store)
     tasks: list[tuple[int, int, int]] = []
     identities: list[tuple[int, str]] = []

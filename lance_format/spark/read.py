@@ -160,7 +160,7 @@ def plan_read(
     spec = ScanSpec(uri=ds.uri, version=ds.version, columns=tuple(wanted), filter=filter,
                     target=arrow_schema_to_bytes(spark_arrow_schema(schema)), batch_size=int(batch_size),
                     identity=manifest_identity(ds.manifest),
-                    storage_options=pack_options(ds._store.storage_options))
+                    storage_options=pack_options(ds.object_store.storage_options))
     splits = plan_splits(ds, target_splits=target_splits, rows_per_split=rows_per_split)
     return ReadPlan(spec, splits, schema)
 

@@ -353,7 +353,7 @@ def _apply_deletions(spec: DeleteSpec, fragment_id: int, offsets: np.ndarray) ->
         raise CorruptFileError(f"fragment {fragment_id} is not in version {spec.version}", table=spec.uri,
                                version=spec.version)
     offsets = np.unique(offsets.astype(np.int64))
-    updated, added = delete_rows(ds._store, fragment.metadata, offsets, read_version=spec.version,
+    updated, added = delete_rows(ds.object_store, fragment.metadata, offsets, read_version=spec.version,
                                  write_id=spec.write_id)
     if added == 0:
         return None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.changes.materialize import ChangeWriter, change_schema, lineage_batches, lineage_schema
 from lance_format.dataset.changes.plan import (
     NO_CHANGE_OPERATIONS,
     deleted_row_ids,
@@ -24,7 +24,6 @@ from lance_format.dataset.changes.plan import (
     plan_version,
     require_stable_row_ids,
 )
-from lance_format.dataset.changes.materialize import ChangeWriter, change_schema, lineage_batches, lineage_schema
 from lance_format.dataset.fragment import ROW_ID
 from lance_format.dataset.scanner import DEFAULT_BATCH_SIZE
 from lance_format.errors import InvalidInputError, VersionNotFoundError
@@ -34,6 +33,7 @@ from lance_format.table.naming import list_versions
 from lance_format.table.transaction import load_transaction, operation_name
 
 if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
     from lance_format.schema import LanceField
 
 
@@ -87,7 +87,7 @@ class DatasetDelta:
             )
 
     def _manifest_paths(self, versions: Iterable[int]) -> dict[int, str]:
-        listing = list_versions(self._dataset._store)
+        listing = list_versions(self._dataset.object_store)
         for version in versions:
             if version not in listing.versions:
                 raise VersionNotFoundError(
@@ -101,7 +101,7 @@ class DatasetDelta:
     def _base(self) -> LanceDataset:
         """The dataset the delta was created from, at the version it had then."""
         if self._dataset.version != self._base_version:
-            self._dataset = LanceDataset(self._dataset._store, self._base_version)
+            self._dataset = self._dataset.checkout_version(self._base_version)
         return self._dataset
 
     def _open(self, version: int) -> LanceDataset | None:
@@ -109,14 +109,14 @@ class DatasetDelta:
             return None  # the empty table before the first commit
         if version == self._base().version:
             return self._dataset
-        return LanceDataset(self._dataset._store, version)
+        return self._dataset.checkout_version(version)
 
     # -- pylance's API -----------------------------------------------------------------------
     def list_transactions(self) -> list[transaction_pb2.Transaction]:
         """Transactions of versions ``begin_version + 1 .. end_version`` (versions without a
         recorded transaction are skipped, as in pylance)."""
         self._check_order()
-        store = self._dataset._store
+        store = self._dataset.object_store
         result = []
         for _, path in sorted(self._manifest_paths(range(self._begin + 1, self._end + 1)).items()):
             txn = load_transaction(store, read_manifest(store, path))

@@ -39,6 +39,7 @@ from lance_format.dataset.mutations.base import (
     write_new_fragments,
 )
 from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.errors import InvalidInputError, SchemaMismatchError
 
 if TYPE_CHECKING:
@@ -113,14 +114,12 @@ class MergeInsertBuilder:
         commit_message: str | None = None,
     ) -> dict[str, int]:
         """Run the merge against the dataset's version and commit it; the dataset moves on."""
-        from lance_format.dataset.writing.write_dataset import _as_reader
-
         ds = self._dataset
         if self._matched is None and not self._insert and not self._delete_unmatched:
             raise InvalidInputError("The merge insert job is not configured to change the data in any way",
                                     table=ds.uri)
         with table_context(ds):
-            source = _as_reader(data, schema).read_all()
+            source = as_reader(data, schema).read_all()
             self._check_source(source)
             if self._delete_unmatched and self._delete_unmatched_expr is not None:
                 to_expression(self._delete_unmatched_expr, ds.schema)

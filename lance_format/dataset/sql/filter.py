@@ -33,8 +33,8 @@ from sqlglot.errors import SqlglotError
 from lance_format.dataset.sql.translate import (
     SYSTEM_COLUMNS,
     LanceFilterDialect,
-    syntax_detail,
     Translator,
+    syntax_detail,
     validation_schema,
 )
 from lance_format.errors import InvalidInputError
