@@ -16,9 +16,7 @@ the table stays readable at its last committed version; ``cleanup_old_versions``
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import time
 from dataclasses import dataclass
 from typing import Mapping
@@ -57,13 +55,6 @@ from lance_format.table.transaction import (
 
 HINT_PATH = f"{VERSIONS_DIR}/latest_version_hint.json"
 DEFAULT_MAX_RETRIES = 20
-CRASH_ENV = "LANCE_FORMAT_CRASH_AT"  # test hook: SIGKILL this process at the named point
-
-
-def crash_point(name: str) -> None:
-    """Die (SIGKILL, no cleanup) at ``name`` when the crash-test hook asks for it."""
-    if os.environ.get(CRASH_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -282,13 +273,10 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
             restored = read_manifest(store, path)
         built = build_version(previous, txn, state.options, store=store, restored=restored)
         state.write_transaction(txn)
-        crash_point("commit:after_transaction_file")
         data = encode_manifest(built.manifest, txn, built.index_section)
         naming = listing.naming or new_table_naming
         path = manifest_path(built.manifest.version, naming)
-        crash_point("commit:before_publish")
         if store.put_if_not_exists(path, data):
-            crash_point("commit:after_publish")
             _write_hint(store, built.manifest.version)
             mf = ManifestFile(built.manifest, txn, built.index_section, len(data))
             return CommittedVersion(built.manifest.version, path, mf, attempt), txn
@@ -321,5 +309,4 @@ def latest_manifest(store: ObjectStore) -> tuple[str, ManifestFile] | None:
 
 __all__ = [
     "commit_transaction", "CommittedVersion", "latest_manifest", "HINT_PATH", "RetryableCommitConflictError",
-    "crash_point", "CRASH_ENV",
 ]
