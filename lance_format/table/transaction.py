@@ -47,13 +47,6 @@ def transaction_file_name(txn: transaction_pb2.Transaction) -> str:
     return f"{txn.read_version}-{txn.uuid}.txn"
 
 
-def write_transaction_file(store: ObjectStore, txn: transaction_pb2.Transaction) -> str:
-    """Write the raw transaction (no length prefix) and return its file name."""
-    name = transaction_file_name(txn)
-    store.write_bytes(f"{TRANSACTIONS_DIR}/{name}", txn.SerializeToString())
-    return name
-
-
 def load_transaction(store: ObjectStore, manifest_file: ManifestFile) -> transaction_pb2.Transaction | None:
     """The transaction that produced a version: inline if present, else its ``.txn`` file."""
     if manifest_file.transaction is not None:
