@@ -27,7 +27,8 @@ from lance_format.schema.blob import (
     read_arrow_schema,
 )
 from lance_format.table.deletion import deleted_row_count, live_row_count, read_deletion_file
-from lance_format.table.rowids import read_created_at, read_last_updated_at, read_row_ids
+from lance_format.table.row_versions import read_created_at, read_last_updated_at
+from lance_format.table.rowids import read_row_ids
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset

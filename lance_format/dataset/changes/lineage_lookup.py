@@ -17,7 +17,8 @@ from google.protobuf.message import DecodeError
 
 from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.proto import rowids_pb2, table_pb2
-from lance_format.table.rowids import RANGE, U64Segment, parse_row_id_segments, read_sequence_bytes
+from lance_format.table.rowids import parse_row_id_segments, read_sequence_bytes
+from lance_format.table.u64_segment import RANGE, U64Segment
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
