@@ -48,6 +48,7 @@ from lance_format.table.operations import BuildOptions, build_version
 from lance_format.table.transaction import (
     IDEMPOTENCY_KEY,
     TRANSACTIONS_DIR,
+    OperationKind,
     load_transaction,
     operation_name,
     transaction_file_name,
@@ -91,7 +92,7 @@ class _Commit:
     # -- conflict checks -------------------------------------------------------------------
     def initial_fragments(self, listing) -> dict[int, table_pb2.DataFragment] | None:
         """The fragments our Delete/Update modifies, as they were at its read version."""
-        if self._initial is None and self.op in ("delete", "update"):
+        if self._initial is None and self.op in (OperationKind.DELETE, OperationKind.UPDATE):
             mf = self._read_manifest_file
             if mf is None or mf.manifest.version != self.original.read_version:
                 path = listing.versions.get(self.original.read_version)
@@ -136,7 +137,7 @@ class _Commit:
     # -- rebase --------------------------------------------------------------------------------
     def rebased(self, latest: ManifestFile | None) -> transaction_pb2.Transaction:
         """The transaction to commit on top of ``latest``."""
-        if self.op not in ("delete", "update") or latest is None:
+        if self.op not in (OperationKind.DELETE, OperationKind.UPDATE) or latest is None:
             return self.original
         txn = transaction_pb2.Transaction()
         txn.CopyFrom(self.original)
@@ -147,8 +148,8 @@ class _Commit:
         return txn
 
     def _merge_deletions(self, txn: transaction_pb2.Transaction, latest: ManifestFile) -> None:
-        body = txn.delete if self.op == "delete" else txn.update
-        removed = body.deleted_fragment_ids if self.op == "delete" else body.removed_fragment_ids
+        body = txn.delete if self.op == OperationKind.DELETE else txn.update
+        removed = body.deleted_fragment_ids if self.op == OperationKind.DELETE else body.removed_fragment_ids
         current = {f.id: f for f in latest.manifest.fragments}
         new_files: dict[int, table_pb2.DeletionFile | None] = {}
         for fragment_id in sorted(self.rewrite):
@@ -238,7 +239,7 @@ def commit_transaction(
 
 
 def _discard_superseded_deletions(store: ObjectStore, original: transaction_pb2.Transaction, keep: set[str]) -> None:
-    body = original.delete if operation_name(original) == "delete" else original.update
+    body = original.delete if operation_name(original) == OperationKind.DELETE else original.update
     for fragment in body.updated_fragments:
         if fragment.HasField("deletion_file") and fragment.deletion_file.read_version == original.read_version:
             path = deletion_file_path(fragment.id, fragment.deletion_file)
@@ -260,12 +261,12 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
             feature_flags.check_writable(previous.manifest, table=store.uri, path=listing.versions[listing.latest])
             state.check_versions(listing, checked_up_to + 1, listing.latest)
             checked_up_to = max(checked_up_to, listing.latest)
-        if previous is None and state.op != "overwrite":
+        if previous is None and state.op != OperationKind.OVERWRITE:
             raise DatasetNotFoundError(f"cannot commit a {state.op}: there is no table here (it may have been "
                                        "deleted)", table=store.uri)
         txn = state.rebased(previous)
         restored = None
-        if state.op == "restore":
+        if state.op == OperationKind.RESTORE:
             path = listing.versions.get(txn.restore.version)
             if path is None:
                 raise VersionNotFoundError(f"cannot restore version {txn.restore.version}: it does not exist",
