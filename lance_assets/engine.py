@@ -17,9 +17,9 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.evolve_write import write_with_new_columns
-from lance_format.dataset.replace_where import replace_where
-from lance_format.dataset.write import write_dataset
+from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
+from lance_format.dataset.mutations.replace_where import replace_where
+from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import DatasetNotFoundError, UnsupportedFeatureError
 from lance_assets.config import MergeOptions
 

@@ -17,7 +17,7 @@ import dagster as dg
 import pyarrow as pa
 from pydantic import Field, PrivateAttr
 
-from lance_format.dataset.replace_where import checked_reader
+from lance_format.dataset.mutations.base import checked_reader
 from lance_format.errors import DatasetAlreadyExistsError, DatasetNotFoundError, LanceError, SchemaMismatchError
 from lance_assets import engine, metadata, spark_io
 from lance_assets.change_feed import LanceChangeFeed, load_changes

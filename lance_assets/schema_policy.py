@@ -56,7 +56,6 @@ class SchemaPlan:
 
     target: pa.Schema
     add_fields: list[pa.Field] = field(default_factory=list)
-    replaces_schema: bool = False
 
     def conformer(self, *, table: str) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
         target = self.target
@@ -95,7 +94,7 @@ def plan_schema(
     if table_schema is None:
         return SchemaPlan(target=data_schema)
     if full_overwrite and mode is SchemaMode.OVERWRITE:
-        return SchemaPlan(target=data_schema, replaces_schema=not data_schema.equals(table_schema))
+        return SchemaPlan(target=data_schema)
     data_names = set(data_schema.names)
     missing = [f for f in table_schema if f.name not in data_names]
     extra = [f for f in data_schema if f.name not in table_schema.names]

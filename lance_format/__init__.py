@@ -9,7 +9,7 @@ row ids), ``dataset`` (the user-facing table API).
 from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.scanner import LanceScanner
-from lance_format.dataset.write import write_dataset
+from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
     CommitConflictError,
     CorruptFileError,

@@ -11,14 +11,14 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.dataset.commit_fragments import (
+from lance_format.dataset.writing.commit_fragments import (
     IDEMPOTENCY_KEY,
     commit_fragments,
     delete_rows,
     discard_uncommitted,
     find_committed_version,
 )
-from lance_format.dataset.fragment_sink import FragmentSink, new_write_id, write_prefix
+from lance_format.dataset.writing.fragment_sink import FragmentSink, new_write_id, write_prefix
 from lance_format.errors import (
     CommitConflictError,
     DuplicateCommitError,
@@ -143,7 +143,7 @@ def _files(uri: str) -> set[str]:
 def test_write_with_new_columns_is_one_merge_commit(tmp_path, stable, predicate):
     from tests.compat import assert_same_version
 
-    from lance_format.dataset.evolve_write import write_with_new_columns
+    from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
 
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(pa.Table.from_batches([_batch(0, 10)]), uri, max_rows_per_file=4,
@@ -189,7 +189,7 @@ def test_write_with_new_columns_is_one_merge_commit(tmp_path, stable, predicate)
 
 
 def test_write_with_new_columns_failure_leaves_old_version_and_no_files(tmp_path, monkeypatch):
-    from lance_format.dataset import evolve_write
+    from lance_format.dataset.evolution import new_column_writes as evolve_write
 
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(pa.Table.from_batches([_batch(0, 10)]), uri, max_rows_per_file=4)
@@ -211,7 +211,7 @@ def test_write_with_new_columns_failure_leaves_old_version_and_no_files(tmp_path
 
 
 def test_commit_with_new_columns_conflicts_with_a_concurrent_append(tmp_path):
-    from lance_format.dataset.evolve_write import commit_with_new_columns, widened_schema
+    from lance_format.dataset.evolution.new_column_writes import commit_with_new_columns, widened_schema
 
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(pa.Table.from_batches([_batch(0, 10)]), uri)

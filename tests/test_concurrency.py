@@ -37,7 +37,7 @@ def test_overlapping_deletes_merge_their_deletion_vectors(tmp_path):
     assert b.delete("id = 5 OR id = 6") == {"num_deleted_rows": 2}
     assert b.version == 3 and _ids(uri) == [i for i in range(N) if i not in (3, 5, 6)]
     fragment = lance_format.dataset(uri).get_fragments()[0].metadata
-    assert sorted(read_deletion_file(a._store, 0, fragment.deletion_file).tolist()) == [3, 5, 6]
+    assert sorted(read_deletion_file(a.object_store, 0, fragment.deletion_file).tolist()) == [3, 5, 6]
     # rebased like Lance: re-stamped with the version it was applied to, deletion file named after it
     txn = lance_format.dataset(uri).read_transaction(3)
     assert txn.read_version == 2 and txn.delete.updated_fragments[0].deletion_file.read_version == 2
@@ -87,7 +87,7 @@ def test_compaction_and_mutations_race(tmp_path):
     again.update({"x": "1"}, where="id = 2")
     compaction_base.delete("id = 20")
     with pytest.raises(CommitConflictError):  # a Rewrite is not redone automatically
-        from lance_format.dataset.compaction import compact_files
+        from lance_format.dataset.maintenance.compaction import compact_files
 
         stale_plan = lance_format.dataset(uri, version=4)
         compact_files(stale_plan, target_rows_per_fragment=10, materialize_deletions_threshold=0.0)

@@ -2,8 +2,9 @@
 partial version; ``cleanup_old_versions`` removes what the dead writer left behind.
 
 Writers are forked from a preloaded fork server so each one starts in milliseconds. They die at
-named points (the ``LANCE_FORMAT_CRASH_AT`` hook), half-way through writing a manifest (a
-patched ``put_if_not_exists``), and at random moments of a busy loop.
+named points (the child wraps the engine function that reaches the point, :func:`_crash_at`),
+half-way through writing a manifest (a patched ``put_if_not_exists``), and at random moments of
+a busy loop.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+from lance_format.dataset.maintenance import compaction
+from lance_format.dataset.mutations import base as mutation_base
 from lance_format.io import ObjectStore
-from lance_format.table.commit import CRASH_ENV
+from lance_format.table import commit
 from lance_format.table.deletion import deletion_file_path
 from lance_format.table.manifest import read_manifest
-from lance_format.table.naming import list_versions
+from lance_format.table.naming import VERSIONS_DIR, list_versions
+from lance_format.table.transaction import operation_name
 from tests.compat import SYSTEM, assert_tables_equal
 
 POINTS = [
@@ -35,7 +39,10 @@ POINTS = [
     "commit:before_publish",
     "manifest:half_written",
     "commit:after_publish",
+    "compaction:after_reserve",
 ]
+# Points after which the killed writer's version is visible.
+PUBLISHED_POINTS = {"commit:after_publish", "compaction:after_reserve"}
 OPS = ["delete", "update", "merge_insert", "add_columns", "append", "compact", "update_config", "restore"]
 
 
@@ -83,11 +90,67 @@ def _half_written_manifests() -> None:
     ObjectStore.put_if_not_exists = dying
 
 
-def _crash_child(uri: str, op: str, point: str, i: int) -> None:
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no finally blocks
+
+
+def _die_after(owner, name: str, when=lambda *args, **kwargs: True) -> None:
+    """Make ``owner.name`` kill the process once it has returned (if ``when(*args)``)."""
+    original = getattr(owner, name)
+
+    def dying(*args, **kwargs):
+        result = original(*args, **kwargs)
+        if when(*args, **kwargs):
+            _die()
+        return result
+
+    setattr(owner, name, dying)
+
+
+def _die_before(owner, name: str) -> None:
+    def dying(*args, **kwargs):
+        _die()
+
+    setattr(owner, name, dying)
+
+
+def _die_around_manifest_publish(before: bool) -> None:
+    """Die just before a manifest's put-if-not-exists, or just after it published one."""
+    original = ObjectStore.put_if_not_exists
+
+    def publishing(self, relative, data):
+        manifest = relative.startswith(f"{VERSIONS_DIR}/") and relative.endswith(".manifest")
+        if manifest and before:
+            _die()
+        published = original(self, relative, data)
+        if manifest and published:
+            _die()
+        return published
+
+    ObjectStore.put_if_not_exists = publishing
+
+
+def _crash_at(point: str) -> None:
+    """Kill this (child) process at ``point`` of the next write."""
     if point == "manifest:half_written":
         _half_written_manifests()
+    elif point == "mutation:after_data_files":  # a mutation wrote its new data files
+        _die_after(mutation_base, "write_fragments")
+    elif point == "mutation:before_commit":  # prepared (data and deletion files), not committed
+        _die_before(mutation_base, "commit_prepared")
+    elif point == "commit:after_transaction_file":
+        _die_after(commit._Commit, "write_transaction")
+    elif point in ("commit:before_publish", "commit:after_publish"):
+        _die_around_manifest_publish(before=point == "commit:before_publish")
+    elif point == "compaction:after_reserve":  # ReserveFragments committed, the Rewrite not yet
+        _die_after(compaction, "commit_transaction",
+                   when=lambda store, txn, **kw: operation_name(txn) == "reserve_fragments")
     else:
-        os.environ[CRASH_ENV] = point
+        raise ValueError(f"unknown crash point {point!r}")
+
+
+def _crash_child(uri: str, op: str, point: str, i: int) -> None:
+    _crash_at(point)
     _run_op(uri, op, i)
 
 
@@ -148,7 +211,8 @@ def test_writer_killed_at_every_commit_point(tmp_path):
     rng = random.Random(7)
     crashed = 0
     for n, point in enumerate(POINTS):
-        for op in rng.sample(OPS, 3) + (["compact"] if point == "commit:before_publish" else []):
+        forced = ["compact"] if point in ("commit:before_publish", "compaction:after_reserve") else []
+        for op in rng.sample(OPS, 3) + forced:
             before = _check_consistent(uri)
             child = ctx.Process(target=_crash_child, args=(uri, op, point, n))
             child.start()
@@ -159,7 +223,7 @@ def test_writer_killed_at_every_commit_point(tmp_path):
             if child.exitcode == 0:  # the operation did not pass that point (e.g. nothing to compact)
                 assert after >= before, (op, point)
             else:  # killed: the version appears exactly when the manifest was published
-                assert after == before + (point == "commit:after_publish"), (op, point)
+                assert after == before + (point in PUBLISHED_POINTS), (op, point)
     assert crashed >= len(POINTS) * 2
     leftovers = _on_disk(uri) - _referenced(uri)
     assert leftovers, "the killed writers should have left unreferenced files"

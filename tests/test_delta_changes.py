@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_format
-from lance_format.dataset import delta_plan, fragment as fragment_module
+from lance_format.dataset import fragment as fragment_module
+from lance_format.dataset.changes import plan as delta_plan
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.errors import CorruptFileError
 from lance_format.file.reader import LanceFileReader

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lance_format
-from lance_format.dataset.compaction import chunk_sizes
+from lance_format.dataset.maintenance.compaction import chunk_sizes
 from lance_format.errors import TagError
 from tests.compat import SYSTEM, assert_same_history, assert_tables_equal
 from tests.mutation_compat import assert_same_tables, base_table

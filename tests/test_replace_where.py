@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.dataset.replace_where import replace_where
+from lance_format.dataset.mutations.replace_where import replace_where
 from lance_format.errors import CommitConflictError, DatasetNotFoundError, InvalidInputError, SchemaMismatchError
 from tests.compat import assert_same_history
 

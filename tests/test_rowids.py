@@ -14,18 +14,17 @@ from lance_format.io.object_store import ObjectStore
 from lance_format.proto import rowids_pb2, table_pb2
 from lance_format.table import row_versions as rv
 from lance_format.table.deletion import read_deletion_file
+from lance_format.table.row_versions import read_created_at, read_last_updated_at
 from lance_format.table.rowids import (
-    U64Segment,
     decode_row_ids,
     encode_row_ids,
     extend_segments,
     parse_row_id_segments,
-    read_created_at,
-    read_last_updated_at,
     read_row_ids,
     rechunk_row_ids,
     serialize_row_id_segments,
 )
+from lance_format.table.u64_segment import U64Segment
 
 U64 = np.uint64
 

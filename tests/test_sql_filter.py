@@ -1,4 +1,4 @@
-"""Tests of the SQL filter translator (lance_format.dataset.sql_filter), cross-checked with pylance."""
+"""Tests of the SQL filter translator (lance_format.dataset.sql.filter), cross-checked with pylance."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from lance_format.dataset.sql_filter import referenced_columns, to_expression
+from lance_format.dataset.sql.filter import referenced_columns, to_expression
 from lance_format.errors import InvalidInputError
 
 NY = "America/New_York"

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from lance_format.dataset.arguments import row_positions, version_number
 from lance_format.dataset.fragment import LanceFragment
-from lance_format.dataset.mutation_base import DEFAULT_CONFLICT_RETRIES, DEFAULT_RETRY_TIMEOUT
+from lance_format.dataset.mutations.base import DEFAULT_CONFLICT_RETRIES, DEFAULT_RETRY_TIMEOUT
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.errors import (
     DatasetNotFoundError,
@@ -34,10 +34,10 @@ from lance_format.table.tags import Tags
 from lance_format.table.transaction import load_transaction
 
 if TYPE_CHECKING:
-    from lance_format.dataset.compaction import DatasetOptimizer
-    from lance_format.dataset.delta import DatasetDelta
-    from lance_format.dataset.maintenance import CleanupStats
-    from lance_format.dataset.merge_insert import MergeInsertBuilder
+    from lance_format.dataset.changes.feed import DatasetDelta
+    from lance_format.dataset.maintenance.cleanup import CleanupStats
+    from lance_format.dataset.maintenance.compaction import DatasetOptimizer
+    from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
 
 
 def _open_listing(store: ObjectStore) -> VersionListing:
@@ -108,6 +108,11 @@ class LanceDataset:
         return self._store.uri
 
     @property
+    def object_store(self) -> ObjectStore:
+        """The table's store (operations write and read the table's files through it)."""
+        return self._store
+
+    @property
     def version(self) -> int:
         """The version this object is pinned at."""
         return self._manifest_file.manifest.version
@@ -132,6 +137,11 @@ class LanceDataset:
     def manifest_file(self) -> ManifestFile:
         """The manifest of this version with its file's layout details (index offset, size)."""
         return self._manifest_file
+
+    @property
+    def manifest_path(self) -> str:
+        """Table-relative path of this version's manifest."""
+        return self._manifest_path
 
     @cached_property
     def lance_schema(self) -> LanceSchema:
@@ -226,6 +236,10 @@ class LanceDataset:
         """
         return LanceDataset(self._store, version)
 
+    def open_latest(self) -> "LanceDataset":
+        """A new object at the table's latest version (this one stays where it is)."""
+        return LanceDataset(self._store)
+
     def read_transaction(self, version: int | None = None) -> transaction_pb2.Transaction | None:
         """The transaction that produced a version, or None if none was recorded.
 
@@ -281,7 +295,7 @@ class LanceDataset:
         VersionNotFoundError
             A version of the range does not exist.
         """
-        from lance_format.dataset.delta import build_delta  # delta imports this module
+        from lance_format.dataset.changes.feed import build_delta
 
         return build_delta(self, compared_against, begin_version=begin_version, end_version=end_version)
 
@@ -328,7 +342,7 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit is incompatible, or the retries ran out.
         """
-        from lance_format.dataset.mutations import delete
+        from lance_format.dataset.mutations.delete_update import delete
 
         return delete(self, predicate, conflict_retries=conflict_retries, retry_timeout=retry_timeout,
                       transaction_properties=transaction_properties, commit_message=commit_message)
@@ -377,7 +391,7 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit is incompatible, or the retries ran out.
         """
-        from lance_format.dataset.mutations import update
+        from lance_format.dataset.mutations.delete_update import update
 
         return update(self, updates, where, conflict_retries=conflict_retries, retry_timeout=retry_timeout,
                       data_storage_version=data_storage_version, transaction_properties=transaction_properties,
@@ -401,7 +415,7 @@ class LanceDataset:
         InvalidInputError
             No key is given, or a key column does not exist.
         """
-        from lance_format.dataset.mutations import merge_insert
+        from lance_format.dataset.mutations.delete_update import merge_insert
 
         return merge_insert(self, on)
 
@@ -441,7 +455,7 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit is incompatible.
         """
-        from lance_format.dataset.schema_evolution import add_columns
+        from lance_format.dataset.evolution.columns import add_columns
 
         add_columns(self, transforms, read_columns, reader_schema, batch_size,
                     transaction_properties=transaction_properties, commit_message=commit_message)
@@ -473,7 +487,7 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit is incompatible.
         """
-        from lance_format.dataset.schema_evolution import drop_columns
+        from lance_format.dataset.evolution.columns import drop_columns
 
         drop_columns(self, columns, transaction_properties=transaction_properties, commit_message=commit_message)
 
@@ -504,7 +518,7 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit is incompatible.
         """
-        from lance_format.dataset.schema_evolution import alter_columns
+        from lance_format.dataset.evolution.columns import alter_columns
 
         alter_columns(self, *alterations, transaction_properties=transaction_properties,
                       commit_message=commit_message)
@@ -529,14 +543,14 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit is incompatible.
         """
-        from lance_format.dataset.maintenance import restore
+        from lance_format.dataset.maintenance.metadata_commits import restore
 
         restore(self, transaction_properties=transaction_properties, commit_message=commit_message)
 
     @property
     def optimize(self) -> "DatasetOptimizer":
         """Table maintenance (pylance's ``ds.optimize``): ``compact_files(...)``."""
-        from lance_format.dataset.compaction import DatasetOptimizer
+        from lance_format.dataset.maintenance.compaction import DatasetOptimizer
 
         return DatasetOptimizer(self)
 
@@ -582,7 +596,7 @@ class LanceDataset:
         TagError
             A version to remove is tagged and ``error_if_tagged_old_versions`` is set.
         """
-        from lance_format.dataset.maintenance import cleanup_old_versions
+        from lance_format.dataset.maintenance.cleanup import cleanup_old_versions
 
         return cleanup_old_versions(
             self, older_than, retain_versions, delete_unverified=delete_unverified,
@@ -623,7 +637,7 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit changed the same keys.
         """
-        from lance_format.dataset.maintenance import update_config
+        from lance_format.dataset.maintenance.metadata_commits import update_config
 
         return update_config(self, values, replace=replace, transaction_properties=transaction_properties,
                              commit_message=commit_message)
@@ -653,7 +667,7 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit changed the same keys.
         """
-        from lance_format.dataset.maintenance import delete_config_keys
+        from lance_format.dataset.maintenance.metadata_commits import delete_config_keys
 
         delete_config_keys(self, keys, transaction_properties=transaction_properties, commit_message=commit_message)
 
@@ -690,7 +704,7 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit changed the same keys.
         """
-        from lance_format.dataset.maintenance import update_metadata
+        from lance_format.dataset.maintenance.metadata_commits import update_metadata
 
         return update_metadata(self, values, replace=replace, transaction_properties=transaction_properties,
                                commit_message=commit_message)
@@ -728,7 +742,7 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit changed the same keys.
         """
-        from lance_format.dataset.maintenance import update_schema_metadata
+        from lance_format.dataset.maintenance.metadata_commits import update_schema_metadata
 
         return update_schema_metadata(self, values, replace=replace, transaction_properties=transaction_properties,
                                       commit_message=commit_message)
@@ -761,7 +775,7 @@ class LanceDataset:
         CommitConflictError
             A concurrent commit changed the same field.
         """
-        from lance_format.dataset.maintenance import update_field_metadata
+        from lance_format.dataset.maintenance.metadata_commits import update_field_metadata
 
         update_field_metadata(self, field_updates, replace=replace, transaction_properties=transaction_properties,
                               commit_message=commit_message)
@@ -1048,12 +1062,12 @@ class LanceDataset:
             where = np.flatnonzero(owner == index)
             live = fragment.live_offsets()
             physical = live[positions[where] - starts[index]]
-            pieces.append(fragment.take_physical(scanner._read_schema, scanner._read_system, physical))
+            pieces.append(scanner.take_physical(fragment, physical))
             order.append(where)
         schema = scanner.projected_schema
         if not pieces:
             return schema.empty_table()
-        table = pa.Table.from_batches([scanner._project(p) for p in pieces], schema=schema)
+        table = pa.Table.from_batches(pieces, schema=schema)
         inverse = np.empty(len(positions), dtype=np.int64)
         inverse[np.concatenate(order)] = np.arange(len(positions))
         return table.take(pa.array(inverse))

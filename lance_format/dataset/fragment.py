@@ -29,7 +29,8 @@ from lance_format.schema.blob import (
     read_arrow_schema,
 )
 from lance_format.table.deletion import deleted_row_count, live_row_count, read_deletion_file
-from lance_format.table.rowids import read_created_at, read_last_updated_at, read_row_ids
+from lance_format.table.row_versions import read_created_at, read_last_updated_at
+from lance_format.table.rowids import read_row_ids
 
 if TYPE_CHECKING:
     import pyarrow.compute as pc
@@ -95,23 +96,25 @@ class LanceFragment:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
 
     @property
-    def _store(self) -> ObjectStore:
-        return self._dataset._store
+    def object_store(self) -> ObjectStore:
+        """The store of the fragment's table."""
+        return self._dataset.object_store
 
-    def _error_context(self) -> dict[str, Any]:
-        return {"table": self._store.uri, "version": self._dataset.version}
+    def error_context(self) -> dict[str, Any]:
+        """``table`` and ``version`` keywords for the errors raised about this fragment."""
+        return {"table": self.object_store.uri, "version": self._dataset.version}
 
     # -- deletions and lineage ---------------------------------------------------------------
     @cached_property
     def deleted_offsets(self) -> np.ndarray:
         if not self.metadata.HasField("deletion_file"):
             return np.empty(0, dtype=np.uint32)
-        offsets = read_deletion_file(self._store, self.fragment_id, self.metadata.deletion_file)
+        offsets = read_deletion_file(self.object_store, self.fragment_id, self.metadata.deletion_file)
         if len(offsets) and int(offsets.max()) >= self.physical_rows:
             raise CorruptFileError(
                 f"deletion file of fragment {self.fragment_id} deletes offset {int(offsets.max())}, "
                 f"beyond its {self.physical_rows} rows",
-                **self._error_context(),
+                **self.error_context(),
             )
         return offsets
 
@@ -133,27 +136,27 @@ class LanceFragment:
 
     @cached_property
     def _row_ids(self) -> np.ndarray | None:
-        ids = read_row_ids(self._store, self.metadata)
+        ids = read_row_ids(self.object_store, self.metadata)
         if ids is None and self._dataset.has_stable_row_ids:
             # Without its sequence a fragment's row ids are unknown; addresses would be wrong ids.
             raise CorruptFileError(
                 f"fragment {self.fragment_id} of a table with stable row ids has no row id sequence",
-                **self._error_context(),
+                **self.error_context(),
             )
         if ids is not None and len(ids) != self.physical_rows:
             raise CorruptFileError(
                 f"fragment {self.fragment_id} has {len(ids)} row ids for {self.physical_rows} rows",
-                **self._error_context(),
+                **self.error_context(),
             )
         return ids
 
     @cached_property
     def _created_at(self) -> np.ndarray | None:
-        return read_created_at(self._store, self.metadata, self.physical_rows)
+        return read_created_at(self.object_store, self.metadata, self.physical_rows)
 
     @cached_property
     def _last_updated_at(self) -> np.ndarray | None:
-        return read_last_updated_at(self._store, self.metadata, self.physical_rows)
+        return read_last_updated_at(self.object_store, self.metadata, self.physical_rows)
 
     def system_column(self, name: str, offsets: np.ndarray) -> pa.Array:
         """A system column for the given physical offsets (already filtered for deletions)."""
@@ -173,7 +176,7 @@ class LanceFragment:
 
     # -- data --------------------------------------------------------------------------------
     def _file_plans(self, fields: list[LanceField]) -> list[_FilePlan]:
-        table = self._store.uri
+        table = self.object_store.uri
         remaining = {f.id: f for f in fields}
         result: list[_FilePlan] = []
         for data_file in self.metadata.files:
@@ -183,7 +186,7 @@ class LanceFragment:
                 raise CorruptFileError(
                     "data file lists a different number of fields and column indices",
                     path=data_file.path,
-                    **self._error_context(),
+                    **self.error_context(),
                 )
             self._check_file_layout(data_file, version)
             structural = version >= (2, 1)
@@ -194,7 +197,7 @@ class LanceFragment:
                 raise UnsupportedFeatureError(
                     f"data file version {version[0]}.{version[1]} is not supported (supported: 2.0, 2.1, 2.2)",
                     path=data_file.path,
-                    **self._error_context(),
+                    **self.error_context(),
                 )
             plans = [self._column_plan(f, positions, data_file.path, structural) for f in owned]
             for f in owned:
@@ -220,14 +223,14 @@ class LanceFragment:
             repeated = sorted({c for c in columns if columns.count(c) > 1})
             raise CorruptFileError(
                 f"data file maps several fields to the same column(s) {repeated}",
-                path=data_file.path, **self._error_context(),
+                path=data_file.path, **self.error_context(),
             )
         table_version = self._dataset.data_storage_version
         if version[0] >= 2 and _V2_VERSION.fullmatch(table_version) and table_version != f"{version[0]}.{version[1]}":
             raise CorruptFileError(
                 f"data file declares file version {version[0]}.{version[1]} in a table of file version "
                 f"{table_version}",
-                path=data_file.path, **self._error_context(),
+                path=data_file.path, **self.error_context(),
             )
 
     def _column_plan(self, field: LanceField, positions: dict[int, int], path: str,
@@ -247,7 +250,7 @@ class LanceFragment:
                 f"data file has no column for field {field.name!r} (id {field.id})",
                 path=path,
                 column=field.name,
-                **self._error_context(),
+                **self.error_context(),
             )
         return ColumnPlan(
             field.to_arrow(),
@@ -259,19 +262,19 @@ class LanceFragment:
         readers: dict[str, LanceFileReader] = self.__dict__.setdefault("_readers", {})
         reader = readers.get(plan.reader_path)
         if reader is None:
-            reader = LanceFileReader(self._store, plan.reader_path, size=plan.size)
+            reader = LanceFileReader(self.object_store, plan.reader_path, size=plan.size)
             found = _FOOTER_VERSION_NAMES.get(reader.version, reader.version)
             if plan.declared_version is not None and plan.declared_version[0] >= 2 and found != plan.declared_version:
                 raise CorruptFileError(
                     f"data file is file version {found[0]}.{found[1]} but the manifest "
                     f"records {plan.declared_version[0]}.{plan.declared_version[1]}",
-                    path=plan.reader_path, **self._error_context(),
+                    path=plan.reader_path, **self.error_context(),
                 )
             if reader.num_rows != self.physical_rows:
                 raise CorruptFileError(
                     f"data file has {reader.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}",
                     path=plan.reader_path,
-                    **self._error_context(),
+                    **self.error_context(),
                 )
             readers[plan.reader_path] = reader
         return reader
@@ -287,7 +290,7 @@ class LanceFragment:
                 arrays = getter(self._reader(plan), plan.plans)
             except LanceError as exc:
                 # file-level errors know the file and column; add the table and version
-                raise exc.with_context(**self._error_context())
+                raise exc.with_context(**self.error_context())
             for name, array, column in zip(plan.names, arrays, plan.plans):
                 if column.field.type == BLOB_V2_DESCRIPTION:
                     array = null_children_of_null_blobs(array)
@@ -295,7 +298,7 @@ class LanceFragment:
                     problem = first_invalid_utf8(array)
                     if problem:
                         raise CorruptFileError(f"column holds invalid UTF-8 text: {problem}", path=plan.reader_path,
-                                               column=name, **self._error_context())
+                                               column=name, **self.error_context())
                 columns[name] = array
 
     def read_batches(

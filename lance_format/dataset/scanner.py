@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
 from lance_format.dataset.arguments import column_names
-from lance_format.dataset.sql_filter import referenced_columns, to_expression
+from lance_format.dataset.sql.filter import referenced_columns, to_expression
 from lance_format.errors import InvalidInputError
 from lance_format.schema.blob import read_arrow_schema
 
@@ -95,6 +96,11 @@ class LanceScanner:
     def _project(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         schema = self.projected_schema
         return pa.RecordBatch.from_arrays([batch.column(n) for n in self._output], schema=schema)
+
+    def take_physical(self, fragment: LanceFragment, offsets: np.ndarray) -> pa.RecordBatch:
+        """This scan's columns of ``fragment``'s rows at physical ``offsets``, in that order
+        (``LanceDataset.take``; the filter, limit and offset do not apply)."""
+        return self._project(fragment.take_physical(self._read_schema, self._read_system, offsets))
 
     def _filtered_batches(self) -> Iterator[pa.RecordBatch]:
         for fragment in self._fragments:

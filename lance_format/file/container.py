@@ -32,7 +32,6 @@ PAD_BYTE = 0x48
 TAIL_READ_BYTES = 64 * 1024
 
 ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
-COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
 
 _FOOTER = struct.Struct("<QQQIIHH4s")
 

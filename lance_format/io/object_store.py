@@ -13,7 +13,7 @@ import os
 import posixpath
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -108,10 +108,6 @@ class ObjectStore:
     def exists(self, relative: str) -> bool:
         info = self.filesystem.get_file_info(self.full_path(relative))
         return info.type != pafs.FileType.NotFound
-
-    def is_dir(self, relative: str = ".") -> bool:
-        path = self.root if relative == "." else self.full_path(relative)
-        return self.filesystem.get_file_info(path).type == pafs.FileType.Directory
 
     def size(self, relative: str) -> int:
         info = self.filesystem.get_file_info(self.full_path(relative))
@@ -247,8 +243,3 @@ def _check_uri_text(uri: str) -> None:
             f"a table URI is too long ({len(encoded)} bytes, longest name {longest} bytes; the limits are "
             f"{_MAX_URI_BYTES} and {_MAX_COMPONENT_BYTES}): {shown!r}"
         )
-
-
-def iter_file_names(infos: list[pafs.FileInfo]) -> Iterator[str]:
-    for info in infos:
-        yield info.base_name

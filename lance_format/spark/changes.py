@@ -25,14 +25,14 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.delta_plan import (
+from lance_format.dataset.changes.plan import (
     NO_CHANGE_OPERATIONS,
     VersionChanges,
     plan_version,
     require_stable_row_ids,
     same_last_updated,
 )
-from lance_format.dataset.delta_read import ChangeWriter, change_schema
+from lance_format.dataset.changes.materialize import ChangeWriter, change_schema
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
 from lance_format.spark.common import StorageOptions, pack_options, table_location
@@ -152,7 +152,7 @@ def plan_changes(
         list(columns) if columns is not None else None)
     arrow = reader.schema  # validated and typed by the engine; its batches are never pulled here
     schema = spark_schema(arrow)
-    store = end._store
+    store = end.object_store
     listing = list_versions(store)
     tasks: list[tuple[int, int, int]] = []
     identities: list[tuple[int, str]] = []

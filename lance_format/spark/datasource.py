@@ -44,9 +44,9 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from lance_format.dataset.commit_fragments import IDEMPOTENCY_KEY
+from lance_format.dataset.writing.commit_fragments import IDEMPOTENCY_KEY
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.sql_filter import to_expression
+from lance_format.dataset.sql.filter import to_expression
 from lance_format.errors import InvalidInputError
 from lance_format.spark.changes import plan_changes, version_changes
 from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, plan_read, read_schema

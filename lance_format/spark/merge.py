@@ -34,7 +34,7 @@ import pyarrow.dataset as pads
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
-from lance_format.dataset.sql_filter import to_expression
+from lance_format.dataset.sql.filter import to_expression
 from lance_format.errors import DatasetNotFoundError, InvalidInputError
 from lance_format.io import object_store_for
 from lance_format.spark.common import (

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID, SYSTEM_COLUMNS
-from lance_format.dataset.sql_filter import to_expression
+from lance_format.dataset.sql.filter import to_expression
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore
 from lance_format.spark.common import pack_options, parallelism, table_location
@@ -161,7 +161,7 @@ def plan_read(
     spec = ScanSpec(uri=ds.uri, version=ds.version, columns=tuple(wanted), filter=filter,
                     target=arrow_schema_to_bytes(spark_arrow_schema(schema)), batch_size=int(batch_size),
                     identity=manifest_identity(ds.manifest),
-                    storage_options=pack_options(ds._store.storage_options))
+                    storage_options=pack_options(ds.object_store.storage_options))
     splits = plan_splits(ds, target_splits=target_splits, rows_per_split=rows_per_split)
     return ReadPlan(spec, splits, schema)
 

@@ -22,11 +22,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.commit_fragments import delete_rows
+from lance_format.dataset.writing.commit_fragments import delete_rows
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import SYSTEM_COLUMNS
-from lance_format.dataset.fragment_sink import FragmentSink, write_prefix
-from lance_format.dataset.sql_filter import referenced_columns, to_expression
+from lance_format.dataset.writing.fragment_sink import FragmentSink, write_prefix
+from lance_format.dataset.sql.filter import referenced_columns, to_expression
 from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
@@ -353,7 +353,7 @@ def _apply_deletions(spec: DeleteSpec, fragment_id: int, offsets: np.ndarray) ->
         raise CorruptFileError(f"fragment {fragment_id} is not in version {spec.version}", table=spec.uri,
                                version=spec.version)
     offsets = np.unique(offsets.astype(np.int64))
-    updated, added = delete_rows(ds._store, fragment.metadata, offsets, read_version=spec.version,
+    updated, added = delete_rows(ds.object_store, fragment.metadata, offsets, read_version=spec.version,
                                  write_id=spec.write_id)
     if added == 0:
         return None

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.commit_fragments import (
+from lance_format.dataset.writing.commit_fragments import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     IDEMPOTENCY_KEY,
     WRITE_ID_KEY,
@@ -34,15 +34,16 @@ from lance_format.dataset.commit_fragments import (
     discard_uncommitted,
     find_committed_version,
 )
-from lance_format.dataset.fragment_sink import (
+from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     new_write_id,
     write_prefix,
 )
-from lance_format.dataset.evolve_write import commit_with_new_columns, next_field_id_of
-from lance_format.dataset.sql_filter import to_expression
-from lance_format.dataset.write import _resolve_storage_version
+from lance_format.dataset.evolution.base import next_field_id_of
+from lance_format.dataset.evolution.new_column_writes import commit_with_new_columns
+from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.writing.fragment_sink import resolve_storage_version
 from lance_format.errors import DatasetAlreadyExistsError, DuplicateCommitError, InvalidInputError, SchemaMismatchError
 from lance_format.file import LanceFileWriter
 from lance_format.io import ObjectStore, object_store_for
@@ -216,7 +217,7 @@ def plan_write(
     if existing is None:
         arrow = lance_arrow_schema(df_schema, fixed_size_lists=fixed_size_lists)
         schema = LanceSchema.from_arrow(arrow)
-        storage = _resolve_storage_version(data_storage_version, None, table=uri)
+        storage = resolve_storage_version(data_storage_version, None, table=uri)
         if replace_where is not None:
             to_expression(replace_where, schema.to_arrow())  # validate before any task runs
         return _checked(WritePlan(operation="overwrite", read_version=0, schema=schema, storage_version=storage,
@@ -244,7 +245,7 @@ def plan_write(
     if mode == "ignore":
         return WritePlan(operation="none", read_version=version, schema=table, storage_version="",
                          skipped=skipped, **base)
-    storage = _resolve_storage_version(None, manifest.data_format.version or "2.0", table=uri)
+    storage = resolve_storage_version(None, manifest.data_format.version or "2.0", table=uri)
 
     if mode == "overwrite" and replace_where is None:
         if enable_stable_row_ids and not stable:
@@ -257,7 +258,7 @@ def plan_write(
                 raise
             schema, adds = LanceSchema.from_arrow(lance_arrow_schema(df_schema, fixed_size_lists=fixed_size_lists)), False
         if data_storage_version is not None:
-            storage = _resolve_storage_version(data_storage_version, None, table=uri)
+            storage = resolve_storage_version(data_storage_version, None, table=uri)
         # An overwrite carries its whole schema, so added columns need no separate commit.
         return _checked(WritePlan(operation="overwrite", read_version=version, schema=schema, storage_version=storage,
                                   enable_stable_row_ids=stable, columns=[f.name for f in schema.fields],

@@ -16,9 +16,7 @@ the table stays readable at its last committed version; ``cleanup_old_versions``
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import time
 from dataclasses import dataclass
 from typing import Mapping
@@ -50,6 +48,7 @@ from lance_format.table.operations import BuildOptions, build_version
 from lance_format.table.transaction import (
     IDEMPOTENCY_KEY,
     TRANSACTIONS_DIR,
+    OperationKind,
     load_transaction,
     operation_name,
     transaction_file_name,
@@ -57,13 +56,6 @@ from lance_format.table.transaction import (
 
 HINT_PATH = f"{VERSIONS_DIR}/latest_version_hint.json"
 DEFAULT_MAX_RETRIES = 20
-CRASH_ENV = "LANCE_FORMAT_CRASH_AT"  # test hook: SIGKILL this process at the named point
-
-
-def crash_point(name: str) -> None:
-    """Die (SIGKILL, no cleanup) at ``name`` when the crash-test hook asks for it."""
-    if os.environ.get(CRASH_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -100,7 +92,7 @@ class _Commit:
     # -- conflict checks -------------------------------------------------------------------
     def initial_fragments(self, listing) -> dict[int, table_pb2.DataFragment] | None:
         """The fragments our Delete/Update modifies, as they were at its read version."""
-        if self._initial is None and self.op in ("delete", "update"):
+        if self._initial is None and self.op in (OperationKind.DELETE, OperationKind.UPDATE):
             mf = self._read_manifest_file
             if mf is None or mf.manifest.version != self.original.read_version:
                 path = listing.versions.get(self.original.read_version)
@@ -145,7 +137,7 @@ class _Commit:
     # -- rebase --------------------------------------------------------------------------------
     def rebased(self, latest: ManifestFile | None) -> transaction_pb2.Transaction:
         """The transaction to commit on top of ``latest``."""
-        if self.op not in ("delete", "update") or latest is None:
+        if self.op not in (OperationKind.DELETE, OperationKind.UPDATE) or latest is None:
             return self.original
         txn = transaction_pb2.Transaction()
         txn.CopyFrom(self.original)
@@ -156,8 +148,8 @@ class _Commit:
         return txn
 
     def _merge_deletions(self, txn: transaction_pb2.Transaction, latest: ManifestFile) -> None:
-        body = txn.delete if self.op == "delete" else txn.update
-        removed = body.deleted_fragment_ids if self.op == "delete" else body.removed_fragment_ids
+        body = txn.delete if self.op == OperationKind.DELETE else txn.update
+        removed = body.deleted_fragment_ids if self.op == OperationKind.DELETE else body.removed_fragment_ids
         current = {f.id: f for f in latest.manifest.fragments}
         new_files: dict[int, table_pb2.DeletionFile | None] = {}
         for fragment_id in sorted(self.rewrite):
@@ -248,7 +240,7 @@ def commit_transaction(
 
 
 def _discard_superseded_deletions(store: ObjectStore, original: transaction_pb2.Transaction, keep: set[str]) -> None:
-    body = original.delete if operation_name(original) == "delete" else original.update
+    body = original.delete if operation_name(original) == OperationKind.DELETE else original.update
     for fragment in body.updated_fragments:
         if fragment.HasField("deletion_file") and fragment.deletion_file.read_version == original.read_version:
             path = deletion_file_path(fragment.id, fragment.deletion_file)
@@ -270,12 +262,12 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
             feature_flags.check_writable(previous.manifest, table=store.uri, path=listing.versions[listing.latest])
             state.check_versions(listing, checked_up_to + 1, listing.latest)
             checked_up_to = max(checked_up_to, listing.latest)
-        if previous is None and state.op != "overwrite":
+        if previous is None and state.op != OperationKind.OVERWRITE:
             raise DatasetNotFoundError(f"cannot commit a {state.op}: there is no table here (it may have been "
                                        "deleted)", table=store.uri)
         txn = state.rebased(previous)
         restored = None
-        if state.op == "restore":
+        if state.op == OperationKind.RESTORE:
             path = listing.versions.get(txn.restore.version)
             if path is None:
                 raise VersionNotFoundError(f"cannot restore version {txn.restore.version}: it does not exist",
@@ -283,13 +275,10 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
             restored = read_manifest(store, path)
         built = build_version(previous, txn, state.options, store=store, restored=restored)
         state.write_transaction(txn)
-        crash_point("commit:after_transaction_file")
         data = encode_manifest(built.manifest, txn, built.index_section)
         naming = listing.naming or new_table_naming
         path = manifest_path(built.manifest.version, naming)
-        crash_point("commit:before_publish")
         if store.put_if_not_exists(path, data):
-            crash_point("commit:after_publish")
             _write_hint(store, built.manifest.version)
             mf = ManifestFile(built.manifest, txn, built.index_section, len(data))
             return CommittedVersion(built.manifest.version, path, mf, attempt), txn
@@ -322,5 +311,4 @@ def latest_manifest(store: ObjectStore) -> tuple[str, ManifestFile] | None:
 
 __all__ = [
     "commit_transaction", "CommittedVersion", "latest_manifest", "HINT_PATH", "RetryableCommitConflictError",
-    "crash_point", "CRASH_ENV",
 ]

@@ -22,6 +22,7 @@ from pyroaring import BitMap
 
 from lance_format.errors import RetryableCommitConflictError
 from lance_format.proto import table_pb2, transaction_pb2
+from lance_format.table.transaction import OperationKind as Op  # the matrix below reads better short
 from lance_format.table.transaction import operation_name
 
 COMPATIBLE = "compatible"
@@ -56,38 +57,38 @@ def _never(ours: str | None, theirs: str | None, why: str = "") -> Verdict:
 def modified_fragment_ids(txn: Txn) -> set[int]:
     """Existing fragments a transaction changes or removes."""
     op = operation_name(txn)
-    if op == "delete":
+    if op == Op.DELETE:
         return {f.id for f in txn.delete.updated_fragments} | set(txn.delete.deleted_fragment_ids)
-    if op == "update":
+    if op == Op.UPDATE:
         return {f.id for f in txn.update.updated_fragments} | set(txn.update.removed_fragment_ids)
-    if op == "rewrite":
+    if op == Op.REWRITE:
         ids = {f.id for g in txn.rewrite.groups for f in g.old_fragments}
         return ids | {f.id for f in txn.rewrite.old_fragments}
-    if op == "data_replacement":
+    if op == Op.DATA_REPLACEMENT:
         return {r.fragment_id for r in txn.data_replacement.replacements}
-    if op == "merge":
+    if op == Op.MERGE:
         return {f.id for f in txn.merge.fragments}
     return set()
 
 
 def _updated_and_removed(txn: Txn) -> tuple[list[table_pb2.DataFragment], list[int]]:
-    if operation_name(txn) == "delete":
+    if operation_name(txn) == Op.DELETE:
         return list(txn.delete.updated_fragments), list(txn.delete.deleted_fragment_ids)
     return list(txn.update.updated_fragments), list(txn.update.removed_fragment_ids)
 
 
 def _upserted_keys(txn: Txn) -> set[str]:
     op = operation_name(txn)
-    if op == "overwrite":
+    if op == Op.OVERWRITE:
         return set(txn.overwrite.config_upsert_values)
-    if op == "update_config":
+    if op == Op.UPDATE_CONFIG:
         body = txn.update_config
         return {e.key for e in body.config_updates.update_entries if e.HasField("value")} | set(body.upsert_values)
     return set()
 
 
 def _deleted_keys(txn: Txn) -> set[str]:
-    if operation_name(txn) != "update_config":
+    if operation_name(txn) != Op.UPDATE_CONFIG:
         return set()
     body = txn.update_config
     return {e.key for e in body.config_updates.update_entries if not e.HasField("value")} | set(body.delete_keys)
@@ -132,12 +133,13 @@ def _check_delete_update(
 ) -> Verdict:
     me, other = operation_name(ours), operation_name(theirs)
     mine = modified_fragment_ids(ours)
-    if other in ("create_index", "reserve_fragments", "clone", "project", "append", "update_config", "update_bases"):
+    if other in (Op.CREATE_INDEX, Op.RESERVE_FRAGMENTS, Op.CLONE, Op.PROJECT, Op.APPEND, Op.UPDATE_CONFIG,
+                 Op.UPDATE_BASES):
         return _ok()
-    if other in ("rewrite", "data_replacement"):
+    if other in (Op.REWRITE, Op.DATA_REPLACEMENT):
         overlap = mine & modified_fragment_ids(theirs)
         return _retry(me, other, f"both touch fragments {sorted(overlap)}") if overlap else _ok()
-    if other in ("delete", "update"):
+    if other in (Op.DELETE, Op.UPDATE):
         updated, removed = _updated_and_removed(theirs)
         overlap = mine & ({f.id for f in updated} | set(removed))
         if not overlap:
@@ -159,7 +161,7 @@ def _check_delete_update(
         if gone:
             return _retry(me, other, f"fragments {gone} were removed")
         return Verdict(REBASE if rewrite else COMPATIBLE, rewrite=rewrite)
-    if other == "merge":
+    if other == Op.MERGE:
         return _retry(me, other)
     return _never(me, other or "unknown operation")  # overwrite, restore, mem-wal, unknown
 
@@ -167,84 +169,85 @@ def _check_delete_update(
 def _check_rewrite(ours: Txn, theirs: Txn) -> Verdict:
     other = operation_name(theirs)
     mine = modified_fragment_ids(ours)
-    if other in ("append", "reserve_fragments", "project", "clone", "update_config", "update_mem_wal_state", "update_bases"):
+    if other in (Op.APPEND, Op.RESERVE_FRAGMENTS, Op.PROJECT, Op.CLONE, Op.UPDATE_CONFIG, Op.UPDATE_MEM_WAL_STATE,
+                 Op.UPDATE_BASES):
         return _ok()
-    if other in ("delete", "update", "rewrite", "data_replacement"):
+    if other in (Op.DELETE, Op.UPDATE, Op.REWRITE, Op.DATA_REPLACEMENT):
         overlap = mine & modified_fragment_ids(theirs)
-        return _retry("rewrite", other, f"both touch fragments {sorted(overlap)}") if overlap else _ok()
-    if other == "merge":
-        return _retry("rewrite", other)
-    if other == "create_index":
+        return _retry(Op.REWRITE, other, f"both touch fragments {sorted(overlap)}") if overlap else _ok()
+    if other == Op.MERGE:
+        return _retry(Op.REWRITE, other)
+    if other == Op.CREATE_INDEX:
         indices = list(theirs.create_index.new_indices)
         if any(i.name == FRAG_REUSE_INDEX_NAME for i in indices):
-            return _retry("rewrite", other, "the fragment reuse index changed")
+            return _retry(Op.REWRITE, other, "the fragment reuse index changed")
         for bitmap in _index_bitmaps(indices):
             if bitmap is None or any(i in bitmap for i in mine):
-                return _retry("rewrite", other, "the new index covers rewritten fragments")
+                return _retry(Op.REWRITE, other, "the new index covers rewritten fragments")
         return _ok()
-    return _never("rewrite", other or "unknown operation")
+    return _never(Op.REWRITE, other or "unknown operation")
 
 
 def _check_create_index(ours: Txn, theirs: Txn) -> Verdict:
     other = operation_name(theirs)
     mine = list(ours.create_index.new_indices)
-    if other in ("append", "clone", "update_bases", "delete", "update", "merge", "reserve_fragments", "project",
-                 "update_config"):
+    if other in (Op.APPEND, Op.CLONE, Op.UPDATE_BASES, Op.DELETE, Op.UPDATE, Op.MERGE, Op.RESERVE_FRAGMENTS,
+                 Op.PROJECT, Op.UPDATE_CONFIG):
         return _ok()
-    if other == "create_index":
+    if other == Op.CREATE_INDEX:
         both_fri = any(i.name == FRAG_REUSE_INDEX_NAME for i in mine) and any(
             i.name == FRAG_REUSE_INDEX_NAME for i in theirs.create_index.new_indices
         )
-        return _retry("create_index", other) if both_fri else _ok()
-    if other == "rewrite":
+        return _retry(Op.CREATE_INDEX, other) if both_fri else _ok()
+    if other == Op.REWRITE:
         rewritten = modified_fragment_ids(theirs)
         for bitmap in _index_bitmaps(mine):
             if bitmap is None or any(i in bitmap for i in rewritten):
-                return _retry("create_index", other, "indexed fragments were rewritten")
+                return _retry(Op.CREATE_INDEX, other, "indexed fragments were rewritten")
         return _ok()
-    if other == "data_replacement":
+    if other == Op.DATA_REPLACEMENT:
         indexed = {f for i in mine for f in i.fields}
         replaced = {f for r in theirs.data_replacement.replacements for f in r.new_file.fields}
-        return _retry("create_index", other) if indexed & replaced else _ok()
-    return _never("create_index", other or "unknown operation")
+        return _retry(Op.CREATE_INDEX, other) if indexed & replaced else _ok()
+    return _never(Op.CREATE_INDEX, other or "unknown operation")
 
 
 def _check_update_config(ours: Txn, theirs: Txn) -> Verdict:
     other = operation_name(theirs)
-    if other == "overwrite":
+    if other == Op.OVERWRITE:
         if _touches_schema_metadata(ours) or _field_metadata_ids(ours) or config_key_conflict(ours, theirs):
-            return _never("update_config", other, "both change config or schema metadata")
+            return _never(Op.UPDATE_CONFIG, other, "both change config or schema metadata")
         return _ok()
-    if other == "update_config":
+    if other == Op.UPDATE_CONFIG:
         keys = config_key_conflict(ours, theirs)
         if keys or _same_metadata(ours, theirs):
-            return _never("update_config", other, f"both change the same keys {sorted(keys)}" if keys else
+            return _never(Op.UPDATE_CONFIG, other, f"both change the same keys {sorted(keys)}" if keys else
                           "both change the same metadata")
         return _ok()
-    return _ok() if other is not None else _never("update_config", "unknown operation")
+    return _ok() if other is not None else _never(Op.UPDATE_CONFIG, "unknown operation")
 
 
 _SIMPLE: dict[str, dict[str, set[str]]] = {
     # our op -> {outcome: their ops}; ops not listed are incompatible.
-    "append": {COMPATIBLE: {"append", "rewrite", "create_index", "delete", "update", "reserve_fragments", "project",
-                            "update_bases", "merge", "update_config", "clone", "data_replacement"}},
-    "restore": {COMPATIBLE: {"append", "delete", "overwrite", "create_index", "rewrite", "data_replacement", "merge",
-                             "restore", "reserve_fragments", "update_bases", "update", "project", "clone",
-                             "update_config"}},
-    "reserve_fragments": {COMPATIBLE: {"append", "delete", "create_index", "rewrite", "data_replacement", "merge",
-                                       "reserve_fragments", "update", "project", "clone", "update_config",
-                                       "update_mem_wal_state", "update_bases"}},
-    "project": {COMPATIBLE: {"append", "update", "delete", "update_config", "create_index", "data_replacement",
-                             "rewrite", "clone", "reserve_fragments", "update_bases"},
-                RETRYABLE: {"merge", "project"}},
-    "merge": {COMPATIBLE: {"create_index", "reserve_fragments", "clone", "update_config", "update_bases"},
-              RETRYABLE: {"update", "append", "delete", "rewrite", "merge", "data_replacement"}},
-    "data_replacement": {COMPATIBLE: {"append", "clone", "delete", "update", "merge", "update_config",
-                                      "reserve_fragments", "project", "update_bases"}},
-    "clone": {COMPATIBLE: set()},
+    Op.APPEND: {COMPATIBLE: {Op.APPEND, Op.REWRITE, Op.CREATE_INDEX, Op.DELETE, Op.UPDATE, Op.RESERVE_FRAGMENTS,
+                             Op.PROJECT, Op.UPDATE_BASES, Op.MERGE, Op.UPDATE_CONFIG, Op.CLONE, Op.DATA_REPLACEMENT}},
+    Op.RESTORE: {COMPATIBLE: {Op.APPEND, Op.DELETE, Op.OVERWRITE, Op.CREATE_INDEX, Op.REWRITE, Op.DATA_REPLACEMENT,
+                              Op.MERGE, Op.RESTORE, Op.RESERVE_FRAGMENTS, Op.UPDATE_BASES, Op.UPDATE, Op.PROJECT,
+                              Op.CLONE, Op.UPDATE_CONFIG}},
+    Op.RESERVE_FRAGMENTS: {COMPATIBLE: {Op.APPEND, Op.DELETE, Op.CREATE_INDEX, Op.REWRITE, Op.DATA_REPLACEMENT,
+                                        Op.MERGE, Op.RESERVE_FRAGMENTS, Op.UPDATE, Op.PROJECT, Op.CLONE,
+                                        Op.UPDATE_CONFIG, Op.UPDATE_MEM_WAL_STATE, Op.UPDATE_BASES}},
+    Op.PROJECT: {COMPATIBLE: {Op.APPEND, Op.UPDATE, Op.DELETE, Op.UPDATE_CONFIG, Op.CREATE_INDEX, Op.DATA_REPLACEMENT,
+                              Op.REWRITE, Op.CLONE, Op.RESERVE_FRAGMENTS, Op.UPDATE_BASES},
+                 RETRYABLE: {Op.MERGE, Op.PROJECT}},
+    Op.MERGE: {COMPATIBLE: {Op.CREATE_INDEX, Op.RESERVE_FRAGMENTS, Op.CLONE, Op.UPDATE_CONFIG, Op.UPDATE_BASES},
+               RETRYABLE: {Op.UPDATE, Op.APPEND, Op.DELETE, Op.REWRITE, Op.MERGE, Op.DATA_REPLACEMENT}},
+    Op.DATA_REPLACEMENT: {COMPATIBLE: {Op.APPEND, Op.CLONE, Op.DELETE, Op.UPDATE, Op.MERGE, Op.UPDATE_CONFIG,
+                                       Op.RESERVE_FRAGMENTS, Op.PROJECT, Op.UPDATE_BASES}},
+    Op.CLONE: {COMPATIBLE: set()},
     # Never produced here; Lance's rules, without the MemWAL-id comparisons (conservative).
-    "update_mem_wal_state": {COMPATIBLE: {"update_config", "rewrite", "create_index", "reserve_fragments",
-                                          "update_bases"}},
+    Op.UPDATE_MEM_WAL_STATE: {COMPATIBLE: {Op.UPDATE_CONFIG, Op.REWRITE, Op.CREATE_INDEX, Op.RESERVE_FRAGMENTS,
+                                           Op.UPDATE_BASES}},
 }
 
 
@@ -267,31 +270,31 @@ def check(
     other = operation_name(theirs)
     if other is None:
         return _never(me, "operation this engine does not know")
-    if me in ("delete", "update"):
+    if me in (Op.DELETE, Op.UPDATE):
         return _check_delete_update(ours, theirs, initial_fragments, has_affected_rows)
-    if me == "rewrite":
+    if me == Op.REWRITE:
         return _check_rewrite(ours, theirs)
-    if me == "create_index":
+    if me == Op.CREATE_INDEX:
         return _check_create_index(ours, theirs)
-    if me == "update_config":
+    if me == Op.UPDATE_CONFIG:
         return _check_update_config(ours, theirs)
-    if me == "overwrite":
-        if other in ("overwrite", "update_config"):
+    if me == Op.OVERWRITE:
+        if other in (Op.OVERWRITE, Op.UPDATE_CONFIG):
             shared = config_key_conflict(ours, theirs)
             return _never(me, other, f"both change config keys {sorted(shared)}") if shared else _ok()
-        return _never(me, other) if other == "update_mem_wal_state" else _ok()
-    if me == "data_replacement" and other == "data_replacement":
+        return _never(me, other) if other == Op.UPDATE_MEM_WAL_STATE else _ok()
+    if me == Op.DATA_REPLACEMENT and other == Op.DATA_REPLACEMENT:
         mine = {(r.fragment_id, f) for r in ours.data_replacement.replacements for f in r.new_file.fields}
         their = {(r.fragment_id, f) for r in theirs.data_replacement.replacements for f in r.new_file.fields}
         return _retry(me, other) if mine & their else _ok()
-    if me == "data_replacement" and other == "rewrite":
+    if me == Op.DATA_REPLACEMENT and other == Op.REWRITE:
         return _retry(me, other) if modified_fragment_ids(ours) & modified_fragment_ids(theirs) else _ok()
-    if me == "data_replacement" and other == "create_index":
+    if me == Op.DATA_REPLACEMENT and other == Op.CREATE_INDEX:
         indexed = {f for i in theirs.create_index.new_indices for f in i.fields}
         replaced = {f for r in ours.data_replacement.replacements for f in r.new_file.fields}
         return _retry(me, other) if indexed & replaced else _ok()
-    if me == "update_bases":
-        if other != "update_bases":
+    if me == Op.UPDATE_BASES:
+        if other != Op.UPDATE_BASES:
             return _ok()
         mine = {(b.name, b.path) for b in ours.update_bases.new_bases}
         their = {(b.name, b.path) for b in theirs.update_bases.new_bases}
@@ -301,7 +304,7 @@ def check(
     rules = _SIMPLE.get(me)
     if rules is None:
         return _never(me, other)
-    if me == "clone":
+    if me == Op.CLONE:
         return _ok()
     if other in rules.get(COMPATIBLE, set()):
         return _ok()

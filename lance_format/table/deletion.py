@@ -23,7 +23,7 @@ from pyroaring import BitMap
 
 from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import table_pb2
-from lance_format.table.rowids import sorted_unique
+from lance_format.table.u64_segment import sorted_unique
 
 # Lance keeps a hash set up to this many deletions and switches to a roaring bitmap above it.
 BITMAP_THRESHOLD = 5000

@@ -20,8 +20,8 @@ import numpy as np
 
 from lance_format.errors import CorruptFileError
 from lance_format.proto import table_pb2
-from lance_format.table.rowids import decode_row_ids, encode_row_ids
-from lance_format.table.row_versions import encode_version_sequence, uniform_version_sequence
+from lance_format.table.row_versions import encode_version_sequence, read_created_at, uniform_version_sequence
+from lance_format.table.rowids import decode_row_ids, encode_row_ids, read_row_ids
 
 _ROW_ID_FIELDS = ("inline_row_ids", "external_row_ids")
 
@@ -84,9 +84,6 @@ def created_at_of(store: Any, fragments: Iterable[table_pb2.DataFragment], row_i
 
     Works fragment by fragment, so memory stays bounded by the largest fragment's sequence.
     """
-    from lance_format.table.rowids import read_row_ids
-    from lance_format.table.row_versions import read_created_at
-
     row_ids = np.asarray(row_ids, dtype=np.uint64)
     wanted = np.unique(row_ids)
     result = np.full(wanted.size, default, dtype=np.uint64)

@@ -23,7 +23,7 @@ from lance_format.errors import CommitConflictError, InvalidInputError, Unsuppor
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table import feature_flags, index_meta, lineage
 from lance_format.table.manifest import ManifestFile
-from lance_format.table.transaction import operation_name, transaction_file_name
+from lance_format.table.transaction import OperationKind, operation_name, transaction_file_name
 
 WRITER_LIBRARY = "lance-assets"
 WRITER_VERSION = "0.1.0"
@@ -161,11 +161,217 @@ def _apply_update_config(manifest: table_pb2.Manifest, body: transaction_pb2.Tra
 def _stable_row_ids(previous: table_pb2.Manifest | None, op: str | None, options: BuildOptions) -> bool:
     if previous is not None and has_stable_row_ids(previous):
         return True
-    if previous is None or op == "overwrite":
+    if previous is None or op == OperationKind.OVERWRITE:
         if previous is not None and options.enable_stable_row_ids:
             raise UnsupportedFeatureError("cannot enable stable row ids on an existing table")
         return options.enable_stable_row_ids
     return False
+
+
+@dataclass
+class _Build:
+    """The next version while an operation is applied to it."""
+
+    txn: transaction_pb2.Transaction
+    options: BuildOptions
+    store: Any  # reads external row-id sequences (an Update that preserves row lineage)
+    previous: table_pb2.Manifest | None
+    manifest: table_pb2.Manifest  # starts as a copy of the previous (or restored) manifest
+    version: int
+    stable: bool
+    max_fragment_id: int | None  # the previous version's high-water mark
+    first_id: int  # the id the first new fragment gets
+    next_row_id: int
+    existing: list[table_pb2.DataFragment]  # copies of the previous version's fragments
+    fragments: list[table_pb2.DataFragment]  # the new version's fragments (before sorting)
+    indices: table_pb2.IndexSection | None
+    reserved_fragments: int | None = None  # ReserveFragments: ids to reserve past the high-water mark
+
+
+def _overwrite(b: _Build) -> None:
+    body = b.txn.overwrite
+    _set_schema(b.manifest, body.schema)
+    b.manifest.schema_metadata.clear()
+    b.manifest.schema_metadata.update(body.schema_metadata)
+    new = _copies(body.fragments)
+    _assign_ids(new, b.first_id)
+    if b.stable:
+        b.next_row_id = lineage.assign_row_ids(new, b.next_row_id)
+        lineage.fill_new_fragment_versions(new, b.version)
+    b.fragments = new
+    b.manifest.config.update(body.config_upsert_values)
+    previous_storage = b.previous.data_format.version if b.previous is not None else "2.0"
+    b.manifest.data_format.file_format = "lance"
+    b.manifest.data_format.version = b.options.data_storage_version or previous_storage
+    b.indices = None
+
+
+def _append(b: _Build) -> None:
+    new = _copies(b.txn.append.fragments)
+    _assign_ids(new, b.first_id)
+    if b.stable:
+        b.next_row_id = lineage.assign_row_ids(new, b.next_row_id)
+        lineage.fill_new_fragment_versions(new, b.version)
+    b.fragments = b.existing + new
+
+
+def _delete(b: _Build) -> None:
+    body = b.txn.delete
+    b.fragments = _replace_by_id(b.existing, set(body.deleted_fragment_ids), list(body.updated_fragments))
+
+
+def _update(b: _Build) -> None:
+    body = b.txn.update
+    kept = _replace_by_id(b.existing, set(body.removed_fragment_ids), list(body.updated_fragments))
+    new = _copies(body.new_fragments)
+    _assign_ids(new, b.first_id)
+    if b.stable:
+        b.next_row_id = lineage.assign_row_ids(new, b.next_row_id)
+        # only an overwrite applies without a previous version (checked in _start)
+        lineage.fill_update_versions(b.store, new, b.previous.fragments, b.version)  # type: ignore[union-attr]
+    b.fragments = kept + new
+
+
+def _merge(b: _Build) -> None:
+    body = b.txn.merge
+    _set_schema(b.manifest, body.schema, body.schema_metadata)
+    fragments = _copies(body.fragments)
+    before = {f.id: f for f in b.existing}
+    # Fragments new to the table (a write that adds columns) carry final ids; ids at or
+    # below the high-water mark may have been reserved meanwhile, so refuse to reuse them.
+    fresh = [f for f in fragments if f.id not in before]
+    if fresh and b.max_fragment_id is not None and min(f.id for f in fresh) <= b.max_fragment_id:
+        raise CommitConflictError(
+            f"the merge's new fragment ids {sorted(f.id for f in fresh)} are no longer free", version=b.version
+        )
+    if b.stable:
+        # New fragments get row ids and version sequences exactly as an Append's.
+        b.next_row_id = lineage.assign_row_ids(fresh, b.next_row_id)
+        lineage.fill_new_fragment_versions(fresh, b.version)
+        lineage.mark_changed_fragments_updated([f for f in fragments if f.id in before], before, b.version)
+    schema_ids = {f.id for f in b.manifest.fields}
+    _drop_dead_files(fragments, schema_ids)
+    b.fragments = fragments
+    b.indices = index_meta.retain_relevant(b.indices, schema_ids)
+
+
+def _project(b: _Build) -> None:
+    _set_schema(b.manifest, b.txn.project.schema)
+    schema_ids = {f.id for f in b.manifest.fields}
+    _drop_dead_files(b.fragments, schema_ids)
+    b.indices = index_meta.retain_relevant(b.indices, schema_ids)
+
+
+def _rewrite(b: _Build) -> None:
+    groups = list(b.txn.rewrite.groups)
+    if not groups and len(b.txn.rewrite.old_fragments):
+        raise UnsupportedFeatureError("legacy ungrouped Rewrite transactions are not supported")
+    index_meta.check_rewrite_untouched(b.indices, groups)
+    b.fragments = _apply_rewrite(b.existing, groups, b.first_id, b.version)
+
+
+def _restore(b: _Build) -> None:
+    b.fragments = _copies(b.manifest.fragments)  # the restored version's
+
+
+def _reserve_fragments(b: _Build) -> None:
+    b.reserved_fragments = b.txn.reserve_fragments.num_fragments
+
+
+def _update_config(b: _Build) -> None:
+    _apply_update_config(b.manifest, b.txn.update_config)
+
+
+# The operations this engine commits; the others are refused.
+_APPLY = {
+    OperationKind.OVERWRITE: _overwrite,
+    OperationKind.APPEND: _append,
+    OperationKind.DELETE: _delete,
+    OperationKind.UPDATE: _update,
+    OperationKind.MERGE: _merge,
+    OperationKind.PROJECT: _project,
+    OperationKind.REWRITE: _rewrite,
+    OperationKind.RESTORE: _restore,
+    OperationKind.RESERVE_FRAGMENTS: _reserve_fragments,
+    OperationKind.UPDATE_CONFIG: _update_config,
+}
+
+
+def _start(
+    previous_file: ManifestFile | None,
+    txn: transaction_pb2.Transaction,
+    options: BuildOptions,
+    store: Any,
+    restored: ManifestFile | None,
+) -> _Build:
+    """The next version as a copy of the previous one (or of the restored one, for a Restore)."""
+    op = operation_name(txn)
+    previous = previous_file.manifest if previous_file is not None else None
+    indices = previous_file.index_section if previous_file is not None else None
+    version = previous.version + 1 if previous is not None else 1
+    if previous is None and op != OperationKind.OVERWRITE:
+        raise InvalidInputError(f"cannot apply a {op} operation to a table that does not exist")
+    stable = _stable_row_ids(previous, op, options)
+
+    manifest = table_pb2.Manifest()
+    if op == OperationKind.RESTORE:
+        if restored is None:
+            raise InvalidInputError("a restore needs the manifest of the version it restores")
+        manifest.CopyFrom(restored.manifest)
+        indices = restored.index_section
+        stable = has_stable_row_ids(restored.manifest)
+    elif previous is not None:
+        manifest.CopyFrom(previous)  # keeps config, table metadata, next_row_id, unknown fields
+    for name in ("index_section", "transaction_section", "transaction_section_deprecated", "tag"):
+        manifest.ClearField(name)
+
+    # High-water marks never go back (a restore keeps the latest ones so ids are not reused).
+    has_mark = previous is not None and previous.HasField("max_fragment_id")
+    max_fragment_id = previous.max_fragment_id if previous is not None and has_mark else None
+    existing = _copies(previous.fragments) if previous is not None else []
+    return _Build(
+        txn=txn, options=options, store=store, previous=previous, manifest=manifest, version=version, stable=stable,
+        max_fragment_id=max_fragment_id,
+        first_id=max_fragment_id + 1 if max_fragment_id is not None else 0,
+        next_row_id=max(previous.next_row_id if previous is not None else 0, manifest.next_row_id),
+        existing=existing, fragments=existing, indices=indices,
+    )
+
+
+def _finish(b: _Build) -> BuiltVersion:
+    """Fragments, version, timestamp, writer, high-water marks and feature flags of the new manifest."""
+    manifest, txn = b.manifest, b.txn
+    b.fragments.sort(key=lambda f: f.id)
+    _drop_dead_files(b.fragments, None)
+    del manifest.fragments[:]
+    manifest.fragments.extend(b.fragments)
+
+    manifest.version = b.version
+    now = time.time_ns()
+    manifest.timestamp.seconds = now // 1_000_000_000
+    manifest.timestamp.nanos = now % 1_000_000_000
+    manifest.writer_version.library = WRITER_LIBRARY
+    manifest.writer_version.version = WRITER_VERSION
+    manifest.transaction_file = transaction_file_name(txn)
+    if txn.tag:
+        manifest.tag = txn.tag
+    highest = max((f.id for f in manifest.fragments), default=None)
+    candidates = [x for x in (b.max_fragment_id, highest) if x is not None]
+    if candidates:
+        manifest.max_fragment_id = max(candidates)
+    else:
+        manifest.ClearField("max_fragment_id")
+    if b.reserved_fragments is not None:
+        manifest.max_fragment_id = (b.max_fragment_id or 0) + b.reserved_fragments
+    if b.stable:
+        manifest.next_row_id = b.next_row_id
+    else:
+        manifest.ClearField("next_row_id")
+    reader, writer = feature_flags.compute_flags(manifest, stable_row_ids=b.stable)
+    manifest.reader_feature_flags = reader
+    manifest.writer_feature_flags = writer
+    indices = b.indices
+    return BuiltVersion(manifest, indices if indices is not None and len(indices.indices) else None)
 
 
 def build_version(
@@ -181,140 +387,13 @@ def build_version(
     ``restored`` is the manifest file of the version a ``Restore`` brings back; ``store`` is
     needed to read external row-id sequences when an ``Update`` preserves row lineage.
     """
+    build = _start(previous_file, txn, options, store, restored)
     op = operation_name(txn)
-    previous = previous_file.manifest if previous_file is not None else None
-    indices = previous_file.index_section if previous_file is not None else None
-    version = previous.version + 1 if previous is not None else 1
-    if previous is None and op != "overwrite":
-        raise InvalidInputError(f"cannot apply a {op} operation to a table that does not exist")
-    stable = _stable_row_ids(previous, op, options)
-
-    manifest = table_pb2.Manifest()
-    if op == "restore":
-        if restored is None:
-            raise InvalidInputError("a restore needs the manifest of the version it restores")
-        manifest.CopyFrom(restored.manifest)
-        indices = restored.index_section
-        stable = has_stable_row_ids(restored.manifest)
-    elif previous is not None:
-        manifest.CopyFrom(previous)  # keeps config, table metadata, next_row_id, unknown fields
-    for name in ("index_section", "transaction_section", "transaction_section_deprecated", "tag"):
-        manifest.ClearField(name)
-
-    # High-water marks never go back (a restore keeps the latest ones so ids are not reused).
-    max_fragment_id = previous.max_fragment_id if previous is not None and previous.HasField("max_fragment_id") else None
-    next_row_id = max(previous.next_row_id if previous is not None else 0, manifest.next_row_id)
-    first_id = max_fragment_id + 1 if max_fragment_id is not None else 0
-    existing = _copies(previous.fragments) if previous is not None else []
-    fragments = existing
-
-    if op == "overwrite":
-        body = txn.overwrite
-        _set_schema(manifest, body.schema)
-        manifest.schema_metadata.clear()
-        manifest.schema_metadata.update(body.schema_metadata)
-        new = _copies(body.fragments)
-        _assign_ids(new, first_id)
-        if stable:
-            next_row_id = lineage.assign_row_ids(new, next_row_id)
-            lineage.fill_new_fragment_versions(new, version)
-        fragments = new
-        manifest.config.update(body.config_upsert_values)
-        storage = options.data_storage_version or (previous.data_format.version if previous is not None else "2.0")
-        manifest.data_format.file_format = "lance"
-        manifest.data_format.version = storage
-        indices = None
-    elif op == "append":
-        new = _copies(txn.append.fragments)
-        _assign_ids(new, first_id)
-        if stable:
-            next_row_id = lineage.assign_row_ids(new, next_row_id)
-            lineage.fill_new_fragment_versions(new, version)
-        fragments = existing + new
-    elif op == "delete":
-        body = txn.delete
-        fragments = _replace_by_id(existing, set(body.deleted_fragment_ids), list(body.updated_fragments))
-    elif op == "update":
-        body = txn.update
-        fragments = _replace_by_id(existing, set(body.removed_fragment_ids), list(body.updated_fragments))
-        new = _copies(body.new_fragments)
-        _assign_ids(new, first_id)
-        if stable:
-            next_row_id = lineage.assign_row_ids(new, next_row_id)
-            # only an overwrite applies without a previous version (checked above)
-            lineage.fill_update_versions(store, new, previous.fragments, version)  # type: ignore[union-attr]
-        fragments = fragments + new
-    elif op == "merge":
-        body = txn.merge
-        _set_schema(manifest, body.schema, body.schema_metadata)
-        fragments = _copies(body.fragments)
-        before = {f.id: f for f in existing}
-        # Fragments new to the table (a write that adds columns) carry final ids; ids at or
-        # below the high-water mark may have been reserved meanwhile, so refuse to reuse them.
-        fresh = [f for f in fragments if f.id not in before]
-        if fresh and max_fragment_id is not None and min(f.id for f in fresh) <= max_fragment_id:
-            raise CommitConflictError(
-                f"the merge's new fragment ids {sorted(f.id for f in fresh)} are no longer free", version=version
-            )
-        if stable:
-            # New fragments get row ids and version sequences exactly as an Append's.
-            next_row_id = lineage.assign_row_ids(fresh, next_row_id)
-            lineage.fill_new_fragment_versions(fresh, version)
-            lineage.mark_changed_fragments_updated([f for f in fragments if f.id in before], before, version)
-        schema_ids = {f.id for f in manifest.fields}
-        _drop_dead_files(fragments, schema_ids)
-        indices = index_meta.retain_relevant(indices, schema_ids)
-    elif op == "project":
-        _set_schema(manifest, txn.project.schema)
-        schema_ids = {f.id for f in manifest.fields}
-        _drop_dead_files(fragments, schema_ids)
-        indices = index_meta.retain_relevant(indices, schema_ids)
-    elif op == "rewrite":
-        groups = list(txn.rewrite.groups)
-        if not groups and len(txn.rewrite.old_fragments):
-            raise UnsupportedFeatureError("legacy ungrouped Rewrite transactions are not supported")
-        index_meta.check_rewrite_untouched(indices, groups)
-        fragments = _apply_rewrite(existing, groups, first_id, version)
-    elif op == "restore":
-        fragments = _copies(manifest.fragments)
-    elif op in ("reserve_fragments", "update_config"):
-        pass
-    else:
+    apply = _APPLY[OperationKind(op)] if op in _APPLY else None
+    if apply is None:
         raise UnsupportedFeatureError(f"operation {op!r} is not supported by this engine's commits")
-
-    fragments.sort(key=lambda f: f.id)
-    _drop_dead_files(fragments, None)
-    del manifest.fragments[:]
-    manifest.fragments.extend(fragments)
-
-    if op == "update_config":
-        _apply_update_config(manifest, txn.update_config)
-
-    manifest.version = version
-    now = time.time_ns()
-    manifest.timestamp.seconds = now // 1_000_000_000
-    manifest.timestamp.nanos = now % 1_000_000_000
-    manifest.writer_version.library = WRITER_LIBRARY
-    manifest.writer_version.version = WRITER_VERSION
-    manifest.transaction_file = transaction_file_name(txn)
-    if txn.tag:
-        manifest.tag = txn.tag
-    highest = max((f.id for f in manifest.fragments), default=None)
-    candidates = [x for x in (max_fragment_id, highest) if x is not None]
-    if candidates:
-        manifest.max_fragment_id = max(candidates)
-    else:
-        manifest.ClearField("max_fragment_id")
-    if op == "reserve_fragments":
-        manifest.max_fragment_id = (max_fragment_id or 0) + txn.reserve_fragments.num_fragments
-    if stable:
-        manifest.next_row_id = next_row_id
-    else:
-        manifest.ClearField("next_row_id")
-    reader, writer = feature_flags.compute_flags(manifest, stable_row_ids=stable)
-    manifest.reader_feature_flags = reader
-    manifest.writer_feature_flags = writer
-    return BuiltVersion(manifest, indices if indices is not None and len(indices.indices) else None)
+    apply(build)
+    return _finish(build)
 
 
 def build_manifest(
@@ -329,7 +408,7 @@ def build_manifest(
 
 def keeps_indices(txn: transaction_pb2.Transaction) -> bool:
     """Whether the previous version's index section carries over to the new version."""
-    return operation_name(txn) not in ("overwrite", "restore")
+    return operation_name(txn) not in (OperationKind.OVERWRITE, OperationKind.RESTORE)
 
 
 __all__ = ["BuildOptions", "BuiltVersion", "build_version", "build_manifest", "has_stable_row_ids", "keeps_indices"]

@@ -17,12 +17,8 @@ from google.protobuf.message import DecodeError
 
 from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.proto import rowids_pb2
-from lance_format.table.rowids import (
-    U64Segment,
-    _masked_pieces,
-    _rechunk,
-    read_sequence_bytes,
-)
+from lance_format.table.rowids import read_sequence_bytes
+from lance_format.table.u64_segment import U64Segment, masked_pieces, rechunk_pieces
 
 
 @dataclass(frozen=True)
@@ -119,7 +115,7 @@ def rechunk_version_sequences(
     parsed = [parse_version_runs(s) for s in sequences]
     spans = [[r.span for r in runs] for runs in parsed]
     result = []
-    for chunk in _rechunk(_masked_pieces(spans, deletions), chunk_sizes):
+    for chunk in rechunk_pieces(masked_pieces(spans, deletions), chunk_sizes):
         runs = [VersionRun(U64Segment.from_values(vals), parsed[si][gi].version) for si, gi, vals in chunk]
         result.append(serialize_version_runs(runs))
     return result

@@ -8,6 +8,7 @@ commit can be rebased or must be refused.
 from __future__ import annotations
 
 import uuid
+from enum import StrEnum
 from typing import Mapping
 
 from google.protobuf.message import DecodeError
@@ -22,6 +23,27 @@ COMMIT_MESSAGE_KEY = "__lance_commit_message"
 # A transaction property naming one logical write: the commit loop never publishes two
 # transactions with the same key on top of each other (see table.commit).
 IDEMPOTENCY_KEY = "idempotency_key"
+
+
+class OperationKind(StrEnum):
+    """The operations a transaction can carry: the field names of ``Transaction.operation`` (the
+    protobuf oneof), which is what :func:`operation_name` returns; members equal those strings."""
+
+    APPEND = "append"
+    DELETE = "delete"
+    OVERWRITE = "overwrite"
+    CREATE_INDEX = "create_index"
+    REWRITE = "rewrite"
+    MERGE = "merge"
+    RESTORE = "restore"
+    RESERVE_FRAGMENTS = "reserve_fragments"
+    UPDATE = "update"
+    PROJECT = "project"
+    UPDATE_CONFIG = "update_config"
+    DATA_REPLACEMENT = "data_replacement"
+    UPDATE_MEM_WAL_STATE = "update_mem_wal_state"
+    CLONE = "clone"
+    UPDATE_BASES = "update_bases"
 
 
 def new_transaction(
@@ -40,18 +62,12 @@ def new_transaction(
 
 
 def operation_name(txn: transaction_pb2.Transaction) -> str | None:
+    """The transaction's operation (an :class:`OperationKind` value), or None if it has none."""
     return txn.WhichOneof("operation")
 
 
 def transaction_file_name(txn: transaction_pb2.Transaction) -> str:
     return f"{txn.read_version}-{txn.uuid}.txn"
-
-
-def write_transaction_file(store: ObjectStore, txn: transaction_pb2.Transaction) -> str:
-    """Write the raw transaction (no length prefix) and return its file name."""
-    name = transaction_file_name(txn)
-    store.write_bytes(f"{TRANSACTIONS_DIR}/{name}", txn.SerializeToString())
-    return name
 
 
 def load_transaction(store: ObjectStore, manifest_file: ManifestFile) -> transaction_pb2.Transaction | None:

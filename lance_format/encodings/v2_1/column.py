@@ -28,7 +28,6 @@ from lance_format.errors import LanceError, UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.proto import file2_pb2
 
-PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
 _INT32_MAX = 2**31 - 1
 # low-level failures that mean the bytes are bad (never TypeError: that would be our bug)
 DECODE_ERRORS = (ValueError, IndexError, OverflowError, KeyError, pa.ArrowException, DecodeError)

@@ -1,15 +1,11 @@
-"""Table maintenance with pylance's API: restore, config and metadata updates, cleanup.
+"""``cleanup_old_versions`` with pylance's API and semantics.
 
-* ``restore()`` commits a ``Restore`` of the checked-out version: the old manifest republished
-  as the newest version (fragment-id and row-id high-water marks kept, so ids are never reused).
-* ``update_config`` / ``delete_config_keys`` / ``update_metadata`` / ``update_schema_metadata`` /
-  ``update_field_metadata`` commit ``UpdateConfig`` transactions carrying ``UpdateMap`` s.
-* ``cleanup_old_versions`` deletes the manifests of old versions and every file that no kept
-  version (newer than ``older_than``, among the last ``retain_versions``, tagged, or at or after
-  the checked-out version) references. Unreferenced files that no manifest ever referenced may
-  belong to a commit in progress: they go only when at least 7 days old or with
-  ``delete_unverified=True``. Old manifests are removed before the files they point to, so a
-  cleanup that dies half-way never leaves a listed version with missing files.
+It deletes the manifests of old versions and every file that no kept version (newer than
+``older_than``, among the last ``retain_versions``, tagged, or at or after the checked-out
+version) references. Unreferenced files that no manifest ever referenced may belong to a commit
+in progress: they go only when at least 7 days old or with ``delete_unverified=True``. Old
+manifests are removed before the files they point to, so a cleanup that dies half-way never
+leaves a listed version with missing files.
 """
 
 from __future__ import annotations
@@ -19,12 +15,10 @@ import posixpath
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
-from lance_format.dataset.mutation_base import Prepared, run_mutation, transaction_for
 from lance_format.dataset.arguments import age
 from lance_format.errors import InvalidInputError, TagError
-from lance_format.proto import transaction_pb2
 from lance_format.table.deletion import deletion_file_path
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import VERSIONS_DIR, list_versions
@@ -38,90 +32,6 @@ UNVERIFIED_THRESHOLD = timedelta(days=7)
 DEFAULT_OLDER_THAN = timedelta(days=14)
 
 
-# -- restore ---------------------------------------------------------------------------------
-def restore(ds: "LanceDataset", *, transaction_properties=None, commit_message=None) -> None:
-    """Make the checked-out version the latest again (a new commit)."""
-    version = ds.version
-
-    def prepare(current: "LanceDataset") -> Prepared:
-        from lance_format.dataset.dataset import LanceDataset
-
-        latest = LanceDataset(current._store)  # pylance builds the Restore on the latest version
-        prepared = Prepared(transaction_for(latest, transaction_properties, commit_message), None)
-        prepared.txn.restore.version = version
-        return prepared
-
-    run_mutation(ds, prepare)
-
-
-# -- config and metadata ---------------------------------------------------------------------
-def _update_map(target: transaction_pb2.Transaction.UpdateMap, values: Mapping[str, Any], replace: bool) -> None:
-    if not isinstance(values, Mapping):
-        raise InvalidInputError(f"expected a dict of str -> str | None, got {type(values).__name__}")
-    target.SetInParent()
-    for key, value in values.items():
-        if not isinstance(key, str) or (value is not None and not isinstance(value, str)):
-            raise InvalidInputError(f"metadata and config entries must be str -> str | None, got {key!r}: {value!r}")
-        entry = target.update_entries.add()
-        entry.key = key
-        if value is not None:
-            entry.value = value
-    if replace:
-        target.replace = True
-
-
-def _update_config_txn(ds: "LanceDataset", build, properties=None, commit_message=None) -> None:
-    def prepare(current: "LanceDataset") -> Prepared:
-        prepared = Prepared(transaction_for(current, properties, commit_message), None)
-        prepared.txn.update_config.SetInParent()
-        build(current, prepared.txn.update_config)
-        return prepared
-
-    run_mutation(ds, prepare)
-
-
-def update_config(ds: "LanceDataset", values: Mapping[str, str | None], *, replace: bool = False,
-                  transaction_properties=None, commit_message=None) -> dict[str, str]:
-    _update_config_txn(ds, lambda c, body: _update_map(body.config_updates, values, replace),
-                       transaction_properties, commit_message)
-    return dict(ds.manifest.config)
-
-
-def delete_config_keys(ds: "LanceDataset", keys: list[str], *, transaction_properties=None,
-                       commit_message=None) -> None:
-    if isinstance(keys, str):
-        keys = [keys]
-    update_config(ds, {k: None for k in keys}, transaction_properties=transaction_properties,
-                  commit_message=commit_message)
-
-
-def update_metadata(ds: "LanceDataset", values: Mapping[str, str | None], *, replace: bool = False,
-                    transaction_properties=None, commit_message=None) -> dict[str, str]:
-    _update_config_txn(ds, lambda c, body: _update_map(body.table_metadata_updates, values, replace),
-                       transaction_properties, commit_message)
-    return dict(ds.manifest.table_metadata)
-
-
-def update_schema_metadata(ds: "LanceDataset", values: Mapping[str, str | None], *, replace: bool = False,
-                           transaction_properties=None, commit_message=None) -> dict[str, str]:
-    _update_config_txn(ds, lambda c, body: _update_map(body.schema_metadata_updates, values, replace),
-                       transaction_properties, commit_message)
-    return {k: v.decode(errors="replace") for k, v in ds.manifest.schema_metadata.items()}
-
-
-def update_field_metadata(ds: "LanceDataset", field_updates: Mapping[str, Mapping[str, str | None]], *,
-                          replace: bool = False, transaction_properties=None, commit_message=None) -> None:
-    from lance_format.dataset.schema_evolution import _resolve
-
-    def build(current: "LanceDataset", body) -> None:
-        for path, values in field_updates.items():
-            field = _resolve(current, path)
-            _update_map(body.field_metadata_updates[field.id], values, replace)
-
-    _update_config_txn(ds, build, transaction_properties, commit_message)
-
-
-# -- cleanup -----------------------------------------------------------------------------------
 @dataclass
 class CleanupStats:
     """What ``cleanup_old_versions`` removed (pylance's ``CleanupStats``)."""
@@ -178,7 +88,7 @@ def cleanup_old_versions(
     delete_concurrency: int | None = None,
 ) -> CleanupStats:
     """Remove old versions and the files only they reference (pylance's semantics)."""
-    store = ds._store
+    store = ds.object_store
     older_than = age(older_than, name="older_than", table=ds.uri)
     if retain_versions is not None and retain_versions <= 0:
         raise InvalidInputError(f"retain_versions must be greater than 0, got {retain_versions}", table=ds.uri)
@@ -302,7 +212,4 @@ class _ResolvesInside:
         return resolved.startswith(self._root.rstrip(os.sep) + os.sep)
 
 
-__all__ = [
-    "restore", "update_config", "delete_config_keys", "update_metadata", "update_schema_metadata",
-    "update_field_metadata", "cleanup_old_versions", "CleanupStats",
-]
+__all__ = ["cleanup_old_versions", "CleanupStats"]

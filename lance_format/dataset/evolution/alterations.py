@@ -12,8 +12,15 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.dataset.evolution.base import (
+    new_column_file,
+    next_field_id_of,
+    resolve_field,
+    set_merge,
+    set_project,
+)
+from lance_format.dataset.mutations.base import Prepared, cast_to, storage_version_of, transaction_for
 from lance_format.schema.fields import refuse_dotted_names
-from lance_format.dataset.mutation_base import Prepared, cast_to, storage_version_of, transaction_for
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import file_pb2
 from lance_format.schema import LanceField, LanceSchema
@@ -33,20 +40,34 @@ def _has_nulls(ds: "LanceDataset", path: str) -> bool:
     return False
 
 
+def _castable(source: pa.DataType, target: pa.DataType) -> bool:
+    t = pa.types
+    pairs = [
+        (t.is_integer, t.is_integer), (t.is_floating, t.is_floating),
+        (lambda x: t.is_string(x) or t.is_large_string(x), lambda x: t.is_string(x) or t.is_large_string(x)),
+        (lambda x: t.is_binary(x) or t.is_large_binary(x), lambda x: t.is_binary(x) or t.is_large_binary(x)),
+        (lambda x: t.is_timestamp(x), lambda x: t.is_timestamp(x)),
+    ]
+    if any(a(source) and b(target) for a, b in pairs):
+        return True
+    lists = (t.is_list, t.is_large_list)
+    if any(f(source) for f in lists) and any(f(target) for f in lists):
+        return _castable(source.value_type, target.value_type)
+    if t.is_fixed_size_list(source) and t.is_fixed_size_list(target):
+        return source.list_size == target.list_size and _castable(source.value_type, target.value_type)
+    return False
+
+
 def apply_alterations(
     ds: "LanceDataset", alterations: tuple[Mapping[str, Any], ...], properties, commit_message
 ) -> Prepared:
-    from lance_format.dataset.schema_evolution import (
-        _castable, _fragment_file, _merge_txn, _project_txn, _resolve, next_field_id,
-    )
-
     fields = [file_pb2.Field.FromString(f.SerializeToString()) for f in ds.manifest.fields]
     by_id = {f.id: f for f in fields}
     casts: dict[int, pa.DataType] = {}
     changes_nullability = False
     for alteration in alterations:
         path = alteration["path"]
-        target = by_id[_resolve(ds, path).id]
+        target = by_id[resolve_field(ds, path).id]
         if alteration.get("name") is not None:
             name = alteration["name"]
             if any(f.parent_id == target.parent_id and f.name == name and f.id != target.id for f in fields):
@@ -78,11 +99,11 @@ def apply_alterations(
 
     prepared = Prepared(transaction_for(ds, properties, commit_message), None, storage_version=storage_version_of(ds))
     if not casts:
-        _project_txn(prepared, fields, preserves_nullability=not changes_nullability)
+        set_project(prepared, fields, preserves_nullability=not changes_nullability)
         return prepared
 
     # Casts: rebuild the cast columns' field subtrees under new ids, in schema order.
-    next_id = [next_field_id(ds)]
+    next_id = [next_field_id_of(ds.manifest)]
     old_schema = LanceSchema.from_protos(list(ds.manifest.fields), dict(ds.manifest.schema_metadata))
     new_fields: list[LanceField] = []
     old_names: list[str] = []
@@ -106,6 +127,6 @@ def apply_alterations(
                        for i, f in enumerate(arrow_schema)]
             yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
 
-    metas = [_fragment_file(ds, f, new_schema, cast_batches(f), prepared) for f in ds.get_fragments()]
-    _merge_txn(ds, prepared, metas, result)
+    metas = [new_column_file(ds, f, new_schema, cast_batches(f), prepared) for f in ds.get_fragments()]
+    set_merge(ds, prepared, metas, result)
     return prepared

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.delta_lineage import CREATED_AT, LAST_UPDATED_AT, row_ids_at, versions_at
-from lance_format.dataset.delta_plan import RowRefs, VersionChanges
+from lance_format.dataset.changes.lineage_lookup import CREATED_AT, LAST_UPDATED_AT, row_ids_at, versions_at
+from lance_format.dataset.changes.plan import RowRefs, VersionChanges
 from lance_format.dataset.fragment import ROW_CREATED_AT, ROW_ID, ROW_LAST_UPDATED_AT
 from lance_format.schema import LanceField, LanceSchema
 from lance_format.schema.blob import read_arrow_field

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 
-from lance_format.dataset.mutation_base import Prepared, storage_version_of, write_new_fragments
+from lance_format.dataset.mutations.base import Prepared, storage_version_of, write_new_fragments
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
-from lance_format.table.commit import commit_transaction, crash_point
+from lance_format.table.commit import commit_transaction
 from lance_format.table.index_meta import indexed_fragment_ids
 from lance_format.table.operations import BuildOptions
 from lance_format.table.row_versions import rechunk_version_sequences, uniform_version_sequence
@@ -160,7 +160,7 @@ def _chunked(batches: Iterator[pa.RecordBatch], sizes: list[int]) -> Iterator[It
 
 
 def _sequences(ds: "LanceDataset", group: list["LanceFragment"], sizes: list[int], new: list[table_pb2.DataFragment]):
-    store = ds._store
+    store = ds.object_store
     deletions = [f.deleted_offsets if f.num_deletions else None for f in group]
     row_ids = [read_sequence_bytes(store, f.metadata, "inline_row_ids", "external_row_ids") or b"" for f in group]
     created, updated = [], []
@@ -224,8 +224,7 @@ def compact_files(
         total_new = sum(len(new) for _, new in groups)
         reserve = new_transaction(ds.version, properties=transaction_properties)
         reserve.reserve_fragments.num_fragments = total_new
-        reserved = commit_transaction(ds._store, reserve)
-        crash_point("compaction:after_reserve")
+        reserved = commit_transaction(ds.object_store, reserve)
         high = reserved.manifest_file.manifest.max_fragment_id
         next_id = high - total_new + 1
         rewrite = prepared.txn.rewrite
@@ -237,10 +236,10 @@ def compact_files(
                 fragment.id = next_id
                 next_id += 1
             pb.new_fragments.extend(new)
-        committed = commit_transaction(ds._store, prepared.txn, options=BuildOptions(),
+        committed = commit_transaction(ds.object_store, prepared.txn, options=BuildOptions(),
                                        read_manifest_file=ds.manifest_file)
     except BaseException:
-        prepared.discard(ds._store)
+        prepared.discard(ds.object_store)
         raise
     for group, new in groups:
         metrics.fragments_removed += len(group)

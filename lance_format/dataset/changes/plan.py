@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from lance_format.dataset.delta_lineage import (
+from lance_format.dataset.changes.lineage_lookup import (
     CREATED_AT,
     LAST_UPDATED_AT,
     any_version_in,
@@ -35,6 +35,7 @@ from lance_format.dataset.delta_lineage import (
 )
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
+from lance_format.table.transaction import OperationKind
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -42,7 +43,10 @@ if TYPE_CHECKING:
 
 # Operations that never change a row's values or membership: compaction moves rows but keeps
 # their ids and lineage; the others touch only indices, config or the schema's column set.
-NO_CHANGE_OPERATIONS = frozenset({"reserve_fragments", "rewrite", "create_index", "update_config", "project"})
+NO_CHANGE_OPERATIONS = frozenset({
+    OperationKind.RESERVE_FRAGMENTS, OperationKind.REWRITE, OperationKind.CREATE_INDEX, OperationKind.UPDATE_CONFIG,
+    OperationKind.PROJECT,
+})
 
 
 @dataclass
@@ -194,7 +198,7 @@ def plan_version(old: "LanceDataset | None", new: "LanceDataset", operation: str
     """The rows one commit (``old`` -> ``new``, consecutive versions) deleted, updated, inserted."""
     if operation in NO_CHANGE_OPERATIONS:
         return VersionChanges()
-    if operation == "overwrite":
+    if operation == OperationKind.OVERWRITE:
         # Documented semantics: an overwrite replaces every row, even if ids or values coincide.
         old_count = len(old.get_fragments()) if old is not None else 0
         new_count = len(new.get_fragments())

@@ -1,4 +1,5 @@
-"""Shared machinery of the row mutations (delete, update, merge_insert).
+"""Shared machinery of the mutations (delete, update, merge_insert, replace_where, schema and
+metadata changes, compaction).
 
 A mutation is *prepared* against one version (scan, write new data and deletion files, build
 the transaction) and then committed. If the commit reports a retryable conflict (a concurrent
@@ -23,6 +24,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.writing.fragment_sink import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    resolve_storage_version,
+    write_fragments,
+)
 from lance_format.errors import (
     CommitConflictError,
     DatasetNotFoundError,
@@ -31,7 +38,7 @@ from lance_format.errors import (
     RetryableCommitConflictError,
 )
 from lance_format.proto import table_pb2, transaction_pb2
-from lance_format.table.commit import CommittedVersion, commit_transaction, crash_point
+from lance_format.table.commit import CommittedVersion, commit_transaction
 from lance_format.table.deletion import deletion_file_path, write_deletion_file
 from lance_format.table.naming import list_versions
 from lance_format.table.operations import BuildOptions
@@ -95,7 +102,7 @@ def _prepare(prepare, current: "LanceDataset") -> Prepared:
         return prepare(current)
     except BaseException:
         for prepared in attempt:
-            prepared.discard(current._store)
+            prepared.discard(current.object_store)
         raise
     finally:
         _ATTEMPT.reset(token)
@@ -113,23 +120,20 @@ def run_mutation(
     retry_timeout: timedelta = DEFAULT_RETRY_TIMEOUT,
 ) -> Any:
     """Prepare and commit, redoing the work on retryable conflicts; ``ds`` moves to the new version."""
-    from lance_format.dataset.dataset import LanceDataset
-
     if conflict_retries < 0:
         raise InvalidInputError("conflict_retries must be >= 0", table=ds.uri)
     start = time.monotonic()
     current = ds
     attempt = 0
     while True:
-        if list_versions(ds._store).latest is None:
+        if list_versions(ds.object_store).latest is None:
             raise DatasetNotFoundError("the table no longer exists (no manifests in _versions/)", table=ds.uri)
         with table_context(current):
             prepared = _prepare(prepare, current)
-        crash_point("mutation:before_commit")
         try:
             committed = commit_prepared(current, prepared)
         except RetryableCommitConflictError as exc:
-            prepared.discard(current._store)
+            prepared.discard(current.object_store)
             attempt += 1
             if attempt > conflict_retries or time.monotonic() - start > retry_timeout.total_seconds():
                 raise CommitConflictError(
@@ -137,10 +141,10 @@ def run_mutation(
                     table=ds.uri, version=exc.version, path=exc.path,
                 ) from exc
             time.sleep(min(0.2, 0.01 * 2**attempt) * (0.5 + random.random()))
-            current = LanceDataset(ds._store)
+            current = ds.open_latest()
             continue
         except BaseException:
-            prepared.discard(current._store)
+            prepared.discard(current.object_store)
             raise
         ds._replace_version(committed.version)
         return prepared.result
@@ -149,7 +153,7 @@ def run_mutation(
 def commit_prepared(ds: "LanceDataset", prepared: Prepared) -> CommittedVersion:
     options = BuildOptions(data_storage_version=prepared.storage_version)
     return commit_transaction(
-        ds._store, prepared.txn, options=options,
+        ds.object_store, prepared.txn, options=options,
         affected_rows=prepared.affected_rows, read_manifest_file=ds.manifest_file,
     )
 
@@ -186,7 +190,7 @@ def apply_deletions(
         if union.size >= fragment.physical_rows:
             removed.append(fragment.fragment_id)
             continue
-        pb = write_deletion_file(ds._store, fragment.fragment_id, ds.version, union)
+        pb = write_deletion_file(ds.object_store, fragment.fragment_id, ds.version, union)
         prepared.written.append(deletion_file_path(fragment.fragment_id, pb))
         copy = table_pb2.DataFragment()
         copy.CopyFrom(fragment.metadata)
@@ -197,6 +201,43 @@ def apply_deletions(
 
 def concat(arrays: list[np.ndarray], dtype=np.uint64) -> np.ndarray:
     return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype=dtype)
+
+
+# -- predicates ------------------------------------------------------------------------------
+def matching_offsets(ds: "LanceDataset", predicate: str | pc.Expression) -> dict[int, np.ndarray]:
+    """Physical offsets (per fragment id) of the live rows of ``ds`` that satisfy ``predicate``."""
+    result: dict[int, np.ndarray] = {}
+    for fragment in ds.get_fragments():
+        pieces = [
+            batch.column(0).to_numpy(zero_copy_only=False)
+            for batch in ds.scanner(columns=[], filter=predicate, with_row_address=True,
+                                    fragments=[fragment]).to_batches()
+        ]
+        if pieces:
+            addresses = np.concatenate(pieces).astype(np.uint64, copy=False)
+            result[fragment.fragment_id] = (addresses & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    return result
+
+
+def checked_reader(reader: pa.RecordBatchReader, predicate: str | pc.Expression, *, table: str) -> pa.RecordBatchReader:
+    """Stream ``reader`` through, refusing the first batch with a row outside ``predicate``."""
+    expression = to_expression(predicate, reader.schema)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        seen = 0
+        for batch in reader:
+            if batch.num_rows:
+                ok = pa.Table.from_batches([batch]).filter(expression).num_rows
+                if ok != batch.num_rows:
+                    raise InvalidInputError(
+                        f"{batch.num_rows - ok} new row(s) (after {seen} valid ones) do not satisfy the "
+                        f"replace predicate {predicate!s}; they would land outside the replaced range",
+                        table=table,
+                    )
+                seen += batch.num_rows
+            yield batch
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
 
 
 # -- expressions -----------------------------------------------------------------------------
@@ -223,9 +264,7 @@ def cast_to(array: pa.Array, target: pa.DataType, *, column: str, table: str) ->
 
 # -- new data --------------------------------------------------------------------------------
 def storage_version_of(ds: "LanceDataset") -> str:
-    from lance_format.dataset.write import _resolve_storage_version
-
-    return _resolve_storage_version(None, ds.data_storage_version, table=ds.uri)
+    return resolve_storage_version(None, ds.data_storage_version, table=ds.uri)
 
 
 def write_new_fragments(
@@ -233,15 +272,12 @@ def write_new_fragments(
     lance_schema=None, max_rows_per_file: int | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write ``batches`` (the table's columns) as new uncommitted fragments via the write path."""
-    from lance_format.dataset.write import DEFAULT_MAX_ROWS_PER_FILE, write_fragments
-
     reader = pa.RecordBatchReader.from_batches(schema, iter(batches))
     fragments, writer = write_fragments(
-        reader, ds._store, lance_schema or ds.lance_schema, prepared.storage_version or storage_version_of(ds),
+        reader, ds.object_store, lance_schema or ds.lance_schema, prepared.storage_version or storage_version_of(ds),
         max_rows_per_file=max_rows_per_file or DEFAULT_MAX_ROWS_PER_FILE,
     )
     prepared.aborts.append(writer.abort)
-    crash_point("mutation:after_data_files")
     return fragments
 
 

@@ -30,11 +30,11 @@ import pyarrow.dataset as pads
 import sqlglot
 from sqlglot.errors import SqlglotError
 
-from lance_format.dataset.sql_translate import (
+from lance_format.dataset.sql.translate import (
     SYSTEM_COLUMNS,
     LanceFilterDialect,
-    syntax_detail,
     Translator,
+    syntax_detail,
     validation_schema,
 )
 from lance_format.errors import InvalidInputError

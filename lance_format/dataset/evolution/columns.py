@@ -12,96 +12,35 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
-import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.mutation_base import (
+from lance_format.dataset.evolution.alterations import apply_alterations
+from lance_format.dataset.evolution.base import new_column_file, next_field_id_of, resolve_field, set_merge, set_project
+from lance_format.dataset.mutations.base import (
     DEFAULT_CONFLICT_RETRIES,
     Prepared,
     evaluate,
     run_mutation,
     storage_version_of,
     transaction_for,
-    write_new_fragments,
 )
-from lance_format.dataset.sql_filter import to_value_expression
+from lance_format.dataset.sql.filter import to_value_expression
+from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.errors import InvalidInputError
-from lance_format.proto import file_pb2, table_pb2
+from lance_format.proto import file_pb2
 from lance_format.schema import LanceSchema
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
-    from lance_format.dataset.fragment import LanceFragment
-
-# pylance 14 sets unnamed varint fields on Merge (4) and Project (2) to 1; Project leaves its
-# field unset when the alteration changes nullability ("preserves_nullability").
-_MERGE_FLAG = b"\x20\x01"
-_PROJECT_FLAG = b"\x10\x01"
-
-
-def next_field_id(ds: "LanceDataset") -> int:
-    ids = [f.id for f in ds.manifest.fields]
-    ids += [i for frag in ds.manifest.fragments for d in frag.files for i in d.fields]
-    return max(ids, default=-1) + 1
-
-
-def _merge_txn(ds: "LanceDataset", prepared: Prepared, fragments, fields: list[file_pb2.Field]) -> None:
-    body = prepared.txn.merge
-    body.SetInParent()
-    body.fragments.extend(fragments)
-    body.schema.extend(fields)
-    body.MergeFromString(_MERGE_FLAG)
-
-
-def _project_txn(prepared: Prepared, fields: list[file_pb2.Field], preserves_nullability: bool = True) -> None:
-    body = prepared.txn.project
-    body.SetInParent()
-    body.schema.extend(fields)
-    if preserves_nullability:
-        body.MergeFromString(_PROJECT_FLAG)
-
-
-# -- physical alignment ------------------------------------------------------------------------
-def _to_physical(fragment: "LanceFragment", batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Spread batches of live-row values over the fragment's physical rows (deleted rows get
-    the next live row's value, trailing ones the last's)."""
-    live = fragment.live_offsets().astype(np.int64)
-    physical = fragment.physical_rows
-    position = 0
-    for batch in batches:
-        n = batch.num_rows
-        if n == 0:
-            continue
-        lo = int(live[position - 1]) + 1 if position else 0
-        end = position + n
-        hi = int(live[end - 1]) + 1 if end < live.size else physical
-        index = np.searchsorted(live[position:end], np.arange(lo, hi))
-        yield batch.take(pa.array(np.minimum(index, n - 1)))
-        position = end
-
-
-def _fragment_file(ds: "LanceDataset", fragment: "LanceFragment", schema: LanceSchema,
-                   batches: Iterable[pa.RecordBatch], prepared: Prepared) -> table_pb2.DataFragment:
-    arrow = schema.to_arrow()
-    written = write_new_fragments(ds, arrow, _to_physical(fragment, batches), prepared, lance_schema=schema,
-                                  max_rows_per_file=max(1, fragment.physical_rows))
-    if len(written) != 1 or written[0].physical_rows != fragment.physical_rows:
-        raise InvalidInputError(f"new column data does not cover the {fragment.physical_rows} rows of fragment "
-                                f"{fragment.fragment_id}", table=ds.uri, version=ds.version)
-    updated = table_pb2.DataFragment()
-    updated.CopyFrom(fragment.metadata)
-    updated.files.add().CopyFrom(written[0].files[0])
-    return updated
-
 
 # -- add_columns -------------------------------------------------------------------------------
 def _new_schema(ds: "LanceDataset", arrow: pa.Schema) -> LanceSchema:
     for name in arrow.names:
         if name in ds.schema.names:
             raise InvalidInputError(f"Column {name} already exists in the dataset", table=ds.uri, column=name)
-    return LanceSchema.from_arrow(arrow, first_id=next_field_id(ds))
+    return LanceSchema.from_arrow(arrow, first_id=next_field_id_of(ds.manifest))
 
 
 def _sql_batches(ds, fragment, exprs: dict[str, Any], reads: list[str], arrow: pa.Schema, batch_size):
@@ -194,7 +133,7 @@ def add_columns(
                 reads += [c for c in cols if c not in reads]
             arrow = pa.schema(fields)
             new = _new_schema(current, arrow)
-            metas = [_fragment_file(current, f, new, _sql_batches(current, f, exprs, reads, arrow, batch_size),
+            metas = [new_column_file(current, f, new, _sql_batches(current, f, exprs, reads, arrow, batch_size),
                                     prepared) for f in fragments]
         elif callable(transforms):
             batches = [(_udf_batches(current, f, transforms, read_columns, batch_size), f) for f in fragments]
@@ -209,20 +148,18 @@ def add_columns(
                     yield head
                     yield from rest
 
-                metas.append(_fragment_file(current, fragment, new, chain(), prepared))
+                metas.append(new_column_file(current, fragment, new, chain(), prepared))
             if new is None:
                 raise InvalidInputError("cannot add columns with a UDF to a table without rows", table=current.uri)
         else:
-            from lance_format.dataset.write import _as_reader
-
-            reader = _as_reader(transforms, reader_schema)
+            reader = as_reader(transforms, reader_schema)
             new = _new_schema(current, reader.schema)
             aligned = _AlignedReader(reader, current.uri)
-            metas = [_fragment_file(current, f, new, aligned.take(f.count_rows()), prepared) for f in fragments]
+            metas = [new_column_file(current, f, new, aligned.take(f.count_rows()), prepared) for f in fragments]
             aligned.finish()
         # every branch above sets `new` or raises
         fields = list(current.manifest.fields) + new.to_protos()  # type: ignore[union-attr]
-        _merge_txn(current, prepared, metas, fields)
+        set_merge(current, prepared, metas, fields)
         return prepared
 
     # Arrow data is consumed by the first attempt, so only recomputable transforms are retried.
@@ -231,18 +168,6 @@ def add_columns(
 
 
 # -- drop / alter ------------------------------------------------------------------------------
-def _resolve(ds: "LanceDataset", path: str) -> file_pb2.Field:
-    fields = list(ds.manifest.fields)
-    parent = -1
-    found = None
-    for part in path.split("."):
-        found = next((f for f in fields if f.parent_id == parent and f.name == part), None)
-        if found is None:
-            raise InvalidInputError(f'Column "{path}" does not exist in the dataset', table=ds.uri, column=path)
-        parent = found.id
-    return found  # type: ignore[return-value]  # split() yields a part
-
-
 def _subtree(fields: list[file_pb2.Field], root_id: int) -> set[int]:
     ids = {root_id}
     for f in fields:  # pre-order: parents come before children
@@ -261,7 +186,7 @@ def drop_columns(ds: "LanceDataset", columns: list[str], *, transaction_properti
         gone: set[int] = set()
         for name in columns:
             try:
-                gone |= _subtree(fields, _resolve(current, name).id)
+                gone |= _subtree(fields, resolve_field(current, name).id)
             except InvalidInputError:
                 raise InvalidInputError(f"Column {name} does not exist in the dataset", table=current.uri,
                                         column=name) from None
@@ -269,28 +194,10 @@ def drop_columns(ds: "LanceDataset", columns: list[str], *, transaction_properti
         if not any(f.parent_id == -1 for f in kept):
             raise InvalidInputError("Cannot drop all columns from a dataset", table=current.uri)
         prepared = Prepared(transaction_for(current, transaction_properties, commit_message), None)
-        _project_txn(prepared, kept)
+        set_project(prepared, kept)
         return prepared
 
     run_mutation(ds, prepare)
-
-
-def _castable(source: pa.DataType, target: pa.DataType) -> bool:
-    t = pa.types
-    pairs = [
-        (t.is_integer, t.is_integer), (t.is_floating, t.is_floating),
-        (lambda x: t.is_string(x) or t.is_large_string(x), lambda x: t.is_string(x) or t.is_large_string(x)),
-        (lambda x: t.is_binary(x) or t.is_large_binary(x), lambda x: t.is_binary(x) or t.is_large_binary(x)),
-        (lambda x: t.is_timestamp(x), lambda x: t.is_timestamp(x)),
-    ]
-    if any(a(source) and b(target) for a, b in pairs):
-        return True
-    lists = (t.is_list, t.is_large_list)
-    if any(f(source) for f in lists) and any(f(target) for f in lists):
-        return _castable(source.value_type, target.value_type)
-    if t.is_fixed_size_list(source) and t.is_fixed_size_list(target):
-        return source.list_size == target.list_size and _castable(source.value_type, target.value_type)
-    return False
 
 
 def alter_columns(ds: "LanceDataset", *alterations: Mapping[str, Any], transaction_properties=None,
@@ -304,11 +211,9 @@ def alter_columns(ds: "LanceDataset", *alterations: Mapping[str, Any], transacti
             raise InvalidInputError(f"unknown alteration keys {sorted(unknown)}", table=ds.uri)
 
     def prepare(current: "LanceDataset") -> Prepared:
-        from lance_format.dataset.schema_cast import apply_alterations
-
         return apply_alterations(current, alterations, transaction_properties, commit_message)
 
     run_mutation(ds, prepare)
 
 
-__all__ = ["add_columns", "drop_columns", "alter_columns", "next_field_id"]
+__all__ = ["add_columns", "drop_columns", "alter_columns"]

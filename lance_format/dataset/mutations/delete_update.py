@@ -8,7 +8,7 @@
   copies, in one ``Update``. With stable row ids the new fragments carry the rows' ids, so
   ``_rowid`` and ``_row_created_at_version`` survive; ``_row_last_updated_at_version`` becomes
   the commit's version.
-* ``merge_insert(on)`` returns the builder of :mod:`lance_format.dataset.merge_insert`.
+* ``merge_insert(on)`` returns the builder of :mod:`lance_format.dataset.mutations.merge_insert`.
 
 Every mutation commits even when nothing matched (as pylance does), accepts
 ``transaction_properties`` / ``commit_message`` and moves the dataset object to the new version.
@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.mutation_base import (
+from lance_format.dataset.mutations.base import (
     DEFAULT_CONFLICT_RETRIES,
     DEFAULT_RETRY_TIMEOUT,
     Prepared,
@@ -40,12 +40,12 @@ from lance_format.dataset.mutation_base import (
     transaction_for,
     write_new_fragments,
 )
-from lance_format.dataset.sql_filter import to_expression, to_value_expression
+from lance_format.dataset.sql.filter import to_expression, to_value_expression
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
-    from lance_format.dataset.merge_insert import MergeInsertBuilder
+    from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
 
 ROW_ADDRESS = "_rowaddr"
 ROW_ID = "_rowid"
@@ -191,7 +191,7 @@ def update(
 
 def merge_insert(ds: "LanceDataset", on: str | Iterable[str]) -> "MergeInsertBuilder":
     """A builder for an upsert / insert-if-not-exists / replace-range operation keyed on ``on``."""
-    from lance_format.dataset.merge_insert import MergeInsertBuilder
+    from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
 
     return MergeInsertBuilder(ds, on)
 

@@ -1,8 +1,9 @@
-"""Uncommitted fragments written by independent workers (Spark tasks, other processes).
+"""Uncommitted fragments: written by independent workers (Spark tasks, other processes) and by
+every write of this process (:func:`write_fragments`) before its commit.
 
 A distributed write runs in two phases: workers write data files and describe them as
 ``DataFragment`` messages (ids 0, nothing visible), then one process commits them all in a
-single transaction (:mod:`lance_format.dataset.commit_fragments`). Every data file of one write
+single transaction (:mod:`lance_format.dataset.writing.commit_fragments`). Every data file of one write
 starts with the same *write prefix* derived from the write's id, so the files of a write that
 never committed (a failed task, a job aborted after some tasks finished, a speculative task
 attempt whose result was dropped) can be found and removed later without touching anybody
@@ -20,7 +21,7 @@ import uuid
 import numpy as np
 import pyarrow as pa
 
-from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.writer import LanceFileWriter, WrittenFile
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
@@ -32,6 +33,22 @@ DATA_DIR = "data"
 FILE_VERSION_NUMBERS = {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2)}
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024 * 1024 * 1024
+# Names pylance accepts for file versions; 2.3 ("next") and the legacy 0.1 format are refused.
+_VERSION_ALIASES = {"legacy": "0.1", "stable": "2.2", "next": "2.3"}
+# What new tables get when no version is asked for (pylance 14's default is "stable" = 2.2).
+DEFAULT_STORAGE_VERSION = "2.2"
+
+
+def resolve_storage_version(requested: str | None, existing: str | None, *, table: str) -> str:
+    """The file version a write uses: the table's (``existing``), else ``requested`` (an alias
+    or a number), else the default; refused unless this engine can write it."""
+    version = existing or _VERSION_ALIASES.get(requested or "", requested) or DEFAULT_STORAGE_VERSION
+    if version not in FILE_VERSION_NUMBERS:
+        raise UnsupportedFeatureError(
+            f"writing Lance file version {version} is not supported (supported: {sorted(FILE_VERSION_NUMBERS)})",
+            table=table,
+        )
+    return version
 
 
 def new_write_id() -> str:
@@ -179,7 +196,52 @@ class FragmentSink:
                 pass
 
 
+def _conform(batch: pa.RecordBatch, target: pa.Schema, *, table: str) -> pa.RecordBatch:
+    """Reorder columns to the table's order and refuse nulls in non-nullable columns."""
+    if batch.schema.names != target.names:
+        batch = pa.RecordBatch.from_arrays([batch.column(n) for n in target.names], schema=target)
+    for index, field in enumerate(target):
+        if not field.nullable and batch.column(index).null_count:
+            raise SchemaMismatchError(
+                f"column {field.name!r} is not nullable but the data has "
+                f"{batch.column(index).null_count} null value(s)",
+                table=table,
+                column=field.name,
+            )
+    if batch.schema.metadata != target.metadata or not batch.schema.equals(target):
+        batch = pa.RecordBatch.from_arrays(batch.columns, schema=target)
+    return batch
+
+
+def write_fragments(
+    reader: pa.RecordBatchReader,
+    store: ObjectStore,
+    schema: LanceSchema,
+    storage_version: str,
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+) -> tuple[list[table_pb2.DataFragment], FragmentSink]:
+    """Write all batches of ``reader`` as new fragments (uncommitted; ids 0).
+
+    Returns the fragments and the sink, whose ``abort()`` removes the files again if the
+    commit that should publish them fails.
+    """
+    target = schema.to_arrow()
+    writer = FragmentSink(store, schema, storage_version, prefix=write_prefix(new_write_id()),
+                          max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file)
+    try:
+        for batch in reader:
+            if batch.num_rows:
+                writer.write(_conform(batch, target, table=store.uri))
+        return writer.finish(), writer
+    except BaseException:
+        writer.abort()
+        raise
+
+
 __all__ = [
     "FragmentSink", "new_write_id", "write_prefix", "data_file_name", "FILE_VERSION_NUMBERS",
-    "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE",
+    "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_STORAGE_VERSION", "resolve_storage_version",
+    "write_fragments",
 ]

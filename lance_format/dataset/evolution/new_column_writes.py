@@ -24,6 +24,16 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.dataset.evolution.base import next_field_id_of
+from lance_format.dataset.mutations.base import (
+    Prepared,
+    apply_deletions,
+    checked_reader,
+    matching_offsets,
+    storage_version_of,
+)
+from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.writing.fragment_sink import write_fragments
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
@@ -35,13 +45,6 @@ from lance_format.table.transaction import new_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
-
-
-def next_field_id_of(manifest: table_pb2.Manifest) -> int:
-    """One above every field id of the schema and of every data file."""
-    ids = [f.id for f in manifest.fields]
-    ids += [i for frag in manifest.fragments for d in frag.files for i in d.fields]
-    return max(ids, default=-1) + 1
 
 
 def widened_schema(manifest: table_pb2.Manifest, new_fields: pa.Schema | Sequence[pa.Field]) -> LanceSchema:
@@ -139,13 +142,7 @@ def write_with_new_columns(
     """Append ``data`` (or, with ``predicate``, replace the matching rows by it) adding
     ``new_fields`` to the schema, all in one new version. ``data`` has the table's columns
     and the new ones (any order). Nothing stays behind when the commit fails."""
-    from lance_format.dataset.dataset import LanceDataset
-    from lance_format.dataset.mutation_base import Prepared, apply_deletions, storage_version_of
-    from lance_format.dataset.replace_where import checked_reader, matching_offsets
-    from lance_format.dataset.sql_filter import to_expression
-    from lance_format.dataset.write import write_fragments
-
-    store = ds._store
+    store = ds.object_store
     schema = widened_schema(ds.manifest, new_fields)
     if predicate is not None:
         to_expression(predicate, ds.lance_schema.to_arrow())  # refuse a bad predicate before writing
@@ -171,7 +168,7 @@ def write_with_new_columns(
         if prepared is not None:
             prepared.discard(store)
         raise
-    return LanceDataset(store, committed.version)
+    return ds.checkout_version(committed.version)
 
 
-__all__ = ["next_field_id_of", "widened_schema", "build_merge", "commit_with_new_columns", "write_with_new_columns"]
+__all__ = ["widened_schema", "build_merge", "commit_with_new_columns", "write_with_new_columns"]

@@ -7,7 +7,7 @@ files holding the union of old and new deletions; fully deleted fragments are re
 the one pylance's ``merge_insert`` commits (``update_mode`` REWRITE_ROWS, every field listed in
 ``fields_for_preserving_frag_bitmap``), so readers see either the old partition or the new one,
 never both or neither. If no row matches, the commit is a plain ``Append``. It runs on the
-shared mutation machinery (:mod:`lance_format.dataset.mutation_base`): deletion files, rebase
+shared mutation machinery (:mod:`lance_format.dataset.mutations.base`): deletion files, rebase
 over concurrent deletes, retries of retryable conflicts, clean-up of failed attempts.
 
 By default every new row must satisfy ``predicate`` too; otherwise a later replace of another
@@ -18,72 +18,37 @@ any step fails: new data and deletion files are removed again.
 from __future__ import annotations
 
 import os
-from typing import Iterator, Mapping
+from typing import Mapping
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.sql_filter import to_expression
-from lance_format.dataset.write import (
-    DEFAULT_MAX_BYTES_PER_FILE,
-    DEFAULT_MAX_ROWS_PER_FILE,
-    _as_reader,
-    write_dataset,
-    write_fragments,
-)
-from lance_format.dataset.mutation_base import (
+from lance_format.dataset.mutations.base import (
     DEFAULT_CONFLICT_RETRIES,
     Prepared,
     apply_deletions,
+    checked_reader,
+    matching_offsets,
     run_mutation,
     storage_version_of,
     transaction_for,
 )
+from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.writing.arrow_input import as_reader
+from lance_format.dataset.writing.fragment_sink import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    write_fragments,
+)
+from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import CommitConflictError, DatasetNotFoundError, InvalidInputError
 from lance_format.io import object_store_for
 from lance_format.proto import transaction_pb2
 from lance_format.schema import check_arrow_compatible
 from lance_format.table import feature_flags
 
-__all__ = ["replace_where", "matching_offsets", "checked_reader"]
-
-
-def matching_offsets(ds: LanceDataset, predicate: str | pc.Expression) -> dict[int, np.ndarray]:
-    """Physical offsets (per fragment id) of the live rows of ``ds`` that satisfy ``predicate``."""
-    result: dict[int, np.ndarray] = {}
-    for fragment in ds.get_fragments():
-        pieces = [
-            batch.column(0).to_numpy(zero_copy_only=False)
-            for batch in ds.scanner(columns=[], filter=predicate, with_row_address=True,
-                                    fragments=[fragment]).to_batches()
-        ]
-        if pieces:
-            addresses = np.concatenate(pieces).astype(np.uint64, copy=False)
-            result[fragment.fragment_id] = (addresses & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    return result
-
-
-def checked_reader(reader: pa.RecordBatchReader, predicate: str | pc.Expression, *, table: str) -> pa.RecordBatchReader:
-    """Stream ``reader`` through, refusing the first batch with a row outside ``predicate``."""
-    expression = to_expression(predicate, reader.schema)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        seen = 0
-        for batch in reader:
-            if batch.num_rows:
-                ok = pa.Table.from_batches([batch]).filter(expression).num_rows
-                if ok != batch.num_rows:
-                    raise InvalidInputError(
-                        f"{batch.num_rows - ok} new row(s) (after {seen} valid ones) do not satisfy the "
-                        f"replace predicate {predicate!s}; they would land outside the replaced range",
-                        table=table,
-                    )
-                seen += batch.num_rows
-            yield batch
-
-    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+__all__ = ["replace_where"]
 
 
 def replace_where(
@@ -120,14 +85,14 @@ def replace_where(
         raise InvalidInputError("replace_where needs a predicate; use write_dataset(mode='overwrite') for all rows")
     if isinstance(dataset_or_uri, LanceDataset):
         ds: LanceDataset | None = dataset_or_uri
-        store = dataset_or_uri._store
+        store = dataset_or_uri.object_store
     else:
         store = object_store_for(dataset_or_uri, storage_options)
         try:
             ds = LanceDataset(store)
         except DatasetNotFoundError:
             ds = None
-    reader = _as_reader(data, schema)
+    reader = as_reader(data, schema)
     if ds is None:
         if not create_if_missing:
             raise DatasetNotFoundError("cannot replace rows of a table that does not exist", table=store.uri)
@@ -140,7 +105,7 @@ def replace_where(
             max_bytes_per_file=max_bytes_per_file,
         )
 
-    feature_flags.check_writable(ds.manifest, table=store.uri, path=ds._manifest_path)
+    feature_flags.check_writable(ds.manifest, table=store.uri, path=ds.manifest_path)
     table_schema = ds.lance_schema
     check_arrow_compatible(table_schema.to_arrow(), reader.schema, table=store.uri)
     to_expression(predicate, table_schema.to_arrow())  # refuse a bad predicate before writing

@@ -1,6 +1,6 @@
 """Translation of sqlglot trees (Lance's SQL dialect) into ``pyarrow.compute`` expressions.
 
-The semantics are described in :mod:`lance_format.dataset.sql_filter`, the public entry point;
+The semantics are described in :mod:`lance_format.dataset.sql.filter`, the public entry point;
 this module holds the dialect, the tree walker (``Translator``) and its literal helpers.
 """
 

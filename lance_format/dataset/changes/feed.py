@@ -3,9 +3,9 @@
 ``LanceDataset.delta(...)`` returns a :class:`DatasetDelta` with pylance 14's methods
 (``list_transactions``, ``get_inserted_rows``, ``get_updated_rows``, ``get_deleted_row_ids``)
 and one more, :meth:`DatasetDelta.get_changes`, a single stream of per-version changes with
-pre-images. Planning is metadata-only (:mod:`lance_format.dataset.delta_plan`): fragments that
+pre-images. Planning is metadata-only (:mod:`lance_format.dataset.changes.plan`): fragments that
 provably hold no change are never opened. Rows are read through ``LanceFragment.take_physical``
-(:mod:`lance_format.dataset.delta_read`), in batches.
+(:mod:`lance_format.dataset.changes.materialize`), in batches.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.delta_plan import (
+from lance_format.dataset.changes.materialize import ChangeWriter, change_schema, lineage_batches, lineage_schema
+from lance_format.dataset.changes.plan import (
     NO_CHANGE_OPERATIONS,
     deleted_row_ids,
     lineage_candidates,
@@ -24,7 +24,6 @@ from lance_format.dataset.delta_plan import (
     plan_version,
     require_stable_row_ids,
 )
-from lance_format.dataset.delta_read import ChangeWriter, change_schema, lineage_batches, lineage_schema
 from lance_format.dataset.fragment import ROW_ID
 from lance_format.dataset.scanner import DEFAULT_BATCH_SIZE
 from lance_format.errors import InvalidInputError, VersionNotFoundError
@@ -34,6 +33,7 @@ from lance_format.table.naming import list_versions
 from lance_format.table.transaction import load_transaction, operation_name
 
 if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
     from lance_format.schema import LanceField
 
 
@@ -87,7 +87,7 @@ class DatasetDelta:
             )
 
     def _manifest_paths(self, versions: Iterable[int]) -> dict[int, str]:
-        listing = list_versions(self._dataset._store)
+        listing = list_versions(self._dataset.object_store)
         for version in versions:
             if version not in listing.versions:
                 raise VersionNotFoundError(
@@ -101,7 +101,7 @@ class DatasetDelta:
     def _base(self) -> LanceDataset:
         """The dataset the delta was created from, at the version it had then."""
         if self._dataset.version != self._base_version:
-            self._dataset = LanceDataset(self._dataset._store, self._base_version)
+            self._dataset = self._dataset.checkout_version(self._base_version)
         return self._dataset
 
     def _open(self, version: int) -> LanceDataset | None:
@@ -109,14 +109,14 @@ class DatasetDelta:
             return None  # the empty table before the first commit
         if version == self._base().version:
             return self._dataset
-        return LanceDataset(self._dataset._store, version)
+        return self._dataset.checkout_version(version)
 
     # -- pylance's API -----------------------------------------------------------------------
     def list_transactions(self) -> list[transaction_pb2.Transaction]:
         """Transactions of versions ``begin_version + 1 .. end_version`` (versions without a
         recorded transaction are skipped, as in pylance)."""
         self._check_order()
-        store = self._dataset._store
+        store = self._dataset.object_store
         result = []
         for _, path in sorted(self._manifest_paths(range(self._begin + 1, self._end + 1)).items()):
             txn = load_transaction(store, read_manifest(store, path))
@@ -199,7 +199,7 @@ class DatasetDelta:
         * Requires stable row ids (``InvalidInputError`` otherwise); ``begin > end`` raises
           ``InvalidInputError``, a missing version ``VersionNotFoundError``.
 
-        Only fragments that provably changed are read (see :mod:`lance_format.dataset.delta_plan`);
+        Only fragments that provably changed are read (see :mod:`lance_format.dataset.changes.plan`);
         memory is bounded by ``batch_size`` rows per batch (default 65536).
         """
         self._check_order()

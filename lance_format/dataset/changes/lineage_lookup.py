@@ -17,20 +17,20 @@ from google.protobuf.message import DecodeError
 
 from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.proto import rowids_pb2, table_pb2
-from lance_format.table.rowids import RANGE, U64Segment, parse_row_id_segments, read_sequence_bytes
+from lance_format.table.rowids import parse_row_id_segments, read_sequence_bytes
+from lance_format.table.u64_segment import RANGE, U64Segment
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
     from lance_format.dataset.fragment import LanceFragment
+    from lance_format.io import ObjectStore
 
 CREATED_AT = "created_at"
 LAST_UPDATED_AT = "last_updated_at"
 
 
 def _corrupt(fragment: "LanceFragment", message: str) -> CorruptFileError:
-    return CorruptFileError(
-        f"fragment {fragment.fragment_id}: {message}", table=fragment._store.uri, version=fragment._dataset.version
-    )
+    return CorruptFileError(f"fragment {fragment.fragment_id}: {message}", **fragment.error_context())
 
 
 _Runs = tuple[list[int], Optional[rowids_pb2.RowDatasetVersionSequence]]
@@ -45,20 +45,22 @@ def _run_versions(fragment: "LanceFragment", kind: str) -> _Runs:
     key = f"_delta_versions_{kind}"
     cached = fragment.__dict__.get(key)
     if cached is None:
-        cached = fragment.__dict__[key] = _descriptor_runs(fragment._dataset, fragment.metadata, kind)
+        cached = fragment.__dict__[key] = _descriptor_runs(
+            fragment.object_store, fragment.metadata, kind, fragment.error_context()
+        )
     return cached
 
 
-def _descriptor_runs(dataset: "LanceDataset", meta: table_pb2.DataFragment, kind: str) -> _Runs:
-    """:func:`_run_versions` of a fragment descriptor of ``dataset`` (no ``LanceFragment`` needed)."""
-    data = read_sequence_bytes(dataset._store, meta, f"inline_{kind}_versions", f"external_{kind}_versions")
+def _descriptor_runs(store: "ObjectStore", meta: table_pb2.DataFragment, kind: str, context: dict) -> _Runs:
+    """:func:`_run_versions` of a fragment descriptor (no ``LanceFragment`` needed); ``context``
+    names the table and version in errors."""
+    data = read_sequence_bytes(store, meta, f"inline_{kind}_versions", f"external_{kind}_versions")
     if data is None:
         return [1], None
     try:
         return _parse_version_runs(data)
     except DecodeError as exc:
-        raise CorruptFileError(f"fragment {meta.id}: invalid {kind} version sequence: {exc}",
-                               table=dataset._store.uri, version=dataset.version) from exc
+        raise CorruptFileError(f"fragment {meta.id}: invalid {kind} version sequence: {exc}", **context) from exc
 
 
 @lru_cache(maxsize=4096)
@@ -97,15 +99,6 @@ def _parse_runs(fragment: "LanceFragment", kind: str) -> tuple[list[int], list[i
     return versions, lengths
 
 
-def version_runs(fragment: "LanceFragment", kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(version per run, rows per run)`` of the created_at / last_updated_at sequence.
-
-    A fragment without the sequence has one run of version 1 (pylance reports 1 then).
-    """
-    versions, lengths = _parse_runs(fragment, kind)
-    return np.array(versions, np.uint64), np.array(lengths, np.int64)
-
-
 def versions_at(fragment: "LanceFragment", kind: str, offsets: np.ndarray) -> np.ndarray:
     """The ``kind`` version of each physical offset."""
     versions, lengths = _parse_runs(fragment, kind)
@@ -117,7 +110,8 @@ def versions_at(fragment: "LanceFragment", kind: str, offsets: np.ndarray) -> np
 
 def latest_versions(dataset: "LanceDataset", meta: table_pb2.DataFragment, kind: str) -> list[int]:
     """The versions of a fragment descriptor's ``kind`` runs (``[1]`` without a sequence)."""
-    return _descriptor_runs(dataset, meta, kind)[0]
+    context = {"table": dataset.uri, "version": dataset.version}
+    return _descriptor_runs(dataset.object_store, meta, kind, context)[0]
 
 
 def any_version_in(fragment: "LanceFragment", kind: str, low: int, high: int | None) -> bool:
@@ -145,12 +139,11 @@ def row_ids_at(fragment: "LanceFragment", offsets: np.ndarray) -> np.ndarray:
         return decoded[offsets]
     segments = fragment.__dict__.get("_delta_segments")
     if segments is None:
-        data = read_sequence_bytes(fragment._store, fragment.metadata, "inline_row_ids", "external_row_ids")
+        data = read_sequence_bytes(fragment.object_store, fragment.metadata, "inline_row_ids", "external_row_ids")
         if data is None:
             raise InvalidInputError(
                 f"fragment {fragment.fragment_id} has no row-id sequence (stable row ids are required)",
-                table=fragment._store.uri,
-                version=fragment._dataset.version,
+                **fragment.error_context(),
             )
         try:
             parsed = parse_row_id_segments(data)

@@ -1,6 +1,6 @@
 """Committing fragments that other processes wrote, and the bookkeeping around it.
 
-Phase two of a distributed write (phase one: :mod:`lance_format.dataset.fragment_sink`): one
+Phase two of a distributed write (phase one: :mod:`lance_format.dataset.writing.fragment_sink`): one
 process turns the fragment descriptions its workers returned into ONE transaction (Append,
 Overwrite, or an Update that also carries new deletion files) and runs the engine's commit
 loop (:func:`lance_format.table.commit.commit_transaction`), so concurrent writers go through
@@ -42,12 +42,18 @@ from lance_format.table.deletion import (
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import ManifestNaming, list_versions
 from lance_format.table.operations import BuildOptions
-from lance_format.table.transaction import IDEMPOTENCY_KEY, load_transaction, new_transaction
+from lance_format.table.transaction import (
+    IDEMPOTENCY_KEY,
+    OperationKind,
+    load_transaction,
+    new_transaction,
+    operation_name,
+)
 
 WRITE_ID_KEY = "lance_format.write_id"
 DEFAULT_IDEMPOTENCY_WINDOW = 256  # how many recent versions a re-run searches for its key
 
-OPERATIONS = ("append", "overwrite", "update")
+OPERATIONS = (OperationKind.APPEND.value, OperationKind.OVERWRITE.value, OperationKind.UPDATE.value)
 
 
 @dataclass(frozen=True)
@@ -59,12 +65,12 @@ class PriorCommit:
 
     @property
     def new_fragments(self) -> list[table_pb2.DataFragment]:
-        op = self.transaction.WhichOneof("operation")
-        if op == "append":
+        op = operation_name(self.transaction)
+        if op == OperationKind.APPEND:
             return list(self.transaction.append.fragments)
-        if op == "overwrite":
+        if op == OperationKind.OVERWRITE:
             return list(self.transaction.overwrite.fragments)
-        if op == "update":
+        if op == OperationKind.UPDATE:
             return list(self.transaction.update.new_fragments)
         return []
 
@@ -206,9 +212,9 @@ def build_transaction(
     if operation not in OPERATIONS:
         raise InvalidInputError(f"operation must be one of {OPERATIONS}, got {operation!r}")
     txn = new_transaction(read_version, properties=properties, commit_message=commit_message)
-    if operation == "append":
+    if operation == OperationKind.APPEND:
         txn.append.fragments.extend(new_fragments)
-    elif operation == "overwrite":
+    elif operation == OperationKind.OVERWRITE:
         if schema is None:
             raise InvalidInputError("an overwrite needs the new table schema")
         body = txn.overwrite
@@ -259,7 +265,7 @@ def commit_fragments(
     naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
     return commit_transaction(
         store, txn, options=options, new_table_naming=naming,
-        affected_rows=affected_rows if operation == "update" else None,
+        affected_rows=affected_rows if operation == OperationKind.UPDATE else None,
         read_manifest_file=read_manifest_file,
     )
 

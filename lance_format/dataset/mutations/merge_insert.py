@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.mutation_base import (
+from lance_format.dataset.mutations.base import (
     DEFAULT_CONFLICT_RETRIES,
     DEFAULT_RETRY_TIMEOUT,
     Prepared,
@@ -38,7 +38,8 @@ from lance_format.dataset.mutation_base import (
     transaction_for,
     write_new_fragments,
 )
-from lance_format.dataset.sql_filter import to_expression
+from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.errors import InvalidInputError, SchemaMismatchError
 
 if TYPE_CHECKING:
@@ -233,14 +234,12 @@ class MergeInsertBuilder:
         CommitConflictError
             A concurrent commit is incompatible, or the retries ran out.
         """
-        from lance_format.dataset.write import _as_reader
-
         ds = self._dataset
         if self._matched is None and not self._insert and not self._delete_unmatched:
             raise InvalidInputError("The merge insert job is not configured to change the data in any way",
                                     table=ds.uri)
         with table_context(ds):
-            source = _as_reader(data_obj, schema).read_all()
+            source = as_reader(data_obj, schema).read_all()
             self._check_source(source)
             if self._delete_unmatched and self._delete_unmatched_expr is not None:
                 to_expression(self._delete_unmatched_expr, ds.schema)
@@ -307,7 +306,7 @@ class _Run:
             return names
         needed = list(self.b._on)
         if self.b._delete_unmatched and self.b._delete_unmatched_expr is not None:
-            from lance_format.dataset.sql_filter import referenced_columns
+            from lance_format.dataset.sql.filter import referenced_columns
 
             for name in referenced_columns(self.b._delete_unmatched_expr, self.ds.schema):
                 if name not in needed and name in self.ds.schema.names:

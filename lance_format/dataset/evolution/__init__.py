@@ -1,0 +1,1 @@
+"""Schema evolution: adding, dropping, renaming and casting columns, and writes that add columns."""

@@ -1,0 +1,1 @@
+"""Table maintenance: compaction, metadata-only commits (restore, config, metadata) and cleanup."""

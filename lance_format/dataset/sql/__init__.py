@@ -1,0 +1,1 @@
+"""SQL filter predicates (pylance's DataFusion dialect) translated to ``pyarrow.compute`` expressions."""

@@ -1,0 +1,1 @@
+"""The write path: ``write_dataset``, and the fragments and commits of distributed writers."""

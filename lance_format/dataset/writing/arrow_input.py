@@ -1,0 +1,83 @@
+"""The inputs the write APIs accept (tables, batches, readers, Arrow streams, iterables of
+batches or tables, pandas frames, dicts of columns, lists of row dicts, datasets) turned into one
+``RecordBatchReader``, without materializing what streams; anything else is refused by type."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator
+
+import pyarrow as pa
+
+from lance_format.errors import InvalidInputError
+
+
+def as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
+    """Turn any supported input into a RecordBatchReader without materializing it."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pd = None
+    if pd is not None and isinstance(data, pd.DataFrame):
+        data = pa.Table.from_pandas(data, schema=schema)
+    if isinstance(data, (str, bytes)) or data is None:
+        raise InvalidInputError(f"cannot write data of type {type(data).__name__} to a Lance table: pass a "
+                                "pyarrow Table/RecordBatch/reader, a pandas DataFrame, a dict of columns or "
+                                "a list of row dicts")
+    if isinstance(data, dict):
+        data = _arrow_from_python(pa.Table.from_pydict, data, schema)
+    elif isinstance(data, list) and data and isinstance(data[0], dict):
+        data = _arrow_from_python(pa.Table.from_pylist, data, schema)
+    elif not isinstance(data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)) and callable(
+        getattr(data, "scanner", None)
+    ):
+        # Datasets (pyarrow's, Lance's, ours): stream their batches.
+        data = data.scanner().to_reader()
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if isinstance(data, pa.Table):
+        if schema is not None and not data.schema.equals(schema):
+            data = data.cast(schema)
+        return data.to_reader()
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data, schema=schema)
+    if isinstance(data, Iterable):
+        iterator = _record_batches(iter(data))
+        if schema is None:
+            first = next(iterator, None)
+            if first is None:
+                raise InvalidInputError("cannot infer a schema from an empty iterable; pass schema=")
+            schema = first.schema
+
+            def chain(head: pa.RecordBatch = first,
+                      rest: Iterator[pa.RecordBatch] = iterator) -> Iterator[pa.RecordBatch]:
+                yield head
+                yield from rest
+
+            iterator = chain()
+        return pa.RecordBatchReader.from_batches(schema, iterator)
+    raise InvalidInputError(f"cannot write data of type {type(data).__name__} to a Lance table")
+
+
+def _arrow_from_python(build: Callable[..., pa.Table], data: Any, schema: pa.Schema | None) -> pa.Table:
+    try:
+        return build(data, schema=schema)
+    except (pa.ArrowException, TypeError, ValueError) as err:
+        raise InvalidInputError(f"cannot convert the {type(data).__name__} to Arrow: {err}") from None
+
+
+def _record_batches(items: Iterator[Any]) -> Iterator[pa.RecordBatch]:
+    """An iterable's batches (tables are split into theirs); anything else is refused by type."""
+    for item in items:
+        if isinstance(item, pa.RecordBatch):
+            yield item
+        elif isinstance(item, pa.Table):
+            yield from item.to_batches()
+        else:
+            raise InvalidInputError(
+                f"an iterable written to a Lance table must yield pyarrow RecordBatches, got {type(item).__name__}"
+            )
+
+
+__all__ = ["as_reader"]

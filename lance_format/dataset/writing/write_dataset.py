@@ -1,0 +1,104 @@
+"""``write_dataset``: stream Arrow data into data files and commit them as one new version.
+
+Data is consumed batch by batch; a file (one fragment) is rolled over after
+``max_rows_per_file`` rows or ``max_bytes_per_file`` bytes. Nothing is visible until the
+commit publishes the manifest; if anything fails first, the files written so far are removed.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.writing.arrow_input import as_reader
+from lance_format.dataset.writing.fragment_sink import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    resolve_storage_version,
+    write_fragments,
+)
+from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError
+from lance_format.io import ObjectStore, object_store_for
+from lance_format.proto import transaction_pb2
+from lance_format.schema import LanceSchema, check_arrow_compatible
+from lance_format.table import feature_flags
+from lance_format.table.commit import commit_transaction, latest_manifest
+from lance_format.table.naming import ManifestNaming
+from lance_format.table.operations import BuildOptions
+from lance_format.table.transaction import new_transaction
+
+MODES = ("create", "append", "overwrite")
+
+
+def write_dataset(
+    data: Any,
+    uri: str | os.PathLike[str] | ObjectStore,
+    schema: pa.Schema | None = None,
+    mode: str = "create",
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    enable_stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
+    enable_v2_manifest_paths: bool = True,
+    storage_options: Mapping[str, str] | None = None,
+    **unsupported: Any,
+) -> LanceDataset:
+    """Write ``data`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
+
+    ``storage_options``: object-store settings with Lance's keys, for ``s3://`` URIs.
+    """
+    if unsupported:
+        raise InvalidInputError(f"unsupported write_dataset arguments: {sorted(unsupported)}")
+    if mode not in MODES:
+        raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
+    store = object_store_for(uri, storage_options)
+    existing = latest_manifest(store)
+    if existing is not None:
+        path, manifest_file = existing
+        feature_flags.check_writable(manifest_file.manifest, table=store.uri, path=path)
+        if mode == "create":
+            raise DatasetAlreadyExistsError(
+                "a table already exists here; use mode='append' or 'overwrite'",
+                table=store.uri,
+                version=manifest_file.manifest.version,
+            )
+
+    reader = as_reader(data, schema)
+    if existing is not None and mode == "append":
+        manifest = existing[1].manifest
+        table_schema = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata))
+        check_arrow_compatible(table_schema.to_arrow(), reader.schema, table=store.uri)
+        storage_version = resolve_storage_version(None, manifest.data_format.version or "2.0", table=store.uri)
+    else:
+        table_schema = LanceSchema.from_arrow(reader.schema)
+        previous = existing[1].manifest.data_format.version if existing is not None else None
+        storage_version = resolve_storage_version(data_storage_version, None if data_storage_version else previous,
+                                                   table=store.uri)
+
+    fragments, writer = write_fragments(
+        reader, store, table_schema, storage_version,
+        max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
+    )
+    read_version = existing[1].manifest.version if existing is not None else 0
+    txn = new_transaction(read_version, properties=transaction_properties, commit_message=commit_message)
+    if existing is not None and mode == "append":
+        txn.append.fragments.extend(fragments)
+    else:
+        overwrite: transaction_pb2.Transaction.Overwrite = txn.overwrite
+        overwrite.fragments.extend(fragments)
+        overwrite.schema.extend(table_schema.to_protos())
+        overwrite.schema_metadata.update(table_schema.metadata)
+    options = BuildOptions(enable_stable_row_ids=enable_stable_row_ids, data_storage_version=storage_version)
+    naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
+    try:
+        committed = commit_transaction(store, txn, options=options, new_table_naming=naming)
+    except BaseException:
+        writer.abort()
+        raise
+    return LanceDataset(store, committed.version)
