@@ -14,7 +14,7 @@ import pytest
 from lance.file import LanceFileReader as PyReader
 from lance.file import LanceFileWriter as PyWriter
 
-from lance_format.encodings.v2_1 import miniblock
+from lance_format.encodings.structural import miniblock
 from lance_format.file import ColumnPlan, LanceFileReader
 from lance_format.file.container import encoding_bytes, read_file_metadata, unpack_any
 from lance_format.file.reader import structural_plans_for_schema

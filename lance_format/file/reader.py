@@ -2,7 +2,7 @@
 
 The caller says which fields to produce with :class:`ColumnPlan` trees: 2.0 has one column per
 field, parents included; 2.1/2.2 have one column per leaf (parents are planned with column -1)
-and are decoded by :mod:`lance_format.encodings.v2_1`, which this module only dispatches to.
+and are decoded by :mod:`lance_format.encodings.structural`, which this module only dispatches to.
 
 For 2.0 files: Rows of a column are located by the cumulative page lengths (2.0
 page priorities are always 0). List columns map rows to items through their offsets pages:
@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lance_format.encodings.buffers import DecodeContext, bools_to_bitmap
-from lance_format.encodings.v2_0_decode import ListOffsetsPage, decode_leaf, decode_leaf_window, decode_list_offsets
-from lance_format.encodings.v2_1.column import StructuralColumn, assemble
+from lance_format.encodings.array_v2_0.decode import ListOffsetsPage, decode_leaf, decode_leaf_window, decode_list_offsets
+from lance_format.encodings.structural.column import StructuralColumn, assemble
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_format.file.container import FileMetadata, encoding_bytes, read_file_metadata, unpack_any
 from lance_format.io.object_store import ObjectStore

@@ -1,5 +1,5 @@
 """Writer of Lance v2 data files: file version 2.0 (byte layout of pylance 14's ``version="2.0"``)
-and file versions 2.1/2.2 (structural encodings, see ``lance_format.encodings.v2_1``).
+and file versions 2.1/2.2 (structural encodings, see ``lance_format.encodings.structural``).
 
 File version 2.0: every schema field, parents included, gets one column (depth-first order).
 Leaf columns buffer their data and write a page whenever ``max_page_bytes`` have accumulated, so
@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import validity_bools
-from lance_format.encodings.v2_1.encode_page import StructuralFieldWriter, check_structural_field
-from lance_format.encodings.v2_0_encode import (
+from lance_format.encodings.structural.encode_page import StructuralFieldWriter, check_structural_field
+from lance_format.encodings.array_v2_0.encode import (
     EncodedPage,
     check_encodable,
     compression_from_metadata,

@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.encodings.v2_1.block_codecs import block_codec, decode_levels
-from lance_format.encodings.v2_1.blocks import AllNull, Block, Fixed, Struct, Variable, gather, to_arrow
-from lance_format.encodings.v2_1.pages import PageDecoder, PageIO
-from lance_format.encodings.v2_1.repdef import (
+from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
+from lance_format.encodings.structural.blocks import AllNull, Block, Fixed, Struct, Variable, gather, to_arrow
+from lance_format.encodings.structural.pages import PageDecoder, PageIO
+from lance_format.encodings.structural.repdef import (
     ALL_VALID_ITEM,
     LeafData,
     check_layers,

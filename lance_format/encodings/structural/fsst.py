@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.v2_1.blocks import Variable, concat
+from lance_format.encodings.structural.blocks import Variable, concat
 
 FSST_MAGIC = 0x46535354
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.v2_1 import fsst
-from lance_format.encodings.v2_1.block_codecs import InlineBitpackedBlock, RleBlock, decompress_bytes
-from lance_format.encodings.v2_1.blocks import (
+from lance_format.encodings.structural import fsst
+from lance_format.encodings.structural.block_codecs import InlineBitpackedBlock, RleBlock, decompress_bytes
+from lance_format.encodings.structural.blocks import (
     Block,
     Fixed,
     Fsl,
