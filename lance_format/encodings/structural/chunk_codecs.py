@@ -1,4 +1,4 @@
-"""Mini-block value decompressors, decoding the chunks of a page together.
+"""Mini-block value decompressors of 2.1/2.2 pages, decoding the chunks of a page together.
 
 Each mini-block chunk stores ``num_buffers`` value buffers. A codec receives the chunk bytes
 (``buf``), the position and size of every buffer of every chunk (``starts``/``sizes``, shape

@@ -1,4 +1,4 @@
-"""Constant pages (all values equal or all null) and blob pages (values stored out of line).
+"""Constant pages (all values equal or all null) and blob pages (values out of line) of 2.1/2.2.
 
 Constant layout (pylance 14): the value is ``inline_value`` (raw little-endian bytes, at most
 32; a boolean is one byte) or, for other scalars, page buffer 0 holding the Arrow value buffers

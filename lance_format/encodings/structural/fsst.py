@@ -1,4 +1,4 @@
-"""FSST string decompression (Lance's ``rust/compression/fsst``), vectorized with numpy.
+"""FSST string decompression of 2.1/2.2 pages (Lance's ``rust/compression/fsst``), vectorized with numpy.
 
 Symbol table (2312 bytes): a u64 LE header ``0x46535354 << 32 | switch << 24 | suffix_lim << 16 |
 terminator << 8 | n``, then ``n`` 8-byte symbols, then ``n`` symbol lengths. With the switch bit

@@ -1,4 +1,4 @@
-"""Full-zip pages: large values with their rep/def levels zipped in front of each value.
+"""Full-zip pages of 2.1/2.2: large values with their rep/def levels zipped in front of each value.
 
 Buffer ``[0]`` holds, for every level entry: a control word of ``ceil((bits_rep + bits_def)/8)``
 bytes rounded to 1/2/4 (def in the low ``bits_def`` bits, rep above), then, if the entry is

@@ -1,4 +1,4 @@
-"""Mini-block pages: values, rep and def levels in small chunks of up to a few KiB.
+"""Mini-block pages of 2.1/2.2: values, rep and def levels in small chunks of up to a few KiB.
 
 Page buffers: ``[0]`` chunk metadata, ``[1]`` chunk data, ``[2]`` dictionary (if any), then the
 repetition index (if ``repetition_index_depth > 0``). One metadata word per chunk (u16 in 2.1,

@@ -1,4 +1,4 @@
-"""Per-value decompressors of full-zip pages (each value compressed on its own).
+"""Per-value decompressors of 2.1/2.2 full-zip pages (each value compressed on its own).
 
 Fixed-width: ``flat{bits}``, or ``fixed_size_list`` whose per-value bytes are, for every layer
 with validity, a ``ceil(items/8)``-byte bitmap, then the items. Variable-width: ``variable``
