@@ -4,7 +4,7 @@ Opening a file reads its container (:mod:`lance_format.file.container`: footer, 
 file descriptor), which is the same for every version; the footer's version then picks the
 reader of the column layout:
 
-- 2.0 (footer (0, 3)): :class:`~lance_format.file.reader_v2_0.ArrayEncodedReader`, one column
+- 2.0 (footer (0, 3), or (2, 0)): :class:`~lance_format.file.reader_v2_0.ArrayEncodedReader`, one column
   per field with ``ArrayEncoding`` pages;
 - 2.1/2.2: :class:`~lance_format.file.reader_structural.StructuralReader`, one column per leaf
   with structural page layouts.
