@@ -1,4 +1,4 @@
-"""Reading the columns of Lance file versions 2.1 and 2.2: one column per leaf, structural page layouts.
+"""Reading Lance file versions 2.1 and 2.2: one column per leaf field, structural page layouts.
 
 Parents (structs, lists, maps) have no column; their plans carry ``column == -1`` (see
 :func:`~lance_format.file.plans.structural_plans_for_schema`) and their validity and offsets come

@@ -1,4 +1,4 @@
-"""Reading the columns of Lance file version 2.0: one column per field, pages described by ``ArrayEncoding`` trees.
+"""Reading Lance file version 2.0: one column per field, pages described by ``ArrayEncoding`` trees.
 
 Every field, parents included, has its own column (see :func:`~lance_format.file.plans.plans_for_schema`);
 pages are decoded by :mod:`lance_format.encodings.array_v2_0`. Rows of a column are located by the
