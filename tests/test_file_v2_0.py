@@ -10,7 +10,7 @@ from lance.file import LanceFileWriter as PyWriter
 
 from lance_format.file import LanceFileReader, LanceFileWriter
 from lance_format.file.container import read_file_metadata, unpack_any
-from lance_format.file.reader import plans_for_schema
+from lance_format.file.plans import plans_for_schema
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_0_pb2
 from lance_format.schema import LanceSchema
@@ -236,7 +236,7 @@ def test_empty_pylance_file(tmp_path):
 def test_sequential_batches_decode_each_page_once(tmp_path, monkeypatch):
     table = pa.table({"i": np.arange(5000), "s": [f"v{i}" for i in range(5000)], "l": [[i] * (i % 3) for i in range(5000)]})
     rel = write_ours(tmp_path, table, max_page_bytes=16 * 1024)
-    import lance_format.file.reader as reader_module
+    import lance_format.file.reader_v2_0 as reader_module
 
     calls = []
     original = reader_module.decode_leaf

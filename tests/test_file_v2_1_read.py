@@ -14,10 +14,10 @@ import pytest
 from lance.file import LanceFileReader as PyReader
 from lance.file import LanceFileWriter as PyWriter
 
-from lance_format.encodings.v2_1 import miniblock
+from lance_format.encodings.structural import miniblock
 from lance_format.file import ColumnPlan, LanceFileReader
 from lance_format.file.container import encoding_bytes, read_file_metadata, unpack_any
-from lance_format.file.reader import structural_plans_for_schema
+from lance_format.file.plans import structural_plans_for_schema
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from tests.test_file_v2_0 import _plain, matrix

@@ -9,15 +9,15 @@ import pyarrow as pa
 import pytest
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.v2_1 import fastlanes, fsst
-from lance_format.encodings.v2_1.block_codecs import (
+from lance_format.encodings.structural import fastlanes, fsst
+from lance_format.encodings.structural.block_codecs import (
     InlineBitpackedBlock,
     OutOfLineBitpackedBlock,
     RleBlock,
     VariableBlock,
 )
-from lance_format.encodings.v2_1.blocks import Variable, to_arrow
-from lance_format.encodings.v2_1.repdef import (
+from lance_format.encodings.structural.blocks import Variable, to_arrow
+from lance_format.encodings.structural.repdef import (
     ALL_VALID_ITEM,
     ALL_VALID_LIST,
     NULL_AND_EMPTY_LIST,

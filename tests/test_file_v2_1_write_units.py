@@ -9,14 +9,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_format.encodings.v2_1.encode_repdef import (
+from lance_format.encodings.structural.encode_repdef import (
     ALL_VALID_ITEM,
     EMPTYABLE_LIST,
     NULL_AND_EMPTY_LIST,
     NULLABLE_ITEM,
     shred,
 )
-from lance_format.encodings.v2_1.fastlanes_pack import (
+from lance_format.encodings.structural.fastlanes_pack import (
     BLOCK,
     FL_ORDER,
     inline_pack_chunks,

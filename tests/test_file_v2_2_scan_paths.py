@@ -9,10 +9,10 @@ import pytest
 
 import lance_format
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.v2_1 import fastlanes
-from lance_format.encodings.v2_1.block_codecs import OutOfLineBitpackedBlock
-from lance_format.encodings.v2_1.blocks import Dictionary, Fixed, Variable, materialize, to_arrow
-from lance_format.encodings.v2_1.fullzip import _strided
+from lance_format.encodings.structural import fastlanes
+from lance_format.encodings.structural.block_codecs import OutOfLineBitpackedBlock
+from lance_format.encodings.structural.blocks import Dictionary, Fixed, Variable, materialize, to_arrow
+from lance_format.encodings.structural.fullzip import _strided
 from lance_format.errors import CorruptFileError
 from tests.compat import assert_tables_equal
 from tests.test_file_v2_1_read_units import fastlanes_pack

@@ -1,7 +1,16 @@
-"""Page encodings of Lance data files (file version 2.0: encoders, decoders, byte helpers)."""
+"""Page encodings of Lance data files: how a column's values become page buffers and back.
 
-from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.v2_0_decode import decode_leaf, decode_list_offsets
-from lance_format.encodings.v2_0_encode import EncodedPage, encode_leaf_pages, encode_list_offsets
+One subpackage per family of page layouts, named after the layouts it holds (the file container
+around the pages is :mod:`lance_format.file`):
 
-__all__ = ["DecodeContext", "EncodedPage", "decode_leaf", "decode_list_offsets", "encode_leaf_pages", "encode_list_offsets"]
+- :mod:`.array_v2_0`: file version 2.0, where every page is described by an ``ArrayEncoding``
+  tree (``lance.encodings``): Nullable, Flat, Binary, Dictionary, List, FixedSizeList,
+  SimpleStruct;
+- :mod:`.structural`: file versions 2.1 and 2.2, whose pages use the structural ``PageLayout``
+  protos (``lance.encodings21``): mini-block, full-zip, constant and blob layouts with
+  repetition/definition levels and compressive encodings (FastLanes, FSST, RLE, ...);
+- :mod:`.buffers`: byte helpers both families share (bitmaps, buffer compression, decode
+  context).
+
+Older layouts get their own subpackage named the same way (``legacy_v0_1`` for the 0.1 format).
+"""

@@ -1,4 +1,6 @@
-"""Byte-level helpers shared by the page encoders and decoders: bitmaps, buffers, compression.
+"""Byte-level helpers shared by the 2.0 and the 2.1/2.2 page encodings: bitmaps, buffers, compression.
+
+:class:`DecodeContext` names the file and column in decoding errors.
 
 Bitmaps are Arrow-style (LSB-first, 1 = valid/true). Compressed buffers use Lance's framing:
 zstd = u64 LE uncompressed size + zstd frame (older files: a bare zstd frame); lz4 = u32 LE

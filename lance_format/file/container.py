@@ -1,6 +1,8 @@
-"""The Lance v2 file container: footer, column-metadata and global-buffer tables, Any helpers.
+"""The container of Lance data files, versions 2.0, 2.1 and 2.2: footer, column-metadata and
+global-buffer tables, and the ``Any`` helpers of page encodings.
 
-Layout (identical for file versions 2.0/2.1/2.2)::
+The container does not depend on the version; only the pages inside it do (see
+:mod:`lance_format.encodings`). Layout::
 
     [page buffers, each padded with 0x48 to 64 bytes]
     [global buffer 0 = FileDescriptor proto]  [column metadata protos]
@@ -8,8 +10,8 @@ Layout (identical for file versions 2.0/2.1/2.2)::
     [footer, 40 bytes: u64 cm_start, u64 cmo_start, u64 gbo_start, u32 G, u32 N,
                        u16 major, u16 minor, b"LANC"]
 
-Version 2.0 files carry the footer version (0, 3); legacy 0.x files end with the same last
-8 bytes (major, minor, magic), which lets us recognise and refuse them.
+Version 2.0 files carry the footer version (0, 3); legacy 0.1 files have another container but
+end with the same last 8 bytes (major, minor, magic), which lets us recognise and refuse them.
 """
 
 from __future__ import annotations

@@ -1,39 +1,28 @@
-"""Writer of Lance v2 data files: file version 2.0 (byte layout of pylance 14's ``version="2.0"``)
-and file versions 2.1/2.2 (structural encodings, see ``lance_format.encodings.v2_1``).
+"""Writer of Lance data files, file versions 2.0, 2.1 and 2.2: the public :class:`LanceFileWriter`.
 
-File version 2.0: every schema field, parents included, gets one column (depth-first order).
-Leaf columns buffer their data and write a page whenever ``max_page_bytes`` have accumulated, so
-memory stays bounded by the page size, not the file size. List columns write an offsets page and then flush their item
-column, because a 2.0 item page must never be shared by two offsets pages (pylance's reader
-relies on it). Struct columns write one header page (``SimpleStruct``, no buffers) at the end.
-Given the same batches, the output is byte-identical to pylance 14's (checked by the tests).
+The writer owns the output file: it validates the schema for the requested version, feeds each
+top-level column to the writer of that version's layout, places the pages those emit (each
+buffer padded to 64 bytes) and finally writes the container tail (:mod:`lance_format.file.container`).
 
-File versions 2.1/2.2: one column per *leaf* field (a fixed-size list of primitives is a leaf);
-struct and list structure lives in each leaf's rep/def levels (a map is a list of its entries
-struct; maps need 2.2, as in pylance, and are refused naming the table and column otherwise).
-Each top-level field buffers about one page of rows and then writes a page to each of its leaf
-columns, whose priority is the page's first row. Footers say (2, 1) / (2, 2).
+- File version 2.0 (footer (0, 3)): the column writers of :mod:`lance_format.file.writer_v2_0`,
+  one column per field, parents included; pages have priority 0.
+- File versions 2.1/2.2 (footers (2, 1) / (2, 2)): one column per *leaf* field (a fixed-size list
+  of primitives is a leaf); struct and list structure lives in each leaf's rep/def levels (a map
+  is a list of its entries struct; maps need 2.2, as in pylance, and are refused naming the table
+  and column otherwise). Each top-level field is a
+  :class:`~lance_format.encodings.structural.encode_page.StructuralFieldWriter`, which buffers
+  about one page of rows and then writes a page to each of its leaf columns, whose priority is
+  the page's first row.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.buffers import validity_bools
-from lance_format.encodings.v2_1.encode_page import StructuralFieldWriter, check_structural_field
-from lance_format.encodings.v2_0_encode import (
-    EncodedPage,
-    check_encodable,
-    compression_from_metadata,
-    encode_leaf_pages,
-    encode_list_offsets,
-    leaf_nbytes,
-    struct_page,
-)
+from lance_format.encodings.array_v2_0.encode import EncodedPage
+from lance_format.encodings.structural.encode_page import StructuralFieldWriter, check_structural_field
 from lance_format.errors import LanceError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.container import (
     PAD_BYTE,
@@ -42,6 +31,7 @@ from lance_format.file.container import (
     pack_any,
     pad_len,
 )
+from lance_format.file.writer_v2_0 import ColumnWriter, make_column_writer
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_0_pb2, file2_pb2, file_pb2
 from lance_format.schema import LanceField, LanceSchema
@@ -67,123 +57,6 @@ class WrittenFile:
     size_bytes: int
     field_ids: list[int] = field(default_factory=list)
     column_indices: list[int] = field(default_factory=list)
-
-
-class _ColumnWriter:
-    """Buffers one field's data and emits pages for it (and for its child columns)."""
-
-    def __init__(self, owner: "LanceFileWriter", column: int, name: str) -> None:
-        self.owner = owner
-        self.column = column
-        self.name = name
-
-    def append(self, array: pa.Array) -> None:
-        raise NotImplementedError
-
-    def flush(self) -> None:
-        raise NotImplementedError
-
-    def finish(self) -> None:
-        """Emit final pages (struct headers) after everything was flushed."""
-
-
-class _LeafWriter(_ColumnWriter):
-    def __init__(self, owner: "LanceFileWriter", column: int, name: str, lance_field: LanceField) -> None:
-        super().__init__(owner, column, name)
-        self.compression = compression_from_metadata(lance_field.metadata)
-        self.chunks: list[pa.Array] = []
-        self.buffered = 0
-
-    def append(self, array: pa.Array) -> None:
-        # Empty chunks are kept too: pylance writes a 0-row page for them (e.g. items of all-null lists).
-        self.chunks.append(array)
-        self.buffered += leaf_nbytes(array)
-        if self.buffered >= self.owner.max_page_bytes:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.chunks:
-            return
-        chunks, total = self.chunks, self.buffered
-        self.chunks, self.buffered = [], 0
-        if pa.types.is_dictionary(chunks[0].type):
-            pages = encode_leaf_pages(chunks, column=self.name)
-        else:
-            array = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
-            # Split an oversized buffer into equal row ranges of about max_page_bytes each.
-            parts = max(1, min(math.ceil(total / self.owner.max_page_bytes), len(array)))
-            step = math.ceil(len(array) / parts) if len(array) else 0
-            pieces = [array.slice(i, step) for i in range(0, len(array), step)] if step else [array]
-            pages = [p for piece in pieces for p in encode_leaf_pages([piece], self.compression, column=self.name)]
-        for page in pages:
-            self.owner._emit(self.column, page)
-
-
-class _ListWriter(_ColumnWriter):
-    def __init__(self, owner: "LanceFileWriter", column: int, name: str, child: _ColumnWriter) -> None:
-        super().__init__(owner, column, name)
-        self.child = child
-        self.chunks: list[tuple[np.ndarray, np.ndarray | None]] = []
-        self.buffered = 0
-
-    def append(self, array: pa.Array) -> None:
-        large = pa.types.is_large_list(array.type)
-        dtype = np.int64 if large else np.int32
-        max_rows = max(1, self.owner.max_page_bytes // 8)
-        n = len(array)
-        # Feed at most one offsets page worth of lists at a time so that offsets pages (and the
-        # item flush they force) fall on chunk boundaries.
-        for start in range(0, max(n, 1), max_rows):
-            piece = array.slice(start, max_rows) if n > max_rows else array
-            count = len(piece)
-            raw = piece.buffers()[1]
-            if count == 0 or raw is None:
-                offsets = np.zeros(1, dtype)
-            else:
-                offsets = np.frombuffer(raw, dtype, count + 1, piece.offset * np.dtype(dtype).itemsize)
-            first, last = int(offsets[0]), int(offsets[-1])
-            self.chunks.append((offsets, validity_bools(piece)))
-            self.child.append(piece.values.slice(first, last - first))
-            self.buffered += 8 * count
-            if self.buffered >= self.owner.max_page_bytes:
-                self.flush()
-
-    def flush(self) -> None:
-        if self.chunks:
-            page = encode_list_offsets(self.chunks)
-            self.chunks, self.buffered = [], 0
-            self.owner._emit(self.column, page)
-        self.child.flush()
-
-    def finish(self) -> None:
-        self.child.finish()
-
-
-class _StructWriter(_ColumnWriter):
-    def __init__(self, owner: "LanceFileWriter", column: int, name: str, children: list[_ColumnWriter]) -> None:
-        super().__init__(owner, column, name)
-        self.children = children
-        self.rows = 0
-
-    def append(self, array: pa.Array) -> None:
-        if array.null_count:
-            raise UnsupportedFeatureError(
-                "file version 2.0 does not encode struct validity (null structs); "
-                "use file version 2.1 or later",
-                column=self.name,
-            )
-        for i, child in enumerate(self.children):
-            child.append(array.field(i))
-        self.rows += len(array)
-
-    def flush(self) -> None:
-        for child in self.children:
-            child.flush()
-
-    def finish(self) -> None:
-        self.owner._emit(self.column, struct_page(self.rows))
-        for child in self.children:
-            child.finish()
 
 
 def _refuse_blob_fields(schema: LanceSchema, path: str | None) -> None:
@@ -244,39 +117,15 @@ class LanceFileWriter:
         self._field_ids: list[int] = []
         try:
             if self._footer_version == (0, 3):
-                self._writers = [self._make_writer(f, f.name) for f in schema.fields]
+                self._writers = [self._make_v2_0_writer(f) for f in schema.fields]
             else:
                 self._writers = [self._make_structural_writer(f) for f in schema.fields]
         except LanceError as exc:
             # the store is the table's root (the table layer opens one per table)
             raise exc.with_context(table=table, path=path)
 
-    def _make_writer(self, lance_field: LanceField, name: str) -> _ColumnWriter:
-        column = len(self._field_ids)
-        self._field_ids.append(lance_field.id)
-        data_type = lance_field.data_type
-        if pa.types.is_struct(data_type):
-            children = [self._make_writer(c, f"{name}.{c.name}") for c in lance_field.children]
-            return _StructWriter(self, column, name, children)
-        if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
-            child = lance_field.children[0]
-            return _ListWriter(self, column, name, self._make_writer(child, f"{name}.{child.name}"))
-        if pa.types.is_map(data_type):
-            raise UnsupportedFeatureError(
-                f"map column {name!r} cannot be written in file version 2.0 (pylance 14: \"Lance v2.0 has no "
-                "field encoding\" for maps); use file version 2.2",
-                path=self.path,
-                column=name,
-            )
-        if pa.types.is_fixed_size_list(data_type) and pa.types.is_struct(data_type.value_type):
-            raise UnsupportedFeatureError(
-                "fixed_size_list of struct cannot be stored in file version 2.0 "
-                "(pylance's own 2.0 reader fails on it)",
-                path=self.path,
-                column=name,
-            )
-        check_encodable(data_type, name)
-        return _LeafWriter(self, column, name, lance_field)
+    def _make_v2_0_writer(self, lance_field: LanceField) -> ColumnWriter:
+        return make_column_writer(lance_field, lance_field.name, self._field_ids, self.max_page_bytes, self._emit, self.path)
 
     def _make_structural_writer(self, lance_field: LanceField) -> StructuralFieldWriter:
         try:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_format.encodings.v2_1.encode_compression import flat_encoding, variable_encoding
-from lance_format.encodings.v2_1.encode_repdef import LeafPage
-from lance_format.encodings.v2_1.encode_values import LeafValues
+from lance_format.encodings.structural.encode_compression import flat_encoding, variable_encoding
+from lance_format.encodings.structural.encode_repdef import LeafPage
+from lance_format.encodings.structural.encode_values import LeafValues
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 

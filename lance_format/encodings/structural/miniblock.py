@@ -1,4 +1,4 @@
-"""Mini-block pages: values, rep and def levels in small chunks of up to a few KiB.
+"""Mini-block pages of 2.1/2.2: values, rep and def levels in small chunks of up to a few KiB.
 
 Page buffers: ``[0]`` chunk metadata, ``[1]`` chunk data, ``[2]`` dictionary (if any), then the
 repetition index (if ``repetition_index_depth > 0``). One metadata word per chunk (u16 in 2.1,
@@ -20,11 +20,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.v2_1.block_codecs import block_codec, decode_levels
-from lance_format.encodings.v2_1.blocks import Dictionary, Fixed, gather, ranges_index, read_uint, take_block
-from lance_format.encodings.v2_1.chunk_codecs import chunk_codec
-from lance_format.encodings.v2_1.pages import PageDecoder, PageIO, build_leaf, empty_leaf
-from lance_format.encodings.v2_1.repdef import LeafData, check_layers, max_rep, max_visible_def
+from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
+from lance_format.encodings.structural.blocks import Dictionary, Fixed, gather, ranges_index, read_uint, take_block
+from lance_format.encodings.structural.chunk_codecs import chunk_codec
+from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, empty_leaf
+from lance_format.encodings.structural.repdef import LeafData, check_layers, max_rep, max_visible_def
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 _ALIGN = 8

@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext, decompress_buffer
-from lance_format.encodings.v2_1 import fastlanes
-from lance_format.encodings.v2_1.blocks import Block, Fixed, Fsl, Variable, concat, gather, ranges_index, read_uint
+from lance_format.encodings.structural import fastlanes
+from lance_format.encodings.structural.blocks import Block, Fixed, Fsl, Variable, concat, gather, ranges_index, read_uint
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 

@@ -1,4 +1,4 @@
-"""FSST string decompression (Lance's ``rust/compression/fsst``), vectorized with numpy.
+"""FSST string decompression of 2.1/2.2 pages (Lance's ``rust/compression/fsst``), vectorized with numpy.
 
 Symbol table (2312 bytes): a u64 LE header ``0x46535354 << 32 | switch << 24 | suffix_lim << 16 |
 terminator << 8 | n``, then ``n`` 8-byte symbols, then ``n`` symbol lengths. With the switch bit
@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.v2_1.blocks import Variable, concat
+from lance_format.encodings.structural.blocks import Variable, concat
 
 FSST_MAGIC = 0x46535354
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256

@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.encodings.v2_1.encode_values import LeafValues, take_values, variable_values
-from lance_format.encodings.v2_1.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
+from lance_format.encodings.structural.encode_values import LeafValues, take_values, variable_values
+from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk

@@ -18,12 +18,12 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.v2_1.blocks import bitmap
-from lance_format.encodings.v2_1.constant import BlobPage, ConstantPage
-from lance_format.encodings.v2_1.fullzip import FullZipPage
-from lance_format.encodings.v2_1.miniblock import MiniBlockPage
-from lance_format.encodings.v2_1.pages import PageDecoder, PageIO
-from lance_format.encodings.v2_1.repdef import LeafData, concat_leaves
+from lance_format.encodings.structural.blocks import bitmap
+from lance_format.encodings.structural.constant import BlobPage, ConstantPage
+from lance_format.encodings.structural.fullzip import FullZipPage
+from lance_format.encodings.structural.miniblock import MiniBlockPage
+from lance_format.encodings.structural.pages import PageDecoder, PageIO
+from lance_format.encodings.structural.repdef import LeafData, concat_leaves
 from lance_format.errors import LanceError, UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.proto import file2_pb2

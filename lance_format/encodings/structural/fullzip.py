@@ -1,4 +1,4 @@
-"""Full-zip pages: large values with their rep/def levels zipped in front of each value.
+"""Full-zip pages of 2.1/2.2: large values with their rep/def levels zipped in front of each value.
 
 Buffer ``[0]`` holds, for every level entry: a control word of ``ceil((bits_rep + bits_def)/8)``
 bytes rounded to 1/2/4 (def in the low ``bits_def`` bits, rep above), then, if the entry is
@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.v2_1.blocks import Variable, gather, read_uint
-from lance_format.encodings.v2_1.pages import PageDecoder, PageIO, build_leaf
-from lance_format.encodings.v2_1.repdef import LeafData, check_layers, max_rep, max_visible_def
-from lance_format.encodings.v2_1.value_codecs import FixedValues, VariableValues
+from lance_format.encodings.structural.blocks import Variable, gather, read_uint
+from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf
+from lance_format.encodings.structural.repdef import LeafData, check_layers, max_rep, max_visible_def
+from lance_format.encodings.structural.value_codecs import FixedValues, VariableValues
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 

@@ -21,12 +21,12 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.v2_1.encode_compression import try_dictionary, value_plan, word_plan
-from lance_format.encodings.v2_1.encode_constant import constant_value, encode_all_null, encode_constant
-from lance_format.encodings.v2_1.encode_fullzip import encode_fullzip
-from lance_format.encodings.v2_1.encode_miniblock import encode_miniblock
-from lance_format.encodings.v2_1.encode_repdef import LeafPage, shred
-from lance_format.encodings.v2_1.encode_values import LeafValues, leaf_values, take_values
+from lance_format.encodings.structural.encode_compression import try_dictionary, value_plan, word_plan
+from lance_format.encodings.structural.encode_constant import constant_value, encode_all_null, encode_constant
+from lance_format.encodings.structural.encode_fullzip import encode_fullzip
+from lance_format.encodings.structural.encode_miniblock import encode_miniblock
+from lance_format.encodings.structural.encode_repdef import LeafPage, shred
+from lance_format.encodings.structural.encode_values import LeafValues, leaf_values, take_values
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceField

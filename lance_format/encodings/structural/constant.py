@@ -1,4 +1,4 @@
-"""Constant pages (all values equal or all null) and blob pages (values stored out of line).
+"""Constant pages (all values equal or all null) and blob pages (values out of line) of 2.1/2.2.
 
 Constant layout (pylance 14): the value is ``inline_value`` (raw little-endian bytes, at most
 32; a boolean is one byte) or, for other scalars, page buffer 0 holding the Arrow value buffers
@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.encodings.v2_1.block_codecs import block_codec, decode_levels
-from lance_format.encodings.v2_1.blocks import AllNull, Block, Fixed, Struct, Variable, gather, to_arrow
-from lance_format.encodings.v2_1.pages import PageDecoder, PageIO
-from lance_format.encodings.v2_1.repdef import (
+from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
+from lance_format.encodings.structural.blocks import AllNull, Block, Fixed, Struct, Variable, gather, to_arrow
+from lance_format.encodings.structural.pages import PageDecoder, PageIO
+from lance_format.encodings.structural.repdef import (
     ALL_VALID_ITEM,
     LeafData,
     check_layers,

@@ -1,4 +1,4 @@
-"""Per-value decompressors of full-zip pages (each value compressed on its own).
+"""Per-value decompressors of 2.1/2.2 full-zip pages (each value compressed on its own).
 
 Fixed-width: ``flat{bits}``, or ``fixed_size_list`` whose per-value bytes are, for every layer
 with validity, a ``ceil(items/8)``-byte bitmap, then the items. Variable-width: ``variable``
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.v2_1 import fsst
-from lance_format.encodings.v2_1.block_codecs import decompress_bytes
-from lance_format.encodings.v2_1.blocks import Block, Fixed, Fsl, Struct, Variable, gather, read_uint
+from lance_format.encodings.structural import fsst
+from lance_format.encodings.structural.block_codecs import decompress_bytes
+from lance_format.encodings.structural.blocks import Block, Fixed, Fsl, Struct, Variable, gather, read_uint
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 

@@ -1,4 +1,4 @@
-"""Page decoders of Lance file version 2.0.
+"""Page decoders of Lance file version 2.0 (pages described by ``ArrayEncoding`` trees).
 
 ``decode_leaf`` turns one page (its ArrayEncoding and buffers) into an Arrow array of the
 requested type: Nullable/Flat (optionally zstd/lz4-compressed), FixedSizeList, Binary (u64 end

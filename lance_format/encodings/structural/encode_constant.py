@@ -15,8 +15,8 @@ import struct
 
 import numpy as np
 
-from lance_format.encodings.v2_1.encode_repdef import NULLABLE_ITEM, LeafPage
-from lance_format.encodings.v2_1.encode_values import LeafValues
+from lance_format.encodings.structural.encode_repdef import NULLABLE_ITEM, LeafPage
+from lance_format.encodings.structural.encode_values import LeafValues
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 MAX_INLINE_BYTES = 32

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_format.encodings.v2_1.encode_compression import ValuePlan, dictionary_block, flat_encoding
-from lance_format.encodings.v2_1.encode_repdef import LeafPage
-from lance_format.encodings.v2_1.fastlanes_pack import out_of_line_pack
+from lance_format.encodings.structural.encode_compression import ValuePlan, dictionary_block, flat_encoding
+from lance_format.encodings.structural.encode_repdef import LeafPage
+from lance_format.encodings.structural.fastlanes_pack import out_of_line_pack
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 CHUNK_PAD = 0xFE

@@ -1,4 +1,4 @@
-"""Mini-block value decompressors, decoding the chunks of a page together.
+"""Mini-block value decompressors of 2.1/2.2 pages, decoding the chunks of a page together.
 
 Each mini-block chunk stores ``num_buffers`` value buffers. A codec receives the chunk bytes
 (``buf``), the position and size of every buffer of every chunk (``starts``/``sizes``, shape
@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.v2_1 import fsst
-from lance_format.encodings.v2_1.block_codecs import InlineBitpackedBlock, RleBlock, decompress_bytes
-from lance_format.encodings.v2_1.blocks import (
+from lance_format.encodings.structural import fsst
+from lance_format.encodings.structural.block_codecs import InlineBitpackedBlock, RleBlock, decompress_bytes
+from lance_format.encodings.structural.blocks import (
     Block,
     Fixed,
     Fsl,

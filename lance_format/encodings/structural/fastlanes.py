@@ -1,4 +1,4 @@
-"""FastLanes bit-unpacking (the "unified transposed layout" Lance's bitpacking uses), in numpy.
+"""FastLanes bit-unpacking (the "unified transposed layout" of Lance's 2.1/2.2 bitpacking), in numpy.
 
 A FastLanes block packs 1024 values of a ``W``-bit type (W = 8/16/32/64) at ``b`` bits each
 into ``1024 * b / W`` words of W bits. The block is ``L = 1024 / W`` independent lanes: lane

@@ -1,0 +1,106 @@
+"""Reading Lance file versions 2.1 and 2.2: one column per leaf field, structural page layouts.
+
+Parents (structs, lists, maps) have no column; their plans carry ``column == -1`` (see
+:func:`~lance_format.file.plans.structural_plans_for_schema`) and their validity and offsets come
+from the rep/def levels of the leaves below. Each leaf column is a
+:class:`~lance_format.encodings.structural.column.StructuralColumn`, which locates rows by page
+priority and decodes only the pages (and mini-block chunks) holding them;
+:func:`~lance_format.encodings.structural.column.assemble` builds the nested arrays. This module
+only opens the leaf columns and dispatches to :mod:`lance_format.encodings.structural`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.encodings.buffers import DecodeContext
+from lance_format.encodings.structural.column import StructuralColumn, assemble
+from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
+from lance_format.file.plans import ColumnPlan
+from lance_format.proto import encodings_v2_1_pb2
+
+if TYPE_CHECKING:
+    from lance_format.file.reader import LanceFileReader
+
+_RANGE_TAKE_ROWS = 1024  # contiguous takes at least this long use the sequential read path
+_SMALL_FILE_ROWS = 16384  # ... and so do all contiguous takes from files this small
+
+
+class StructuralReader:
+    """Range reads and takes of planned fields from the leaf columns of one 2.1/2.2 file.
+
+    :class:`~lance_format.file.reader.LanceFileReader` validates the requests and owns the file;
+    a leaf column is checked against the file's row count when it is first opened.
+    """
+
+    def __init__(self, reader: "LanceFileReader") -> None:
+        self.reader = reader
+        self.path = reader.path
+        self.num_rows = reader.num_rows
+        self.num_columns = reader.num_columns
+        self._leaf_columns: dict[int, StructuralColumn] = {}
+
+    def read_range(self, plans: list[ColumnPlan], start: int, stop: int) -> list[pa.Array]:
+        """Rows ``[start, stop)`` (already validated) of each planned field."""
+        return self._structural(plans, lambda col, t: col.read(start, stop, t))
+
+    def take(self, plans: list[ColumnPlan], rows: np.ndarray) -> list[pa.Array]:
+        """The rows at ``rows`` (sorted, unique, already validated) of each planned field."""
+        # A long contiguous run reads like a scan; a short one (a point lookup) in a large
+        # file must not trigger the scan's read-ahead, so it takes just the chunks holding
+        # its rows. Small files are read whole either way, and the read path caches them.
+        sequential = len(rows) >= _RANGE_TAKE_ROWS or self.num_rows <= _SMALL_FILE_ROWS
+        if sequential and len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+            first, last = int(rows[0]), int(rows[-1]) + 1
+            return self._structural(plans, lambda col, t: col.read(first, last, t))
+        return self._structural(plans, lambda col, t: col.take(rows, t))
+
+    def _structural(self, plans: list[ColumnPlan], fetch) -> list[pa.Array]:
+        """Decode each plan's leaves with ``fetch(column, type)`` and assemble the fields."""
+        out = []
+        for plan in plans:
+            named = self._named_leaves(plan, "")
+            if self.num_rows == 0:
+                out.append(pa.array([], type=plan.field.type))
+                continue
+            leaves = {lp.column: fetch(self._leaf_column(lp, name), lp.field.type) for lp, name in named}
+            names = {lp.field.name: name for lp, name in named}
+            out.append(assemble(plan, leaves, lambda n: DecodeContext(self.path, names.get(n, n))))
+        return out
+
+    def _named_leaves(self, plan: ColumnPlan, prefix: str) -> list[tuple[ColumnPlan, str]]:
+        name = f"{prefix}{plan.field.name}"
+        if (plan.field.metadata or {}).get(b"ARROW:extension:name") == b"lance.blob.v2":
+            raise UnsupportedFeatureError("blob v2 columns (lance.blob.v2) are not supported yet",
+                                          path=self.path, column=name)
+        if plan.column >= 0:
+            if plan.column >= self.num_columns:
+                raise CorruptFileError(
+                    f"field refers to column {plan.column} but the file has {self.num_columns} columns",
+                    path=self.path, column=name,
+                )
+            return [(plan, name)]
+        if not plan.children:
+            raise InvalidInputError(f"plan for {name!r} has neither a column nor children")
+        return [leaf for child in plan.children for leaf in self._named_leaves(child, name + ".")]
+
+    def _leaf_column(self, plan: ColumnPlan, name: str) -> StructuralColumn:
+        col = self._leaf_columns.get(plan.column)
+        if col is None:
+            ctx = DecodeContext(self.path, name)
+            pages = list(self.reader.metadata.columns[plan.column].pages)
+
+            def layout_of(page: int) -> encodings_v2_1_pb2.PageLayout:
+                return self.reader.page_encoding(pages[page], encodings_v2_1_pb2.PageLayout, name)
+
+            def read_at(offset: int, length: int) -> np.ndarray:
+                return np.frombuffer(self.reader.read_bytes(offset, length, ctx), np.uint8)
+
+            col = StructuralColumn(pages, ctx, layout_of, read_at, self.reader.metadata.footer.column_meta_start)
+            if col.total != self.num_rows:
+                raise ctx.corrupt(f"column has {col.total} rows, the file has {self.num_rows}")
+            self._leaf_columns[plan.column] = col
+        return col
