@@ -5,7 +5,8 @@
 - :mod:`.reader`: :class:`LanceFileReader`, which dispatches on the file version to
   :mod:`.reader_v2_0` (2.0 ``ArrayEncoding`` columns) or :mod:`.reader_structural` (2.1/2.2);
 - :mod:`.writer`: :class:`LanceFileWriter`, with the 2.0 column writers in :mod:`.writer_v2_0`
-  (the 2.1/2.2 page writers are :mod:`lance_format.encodings.structural`).
+  (the 2.1/2.2 page writers are :mod:`lance_format.encodings.structural`);
+- :mod:`.utf8`: UTF-8 validation of decoded string columns.
 
 The page encodings themselves live in :mod:`lance_format.encodings`.
 """
