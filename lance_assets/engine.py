@@ -5,7 +5,7 @@ functions: opening versions, writing (create / append / overwrite / replace-wher
 adding columns, reading change feeds, finding and summarizing versions, plus their Spark
 counterparts from ``lance_format.spark``. This is the only module of ``lance_assets`` that
 imports ``lance_format`` for table operations, and it imports only the package's public
-top-level names (the import-linter contract in pyproject.toml enforces it), so the rest of the
+top-level names (the import-linter contracts in pyproject.toml enforce both), so the rest of the
 package is independent of where in the engine each operation lives.
 
 ``storage_options`` (Lance's object-store keys, e.g. for ``s3://`` tables) go to every call that
