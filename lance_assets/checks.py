@@ -17,9 +17,8 @@ from typing import Any
 
 import dagster as dg
 
-from lance_format.schema import LanceSchema
-from lance_format.table.deletion import live_row_count
-from lance_assets.versions import latest_version, new_versions, read_version_manifest
+from lance_assets import engine
+from lance_assets.engine import TableVersions, VersionSummary
 
 
 def _resolve(context: Any, key: dg.AssetKey, uri: str | None, resource_key: str) -> str:
@@ -29,12 +28,11 @@ def _resolve(context: Any, key: dg.AssetKey, uri: str | None, resource_key: str)
     return resource.uri_for(key)
 
 
-def _latest(uri: str):
-    version = latest_version(uri)
-    if version is None:
-        return None, None, None
-    naming = new_versions(uri, version - 1, limit=1).naming
-    return version, read_version_manifest(uri, version, naming), naming
+def _latest(uri: str) -> tuple[TableVersions, VersionSummary | None]:
+    """The table's versions and its latest version's summary (None when there is no table)."""
+    table = engine.table_versions(uri)
+    version = table.latest()
+    return table, (table.summary(version) if version is not None else None)
 
 
 def _check_kwargs(asset: Any, name: str, uri: str | None, resource_key: str, blocking: bool, description: str):
@@ -57,15 +55,14 @@ def lance_schema_change_check(
     @dg.asset_check(**_check_kwargs(asset, "lance_schema_unchanged", uri, resource_key, blocking,
                                     "The latest Lance version has the previous version's columns"))
     def _check(context) -> dg.AssetCheckResult:
-        table = _resolve(context, key, uri, resource_key)
-        version, manifest, naming = _latest(table)
-        if version is None:
+        table, latest = _latest(_resolve(context, key, uri, resource_key))
+        if latest is None:
             return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
-        if version == 1 or not new_versions(table, version - 2, limit=1).versions[:1] == [version - 1]:
+        version = latest.version
+        if version == 1 or not table.exists(version - 1):
             return dg.AssetCheckResult(passed=True, metadata={"lance/version": version, "reason": "no previous version"})
-        previous = read_version_manifest(table, version - 1, naming)
-        new = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata)).to_arrow()
-        old = LanceSchema.from_protos(list(previous.fields), dict(previous.schema_metadata)).to_arrow()
+        new = latest.schema
+        old = table.summary(version - 1).schema
         added = [n for n in new.names if n not in old.names]
         removed = [n for n in old.names if n not in new.names]
         retyped = [f"{n}: {old.field(n).type} -> {new.field(n).type}" for n in new.names
@@ -90,14 +87,13 @@ def lance_row_count_check(
     @dg.asset_check(**_check_kwargs(asset, "lance_row_count_in_bounds", uri, resource_key, blocking,
                                     f"Row count of the latest Lance version within [{min_rows}, {max_rows}]"))
     def _check(context) -> dg.AssetCheckResult:
-        table = _resolve(context, key, uri, resource_key)
-        version, manifest, _ = _latest(table)
-        if version is None:
+        _, latest = _latest(_resolve(context, key, uri, resource_key))
+        if latest is None:
             return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
-        rows = sum(live_row_count(f) for f in manifest.fragments)
+        rows = latest.row_count
         ok = (min_rows is None or rows >= min_rows) and (max_rows is None or rows <= max_rows)
         return dg.AssetCheckResult(passed=ok, severity=severity,
-                                   metadata={"dagster/row_count": int(rows), "lance/version": version})
+                                   metadata={"dagster/row_count": int(rows), "lance/version": latest.version})
 
     return _check
 
@@ -111,16 +107,14 @@ def lance_version_freshness_check(
     @dg.asset_check(**_check_kwargs(asset, "lance_version_fresh", uri, resource_key, blocking,
                                     f"The latest Lance commit is at most {max_age} old"))
     def _check(context) -> dg.AssetCheckResult:
-        table = _resolve(context, key, uri, resource_key)
-        version, manifest, _ = _latest(table)
-        if version is None:
+        _, latest = _latest(_resolve(context, key, uri, resource_key))
+        if latest is None:
             return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
-        committed = dt.datetime.fromtimestamp(
-            manifest.timestamp.seconds + manifest.timestamp.nanos / 1e9, tz=dt.timezone.utc)
+        committed = latest.timestamp
         age = dt.datetime.now(dt.timezone.utc) - committed
         return dg.AssetCheckResult(
             passed=age <= max_age, severity=severity,
-            metadata={"lance/version": version, "age_seconds": round(age.total_seconds(), 3),
+            metadata={"lance/version": latest.version, "age_seconds": round(age.total_seconds(), 3),
                       "lance/commit_timestamp": dg.MetadataValue.timestamp(committed)},
         )
 

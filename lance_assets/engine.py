@@ -2,9 +2,11 @@
 
 Every table operation the IO manager, resources, sensors and checks perform goes through these
 functions: opening versions, writing (create / append / overwrite / replace-where), merging,
-adding columns, deleting, compacting, and reading change feeds, plus their Spark counterparts
-from ``lance_format.spark``. Keeping them here keeps the rest of the package independent of
-where in the engine each operation lives.
+adding columns, reading change feeds, finding and summarizing versions, plus their Spark
+counterparts from ``lance_format.spark``. This is the only module of ``lance_assets`` that
+imports ``lance_format`` for table operations, and it imports only the package's public
+top-level names (the import-linter contracts in pyproject.toml enforce both), so the rest of the
+package is independent of where in the engine each operation lives.
 
 ``storage_options`` (Lance's object-store keys, e.g. for ``s3://`` tables) go to every call that
 opens a table by URI; operations on an open dataset reuse its store.
@@ -16,15 +18,22 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
-from lance_format.dataset.mutations.replace_where import replace_where
-from lance_format.dataset.writing.write_dataset import write_dataset
+from lance_format import (
+    LanceDataset,
+    TableVersions,
+    VersionSummary,
+    checked_reader,
+    replace_where,
+    write_dataset,
+    write_with_new_columns,
+)
 from lance_format.errors import DatasetNotFoundError, UnsupportedFeatureError
 from lance_assets.config import MergeOptions
 
 
 Options = Mapping[str, str] | None
+# LanceDataset, TableVersions and VersionSummary are also the types the other modules
+# annotate with (imported from here, not from lance_format).
 
 
 def open_table(uri: str, version: int | str | None = None, *, storage_options: Options = None) -> LanceDataset:
@@ -83,13 +92,14 @@ def merge(
     reader: pa.RecordBatchReader,
     options: MergeOptions,
     *,
-    scope: str | None,
+    delete_not_matched_by_source: bool | str,
     transaction_properties: Mapping[str, str],
 ) -> tuple[LanceDataset, dict[str, int]]:
     """Upsert ``reader`` into ``ds`` on ``options.on``; returns the new version and row counts.
 
-    ``scope``: with ``delete_not_matched_by_source``, only target rows matching it (the
-    materialized partitions) may be deleted.
+    ``delete_not_matched_by_source``: delete target rows whose key is not in ``reader``
+    (``True``), only those matching a SQL filter (a string), or none (``False``). It replaces
+    ``options.delete_not_matched_by_source``, so that callers can scope it (to partitions).
     """
     builder = ds.merge_insert(list(options.on))
     if options.when_matched == "update_all":
@@ -100,11 +110,8 @@ def merge(
         builder = builder.when_matched_fail()
     if options.when_not_matched == "insert_all":
         builder = builder.when_not_matched_insert_all()
-    delete_by_source = options.delete_not_matched_by_source
-    if delete_by_source:
-        condition = delete_by_source if isinstance(delete_by_source, str) else None
-        if scope is not None:
-            condition = f"({scope}) AND ({condition})" if condition else scope
+    if delete_not_matched_by_source:
+        condition = delete_not_matched_by_source if isinstance(delete_not_matched_by_source, str) else None
         builder = builder.when_not_matched_by_source_delete(condition)
     stats = builder.execute(reader, transaction_properties=dict(transaction_properties))
     new = ds.checkout_version(ds.version)  # execute moved ds to the new version (same store)
@@ -136,6 +143,21 @@ def write_adding_columns(
         ds, reader, pa.schema(list(fields)), predicate=predicate, check_data=check_data,
         transaction_properties=dict(transaction_properties),
     )
+
+
+def checked_rows(reader: pa.RecordBatchReader, predicate: str, *, table: str) -> pa.RecordBatchReader:
+    """``reader``'s rows, refusing (InvalidInputError) the first batch with a row outside ``predicate``."""
+    return checked_reader(reader, predicate, table=table)
+
+
+def table_versions(uri: str, *, storage_options: Options = None) -> TableVersions:
+    """The table's versions (new ones after a cursor, the latest, summaries), without listing history."""
+    return TableVersions(uri, storage_options=storage_options)
+
+
+def summary_of(ds: LanceDataset) -> VersionSummary:
+    """Commit time, operation and properties of an open version (its manifest and transaction)."""
+    return VersionSummary.from_manifest(ds.manifest, ds.read_transaction())
 
 
 def change_feed(

@@ -14,12 +14,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import dagster as dg
-import pyarrow as pa
 from pydantic import Field, PrivateAttr
 
-from lance_format.dataset.mutations.base import checked_reader
-from lance_format.errors import DatasetAlreadyExistsError, DatasetNotFoundError, LanceError, SchemaMismatchError
-from lance_assets import engine, metadata, spark_io
+from lance_format.errors import DatasetNotFoundError, LanceError
+from lance_assets import engine, spark_io
+from lance_assets.arrow_io import ArrowRows
 from lance_assets.change_feed import LanceChangeFeed, load_changes
 from lance_assets.config import (
     TABLE_NAME,
@@ -33,8 +32,8 @@ from lance_assets.config import (
 )
 from lance_assets.partitions import partition_predicate
 from lance_assets.resources import SparkSessionResource, table_uri
-from lance_assets.schema_policy import plan_schema
-from lance_assets.type_handlers import CountingReader, from_reader, is_spark_dataframe, load_kind, to_reader
+from lance_assets.type_handlers import from_reader, is_spark_dataframe, load_kind
+from lance_assets.write_modes import RowWriter, write_output
 
 RUN_ID_PROPERTY = "dagster/run_id"
 ASSET_KEY_PROPERTY = "dagster/asset_key"
@@ -122,111 +121,22 @@ class LanceIOManager(dg.ConfigurableIOManager):
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
         props = self._properties(context)
         try:
-            if is_spark_dataframe(obj):
-                meta = spark_io.write_output(self, context, obj, uri, settings, keys, props)
-            else:
-                meta = self._write_arrow(context, obj, uri, settings, keys, props)
+            meta = write_output(context, self._writer(obj, uri, settings, props), uri, settings, keys,
+                                table_name=self.table_name(context.asset_key),
+                                storage_options=self.table_storage_options)
         except LanceError as exc:
             raise exc.with_context(table=uri)
         context.add_output_metadata(meta)
 
-    def _predicate(self, context: dg.OutputContext, settings: WriteSettings, keys: list[str] | None,
-                   schema: pa.Schema, uri: str) -> str | None:
-        if keys is None:
-            return None
-        if settings.partition_expr is None and settings.mode in (WriteMode.MERGE, WriteMode.APPEND):
-            return None  # rows are not scoped by partition (e.g. an aggregate updated per version)
-        return partition_predicate(context.asset_partitions_def, keys, settings.partition_expr, schema, table=uri)
-
-    def _write_arrow(self, context: dg.OutputContext, obj: Any, uri: str, settings: WriteSettings,
-                     keys: list[str] | None, props: dict[str, str]) -> dict[str, Any]:
-        source = to_reader(obj)
-        existing = engine.try_open(uri, storage_options=self.table_storage_options)
-        table_schema = existing.schema if existing is not None else None
-        full_overwrite = settings.mode is WriteMode.OVERWRITE and keys is None
-        plan = plan_schema(table_schema, source.schema, settings.schema_mode, full_overwrite=full_overwrite, table=uri)
-        counter = CountingReader(source, plan.conformer(table=uri), schema=plan.target)
-        reader = counter.reader()
-        predicate = self._predicate(context, settings, keys, plan.target, uri)
-        name = self.table_name(context.asset_key)
-        create = dict(
-            transaction_properties=props, enable_stable_row_ids=self.enable_stable_row_ids,
-            data_storage_version=self.data_storage_version, storage_options=self.table_storage_options,
+    def _writer(self, obj: Any, uri: str, settings: WriteSettings, props: dict[str, str]) -> RowWriter:
+        common = dict(
+            schema_mode=settings.schema_mode, transaction_properties=props,
+            enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
+            storage_options=self.table_storage_options,
         )
-        mode = settings.mode
-        prev_rows = existing.count_rows() if existing is not None else 0
-        stats: dict[str, int | None] = {"inserted": None, "updated": 0, "deleted": 0}
-        extra: dict[str, Any] = {}
-
-        if mode in (WriteMode.ERROR, WriteMode.IGNORE) and existing is not None:
-            occupied = existing.count_rows(predicate) if predicate else prev_rows
-            if occupied:
-                where = f"partition(s) {keys}" if predicate else "table"
-                if mode is WriteMode.ERROR:
-                    raise DatasetAlreadyExistsError(
-                        f"write_mode='error' but the {where} already holds {occupied} row(s) "
-                        f"(asset {context.asset_key.to_user_string()})",
-                        table=uri, version=existing.version,
-                    )
-                context.log.info(f"write_mode='ignore': the {where} already has rows; nothing written")
-                meta = metadata.table_metadata(existing, table_name=name)
-                meta.update({"lance/write_mode": mode.value, "lance/skipped": True})
-                return meta
-        adding = bool(plan.add_fields) and existing is not None
-        if adding and mode is WriteMode.MERGE:
-            # A merge-insert cannot carry a schema change in its commit; adding the columns in a
-            # commit of their own would leave them behind if the merge failed. Refuse instead.
-            raise SchemaMismatchError(
-                f"write_mode='merge' cannot add columns {[f.name for f in plan.add_fields]} in the same "
-                f"commit; add them first (LanceTableResource.add_columns) or write with "
-                f"write_mode='append'/'overwrite' (asset {context.asset_key.to_user_string()})",
-                table=uri, version=existing.version,
-            )
-        if adding:
-            context.log.info(f"schema_mode='add_columns': adding {[f.name for f in plan.add_fields]} to {uri} "
-                             "in the same commit as the rows")
-
-        if predicate is not None and settings.check_partition_data and mode is not WriteMode.OVERWRITE:
-            reader = checked_reader(reader, predicate, table=uri)
-
-        if adding:
-            assert existing is not None
-            scope = predicate if mode is WriteMode.OVERWRITE else None
-            ds = engine.write_adding_columns(existing, reader, plan.add_fields, predicate=scope,
-                                             transaction_properties=props,
-                                             check_data=settings.check_partition_data)
-            if scope is not None:
-                stats.update(deleted=prev_rows + counter.rows - ds.count_rows())
-            stats["inserted"] = counter.rows
-        elif mode is WriteMode.OVERWRITE:
-            if predicate is None:
-                ds = engine.write(uri, reader, mode="overwrite" if existing is not None else "create", **create)
-                stats.update(deleted=prev_rows)
-            else:
-                ds = engine.replace(uri if existing is None else existing, predicate, reader,
-                                    check_data=settings.check_partition_data, **create)
-                stats.update(deleted=prev_rows + counter.rows - ds.count_rows() if existing is not None else 0)
-            stats["inserted"] = counter.rows
-        elif mode is WriteMode.MERGE and existing is not None:
-            assert settings.merge is not None
-            ds, merged = engine.merge(existing, reader, settings.merge, scope=predicate, transaction_properties=props)
-            stats.update(merged)
-        else:  # append, error/ignore on empty targets, merge into a missing table
-            ds = engine.write(uri, reader, mode="append" if existing is not None else "create", **create)
-            stats["inserted"] = counter.rows
-        if settings.merge is not None:
-            extra["lance/merge_on"] = list(settings.merge.on)
-        partition_rows = None
-        if keys is not None:
-            if mode is WriteMode.OVERWRITE or (mode is not WriteMode.MERGE and existing is None):
-                partition_rows = counter.rows
-            elif predicate is not None:
-                partition_rows = ds.count_rows(predicate)
-        return metadata.write_metadata(
-            ds, table_name=name, write_mode=mode.value, inserted=stats["inserted"], updated=stats["updated"],
-            deleted=stats["deleted"], partition_row_count=partition_rows, preview_rows=settings.preview_rows,
-            preview_filter=predicate, extra=extra,
-        )
+        if is_spark_dataframe(obj):
+            return spark_io.SparkRows(obj, uri, **common)
+        return ArrowRows(obj, uri, check_partition_data=settings.check_partition_data, **common)
 
     # -- inputs -----------------------------------------------------------------------------
     def load_input(self, context: dg.InputContext) -> Any:

@@ -15,8 +15,8 @@ from typing import Any, Mapping
 import dagster as dg
 import pyarrow as pa
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.table.transaction import operation_name
+from lance_assets import engine
+from lance_assets.engine import LanceDataset
 
 ROW_COUNT = "dagster/row_count"
 PARTITION_ROW_COUNT = "dagster/partition_row_count"
@@ -64,13 +64,12 @@ def preview(table: pa.Table) -> dg.MetadataValue:
 
 
 def commit_timestamp(ds: LanceDataset) -> dt.datetime:
-    ts = ds.manifest.timestamp
-    return dt.datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, tz=dt.timezone.utc)
+    return engine.summary_of(ds).timestamp
 
 
 def table_metadata(ds: LanceDataset, *, table_name: str) -> dict[str, Any]:
     """Metadata describing one version of a table (no row scan: counts come from the manifest)."""
-    txn = ds.read_transaction()
+    summary = engine.summary_of(ds)
     return {
         ROW_COUNT: dg.MetadataValue.int(ds.count_rows()),
         COLUMN_SCHEMA: dg.MetadataValue.table_schema(column_schema(ds.schema)),
@@ -78,8 +77,8 @@ def table_metadata(ds: LanceDataset, *, table_name: str) -> dict[str, Any]:
         URI: dg.MetadataValue.path(ds.uri),
         STORAGE_KIND: "lance",
         VERSION: dg.MetadataValue.int(ds.version),
-        OPERATION: (operation_name(txn) or "unknown") if txn is not None else "unknown",
-        COMMIT_TIMESTAMP: dg.MetadataValue.timestamp(commit_timestamp(ds)),
+        OPERATION: summary.operation or "unknown",
+        COMMIT_TIMESTAMP: dg.MetadataValue.timestamp(summary.timestamp),
     }
 
 

@@ -21,9 +21,9 @@ import dagster as dg
 import pyarrow as pa
 from pydantic import Field, PrivateAttr
 
-from lance_format.dataset.dataset import LanceDataset
 from lance_format.errors import DatasetNotFoundError
 from lance_assets import engine
+from lance_assets.engine import LanceDataset
 from lance_assets.config import MergeOptions, SchemaMode
 from lance_assets.schema_policy import plan_schema
 from lance_assets.type_handlers import CountingReader, is_spark_dataframe, to_reader
@@ -201,7 +201,8 @@ class LanceTableResource(dg.ConfigurableResource):
                 storage_options=self.table_storage_options,
             )
             return created, {"inserted": created.count_rows(), "updated": 0, "deleted": 0}
-        return engine.merge(ds, reader, options, scope=None, transaction_properties=transaction_properties or {})
+        return engine.merge(ds, reader, options, delete_not_matched_by_source=options.delete_not_matched_by_source,
+                            transaction_properties=transaction_properties or {})
 
     def _spark_merge(self, uri: str, exists: bool, df: Any, options: MergeOptions,
                      transaction_properties: Mapping[str, str] | None) -> tuple[LanceDataset, dict[str, int]]:

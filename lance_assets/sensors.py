@@ -1,7 +1,7 @@
 """Version sensors: react to new commits of Lance tables.
 
 ``lance_version_sensor`` watches one or more tables. Its cursor holds the last version seen per
-table; each tick probes only the versions after it (:mod:`lance_assets.versions`), so its cost
+table; each tick probes only the versions after it (``lance_format.TableVersions``), so its cost
 does not grow with the table's history. Two modes:
 
 * ``runs`` (tables the pipeline consumes): one dynamic partition per new version is added to the
@@ -22,14 +22,9 @@ from typing import Any, Literal, Mapping, Sequence
 
 import dagster as dg
 
-from lance_format.schema import LanceSchema
-from lance_format.table.deletion import live_row_count
-from lance_format.table.manifest import read_manifest
-from lance_format.table.transaction import load_transaction, operation_name
-from lance_format.io import ObjectStore, object_store_for
-from lance_format.table.naming import ManifestNaming, manifest_path
+from lance_assets import engine
+from lance_assets.engine import TableVersions
 from lance_assets.metadata import COLUMN_SCHEMA, OPERATION, ROW_COUNT, STORAGE_KIND, URI, VERSION, column_schema
-from lance_assets.versions import latest_version, new_versions
 
 DATA_VERSION_TAG = "dagster/data_version"
 KIND_TAG = "dagster/kind/lance"
@@ -65,21 +60,19 @@ def _asset_keys(assets: Sequence[Any]) -> list[dg.AssetKey]:
     return keys
 
 
-def version_metadata(uri: str | ObjectStore, version: int, naming: ManifestNaming | None) -> dict[str, Any]:
-    """Row count, schema and operation of one version, read from its manifest alone."""
-    store = object_store_for(uri)
-    uri = store.uri
-    manifest_file = read_manifest(store, manifest_path(version, naming or ManifestNaming.V2))
-    manifest = manifest_file.manifest
-    rows = sum(live_row_count(f) for f in manifest.fragments)
-    schema = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata)).to_arrow()
-    txn = load_transaction(store, manifest_file)
+def version_metadata(table: str | TableVersions, version: int) -> dict[str, Any]:
+    """Row count, schema and operation of one version, read from its manifest alone.
+
+    ``table``: a URI, or the table's versions as the sensors hold them (one opened store).
+    """
+    versions = table if isinstance(table, TableVersions) else engine.table_versions(table)
+    summary = versions.summary(version)
     return {
         VERSION: dg.MetadataValue.int(version),
-        ROW_COUNT: dg.MetadataValue.int(int(rows)),
-        COLUMN_SCHEMA: dg.MetadataValue.table_schema(column_schema(schema)),
-        OPERATION: (operation_name(txn) or "unknown") if txn is not None else "unknown",
-        URI: dg.MetadataValue.path(uri),
+        ROW_COUNT: dg.MetadataValue.int(summary.row_count),
+        COLUMN_SCHEMA: dg.MetadataValue.table_schema(column_schema(summary.schema)),
+        OPERATION: summary.operation or "unknown",
+        URI: dg.MetadataValue.path(versions.uri),
         STORAGE_KIND: "lance",
     }
 
@@ -134,8 +127,8 @@ def lance_version_sensor(
         seen: list[str] = []
         for watch in watches:
             after = cursor.get(watch.name, start_after_version)
-            store = object_store_for(watch.uri, watch.storage_options)
-            found = new_versions(store, after, limit=max_versions_per_tick)
+            table = engine.table_versions(watch.uri, storage_options=watch.storage_options)
+            found = table.after(after, limit=max_versions_per_tick)
             if not found.versions:
                 continue
             keys = [str(v) for v in found.versions]
@@ -158,7 +151,7 @@ def lance_version_sensor(
                 for version in found.versions:
                     events.append(dg.AssetObservation(
                         asset_key=watch.asset_key,
-                        metadata=version_metadata(store, version, found.naming),
+                        metadata=version_metadata(table, version),
                         tags={DATA_VERSION_TAG: str(version)},
                     ))
             cursor[watch.name] = found.versions[-1]
@@ -202,14 +195,13 @@ def observable_lance_table(
         tags={KIND_TAG: ""},
     )
     def _observe() -> dg.ObserveResult:
-        store = object_store_for(uri, storage_options)
-        version = latest_version(store)
+        table = engine.table_versions(uri, storage_options=storage_options)
+        version = table.latest()
         if version is None:
             return dg.ObserveResult(data_version=dg.DataVersion("0"), metadata={"lance/exists": False})
-        probe = new_versions(store, version - 1, limit=1)
         return dg.ObserveResult(
             data_version=dg.DataVersion(str(version)),
-            metadata=version_metadata(store, version, probe.naming),
+            metadata=version_metadata(table, version),
         )
 
     return _observe

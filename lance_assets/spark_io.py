@@ -1,22 +1,23 @@
 """The IO manager's Spark path: PySpark DataFrames written and read by ``lance_format.spark``.
 
 Rows never pass through the driver: writes go through ``write_dataframe`` / ``merge_dataframe``
-(executors write fragments, the driver commits once) and reads through ``read_dataframe``. The
-session comes from the IO manager's ``SparkSessionResource``, else the active session, else a
-default local one.
+(executors write fragments, the driver commits once; :class:`SparkRows` is the
+:class:`~lance_assets.write_modes.RowWriter` the write modes use) and reads through
+``read_dataframe``. The session comes from the IO manager's ``SparkSessionResource``, else the
+active session, else a default local one.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
-import dagster as dg
+import pyarrow as pa
 
-from lance_format.errors import DatasetAlreadyExistsError
-from lance_assets import engine, metadata
-from lance_assets.config import WriteMode, WriteSettings
-from lance_assets.partitions import partition_predicate
+from lance_assets import engine
+from lance_assets.config import MergeOptions, SchemaMode
+from lance_assets.engine import LanceDataset
 from lance_assets.type_handlers import spark_arrow_schema
+from lance_assets.write_modes import Written
 
 if TYPE_CHECKING:
     from lance_assets.io_manager import LanceIOManager
@@ -36,68 +37,62 @@ def session_for(resource: "SparkSessionResource | None") -> Any:
     return SparkSessionResource().get_session()
 
 
-def write_output(
-    manager: "LanceIOManager",
-    context: dg.OutputContext,
-    df: Any,
-    uri: str,
-    settings: WriteSettings,
-    keys: list[str] | None,
-    props: dict[str, str],
-) -> dict[str, Any]:
-    options = manager.table_storage_options
-    existing = engine.try_open(uri, storage_options=options)
-    schema = existing.schema if existing is not None else spark_arrow_schema(df)
-    predicate = None
-    if keys is not None and not (settings.partition_expr is None and settings.mode in (WriteMode.MERGE, WriteMode.APPEND)):
-        predicate = partition_predicate(context.asset_partitions_def, keys, settings.partition_expr, schema, table=uri)
-    name = manager.table_name(context.asset_key)
-    mode = settings.mode
-    prev_rows = existing.count_rows() if existing is not None else 0
-    common = dict(
-        schema_mode=settings.schema_mode.value, enable_stable_row_ids=manager.enable_stable_row_ids,
-        transaction_properties=props, data_storage_version=manager.data_storage_version, storage_options=options,
-    )
-    if mode in (WriteMode.ERROR, WriteMode.IGNORE) and existing is not None:
-        occupied = existing.count_rows(predicate) if predicate else prev_rows
-        if occupied:
-            if mode is WriteMode.ERROR:
-                raise DatasetAlreadyExistsError(
-                    f"write_mode='error' but the target already holds {occupied} row(s)", table=uri,
-                    version=existing.version,
-                )
-            meta = metadata.table_metadata(existing, table_name=name)
-            meta.update({"lance/write_mode": mode.value, "lance/skipped": True})
-            return meta
-    if mode is WriteMode.MERGE and existing is not None:
-        merge = settings.merge
-        assert merge is not None
-        by_source = merge.delete_not_matched_by_source
-        if by_source and predicate is not None:
-            # scope delete-by-source to this partition: only its target rows may be removed
-            by_source = predicate if by_source is True else f"({predicate}) AND ({by_source})"
-        result, stats = engine.spark_merge(df, uri, merge, delete_not_matched_by_source=by_source,
-                                           transaction_properties=props, storage_options=options)
-    elif mode is WriteMode.OVERWRITE:
-        result = engine.spark_write(df, uri, mode="overwrite", replace_where=predicate, **common)
-        if predicate is not None and existing is not None:
-            stats = {"inserted": result.rows, "updated": 0, "deleted": result.rows_deleted}
-        else:
-            stats = {"inserted": result.rows, "updated": 0, "deleted": prev_rows}
-    else:  # append; error/ignore on an empty target; merge into a missing table
-        result = engine.spark_write(df, uri, mode="append", **common)
-        stats = {"inserted": result.rows, "updated": 0, "deleted": 0}
-    ds = engine.open_table(uri, result.version, storage_options=options)
-    partition_rows = None
-    if keys is not None:
-        partition_rows = stats["inserted"] if mode is WriteMode.OVERWRITE else (
-            ds.count_rows(predicate) if predicate else None)
-    extra = {"lance/commit_retries": result.retries, "lance/engine": "spark"}
-    return metadata.write_metadata(
-        ds, table_name=name, write_mode=mode.value, inserted=stats["inserted"], updated=stats["updated"],
-        deleted=stats["deleted"], partition_row_count=partition_rows, preview_rows=settings.preview_rows,
-        preview_filter=predicate, extra=extra,
-    )
+class SparkRows:
+    """A Spark DataFrame output, written by the executors (the driver commits once).
+
+    The schema policy is the Spark writer's (``schema_mode`` goes to ``write_dataframe``, which
+    adds new columns in the same commit as the rows). Rows are not checked against the written
+    partitions while they stream (that would cost a Spark job), except by a partition overwrite,
+    whose replace-where refuses rows outside the partitions.
+    """
+
+    def __init__(self, df: Any, uri: str, *, schema_mode: SchemaMode, transaction_properties: Mapping[str, str],
+                 enable_stable_row_ids: bool, data_storage_version: str | None,
+                 storage_options: engine.Options) -> None:
+        self._df = df
+        self._uri = uri
+        self._schema_mode = schema_mode
+        self._props = dict(transaction_properties)
+        self._options = storage_options
+        self._common = dict(
+            schema_mode=schema_mode.value, enable_stable_row_ids=enable_stable_row_ids,
+            transaction_properties=self._props, data_storage_version=data_storage_version,
+            storage_options=storage_options,
+        )
+        self._new_columns: list[str] = []
+
+    def plan(self, existing: LanceDataset | None, *, full_overwrite: bool) -> pa.Schema:
+        if existing is None:
+            return spark_arrow_schema(self._df)
+        if self._schema_mode is SchemaMode.ADD_COLUMNS and not full_overwrite:
+            self._new_columns = [name for name in self._df.columns if name not in existing.schema.names]
+        return existing.schema
+
+    def new_columns(self) -> list[str]:
+        return list(self._new_columns)
+
+    def restrict(self, predicate: str) -> None:
+        pass  # see the class docstring
+
+    def _written(self, result: Any, *, deleted: int = 0, updated: int = 0, inserted: int | None = None) -> Written:
+        ds = engine.open_table(self._uri, result.version, storage_options=self._options)
+        return Written(ds, inserted=result.rows if inserted is None else inserted, updated=updated, deleted=deleted,
+                       extra={"lance/commit_retries": result.retries, "lance/engine": "spark"})
+
+    def write(self, existing: LanceDataset | None, *, overwrite: bool) -> Written:
+        result = engine.spark_write(self._df, self._uri, mode="overwrite" if overwrite else "append", **self._common)
+        return self._written(result)
+
+    def replace(self, existing: LanceDataset | None, predicate: str) -> Written:
+        result = engine.spark_write(self._df, self._uri, mode="overwrite", replace_where=predicate, **self._common)
+        return self._written(result, deleted=result.rows_deleted if existing is not None else 0)
+
+    def merge(self, existing: LanceDataset, options: MergeOptions, *,
+              delete_not_matched_by_source: bool | str) -> Written:
+        result, stats = engine.spark_merge(self._df, self._uri, options,
+                                           delete_not_matched_by_source=delete_not_matched_by_source,
+                                           transaction_properties=self._props, storage_options=self._options)
+        return self._written(result, inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"])
 
 
 def read_input(manager: "LanceIOManager", uri: str, version: int, columns: list[str] | None,

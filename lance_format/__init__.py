@@ -4,10 +4,20 @@ The public API mirrors pylance's: ``write_dataset``, ``dataset`` and ``LanceData
 Subpackages: ``io`` (filesystem access), ``schema`` (fields and types), ``file`` and
 ``encodings`` (the Lance file format), ``table`` (manifests, transactions, commits, deletions,
 row ids), ``dataset`` (the user-facing table API).
+
+Beyond pylance's names, the package exports what integrations (such as ``lance_assets``) need,
+so that they never import the subpackages, whose layout may change: ``replace_where`` and
+``write_with_new_columns`` (one-commit partition replaces and schema-widening writes),
+``checked_reader`` (refuse rows outside a predicate while streaming), and version discovery:
+``TableVersions`` (new versions after a known one, found without listing the history, and
+``VersionSummary`` of one version from its manifest; ``NewVersions`` is a probe's result).
 """
 
 from lance_format.dataset.dataset import LanceDataset, dataset
+from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
 from lance_format.dataset.fragment import LanceFragment
+from lance_format.dataset.mutations.base import checked_reader
+from lance_format.dataset.mutations.replace_where import replace_where
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
@@ -25,6 +35,7 @@ from lance_format.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
 
 __all__ = [
     "LanceDataset",
@@ -32,6 +43,12 @@ __all__ = [
     "LanceScanner",
     "dataset",
     "write_dataset",
+    "replace_where",
+    "write_with_new_columns",
+    "checked_reader",
+    "TableVersions",
+    "NewVersions",
+    "VersionSummary",
     "LanceError",
     "CommitConflictError",
     "CorruptFileError",

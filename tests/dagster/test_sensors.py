@@ -11,8 +11,8 @@ import pytest
 import dagster as dg
 import lance_format
 from lance_assets import LanceIOManager, LanceTableWatch, lance_version_sensor, observable_lance_table
-from lance_assets import versions as versions_module
-from lance_assets.versions import latest_version, new_versions
+from lance_format.table import version_discovery as versions_module
+from lance_format.table.version_discovery import latest_version, new_versions
 
 
 def _commit(uri: str, n: int, *, start: int = 0, v1_names: bool = False) -> None:
