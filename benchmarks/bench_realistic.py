@@ -138,7 +138,7 @@ def main() -> None:
             for reader_name, engine in engines.items():
                 ds = engine.dataset(paths[writer])
                 for workload, fn in workloads.items():
-                    results[f"{workload}/{writer}-written/{reader_name}"] = best(lambda: fn(ds), args.repeat)
+                    results[f"{workload}/{writer}-written/{reader_name}"] = best(lambda fn=fn, ds=ds: fn(ds), args.repeat)
         # both engines must agree on what they read
         assert lance_format.dataset(paths["pylance"]).to_table().equals(lance.dataset(paths["pylance"]).to_table())
         assert lance_format.dataset(paths["ours"]).to_table().equals(lance.dataset(paths["ours"]).to_table())

@@ -193,7 +193,7 @@ def test_dictionary_size_mismatch(tmp_path, written):
         layout = unpack_any(encoding_bytes(meta.columns[column].pages[0].encoding, f, path=REL, column=None),
                             pb.PageLayout)
     assert layout.mini_block_layout.HasField("dictionary")
-    _edit_layout(written, column, lambda l: setattr(l.mini_block_layout, "num_dictionary_items", 1000))
+    _edit_layout(written, column, lambda layout: setattr(layout.mini_block_layout, "num_dictionary_items", 1000))
     _expect_corrupt(tmp_path, "cat")
 
 

@@ -265,7 +265,7 @@ def test_mini_block_chunk_grammar(tmp_path, version):
         "s": pa.array([None if i % 9 == 0 else "v" * (i % 50) for i in range(n)]),
         "l": pa.array([list(range(i % 6)) if i % 4 else None for i in range(n)], pa.list_(pa.int32())),
     })
-    path = write_ours(tmp_path, table, version, batch_rows=n)
+    write_ours(tmp_path, table, version, batch_rows=n)
     store = ObjectStore(tmp_path)
     with store.open_input("ours.lance") as f:
         meta = read_file_metadata(f, store.size("ours.lance"), path="ours.lance")

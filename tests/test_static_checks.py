@@ -1,4 +1,5 @@
-"""Static checks CI enforces: mypy over lance_format and lance_assets, and the public exports.
+"""Static checks CI enforces: ruff over the repository, mypy over lance_format and lance_assets,
+and the public exports.
 
 mypy runs with the ``[tool.mypy]`` configuration of pyproject.toml (strict for the public API
 modules) from the repository root, with a fresh cache so a stale one cannot hide errors.
@@ -24,6 +25,14 @@ def test_mypy_passes(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, f"mypy failed:\n{result.stdout}\n{result.stderr}"
     assert "Success: no issues found" in result.stdout
+
+
+def test_ruff_passes() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "."],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, f"ruff failed:\n{result.stdout}\n{result.stderr}"
 
 
 def test_every_error_class_is_exported() -> None:

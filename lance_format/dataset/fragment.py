@@ -329,7 +329,8 @@ class LanceFragment:
                     continue
                 offsets = offsets[selection]
             columns: dict[str, pa.Array] = {}
-            self._read_columns(file_plans, columns, lambda r, p: r.read_range(p, start, stop))
+            # the getter runs before the loop moves on
+            self._read_columns(file_plans, columns, lambda r, p: r.read_range(p, start, stop))  # noqa: B023
             arrays = []
             mask = pa.array(selection) if selection is not None and not selection.all() else None
             for field in arrow_schema:

@@ -68,7 +68,8 @@ class StructuralReader:
                 continue
             leaves = {lp.column: fetch(self._leaf_column(lp, name), lp.field.type) for lp, name in named}
             names = {lp.field.name: name for lp, name in named}
-            out.append(assemble(plan, leaves, lambda n: DecodeContext(self.path, names.get(n, n))))
+            # assemble() calls the context factory before the loop moves on
+            out.append(assemble(plan, leaves, lambda n: DecodeContext(self.path, names.get(n, n))))  # noqa: B023
         return out
 
     def _named_leaves(self, plan: ColumnPlan, prefix: str) -> list[tuple[ColumnPlan, str]]:
