@@ -16,6 +16,7 @@ the first ``INSERT`` creates it.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from lance_format.errors import InvalidInputError
@@ -61,16 +62,112 @@ def with_table_options(schema: Any, options: Any) -> Any:
 
 
 def declared_schema(options: Any) -> Any:
-    """The ``schema`` option (DDL) of a table created before its first write, or None."""
+    """The ``schema`` option (DDL such as ``id long, tags array<string>``) of a table created
+    before its first write, or None. Parsed here: the worker asking has no Spark session."""
     text = options.get("schema")
     if not text:
         return None
-    from pyspark.sql.types import StructType, _parse_datatype_string
+    from pyspark.sql.types import StructType
 
-    parsed = _parse_datatype_string(str(text))
-    if not isinstance(parsed, StructType):
-        raise InvalidInputError(f"option 'schema' must be a list of columns, got {text!r}")
-    return parsed
+    parser = _DDLParser(str(text))
+    fields = parser.fields(end=None)
+    return StructType(fields)
+
+
+_ATOMIC = {
+    "boolean": "BooleanType", "tinyint": "ByteType", "byte": "ByteType", "smallint": "ShortType",
+    "short": "ShortType", "int": "IntegerType", "integer": "IntegerType", "bigint": "LongType", "long": "LongType",
+    "float": "FloatType", "real": "FloatType", "double": "DoubleType", "string": "StringType",
+    "binary": "BinaryType", "date": "DateType", "timestamp": "TimestampType", "timestamp_ltz": "TimestampType",
+    "timestamp_ntz": "TimestampNTZType",
+}
+_TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
+
+
+class _DDLParser:
+    """Column lists of Spark DDL: atomic types, decimal(p, s), array<>, map<,>, struct<>."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: list[str] = []
+        pos = 0
+        while pos < len(text):
+            if text[pos:].strip() == "":
+                break
+            match = _TOKEN.match(text, pos)
+            if match is None:
+                raise InvalidInputError(f"option 'schema': cannot read {text[pos:]!r}")
+            self.tokens.append(match.group(1))
+            pos = match.end()
+        self.at = 0
+
+    def _next(self) -> str:
+        if self.at >= len(self.tokens):
+            raise InvalidInputError(f"option 'schema' ends early: {self.text!r}")
+        self.at += 1
+        return self.tokens[self.at - 1]
+
+    def _expect(self, token: str) -> None:
+        got = self._next()
+        if got != token:
+            raise InvalidInputError(f"option 'schema': expected {token!r}, got {got!r} in {self.text!r}")
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.at] if self.at < len(self.tokens) else None
+
+    def fields(self, end: str | None) -> list:
+        from pyspark.sql.types import StructField
+
+        result = []
+        while True:
+            name = self._next()
+            if name.startswith("`"):
+                name = name[1:-1].replace("``", "`")
+            if self._peek() == ":":
+                self._next()
+            result.append(StructField(name, self.type(), True))
+            following = self._peek()
+            if following == ",":
+                self._next()
+                continue
+            if following == end:
+                return result
+            raise InvalidInputError(f"option 'schema': unexpected {following!r} in {self.text!r}")
+
+    def type(self) -> Any:
+        from pyspark.sql import types as T
+
+        word = self._next().lower()
+        if word in _ATOMIC:
+            return getattr(T, _ATOMIC[word])()
+        if word in ("decimal", "dec", "numeric"):
+            precision, scale = 10, 0
+            if self._peek() == "(":
+                self._next()
+                precision = int(self._next())
+                if self._peek() == ",":
+                    self._next()
+                    scale = int(self._next())
+                self._expect(")")
+            return T.DecimalType(precision, scale)
+        if word == "array":
+            self._expect("<")
+            element = self.type()
+            self._expect(">")
+            return T.ArrayType(element, True)
+        if word == "map":
+            self._expect("<")
+            key = self.type()
+            self._expect(",")
+            value = self.type()
+            self._expect(">")
+            return T.MapType(key, value, True)
+        if word == "struct":
+            self._expect("<")
+            fields = self.fields(end=">")
+            self._expect(">")
+            return T.StructType(fields)
+        raise InvalidInputError(f"option 'schema': unknown type {word!r} in {self.text!r}")
 
 
 def resolved_options(options: Any, schema: Any) -> Any:
@@ -98,5 +195,12 @@ def without_table_options(schema: Any) -> Any:
     return StructType([StructField(first.name, first.dataType, first.nullable, metadata)] + list(schema.fields[1:]))
 
 
-__all__ = ["TABLE_OPTIONS_KEY", "is_catalog_creation", "table_options", "with_table_options", "declared_schema",
+def nullable_columns(schema: Any) -> Any:
+    """``schema`` with nullable top-level columns (SQL's ``VALUES`` make non-null ones)."""
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
+
+
+__all__ = ["nullable_columns", "TABLE_OPTIONS_KEY", "is_catalog_creation", "table_options", "with_table_options", "declared_schema",
            "resolved_options", "without_table_options"]

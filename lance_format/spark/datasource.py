@@ -52,6 +52,7 @@ from lance_format.io import object_store_for
 from lance_format.spark.catalog_tables import (
     declared_schema,
     is_catalog_creation,
+    nullable_columns,
     resolved_options,
     table_options,
     with_table_options,
@@ -356,6 +357,14 @@ def _checked(reader: LanceReader, schema: Any) -> LanceReader:
             f"{planned.simpleString()}); load it again or pin option('version', ...)",
             table=reader.path, version=reader.plan.version,
         )
+    if planned is not None and schema is not None and [f.nullable for f in planned] != [f.nullable for f in schema]:
+        # A catalog table's columns may be nullable where the Lance fields are not: Spark wants
+        # its own schema's nullability in every batch.
+        from lance_format.spark.tasks import arrow_schema_to_bytes
+        from lance_format.spark.types import spark_arrow_schema
+
+        target = arrow_schema_to_bytes(spark_arrow_schema(without_table_options(schema)))
+        reader.plan = replace(reader.plan, spec=replace(reader.plan.spec, target=target))
     return reader
 
 
@@ -385,7 +394,10 @@ class LanceDataSource(DataSource):
     _reader_class = LanceReader
 
     def writer(self, schema: Any, overwrite: bool) -> LanceWriter:
-        return LanceWriter(resolved_options(self.options, schema), without_table_options(schema), overwrite)
+        options = resolved_options(self.options, schema)
+        if options is not self.options:  # INSERT into a catalog table: its columns are nullable
+            schema = nullable_columns(schema)
+        return LanceWriter(options, without_table_options(schema), overwrite)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:
         from lance_format.spark.streaming_sink import LanceStreamWriter
