@@ -171,6 +171,10 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
     store = plan.store
     app_id = writer._stream_id(messages)
     written = [m for m in messages if m is not None]
+    # The version to commit against is read first: another attempt of this batch committing
+    # after this point is caught by the commit loop (same idempotency key), before it by the check.
+    existing = latest_manifest(store)
+    read_version = existing[1].manifest.version if existing is not None else 0
     if app_id is not None:
         prior = batch_committed(store, app_id, batch_id, window=writer.window)
         if prior is not None:  # a re-run of a batch whose commit landed: keep that one only
@@ -187,8 +191,6 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
     if len(schemas) > 1:
         raise SchemaMismatchError("the tasks of one micro-batch wrote different schemas", table=plan.uri)
     files_schema = schema_from_bytes(schemas.pop()) if schemas else plan.schema
-    existing = latest_manifest(store)
-    read_version = existing[1].manifest.version if existing is not None else 0
     if existing is not None and not writer.complete:
         _check_files_schema(files_schema, plan, read_version)
     if not fragments and not writer.complete:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 
 import lance
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
 import lance_format
 
 from lance_format.spark import merge_each_batch
-from lance_format.spark.streaming_sink import STREAM_APP_ID, STREAM_BATCH_ID
+from lance_format.spark.streaming_sink import STREAM_APP_ID, STREAM_BATCH_ID, LanceStreamWriter
 
 from .helpers import lance_rows
 
@@ -162,3 +163,51 @@ def test_merge_each_batch_upserts_exactly_once(spark, tmp_path):
     start()  # batch 1 runs again: already merged, skipped
     assert lance.dataset(uri).version == 3
     assert lance_rows(uri) == rows
+
+
+def _attempt(writer, ids):
+    """One task attempt of a micro-batch, run here: its files and commit message."""
+    batch = pa.record_batch([pa.array(ids, pa.int64()), pa.array([f"v{i}" for i in ids], pa.string())],
+                            names=["id", "s"])
+    return writer.write(iter([batch]))
+
+
+def test_second_attempt_of_a_batch_commits_nothing(spark, tmp_path, monkeypatch):
+    """Attempts of one batch (a re-run, or two racing): one commit; the others' files are removed."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from lance_format.spark import streaming_sink
+
+    uri = str(tmp_path / "t.lance")
+    schema = StructType([StructField("id", LongType()), StructField("s", StringType())])
+    options = {"path": uri, "txnAppId": "app-1"}
+    first = streaming_sink.commit_batch(LanceStreamWriter(options, schema, False),
+                                        [_attempt(LanceStreamWriter(options, schema, False), [1, 2])], 0)
+    assert (first.version, first.skipped) == (1, False)
+    files = set(os.listdir(os.path.join(uri, "data")))
+    again = streaming_sink.commit_batch(LanceStreamWriter(options, schema, False),
+                                        [_attempt(LanceStreamWriter(options, schema, False), [1, 2])], 0)
+    assert again.skipped and again.version == 1
+    assert set(os.listdir(os.path.join(uri, "data"))) == files
+    # two attempts of batch 1 race: B checks the table just before A's commit lands
+    writer = LanceStreamWriter(options, schema, False)
+    a, b = _attempt(writer, [3]), _attempt(writer, [3])
+    checked = streaming_sink.batch_committed
+
+    def check_then_lose_the_race(*args, **kwargs):
+        result = checked(*args, **kwargs)
+        monkeypatch.setattr(streaming_sink, "batch_committed", checked)
+        assert not streaming_sink.commit_batch(LanceStreamWriter(options, schema, False), [a], 1).skipped
+        return result
+
+    monkeypatch.setattr(streaming_sink, "batch_committed", check_then_lose_the_race)
+    raced = streaming_sink.commit_batch(LanceStreamWriter(options, schema, False), [b], 1)
+    assert raced.skipped and raced.version == 2
+    assert lance.dataset(uri).version == 2
+    assert [r["id"] for r in lance_rows(uri)] == [1, 2, 3]
+    assert len(os.listdir(os.path.join(uri, "data"))) == len(files) + 1  # B's file is gone
+    # a different stream id is another stream: its batch 0 commits
+    other = {**options, "txnAppId": "app-2"}
+    assert not streaming_sink.commit_batch(LanceStreamWriter(other, schema, False),
+                                           [_attempt(LanceStreamWriter(other, schema, False), [4])], 0).skipped
+    assert lance.dataset(uri).version == 3

@@ -150,3 +150,14 @@ def test_appended_rows_stream_from_a_version_rate_limited(spark, tmp_path):
     stream = spark.readStream.format("lance").option("startingVersion", 2).option("maxVersionsPerTrigger", 3).load(uri)
     batches = _collect(stream, str(tmp_path / "ck"))
     assert [sorted(t.column("id").to_pylist()) for _, t in batches] == [list(range(10, 40)), list(range(40, 50))]
+
+
+def test_batch_read_change_feed_options(spark, tmp_path):
+    """The batch twin of the stream's options: readChangeFeed, startingVersion (inclusive), endingVersion."""
+    uri = str(tmp_path / "t.lance")
+    latest = _history(spark, uri)
+    df = spark.read.format("lance").option("readChangeFeed", "true").option("startingVersion", 2) \
+        .option("endingVersion", 4).load(uri)
+    assert _sorted(df.toArrow()) == _sorted(read_changes(spark, uri, 1, 4).toArrow())
+    df = spark.read.format("lance").option("readChangeFeed", "true").option("startingVersion", 7).load(uri)
+    assert _sorted(df.toArrow()) == _sorted(read_changes(spark, uri, 6, latest).toArrow())
