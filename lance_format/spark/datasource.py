@@ -21,6 +21,11 @@ not returned to the caller: use :func:`write_dataframe` for that (or look the
 ``idempotency_key`` up). With the data source, ``replace_where`` finds the rows to delete in
 that commit process instead of on the executors.
 
+Change feed: ``begin_version`` (exclusive) / ``end_version``, or Delta's ``readChangeFeed=true``
+with ``startingVersion`` (inclusive) / ``endingVersion``. Streams: ``readStream`` / ``writeStream``
+(:mod:`lance_format.spark.streaming_source`, :mod:`lance_format.spark.streaming_sink`). SQL:
+``CREATE TABLE t USING lance OPTIONS (path '...')`` (:mod:`lance_format.spark.catalog_tables`).
+
 Storage options (reads and writes): every option named ``storage.<key>`` passes ``<key>`` to
 the object store with Lance's keys, e.g. ``.option("storage.aws_endpoint", "http://...")``,
 ``.option("storage.aws_region", "us-east-1")``, ``.option("storage.allow_http", "true")``.
