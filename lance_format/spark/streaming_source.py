@@ -124,7 +124,8 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = int(start["version"])
         end = self.available_now_end if self.available_now_end is not None else self._latest()
-        if isinstance(limit, ReadMaxFiles):
+        if isinstance(limit, ReadMaxFiles) and not start.get("snapshot"):
+            # (the first snapshot is the newest version's: its rows are not versions to ration)
             end = min(end, begin + max(int(limit.max_files), 1))
         if end <= begin:
             return start

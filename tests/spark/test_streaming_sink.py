@@ -211,3 +211,35 @@ def test_second_attempt_of_a_batch_commits_nothing(spark, tmp_path, monkeypatch)
     assert not streaming_sink.commit_batch(LanceStreamWriter(other, schema, False),
                                            [_attempt(LanceStreamWriter(other, schema, False), [4])], 0).skipped
     assert lance.dataset(uri).version == 3
+
+
+def test_failed_batch_commits_nothing_and_its_rerun_commits_once(spark, tmp_path):
+    """A task of batch 1 fails: the query stops with no version for it; the restarted query runs
+    batch 1 again (its tasks anew) and commits it once."""
+    folder, uri, checkpoint = tmp_path / "in", str(tmp_path / "t.lance"), str(tmp_path / "ck")
+    marker = str(tmp_path / "fail")
+    open(marker, "w").close()
+    _add_file(spark, folder, 0, 100)
+    _add_file(spark, folder, 100, 100)
+
+    def fail_while_marked(batches):
+        for batch in batches:
+            if os.path.exists(marker) and 150 in batch.column(0).to_pylist():
+                raise RuntimeError("task failed on purpose")
+            yield batch
+
+    def start():
+        stream = _input(spark, folder).repartition(2).mapInArrow(fail_while_marked, SCHEMA)
+        query = stream.writeStream.format("lance").option("checkpointLocation", checkpoint) \
+            .trigger(availableNow=True).start(uri)
+        query.awaitTermination()
+
+    with pytest.raises(Exception, match="task failed on purpose"):
+        start()
+    assert lance.dataset(uri).version == 1
+    assert [r["id"] for r in lance_rows(uri)] == list(range(100))
+    os.remove(marker)
+    start()
+    assert lance.dataset(uri).version == 2
+    assert [r["id"] for r in lance_rows(uri)] == list(range(200))
+    assert [p[STREAM_BATCH_ID] for p in _properties(uri)] == ["0", "1"]

@@ -150,6 +150,10 @@ def test_appended_rows_stream_from_a_version_rate_limited(spark, tmp_path):
     stream = spark.readStream.format("lance").option("startingVersion", 2).option("maxVersionsPerTrigger", 3).load(uri)
     batches = _collect(stream, str(tmp_path / "ck"))
     assert [sorted(t.column("id").to_pylist()) for _, t in batches] == [list(range(10, 40)), list(range(40, 50))]
+    # without startingVersion the first batch is the newest snapshot, whatever the limit
+    snapshot = spark.readStream.format("lance").option("maxVersionsPerTrigger", 1).load(uri)
+    batches = _collect(snapshot, str(tmp_path / "ck2"))
+    assert [sorted(t.column("id").to_pylist()) for _, t in batches] == [list(range(50))]
 
 
 def test_batch_read_change_feed_options(spark, tmp_path):
