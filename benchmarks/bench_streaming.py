@@ -1,8 +1,8 @@
 """Spark Structured Streaming with Lance: the sink, and the change feed / appended rows as sources.
 
 Input: ``--files`` parquet files of ``--rows / --files`` rows each (id int64, x float64, s
-string). The sink run reads them as a stream, one file per micro-batch
-(``maxFilesPerTrigger=1``, ``Trigger.AvailableNow``), and ``writeStream.format("lance")`` commits
+string). The sink run reads them as a stream, ``--files-per-trigger`` files per micro-batch
+(``maxFilesPerTrigger``: one task per file, so 2 use both cores; ``Trigger.AvailableNow``), and ``writeStream.format("lance")`` commits
 one version per batch; it is compared with ONE batch write of the same rows
 (``write_dataframe(spark.read.parquet(...))``). Both read the same parquet files, so the ratio
 is what streaming costs: one Spark job, one commit and the per-batch fixed costs per file.
@@ -40,8 +40,9 @@ ARROW_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--files", type=int, default=10)
-    parser.add_argument("--versions-per-trigger", type=int, default=2)
+    parser.add_argument("--files", type=int, default=20)
+    parser.add_argument("--files-per-trigger", type=int, default=2)
+    parser.add_argument("--versions-per-trigger", type=int, default=2)  # 400k rows per source micro-batch
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
@@ -69,7 +70,7 @@ def main() -> None:
         def sink(uri: str, tuned: bool = True) -> None:
             if tuned:
                 spark.conf.set(ARROW_BYTES, str(2**31 - 1))
-            stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1) \
+            stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", args.files_per_trigger) \
                 .option("recursiveFileLookup", "true").parquet(source)
             query = stream.writeStream.format("lance").option("enable_stable_row_ids", "true") \
                 .option("checkpointLocation", fresh("ck")).trigger(availableNow=True).start(uri)
@@ -122,7 +123,8 @@ def main() -> None:
         import lance_format
 
         versions = lance_format.dataset(table).version
-        assert versions == args.files, versions
+        micro_batches = -(-args.files // args.files_per_trigger)
+        assert versions == micro_batches, versions
         assert lance_format.dataset(table).count_rows() == rows
         for _ in range(args.repeat):
             streamed("change_feed", lambda: change_feed(table))
@@ -137,7 +139,7 @@ def main() -> None:
     batches_best = {k: best(v) for k, v in in_batches.items()}
     batch_rate = {k: rows / v for k, v in batches_best.items()}
     results = {
-        "rows": rows, "micro_batches": args.files, "versions_per_trigger": args.versions_per_trigger,
+        "rows": rows, "micro_batches": micro_batches, "versions_per_trigger": args.versions_per_trigger,
         "seconds": {k: [round(x, 3) for x in v] for k, v in times.items()},
         "seconds_in_micro_batches": {k: [round(x, 3) for x in v] for k, v in in_batches.items()},
         "rows_per_second_in_micro_batches": {k: round(v) for k, v in batch_rate.items()},
@@ -146,7 +148,8 @@ def main() -> None:
         "sink_in_batches_to_batch_write_rate": round(batch_rate["sink"] / rate["batch_write"], 2),
         "change_feed_to_batch_read_changes_rate": round(rate["change_feed"] / rate["batch_read_changes"], 2),
     }
-    print(f"rows={rows}  micro-batches={args.files} ({per_file} rows each)  best warm of {args.repeat}")
+    print(f"rows={rows}  sink micro-batches={micro_batches} ({per_file * args.files_per_trigger} rows each)  "
+          f"source: {args.versions_per_trigger} versions per trigger  best warm of {args.repeat}")
     print(f"{'':34}{'seconds':>9}{'rows/s':>12}{'in batches':>12}{'rows/s':>12}")
     for key, label in (("sink", "sink (writeStream lance)"), ("sink_default_conf", "sink, Spark's default Arrow conf"),
                        ("batch_write", "batch write_dataframe"), ("change_feed", "change-feed source"),

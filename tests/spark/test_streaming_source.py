@@ -165,3 +165,25 @@ def test_batch_read_change_feed_options(spark, tmp_path):
     assert _sorted(df.toArrow()) == _sorted(read_changes(spark, uri, 1, 4).toArrow())
     df = spark.read.format("lance").option("readChangeFeed", "true").option("startingVersion", 7).load(uri)
     assert _sorted(df.toArrow()) == _sorted(read_changes(spark, uri, 6, latest).toArrow())
+
+
+def test_live_pipeline_from_change_feed_to_lance_sink(spark, tmp_path):
+    """A running query (processingTime trigger) follows new versions of one table into another;
+    processAllAvailable() waits for each step, stop() ends it."""
+    source, target = str(tmp_path / "a.lance"), str(tmp_path / "b.lance")
+    write_dataframe(_rows(spark, 0, 10), source, enable_stable_row_ids=True)  # v1
+    feed = _feed_stream(spark, source, startingVersion=1).select("id", "s", "_change_type", "_commit_version")
+    query = feed.writeStream.format("lance").option("checkpointLocation", str(tmp_path / "ck")) \
+        .trigger(processingTime="200 milliseconds").start(target)
+    try:
+        query.processAllAvailable()
+        assert lance.dataset(target).count_rows() == 10
+        write_dataframe(_rows(spark, 10, 5), source, mode="append")  # v2
+        lance.dataset(source).delete("id < 2")  # v3
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    rows = lance.dataset(target).to_table().to_pylist()
+    assert sorted((r["_commit_version"], r["_change_type"], r["id"]) for r in rows) == (
+        [(1, "insert", i) for i in range(10)] + [(2, "insert", i) for i in range(10, 15)]
+        + [(3, "delete", 0), (3, "delete", 1)])
