@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_spark import best, frame, session, timed  # noqa: E402
+from bench_spark import best, frame, session, timed
 
 ARROW_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
 
@@ -116,7 +116,7 @@ def main() -> None:
         table = None
         for _ in range(args.repeat):
             uri = fresh("sink.lance")
-            streamed("sink", lambda: sink(uri))
+            streamed("sink", lambda uri=uri: sink(uri))
             streamed("sink_default_conf", lambda: sink(fresh("sink_default.lance"), tuned=False))
             times["batch_write"].append(timed(lambda: batch_write(fresh("batch.lance"))))
             table = uri

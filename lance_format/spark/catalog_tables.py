@@ -202,5 +202,13 @@ def nullable_columns(schema: Any) -> Any:
     return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
 
 
-__all__ = ["nullable_columns", "TABLE_OPTIONS_KEY", "is_catalog_creation", "table_options", "with_table_options", "declared_schema",
-           "resolved_options", "without_table_options"]
+__all__ = [
+    "TABLE_OPTIONS_KEY",
+    "declared_schema",
+    "is_catalog_creation",
+    "nullable_columns",
+    "resolved_options",
+    "table_options",
+    "with_table_options",
+    "without_table_options",
+]

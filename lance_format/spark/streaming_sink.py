@@ -21,8 +21,9 @@ commit loop refuse the second.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -35,7 +36,12 @@ from lance_format.dataset.commit_fragments import (
     discard_uncommitted,
 )
 from lance_format.dataset.fragment_sink import new_write_id, write_prefix
-from lance_format.errors import DuplicateCommitError, InvalidInputError, LanceError, SchemaMismatchError
+from lance_format.errors import (
+    DuplicateCommitError,
+    InvalidInputError,
+    LanceError,
+    SchemaMismatchError,
+)
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
 from lance_format.spark.common import CommitResult
@@ -284,5 +290,15 @@ def merge_each_batch(
     return merge_batch
 
 
-__all__ = ["LanceStreamWriter", "StreamCommitMessage", "STREAM_APP_ID", "STREAM_BATCH_ID", "stream_key",
-           "stream_properties", "last_stream_commit", "batch_committed", "commit_batch", "merge_each_batch"]
+__all__ = [
+    "STREAM_APP_ID",
+    "STREAM_BATCH_ID",
+    "LanceStreamWriter",
+    "StreamCommitMessage",
+    "batch_committed",
+    "commit_batch",
+    "last_stream_commit",
+    "merge_each_batch",
+    "stream_key",
+    "stream_properties",
+]

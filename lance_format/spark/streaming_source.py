@@ -20,12 +20,18 @@ the query started). ``columns`` restricts the columns, as for batch reads.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.delta_plan import NO_CHANGE_OPERATIONS
@@ -206,4 +212,4 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass
 
 
-__all__ = ["LanceStreamReader", "ChangePartition", "ScanPartition", "change_feed_schema", "CHANGE_FEED_OPTION"]
+__all__ = ["CHANGE_FEED_OPTION", "ChangePartition", "LanceStreamReader", "ScanPartition", "change_feed_schema"]

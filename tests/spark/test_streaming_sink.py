@@ -14,9 +14,12 @@ import pytest
 from pyspark.sql import functions as F
 
 import lance_format
-
 from lance_format.spark import merge_each_batch
-from lance_format.spark.streaming_sink import STREAM_APP_ID, STREAM_BATCH_ID, LanceStreamWriter
+from lance_format.spark.streaming_sink import (
+    STREAM_APP_ID,
+    STREAM_BATCH_ID,
+    LanceStreamWriter,
+)
 
 from .helpers import lance_rows
 
