@@ -9,8 +9,9 @@ driver plans, pins versions and commits once, in the caller's process.
 * :func:`merge_dataframe` -- upsert by key, one ``Update`` commit;
 * :func:`read_dataframe` -- a pinned version as a DataFrame (projection and filter in the engine);
 * :func:`read_changes` -- the change feed between two versions as a DataFrame;
-* :func:`register` -- the ``lance`` data source for ``spark.read.format("lance")`` and
-  ``df.write.format("lance")``.
+* :func:`merge_each_batch` -- a ``foreachBatch`` function merging each micro-batch by key;
+* :func:`register` -- the ``lance`` data source for ``spark.read.format("lance")``,
+  ``df.write.format("lance")``, ``readStream``/``writeStream`` and ``CREATE TABLE ... USING lance``.
 """
 
 from lance_format.dataset.writing.commit_fragments import IDEMPOTENCY_KEY
@@ -19,9 +20,10 @@ from lance_format.spark.common import CommitResult
 from lance_format.spark.datasource import register
 from lance_format.spark.merge import merge_dataframe
 from lance_format.spark.read import read_dataframe
+from lance_format.spark.streaming_sink import merge_each_batch
 from lance_format.spark.write import write_dataframe
 
 __all__ = [
     "CommitResult", "IDEMPOTENCY_KEY", "write_dataframe", "merge_dataframe", "read_dataframe", "read_changes",
-    "register",
+    "merge_each_batch", "register",
 ]

@@ -21,6 +21,11 @@ not returned to the caller: use :func:`write_dataframe` for that (or look the
 ``idempotency_key`` up). With the data source, ``replace_where`` finds the rows to delete in
 that commit process instead of on the executors.
 
+Change feed: ``begin_version`` (exclusive) / ``end_version``, or Delta's ``readChangeFeed=true``
+with ``startingVersion`` (inclusive) / ``endingVersion``. Streams: ``readStream`` / ``writeStream``
+(:mod:`lance_format.spark.streaming_source`, :mod:`lance_format.spark.streaming_sink`). SQL:
+``CREATE TABLE t USING lance OPTIONS (path '...')`` (:mod:`lance_format.spark.catalog_tables`).
+
 Storage options (reads and writes): every option named ``storage.<key>`` passes ``<key>`` to
 the object store with Lance's keys, e.g. ``.option("storage.aws_endpoint", "http://...")``,
 ``.option("storage.aws_region", "us-east-1")``, ``.option("storage.allow_http", "true")``.
@@ -48,6 +53,16 @@ from lance_format.dataset.writing.commit_fragments import IDEMPOTENCY_KEY
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.sql.filter import to_expression
 from lance_format.errors import InvalidInputError
+from lance_format.io import object_store_for
+from lance_format.spark.catalog_tables import (
+    declared_schema,
+    is_catalog_creation,
+    nullable_columns,
+    resolved_options,
+    table_options,
+    with_table_options,
+    without_table_options,
+)
 from lance_format.spark.changes import plan_changes, version_changes
 from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_task
@@ -75,7 +90,9 @@ def _int(options: Any, key: str, default: int | None = None) -> int | None:
 def _path(options: Any) -> str:
     path = options.get("path")
     if not path:
-        raise InvalidInputError("the lance data source needs a path: .load(uri) / .save(uri)")
+        raise InvalidInputError("the lance data source needs a path: .load(uri) / .save(uri) / "
+                                "CREATE TABLE t USING lance OPTIONS (path '...') (Spark passes no path to "
+                                "CREATE TABLE ... AS SELECT, saveAsTable or writeTo: create the table first)")
     return path
 
 
@@ -114,6 +131,16 @@ def _json(options: Any, key: str) -> dict:
     return parsed
 
 
+def _change_range(options: Any) -> tuple[int, int | None] | None:
+    """``(begin, end)`` of a change-feed read: ``begin_version`` (exclusive) / ``end_version``,
+    or Delta's ``readChangeFeed`` with ``startingVersion`` (inclusive, default 1) / ``endingVersion``."""
+    begin, end = _int(options, "begin_version"), _int(options, "end_version")
+    if begin is None and _flag(options, "readChangeFeed"):
+        begin = max((_int(options, "startingVersion") or 1) - 1, 0)
+        end = _int(options, "endingVersion")
+    return None if begin is None else (begin, end)
+
+
 def _version(options: Any) -> int | str | None:
     value = options.get("version")
     if value is None or str(value).strip() == "":
@@ -133,9 +160,9 @@ class LanceReader(DataSourceReader):
     def __init__(self, options: Any) -> None:
         self.path = _path(options)
         storage = _storage(options)
-        begin = _int(options, "begin_version")
-        if begin is not None:
-            end = _int(options, "end_version")
+        changes = _change_range(options)
+        if changes is not None:
+            begin, end = changes
             if end is None:
                 end = LanceDataset(self.path, storage_options=storage).version
             self.changes, self.tasks, _ = plan_changes(self.path, begin, end, _columns(options),
@@ -242,6 +269,16 @@ class LancePushdownReader(LanceReader):
             self.plan = replace(self.plan, spec=replace(self.plan.spec, filter=" AND ".join(parts)))
 
 
+class EmptyReader(DataSourceReader):
+    """No rows (a catalog table whose Lance table is not written yet)."""
+
+    def partitions(self) -> list[LancePartition]:
+        return []
+
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        return iter(())
+
+
 # -- writing ---------------------------------------------------------------------------------------
 @dataclass
 class LanceCommitMessage(WriterCommitMessage):
@@ -325,6 +362,14 @@ def _checked(reader: LanceReader, schema: Any) -> LanceReader:
             f"{planned.simpleString()}); load it again or pin option('version', ...)",
             table=reader.path, version=reader.plan.version,
         )
+    if planned is not None and schema is not None and [f.nullable for f in planned] != [f.nullable for f in schema]:
+        # A catalog table's columns may be nullable where the Lance fields are not: Spark wants
+        # its own schema's nullability in every batch.
+        from lance_format.spark.tasks import arrow_schema_to_bytes
+        from lance_format.spark.types import spark_arrow_schema
+
+        target = arrow_schema_to_bytes(spark_arrow_schema(without_table_options(schema)))
+        reader.plan = replace(reader.plan, spec=replace(reader.plan.spec, target=target))
     return reader
 
 
@@ -337,30 +382,68 @@ class LanceDataSource(DataSource):
 
     def schema(self) -> Any:
         options = self.options
-        path = _path(options)
-        storage = _storage(options)
-        begin = _int(options, "begin_version")
-        if begin is not None:
-            end = _int(options, "end_version")
-            if end is None:
-                end = LanceDataset(path, storage_options=storage).version
-            return plan_changes(path, begin, end, _columns(options), storage_options=storage)[2]
-        return read_schema(path, version=_version(options), columns=_columns(options),
-                           with_row_id=_flag(options, "with_row_id"), with_row_address=_flag(options, "with_row_address"),
-                           storage_options=storage)
+        if is_catalog_creation(options):  # CREATE TABLE ... USING lance: keep the table's options
+            table = table_options(options)
+            declared = declared_schema(options)
+            if declared is not None and not _exists(table):
+                return with_table_options(declared, table)
+            return with_table_options(_table_schema(table), table)
+        return _table_schema(options)
 
     def reader(self, schema: Any) -> LanceReader:
-        return _checked(LanceReader(self.options), schema)
+        options = resolved_options(self.options, schema)
+        if options is not self.options and not _exists(options):
+            return EmptyReader()  # a catalog table before its first INSERT
+        return _checked(self._reader_class(options), schema)
+
+    _reader_class = LanceReader
 
     def writer(self, schema: Any, overwrite: bool) -> LanceWriter:
-        return LanceWriter(self.options, schema, overwrite)
+        options = resolved_options(self.options, schema)
+        if options is not self.options:  # INSERT into a catalog table: its columns are nullable
+            schema = nullable_columns(schema)
+        return LanceWriter(options, without_table_options(schema), overwrite)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        from lance_format.spark.streaming_sink import LanceStreamWriter
+
+        return LanceStreamWriter(resolved_options(self.options, schema), without_table_options(schema), overwrite)
+
+    def streamReader(self, schema: Any) -> Any:
+        from lance_format.spark.streaming_source import LanceStreamReader
+
+        return LanceStreamReader(resolved_options(self.options, schema), schema)
+
+
+def _exists(options: Any) -> bool:
+    from lance_format.table.commit import latest_manifest
+
+    return latest_manifest(object_store_for(_path(options), _storage(options))) is not None
+
+
+def _table_schema(options: Any) -> Any:
+    """The Spark schema of a read (or of the change feed) with these options."""
+    path = _path(options)
+    storage = _storage(options)
+    if _flag(options, "readChangeFeed") and not options.get("endingVersion"):
+        from lance_format.spark.streaming_source import change_feed_schema
+
+        return change_feed_schema(options)
+    changes = _change_range(options)
+    if changes is not None:
+        begin, end = changes
+        if end is None:
+            end = LanceDataset(path, storage_options=storage).version
+        return plan_changes(path, min(begin, end), end, _columns(options), storage_options=storage)[2]
+    return read_schema(path, version=_version(options), columns=_columns(options),
+                       with_row_id=_flag(options, "with_row_id"), with_row_address=_flag(options, "with_row_address"),
+                       storage_options=storage)
 
 
 class LancePushdownDataSource(LanceDataSource):
     """The same source with filter pushdown (registered when the session enables it)."""
 
-    def reader(self, schema: Any) -> LanceReader:
-        return _checked(LancePushdownReader(self.options), schema)
+    _reader_class = LancePushdownReader
 
 
 def register(spark: Any) -> None:
