@@ -38,7 +38,7 @@ import decimal
 import json
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from typing import Any, Iterator, overload
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -77,6 +77,10 @@ def _flag(options: Any, key: str) -> bool:
     return str(options.get(key, "false")).strip().lower() == "true"
 
 
+@overload
+def _int(options: Any, key: str, default: int) -> int: ...
+@overload
+def _int(options: Any, key: str, default: None = None) -> int | None: ...
 def _int(options: Any, key: str, default: int | None = None) -> int | None:
     value = options.get(key)
     if value is None or str(value).strip() == "":

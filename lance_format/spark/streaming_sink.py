@@ -28,14 +28,14 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from lance_format.dataset.commit_fragments import (
+from lance_format.dataset.writing.commit_fragments import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     IDEMPOTENCY_KEY,
     WRITE_ID_KEY,
     commit_fragments,
     discard_uncommitted,
 )
-from lance_format.dataset.fragment_sink import new_write_id, write_prefix
+from lance_format.dataset.writing.fragment_sink import new_write_id, write_prefix
 from lance_format.errors import (
     DuplicateCommitError,
     InvalidInputError,
@@ -124,7 +124,7 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
         self.window = _int(options, "idempotencyWindow", DEFAULT_IDEMPOTENCY_WINDOW)
         properties = {str(k): str(v) for k, v in _json(options, "transaction_properties").items()}
         sizes = {str(k): int(v) for k, v in _json(options, "fixed_size_lists").items()}
-        extra = {key: _int(options, key) for key in ("max_rows_per_file", "max_bytes_per_file") if options.get(key)}
+        extra: dict[str, Any] = {key: _int(options, key) for key in ("max_rows_per_file", "max_bytes_per_file") if options.get(key)}
         # Planned when the query starts (tasks) and again for every commit (its own process):
         # a table created by batch 0 is appended to by the commits that follow.
         self.plan = plan_write(
@@ -215,6 +215,7 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
         )
     except DuplicateCommitError as duplicate:  # another attempt of this batch won the race
         writer._discard(store, written)
+        assert duplicate.version is not None  # the commit loop names the winning version
         return CommitResult(version=duplicate.version, rows=0, fragments=0, bytes=0, read_version=read_version,
                             operation="none", skipped=True)
     except BaseException:

@@ -34,9 +34,9 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.delta_plan import NO_CHANGE_OPERATIONS
+from lance_format.dataset.changes.plan import NO_CHANGE_OPERATIONS
 from lance_format.errors import InvalidInputError, SchemaMismatchError
-from lance_format.io import object_store_for
+from lance_format.io import ObjectStore, object_store_for
 from lance_format.spark.changes import ChangeSpec, plan_changes, version_changes
 from lance_format.spark.datasource import _columns, _flag, _int, _path, _storage
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, plan_read
@@ -101,7 +101,7 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.rows_per_split = _int(options, "rows_per_split", DEFAULT_ROWS_PER_SPLIT)
         self.schema = schema
         self.available_now_end: int | None = None
-        self._store = None
+        self._store: ObjectStore | None = None
 
     # -- offsets -----------------------------------------------------------------------------------
     def _latest(self) -> int:
