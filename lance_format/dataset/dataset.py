@@ -25,6 +25,7 @@ from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
 from lance_format.table.deletion import deleted_row_count
+from lance_format.file.legacy_v0_1 import manifest_dictionaries
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
@@ -94,6 +95,11 @@ class LanceDataset:
         return LanceSchema.from_protos(list(m.fields), dict(m.schema_metadata))
 
     @cached_property
+    def legacy_dictionaries(self) -> dict[int, pa.Array]:
+        """Dictionary values of a legacy (0.1) table's dictionary fields, kept in the manifest file."""
+        return manifest_dictionaries(self._store, self._manifest_path, self.manifest.fields)
+
+    @cached_property
     def schema(self) -> pa.Schema:
         return dataset_arrow_schema(self.lance_schema)
 
@@ -136,7 +142,8 @@ class LanceDataset:
         listing = _open_listing(self._store)
         result = []
         for version in sorted(listing.versions):
-            m = read_manifest(self._store, listing.versions[version]).manifest
+            # the summary reports the manifest as written, like pylance
+            m = read_manifest(self._store, listing.versions[version], repair=False).manifest
             nanos = m.timestamp.seconds * 1_000_000_000 + m.timestamp.nanos
             # Same float arithmetic as pylance, so both report the identical microsecond.
             stamp = datetime.fromtimestamp(nanos // 1e9) + timedelta(microseconds=(nanos % 1e9) // 1e3)

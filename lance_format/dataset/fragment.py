@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import CorruptFileError, LanceError, PathEscapeError, UnsupportedFeatureError
+from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
 from lance_format.file.reader import ColumnPlan, LanceFileReader
 from lance_format.io import ObjectStore, check_relative_path
 from lance_format.proto import table_pb2
@@ -58,6 +59,7 @@ class _FilePlan:
     size: int | None
     plans: list[ColumnPlan]
     names: list[str]
+    legacy_field_ids: tuple[int, int] | None = None  # legacy 0.1 files: the page table's field ids
 
 
 class LanceFragment:
@@ -164,8 +166,12 @@ class LanceFragment:
         result: list[_FilePlan] = []
         for data_file in self.metadata.files:
             version = (data_file.file_major_version, data_file.file_minor_version)
+            version = (2, 0) if version == (0, 3) else version  # 0.3: the pre-release name of 2.0
+            legacy = is_legacy_version(*version)
             positions = {fid: col for fid, col in zip(data_file.fields, data_file.column_indices)}
-            if len(data_file.column_indices) != len(data_file.fields):
+            if legacy:
+                positions = {fid: fid for fid in data_file.fields}  # legacy pages are found by field id
+            elif len(data_file.column_indices) != len(data_file.fields):
                 raise CorruptFileError(
                     "data file lists a different number of fields and column indices",
                     path=data_file.path,
@@ -175,7 +181,7 @@ class LanceFragment:
             owned = [f for f in fields if f.id in remaining and _stored_in(f, positions, structural)]
             if not owned:
                 continue
-            if version not in _SUPPORTED_FILE_VERSIONS:
+            if version not in _SUPPORTED_FILE_VERSIONS and not legacy:
                 raise UnsupportedFeatureError(
                     f"data file version {version[0]}.{version[1]} is not supported (supported: 2.0, 2.1, 2.2)",
                     path=data_file.path,
@@ -190,6 +196,7 @@ class LanceFragment:
                     data_file.file_size_bytes or None,
                     plans,
                     [f.name for f in owned],
+                    (data_file.fields[0], max(data_file.fields)) if legacy else None,
                 )
             )
         if remaining:
@@ -226,7 +233,11 @@ class LanceFragment:
         readers = self.__dict__.setdefault("_readers", {})
         reader = readers.get(plan.reader_path)
         if reader is None:
-            reader = LanceFileReader(self._store, plan.reader_path, size=plan.size)
+            if plan.legacy_field_ids is not None:
+                reader = LegacyFileReader(self._store, plan.reader_path, field_ids=plan.legacy_field_ids,
+                                          size=plan.size, dictionaries=self._dataset.legacy_dictionaries)
+            else:
+                reader = LanceFileReader(self._store, plan.reader_path, size=plan.size)
             if reader.num_rows != self.physical_rows:
                 raise CorruptFileError(
                     f"data file has {reader.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}",

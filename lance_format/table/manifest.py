@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError
 from lance_format.errors import CorruptFileError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2, transaction_pb2
+from lance_format.table.legacy_manifest import repair_row_counts
 
 MAGIC = b"LANC"
 MANIFEST_MAJOR = 0
@@ -119,5 +120,9 @@ def encode_manifest(
     return b"".join(parts)
 
 
-def read_manifest(store: ObjectStore, path: str) -> ManifestFile:
-    return decode_manifest(store.read_bytes(path), table=store.uri, path=path)
+def read_manifest(store: ObjectStore, path: str, *, repair: bool = True) -> ManifestFile:
+    """Read a manifest file; ``repair`` fixes row counts of Lance < 0.8 manifests (no-op otherwise)."""
+    manifest_file = decode_manifest(store.read_bytes(path), table=store.uri, path=path)
+    if repair:
+        repair_row_counts(store, manifest_file.manifest)
+    return manifest_file
