@@ -202,7 +202,10 @@ def build_version(
         manifest.ClearField(name)
 
     # High-water marks never go back (a restore keeps the latest ones so ids are not reused).
-    max_fragment_id = previous.max_fragment_id if previous is not None and previous.HasField("max_fragment_id") else None
+    # Manifests of old releases lack max_fragment_id: official Lance then uses the highest fragment id.
+    max_fragment_id = None if previous is None else (
+        previous.max_fragment_id if previous.HasField("max_fragment_id")
+        else max((f.id for f in previous.fragments), default=None))
     next_row_id = max(previous.next_row_id if previous is not None else 0, manifest.next_row_id)
     first_id = max_fragment_id + 1 if max_fragment_id is not None else 0
     existing = _copies(previous.fragments) if previous is not None else []
