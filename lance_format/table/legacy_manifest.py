@@ -1,4 +1,4 @@
-"""Row counts of fragments in manifests written by early Lance releases.
+"""Manifests written by early Lance releases, brought up to date in memory when read.
 
 Manifests written before ``writer_version`` existed (Lance < 0.8.x) may lack
 ``DataFragment.physical_rows`` or carry a wrong value (a Lance 0.8.0 migration stored the live
@@ -6,6 +6,10 @@ row count there). Official Lance trusts ``physical_rows`` only when the manifest
 version and the value is non-zero; otherwise it asks the fragment's first data file. Doing the
 same when a manifest is read makes every later count, read and commit see the true value (a
 commit then persists it, as official Lance's manifest migration does).
+
+Manifests older than ``data_format`` (Lance < 0.16) get the storage version official Lance
+infers: the version of the first data file, else 2.x if the writer set the deprecated "v2
+format" flag, else legacy 0.1.
 """
 
 from __future__ import annotations
@@ -13,6 +17,33 @@ from __future__ import annotations
 from lance_format.errors import LanceError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
+
+
+_FLAG_USE_V2_FORMAT_DEPRECATED = 4
+_STABLE_VERSION = "2.2"  # what official Lance (pylance 14) calls the stable file version
+
+
+def repair_old_manifest(store: ObjectStore, manifest: table_pb2.Manifest) -> None:
+    """Fill in (in place) what official Lance derives for manifests of early releases."""
+    if not manifest.HasField("data_format"):
+        manifest.data_format.file_format = "lance"
+        manifest.data_format.version = _inferred_storage_version(manifest)
+    repair_row_counts(store, manifest)
+
+
+def _inferred_storage_version(manifest: table_pb2.Manifest) -> str:
+    from lance_format.file.legacy_v0_1 import is_legacy_version
+
+    for fragment in manifest.fragments:
+        if fragment.files:
+            first = fragment.files[0]
+            major, minor = first.file_major_version, first.file_minor_version
+            if is_legacy_version(major, minor):
+                return "0.1"
+            return "2.0" if (major, minor) == (0, 3) else f"{major}.{minor}"
+    if manifest.writer_feature_flags & _FLAG_USE_V2_FORMAT_DEPRECATED:
+        return _STABLE_VERSION
+    return "0.1"
 
 
 def repair_row_counts(store: ObjectStore, manifest: table_pb2.Manifest) -> None:

@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 from lance_format.errors import CorruptFileError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2, transaction_pb2
-from lance_format.table.legacy_manifest import repair_row_counts
+from lance_format.table.legacy_manifest import repair_old_manifest
 
 MAGIC = b"LANC"
 MANIFEST_MAJOR = 0
@@ -121,8 +121,8 @@ def encode_manifest(
 
 
 def read_manifest(store: ObjectStore, path: str, *, repair: bool = True) -> ManifestFile:
-    """Read a manifest file; ``repair`` fixes row counts of Lance < 0.8 manifests (no-op otherwise)."""
+    """Read a manifest file; ``repair`` completes manifests of early releases (see legacy_manifest)."""
     manifest_file = decode_manifest(store.read_bytes(path), table=store.uri, path=path)
     if repair:
-        repair_row_counts(store, manifest_file.manifest)
+        repair_old_manifest(store, manifest_file.manifest)
     return manifest_file
