@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import pyarrow as pa
 
+from lance_format.encodings.v2_0_packed_struct import is_packed_struct_leaf
 from lance_format.errors import CorruptFileError, LanceError, PathEscapeError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
 from lance_format.file.reader import ColumnPlan, LanceFileReader
@@ -223,6 +224,8 @@ class LanceFragment:
                 column=field.name,
                 **self._error_context(),
             )
+        if is_packed_struct_leaf(field, positions):  # 2.0 packed struct: one column, children have none
+            return ColumnPlan(field.to_arrow(), positions[field.id], [])
         return ColumnPlan(
             field.to_arrow(),
             positions[field.id],
