@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.v2_0_packed_struct import is_packed_struct_leaf
+from lance_format.dataset.partial_fields import fill_missing_children, narrowed_type
 from lance_format.errors import CorruptFileError, LanceError, PathEscapeError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
 from lance_format.file.reader import ColumnPlan, LanceFileReader
@@ -61,6 +62,7 @@ class _FilePlan:
     plans: list[ColumnPlan]
     names: list[str]
     legacy_field_ids: tuple[int, int] | None = None  # legacy 0.1 files: the page table's field ids
+    full_types: tuple = ()  # per plan: the schema's type when the file lacks nested fields, else None
 
 
 class LanceFragment:
@@ -198,6 +200,7 @@ class LanceFragment:
                     plans,
                     [f.name for f in owned],
                     (data_file.fields[0], max(data_file.fields)) if legacy else None,
+                    tuple(None if _fully_stored(f, positions, structural) else f.to_arrow().type for f in owned),
                 )
             )
         if remaining:
@@ -214,9 +217,7 @@ class LanceFragment:
                 # a blob column reads as its descriptions, like official Lance
                 return ColumnPlan(read_arrow_field(field), positions[field.id], [])
             if field.children:
-                return ColumnPlan(
-                    field.to_arrow(), -1, [self._column_plan(c, positions, path, True) for c in field.children]
-                )
+                return self._parent_plan(field, -1, positions, path, True)
         if field.id not in positions:
             raise CorruptFileError(
                 f"data file has no column for field {field.name!r} (id {field.id})",
@@ -226,11 +227,20 @@ class LanceFragment:
             )
         if is_packed_struct_leaf(field, positions):  # 2.0 packed struct: one column, children have none
             return ColumnPlan(field.to_arrow(), positions[field.id], [])
-        return ColumnPlan(
-            field.to_arrow(),
-            positions[field.id],
-            [self._column_plan(child, positions, path) for child in field.children],
-        )
+        return self._parent_plan(field, positions[field.id], positions, path, False)
+
+    def _parent_plan(self, field: LanceField, column: int, positions: dict[int, int], path: str,
+                     structural: bool) -> ColumnPlan:
+        children = field.children
+        if pa.types.is_struct(field.data_type):
+            # struct children the file lacks read as nulls (see partial_fields)
+            children = [c for c in children if _stored_in(c, positions, structural)]
+        plans = [self._column_plan(c, positions, path, structural) for c in children]
+        arrow = field.to_arrow()
+        if not _fully_stored(field, positions, structural):
+            arrow = pa.field(arrow.name, narrowed_type(arrow.type, [p.field for p in plans]), arrow.nullable,
+                             arrow.metadata)
+        return ColumnPlan(arrow, column, plans)
 
     def _reader(self, plan: _FilePlan) -> LanceFileReader:
         readers = self.__dict__.setdefault("_readers", {})
@@ -261,7 +271,10 @@ class LanceFragment:
             except LanceError as exc:
                 # file-level errors know the file and column; add the table and version
                 raise exc.with_context(**self._error_context())
-            for name, array, column in zip(plan.names, arrays, plan.plans):
+            for name, array, column, full_type in zip(plan.names, arrays, plan.plans,
+                                                      plan.full_types or [None] * len(plan.plans)):
+                if full_type is not None:
+                    array = fill_missing_children(array, full_type)
                 if column.field.type == BLOB_V2_DESCRIPTION:
                     array = null_children_of_null_blobs(array)
                 columns[name] = array
@@ -328,6 +341,15 @@ def _stored_in(field: LanceField, positions: dict[int, int], structural: bool) -
     if field.id in positions:
         return True
     return structural and any(_stored_in(c, positions, True) for c in field.children)
+
+
+def _fully_stored(field: LanceField, positions: dict[int, int], structural: bool) -> bool:
+    """Whether a data file holds ``field`` and every field nested in it."""
+    if field.id in positions and (structural or not field.children or is_packed_struct_leaf(field, positions)):
+        return True
+    if not field.children or not (structural or field.id in positions):
+        return False
+    return all(_fully_stored(c, positions, structural) for c in field.children)
 
 
 def _with_system_columns(schema: pa.Schema, system_columns: list[str]) -> pa.Schema:
