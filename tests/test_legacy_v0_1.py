@@ -216,3 +216,28 @@ def test_corrupt_legacy_files_name_the_file(tmp_path):
     path.write_bytes(good[: len(good) // 2])
     with pytest.raises(CorruptFileError, match=path.name):
         lance_format.dataset(uri).to_table()
+
+
+def test_our_commits_keep_a_legacy_tables_dictionaries(tmp_path):
+    # legacy manifests carry the dictionary values; every manifest we write must carry them on
+    uri = str(tmp_path / "t")
+    words = pa.array(["red", "", "blue"])
+    table = pa.table({
+        "k": pa.array(range(60), pa.int64()),
+        "d": pa.DictionaryArray.from_arrays(pa.array(np.arange(60) % 3, pa.int32()), words),
+        "s": pa.StructArray.from_arrays(
+            [pa.DictionaryArray.from_arrays(pa.array(np.arange(60) % 2, pa.int8()), pa.array([7, 9], pa.int16()))],
+            ["di"]),
+    })
+    _write_legacy(table, uri, max_rows_per_file=25)
+    ours = lance_format.dataset(uri)
+    ours.delete("k % 4 = 1")
+    lance_format.dataset(uri).update_config({"note": "x"})
+    lance_format.dataset(uri, version=1).restore()
+    lance_format.dataset(uri).drop_columns(["k"])
+    assert_same_history(uri)
+    theirs = lance.dataset(uri)
+    assert theirs.to_table().column("d").to_pylist()[:3] == ["red", None, "blue"]
+    # and pylance commits on top of ours
+    lance.dataset(uri).delete("d = 'blue'")
+    assert_same_history(uri)

@@ -44,6 +44,7 @@ from lance_format.table.conflicts import (
     modified_fragment_ids,
 )
 from lance_format.table.deletion import deletion_file_path, read_deletion_file, write_deletion_file
+from lance_format.table.legacy_dictionaries import carried_dictionaries
 from lance_format.table.manifest import ManifestFile, encode_manifest, read_manifest
 from lance_format.table.naming import VERSIONS_DIR, ManifestNaming, list_versions, manifest_path
 from lance_format.table.operations import BuildOptions, build_version
@@ -283,7 +284,11 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
         built = build_version(previous, txn, state.options, store=store, restored=restored)
         state.write_transaction(txn)
         crash_point("commit:after_transaction_file")
-        data = encode_manifest(built.manifest, txn, built.index_section)
+        sources = [(listing.versions[listing.latest], previous.manifest)] if previous is not None else []
+        if restored is not None:
+            sources.insert(0, (path, restored.manifest))
+        dictionaries = carried_dictionaries(store, sources, built.manifest)  # legacy tables only
+        data = encode_manifest(built.manifest, txn, built.index_section, dictionaries)
         naming = listing.naming or new_table_naming
         path = manifest_path(built.manifest.version, naming)
         crash_point("commit:before_publish")

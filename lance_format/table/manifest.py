@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError
 from lance_format.errors import CorruptFileError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2, transaction_pb2
+from lance_format.table.legacy_dictionaries import dictionary_prefix
 from lance_format.table.legacy_manifest import repair_old_manifest
 
 MAGIC = b"LANC"
@@ -97,10 +98,16 @@ def encode_manifest(
     manifest: table_pb2.Manifest,
     transaction: transaction_pb2.Transaction | None = None,
     index_section: table_pb2.IndexSection | None = None,
+    dictionaries: dict | None = None,
 ) -> bytes:
-    """Serialize a manifest file; sets the section offsets on ``manifest`` in place."""
-    parts: list[bytes] = []
-    offset = 0
+    """Serialize a manifest file; sets the section offsets on ``manifest`` in place.
+
+    ``dictionaries``: values of a legacy (0.1) table's dictionary fields, by field id; legacy
+    manifest files start with them (see legacy_dictionaries).
+    """
+    prefix = dictionary_prefix(manifest, dictionaries)
+    parts: list[bytes] = [prefix]
+    offset = len(prefix)
     manifest.ClearField("index_section")
     manifest.ClearField("transaction_section")
     manifest.ClearField("transaction_section_deprecated")
