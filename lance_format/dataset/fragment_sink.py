@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.file.legacy_v0_1_writer import LegacyFileWriter
 from lance_format.file.writer import LanceFileWriter, WrittenFile
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
@@ -29,7 +30,7 @@ from lance_format.table.rowids import encode_row_ids
 
 DATA_DIR = "data"
 # DataFile.file_major_version / file_minor_version recorded for each file version.
-FILE_VERSION_NUMBERS = {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2)}
+FILE_VERSION_NUMBERS = {"0.1": (0, 2), "2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2)}
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024 * 1024 * 1024
 
@@ -58,6 +59,8 @@ def _file_writer(store: ObjectStore, path: str, schema: LanceSchema, storage_ver
             table=store.uri,
             path=path,
         )
+    if storage_version == "0.1":  # legacy tables keep getting legacy files, as with official Lance
+        return LegacyFileWriter(store, path, schema)
     return LanceFileWriter(store, path, schema, version=storage_version)
 
 

@@ -27,6 +27,7 @@ from lance_format.dataset.mutation_base import (
 )
 from lance_format.dataset.sql_filter import to_value_expression
 from lance_format.errors import InvalidInputError
+from lance_format.file.legacy_v0_1_writer import batches_like, fragment_batch_rows
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
 
@@ -84,8 +85,9 @@ def _to_physical(fragment: "LanceFragment", batches: Iterable[pa.RecordBatch]) -
 def _fragment_file(ds: "LanceDataset", fragment: "LanceFragment", schema: LanceSchema,
                    batches: Iterable[pa.RecordBatch], prepared: Prepared) -> table_pb2.DataFragment:
     arrow = schema.to_arrow()
-    written = write_new_fragments(ds, arrow, _to_physical(fragment, batches), prepared, lance_schema=schema,
-                                  max_rows_per_file=max(1, fragment.physical_rows))
+    with batches_like(fragment_batch_rows(ds._store, fragment.metadata)):  # legacy files must align
+        written = write_new_fragments(ds, arrow, _to_physical(fragment, batches), prepared, lance_schema=schema,
+                                      max_rows_per_file=max(1, fragment.physical_rows))
     if len(written) != 1 or written[0].physical_rows != fragment.physical_rows:
         raise InvalidInputError(f"new column data does not cover the {fragment.physical_rows} rows of fragment "
                                 f"{fragment.fragment_id}", table=ds.uri, version=ds.version)

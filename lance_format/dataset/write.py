@@ -37,8 +37,8 @@ from lance_format.table.operations import BuildOptions
 from lance_format.table.transaction import new_transaction
 
 MODES = ("create", "append", "overwrite")
-# File versions this engine can write (-> DataFile major/minor); 2.3 ("next") and the legacy
-# 0.1 format are refused.
+# File versions this engine can write (-> DataFile major/minor), the legacy 0.1 format
+# included; 2.3 ("next") is refused.
 _WRITABLE_VERSIONS = FILE_VERSION_NUMBERS
 _VERSION_ALIASES = {"legacy": "0.1", "stable": "2.2", "next": "2.3"}
 # What new tables get when no version is asked for (pylance 14's default is "stable" = 2.2).

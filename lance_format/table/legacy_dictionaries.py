@@ -73,8 +73,8 @@ def encode_values(values: pa.Array, start: int) -> tuple[int, bytes]:
     large = pa.types.is_large_string(data_type) or pa.types.is_large_binary(data_type)
     if not (large or pa.types.is_string(data_type) or pa.types.is_binary(data_type)):
         raise UnsupportedFeatureError(f"legacy dictionary values of type {data_type} are not supported")
-    offsets = np.frombuffer(values.buffers()[1], np.int64 if large else np.int32,
-                            len(values) + 1, values.offset).astype(np.int64)
+    dtype = np.dtype(np.int64 if large else np.int32)
+    offsets = np.frombuffer(values.buffers()[1], dtype, len(values) + 1, values.offset * dtype.itemsize).astype(np.int64)
     first, last = int(offsets[0]), int(offsets[-1])
     body = bytes(values.buffers()[2])[first:last] if last > first else b""
     positions = (offsets - first + start).astype("<i8").tobytes()
