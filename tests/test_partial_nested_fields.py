@@ -42,7 +42,8 @@ def test_list_struct_with_reordered_and_missing_children(tmp_path, version):
     idx = [4, 0, 2, 3]
     assert_tables_equal(ours.take(idx), theirs.take(idx))
     got = ours.to_table(columns=["data"], filter="id >= 3").column("data").to_pylist()
-    assert got == [[{"a": None, "b": "b3", "c": 3}], None, [{"a": None, "b": None, "c": 5}, {"a": None, "b": "b6", "c": 6}]]
+    assert got == [[{"a": None, "b": "b3", "c": 3}], None,
+                   [{"a": None, "b": None, "c": 5}, {"a": None, "b": "b6", "c": 6}]]
 
 
 @pytest.mark.parametrize("version", ["2.0", "2.2"])

@@ -19,13 +19,13 @@ from lance_format.errors import (
     LanceError,
     VersionNotFoundError,
 )
+from lance_format.file.legacy_v0_1 import manifest_dictionaries
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
 from lance_format.table.deletion import deleted_row_count
-from lance_format.file.legacy_v0_1 import manifest_dictionaries
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.v2_0_packed_struct import is_packed_struct_leaf
 from lance_format.dataset.partial_fields import fill_missing_children, narrowed_type
+from lance_format.encodings.v2_0_packed_struct import is_packed_struct_leaf
 from lance_format.errors import CorruptFileError, LanceError, PathEscapeError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
 from lance_format.file.reader import ColumnPlan, LanceFileReader

@@ -46,7 +46,8 @@ def decode_packed_struct(
     if not pa.types.is_struct(data_type):
         raise ctx.corrupt(f"packed_struct page found for a column of type {data_type}")
     if len(enc.inner) != data_type.num_fields:
-        raise ctx.corrupt(f"packed_struct page has {len(enc.inner)} children, type {data_type} needs {data_type.num_fields}")
+        raise ctx.corrupt(
+            f"packed_struct page has {len(enc.inner)} children, type {data_type} needs {data_type.num_fields}")
     widths = []
     for child in data_type:
         bits = fixed_stride_bits(child.type)

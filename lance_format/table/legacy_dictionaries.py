@@ -8,7 +8,6 @@ them again; a commit carries them over from the manifest it builds on.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pyarrow as pa
 
@@ -74,7 +73,8 @@ def encode_values(values: pa.Array, start: int) -> tuple[int, bytes]:
     if not (large or pa.types.is_string(data_type) or pa.types.is_binary(data_type)):
         raise UnsupportedFeatureError(f"legacy dictionary values of type {data_type} are not supported")
     dtype = np.dtype(np.int64 if large else np.int32)
-    offsets = np.frombuffer(values.buffers()[1], dtype, len(values) + 1, values.offset * dtype.itemsize).astype(np.int64)
+    raw = np.frombuffer(values.buffers()[1], dtype, len(values) + 1, values.offset * dtype.itemsize)
+    offsets = raw.astype(np.int64)
     first, last = int(offsets[0]), int(offsets[-1])
     body = bytes(values.buffers()[2])[first:last] if last > first else b""
     positions = (offsets - first + start).astype("<i8").tobytes()

@@ -18,7 +18,6 @@ from lance_format.errors import LanceError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 
-
 _FLAG_USE_V2_FORMAT_DEPRECATED = 4
 _STABLE_VERSION = "2.2"  # what official Lance (pylance 14) calls the stable file version
 
