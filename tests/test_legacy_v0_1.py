@@ -241,3 +241,15 @@ def test_our_commits_keep_a_legacy_tables_dictionaries(tmp_path):
     # and pylance commits on top of ours
     lance.dataset(uri).delete("d = 'blue'")
     assert_same_history(uri)
+
+
+def test_old_manifest_with_a_missing_data_file_is_not_counted_as_empty(tmp_path):
+    # without a trusted physical_rows the rows come from the data file; a missing file must
+    # raise (official Lance fails too) rather than count 0 rows
+    uri = str(tmp_path / "t")
+    _write_legacy(pa.table({"x": range(10)}), uri)
+    _rewrite_manifest(uri, lambda m: m.ClearField("writer_version"))
+    path = _data_file(uri)
+    path.unlink()
+    with pytest.raises(CorruptFileError, match=path.name):
+        lance_format.dataset(uri).count_rows()

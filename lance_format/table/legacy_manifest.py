@@ -14,7 +14,7 @@ format" flag, else legacy 0.1.
 
 from __future__ import annotations
 
-from lance_format.errors import LanceError
+from lance_format.errors import CorruptFileError, LanceError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 
@@ -57,14 +57,15 @@ def repair_row_counts(store: ObjectStore, manifest: table_pb2.Manifest) -> None:
 
 
 def _file_rows(store: ObjectStore, data_file: table_pb2.DataFile) -> int | None:
+    """Rows of a data file; an unreadable file raises (a silent 0 would undercount the table)."""
     # imported here: the file readers import table-level modules
     from lance_format.dataset.fragment import data_file_path
     from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
     from lance_format.file.reader import LanceFileReader
 
+    path = data_file_path(data_file.path, table=store.uri)
+    size = data_file.file_size_bytes or None
     try:
-        path = data_file_path(data_file.path, table=store.uri)
-        size = data_file.file_size_bytes or None
         if is_legacy_version(data_file.file_major_version, data_file.file_minor_version):
             if not data_file.fields:
                 return None
@@ -73,5 +74,8 @@ def _file_rows(store: ObjectStore, data_file: table_pb2.DataFile) -> int | None:
                 return reader.num_rows
         with LanceFileReader(store, path, size=size) as reader:
             return reader.num_rows
-    except (LanceError, OSError):
-        return None  # an unreadable file is reported when its rows are read
+    except LanceError as exc:
+        raise exc.with_context(table=store.uri)
+    except OSError as exc:
+        raise CorruptFileError(f"cannot read the data file to count its rows: {exc}", table=store.uri,
+                               path=path) from exc
