@@ -105,3 +105,25 @@ def test_types_legacy_files_cannot_hold(tmp_path):
     table = pa.table({"m": pa.array([[("a", 1)]], pa.map_(pa.string(), pa.int64()))})
     with pytest.raises(UnsupportedFeatureError, match="map"):
         lance_format.write_dataset(table, str(tmp_path / "t"), data_storage_version="legacy")
+
+
+def test_appending_nested_and_integer_dictionaries(tmp_path):
+    uri = str(tmp_path / "t")
+    words = pa.array(["", "a", "bb", "ccc"])
+
+    def rows(n: int, shift: int) -> pa.Table:
+        return pa.table({
+            "ds": pa.StructArray.from_arrays(
+                [pa.DictionaryArray.from_arrays(pa.array((np.arange(n) + shift) % 4, pa.int8()), words),
+                 pa.array(range(n))], ["d", "i"]),
+            "ld": pa.ListArray.from_arrays(
+                pa.array(np.arange(n + 1) * 2, pa.int32()),
+                pa.DictionaryArray.from_arrays(pa.array((np.arange(2 * n) + shift) % 4, pa.int32()), words)),
+            "di": pa.DictionaryArray.from_arrays(pa.array(np.arange(n) % 3, pa.int32()), pa.array([10, 20, 30])),
+        })
+
+    lance.write_dataset(rows(50, 0), uri, data_storage_version="legacy")
+    lance_format.write_dataset(rows(50, 1), uri, mode="append")
+    assert_same_history(uri)
+    assert lance.dataset(uri).to_table().slice(50, 1).to_pylist() == [
+        {"ds": {"d": "a", "i": 0}, "ld": ["a", "bb"], "di": 10}]
