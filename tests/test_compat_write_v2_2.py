@@ -80,7 +80,7 @@ def test_default_and_aliases(tmp_path):
     assert data_versions(str(tmp_path / "stable")) == {(2, 2)}
 
 
-@pytest.mark.parametrize("version", ["2.3", "next", "0.1", "legacy"])
+@pytest.mark.parametrize("version", ["2.3", "next"])  # legacy 0.1: see test_legacy_v0_1_write
 def test_unsupported_versions_are_refused_cleanly(tmp_path, version):
     uri = str(tmp_path / "t")
     with pytest.raises(UnsupportedFeatureError, match="not supported") as info:

@@ -21,6 +21,7 @@ from lance_format.errors import (
     LanceError,
     VersionNotFoundError,
 )
+from lance_format.file.legacy_v0_1 import manifest_dictionaries
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
@@ -150,6 +151,11 @@ class LanceDataset:
         return LanceSchema.from_protos(list(m.fields), dict(m.schema_metadata))
 
     @cached_property
+    def legacy_dictionaries(self) -> dict[int, pa.Array]:
+        """Dictionary values of a legacy (0.1) table's dictionary fields, kept in the manifest file."""
+        return manifest_dictionaries(self._store, self._manifest_path, self.manifest.fields)
+
+    @cached_property
     def schema(self) -> pa.Schema:
         """The table schema as pylance reports it (blob columns as their descriptions)."""
         return dataset_arrow_schema(self.lance_schema)
@@ -207,7 +213,8 @@ class LanceDataset:
         listing = _open_listing(self._store)
         result = []
         for version in sorted(listing.versions):
-            m = read_manifest(self._store, listing.versions[version]).manifest
+            # the summary reports the manifest as written, like pylance
+            m = read_manifest(self._store, listing.versions[version], repair=False).manifest
             nanos = m.timestamp.seconds * 1_000_000_000 + m.timestamp.nanos
             # Same float arithmetic as pylance, so both report the identical microsecond.
             stamp = datetime.fromtimestamp(nanos // 1e9) + timedelta(microseconds=(nanos % 1e9) // 1e3)

@@ -16,10 +16,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from lance_format.errors import CorruptFileError, LanceError, PathEscapeError, UnsupportedFeatureError
+from lance_format.dataset.partial_fields import fill_missing_children, narrowed_type
+from lance_format.encodings.array_v2_0.packed_struct import is_packed_struct_leaf
+from lance_format.errors import CorruptFileError, LanceError, UnsupportedFeatureError
+from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
 from lance_format.file.reader import ColumnPlan, LanceFileReader
 from lance_format.file.utf8 import first_invalid_utf8, has_utf8
-from lance_format.io import ObjectStore, check_relative_path
+from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceField, LanceSchema
 from lance_format.schema.blob import (
@@ -28,6 +31,7 @@ from lance_format.schema.blob import (
     read_arrow_field,
     read_arrow_schema,
 )
+from lance_format.table.naming import data_file_path
 from lance_format.table.deletion import deleted_row_count, live_row_count, read_deletion_file
 from lance_format.table.row_versions import read_created_at, read_last_updated_at
 from lance_format.table.rowids import read_row_ids
@@ -42,22 +46,12 @@ ROW_ADDRESS = "_rowaddr"
 ROW_CREATED_AT = "_row_created_at_version"
 ROW_LAST_UPDATED_AT = "_row_last_updated_at_version"
 SYSTEM_COLUMNS = (ROW_ID, ROW_ADDRESS, ROW_CREATED_AT, ROW_LAST_UPDATED_AT)
-DATA_DIR = "data"
 
 # Footer-independent (major, minor) versions recorded in DataFile for each supported format.
 _SUPPORTED_FILE_VERSIONS = {(2, 0), (2, 1), (2, 2)}
 _V2_VERSION = re.compile(r"2\.\d+")
 # A 2.0 file's footer says 0.3 (its pre-release name) while the manifest says 2.0.
 _FOOTER_VERSION_NAMES = {(0, 3): (2, 0)}
-
-
-def data_file_path(path: str, *, table: str) -> str:
-    """Table-relative path of a data file named in a manifest, refusing paths that leave data/."""
-    check_relative_path(path, table=table)  # absolute paths and the like
-    relative = check_relative_path(f"{DATA_DIR}/{path}", table=table)
-    if not relative.startswith(f"{DATA_DIR}/"):
-        raise PathEscapeError("data file path escapes the data directory", table=table, path=path)
-    return relative
 
 
 @dataclass(frozen=True)
@@ -67,6 +61,8 @@ class _FilePlan:
     plans: list[ColumnPlan]
     names: list[str]
     declared_version: tuple[int, int] | None = None  # (major, minor) the manifest records
+    legacy_field_ids: tuple[int, int] | None = None  # legacy 0.1 files: the page table's field ids
+    full_types: tuple[pa.DataType | None, ...] = ()  # per plan: the schema's type when the file lacks nested fields, else None
 
 
 class LanceFragment:
@@ -181,8 +177,12 @@ class LanceFragment:
         result: list[_FilePlan] = []
         for data_file in self.metadata.files:
             version = (data_file.file_major_version, data_file.file_minor_version)
+            version = (2, 0) if version == (0, 3) else version  # 0.3: the pre-release name of 2.0
+            legacy = is_legacy_version(*version)
             positions = {fid: col for fid, col in zip(data_file.fields, data_file.column_indices)}
-            if len(data_file.column_indices) != len(data_file.fields):
+            if legacy:
+                positions = {fid: fid for fid in data_file.fields}  # legacy pages are found by field id
+            elif len(data_file.column_indices) != len(data_file.fields):
                 raise CorruptFileError(
                     "data file lists a different number of fields and column indices",
                     path=data_file.path,
@@ -193,7 +193,7 @@ class LanceFragment:
             owned = [f for f in fields if f.id in remaining and _stored_in(f, positions, structural)]
             if not owned:
                 continue
-            if version not in _SUPPORTED_FILE_VERSIONS:
+            if version not in _SUPPORTED_FILE_VERSIONS and not legacy:
                 raise UnsupportedFeatureError(
                     f"data file version {version[0]}.{version[1]} is not supported (supported: 2.0, 2.1, 2.2)",
                     path=data_file.path,
@@ -208,7 +208,10 @@ class LanceFragment:
                     data_file.file_size_bytes or None,
                     plans,
                     [f.name for f in owned],
-                    version,
+                    declared_version=version,
+                    legacy_field_ids=(data_file.fields[0], max(data_file.fields)) if legacy else None,
+                    full_types=tuple(None if _fully_stored(f, positions, structural) else f.to_arrow().type
+                                     for f in owned),
                 )
             )
         if remaining:
@@ -242,9 +245,7 @@ class LanceFragment:
                 # a blob column reads as its descriptions, like official Lance
                 return ColumnPlan(read_arrow_field(field), positions[field.id], [])
             if field.children:
-                return ColumnPlan(
-                    field.to_arrow(), -1, [self._column_plan(c, positions, path, True) for c in field.children]
-                )
+                return self._parent_plan(field, -1, positions, path, True)
         if field.id not in positions:
             raise CorruptFileError(
                 f"data file has no column for field {field.name!r} (id {field.id})",
@@ -252,24 +253,40 @@ class LanceFragment:
                 column=field.name,
                 **self.error_context(),
             )
-        return ColumnPlan(
-            field.to_arrow(),
-            positions[field.id],
-            [self._column_plan(child, positions, path) for child in field.children],
-        )
+        if is_packed_struct_leaf(field, positions):  # 2.0 packed struct: one column, children have none
+            return ColumnPlan(field.to_arrow(), positions[field.id], [])
+        return self._parent_plan(field, positions[field.id], positions, path, False)
 
-    def _reader(self, plan: _FilePlan) -> LanceFileReader:
-        readers: dict[str, LanceFileReader] = self.__dict__.setdefault("_readers", {})
+    def _parent_plan(self, field: LanceField, column: int, positions: dict[int, int], path: str,
+                     structural: bool) -> ColumnPlan:
+        children = field.children
+        if pa.types.is_struct(field.data_type):
+            # struct children the file lacks read as nulls (see partial_fields)
+            children = [c for c in children if _stored_in(c, positions, structural)]
+        plans = [self._column_plan(c, positions, path, structural) for c in children]
+        arrow = field.to_arrow()
+        if not _fully_stored(field, positions, structural):
+            arrow = pa.field(arrow.name, narrowed_type(arrow.type, [p.field for p in plans]), arrow.nullable,
+                             arrow.metadata)
+        return ColumnPlan(arrow, column, plans)
+
+    def _reader(self, plan: _FilePlan) -> LanceFileReader | LegacyFileReader:
+        readers: dict[str, LanceFileReader | LegacyFileReader] = self.__dict__.setdefault("_readers", {})
         reader = readers.get(plan.reader_path)
         if reader is None:
-            reader = LanceFileReader(self.object_store, plan.reader_path, size=plan.size)
-            found = _FOOTER_VERSION_NAMES.get(reader.version, reader.version)
-            if plan.declared_version is not None and plan.declared_version[0] >= 2 and found != plan.declared_version:
-                raise CorruptFileError(
-                    f"data file is file version {found[0]}.{found[1]} but the manifest "
-                    f"records {plan.declared_version[0]}.{plan.declared_version[1]}",
-                    path=plan.reader_path, **self.error_context(),
-                )
+            if plan.legacy_field_ids is not None:
+                reader = LegacyFileReader(self.object_store, plan.reader_path, field_ids=plan.legacy_field_ids,
+                                          size=plan.size, dictionaries=self._dataset.legacy_dictionaries)
+            else:
+                v2_reader = reader = LanceFileReader(self.object_store, plan.reader_path, size=plan.size)
+                found = _FOOTER_VERSION_NAMES.get(v2_reader.version, v2_reader.version)
+                if (plan.declared_version is not None and plan.declared_version[0] >= 2
+                        and found != plan.declared_version):
+                    raise CorruptFileError(
+                        f"data file is file version {found[0]}.{found[1]} but the manifest "
+                        f"records {plan.declared_version[0]}.{plan.declared_version[1]}",
+                        path=plan.reader_path, **self.error_context(),
+                    )
             if reader.num_rows != self.physical_rows:
                 raise CorruptFileError(
                     f"data file has {reader.num_rows} rows but fragment {self.fragment_id} has {self.physical_rows}",
@@ -280,7 +297,7 @@ class LanceFragment:
         return reader
 
     def _read_columns(self, file_plans: list[_FilePlan], columns: dict[str, pa.Array],
-                      getter: Callable[[LanceFileReader, list[ColumnPlan]], list[pa.Array]]) -> None:
+                      getter: Callable[[LanceFileReader | LegacyFileReader, list[ColumnPlan]], list[pa.Array]]) -> None:
         for plan in file_plans:
             if not plan.plans:
                 for name in plan.names:
@@ -291,7 +308,10 @@ class LanceFragment:
             except LanceError as exc:
                 # file-level errors know the file and column; add the table and version
                 raise exc.with_context(**self.error_context())
-            for name, array, column in zip(plan.names, arrays, plan.plans):
+            for name, array, column, full_type in zip(plan.names, arrays, plan.plans,
+                                                      plan.full_types or [None] * len(plan.plans)):
+                if full_type is not None:
+                    array = fill_missing_children(array, full_type)
                 if column.field.type == BLOB_V2_DESCRIPTION:
                     array = null_children_of_null_blobs(array)
                 if has_utf8(array.type):
@@ -364,6 +384,15 @@ def _stored_in(field: LanceField, positions: dict[int, int], structural: bool) -
     if field.id in positions:
         return True
     return structural and any(_stored_in(c, positions, True) for c in field.children)
+
+
+def _fully_stored(field: LanceField, positions: dict[int, int], structural: bool) -> bool:
+    """Whether a data file holds ``field`` and every field nested in it."""
+    if field.id in positions and (structural or not field.children or is_packed_struct_leaf(field, positions)):
+        return True
+    if not field.children or not (structural or field.id in positions):
+        return False
+    return all(_fully_stored(c, positions, structural) for c in field.children)
 
 
 def _with_system_columns(schema: pa.Schema, system_columns: list[str]) -> pa.Schema:

@@ -200,7 +200,7 @@ class ArrayEncodedReader:
     def _check_children(self, plan: ColumnPlan) -> None:
         data_type = plan.field.type
         col = self._column(plan)
-        if pa.types.is_struct(data_type) or _is_list(data_type):
+        if (pa.types.is_struct(data_type) and plan.children) or _is_list(data_type):  # no children: packed
             if len(plan.children) != (data_type.num_fields if pa.types.is_struct(data_type) else 1):
                 raise InvalidInputError(f"plan for {plan.field.name!r} has the wrong number of children")
             if pa.types.is_struct(data_type) and (plan.column, -2) not in self._verified:
@@ -231,7 +231,7 @@ class ArrayEncodedReader:
         data_type = plan.field.type
         col = self._column(plan)
         col.check_rows(stop)
-        if pa.types.is_struct(data_type):
+        if pa.types.is_struct(data_type) and plan.children:  # without children: a packed struct leaf
             children = [self._read_plan(c, start, stop) for c in plan.children]
             return _struct(data_type, stop - start, children)
         if _is_list(data_type):
@@ -280,7 +280,7 @@ class ArrayEncodedReader:
         col = self._column(plan)
         if len(rows):
             col.check_rows(int(rows[-1]) + 1)
-        if pa.types.is_struct(data_type):
+        if pa.types.is_struct(data_type) and plan.children:  # without children: a packed struct leaf
             children = [self._take_plan(c, rows) for c in plan.children]
             return _struct(data_type, len(rows), children)
         if _is_list(data_type):

@@ -168,7 +168,8 @@ def _conform_to_table(table: LanceSchema, df_schema: Any, schema_mode: str, uri:
 
 def _checked(plan: WritePlan) -> WritePlan:
     """A plan that writes files, its schema checked against its file version (no file opened)."""
-    LanceFileWriter.check_schema(plan.schema, plan.storage_version, table=plan.uri)
+    if plan.storage_version != "0.1":  # legacy files check their types when a task opens one
+        LanceFileWriter.check_schema(plan.schema, plan.storage_version, table=plan.uri)
     return plan
 
 

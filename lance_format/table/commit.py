@@ -42,6 +42,7 @@ from lance_format.table.conflicts import (
     modified_fragment_ids,
 )
 from lance_format.table.deletion import deletion_file_path, read_deletion_file, write_deletion_file
+from lance_format.table.legacy_dictionaries import carried_dictionaries
 from lance_format.table.manifest import ManifestFile, encode_manifest, read_manifest
 from lance_format.table.naming import VERSIONS_DIR, ManifestNaming, list_versions, manifest_path
 from lance_format.table.operations import BuildOptions, build_version
@@ -275,7 +276,13 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
             restored = read_manifest(store, path)
         built = build_version(previous, txn, state.options, store=store, restored=restored)
         state.write_transaction(txn)
-        data = encode_manifest(built.manifest, txn, built.index_section)
+        sources: list[tuple[str, table_pb2.Manifest]] = []
+        if previous is not None and listing.latest is not None:
+            sources.append((listing.versions[listing.latest], previous.manifest))
+        if restored is not None and path is not None:
+            sources.insert(0, (path, restored.manifest))
+        dictionaries = carried_dictionaries(store, sources, built.manifest)  # legacy tables only
+        data = encode_manifest(built.manifest, txn, built.index_section, dictionaries)
         naming = listing.naming or new_table_naming
         path = manifest_path(built.manifest.version, naming)
         if store.put_if_not_exists(path, data):

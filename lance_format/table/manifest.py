@@ -23,6 +23,8 @@ from lance_format.errors import CorruptFileError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema.logical_types import is_nested_logical_type
+from lance_format.table.legacy_dictionaries import dictionary_prefix
+from lance_format.table.legacy_manifest import repair_old_manifest
 
 MAGIC = b"LANC"
 MANIFEST_MAJOR = 0
@@ -129,10 +131,16 @@ def encode_manifest(
     manifest: table_pb2.Manifest,
     transaction: transaction_pb2.Transaction | None = None,
     index_section: table_pb2.IndexSection | None = None,
+    dictionaries: dict | None = None,
 ) -> bytes:
-    """Serialize a manifest file; sets the section offsets on ``manifest`` in place."""
-    parts: list[bytes] = []
-    offset = 0
+    """Serialize a manifest file; sets the section offsets on ``manifest`` in place.
+
+    ``dictionaries``: values of a legacy (0.1) table's dictionary fields, by field id; legacy
+    manifest files start with them (see legacy_dictionaries).
+    """
+    prefix = dictionary_prefix(manifest, dictionaries)
+    parts: list[bytes] = [prefix]
+    offset = len(prefix)
     manifest.ClearField("index_section")
     manifest.ClearField("transaction_section")
     manifest.ClearField("transaction_section_deprecated")
@@ -152,5 +160,9 @@ def encode_manifest(
     return b"".join(parts)
 
 
-def read_manifest(store: ObjectStore, path: str) -> ManifestFile:
-    return decode_manifest(store.read_bytes(path), table=store.uri, path=path)
+def read_manifest(store: ObjectStore, path: str, *, repair: bool = True) -> ManifestFile:
+    """Read a manifest file; ``repair`` completes manifests of early releases (see legacy_manifest)."""
+    manifest_file = decode_manifest(store.read_bytes(path), table=store.uri, path=path)
+    if repair:
+        repair_old_manifest(store, manifest_file.manifest)
+    return manifest_file

@@ -10,10 +10,11 @@ import enum
 import re
 from dataclasses import dataclass
 
-from lance_format.errors import CorruptFileError
-from lance_format.io import ObjectStore
+from lance_format.errors import CorruptFileError, PathEscapeError
+from lance_format.io import ObjectStore, check_relative_path
 
 VERSIONS_DIR = "_versions"
+DATA_DIR = "data"
 U64_MAX = (1 << 64) - 1
 _V2_NAME = re.compile(r"^(\d{20})\.manifest$")
 _V1_NAME = re.compile(r"^(\d+)\.manifest$")
@@ -70,3 +71,12 @@ def list_versions(store: ObjectStore) -> VersionListing:
             path=VERSIONS_DIR,
         )
     return VersionListing(versions, schemes.pop() if schemes else None)
+
+
+def data_file_path(path: str, *, table: str) -> str:
+    """Table-relative path of a data file named in a manifest, refusing paths that leave data/."""
+    check_relative_path(path, table=table)  # absolute paths and the like
+    relative = check_relative_path(f"{DATA_DIR}/{path}", table=table)
+    if not relative.startswith(f"{DATA_DIR}/"):
+        raise PathEscapeError("data file path escapes the data directory", table=table, path=path)
+    return relative

@@ -326,8 +326,10 @@ def _start(
         manifest.ClearField(name)
 
     # High-water marks never go back (a restore keeps the latest ones so ids are not reused).
-    has_mark = previous is not None and previous.HasField("max_fragment_id")
-    max_fragment_id = previous.max_fragment_id if previous is not None and has_mark else None
+    # Manifests of old releases lack max_fragment_id: official Lance then uses the highest fragment id.
+    max_fragment_id = None if previous is None else (
+        previous.max_fragment_id if previous.HasField("max_fragment_id")
+        else max((f.id for f in previous.fragments), default=None))
     existing = _copies(previous.fragments) if previous is not None else []
     return _Build(
         txn=txn, options=options, store=store, previous=previous, manifest=manifest, version=version, stable=stable,

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from lance_format.file.legacy_v0_1_writer import batches_like
+from lance_format.table.legacy_manifest import fragment_batch_rows
 from lance_format.dataset.mutations.base import Prepared, write_new_fragments
 from lance_format.errors import InvalidInputError
 from lance_format.proto import file_pb2, table_pb2
@@ -82,8 +84,10 @@ def _to_physical(fragment: "LanceFragment", batches: Iterable[pa.RecordBatch]) -
 def new_column_file(ds: "LanceDataset", fragment: "LanceFragment", schema: LanceSchema,
                    batches: Iterable[pa.RecordBatch], prepared: Prepared) -> table_pb2.DataFragment:
     arrow = schema.to_arrow()
-    written = write_new_fragments(ds, arrow, _to_physical(fragment, batches), prepared, lance_schema=schema,
-                                  max_rows_per_file=max(1, fragment.physical_rows))
+    # a legacy (0.1) fragment's new file must have the same row groups as its existing files
+    with batches_like(fragment_batch_rows(ds.object_store, fragment.metadata)):
+        written = write_new_fragments(ds, arrow, _to_physical(fragment, batches), prepared, lance_schema=schema,
+                                      max_rows_per_file=max(1, fragment.physical_rows))
     if len(written) != 1 or written[0].physical_rows != fragment.physical_rows:
         raise InvalidInputError(f"new column data does not cover the {fragment.physical_rows} rows of fragment "
                                 f"{fragment.fragment_id}", table=ds.uri, version=ds.version)

@@ -22,6 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
+from lance_format.file.legacy_v0_1_writer import LegacyFileWriter
+from lance_format.table.legacy_dictionaries import latest_table_dictionaries
 from lance_format.file.writer import LanceFileWriter, WrittenFile
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
@@ -30,7 +32,7 @@ from lance_format.table.rowids import encode_row_ids
 
 DATA_DIR = "data"
 # DataFile.file_major_version / file_minor_version recorded for each file version.
-FILE_VERSION_NUMBERS = {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2)}
+FILE_VERSION_NUMBERS = {"0.1": (0, 2), "2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2)}
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024 * 1024 * 1024
 # Names pylance accepts for file versions; 2.3 ("next") and the legacy 0.1 format are refused.
@@ -68,13 +70,16 @@ def data_file_name(prefix: str) -> str:
     return f"{prefix}{os.urandom(8).hex()}.lance"
 
 
-def _file_writer(store: ObjectStore, path: str, schema: LanceSchema, storage_version: str) -> LanceFileWriter:
+def _file_writer(store: ObjectStore, path: str, schema: LanceSchema,
+                 storage_version: str) -> LanceFileWriter | LegacyFileWriter:
     if storage_version not in FILE_VERSION_NUMBERS:
         raise UnsupportedFeatureError(
             f"writing Lance file version {storage_version} is not supported (supported: {sorted(FILE_VERSION_NUMBERS)})",
             table=store.uri,
             path=path,
         )
+    if storage_version == "0.1":  # legacy tables keep getting legacy files, as with official Lance
+        return LegacyFileWriter(store, path, schema, load_dictionaries=lambda: latest_table_dictionaries(store))
     return LanceFileWriter(store, path, schema, version=storage_version)
 
 
@@ -105,7 +110,7 @@ class FragmentSink:
         self._prefix = prefix
         self._max_rows = int(max_rows_per_file)
         self._max_bytes = int(max_bytes_per_file)
-        self._current: LanceFileWriter | None = None
+        self._current: LanceFileWriter | LegacyFileWriter | None = None
         self._current_rows = 0
         self._current_bytes = 0
         self._current_ids: list[np.ndarray] | None = None
@@ -119,7 +124,7 @@ class FragmentSink:
         """Table-relative paths of every file this sink created (finished or not)."""
         return list(self._paths)
 
-    def _open(self) -> LanceFileWriter:
+    def _open(self) -> LanceFileWriter | LegacyFileWriter:
         path = f"{DATA_DIR}/{data_file_name(self._prefix)}"
         self._paths.append(path)
         self._current = _file_writer(self._store, path, self._schema, self._version)

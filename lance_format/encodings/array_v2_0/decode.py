@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext, bitmap_to_bools, bools_to_bitmap, decompress_buffer
+from lance_format.encodings.array_v2_0.packed_struct import decode_packed_struct
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_0_pb2 as pb
 
@@ -111,6 +112,8 @@ def _decode_inner(
         return pa.Array.from_buffers(data_type, length, [validity], children=[items])
     if kind == "binary":
         return _decode_binary(enc.binary, buffers, length, data_type, validity, ctx)
+    if kind == "packed_struct":
+        return decode_packed_struct(enc.packed_struct, buffers, length, data_type, validity, ctx)
     if kind == "dictionary":
         if validity is not None:
             raise _unsupported("a dictionary page inside a nullable wrapper", ctx)
