@@ -51,23 +51,27 @@ class LanceError(Exception):
         return self
 
 
-class DatasetNotFoundError(LanceError):
-    """No Lance table exists at the given URI."""
+# Each error also derives from the builtin exception pylance raises in the same situation, so
+# code written against pylance (``except ValueError``, ``except OSError``) catches ours too.
 
 
-class DatasetAlreadyExistsError(LanceError):
-    """``mode="create"`` was asked for, but a table already exists at the URI."""
+class DatasetNotFoundError(LanceError, FileNotFoundError, ValueError):
+    """No Lance table exists at the given URI (pylance: ``ValueError``)."""
 
 
-class VersionNotFoundError(LanceError):
-    """The requested version or tag does not exist."""
+class DatasetAlreadyExistsError(LanceError, FileExistsError):
+    """``mode="create"`` was asked for, but a table already exists at the URI (pylance: ``OSError``)."""
 
 
-class TagError(LanceError):
-    """A tag operation failed (already exists, missing, or invalid name)."""
+class VersionNotFoundError(LanceError, ValueError):
+    """The requested version or tag does not exist (pylance: ``ValueError``)."""
 
 
-class CommitConflictError(LanceError):
+class TagError(LanceError, ValueError):
+    """A tag operation failed: already exists, missing, or invalid name (pylance: ``ValueError``)."""
+
+
+class CommitConflictError(LanceError, OSError):
     """A concurrent writer committed an incompatible change first."""
 
 
@@ -87,15 +91,15 @@ class RetryableCommitConflictError(CommitConflictError):
     """A concurrent commit got in the way; redoing the operation on the latest version may work."""
 
 
-class UnsupportedFeatureError(LanceError):
+class UnsupportedFeatureError(LanceError, NotImplementedError):
     """The table or file uses a feature this engine does not implement (flags, file versions, types)."""
 
 
-class CorruptFileError(LanceError):
+class CorruptFileError(LanceError, OSError):
     """A file of the table is truncated, malformed or inconsistent with the manifest."""
 
 
-class SchemaMismatchError(LanceError):
+class SchemaMismatchError(LanceError, OSError):
     """Data does not match the table's schema."""
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lance_format.errors import CorruptFileError, UnsupportedFeatureError
+from lance_format.errors import CorruptFileError, LanceError, UnsupportedFeatureError
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -105,6 +105,8 @@ def decompress_buffer(data: pa.Buffer, scheme: str, ctx: DecodeContext) -> pa.Bu
                 raise ctx.corrupt("lz4 buffer is too short")
             size = struct.unpack("<I", bytes(data[:4]))[0]
             return pa.Codec("lz4_raw").decompress(data.slice(4), decompressed_size=size)
+    except LanceError:  # already says what is wrong (LanceErrors are also OSError/ValueError)
+        raise
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise ctx.corrupt(f"cannot decompress {scheme} page buffer: {exc}") from exc
     raise UnsupportedFeatureError(

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 from pyroaring import BitMap
 
-from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_format.proto import table_pb2
 from lance_format.table.u64_segment import sorted_unique
 
@@ -74,6 +74,8 @@ def decode_arrow_deletions(data: bytes, path: str | None = None) -> np.ndarray:
                 f"expected exactly one batch in deletion file, got {reader.num_record_batches}", path=path
             )
         batch = reader.get_batch(0)
+    except LanceError:  # already says what is wrong (LanceErrors are also OSError/ValueError)
+        raise
     except (pa.ArrowException, ValueError, OSError) as exc:  # ArrowInvalid and IO errors
         raise CorruptFileError(f"unreadable Arrow IPC deletion file: {exc}", path=path) from exc
     # Lance compares the whole schema, metadata included, with `row_id: UInt32 not null`.
