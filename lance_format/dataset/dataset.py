@@ -26,6 +26,7 @@ from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
 from lance_format.table.deletion import deleted_row_count
+from lance_format.table.base_paths import BaseStores
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
@@ -90,6 +91,10 @@ class LanceDataset:
     @property
     def manifest_file(self) -> ManifestFile:
         return self._manifest_file
+
+    @cached_property
+    def _base_stores(self) -> BaseStores:
+        return BaseStores(self._store, self.manifest)
 
     @cached_property
     def lance_schema(self) -> LanceSchema:

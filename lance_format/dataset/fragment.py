@@ -64,6 +64,7 @@ class _FilePlan:
     plans: list[ColumnPlan]
     names: list[str]
     declared_version: tuple[int, int] | None = None  # (major, minor) the manifest records
+    store: ObjectStore | None = None  # the base holding the file (None: the table's own root)
 
 
 class LanceFragment:
@@ -104,7 +105,8 @@ class LanceFragment:
     def deleted_offsets(self) -> np.ndarray:
         if not self.metadata.HasField("deletion_file"):
             return np.empty(0, dtype=np.uint32)
-        offsets = read_deletion_file(self._store, self.fragment_id, self.metadata.deletion_file)
+        store = self._dataset._base_stores.deletion_store(self.metadata.deletion_file)
+        offsets = read_deletion_file(store, self.fragment_id, self.metadata.deletion_file)
         if len(offsets) and int(offsets.max()) >= self.physical_rows:
             raise CorruptFileError(
                 f"deletion file of fragment {self.fragment_id} deletes offset {int(offsets.max())}, "
@@ -171,7 +173,6 @@ class LanceFragment:
 
     # -- data --------------------------------------------------------------------------------
     def _file_plans(self, fields: list[LanceField]) -> list[_FilePlan]:
-        table = self._store.uri
         remaining = {f.id: f for f in fields}
         result: list[_FilePlan] = []
         for data_file in self.metadata.files:
@@ -197,14 +198,10 @@ class LanceFragment:
             plans = [self._column_plan(f, positions, data_file.path, structural) for f in owned]
             for f in owned:
                 del remaining[f.id]
+            store, reader_path = self._dataset._base_stores.data_file(data_file)
             result.append(
-                _FilePlan(
-                    data_file_path(data_file.path, table=table),
-                    data_file.file_size_bytes or None,
-                    plans,
-                    [f.name for f in owned],
-                    version,
-                )
+                _FilePlan(reader_path, data_file.file_size_bytes or None, plans, [f.name for f in owned], version,
+                          store)
             )
         if remaining:
             # Fields with no data file (e.g. added without backfill) read as nulls.
@@ -257,7 +254,7 @@ class LanceFragment:
         readers = self.__dict__.setdefault("_readers", {})
         reader = readers.get(plan.reader_path)
         if reader is None:
-            reader = LanceFileReader(self._store, plan.reader_path, size=plan.size)
+            reader = LanceFileReader(plan.store or self._store, plan.reader_path, size=plan.size)
             found = _FOOTER_VERSION_NAMES.get(tuple(reader.version), tuple(reader.version))
             if plan.declared_version is not None and plan.declared_version[0] >= 2 and found != plan.declared_version:
                 raise CorruptFileError(
