@@ -67,6 +67,10 @@ class TagError(LanceError):
     """A tag operation failed (already exists, missing, or invalid name)."""
 
 
+class BranchError(LanceError, ValueError):
+    """A branch operation failed (already exists, missing, still referenced, or invalid name)."""
+
+
 class CommitConflictError(LanceError):
     """A concurrent writer committed an incompatible change first."""
 
@@ -115,4 +119,5 @@ __all__ = [
     "SchemaMismatchError",
     "InvalidInputError",
     "PathEscapeError",
+    "BranchError",
 ]

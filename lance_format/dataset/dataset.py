@@ -30,6 +30,7 @@ from lance_format.table.base_paths import BaseStores
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
+from lance_format.table.refs import resolve_reference
 from lance_format.table.tags import Tags
 from lance_format.table.transaction import load_transaction
 
@@ -48,8 +49,9 @@ class LanceDataset:
                  storage_options: dict[str, str] | None = None) -> None:
         self._store = object_store_for(uri, storage_options)
         listing = _open_listing(self._store)
-        if isinstance(version, str) and not version.isdigit():
-            version = Tags(self._store).get_version(version)
+        if isinstance(version, (tuple, list)) or (isinstance(version, str) and not version.isdigit()):
+            self._store, version = resolve_reference(self._store, version)  # a tag or (branch, version)
+            listing = _open_listing(self._store)
         elif isinstance(version, str):
             version = int(version)
         elif version is not None:
@@ -129,7 +131,35 @@ class LanceDataset:
 
     @property
     def tags(self) -> Tags:
-        return Tags(self._store)
+        from lance_format.dataset.branches import dataset_tags
+
+        return dataset_tags(self)
+
+    # -- branches and clones (lance_format.dataset.branches / clones) ---------------------------
+    @property
+    def branches(self) -> "Branches":  # noqa: F821
+        from lance_format.dataset.branches import Branches, table_root
+
+        return Branches(table_root(self))
+
+    def create_branch(self, branch: str, reference=None, storage_options=None) -> "LanceDataset":
+        from lance_format.dataset.branches import create_branch
+
+        return create_branch(self, branch, reference, storage_options)
+
+    def shallow_clone(self, target_path, reference, storage_options=None, **kwargs) -> "LanceDataset":
+        from lance_format.dataset.clones import shallow_clone
+
+        return shallow_clone(self, target_path, reference, storage_options)
+
+    def deep_clone(self, target_path, reference, storage_options=None, **kwargs) -> "LanceDataset":
+        from lance_format.dataset.clones import deep_clone
+
+        return deep_clone(self, target_path, reference, storage_options)
+
+    def base_paths(self) -> dict[int, table_pb2.BasePath]:
+        """The base paths of this version, by id (pylance's ``base_paths()``)."""
+        return {b.id: b for b in self.manifest.base_paths}
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"

@@ -191,7 +191,7 @@ def write_dataset(
         raise InvalidInputError(f"unsupported write_dataset arguments: {sorted(unsupported)}")
     if mode not in MODES:
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
-    store = object_store_for(uri, storage_options)
+    store = object_store_for(uri._store if isinstance(uri, LanceDataset) else uri, storage_options)  # its branch
     existing = latest_manifest(store)
     if existing is not None:
         path, manifest_file = existing
