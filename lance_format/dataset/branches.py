@@ -8,6 +8,7 @@ is a shallow copy of the version it was created from (:mod:`lance_format.dataset
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -108,10 +109,14 @@ class Branches:
         del content
         self._root.delete(branch_ref_path(branch))
         prefix = f"{TREE_DIR}/{branch}/"
+        # a branch named "<branch>/..." (made from another parent) has its tree inside this one
+        nested = tuple(f"{TREE_DIR}/{name}/" for name in branch_names(self._root) if name.startswith(branch + "/"))
         for info in self._root.list_files(f"{TREE_DIR}/{branch}"):
             relative = self._root.relative_path(info)
-            if relative.startswith(prefix):
+            if relative.startswith(prefix) and not relative.startswith(nested):
                 self._root.delete(relative)
+        if self._root.is_local and not nested:  # like pylance, leave no empty folders behind
+            shutil.rmtree(self._root.full_path(f"{TREE_DIR}/{branch}"), ignore_errors=True)
 
     def replace_metadata(self, branch: str, metadata: dict[str, str]) -> None:
         content = read_branch(self._root, branch)
