@@ -49,7 +49,7 @@ class LanceDataset:
                  storage_options: dict[str, str] | None = None) -> None:
         self._store = object_store_for(uri, storage_options)
         listing = _open_listing(self._store)
-        if isinstance(version, (tuple, list)) or (isinstance(version, str) and not version.isdigit()):
+        if isinstance(version, tuple) or (isinstance(version, str) and not version.isdigit()):
             self._store, version = resolve_reference(self._store, version)  # a tag or (branch, version)
             listing = _open_listing(self._store)
         elif isinstance(version, str):

@@ -148,7 +148,7 @@ def resolve_reference(store: ObjectStore, reference: Reference) -> tuple[ObjectS
         root = root_store(store)
         tag = Tags(root)._read(reference)
         return branch_store(root, tag.get("branch")), int(tag["version"])
-    if isinstance(reference, (tuple, list)) and len(reference) == 2:
+    if isinstance(reference, tuple) and len(reference) == 2:
         branch, version = reference
         if branch is not None and not isinstance(branch, str):
             raise InvalidInputError(f"a branch name must be a string, got {branch!r}", table=store.uri)
