@@ -159,3 +159,55 @@ def test_clones_carry_indices(tmp_path):
     shutil.rmtree(src)
     deep = lance.dataset(str(tmp_path / "deep"))
     assert deep.to_table(filter="id = 7")["id"].to_pylist() == [7]
+
+
+# -- multi-base tables: files written to other base paths ---------------------------------------
+def _multi_base(tmp_path) -> str:
+    uri = str(tmp_path / "mb")
+    bases = [lance.DatasetBasePath(str(tmp_path / "flat"), name="flat"),
+             lance.DatasetBasePath(str(tmp_path / "rooted"), name="rooted", is_dataset_root=True)]
+    lance.write_dataset(_table(list(range(10))), uri, initial_bases=bases, target_bases=["flat"],
+                        enable_stable_row_ids=True)
+    lance.write_dataset(_table([100, 101]), uri, mode="append", target_bases=["rooted"])
+    lance.dataset(uri).delete("id = 3")
+    return uri
+
+
+def test_multi_base_tables_both_ways(tmp_path):
+    uri = _multi_base(tmp_path)
+    assert_same_table(uri)
+    ours = lance_format.dataset(uri)
+    assert {b.name for b in ours.base_paths().values()} == {b.name for b in lance.dataset(uri).base_paths().values()}
+    lance_format.write_dataset(_table([200]), uri, mode="append")
+    ours = lance_format.dataset(uri)
+    ours.delete("id = 100 OR id = 4")
+    ours.update({"name": "'x'"}, where="id = 5")
+    assert_same_table(uri)
+    lance.write_dataset(_table([300]), uri, mode="append", target_bases=["rooted"])
+    assert_same_table(uri)
+    assert sorted(lance_format.dataset(uri).to_table()["id"].to_pylist()) == [
+        0, 1, 2, 5, 6, 7, 8, 9, 101, 200, 300]
+
+
+def test_multi_base_cleanup_only_touches_the_primary_root(tmp_path):
+    uri = _multi_base(tmp_path)
+    others = sorted(str(p) for p in tmp_path.rglob("*") if p.is_file() and "mb" not in p.parts)
+    lance_format.write_dataset(_table([1]), uri, mode="overwrite")
+    time.sleep(0.05)
+    lance_format.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    assert sorted(str(p) for p in tmp_path.rglob("*") if p.is_file() and "mb" not in p.parts) == others
+    assert_same_table(uri)
+
+
+def test_relative_base_paths_are_refused(tmp_path):
+    uri = _multi_base(tmp_path)
+    store = ObjectStore(uri)
+    path = list_versions(store).versions[3]
+    mf = read_manifest(store, path)
+    mf.manifest.base_paths[0].path = "../../etc"
+    from lance_format.errors import PathEscapeError
+    from lance_format.table.manifest import encode_manifest
+
+    store.replace_bytes(path, encode_manifest(mf.manifest, mf.transaction, mf.index_section))
+    with pytest.raises(PathEscapeError, match="not an absolute path"):
+        lance_format.dataset(uri).to_table()

@@ -11,9 +11,10 @@ Paths inside a base are checked exactly like the table's own: they may not leave
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
-from lance_format.errors import CorruptFileError
+from lance_format.errors import CorruptFileError, PathEscapeError
 from lance_format.io import ObjectStore, check_relative_path, object_store_for
 from lance_format.proto import table_pb2
 
@@ -50,6 +51,10 @@ class BaseStores:
         store = self._opened.get(base_id)
         if store is None:
             path = self._base(base_id).path
+            if not (posixpath.isabs(path) or "://" in path):
+                # a relative base would resolve against the reader's working directory
+                raise PathEscapeError(f"base path id {base_id} is not an absolute path or URI",
+                                      table=self._store.uri, version=self._version, path=path)
             store = self._store if path == self._store.uri else object_store_for(path, self._store.storage_options)
             self._opened[base_id] = store
         return store
@@ -78,8 +83,6 @@ def contained_path(folder: str, path: str, *, table: str) -> str:
         return check_relative_path(path, table=table)
     relative = check_relative_path(f"{folder}/{path}", table=table)
     if not relative.startswith(f"{folder}/"):
-        from lance_format.errors import PathEscapeError
-
         raise PathEscapeError(f"file path escapes the {folder} directory", table=table, path=path)
     return relative
 
