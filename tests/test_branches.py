@@ -285,3 +285,36 @@ def test_branch_paths_are_checked(tmp_path):
     with pytest.raises(PathEscapeError):
         lance_format.dataset(f"{root}/tree/dev").to_table()
     del dev
+
+
+def test_restore_overwrite_and_schema_changes_on_a_branch(tmp_path):
+    root = str(tmp_path / "t")
+    _base(root, lance)
+    lance.dataset(root).create_branch("b", 1)
+    lance_format.write_dataset(_table([7]), lance_format.dataset(root).checkout_version(("b", None)), mode="append")
+    lance_format.dataset(root).checkout_version(("b", 1)).restore()  # branch version 3 = version 1
+    assert lance.dataset(root).checkout_version(("b", None)).version == 3
+    ours = lance_format.dataset(root).checkout_version(("b", None))
+    ours.add_columns({"twice": "id * 2"})
+    lance.dataset(root).checkout_version(("b", None)).drop_columns(["name"])
+    assert_same_branches(root)
+    lance_format.write_dataset(pa.table({"z": [1.5]}), lance_format.dataset(root).checkout_version(("b", None)),
+                               mode="overwrite")
+    assert_same_branches(root)
+    assert lance.dataset(root).checkout_version(("b", None)).to_table().to_pydict() == {"z": [1.5]}
+    for version in (1, 2):
+        assert_same_branch_version(root, None, version)  # main never moved
+
+
+def test_concurrent_deletes_on_a_branch_rebase(tmp_path):
+    root = str(tmp_path / "t")
+    _base(root, lance)
+    lance.dataset(root).delete("id = 1")  # fragment 0 has a deletion file in main's root
+    lance.dataset(root).create_branch("b")
+    first = lance_format.dataset(root).checkout_version(("b", None))
+    second = lance_format.dataset(root).checkout_version(("b", None))
+    first.delete("id = 2")
+    second.delete("id = 3")  # same fragment, built on the same version: rebased over the first
+    assert_same_branches(root)
+    assert sorted(lance.dataset(root).checkout_version(("b", None)).to_table()["id"].to_pylist()) == [4, 5]
+    assert sorted(lance.dataset(root).to_table()["id"].to_pylist()) == [2, 3, 4, 5]
