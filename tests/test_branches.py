@@ -318,3 +318,32 @@ def test_concurrent_deletes_on_a_branch_rebase(tmp_path):
     assert_same_branches(root)
     assert sorted(lance.dataset(root).checkout_version(("b", None)).to_table()["id"].to_pylist()) == [4, 5]
     assert sorted(lance.dataset(root).to_table()["id"].to_pylist()) == [2, 3, 4, 5]
+
+
+def test_branches_and_clones_on_s3():
+    from tests.s3_support import start_server
+
+    server, s3 = start_server()
+    try:
+        opts = s3.options()
+        root = f"s3://{s3.new_bucket()}/t.lance"
+        lance_format.write_dataset(_table([1, 2, 3]), root, storage_options=opts, enable_stable_row_ids=True)
+        ours = lance_format.dataset(root, storage_options=opts).create_branch("dev")
+        lance_format.write_dataset(_table([4]), ours, mode="append")
+        lance.dataset(root, storage_options=opts).create_branch("theirs").insert(_table([5]))
+        lance_format.dataset(root, storage_options=opts).shallow_clone(root + "-clone", ("theirs", None))
+        for branch, expected in (("dev", [1, 2, 3, 4]), ("theirs", [1, 2, 3, 5])):
+            theirs_ds = lance.dataset(root, storage_options=opts).checkout_version((branch, None))
+            ours_ds = lance_format.dataset(root, storage_options=opts).checkout_version((branch, None))
+            cols = ["id", "name", "_rowid"]
+            assert_tables_equal(ours_ds.to_table(columns=cols), theirs_ds.to_table(columns=cols), branch)
+            assert sorted(ours_ds.to_table()["id"].to_pylist()) == expected
+        bases = {b: [p.path for p in lance_format.dataset(root, storage_options=opts)
+                     .checkout_version((b, None)).manifest.base_paths] for b in ("dev", "theirs")}
+        assert bases["dev"] == bases["theirs"]  # the same URI text for the base
+        clone = lance.dataset(root + "-clone", storage_options=opts)
+        assert sorted(clone.to_table()["id"].to_pylist()) == [1, 2, 3, 5]
+        assert lance_format.dataset(root, storage_options=opts).branches.list() == \
+            lance.dataset(root, storage_options=opts).branches.list()
+    finally:
+        server.stop()
