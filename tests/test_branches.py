@@ -179,9 +179,15 @@ def test_branch_names_and_duplicates(tmp_path):
     root = str(tmp_path / "t")
     _base(root, lance_format)
     ds = lance_format.dataset(root)
-    for bad in ("main", "", "../x", "a/../b", "a//b", "/a", "x.lock", "a b"):
+    for bad in ("main", "", "../x", "a/../b", "a//b", "/a", "x/", "x.lock", "a b", "a@b", "a:b", "a\\b", None, 3):
         with pytest.raises(BranchError):
             ds.create_branch(bad)
+    for good in (".x", "-x", "é", "a.b", "a-b_c"):  # pylance accepts these too
+        ds.create_branch(good)
+        assert lance.dataset(root).checkout_version((good, None)).count_rows() == 5
+    assert sorted(lance_format.dataset(root).branches.list()) == sorted(lance.dataset(root).branches.list())
+    for good in (".x", "-x", "é", "a.b", "a-b_c"):
+        ds.branches.delete(good)
     ds.create_branch("x")
     with pytest.raises(BranchError, match="already exists"):
         ds.create_branch("x")
@@ -189,7 +195,22 @@ def test_branch_names_and_duplicates(tmp_path):
     with pytest.raises(BranchError, match="already exists"):
         ds.create_branch("y")
     assert sorted(lance.dataset(root).branches.list()) == ["x", "y"]
-    assert [n for n, _ in ds.branches.list_ordered("asc")] == ["x", "y"]
+    ds.checkout_version(1).create_branch("a")
+    ds.create_branch("b")
+    for order in (None, "asc", "desc"):
+        assert [n for n, _ in ds.branches.list_ordered(order)] == \
+            [n for n, _ in lance.dataset(root).branches.list_ordered(order)], order
+
+
+def test_branch_metadata_both_ways(tmp_path):
+    root = str(tmp_path / "t")
+    _base(root, lance_format)
+    lance_format.dataset(root).create_branch("m")
+    lance.dataset(root).branches.replace_metadata("m", {"k": "v"})
+    assert lance_format.dataset(root).branches.list()["m"]["metadata"] == {"k": "v"}
+    lance_format.dataset(root).branches.replace_metadata("m", {"q": "1"})
+    assert lance.dataset(root).branches.list()["m"] == lance_format.dataset(root).branches.list()["m"]
+    assert lance.dataset(root).branches.list()["m"]["metadata"] == {"q": "1"}
 
 
 def test_delete_branch_both_ways(tmp_path):
@@ -213,6 +234,13 @@ def test_delete_branch_both_ways(tmp_path):
     assert lance.dataset(root).branches.list() == {} and not os.path.exists(f"{root}/tree/p")
     with pytest.raises(BranchError, match="does not exist"):
         ds.branches.delete("p")
+    ds.create_branch("tagged").tags.create("on-tagged", 2)
+    with pytest.raises(BranchError, match="referenced by tags"):
+        ds.branches.delete("tagged")
+    with pytest.raises(Exception, match="referenced by tags"):
+        lance.dataset(root).branches.delete("tagged")
+    ds.tags.delete("on-tagged")
+    ds.branches.delete("tagged")
     ds.create_branch("q")
     ds.create_branch("q/r")  # made from main, but its tree lies inside q's
     ds.branches.delete("q")

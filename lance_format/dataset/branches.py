@@ -95,8 +95,8 @@ class Branches:
     def list_ordered(self, order: str | None = None) -> list[tuple[str, dict[str, Any]]]:
         if order not in (None, "asc", "desc"):
             raise InvalidInputError(f"order must be 'asc' or 'desc', got {order!r}", table=self._root.uri)
-        items = sorted(self.list().items(), key=lambda item: (item[1]["parent_version"], item[0]))
-        return items if order == "asc" else items[::-1]
+        sign = 1 if order == "asc" else -1  # like pylance: newest parent first, ties by name
+        return sorted(self.list().items(), key=lambda item: (sign * item[1]["parent_version"], item[0]))
 
     def delete(self, branch: str) -> None:
         """Delete a branch that no other branch was created from: its ref, then its tree."""
@@ -105,6 +105,10 @@ class Branches:
                     if info["parent_branch"] == branch]
         if children:
             raise BranchError(f"branch {branch!r} is referenced by branches {children}; delete them first",
+                              table=self._root.uri)
+        tags = [(name, t["version"]) for name, t in Tags(self._root).list().items() if t.get("branch") == branch]
+        if tags:
+            raise BranchError(f"branch {branch!r} is referenced by tags {tags}; delete them first",
                               table=self._root.uri)
         del content
         self._root.delete(branch_ref_path(branch))

@@ -15,7 +15,6 @@ current branch), a ``str`` (a tag), or a ``(branch, version)`` tuple, where bran
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Optional, Tuple, Union
 from urllib.parse import quote, unquote
 
@@ -28,7 +27,6 @@ from lance_format.table.naming import list_versions
 BRANCHES_DIR = "_refs/branches"
 TREE_DIR = "tree"
 MAIN = "main"
-_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 Reference = Union[int, str, Tuple[Optional[str], Optional[int]], None]
 
@@ -39,9 +37,11 @@ def check_branch_name(name: Any) -> str:
         raise BranchError(f"invalid branch name {name!r}")
     if name == MAIN:
         raise BranchError("'main' is the default branch; a new branch cannot be called 'main'")
-    segments = name.split("/")
-    if any(not _SEGMENT.match(s) or s.endswith(".lock") or ".." in s for s in segments):
-        raise BranchError(f"invalid branch name {name!r}: use '/'-separated letters, digits, '_', '-' and '.'")
+    if ".." in name or "\\" in name or name.endswith(".lock"):
+        raise BranchError(f"invalid branch name {name!r}: no '..', '\\' or '.lock' ending")
+    for segment in name.split("/"):
+        if not segment or not all(c.isalnum() or c in "._-" for c in segment):
+            raise BranchError(f"invalid branch name {name!r}: use '/'-separated letters, digits, '_', '-' and '.'")
     if len(quote(name, safe="").encode()) > 200:
         raise BranchError(f"invalid branch name {name[:40]!r}...: too long")
     return name
@@ -112,7 +112,7 @@ def read_branch(root: ObjectStore, name: str) -> dict[str, Any]:
 def branch_names(root: ObjectStore) -> list[str]:
     names = []
     for info in root.list_dir(BRANCHES_DIR):
-        if info.base_name.endswith(".json") and not info.base_name.startswith("."):
+        if info.base_name.endswith(".json"):  # staging files end in a random suffix
             names.append(unquote(info.base_name[: -len(".json")]))
     return sorted(names)
 
