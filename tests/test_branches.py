@@ -375,3 +375,20 @@ def test_branches_and_clones_on_s3():
             lance.dataset(root, storage_options=opts).branches.list()
     finally:
         server.stop()
+
+
+def test_delta_on_a_branch_like_pylance(tmp_path):
+    root = str(tmp_path / "t")
+    _base(root, lance_format)
+    lance_format.dataset(root).create_branch("d")
+    lance_format.write_dataset(_table([9]), lance_format.dataset(root).checkout_version(("d", None)), mode="append")
+    lance.dataset(root).checkout_version(("d", None)).update({"name": "'u'"}, where="id = 1")
+    assert lance_format.dataset(root).checkout_version(("d", 2)).read_transaction().HasField("clone")
+    ours = lance_format.dataset(root).checkout_version(("d", None)).delta(begin_version=2, end_version=4)
+    theirs = lance.dataset(root).checkout_version(("d", None)).delta(begin_version=2, end_version=4)
+    for method in ("get_inserted_rows", "get_updated_rows"):
+        mine, their = getattr(ours, method)(), getattr(theirs, method)()
+        mine = mine.read_all() if hasattr(mine, "read_all") else mine
+        their = their.read_all() if hasattr(their, "read_all") else their
+        assert mine.to_pydict() == their.to_pydict(), method
+        assert mine.num_rows == 1
