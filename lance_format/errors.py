@@ -71,6 +71,10 @@ class TagError(LanceError, ValueError):
     """A tag operation failed: already exists, missing, or invalid name (pylance: ``ValueError``)."""
 
 
+class BranchError(LanceError, ValueError):
+    """A branch operation failed: already exists, missing, still referenced, or invalid name."""
+
+
 class CommitConflictError(LanceError, OSError):
     """A concurrent writer committed an incompatible change first."""
 
@@ -125,4 +129,5 @@ __all__ = [
     "SchemaMismatchError",
     "InvalidInputError",
     "PathEscapeError",
+    "BranchError",
 ]

@@ -28,13 +28,16 @@ from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
 from lance_format.table.deletion import deleted_row_count
+from lance_format.table.base_paths import BaseStores
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
+from lance_format.table.refs import Reference, resolve_reference
 from lance_format.table.tags import Tags
 from lance_format.table.transaction import load_transaction
 
 if TYPE_CHECKING:
+    from lance_format.dataset.branches import Branches
     from lance_format.dataset.changes.feed import DatasetDelta
     from lance_format.dataset.maintenance.cleanup import CleanupStats
     from lance_format.dataset.maintenance.compaction import DatasetOptimizer
@@ -79,8 +82,9 @@ class LanceDataset:
                  storage_options: Mapping[str, str] | None = None) -> None:
         self._store = object_store_for(uri, storage_options)
         listing = _open_listing(self._store)
-        if isinstance(version, str) and not version.isdigit():
-            version = Tags(self._store).get_version(version)
+        if isinstance(version, tuple) or (isinstance(version, str) and not version.isdigit()):
+            self._store, version = resolve_reference(self._store, version)  # a tag or (branch, version)
+            listing = _open_listing(self._store)
         elif isinstance(version, str):
             version = int(version)
         elif version is not None:
@@ -145,6 +149,10 @@ class LanceDataset:
         return self._manifest_path
 
     @cached_property
+    def base_stores(self) -> BaseStores:
+        return BaseStores(self._store, self.manifest)
+
+    @cached_property
     def lance_schema(self) -> LanceSchema:
         """The table schema as Lance fields (field ids, logical types, encodings)."""
         m = self.manifest
@@ -188,7 +196,50 @@ class LanceDataset:
     @property
     def tags(self) -> Tags:
         """The table's tags (named versions): ``create``, ``delete``, ``list``, ``get_version``."""
-        return Tags(self._store)
+        from lance_format.dataset.branches import dataset_tags
+
+        return dataset_tags(self)
+
+    # -- branches and clones (lance_format.dataset.branches / clones) ---------------------------
+    @property
+    def branches(self) -> Branches:
+        from lance_format.dataset.branches import Branches, table_root
+
+        return Branches(table_root(self))
+
+    def create_branch(self, branch: str, reference: Reference = None,
+                      storage_options: dict[str, str] | None = None) -> LanceDataset:
+        """Create ``branch`` from ``reference`` (a version, tag or ``(branch, version)``; None: this
+        version) and return the branch's dataset (pylance's ``create_branch``).
+
+        Raises
+        ------
+        BranchError
+            The branch exists already or its name is invalid.
+        """
+        from lance_format.dataset.branches import create_branch
+
+        return create_branch(self, branch, reference, storage_options)
+
+    def shallow_clone(self, target_path: str | os.PathLike[str], reference: Reference,
+                      storage_options: dict[str, str] | None = None, **kwargs: Any) -> LanceDataset:
+        """A new table at ``target_path`` whose first version references this table's files at
+        ``reference`` (pylance's ``shallow_clone``; nothing is copied)."""
+        from lance_format.dataset.clones import shallow_clone
+
+        return shallow_clone(self, target_path, reference, storage_options)
+
+    def deep_clone(self, target_path: str | os.PathLike[str], reference: Reference,
+                   storage_options: dict[str, str] | None = None, **kwargs: Any) -> LanceDataset:
+        """A new table at ``target_path`` with copies of this table's files at ``reference``
+        (pylance's ``deep_clone``)."""
+        from lance_format.dataset.clones import deep_clone
+
+        return deep_clone(self, target_path, reference, storage_options)
+
+    def base_paths(self) -> dict[int, table_pb2.BasePath]:
+        """The base paths of this version, by id (pylance's ``base_paths()``)."""
+        return {b.id: b for b in self.manifest.base_paths}
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"

@@ -31,7 +31,6 @@ from lance_format.schema.blob import (
     read_arrow_field,
     read_arrow_schema,
 )
-from lance_format.table.naming import data_file_path
 from lance_format.table.deletion import deleted_row_count, live_row_count, read_deletion_file
 from lance_format.table.row_versions import read_created_at, read_last_updated_at
 from lance_format.table.rowids import read_row_ids
@@ -63,6 +62,7 @@ class _FilePlan:
     declared_version: tuple[int, int] | None = None  # (major, minor) the manifest records
     legacy_field_ids: tuple[int, int] | None = None  # legacy 0.1 files: the page table's field ids
     full_types: tuple[pa.DataType | None, ...] = ()  # per plan: the schema's type when the file lacks nested fields, else None
+    store: ObjectStore | None = None  # the base holding the file (None: the table's own root)
 
 
 class LanceFragment:
@@ -105,7 +105,8 @@ class LanceFragment:
     def deleted_offsets(self) -> np.ndarray:
         if not self.metadata.HasField("deletion_file"):
             return np.empty(0, dtype=np.uint32)
-        offsets = read_deletion_file(self.object_store, self.fragment_id, self.metadata.deletion_file)
+        store = self._dataset.base_stores.deletion_store(self.metadata.deletion_file)
+        offsets = read_deletion_file(store, self.fragment_id, self.metadata.deletion_file)
         if len(offsets) and int(offsets.max()) >= self.physical_rows:
             raise CorruptFileError(
                 f"deletion file of fragment {self.fragment_id} deletes offset {int(offsets.max())}, "
@@ -172,7 +173,6 @@ class LanceFragment:
 
     # -- data --------------------------------------------------------------------------------
     def _file_plans(self, fields: list[LanceField]) -> list[_FilePlan]:
-        table = self.object_store.uri
         remaining = {f.id: f for f in fields}
         result: list[_FilePlan] = []
         for data_file in self.metadata.files:
@@ -202,9 +202,10 @@ class LanceFragment:
             plans = [self._column_plan(f, positions, data_file.path, structural) for f in owned]
             for f in owned:
                 del remaining[f.id]
+            store, reader_path = self._dataset.base_stores.data_file(data_file)
             result.append(
                 _FilePlan(
-                    data_file_path(data_file.path, table=table),
+                    reader_path,
                     data_file.file_size_bytes or None,
                     plans,
                     [f.name for f in owned],
@@ -212,6 +213,7 @@ class LanceFragment:
                     legacy_field_ids=(data_file.fields[0], max(data_file.fields)) if legacy else None,
                     full_types=tuple(None if _fully_stored(f, positions, structural) else f.to_arrow().type
                                      for f in owned),
+                    store=store,
                 )
             )
         if remaining:
@@ -275,10 +277,10 @@ class LanceFragment:
         reader = readers.get(plan.reader_path)
         if reader is None:
             if plan.legacy_field_ids is not None:
-                reader = LegacyFileReader(self.object_store, plan.reader_path, field_ids=plan.legacy_field_ids,
+                reader = LegacyFileReader(plan.store or self.object_store, plan.reader_path, field_ids=plan.legacy_field_ids,
                                           size=plan.size, dictionaries=self._dataset.legacy_dictionaries)
             else:
-                v2_reader = reader = LanceFileReader(self.object_store, plan.reader_path, size=plan.size)
+                v2_reader = reader = LanceFileReader(plan.store or self.object_store, plan.reader_path, size=plan.size)
                 found = _FOOTER_VERSION_NAMES.get(v2_reader.version, v2_reader.version)
                 if (plan.declared_version is not None and plan.declared_version[0] >= 2
                         and found != plan.declared_version):

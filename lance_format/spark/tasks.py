@@ -354,7 +354,8 @@ def _apply_deletions(spec: DeleteSpec, fragment_id: int, offsets: np.ndarray) ->
                                version=spec.version)
     offsets = np.unique(offsets.astype(np.int64))
     updated, added = delete_rows(ds.object_store, fragment.metadata, offsets, read_version=spec.version,
-                                 write_id=spec.write_id)
+                                 write_id=spec.write_id,
+                                 deletion_store=ds.base_stores.deletion_store(fragment.metadata.deletion_file))
     if added == 0:
         return None
     return _deletion_row(fragment_id, updated, added, offsets)

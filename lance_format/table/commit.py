@@ -41,6 +41,7 @@ from lance_format.table.conflicts import (
     check,
     modified_fragment_ids,
 )
+from lance_format.table.base_paths import BaseStores
 from lance_format.table.deletion import deletion_file_path, read_deletion_file, write_deletion_file
 from lance_format.table.legacy_dictionaries import carried_dictionaries
 from lance_format.table.manifest import ManifestFile, encode_manifest, read_manifest
@@ -159,7 +160,8 @@ class _Commit:
                 raise RetryableCommitConflictError(
                     f"fragment {fragment_id} was removed concurrently; retry the operation",
                     table=self.store.uri, version=latest.manifest.version)
-            existing = (read_deletion_file(self.store, fragment_id, fragment.deletion_file)
+            holder = BaseStores(self.store, latest.manifest).deletion_store(fragment.deletion_file)
+            existing = (read_deletion_file(holder, fragment_id, fragment.deletion_file)
                         if fragment.HasField("deletion_file") else np.zeros(0, dtype=np.uint32))
             # only a commit with affected rows gets a rebase verdict, so self.affected is set
             ours = self.affected.get(fragment_id, np.zeros(0, dtype=np.uint32))  # type: ignore[union-attr]

@@ -23,8 +23,8 @@ _NAMES = {
     TABLE_CONFIG: "table config",
     BASE_PATHS: "multiple base paths",
 }
-# Flags this engine implements. BASE_PATHS is known but its data layout is not supported yet.
-SUPPORTED = DELETION_FILES | STABLE_ROW_IDS | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG
+# Flags this engine implements.
+SUPPORTED = DELETION_FILES | STABLE_ROW_IDS | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | BASE_PATHS
 
 
 def compute_flags(manifest: table_pb2.Manifest, *, stable_row_ids: bool) -> tuple[int, int]:

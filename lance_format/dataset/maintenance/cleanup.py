@@ -22,7 +22,7 @@ from lance_format.errors import InvalidInputError, TagError
 from lance_format.table.deletion import deletion_file_path
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import VERSIONS_DIR, list_versions
-from lance_format.table.tags import Tags
+from lance_format.dataset.branches import cleanup_references
 from lance_format.table.transaction import TRANSACTIONS_DIR
 
 if TYPE_CHECKING:
@@ -102,8 +102,7 @@ def cleanup_old_versions(
     if retain_versions is not None:
         before_version = ordered[0] if len(ordered) <= retain_versions else ordered[len(ordered) - retain_versions]
     chosen = set(versions) if versions is not None else None
-    tags = Tags(store).list()
-    tagged = {int(t["version"]): name for name, t in tags.items()}
+    tagged, kept_for_branches, branch_manifests = cleanup_references(ds)
 
     referenced, verified = _Refs.empty(), _Refs.empty()
     old_manifests: list[str] = []
@@ -123,11 +122,13 @@ def cleanup_old_versions(
         is_latest = version >= ds.version
         if version in tagged and not is_latest and should_clean:
             tagged_old[tagged[version]] = version
-        if is_latest or not should_clean or version in tagged:
+        if is_latest or not should_clean or version in tagged or version in kept_for_branches:
             referenced.add(mf)
         else:
             verified.add(mf)
             old_manifests.append(path)
+    for mf in branch_manifests:  # files a branch shares with this one stay
+        referenced.add(mf)
     if tagged_old and error_if_tagged_old_versions:
         raise TagError(
             f"{len(tagged_old)} tagged version(s) have been marked for cleanup. Either set "

@@ -110,8 +110,10 @@ def delete_rows(
     *,
     read_version: int,
     write_id: str,
+    deletion_store: ObjectStore | None = None,
 ) -> tuple[table_pb2.DataFragment | None, int]:
-    """Mark physical ``offsets`` of ``fragment`` deleted, on top of its existing deletions.
+    """Mark physical ``offsets`` of ``fragment`` deleted, on top of its existing deletions
+    (read from ``deletion_store`` when they live in another base path).
 
     Returns ``(updated fragment, newly deleted count)``; the fragment is ``None`` when no live
     row remains (the commit removes it). Nothing is written when nothing new is deleted.
@@ -122,7 +124,7 @@ def delete_rows(
             f"row offsets outside fragment {fragment.id} ({fragment.physical_rows} rows)", table=store.uri
         )
     old = (
-        read_deletion_file(store, fragment.id, fragment.deletion_file)
+        read_deletion_file(deletion_store or store, fragment.id, fragment.deletion_file)
         if fragment.HasField("deletion_file")
         else np.empty(0, np.uint32)
     )

@@ -57,7 +57,8 @@ def write_dataset(
         raise InvalidInputError(f"unsupported write_dataset arguments: {sorted(unsupported)}")
     if mode not in MODES:
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
-    store = object_store_for(uri, storage_options)
+    # a LanceDataset: write to its store, which is its branch's when it is checked out on one
+    store = object_store_for(uri.object_store if isinstance(uri, LanceDataset) else uri, storage_options)
     existing = latest_manifest(store)
     if existing is not None:
         path, manifest_file = existing

@@ -1,0 +1,197 @@
+"""Branches of a table: create, list, delete, tags that name branch versions, and what cleanup keeps.
+
+A branch is a table of its own under ``<root>/tree/<name>/`` (see :mod:`lance_format.table.refs`);
+opening, writing and mutating it is opening, writing and mutating that table. Its first version
+is a shallow copy of the version it was created from (:mod:`lance_format.dataset.clones`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import shutil
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from lance_format.dataset.clones import source_version, write_shallow_copy
+from lance_format.errors import BranchError, InvalidInputError, TagError
+from lance_format.io import ObjectStore
+from lance_format.table.manifest import ManifestFile, read_manifest
+from lance_format.table.naming import list_versions
+from lance_format.table.refs import (
+    TREE_DIR,
+    Reference,
+    branch_identifier,
+    branch_names,
+    branch_ref_path,
+    branch_store,
+    check_branch_name,
+    manifest_branch,
+    normalize_branch,
+    read_branch,
+    resolve_reference,
+    root_of,
+    version_path,
+    write_branch,
+)
+from lance_format.table.tags import Tags
+from lance_format.table.tags import _now as tag_timestamp
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+
+def table_root(ds: "LanceDataset") -> ObjectStore:
+    return root_of(ds.object_store, ds.manifest)
+
+
+def create_branch(ds: "LanceDataset", branch: str, reference: Reference = None,
+                  storage_options: dict[str, str] | None = None) -> "LanceDataset":
+    """Create ``branch`` from ``reference`` (None: the version ``ds`` is at); the branch's dataset."""
+
+    check_branch_name(branch)
+    root = table_root(ds)
+    if root.exists(branch_ref_path(branch)):
+        raise BranchError(f"branch {branch!r} already exists", table=root.uri)
+    source = source_version(ds, reference)
+    parent = manifest_branch(source.manifest)
+    target = branch_store(root, branch)
+    size = write_shallow_copy(source, target, branch=branch)
+    ref = {
+        "parentBranch": parent,
+        "identifier": {"version_mapping": branch_identifier(root, parent) + [[source.version, uuid.uuid4().hex]]},
+        "parentVersion": source.version,
+        "createAt": int(time.time()),
+        "manifestSize": size,
+        "metadata": {},
+    }
+    if not write_branch(root, branch, ref):
+        raise BranchError(f"branch {branch!r} already exists", table=root.uri)
+    return type(ds)(target)
+
+
+def _branch_info(content: dict[str, Any]) -> dict[str, Any]:
+    mapping = content.get("identifier", {}).get("version_mapping", [])
+    return {
+        "parent_branch": content.get("parentBranch"),
+        "branch_identifier": [(int(v), str(u)) for v, u in mapping],
+        "parent_version": int(content["parentVersion"]),
+        "create_at": content.get("createAt"),
+        "manifest_size": content.get("manifestSize"),
+        "metadata": dict(content.get("metadata") or {}),
+    }
+
+
+class Branches:
+    """The branches of one table (pylance's ``LanceDataset.branches``)."""
+
+    def __init__(self, root: ObjectStore) -> None:
+        self._root = root
+
+    def list(self) -> dict[str, dict[str, Any]]:
+        return {name: _branch_info(read_branch(self._root, name)) for name in branch_names(self._root)}
+
+    def list_ordered(self, order: str | None = None) -> builtins.list[tuple[str, dict[str, Any]]]:
+        if order not in (None, "asc", "desc"):
+            raise InvalidInputError(f"order must be 'asc' or 'desc', got {order!r}", table=self._root.uri)
+        sign = 1 if order == "asc" else -1  # like pylance: newest parent first, ties by name
+        return sorted(self.list().items(), key=lambda item: (sign * item[1]["parent_version"], item[0]))
+
+    def delete(self, branch: str) -> None:
+        """Delete a branch that no other branch was created from: its ref, then its tree."""
+        content = read_branch(self._root, branch)  # raises when missing
+        children = [(name, info["parent_version"]) for name, info in self.list().items()
+                    if info["parent_branch"] == branch]
+        if children:
+            raise BranchError(f"branch {branch!r} is referenced by branches {children}; delete them first",
+                              table=self._root.uri)
+        tags = [(name, t["version"]) for name, t in Tags(self._root).list().items() if t.get("branch") == branch]
+        if tags:
+            raise BranchError(f"branch {branch!r} is referenced by tags {tags}; delete them first",
+                              table=self._root.uri)
+        del content
+        self._root.delete(branch_ref_path(branch))
+        prefix = f"{TREE_DIR}/{branch}/"
+        # a branch named "<branch>/..." (made from another parent) has its tree inside this one
+        nested = tuple(f"{TREE_DIR}/{name}/" for name in branch_names(self._root) if name.startswith(branch + "/"))
+        for info in self._root.list_files(f"{TREE_DIR}/{branch}"):
+            relative = self._root.relative_path(info)
+            if relative.startswith(prefix) and not relative.startswith(nested):
+                self._root.delete(relative)
+        if self._root.is_local and not nested:  # like pylance, leave no empty folders behind
+            shutil.rmtree(self._root.full_path(f"{TREE_DIR}/{branch}"), ignore_errors=True)
+
+    def replace_metadata(self, branch: str, metadata: dict[str, str]) -> None:
+        content = read_branch(self._root, branch)
+        content["metadata"] = {str(k): str(v) for k, v in metadata.items()}
+        self._root.replace_bytes(branch_ref_path(branch), json.dumps(content, indent=2).encode())
+
+
+def _branch_of_store(root: ObjectStore, store: ObjectStore) -> str | None:
+    if store.uri.rstrip("/") == root.uri.rstrip("/"):
+        return None
+    return store.uri.rstrip("/")[len(root.uri.rstrip("/")) + len(TREE_DIR) + 2:]
+
+
+class BranchTags(Tags):
+    """Tags of a table whose versions may be on branches; references as pylance takes them."""
+
+    def __init__(self, root: ObjectStore, current: ObjectStore) -> None:
+        super().__init__(root)
+        self._current = current
+
+    def _target(self, reference: Reference) -> tuple[str | None, int, int]:
+        if reference is None:
+            store, version = self._current, None
+        else:
+            store, version = resolve_reference(self._current, reference)
+        version, path = version_path(store, version)
+        return _branch_of_store(self._store, store), version, store.size(path)
+
+    # pylance's signature: a reference (version, tag or (branch, version)) where Tags takes a version
+    def create(self, name: str, reference: Reference = None, *,  # type: ignore[override]
+               version: int | None = None) -> None:
+        path = self._path(name)
+        branch, number, size = self._target(version if version is not None else reference)
+        now = tag_timestamp()
+        body: dict[str, Any] = {"branch": branch, "version": number, "createdAt": now, "updatedAt": now, "manifestSize": size,
+                "metadata": {}}
+        if not self._store.put_if_not_exists(path, json.dumps(body, indent=2).encode()):
+            raise TagError(f"tag {name!r} already exists", table=self._store.uri)
+
+    def update(self, name: str, reference: Reference = None, *,  # type: ignore[override]
+               version: int | None = None) -> None:
+        content = self._read(name)
+        branch, number, size = self._target(version if version is not None else reference)
+        content.update({"branch": branch, "version": number, "manifestSize": size, "updatedAt": tag_timestamp()})
+        self._store.replace_bytes(self._path(name), json.dumps(content, indent=2).encode())
+
+
+def dataset_tags(ds: "LanceDataset") -> Tags:
+    return BranchTags(table_root(ds), ds.object_store)
+
+
+# -- what cleanup must keep --------------------------------------------------------------------
+def cleanup_references(ds: "LanceDataset") -> tuple[dict[int, str], set[int], list[ManifestFile]]:
+    """For cleaning ``ds``'s branch: (tagged versions -> tag, versions other branches were created
+    from, every manifest of every other branch, whose files may live in this branch)."""
+    root = table_root(ds)
+    current = manifest_branch(ds.manifest)
+    tagged = {int(t["version"]): name for name, t in Tags(root).list().items()
+              if normalize_branch(t.get("branch")) == current}
+    kept: set[int] = set()
+    manifests: list[ManifestFile] = []
+    for name in branch_names(root):
+        info = read_branch(root, name)
+        if normalize_branch(info.get("parentBranch")) == current:
+            kept.add(int(info["parentVersion"]))
+        if name == current:
+            continue
+        store = branch_store(root, name)
+        listing = list_versions(store)
+        manifests.extend(read_manifest(store, path) for path in listing.versions.values())
+    return tagged, kept, manifests
+
+
+__all__ = ["create_branch", "Branches", "BranchTags", "dataset_tags", "cleanup_references"]

@@ -1,0 +1,124 @@
+"""Base paths: data and deletion files that live in another table's directory.
+
+A manifest may list ``base_paths`` (``BasePath{id, name, is_dataset_root, path}``); a
+``DataFile``, ``DeletionFile`` or ``IndexMetadata`` whose ``base_id`` is set lives under that
+base instead of the table's own root. Branches (``tree/<name>/``) and shallow clones use this to
+share the files of the version they started from. A dataset-root base keeps its files in the
+usual ``data/``, ``_deletions/`` and ``_indices/`` folders; any other base holds them directly.
+
+Paths inside a base are checked exactly like the table's own: they may not leave the base.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from lance_format.errors import CorruptFileError, PathEscapeError
+from lance_format.io import ObjectStore, check_relative_path, object_store_for
+from lance_format.proto import table_pb2
+
+DATA_DIR = "data"
+DELETIONS_DIR = "_deletions"
+INDICES_DIR = "_indices"
+
+
+def base_uri(store: ObjectStore) -> str:
+    """The text a manifest records as the path of a base that is ``store``'s table root."""
+    return store.uri
+
+
+class BaseStores:
+    """Where the files of one manifest live: its table's own store or one of its base paths."""
+
+    def __init__(self, store: ObjectStore, manifest: table_pb2.Manifest) -> None:
+        self._store = store
+        self._bases = {b.id: b for b in manifest.base_paths}
+        self._version = manifest.version
+        self._opened: dict[int, ObjectStore] = {}
+
+    def _base(self, base_id: int) -> table_pb2.BasePath:
+        base = self._bases.get(base_id)
+        if base is None:
+            raise CorruptFileError(f"a file names base path id {base_id}, which the manifest does not list",
+                                   table=self._store.uri, version=self._version)
+        return base
+
+    def store(self, base_id: int | None) -> ObjectStore:
+        """The store of a base (``None``: the table's own root)."""
+        if base_id is None:
+            return self._store
+        store = self._opened.get(base_id)
+        if store is None:
+            path = self._base(base_id).path
+            if not (posixpath.isabs(path) or "://" in path):
+                # a relative base would resolve against the reader's working directory
+                raise PathEscapeError(f"base path id {base_id} is not an absolute path or URI",
+                                      table=self._store.uri, version=self._version, path=path)
+            store = self._store if path == self._store.uri else object_store_for(path, self._store.storage_options)
+            self._opened[base_id] = store
+        return store
+
+    def is_dataset_root(self, base_id: int | None) -> bool:
+        return base_id is None or self._base(base_id).is_dataset_root
+
+    def data_file(self, data_file: table_pb2.DataFile) -> tuple[ObjectStore, str]:
+        """(store, store-relative path) of a data file, refusing paths that leave its folder."""
+        base_id = data_file.base_id if data_file.HasField("base_id") else None
+        store = self.store(base_id)
+        folder = DATA_DIR if self.is_dataset_root(base_id) else ""
+        return store, contained_path(folder, data_file.path, table=store.uri)
+
+    def deletion_store(self, deletion_file: table_pb2.DeletionFile) -> ObjectStore:
+        return self.store(deletion_file.base_id if deletion_file.HasField("base_id") else None)
+
+    def index_store(self, index: table_pb2.IndexMetadata) -> ObjectStore:
+        return self.store(index.base_id if index.HasField("base_id") else None)
+
+
+def contained_path(folder: str, path: str, *, table: str) -> str:
+    """``folder/path`` relative to a table root, refusing ``path`` when it leaves ``folder``."""
+    check_relative_path(path, table=table)  # absolute paths and the like
+    if not folder:
+        return check_relative_path(path, table=table)
+    relative = check_relative_path(f"{folder}/{path}", table=table)
+    if not relative.startswith(f"{folder}/"):
+        raise PathEscapeError(f"file path escapes the {folder} directory", table=table, path=path)
+    return relative
+
+
+def rebase_files(manifest: Any, base_id: int) -> None:
+    """Point every file that lives at the manifest's own root at ``base_id`` instead (in place)."""
+    for fragment in manifest.fragments:
+        for data_file in fragment.files:
+            if not data_file.HasField("base_id"):
+                data_file.base_id = base_id
+        if fragment.HasField("deletion_file") and not fragment.deletion_file.HasField("base_id"):
+            fragment.deletion_file.base_id = base_id
+
+
+def rebase_indices(index_section: table_pb2.IndexSection | None, base_id: int) -> None:
+    if index_section is None:
+        return
+    for index in index_section.indices:
+        if not index.HasField("base_id"):
+            index.base_id = base_id
+
+
+def add_base(manifest: table_pb2.Manifest, path: str, name: str | None) -> int:
+    """The id of the dataset-root base at ``path``, registering it when the manifest lacks it."""
+    for base in manifest.base_paths:
+        if base.path == path and base.is_dataset_root:
+            return base.id
+    new_id = max((b.id for b in manifest.base_paths), default=-1) + 1
+    base = table_pb2.BasePath(id=new_id, is_dataset_root=True, path=path)
+    if name is not None:
+        base.name = name
+    # official Lance lists the newest base first
+    bases = [base]
+    for existing in manifest.base_paths:
+        bases.append(table_pb2.BasePath())
+        bases[-1].CopyFrom(existing)
+    del manifest.base_paths[:]
+    manifest.base_paths.extend(bases)
+    return new_id
