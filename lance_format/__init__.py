@@ -32,6 +32,7 @@ from lance_format.errors import (
     RetryableCommitConflictError,
     SchemaMismatchError,
     TagError,
+    BranchError,
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "RetryableCommitConflictError",
     "SchemaMismatchError",
     "TagError",
+    "BranchError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
 ]
