@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from lance_format.encodings.buffers import DecodeContext, bools_to_bitmap
 from lance_format.encodings.v2_0_decode import ListOffsetsPage, decode_leaf, decode_leaf_window, decode_list_offsets
@@ -499,8 +498,8 @@ class LanceFileReader:
 
 def _open(store: ObjectStore, path: str) -> tuple[pa.NativeFile, pa.Buffer | None]:
     """Open a data file; local files are memory-mapped (data files are immutable once written)."""
-    if isinstance(store.filesystem, pafs.LocalFileSystem):
-        full = store.full_path(path)
+    full = store.local_path(path)
+    if full is not None:
         try:
             mapped = pa.memory_map(full, "r")
         except FileNotFoundError as exc:
