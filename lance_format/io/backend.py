@@ -36,6 +36,7 @@ BACKENDS: dict[str, str] = {
     "": "lance_format.io.local:LocalBackend",
     "file": "lance_format.io.local:LocalBackend",
     "s3": "lance_format.io.s3:S3Backend",
+    "memory": "lance_format.io.memory:MemoryBackend",
 }
 SUPPORTED_SCHEMES = ("local paths",) + tuple(f"{scheme}://" for scheme in BACKENDS if scheme)
 
@@ -61,6 +62,7 @@ class StorageBackend(ABC):
     atomic_put: ClassVar[str]  # how put_if_absent is atomic, for docs and errors
     has_directories: ClassVar[bool] = False  # parents must exist before files are created
     writes_version_hint: ClassVar[bool] = False  # pylance writes the hint file only on local disks
+    process_local: ClassVar[bool] = False  # other processes (Spark workers) cannot reach the store
 
     uri: str  # the table URI, for messages
     root: str  # the table root inside ``filesystem``
