@@ -37,6 +37,7 @@ BACKENDS: dict[str, str] = {
     "file": "lance_format.io.local:LocalBackend",
     "s3": "lance_format.io.s3:S3Backend",
     "memory": "lance_format.io.memory:MemoryBackend",
+    "gs": "lance_format.io.gcs:GcsBackend",
 }
 SUPPORTED_SCHEMES = ("local paths",) + tuple(f"{scheme}://" for scheme in BACKENDS if scheme)
 
