@@ -38,6 +38,8 @@ BACKENDS: dict[str, str] = {
     "s3": "lance_format.io.s3:S3Backend",
     "memory": "lance_format.io.memory:MemoryBackend",
     "gs": "lance_format.io.gcs:GcsBackend",
+    "az": "lance_format.io.azure:AzureBackend",
+    "abfss": "lance_format.io.azure:AzureBackend",
 }
 SUPPORTED_SCHEMES = ("local paths",) + tuple(f"{scheme}://" for scheme in BACKENDS if scheme)
 
