@@ -12,7 +12,8 @@ _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connectio
 
 
 class FaultProxy:
-    """``endpoint`` forwards to ``target``; each status in ``throttle`` answers one request."""
+    """``endpoint`` forwards to ``target``; each entry of ``throttle`` answers one request: a
+    status, or (status, error code) like (403, "ExpiredToken")."""
 
     def __init__(self, target: str) -> None:
         parsed = urlparse(target)
@@ -29,12 +30,14 @@ class FaultProxy:
             def _relay(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if proxy.throttle:
-                    status = proxy.throttle.pop(0)
-                    message = b"<Error><Code>ServerBusy</Code><Message>throttled by the test</Message></Error>"
+                    fault = proxy.throttle.pop(0)
+                    status, code = fault if isinstance(fault, tuple) else (fault, "ServerBusy" if fault == 503
+                                                                           else "SlowDown")
+                    message = f"<Error><Code>{code}</Code><Message>injected by the test</Message></Error>".encode()
                     self.send_response(status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(message)))
-                    self.send_header("x-ms-error-code", "ServerBusy")
+                    self.send_header("x-ms-error-code", code)
                     self.end_headers()
                     self.wfile.write(message)
                     return

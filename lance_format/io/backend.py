@@ -120,8 +120,10 @@ class StorageBackend(ABC):
         """A path the OS can open (memory-mapped reads), or None."""
         return None
 
-    def options_for_reopen(self) -> dict[str, str]:
-        return {}
+    def translate_error(self, exc: OSError, what: str) -> Exception | None:
+        """A typed error for a failed filesystem call (refused credentials, throttling), or None
+        to let ``exc`` through. SDK-backed stores translate inside their primitives already."""
+        return None
 
 
 def open_backend(uri: str, options: dict[str, str]) -> StorageBackend:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 import posixpath
+from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lance_format.errors import CorruptFileError, InvalidInputError, PathEscapeError
+from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, PathEscapeError
 from lance_format.io.backend import SUPPORTED_SCHEMES, StorageBackend, open_backend  # noqa: F401 (re-export)
 from lance_format.io.storage_options import normalize_storage_options
 
@@ -73,29 +74,46 @@ class ObjectStore:
         """A path the OS can open (for memory-mapped reads), or None on object stores."""
         return self.backend.local_path(self.full_path(relative))
 
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Typed errors for refused credentials and throttling from filesystem calls."""
+        try:
+            yield
+        except (LanceError, FileNotFoundError):
+            raise
+        except OSError as exc:
+            typed = self.backend.translate_error(exc, what)
+            if typed is None:
+                raise
+            raise typed from exc
+
     # -- reads -------------------------------------------------------------------------------
     def exists(self, relative: str) -> bool:
-        info = self.filesystem.get_file_info(self.full_path(relative))
+        with self._errors(f"checking {relative!r}"):
+            info = self.filesystem.get_file_info(self.full_path(relative))
         return info.type != pafs.FileType.NotFound
 
     def is_dir(self, relative: str = ".") -> bool:
         path = self.root if relative == "." else self.full_path(relative)
-        return self.filesystem.get_file_info(path).type == pafs.FileType.Directory
+        with self._errors(f"checking {relative!r}"):
+            return self.filesystem.get_file_info(path).type == pafs.FileType.Directory
 
     def size(self, relative: str) -> int:
-        size = self.backend.size(self.full_path(relative))
+        with self._errors(f"reading the size of {relative!r}"):
+            size = self.backend.size(self.full_path(relative))
         if size is None:
             raise CorruptFileError("file is missing", table=self.uri, path=relative)
         return size
 
     def open_input(self, relative: str) -> pa.NativeFile:
         try:
-            return self.filesystem.open_input_file(self.full_path(relative))
+            with self._errors(f"opening {relative!r}"):
+                return self.filesystem.open_input_file(self.full_path(relative))
         except FileNotFoundError as exc:
             raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
 
     def read_bytes(self, relative: str) -> bytes:
-        with self.open_input(relative) as f:
+        with self.open_input(relative) as f, self._errors(f"reading {relative!r}"):
             return f.read()
 
     def list_dir(self, relative: str) -> list[pafs.FileInfo]:
@@ -105,7 +123,8 @@ class ObjectStore:
     def list_files(self, relative: str, *, recursive: bool = True) -> list[pafs.FileInfo]:
         """Files under a table-relative directory (an object-store prefix), with size and mtime;
         ``relative_path`` turns their paths back into table-relative ones."""
-        return self.backend.list_prefix(self.full_path(relative), recursive=recursive)
+        with self._errors(f"listing {relative!r}"):
+            return self.backend.list_prefix(self.full_path(relative), recursive=recursive)
 
     def relative_path(self, info: pafs.FileInfo) -> str:
         root = self.root.rstrip("/") + "/"
@@ -114,18 +133,21 @@ class ObjectStore:
     # -- writes ------------------------------------------------------------------------------
     def open_output(self, relative: str) -> pa.NativeFile:
         full = self.full_path(relative)
-        if self.backend.has_directories:  # object stores have none; "dir/" objects would litter
-            self.filesystem.create_dir(posixpath.dirname(full), recursive=True)
-        return self.filesystem.open_output_stream(full)
+        with self._errors(f"writing {relative!r}"):
+            if self.backend.has_directories:  # object stores have none; "dir/" objects would litter
+                self.filesystem.create_dir(posixpath.dirname(full), recursive=True)
+            return self.filesystem.open_output_stream(full)
 
     def write_bytes(self, relative: str, data: bytes) -> None:
         """Write a file whose name is unique (data, deletion and transaction files)."""
-        self.backend.write(self.full_path(relative), data)
+        with self._errors(f"writing {relative!r}"):
+            self.backend.write(self.full_path(relative), data)
 
     def replace_bytes(self, relative: str, data: bytes) -> None:
         """Atomically replace a small advisory file (version hint, tag): a rename locally, one
         whole-object PUT on an object store (readers see the old or the new object, never part)."""
-        self.backend.replace(self.full_path(relative), data)
+        with self._errors(f"writing {relative!r}"):
+            self.backend.replace(self.full_path(relative), data)
 
     def put_if_not_exists(self, relative: str, data: bytes) -> bool:
         """Atomically create ``relative`` with ``data``; return False if it already exists.
@@ -134,13 +156,15 @@ class ObjectStore:
         locally, a conditional PUT with ``If-None-Match: *`` on S3 and Azure, a create-only
         upload (``ifGenerationMatch=0``) on GCS, a locked check-and-set in memory.
         """
-        return self.backend.put_if_absent(self.full_path(relative), data, relative=relative)
+        with self._errors(f"committing {relative!r}"):
+            return self.backend.put_if_absent(self.full_path(relative), data, relative=relative)
 
     def delete(self, relative: str, *, missing_ok: bool = True) -> None:
         full = self.full_path(relative)
         if not missing_ok and self.backend.size(full) is None:
             raise FileNotFoundError(full)
-        self.backend.delete(full)
+        with self._errors(f"deleting {relative!r}"):
+            self.backend.delete(full)
 
     def delete_dir_contents(self) -> None:
         self.backend.delete_prefix()

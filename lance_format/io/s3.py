@@ -27,7 +27,13 @@ from urllib.parse import ParseResult, urlparse
 
 import pyarrow.fs as pafs
 
-from lance_format.errors import CommitConflictError, InvalidInputError, StorageAccessError, UnsupportedFeatureError
+from lance_format.errors import (
+    CommitConflictError,
+    InvalidInputError,
+    StorageAccessError,
+    StorageThrottledError,
+    UnsupportedFeatureError,
+)
 from lance_format.io.backend import StorageBackend, split_bucket_uri
 from lance_format.io.storage_options import OptionSpec, check_endpoint, client_settings, truthy
 
@@ -283,6 +289,9 @@ class S3Objects:
                     # S3 asks to retry: the concurrent write either lands (then 412) or not.
                     time.sleep(min(1.0, 0.02 * (2 ** attempt)) * (0.5 + random.random()))
                     continue
+                if status in (429, 503) or code in ("SlowDown", "Throttling", "ThrottlingException"):
+                    raise StorageThrottledError(f"the S3 store kept throttling the commit ({code or status}) beyond "
+                                                "client_max_retries", table=table, path=path) from None
                 if _is_access_error(status, code):
                     raise StorageAccessError(f"the S3 store refused the credentials or permission ({code or status})",
                                              table=table, path=path) from None
@@ -297,6 +306,10 @@ class S3Objects:
 
 
 
+_PYARROW_ACCESS_MARKERS = ("ACCESS_DENIED", "HTTP status 403", "HTTP status 401", "ExpiredToken",
+                           "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken")
+_PYARROW_THROTTLE_MARKERS = ("SLOW_DOWN", "SlowDown", "HTTP status 503", "HTTP status 429",
+                             "THROTTLING", "Throttling", "ServiceUnavailable")
 _ACCESS_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
                  "TokenRefreshRequired", "AllAccessDisabled"}
 
@@ -327,6 +340,17 @@ class S3Backend(StorageBackend):
 
     def _key(self, path: str) -> str:
         return path.split("/", 1)[1]
+
+    def translate_error(self, exc: OSError, what: str) -> Exception | None:
+        # pyarrow's S3 errors are OSErrors whose text carries the AWS error name and HTTP status
+        text = str(exc)
+        if any(marker in text for marker in _PYARROW_ACCESS_MARKERS):
+            return StorageAccessError(f"the S3 store refused the credentials or permission while {what}: "
+                                      f"{text.splitlines()[0][:300]}", table=self.uri)
+        if any(marker in text for marker in _PYARROW_THROTTLE_MARKERS):
+            return StorageThrottledError(f"the S3 store kept throttling {what} (HTTP 429/503) beyond the retries of "
+                                         f"client_max_retries: {text.splitlines()[0][:300]}", table=self.uri)
+        return None
 
     def put_if_absent(self, path: str, data: bytes, *, relative: str) -> bool:
         return self.objects.put_if_absent(self._key(path), data, table=self.uri, path=relative)
