@@ -6,7 +6,7 @@ adding columns, deleting, compacting, and reading change feeds, plus their Spark
 from ``lance_format.spark``. Keeping them here keeps the rest of the package independent of
 where in the engine each operation lives.
 
-``storage_options`` (Lance's object-store keys, e.g. for ``s3://`` tables) go to every call that
+``storage_options`` (Lance's object-store keys, e.g. for ``s3://``, ``gs://`` or ``az://`` tables) go to every call that
 opens a table by URI; operations on an open dataset reuse its store.
 """
 
