@@ -206,3 +206,13 @@ def test_spark_write_and_read_on_gcs(spark, gcs, bucket):
     back = lance_spark.read_dataframe(spark, uri, storage_options=opts, filter="id >= 5").toPandas()
     assert sorted(back["id"].tolist()) == list(range(5, 20))
     assert lance.dataset(uri, storage_options=opts).count_rows() == 20
+
+
+def test_a_table_at_the_bucket_root(gcs, bucket):
+    opts = gcs.options()
+    uri = f"gs://{bucket}"
+    assert not ObjectStore(uri, opts).is_dir()
+    lance_format.write_dataset(pa.table({"id": [1, 2]}), uri, storage_options=opts)
+    assert ObjectStore(uri, opts).is_dir()
+    assert lance.dataset(uri, storage_options=opts).count_rows() == 2
+    assert lance_format.dataset(uri + "/", storage_options=opts).count_rows() == 2

@@ -329,7 +329,7 @@ class _BlobHandler(pafs.FileSystemHandler):
         return self == other
 
     def _info(self, path: str) -> pafs.FileInfo:
-        obj = self._backend.head(path)
+        obj = self._backend.head(path) if "/" in path.strip("/") else None  # a bare bucket is no object
         if obj is not None:
             return pafs.FileInfo(path, pafs.FileType.File, size=obj.size, mtime=obj.mtime)
         if path and self._backend.list_objects(path.rstrip("/") + "/"):

@@ -182,6 +182,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "CLIENT_ALIASES", "ClientSettings", "OptionSpec", "S3Config", "check_endpoint", "client_settings", "duration",
-    "normalize_storage_options", "s3_config", "truthy",
+    "CLIENT_ALIASES", "ClientSettings", "OptionSpec", "check_endpoint", "client_settings", "duration",
+    "normalize_storage_options", "truthy",
 ]
