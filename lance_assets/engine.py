@@ -8,7 +8,7 @@ imports ``lance_format`` for table operations, and it imports only the package's
 top-level names (the import-linter contracts in pyproject.toml enforce both), so the rest of the
 package is independent of where in the engine each operation lives.
 
-``storage_options`` (Lance's object-store keys, e.g. for ``s3://`` tables) go to every call that
+``storage_options`` (Lance's object-store keys, e.g. for ``s3://``, ``gs://`` or ``az://`` tables) go to every call that
 opens a table by URI; operations on an open dataset reuse its store.
 """
 

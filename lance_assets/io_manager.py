@@ -52,7 +52,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
     storage_options: dict[str, str] = Field(
         default_factory=dict,
         description="Object-store options with Lance's keys (aws_access_key_id, aws_endpoint, allow_http, ...) "
-                    "for s3:// tables; use dg.EnvVar for secrets",
+                    "for s3://, gs:// and az:// tables; use dg.EnvVar for secrets",
     )
     write_mode: WriteMode = Field(default=WriteMode.OVERWRITE, description="Default write mode")
     schema_mode: SchemaMode = Field(default=SchemaMode.ERROR, description="error | add_columns | overwrite")

@@ -97,7 +97,7 @@ class LanceTableResource(dg.ConfigurableResource):
     storage_options: dict[str, str] = Field(
         default_factory=dict,
         description="Object-store options with Lance's keys (aws_access_key_id, aws_endpoint, allow_http, ...) "
-                    "for s3:// tables; use dg.EnvVar for secrets",
+                    "for s3://, gs:// and az:// tables; use dg.EnvVar for secrets",
     )
     enable_stable_row_ids: bool = Field(default=True, description="For new tables; the change feed needs it")
     data_storage_version: str | None = Field(default=None, description="Lance file version for new tables")

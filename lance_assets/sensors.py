@@ -39,7 +39,7 @@ class LanceTableWatch:
     ``name``: its key in the cursor (and run keys). ``partitions_def``: the dynamic partitions to
     add one key per version to (runs mode). ``assets``: what to run per version (runs mode).
     ``asset_key``: the asset to observe (observe mode). ``storage_options``: object-store
-    settings (Lance's keys) for an ``s3://`` table.
+    settings (Lance's keys) for an object-store table (``s3://``, ``gs://``, ``az://``).
     """
 
     name: str

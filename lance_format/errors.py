@@ -115,6 +115,14 @@ class PathEscapeError(CorruptFileError):
     """A path read from a manifest points outside the table root."""
 
 
+class StorageAccessError(LanceError, PermissionError):
+    """The object store refused the credentials (missing, invalid or expired) or the permission."""
+
+
+class StorageThrottledError(LanceError, OSError):
+    """The object store kept throttling requests (HTTP 429/503) beyond the bounded retries."""
+
+
 __all__ = [
     "LanceError",
     "DatasetNotFoundError",
@@ -130,4 +138,6 @@ __all__ = [
     "InvalidInputError",
     "PathEscapeError",
     "BranchError",
+    "StorageAccessError",
+    "StorageThrottledError",
 ]

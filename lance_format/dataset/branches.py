@@ -119,8 +119,9 @@ class Branches:
             relative = self._root.relative_path(info)
             if relative.startswith(prefix) and not relative.startswith(nested):
                 self._root.delete(relative)
-        if self._root.is_local and not nested:  # like pylance, leave no empty folders behind
-            shutil.rmtree(self._root.full_path(f"{TREE_DIR}/{branch}"), ignore_errors=True)
+        folder = self._root.local_path(f"{TREE_DIR}/{branch}")
+        if folder is not None and not nested:  # like pylance, leave no empty folders behind
+            shutil.rmtree(folder, ignore_errors=True)
 
     def replace_metadata(self, branch: str, metadata: dict[str, str]) -> None:
         content = read_branch(self._root, branch)

@@ -80,7 +80,7 @@ def _publish(target: ObjectStore, manifest: table_pb2.Manifest, txn: transaction
     data = encode_manifest(manifest, txn, index_section)
     if not target.put_if_not_exists(manifest_path(manifest.version, ManifestNaming.V2), data):
         raise DatasetAlreadyExistsError("a table already exists at the clone's target", table=target.uri)
-    if target.is_local:  # like commits: the advisory hint only on local file systems
+    if target.writes_version_hint:  # like commits: the advisory hint only on local file systems
         target.replace_bytes(HINT_PATH, json.dumps({"version": manifest.version}, separators=(",", ":")).encode())
     return len(data)
 

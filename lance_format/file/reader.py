@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 from google.protobuf.message import Message
 
 from lance_format.encodings.buffers import DecodeContext
@@ -123,8 +122,8 @@ class LanceFileReader:
 
 def _open(store: ObjectStore, path: str) -> tuple[pa.NativeFile, pa.Buffer | None]:
     """Open a data file; local files are memory-mapped (data files are immutable once written)."""
-    if isinstance(store.filesystem, pafs.LocalFileSystem):
-        full = store.full_path(path)
+    full = store.local_path(path)
+    if full is not None:
         try:
             mapped = pa.memory_map(full, "r")
         except FileNotFoundError as exc:

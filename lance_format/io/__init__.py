@@ -1,7 +1,12 @@
-"""IO layer: a table-rooted view of a ``pyarrow.fs`` filesystem (local or S3) with atomic
-put-if-not-exists, and Lance-style ``storage_options``."""
+"""IO layer: a table-rooted view (:class:`ObjectStore`) of one storage backend chosen by URI
+scheme (local paths, ``s3://``, ``gs://``, ``az://``/``abfss://``, ``memory://``), each with an
+atomic put-if-absent for commits, and Lance-style ``storage_options`` validated per backend."""
 
+from lance_format.io.backend import BACKENDS, SUPPORTED_SCHEMES, StorageBackend
 from lance_format.io.object_store import ObjectStore, check_relative_path, object_store_for
 from lance_format.io.storage_options import normalize_storage_options
 
-__all__ = ["ObjectStore", "check_relative_path", "object_store_for", "normalize_storage_options"]
+__all__ = [
+    "BACKENDS", "ObjectStore", "SUPPORTED_SCHEMES", "StorageBackend", "check_relative_path", "normalize_storage_options",
+    "object_store_for",
+]

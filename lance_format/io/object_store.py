@@ -1,63 +1,27 @@
-"""A table-rooted view of a ``pyarrow.fs`` filesystem: local paths or S3.
+"""A table-rooted view of one storage backend (local paths, S3, GCS, Azure, memory).
 
 All table code addresses files by paths relative to the table root (``_versions/3.manifest``,
 ``data/abc.lance``). This layer resolves them against the root, refuses paths that would leave
-it, and offers the one primitive a commit protocol needs: an atomic put-if-not-exists (a hard
-link locally, a conditional PUT on S3). Object stores have no directories: listings are prefix
-listings, nothing creates directory objects, and a replaced file is one whole-object PUT.
+it, and hands the work to the backend the URI's scheme selects (:mod:`lance_format.io.backend`),
+including the one primitive a commit protocol needs: an atomic put-if-not-exists. Object
+stores have no directories: listings are prefix listings, nothing creates directory objects,
+and a replaced file is one whole-object PUT.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
-import uuid
-from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import urlparse
+from contextlib import contextmanager
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lance_format.errors import (
-    CorruptFileError,
-    InvalidInputError,
-    PathEscapeError,
-    UnsupportedFeatureError,
-)
-from lance_format.io.storage_options import normalize_storage_options, s3_config
-
-
-SUPPORTED_SCHEMES = ("local paths", "file://", "s3://")
-
-
-def _open_uri(uri: str | os.PathLike[str], options: dict[str, str]) -> tuple[pafs.FileSystem, str, str, Any]:
-    """Return (filesystem, root path inside it, display uri, S3 object client or None)."""
-    text = os.fspath(uri)
-    parsed = urlparse(text)
-    if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
-        # Like Lance, storage options do not apply to local tables.
-        local = parsed.path if parsed.scheme == "file" else text
-        root = os.path.abspath(os.path.expanduser(local)).rstrip("/") or "/"
-        return pafs.LocalFileSystem(), root, root, None
-    if parsed.scheme == "s3":
-        from lance_format.io.s3 import S3Objects, resolve_region, s3_filesystem
-
-        bucket = parsed.netloc
-        if not bucket or parsed.query or parsed.fragment:
-            raise InvalidInputError("an S3 table URI looks like s3://bucket/path/to/table", table=text)
-        prefix = parsed.path.strip("/")
-        if prefix:
-            prefix = posixpath.normpath(prefix)
-            if prefix == ".." or prefix.startswith("../"):
-                raise InvalidInputError("the table path leaves the bucket", table=text)
-        root = f"{bucket}/{prefix}" if prefix and prefix != "." else bucket
-        display = f"s3://{root}"
-        config = resolve_region(s3_config(bucket, options, table=display))
-        return s3_filesystem(config), root, display, S3Objects(config)
-    raise UnsupportedFeatureError(
-        f"URI scheme {parsed.scheme!r} is not supported (supported: {', '.join(SUPPORTED_SCHEMES)})", table=text
-    )
+from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, PathEscapeError
+from lance_format.io.backend import SUPPORTED_SCHEMES, StorageBackend, open_backend  # noqa: F401 (re-export)
+from lance_format.io.storage_options import normalize_storage_options
 
 
 def check_relative_path(relative: str, *, table: str | None = None) -> str:
@@ -75,23 +39,26 @@ def check_relative_path(relative: str, *, table: str | None = None) -> str:
 class ObjectStore:
     """Files of one table, addressed relative to its root.
 
-    ``storage_options``: Lance's keys for the object store (see
+    ``storage_options``: Lance's keys for the object store, validated by the backend (see
     :mod:`lance_format.io.storage_options`); ignored for local paths, like Lance does.
     """
 
     def __init__(self, uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         self._options = normalize_storage_options(storage_options, table=os.fspath(uri))
-        self.filesystem, self.root, self.uri, self._s3 = _open_uri(uri, self._options)
-        self._local = isinstance(self.filesystem, pafs.LocalFileSystem)
-
-    @property
-    def is_local(self) -> bool:
-        return self._local
+        self.backend: StorageBackend = open_backend(os.fspath(uri), self._options)
+        self.filesystem: pafs.FileSystem = self.backend.filesystem
+        self.root: str = self.backend.root
+        self.uri: str = self.backend.uri
 
     @property
     def storage_options(self) -> dict[str, str]:
         """The options the store was opened with (normalized keys), to open it again elsewhere."""
         return dict(self._options)
+
+    @property
+    def writes_version_hint(self) -> bool:
+        """Whether commits keep ``_latest_version_hint.json`` (like pylance: on local disks only)."""
+        return self.backend.writes_version_hint
 
     def __reduce__(self):
         # Spark ships stores to executors: re-open there rather than pickling live clients.
@@ -104,25 +71,45 @@ class ObjectStore:
     def full_path(self, relative: str) -> str:
         return posixpath.join(self.root, check_relative_path(relative, table=self.uri))
 
+    def local_path(self, relative: str) -> str | None:
+        """A path the OS can open (for memory-mapped reads), or None on object stores."""
+        return self.backend.local_path(self.full_path(relative))
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Typed errors for refused credentials and throttling from filesystem calls."""
+        try:
+            yield
+        except (LanceError, FileNotFoundError):
+            raise
+        except OSError as exc:
+            typed = self.backend.translate_error(exc, what)
+            if typed is None:
+                raise
+            raise typed from exc
+
     # -- reads -------------------------------------------------------------------------------
     def exists(self, relative: str) -> bool:
-        info = self.filesystem.get_file_info(self.full_path(relative))
+        with self._errors(f"checking {relative!r}"):
+            info = self.filesystem.get_file_info(self.full_path(relative))
         return info.type != pafs.FileType.NotFound
 
     def size(self, relative: str) -> int:
-        info = self.filesystem.get_file_info(self.full_path(relative))
-        if info.type == pafs.FileType.NotFound:
+        with self._errors(f"reading the size of {relative!r}"):
+            size = self.backend.size(self.full_path(relative))
+        if size is None:
             raise CorruptFileError("file is missing", table=self.uri, path=relative)
-        return int(info.size)
+        return size
 
     def open_input(self, relative: str) -> pa.NativeFile:
         try:
-            return self.filesystem.open_input_file(self.full_path(relative))
+            with self._errors(f"opening {relative!r}"):
+                return self.filesystem.open_input_file(self.full_path(relative))
         except FileNotFoundError as exc:
             raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
 
     def read_bytes(self, relative: str) -> bytes:
-        with self.open_input(relative) as f:
+        with self.open_input(relative) as f, self._errors(f"reading {relative!r}"):
             return f.read()
 
     def list_dir(self, relative: str) -> list[pafs.FileInfo]:
@@ -132,84 +119,51 @@ class ObjectStore:
     def list_files(self, relative: str, *, recursive: bool = True) -> list[pafs.FileInfo]:
         """Files under a table-relative directory (an object-store prefix), with size and mtime;
         ``relative_path`` turns their paths back into table-relative ones."""
-        selector = pafs.FileSelector(self.full_path(relative), allow_not_found=True, recursive=recursive)
-        return [i for i in self.filesystem.get_file_info(selector) if i.type == pafs.FileType.File]
+        with self._errors(f"listing {relative!r}"):
+            return self.backend.list_prefix(self.full_path(relative), recursive=recursive)
 
     def relative_path(self, info: pafs.FileInfo) -> str:
         root = self.root.rstrip("/") + "/"
         return info.path[len(root):] if info.path.startswith(root) else info.path
 
     # -- writes ------------------------------------------------------------------------------
-    def _make_parent(self, full: str) -> None:
-        if self._local:  # object stores have no directories; creating "dir/" objects would litter
-            self.filesystem.create_dir(posixpath.dirname(full), recursive=True)
-
     def open_output(self, relative: str) -> pa.NativeFile:
         full = self.full_path(relative)
-        self._make_parent(full)
-        return self.filesystem.open_output_stream(full)
+        with self._errors(f"writing {relative!r}"):
+            if self.backend.has_directories:  # object stores have none; "dir/" objects would litter
+                self.filesystem.create_dir(posixpath.dirname(full), recursive=True)
+            return self.filesystem.open_output_stream(full)
 
     def write_bytes(self, relative: str, data: bytes) -> None:
         """Write a file whose name is unique (data, deletion and transaction files)."""
-        with self.open_output(relative) as out:
-            out.write(data)
+        with self._errors(f"writing {relative!r}"):
+            self.backend.write(self.full_path(relative), data)
 
     def replace_bytes(self, relative: str, data: bytes) -> None:
         """Atomically replace a small advisory file (version hint, tag): a rename locally, one
         whole-object PUT on an object store (readers see the old or the new object, never part)."""
-        full = self.full_path(relative)
-        if not self._local:
-            with self.filesystem.open_output_stream(full) as out:
-                out.write(data)
-            return
-        self._make_parent(full)
-        tmp = f"{posixpath.dirname(full)}/.tmp_{posixpath.basename(full)}_{uuid.uuid4().hex}"
-        with self.filesystem.open_output_stream(tmp) as out:
-            out.write(data)
-        self.filesystem.move(tmp, full)
+        with self._errors(f"writing {relative!r}"):
+            self.backend.replace(self.full_path(relative), data)
 
     def put_if_not_exists(self, relative: str, data: bytes) -> bool:
         """Atomically create ``relative`` with ``data``; return False if it already exists.
 
-        On a local filesystem the data goes to a staging file that is then hard-linked to the
-        final name: ``link`` fails when the target exists, so two writers can never both win,
-        and readers never see a partially written file. On S3 it is one PUT with
-        ``If-None-Match: *`` (what official Lance does), which the store refuses when the key exists.
+        How depends on the backend (``backend.atomic_put``): a hard link of a staging file
+        locally, a conditional PUT with ``If-None-Match: *`` on S3 and Azure, a create-only
+        upload (``ifGenerationMatch=0``) on GCS, a locked check-and-set in memory.
         """
-        full = self.full_path(relative)
-        if not self._local:
-            return self._s3.put_if_absent(self._key(full), data, table=self.uri, path=relative)
-        directory = posixpath.dirname(full)
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        tmp = f"{directory}/.tmp_{posixpath.basename(full)}_{uuid.uuid4().hex}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, full)
-            return True
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(tmp)
-
-    def _key(self, full: str) -> str:
-        """The object key inside the bucket of a full S3 path (``bucket/key``)."""
-        return full.split("/", 1)[1]
+        with self._errors(f"committing {relative!r}"):
+            return self.backend.put_if_absent(self.full_path(relative), data, relative=relative)
 
     def delete(self, relative: str, *, missing_ok: bool = True) -> None:
         full = self.full_path(relative)
-        if not self._local and missing_ok and self._s3.delete(self._key(full)):
-            return
-        try:
-            self.filesystem.delete_file(full)
-        except FileNotFoundError:
-            if not missing_ok:
-                raise
+        if not missing_ok and self.backend.size(full) is None:
+            raise FileNotFoundError(full)
+        with self._errors(f"deleting {relative!r}"):
+            self.backend.delete(full)
 
     def delete_dir_contents(self) -> None:
-        self.filesystem.delete_dir_contents(self.root, missing_dir_ok=True)
+        self.backend.delete_prefix()
 
 
 def object_store_for(

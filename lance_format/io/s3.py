@@ -1,5 +1,5 @@
-"""The S3 backend: a ``pyarrow.fs.S3FileSystem`` for reads and writes, and the atomic
-create-if-absent that commits need.
+"""The S3 backend (``s3://bucket/path``): a ``pyarrow.fs.S3FileSystem`` for reads and writes,
+and the atomic create-if-absent that commits need; plus S3's ``storage_options``.
 
 S3 has no rename and no link, so the commit primitive is the one official Lance uses on S3
 (``ConditionalPutCommitHandler``: ``PutMode::Create``): a PUT with ``If-None-Match: *``, which
@@ -7,6 +7,12 @@ the store rejects with 412 when the key exists. pyarrow cannot send that header,
 goes through boto3, an optional dependency (``pip install 'lance-assets[s3]'``) imported only
 when a commit to S3 happens. There is no fallback to a plain PUT: two writers could then both
 "win" the same version and one of them would silently lose its commit.
+
+Options: the keys of ``object_store``'s ``AmazonS3ConfigKey`` with their aliases
+(``aws_access_key_id``, ``aws_region`` / ``region``, ``aws_endpoint`` / ``endpoint``, ...).
+Like Lance, endpoint, region and ``allow_http`` fall back to the ``AWS_ENDPOINT[_URL]``,
+``AWS_REGION``/``AWS_DEFAULT_REGION`` and ``AWS_ALLOW_HTTP`` environment variables; credentials
+left out are found by the AWS SDKs' default chain (environment, ``~/.aws``, instance metadata).
 """
 
 from __future__ import annotations
@@ -15,13 +21,125 @@ import functools
 import random
 import threading
 import time
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+from urllib.parse import ParseResult, urlparse
 
 import pyarrow.fs as pafs
 
-from lance_format.errors import CommitConflictError, UnsupportedFeatureError
-from lance_format.io.storage_options import S3Config
+from lance_format.errors import (
+    CommitConflictError,
+    InvalidInputError,
+    StorageAccessError,
+    StorageThrottledError,
+    UnsupportedFeatureError,
+)
+from lance_format.io.backend import StorageBackend, split_bucket_uri
+from lance_format.io.storage_options import OptionSpec, check_endpoint, client_settings, truthy
+
+# canonical name -> the keys (lower case) that set it
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "access_key_id": ("aws_access_key_id", "access_key_id"),
+    "secret_access_key": ("aws_secret_access_key", "secret_access_key"),
+    "session_token": ("aws_session_token", "aws_token", "session_token", "token"),
+    "region": ("aws_region", "region"),
+    "default_region": ("aws_default_region", "default_region"),
+    "endpoint": ("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url"),
+    "allow_http": ("allow_http", "aws_allow_http"),
+    "virtual_hosted_style_request": ("aws_virtual_hosted_style_request", "virtual_hosted_style_request"),
+    "skip_signature": ("aws_skip_signature", "skip_signature"),
+    "conditional_put": ("aws_conditional_put", "conditional_put"),
+}
+
+# S3 keys Lance accepts whose effect this engine does not implement.
+_UNSUPPORTED = frozenset({
+    "aws_s3_express", "s3_express", "aws_server_side_encryption", "aws_sse_kms_key_id",
+    "aws_sse_bucket_key_enabled", "aws_sse_customer_key_base64", "aws_request_payer", "request_payer",
+    "aws_checksum_algorithm", "checksum_algorithm", "aws_imdsv1_fallback", "imdsv1_fallback",
+    "aws_metadata_endpoint", "metadata_endpoint", "aws_container_credentials_relative_uri",
+    "container_credentials_relative_uri", "aws_container_credentials_full_uri", "container_credentials_full_uri",
+    "aws_container_authorization_token_file", "container_authorization_token_file",
+    "aws_web_identity_token_file", "web_identity_token_file", "aws_endpoint_url_sts", "endpoint_url_sts",
+    "aws_role_arn", "role_arn", "aws_role_session_name", "role_session_name",
+    "aws_copy_if_not_exists", "copy_if_not_exists", "aws_unsigned_payload", "unsigned_payload",
+    "aws_disable_tagging", "disable_tagging", "aws_bucket", "aws_bucket_name", "bucket", "bucket_name",
+    "aws_dynamodb_endpoint",
+})
+
+S3_OPTIONS = OptionSpec(
+    store="S3", scheme="s3://", aliases=_ALIASES, unsupported=_UNSUPPORTED, client_prefix="aws_",
+    # Lance's environment fallbacks for settings that are not credentials (the SDKs find
+    # credentials themselves, the same way for pyarrow and boto3).
+    env={
+        "endpoint": ("AWS_ENDPOINT", "AWS_ENDPOINT_URL"),
+        "region": ("AWS_REGION",),
+        "default_region": ("AWS_DEFAULT_REGION",),
+        "allow_http": ("AWS_ALLOW_HTTP",),
+        "virtual_hosted_style_request": ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST",),
+    },
+)
+
+
+@dataclass(frozen=True)
+class S3Config:
+    """Settled S3 connection settings; None means: let the SDK decide."""
+
+    bucket: str
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    region: str | None = None
+    endpoint: str | None = None  # full URL with scheme, e.g. http://127.0.0.1:9000
+    virtual_hosted_style: bool = False
+    anonymous: bool = False
+    connect_timeout: float | None = None
+    request_timeout: float | None = None
+    proxy_url: str | None = None
+    max_attempts: int | None = None
+
+    @property
+    def endpoint_scheme(self) -> str | None:
+        return urlparse(self.endpoint).scheme if self.endpoint else None
+
+    @property
+    def endpoint_host(self) -> str | None:
+        if not self.endpoint:
+            return None
+        parsed = urlparse(self.endpoint)
+        return parsed.netloc + parsed.path.rstrip("/")
+
+
+def s3_config(bucket: str, options: Mapping[str, str], *, table: str | None = None,
+              environ: Mapping[str, str] | None = None) -> S3Config:
+    """Validate lance-style options (already normalized) for the S3 bucket ``bucket``."""
+    settings = S3_OPTIONS.resolve(options, table=table, environ=environ)
+    if settings.get("conditional_put", "etag").strip().lower() != "etag":
+        raise UnsupportedFeatureError(
+            f"storage option 'aws_conditional_put'={settings['conditional_put']!r}: commits need S3's "
+            "conditional PUT (If-None-Match); other commit mechanisms are not supported", table=table)
+    client = client_settings(settings, table)
+    endpoint = settings.get("endpoint")
+    if endpoint is not None:
+        endpoint = check_endpoint("aws_endpoint", endpoint, client.allow_http, table)
+    if bool(settings.get("access_key_id")) != bool(settings.get("secret_access_key")):
+        missing = "aws_secret_access_key" if settings.get("access_key_id") else "aws_access_key_id"
+        raise InvalidInputError(f"storage option {missing!r} is missing (access key id and secret go together)",
+                                table=table)
+    return S3Config(
+        bucket=bucket,
+        access_key_id=settings.get("access_key_id") or None,
+        secret_access_key=settings.get("secret_access_key") or None,
+        session_token=settings.get("session_token") or None,
+        region=settings.get("region") or settings.get("default_region") or None,
+        endpoint=endpoint,
+        virtual_hosted_style=truthy(settings.get("virtual_hosted_style_request", "false")),
+        anonymous=truthy(settings.get("skip_signature", "false")),
+        connect_timeout=client.connect_timeout,
+        request_timeout=client.request_timeout,
+        proxy_url=client.proxy_url,
+        max_attempts=None if client.max_retries is None else client.max_retries + 1,
+    )
+
 
 BOTO3_REQUIREMENT = "boto3>=1.35.2"  # the first release whose put_object takes IfNoneMatch
 _CONFLICT_RETRIES = 8  # 409 ConditionalRequestConflict: another conditional write of the key is in flight
@@ -171,6 +289,12 @@ class S3Objects:
                     # S3 asks to retry: the concurrent write either lands (then 412) or not.
                     time.sleep(min(1.0, 0.02 * (2 ** attempt)) * (0.5 + random.random()))
                     continue
+                if status in (429, 503) or code in ("SlowDown", "Throttling", "ThrottlingException"):
+                    raise StorageThrottledError(f"the S3 store kept throttling the commit ({code or status}) beyond "
+                                                "client_max_retries", table=table, path=path) from None
+                if _is_access_error(status, code):
+                    raise StorageAccessError(f"the S3 store refused the credentials or permission ({code or status})",
+                                             table=table, path=path) from None
                 if status == 501 or code == "NotImplemented":
                     raise UnsupportedFeatureError(
                         "this S3-compatible store does not support conditional PUT (If-None-Match), so commits "
@@ -180,4 +304,62 @@ class S3Objects:
                                   table=table, path=path)
 
 
-__all__ = ["BOTO3_REQUIREMENT", "S3Objects", "resolve_region", "s3_filesystem"]
+
+
+_PYARROW_ACCESS_MARKERS = ("ACCESS_DENIED", "HTTP status 403", "HTTP status 401", "ExpiredToken",
+                           "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken")
+_PYARROW_THROTTLE_MARKERS = ("SLOW_DOWN", "SlowDown", "HTTP status 503", "HTTP status 429",
+                             "THROTTLING", "Throttling", "ServiceUnavailable")
+_ACCESS_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+                 "TokenRefreshRequired", "AllAccessDisabled"}
+
+
+def _is_access_error(status: Any, code: str) -> bool:
+    return status in (401, 403) or code in _ACCESS_CODES
+
+
+class S3Backend(StorageBackend):
+    name = "s3"
+    atomic_put = "PUT with If-None-Match: * (412 when the key exists), through boto3"
+
+    def __init__(self, uri: str, root: str, config: S3Config, options: dict[str, str]) -> None:
+        self.uri, self.root, self.config = uri, root, config
+        self._fs = s3_filesystem(config)
+        self.objects = S3Objects(config)
+
+    @classmethod
+    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> "S3Backend":
+        bucket, prefix = split_bucket_uri(uri, parsed, "s3://bucket/path/to/table")
+        root = f"{bucket}/{prefix}" if prefix else bucket
+        display = f"s3://{root}"
+        return cls(display, root, resolve_region(s3_config(bucket, options, table=display)), options)
+
+    @property
+    def filesystem(self) -> pafs.FileSystem:
+        return self._fs
+
+    def _key(self, path: str) -> str:
+        return path.split("/", 1)[1]
+
+    def translate_error(self, exc: OSError, what: str) -> Exception | None:
+        # pyarrow's S3 errors are OSErrors whose text carries the AWS error name and HTTP status
+        text = str(exc)
+        if any(marker in text for marker in _PYARROW_ACCESS_MARKERS):
+            return StorageAccessError(f"the S3 store refused the credentials or permission while {what}: "
+                                      f"{text.splitlines()[0][:300]}", table=self.uri)
+        if any(marker in text for marker in _PYARROW_THROTTLE_MARKERS):
+            return StorageThrottledError(f"the S3 store kept throttling {what} (HTTP 429/503) beyond the retries of "
+                                         f"client_max_retries: {text.splitlines()[0][:300]}", table=self.uri)
+        return None
+
+    def put_if_absent(self, path: str, data: bytes, *, relative: str) -> bool:
+        return self.objects.put_if_absent(self._key(path), data, table=self.uri, path=relative)
+
+    def delete(self, path: str) -> None:
+        # boto3 when installed: pyarrow's delete_file re-creates the parent "directory" object.
+        if not self.objects.delete(self._key(path)):
+            super().delete(path)
+
+
+__all__ = ["BOTO3_REQUIREMENT", "S3Backend", "S3Config", "S3Objects", "S3_OPTIONS", "resolve_region", "s3_config",
+           "s3_filesystem"]

@@ -1,86 +1,55 @@
-"""Lance-style ``storage_options`` for S3, validated and resolved into one settled config.
+"""Lance-style ``storage_options``: the validation every storage backend shares.
 
-Keys are those official Lance (the Rust ``object_store`` crate's ``AmazonS3ConfigKey`` and
-``ClientConfigKey`` plus Lance's own) accepts, matched case-insensitively like Lance does:
-``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``, ``aws_region`` /
-``region``, ``aws_endpoint`` / ``endpoint`` (with their aliases), ``allow_http``, ... A key
-Lance knows but this engine cannot honour raises :class:`UnsupportedFeatureError` (silently
-ignoring e.g. an encryption setting would write data the user did not ask for); a key nobody
-knows raises :class:`InvalidInputError`. Both name the key.
+Keys are those official Lance accepts (the Rust ``object_store`` crate's per-store config keys
+and its ``ClientConfigKey``, plus Lance's own), matched case-insensitively like Lance does.
+Each backend declares an :class:`OptionSpec` (its aliases, the keys Lance knows but the backend
+cannot honour, and environment fallbacks); :meth:`OptionSpec.resolve` turns user options into
+one setting per canonical name. A key Lance knows but this engine cannot honour raises
+:class:`UnsupportedFeatureError` (silently ignoring e.g. an encryption setting would write data
+the user did not ask for); a key nobody knows raises :class:`InvalidInputError`. Both name the key.
 
-Like Lance, endpoint, region and ``allow_http`` fall back to the ``AWS_ENDPOINT[_URL]``,
-``AWS_REGION``/``AWS_DEFAULT_REGION`` and ``AWS_ALLOW_HTTP`` environment variables; credentials
-left out are found by the AWS SDKs' default chain (environment, ``~/.aws``, instance metadata).
+The S3 keys live in :mod:`lance_format.io.s3` (``S3Config`` and ``s3_config`` are re-exported
+here for existing callers); GCS in :mod:`lance_format.io.gcs`, Azure in :mod:`lance_format.io.azure`.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
-from urllib.parse import urlparse
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 
-# canonical name -> the keys (lower case) that set it
-_ALIASES: dict[str, tuple[str, ...]] = {
-    "access_key_id": ("aws_access_key_id", "access_key_id"),
-    "secret_access_key": ("aws_secret_access_key", "secret_access_key"),
-    "session_token": ("aws_session_token", "aws_token", "session_token", "token"),
-    "region": ("aws_region", "region"),
-    "default_region": ("aws_default_region", "default_region"),
-    "endpoint": ("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url"),
-    "allow_http": ("allow_http", "aws_allow_http"),
-    "virtual_hosted_style_request": ("aws_virtual_hosted_style_request", "virtual_hosted_style_request"),
-    "skip_signature": ("aws_skip_signature", "skip_signature"),
+# object_store's ClientConfigKey names and Lance's own generic keys that this engine honours,
+# canonical name -> keys. Stores also accept them behind their prefix (``google_timeout``).
+CLIENT_ALIASES: dict[str, tuple[str, ...]] = {
+    "allow_http": ("allow_http",),
     "connect_timeout": ("connect_timeout",),
     "timeout": ("timeout",),
     "proxy_url": ("proxy_url",),
     "client_max_retries": ("client_max_retries",),
-    "conditional_put": ("aws_conditional_put", "conditional_put"),
-    # Lance keys with nothing to configure here (retry tuning of Lance's own client, the
-    # expiry of vended credentials that are used as given).
-    "download_retry_count": ("download_retry_count",),
+    # Lance keys with nothing to configure here (its download retries, the expiry of vended
+    # credentials that are used as given).
     "client_retry_timeout": ("client_retry_timeout",),
+    "download_retry_count": ("download_retry_count",),
     "expires_at_millis": ("expires_at_millis",),
 }
-_KEY_TO_NAME = {key: name for name, keys in _ALIASES.items() for key in keys}
 
-# Keys Lance accepts whose effect this engine does not implement.
-_UNSUPPORTED = {
-    "aws_s3_express", "s3_express", "aws_server_side_encryption", "aws_sse_kms_key_id",
-    "aws_sse_bucket_key_enabled", "aws_sse_customer_key_base64", "aws_request_payer", "request_payer",
-    "aws_checksum_algorithm", "checksum_algorithm", "aws_imdsv1_fallback", "imdsv1_fallback",
-    "aws_metadata_endpoint", "metadata_endpoint", "aws_container_credentials_relative_uri",
-    "container_credentials_relative_uri", "aws_container_credentials_full_uri", "container_credentials_full_uri",
-    "aws_container_authorization_token_file", "container_authorization_token_file",
-    "aws_web_identity_token_file", "web_identity_token_file", "aws_endpoint_url_sts", "endpoint_url_sts",
-    "aws_role_arn", "role_arn", "aws_role_session_name", "role_session_name",
-    "aws_copy_if_not_exists", "copy_if_not_exists", "aws_unsigned_payload", "unsigned_payload",
-    "aws_disable_tagging", "disable_tagging", "aws_bucket", "aws_bucket_name", "bucket", "bucket_name",
+# Generic keys Lance accepts whose effect this engine does not implement.
+CLIENT_UNSUPPORTED = frozenset({
     "allow_invalid_certificates", "use_opendal", "user_agent", "default_content_type", "pool_idle_timeout",
-    "pool_max_idle_per_host", "http1_only", "http2_only", "http2_keep_alive_interval",
-    "http2_keep_alive_timeout", "http2_keep_alive_while_idle", "proxy_ca_certificate", "proxy_excludes",
-    "randomize_addresses", "aws_dynamodb_endpoint",
-}
-
-# Environment fallbacks Lance applies for settings that are not credentials (the SDKs find
-# credentials themselves, the same way for pyarrow and boto3).
-_ENV = {
-    "endpoint": ("AWS_ENDPOINT", "AWS_ENDPOINT_URL"),
-    "region": ("AWS_REGION",),
-    "default_region": ("AWS_DEFAULT_REGION",),
-    "allow_http": ("AWS_ALLOW_HTTP",),
-    "virtual_hosted_style_request": ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST",),
-}
+    "pool_max_idle_per_host", "http1_only", "http2_only", "http2_keep_alive_interval", "http2_keep_alive_timeout",
+    "http2_keep_alive_while_idle", "http2_max_frame_size", "proxy_ca_certificate", "proxy_excludes",
+    "randomize_addresses",
+})
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|msec|millis|milliseconds?|s|sec|secs|seconds?|m|min|mins|"
                        r"minutes?|h|hr|hrs|hours?)?\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def _truthy(value: str) -> bool:
+def truthy(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
@@ -97,36 +66,8 @@ def normalize_storage_options(options: Mapping[str, Any] | None, *, table: str |
     return result
 
 
-@dataclass(frozen=True)
-class S3Config:
-    """Settled S3 connection settings; None means: let the SDK decide."""
-
-    bucket: str
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-    session_token: str | None = None
-    region: str | None = None
-    endpoint: str | None = None  # full URL with scheme, e.g. http://127.0.0.1:9000
-    virtual_hosted_style: bool = False
-    anonymous: bool = False
-    connect_timeout: float | None = None
-    request_timeout: float | None = None
-    proxy_url: str | None = None
-    max_attempts: int | None = None
-
-    @property
-    def endpoint_scheme(self) -> str | None:
-        return urlparse(self.endpoint).scheme if self.endpoint else None
-
-    @property
-    def endpoint_host(self) -> str | None:
-        if not self.endpoint:
-            return None
-        parsed = urlparse(self.endpoint)
-        return parsed.netloc + parsed.path.rstrip("/")
-
-
-def _duration(name: str, value: str, table: str | None) -> float:
+def duration(name: str, value: str, table: str | None) -> float:
+    """Seconds of a Lance duration string ('30s', '500ms', '2 min'; a bare number is seconds)."""
     match = _DURATION.match(value)
     if not match:
         raise InvalidInputError(f"storage option {name!r} must be a duration like '30s' or '500ms', got {value!r}",
@@ -137,72 +78,110 @@ def _duration(name: str, value: str, table: str | None) -> float:
     return float(match.group(1)) * _UNIT_SECONDS[unit if unit == "ms" else unit[0]]
 
 
-def s3_config(bucket: str, options: Mapping[str, str], *, table: str | None = None,
-              environ: Mapping[str, str] | None = None) -> S3Config:
-    """Validate lance-style options (already normalized) for the S3 bucket ``bucket``."""
-    env = os.environ if environ is None else environ
-    settings: dict[str, str] = {}
-    for key, value in options.items():
-        name = _KEY_TO_NAME.get(key)
-        if name is None:
-            if key in _UNSUPPORTED:
-                raise UnsupportedFeatureError(f"storage option {key!r} is not supported by lance_format's S3 store",
-                                              table=table)
-            raise InvalidInputError(f"unknown storage option {key!r} for an s3:// table (known keys: "
-                                    f"{', '.join(sorted(_KEY_TO_NAME))})", table=table)
-        if name in settings and settings[name] != value:
-            raise InvalidInputError(f"storage option {key!r} conflicts with another alias of {name!r}", table=table)
-        settings[name] = value
-    for name, variables in _ENV.items():
-        if name not in settings:
-            for variable in variables:
-                if env.get(variable):
-                    settings[name] = env[variable]
-                    break
+def non_negative_int(name: str, value: str, table: str | None) -> int:
+    if not value.strip().isdigit():
+        raise InvalidInputError(f"storage option {name!r} must be a non-negative integer, got {value!r}", table=table)
+    return int(value)
 
-    if settings.get("conditional_put", "etag").strip().lower() != "etag":
-        raise UnsupportedFeatureError(
-            f"storage option 'aws_conditional_put'={settings['conditional_put']!r}: commits need S3's "
-            "conditional PUT (If-None-Match); other commit mechanisms are not supported", table=table)
-    allow_http = _truthy(settings.get("allow_http", "false"))
-    endpoint = settings.get("endpoint")
-    if endpoint is not None:
-        endpoint = endpoint.strip()
-        if "://" not in endpoint:
-            endpoint = "https://" + endpoint
-        parsed = urlparse(endpoint)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise InvalidInputError(f"storage option 'aws_endpoint' must be an http(s) URL, got {endpoint!r}",
-                                    table=table)
-        if parsed.scheme == "http" and not allow_http:
-            raise InvalidInputError(f"the endpoint {endpoint!r} is plain http: set storage option "
-                                    "allow_http='true' to allow unencrypted connections", table=table)
-    if bool(settings.get("access_key_id")) != bool(settings.get("secret_access_key")):
-        missing = "aws_secret_access_key" if settings.get("access_key_id") else "aws_access_key_id"
-        raise InvalidInputError(f"storage option {missing!r} is missing (access key id and secret go together)",
-                                table=table)
-    retries = settings.get("client_max_retries")
-    max_attempts = None
-    if retries is not None:
-        if not retries.strip().isdigit():
-            raise InvalidInputError(f"storage option 'client_max_retries' must be a non-negative integer, "
-                                    f"got {retries!r}", table=table)
-        max_attempts = int(retries) + 1
-    return S3Config(
-        bucket=bucket,
-        access_key_id=settings.get("access_key_id") or None,
-        secret_access_key=settings.get("secret_access_key") or None,
-        session_token=settings.get("session_token") or None,
-        region=settings.get("region") or settings.get("default_region") or None,
-        endpoint=endpoint,
-        virtual_hosted_style=_truthy(settings.get("virtual_hosted_style_request", "false")),
-        anonymous=_truthy(settings.get("skip_signature", "false")),
-        connect_timeout=_duration("connect_timeout", settings["connect_timeout"], table)
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """The storage options one backend accepts."""
+
+    store: str  # for messages: "S3", "GCS", "Azure"
+    scheme: str  # for messages: "s3://"
+    aliases: Mapping[str, tuple[str, ...]]  # canonical name -> accepted keys (lower case)
+    unsupported: frozenset[str] = frozenset()
+    env: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # canonical name -> variables
+    client_prefix: str = ""  # object_store strips it before trying ClientConfigKey ("google_", "azure_")
+
+    def _key_names(self) -> dict[str, str]:
+        names = {key: name for name, keys in CLIENT_ALIASES.items() for key in keys}
+        if self.client_prefix:
+            names.update({self.client_prefix + key: name for key, name in list(names.items())})
+        names.update({key: name for name, keys in self.aliases.items() for key in keys})
+        return names
+
+    def _unsupported(self) -> frozenset[str]:
+        prefixed = {self.client_prefix + key for key in CLIENT_UNSUPPORTED} if self.client_prefix else set()
+        return self.unsupported | CLIENT_UNSUPPORTED | prefixed
+
+    def resolve(self, options: Mapping[str, str], *, table: str | None = None,
+                environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Settings by canonical name from normalized options, then the environment fallbacks."""
+        env = os.environ if environ is None else environ
+        names = self._key_names()
+        settings: dict[str, str] = {}
+        for key, value in options.items():
+            name = names.get(key)
+            if name is None:
+                if key in self._unsupported():
+                    raise UnsupportedFeatureError(
+                        f"storage option {key!r} is not supported by lance_format's {self.store} store", table=table)
+                raise InvalidInputError(f"unknown storage option {key!r} for a {self.scheme} table (known keys: "
+                                        f"{', '.join(sorted(names))})", table=table)
+            if name in settings and settings[name] != value:
+                raise InvalidInputError(f"storage option {key!r} conflicts with another alias of {name!r}",
+                                        table=table)
+            settings[name] = value
+        for name, variables in self.env.items():
+            if name not in settings:
+                for variable in variables:
+                    if env.get(variable):
+                        settings[name] = env[variable]
+                        break
+        return settings
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Generic HTTP client settings every remote backend honours; None means: the SDK's default."""
+
+    allow_http: bool = False
+    connect_timeout: float | None = None
+    request_timeout: float | None = None
+    proxy_url: str | None = None
+    max_retries: int | None = None  # retries of throttled/failed requests (client_max_retries)
+
+
+def client_settings(settings: Mapping[str, str], table: str | None) -> ClientSettings:
+    return ClientSettings(
+        allow_http=truthy(settings.get("allow_http", "false")),
+        connect_timeout=duration("connect_timeout", settings["connect_timeout"], table)
         if "connect_timeout" in settings else None,
-        request_timeout=_duration("timeout", settings["timeout"], table) if "timeout" in settings else None,
+        request_timeout=duration("timeout", settings["timeout"], table) if "timeout" in settings else None,
         proxy_url=settings.get("proxy_url") or None,
-        max_attempts=max_attempts,
+        max_retries=non_negative_int("client_max_retries", settings["client_max_retries"], table)
+        if "client_max_retries" in settings else None,
     )
 
 
-__all__ = ["S3Config", "normalize_storage_options", "s3_config"]
+def check_endpoint(key: str, endpoint: str, allow_http: bool, table: str | None) -> str:
+    """An http(s) endpoint URL (``https://`` added when the scheme is left out)."""
+    from urllib.parse import urlparse
+
+    endpoint = endpoint.strip()
+    if "://" not in endpoint:
+        endpoint = "https://" + endpoint
+    parsed = urlparse(endpoint)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise InvalidInputError(f"storage option {key!r} must be an http(s) URL, got {endpoint!r}", table=table)
+    if parsed.scheme == "http" and not allow_http:
+        raise InvalidInputError(f"the endpoint {endpoint!r} is plain http: set storage option "
+                                "allow_http='true' to allow unencrypted connections", table=table)
+    return endpoint.rstrip("/")
+
+
+def __getattr__(name: str) -> Any:
+    # The S3 options used to live here; importing them lazily avoids an import cycle.
+    if name in ("S3Config", "s3_config"):
+        from lance_format.io import s3
+
+        return getattr(s3, name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "CLIENT_ALIASES", "ClientSettings", "OptionSpec", "check_endpoint", "client_settings", "duration",
+    "normalize_storage_options", "truthy",
+]

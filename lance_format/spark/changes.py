@@ -186,7 +186,8 @@ def read_changes(
 ) -> Any:
     """The change feed of versions ``(begin_version, end_version]`` as a DataFrame (the same rows
     as ``dataset(uri).delta(begin_version=..., end_version=...).get_changes(columns)``).
-    ``storage_options``: object-store settings for ``s3://`` tables, shipped to the executors."""
+    ``storage_options``: object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://``
+    tables, shipped to the executors."""
     spec, tasks, schema = plan_changes(uri, begin_version, end_version, columns, rows_per_task=rows_per_task,
                                        storage_options=storage_options)
     if not tasks:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from lance_format import errors as lance_errors
-from lance_format.errors import LanceError
+from lance_format.errors import LanceError, UnsupportedFeatureError
 from lance_format.io import ObjectStore, normalize_storage_options, object_store_for
 
 DEFAULT_PARALLELISM = 2
@@ -30,7 +30,11 @@ def table_location(uri: "str | os.PathLike[str] | ObjectStore") -> "str | Object
 
 def task_store(uri: str, options: StorageOptions) -> ObjectStore:
     """The table's store inside a Spark task (executors re-open it from the spec)."""
-    return object_store_for(uri, dict(options))
+    store = object_store_for(uri, dict(options))
+    if store.backend.process_local:
+        raise UnsupportedFeatureError(f"{store.backend.name}:// tables live in one process's memory; Spark tasks "
+                                      "run in other processes and cannot reach them", table=store.uri)
+    return store
 
 
 @dataclass(frozen=True)

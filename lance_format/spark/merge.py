@@ -269,7 +269,7 @@ def merge_dataframe(
     deterministic. The table's keys are joined by broadcast only when the table is small
     (``spark.sql.autoBroadcastJoinThreshold``), else by sort-merge; with one integer key, only
     target rows within the source's key range are read into the join. ``storage_options``:
-    object-store settings (Lance's keys) for ``s3://`` tables.
+    object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables.
     """
     from pyspark import StorageLevel
 

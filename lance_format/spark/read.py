@@ -194,7 +194,7 @@ def read_dataframe(
     ``_row_last_updated_at_version``); unread columns cost nothing. ``filter``: a SQL predicate
     evaluated by the engine while reading. ``with_row_id`` / ``with_row_address`` append
     ``_rowid`` / ``_rowaddr`` (as Spark longs). ``storage_options``: object-store settings
-    (Lance's keys) for ``s3://`` tables, shipped to the executors.
+    (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables, shipped to the executors.
     """
     plan = plan_read(uri, version=version, columns=columns, filter=filter, with_row_id=with_row_id,
                      with_row_address=with_row_address, target_splits=parallelism(spark),

@@ -453,8 +453,8 @@ def write_dataframe(
     array columns as fixed-size-list vectors (field metadata ``arrow.fixed-size-list.size`` does
     the same).
     ``enable_stable_row_ids`` and ``data_storage_version`` apply when the table is created.
-    ``storage_options``: object-store settings (Lance's keys) for ``s3://`` tables; they are
-    shipped to the executors, which open the table themselves.
+    ``storage_options``: object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://``
+    tables; they are shipped to the executors, which open the table themselves.
     """
     plan = plan_write(
         df.schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,

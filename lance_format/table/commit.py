@@ -301,8 +301,8 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
 
 def _write_hint(store: ObjectStore, version: int) -> None:
     # Advisory only: readers always list _versions/. A failure here must not fail the commit.
-    # pylance 14 writes it only on local filesystems (not on S3), and so do we.
-    if not store.is_local:
+    # pylance 14 writes it only on local filesystems (not on object stores), and so do we.
+    if not store.writes_version_hint:
         return
     try:
         store.replace_bytes(HINT_PATH, json.dumps({"version": version}, separators=(",", ":")).encode())

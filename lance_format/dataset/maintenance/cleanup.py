@@ -202,14 +202,15 @@ class _ResolvesInside:
     """
 
     def __init__(self, store: Any) -> None:
-        local = store.filesystem.type_name == "local"
-        self._root = os.path.realpath(store.root) if local else None
+        local_root = store.backend.local_path(store.root)
+        self._root = os.path.realpath(local_root) if local_root is not None else None
         self._store = store
 
     def __call__(self, relative: str) -> bool:
-        if self._root is None:
+        path = self._store.local_path(relative)
+        if self._root is None or path is None:
             return True
-        resolved = os.path.realpath(self._store.full_path(relative))
+        resolved = os.path.realpath(path)
         return resolved.startswith(self._root.rstrip(os.sep) + os.sep)
 
 

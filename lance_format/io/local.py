@@ -1,0 +1,69 @@
+"""Local paths (``/data/t.lance``, ``file:///data/t.lance``): ``pyarrow.fs.LocalFileSystem``,
+commits by hard link, memory-mapped reads. Like Lance, storage options do not apply."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from pathlib import Path
+from urllib.parse import ParseResult
+
+import pyarrow.fs as pafs
+
+from lance_format.io.backend import StorageBackend
+
+
+class LocalBackend(StorageBackend):
+    name = "local"
+    atomic_put = "hard link of a fully written staging file (link fails when the target exists)"
+    has_directories = True
+    writes_version_hint = True
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.uri = root
+        self._fs = pafs.LocalFileSystem()
+
+    @classmethod
+    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> "LocalBackend":
+        local = parsed.path if parsed.scheme == "file" else uri
+        return cls(os.path.abspath(os.path.expanduser(local)).rstrip("/") or "/")
+
+    @property
+    def filesystem(self) -> pafs.FileSystem:
+        return self._fs
+
+    def local_path(self, path: str) -> str | None:
+        return path
+
+    def replace(self, path: str, data: bytes) -> None:
+        """Write a staging file, then rename it over ``path`` (readers see old or new, never part)."""
+        directory = posixpath.dirname(path)
+        self._fs.create_dir(directory, recursive=True)
+        tmp = f"{directory}/.tmp_{posixpath.basename(path)}_{uuid.uuid4().hex}"
+        with self._fs.open_output_stream(tmp) as out:
+            out.write(data)
+        self._fs.move(tmp, path)
+
+    def put_if_absent(self, path: str, data: bytes, *, relative: str) -> bool:
+        """The data goes to a staging file that is then hard-linked to the final name: ``link``
+        fails when the target exists, so two writers can never both win, and readers never see
+        a partially written file."""
+        directory = posixpath.dirname(path)
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        tmp = f"{directory}/.tmp_{posixpath.basename(path)}_{uuid.uuid4().hex}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+
+__all__ = ["LocalBackend"]
