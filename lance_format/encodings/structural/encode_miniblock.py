@@ -196,7 +196,8 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
         header[f"s{i}"] = sizes
         pads = (-sizes) % 8
         chunk_bytes += sizes + pads
-        raw = memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))  # type: ignore[arg-type]  # numpy's stubs declare __buffer__ only for Python >= 3.12
+        # numpy's stubs declare ndarray.__buffer__ only for Python >= 3.12, hence the ignores below
+        raw = memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))  # type: ignore[arg-type]
         ends = np.cumsum(sizes).tolist()
         columns.append([raw[a:b] for a, b in zip([0, *ends[:-1]], ends)])
         columns.append([_PADS[:p] for p in pads.tolist()])
@@ -205,7 +206,7 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
     heads = np.full((nchunks, header_block), CHUNK_PAD, np.uint8)
     heads[:, :header_len] = header.view(np.uint8).reshape(nchunks, header_len)
     chunk_bytes += header_block
-    flat = memoryview(heads.reshape(-1))  # type: ignore[arg-type]  # numpy's stubs declare __buffer__ only for Python >= 3.12
+    flat = memoryview(heads.reshape(-1))  # type: ignore[arg-type]  # numpy stubs: __buffer__ needs 3.12
     head_views = [flat[c : c + header_block] for c in range(0, nchunks * header_block, header_block)]
     body = b"".join([piece for row in zip(head_views, *columns) for piece in row])
     return body, chunk_bytes
