@@ -11,7 +11,7 @@ its transaction properties, and every materialization reports Dagster's standard
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
@@ -43,6 +43,16 @@ PARTITION_RANGE_PROPERTY = "dagster/partition_key_range"
 
 def _plain_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: getattr(v, "value", v) if type(v).__module__.startswith("dagster") else v for k, v in (meta or {}).items()}
+
+
+class _RowWriterOptions(TypedDict):
+    """The keyword arguments ArrowRows and SparkRows share."""
+
+    schema_mode: SchemaMode
+    transaction_properties: Mapping[str, str]
+    enable_stable_row_ids: bool
+    data_storage_version: str | None
+    storage_options: engine.Options
 
 
 class LanceIOManager(dg.ConfigurableIOManager):
@@ -129,7 +139,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
         context.add_output_metadata(meta)
 
     def _writer(self, obj: Any, uri: str, settings: WriteSettings, props: dict[str, str]) -> RowWriter:
-        common = dict(
+        common = _RowWriterOptions(
             schema_mode=settings.schema_mode, transaction_properties=props,
             enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
             storage_options=self.table_storage_options,

@@ -115,6 +115,7 @@ class LanceFileWriter:
         self._footer_version = _FILE_VERSIONS[version]
         self._arrow_schema = schema.to_arrow()
         self._field_ids: list[int] = []
+        self._writers: list[ColumnWriter | StructuralFieldWriter]
         try:
             if self._footer_version == (0, 3):
                 self._writers = [self._make_v2_0_writer(f) for f in schema.fields]
@@ -221,6 +222,7 @@ class LanceFileWriter:
             self.abort()
             raise
         self._closed = True
+        assert self.path is not None  # only check_schema's instance, which writes nothing, has no path
         return WrittenFile(
             path=self.path,
             num_rows=self._num_rows,
@@ -234,6 +236,7 @@ class LanceFileWriter:
         if self._closed:
             return
         self._closed = True
+        assert self.path is not None  # only check_schema's instance, which writes nothing, has no path
         try:
             self._out.close()
         finally:

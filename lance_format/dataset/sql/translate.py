@@ -15,10 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import sqlglot
-from sqlglot import exp
+from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import Tokenizer
 
 from lance_format.errors import InvalidInputError
 
@@ -34,7 +33,7 @@ SYSTEM_COLUMNS: dict[str, pa.DataType] = {
 class LanceFilterDialect(Dialect):
     """sqlglot dialect matching Lance's tokenizer: backtick identifiers, double-quoted strings."""
 
-    class Tokenizer(Tokenizer):
+    class Tokenizer(tokens.Tokenizer):
         QUOTES = ["'", '"']
         IDENTIFIERS = ["`"]
 
@@ -83,6 +82,12 @@ class _Node:
     def is_literal(self) -> bool:
         return self.scalar is not None
 
+    @property
+    def literal(self) -> pa.Scalar:
+        """The constant of a literal node (callers check ``is_literal`` first)."""
+        assert self.scalar is not None
+        return self.scalar
+
 
 def validation_schema(schema: pa.Schema) -> pa.Schema:
     extra = [pa.field(n, t) for n, t in SYSTEM_COLUMNS.items() if n not in schema.names]
@@ -118,7 +123,7 @@ class Translator:
             raise self._invalid(err) from None
         return node.expr
 
-    def _invalid(self, err: Exception, column: str | None = None) -> InvalidInputError:
+    def _invalid(self, err: Exception | str, column: str | None = None) -> InvalidInputError:
         return InvalidInputError(f"Invalid SQL filter {self.text!r}: {err}", column=column)
 
     def _unsupported(self, what: str) -> InvalidInputError:
@@ -140,7 +145,7 @@ class Translator:
         return node.dtype
 
     # ------------------------------------------------------------------ dispatch
-    def visit(self, node: exp.Expression) -> _Node:
+    def visit(self, node: exp.Expr) -> _Node:
         handler: Callable[[Any], _Node] | None = getattr(self, f"_visit_{type(node).__name__}", None)
         if handler is not None:
             return handler(node)
@@ -402,7 +407,7 @@ class Translator:
         if value.is_literal or not all(item.is_literal for item in items):
             return self._or_equalities(value, items)
         target = self._type_of(value)
-        coerced = [self._coerce_literal(item, target).scalar for item in items]
+        coerced = [self._coerce_literal(item, target).literal for item in items]
         has_null = any(not s.is_valid for s in coerced)
         values = [s for s in coerced if s.is_valid]
         if not values:
@@ -435,11 +440,11 @@ class Translator:
         pattern = self.visit(node.expression)
         if not pattern.is_literal:
             raise self._unsupported(f"LIKE with a non-literal pattern ({node.sql()})")
-        if not pattern.scalar.is_valid:
+        if not pattern.literal.is_valid:
             return _Node(pc.scalar(_NULL_BOOL))
-        text = pattern.scalar.as_py()
+        text = pattern.literal.as_py()
         if not isinstance(text, str):
-            raise self._invalid(f"LIKE pattern must be a string, got {pattern.scalar.type}")
+            raise self._invalid(f"LIKE pattern must be a string, got {pattern.literal.type}")
         if escape is not None and escape != "\\":
             text = _rewrite_escape(text, escape)
         expr = pc.match_like(value.expr, pattern=text, ignore_case=ignore_case)
@@ -459,12 +464,12 @@ class Translator:
         return self._visit_Like(like, ignore_case=isinstance(like, exp.ILike), escape=escape.this)
 
     # ------------------------------------------------------------------ arithmetic, casts, functions
-    def _arithmetic(self, function: str, node: exp.Expression) -> _Node:
+    def _arithmetic(self, function: str, node: exp.Expr) -> _Node:
         left, right = self.visit(node.this), self.visit(node.expression)
-        if left.is_literal and right.is_literal and left.scalar.is_valid and right.scalar.is_valid:
+        if left.is_literal and right.is_literal and left.literal.is_valid and right.literal.is_valid:
             # Fold constants so that e.g. `x = 1 + 1` still compares a literal with the column.
             try:
-                return _literal(pc.call_function(function, [left.scalar, right.scalar]))
+                return _literal(pc.call_function(function, [left.literal, right.literal]))
             except (pa.ArrowException, TypeError) as err:
                 raise self._invalid(err) from None
         # Numeric literals next to a decimal become small decimals; pyarrow's int64 -> decimal(19, 0)
@@ -477,9 +482,9 @@ class Translator:
 
     def _visit_Neg(self, node: exp.Neg) -> _Node:
         operand = self.visit(node.this)
-        if operand.is_literal and operand.scalar.is_valid:
+        if operand.is_literal and operand.literal.is_valid:
             try:
-                return _literal(pc.negate_checked(operand.scalar))
+                return _literal(pc.negate_checked(operand.literal))
             except (pa.ArrowException, TypeError) as err:
                 raise self._invalid(err) from None
         return _Node(pc.negate(operand.expr))
@@ -492,7 +497,7 @@ class Translator:
         target = self._arrow_type(node.args["to"])
         operand = self.visit(node.this)
         if operand.is_literal:
-            scalar = operand.scalar
+            scalar = operand.literal
             if not scalar.is_valid:
                 return _literal(pa.scalar(None, target))
             if pa.types.is_string(scalar.type) and _parses_from_string(target):

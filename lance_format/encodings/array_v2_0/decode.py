@@ -228,7 +228,8 @@ def _decode_dictionary(enc: pb.Dictionary, buffers: list[pa.Buffer], length: int
         return pa.DictionaryArray.from_arrays(keys, items)
     # A utf8 page pylance dictionary-encoded: u8 indices, 0 = null, k = items[k - 1].
     items = decode_leaf(enc.items, buffers, count, data_type, ctx)
-    index_type = _UNSIGNED.get(_flat_bits(enc.indices))
+    index_bits = _flat_bits(enc.indices)
+    index_type = None if index_bits is None else _UNSIGNED.get(index_bits)
     if index_type is None:
         raise _unsupported(f"dictionary indices of {_flat_bits(enc.indices)} bits", ctx)
     codes = decode_leaf(enc.indices, buffers, length, index_type, ctx)

@@ -271,7 +271,8 @@ def _arrow_dictionary(chunks: list[pa.DictionaryArray], page: EncodedPage, colum
         keys = chunk.indices
         codes = keys.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64) + base
         parts.append(codes)
-        null_masks.append(None if keys.null_count == 0 else ~validity_bools(keys))
+        valid_keys = validity_bools(keys)  # None exactly when the keys have no nulls
+        null_masks.append(None if valid_keys is None else ~valid_keys)
         dictionaries.append(chunk.dictionary)
         base += len(chunk.dictionary)
     codes = np.concatenate(parts) if parts else np.zeros(0, np.int64)

@@ -16,7 +16,9 @@ into an Arrow array of the schema's type (validity from the rep/def levels).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -145,33 +147,36 @@ def check_range(ctx: DecodeContext, what: str, starts: np.ndarray, lengths: np.n
 # -- block operations -----------------------------------------------------------------------------
 
 
-def concat(blocks: list[Block]) -> Block:
+def concat(blocks: Sequence[Block]) -> Block:
     """Blocks of one kind, one after the other."""
     if len(blocks) == 1:
         return blocks[0]
     first = blocks[0]
+    # every block has the kind of the first one: the casts only tell the type checker so
     if isinstance(first, Fixed):
-        return Fixed(np.concatenate([b.data for b in blocks]), first.bits)
+        return Fixed(np.concatenate([b.data for b in cast("Sequence[Fixed]", blocks)]), first.bits)
     if isinstance(first, Variable):
         pieces, datas, base = [np.zeros(1, np.int64)], [], 0
-        for b in blocks:
+        for b in cast("Sequence[Variable]", blocks):
             offs = b.offsets - b.offsets[0]
             pieces.append(offs[1:] + base)
             datas.append(b.data[int(b.offsets[0]) : int(b.offsets[-1])])
             base += int(offs[-1])
         return Variable(np.concatenate(pieces), np.concatenate(datas) if datas else np.zeros(0, np.uint8))
     if isinstance(first, Fsl):
+        fsls = cast("Sequence[Fsl]", blocks)
         validity = None
-        if any(b.validity is not None for b in blocks):
+        if any(b.validity is not None for b in fsls):
             validity = np.concatenate(
-                [b.validity if b.validity is not None else np.ones(b.child.n, np.bool_) for b in blocks]
+                [b.validity if b.validity is not None else np.ones(b.child.n, np.bool_) for b in fsls]
             )
-        return Fsl(concat([b.child for b in blocks]), first.dim, validity)
+        return Fsl(concat([b.child for b in fsls]), first.dim, validity)
     if isinstance(first, Struct):
-        children = [concat([b.children[i] for b in blocks]) for i in range(len(first.children))]
-        return Struct(children, sum(b.length for b in blocks))
+        structs = cast("Sequence[Struct]", blocks)
+        children = [concat([b.children[i] for b in structs]) for i in range(len(first.children))]
+        return Struct(children, sum(b.length for b in structs))
     if isinstance(first, Dictionary):
-        return Dictionary(np.concatenate([b.indices for b in blocks]), first.dictionary)
+        return Dictionary(np.concatenate([b.indices for b in cast("Sequence[Dictionary]", blocks)]), first.dictionary)
     return AllNull(sum(b.n for b in blocks))
 
 

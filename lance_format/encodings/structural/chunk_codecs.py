@@ -248,7 +248,8 @@ def split_rows(data: np.ndarray, field_bits: list[int], n: int) -> Struct:
     """Row-major fixed-width structs into one Fixed block per field."""
     row = sum(field_bits) // 8
     matrix = data[: n * row].reshape(n, row) if row else np.zeros((n, 0), np.uint8)
-    children, at = [], 0
+    children: list[Block] = []
+    at = 0
     for bits in field_bits:
         w = bits // 8
         children.append(Fixed(np.ascontiguousarray(matrix[:, at : at + w]).reshape(-1), bits))

@@ -145,6 +145,7 @@ def _leaf_items(leaf: LeafData) -> int:
     n = leaf.rows
     for layer in leaf.layers:
         if layer.is_list:
+            assert layer.offsets is not None  # list layers always carry offsets
             n = int(layer.offsets[-1] - layer.offsets[0])
     return n
 
@@ -192,6 +193,7 @@ def _build(plan, leaves: dict[int, LeafData], depth: int, n: int, ctx_for) -> pa
         if not layer.is_list:
             raise ctx.corrupt("the column's rep/def layers put a struct where the schema has a list")
         offsets = layer.offsets
+        assert offsets is not None  # list layers always carry offsets
         if len(offsets) != n + 1:
             raise ctx.corrupt(f"list layer has {len(offsets) - 1} lists where {n} are needed")
         child = _build(plan.children[0], leaves, depth + 1, int(offsets[-1]), ctx_for)

@@ -26,6 +26,7 @@ from lance_format.encodings.structural.blocks import AllNull, Block, Fixed, Stru
 from lance_format.encodings.structural.pages import PageDecoder, PageIO
 from lance_format.encodings.structural.repdef import (
     ALL_VALID_ITEM,
+    Layer,
     LeafData,
     check_layers,
     max_visible_def,
@@ -57,7 +58,7 @@ class ConstantPage(PageDecoder):
             self.value_buffer, self.level_buffers = 0, (1, 2) if nbuf == 3 else None
         else:
             raise ctx.corrupt(f"constant page has {nbuf} buffers")
-        self._layers = None
+        self._layers: tuple[list[Layer], int] | None = None
 
     def _levels(self, index: int, compressed: bool, enc: pb.CompressiveEncoding, count: int) -> np.ndarray | None:
         raw = self.io.buffer(index)
@@ -91,7 +92,7 @@ class ConstantPage(PageDecoder):
             self._layers = (layers, items)
         return self._layers
 
-    def _scalar(self, data_type: pa.DataType) -> Block | None:
+    def _scalar(self, data_type: pa.DataType) -> Fixed | Variable | None:
         """The constant as a one-value block (None: all null)."""
         ctx = self.ctx
         if self.inline is not None:
@@ -179,7 +180,7 @@ class BlobPage(PageDecoder):
         levels = np.where(special, positions, 0)
         if bool(((levels & 0xFFFF) != 0).any()):
             raise UnsupportedFeatureError("lists of blobs are not supported", path=ctx.path, column=ctx.column)
-        defs = ((levels >> 16) & 0xFFFF).astype(np.uint16)
+        defs: np.ndarray | None = ((levels >> 16) & 0xFFFF).astype(np.uint16)
         if self.meanings == [ALL_VALID_ITEM]:
             defs = None
         layers, rows = unravel(None, defs, self.meanings, len(desc), ctx)
@@ -188,7 +189,7 @@ class BlobPage(PageDecoder):
             if data_type != DESCRIPTION_TYPE:
                 raise UnsupportedFeatureError(f"blob descriptions cannot be read as {data_type}",
                                               path=ctx.path, column=ctx.column)
-            children = [Fixed(positions.view(np.uint8), 64), Fixed(sizes.view(np.uint8), 64)]
+            children: list[Block] = [Fixed(positions.view(np.uint8), 64), Fixed(sizes.view(np.uint8), 64)]
             array = to_arrow(Struct(children, len(desc)), data_type, valid, ctx)
             if valid is not None:
                 # like Lance, the description fields of a null blob are null too

@@ -270,6 +270,8 @@ def value_plan(values: LeafValues) -> ValuePlan:
 
 def _as_arrow(values: LeafValues) -> pa.Array:
     if values.kind == "variable":
+        # variable values always carry offsets and data
+        assert values.offsets is not None and values.data is not None
         offsets = values.offsets.astype(np.int64 if values.offset_width == 8 else np.int32)
         data_type = pa.large_binary() if values.offset_width == 8 else pa.binary()
         return pa.Array.from_buffers(data_type, values.count, [None, pa.py_buffer(offsets), pa.py_buffer(values.data)])
@@ -279,6 +281,7 @@ def _as_arrow(values: LeafValues) -> pa.Array:
 def _from_arrow(array: pa.Array, like: LeafValues) -> LeafValues:
     if like.kind == "variable":
         return variable_values(array, None)
+    assert like.words is not None  # only word-sized fixed values are dictionary-encoded
     words = np.asarray(array.to_numpy(zero_copy_only=False)).astype(like.words.dtype)
     width = like.bytes_per_value
     return LeafValues("fixed", len(words), bytes_per_value=width, words=words,
@@ -287,6 +290,7 @@ def _from_arrow(array: pa.Array, like: LeafValues) -> LeafValues:
 
 def _plain_estimate(values: LeafValues) -> float:
     if values.kind == "fixed":
+        assert values.words is not None  # only word-sized fixed values are dictionary-encoded
         plan = word_plan(values.words, allow_rle=False)
         if isinstance(plan, BitpackPlan):
             full = values.count // BLOCK * BLOCK
@@ -314,6 +318,7 @@ def try_dictionary(values: LeafValues) -> tuple[np.ndarray, LeafValues] | None:
     else:
         sample_index = np.sort(np.random.default_rng(n).choice(n, DICT_SAMPLE, replace=False))
     if values.kind == "fixed":
+        assert values.words is not None  # checked above
         _, counts = np.unique(values.words[sample_index], return_counts=True)
     else:
         counts = np.asarray(pc.value_counts(_as_arrow(take_values(values, sample_index))).field(1))
@@ -343,11 +348,15 @@ def dictionary_block(dictionary: LeafValues) -> tuple[bytes, pb.CompressiveEncod
     if dictionary.kind == "variable":
         ow = dictionary.offset_width
         fmt = "<II" if ow == 4 else "<QQ"
+        # variable values always carry offsets and data
+        assert dictionary.offsets is not None and dictionary.data is not None
         offsets = dictionary.offsets.astype(np.uint32 if ow == 4 else np.uint64)
         start = 2 * ow + offsets.nbytes
         return struct.pack(fmt, ow * 8, start) + offsets.tobytes() + dictionary.data.tobytes(), variable_encoding(ow * 8)
     if dictionary.kind == "bool":
+        assert dictionary.bits is not None  # bool values always carry bits
         return np.packbits(dictionary.bits, bitorder="little").tobytes(), flat_encoding(1)
     if dictionary.kind == "fixed":
+        assert dictionary.matrix is not None  # fixed values always carry the byte matrix
         return dictionary.matrix.tobytes(), flat_encoding(dictionary.bytes_per_value * 8)
     raise ValueError(f"cannot store a dictionary of {dictionary.kind} values")

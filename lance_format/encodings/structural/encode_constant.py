@@ -46,12 +46,16 @@ def constant_value(values: LeafValues, valid: np.ndarray | None) -> bytes | None
             items = values.words if index is None else values.words[index]
             first = items[0]
             return items[0:1].tobytes() if bool((items == first).all()) else None
+        assert values.matrix is not None  # fixed values always carry the byte matrix
         items = values.matrix if index is None else values.matrix[index]
         return items[0].tobytes() if bool((items == items[0]).all()) else None
     if values.kind == "bool":
+        assert values.bits is not None  # bool values always carry bits
         items = values.bits if index is None else values.bits[index]
         return bytes([int(items[0])]) if bool((items == items[0]).all()) else None
     if values.kind == "variable":
+        # variable values always carry offsets and data
+        assert values.offsets is not None and values.data is not None
         offsets = values.offsets
         lengths = np.diff(offsets)
         starts = offsets[:-1]

@@ -29,6 +29,7 @@ def _fixed_matrix(values: LeafValues) -> tuple[np.ndarray, pb.CompressiveEncodin
     """``(n, bytes_per_value)`` value bytes (with fsl validity prefixes) and their encoding."""
     n = values.count
     if values.kind == "fixed":
+        assert values.matrix is not None  # fixed values always carry the byte matrix
         return values.matrix.reshape(n, values.bytes_per_value), flat_encoding(values.bytes_per_value * 8)
     # fixed-size list: [validity bytes per level with nulls] + item bytes, per value
     parts = []
@@ -38,6 +39,7 @@ def _fixed_matrix(values: LeafValues) -> tuple[np.ndarray, pb.CompressiveEncodin
         if validity is not None:
             bits = validity.reshape(n, cum)
             parts.append(np.packbits(bits, axis=1, bitorder="little"))
+    assert values.data is not None  # fsl values always carry their item data
     if values.item_bits == 1:
         parts.append(np.packbits(values.data.reshape(n, cum), axis=1, bitorder="little"))
     else:
@@ -89,6 +91,8 @@ def encode_fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLay
         layers=leaf.layers,
     )
     if variable:
+        # variable values always carry offsets and data
+        assert values.offsets is not None and values.data is not None
         ow = values.offset_width
         layout.bits_per_offset = ow * 8
         layout.value_compression.CopyFrom(variable_encoding(ow * 8))
@@ -144,7 +148,7 @@ def encode_fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLay
             out[~header] = matrix.reshape(-1)
         data = out
 
-    buffers = [data]
+    buffers: list[np.ndarray | bytes] = [data]
     if variable or rep is not None:
         if rep is not None:
             row_entries = np.flatnonzero(rep == max_rep) if max_rep else np.arange(n_entries)

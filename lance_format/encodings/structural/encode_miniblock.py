@@ -61,6 +61,7 @@ class _Chunker:
 
     def _value_bytes(self, start: int, stop: int) -> float:
         if self.cost is None:
+            assert self.plan.uniform is not None  # no cost prefix only when the cost is linear
             return (stop - start) * self.plan.uniform + self.plan.chunk_overhead
         return float(self.cost[stop] - self.cost[start]) + self.plan.chunk_overhead
 
@@ -69,7 +70,7 @@ class _Chunker:
             return False
         if levels > MAX_LEVELS_PER_CHUNK:
             return False
-        total = self.header + 7 + 2 * levels * self.level_streams + 8 * self.level_streams
+        total: float = self.header + 7 + 2 * levels * self.level_streams + 8 * self.level_streams
         total += value_bytes + 8 * self.plan.num_buffers
         return total <= self.hard
 
@@ -88,6 +89,7 @@ class _Chunker:
         def fits(k: int) -> bool:
             k = min(k, self.n)
             levels = k if self.end_of is not None else 0
+            assert self.plan.uniform is not None  # no cost prefix only when the cost is linear
             value_bytes = k * self.plan.uniform + self.plan.chunk_overhead
             return self._fits_levels(value_bytes, levels, k <= self.plan.min_chunk)
 
@@ -122,10 +124,10 @@ class _Chunker:
         if k is not None:
             starts = np.arange(0, n, k, dtype=np.int64)
             return starts, np.minimum(k, n - starts)
-        starts: list[int] = []
+        chunk_starts: list[int] = []
         p = 0
         while p < n:
-            starts.append(p)
+            chunk_starts.append(p)
             if n - p <= self.plan.max_chunk and self._fits(p, n, True, n - p <= self.plan.min_chunk):
                 p = n
                 break
@@ -133,7 +135,7 @@ class _Chunker:
             if step == 0:
                 return None
             p += step
-        starts_arr = np.asarray(starts, np.int64)
+        starts_arr = np.asarray(chunk_starts, np.int64)
         return starts_arr, np.diff(np.append(starts_arr, n))
 
 
@@ -194,7 +196,8 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
         header[f"s{i}"] = sizes
         pads = (-sizes) % 8
         chunk_bytes += sizes + pads
-        raw = memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))
+        # numpy's stubs declare ndarray.__buffer__ only for Python >= 3.12, hence the ignores below
+        raw = memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))  # type: ignore[arg-type]
         ends = np.cumsum(sizes).tolist()
         columns.append([raw[a:b] for a, b in zip([0, *ends[:-1]], ends)])
         columns.append([_PADS[:p] for p in pads.tolist()])
@@ -203,7 +206,7 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
     heads = np.full((nchunks, header_block), CHUNK_PAD, np.uint8)
     heads[:, :header_len] = header.view(np.uint8).reshape(nchunks, header_len)
     chunk_bytes += header_block
-    flat = memoryview(heads.reshape(-1))
+    flat = memoryview(heads.reshape(-1))  # type: ignore[arg-type]  # numpy stubs: __buffer__ needs 3.12
     head_views = [flat[c : c + header_block] for c in range(0, nchunks * header_block, header_block)]
     body = b"".join([piece for row in zip(head_views, *columns) for piece in row])
     return body, chunk_bytes

@@ -99,7 +99,8 @@ def _fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLayout]:
 
 def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
     """Buffers and PageLayout of one leaf page (``minor``: 1 for file version 2.1, 2 for 2.2)."""
-    if leaf.num_items == 0 or pa.types.is_null(leaf.values.type) or (
+    # num_items is 0 when values is None; the explicit test narrows the type
+    if leaf.values is None or leaf.num_items == 0 or pa.types.is_null(leaf.values.type) or (
         leaf.valid is not None and not leaf.valid.any()
     ):
         return encode_all_null(leaf)
@@ -109,6 +110,8 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
         if value is not None:
             return encode_constant(leaf, values, value)
     if values.kind == "dictionary":
+        # dictionary values always carry indices and the dictionary
+        assert values.indices is not None and values.dictionary is not None
         result = encode_miniblock(leaf, word_plan(values.indices), minor, dictionary=values.dictionary)
         if result is not None:
             return result

@@ -59,7 +59,7 @@ class LeafPage:
     valid: np.ndarray | None  # per item: True when def == 0 (None: all items valid)
     rep: np.ndarray | None  # uint16 per level entry (None: no lists)
     defs: np.ndarray | None  # uint16 per level entry (None: all valid)
-    layers: list[int]  # RepDefLayer values, innermost first
+    layers: list[pb.RepDefLayer]  # innermost first
     num_rows: int
     max_visible_def: int | None  # None when there is no list layer
 
@@ -81,7 +81,7 @@ class LeafPage:
 
     def def_levels_of_layers(self) -> int:
         """The largest def level the layers can express."""
-        widths = {NULLABLE_ITEM: 1, NULLABLE_LIST: 1, EMPTYABLE_LIST: 1, NULL_AND_EMPTY_LIST: 2}
+        widths: dict[int, int] = {NULLABLE_ITEM: 1, NULLABLE_LIST: 1, EMPTYABLE_LIST: 1, NULL_AND_EMPTY_LIST: 2}
         return sum(widths.get(layer, 0) for layer in self.layers)
 
     def visible_mask(self) -> np.ndarray | None:
@@ -130,6 +130,7 @@ def array_validity(array: pa.Array) -> np.ndarray | None:
         if array.dictionary.null_count:
             keys = np.asarray(array.indices.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
             dict_valid = validity_bools(array.dictionary)
+            assert dict_valid is not None  # the dictionary has nulls
             valid = dict_valid[keys] if valid is None else valid & dict_valid[keys]
         return valid
     return validity_bools(array)
@@ -222,7 +223,7 @@ def _finish(state: _State, leaf: pa.Array, lance_field: LanceField, name: str, n
     # are nullable iff their field is, lists may always be empty (and null iff nullable).
     # Plain list-only or struct-only paths keep pylance's data-driven choice.
     schema_driven = "list" in kinds and kinds.count("item") > 1
-    layers_outer_first: list[int] = []
+    layers_outer_first: list[pb.RepDefLayer] = []
     for index, kind in enumerate(kinds):
         has_null = bool(present[2 * index + 1]) or index in state.forced_null
         has_empty = bool(present[2 * index + 2])
@@ -244,16 +245,16 @@ def _finish(state: _State, leaf: pa.Array, lance_field: LanceField, name: str, n
     level = 0
     max_visible: int | None = None
     for index in range(len(kinds) - 1, -1, -1):
-        kind = layers_outer_first[index]
-        if kind in _LIST_LAYERS and max_visible is None:
+        layer_kind = layers_outer_first[index]
+        if layer_kind in _LIST_LAYERS and max_visible is None:
             max_visible = level
-        if kind in (NULLABLE_ITEM, NULLABLE_LIST):
+        if layer_kind in (NULLABLE_ITEM, NULLABLE_LIST):
             level += 1
             lut[2 * index + 1] = level
-        elif kind == EMPTYABLE_LIST:
+        elif layer_kind == EMPTYABLE_LIST:
             level += 1
             lut[2 * index + 2] = level
-        elif kind == NULL_AND_EMPTY_LIST:
+        elif layer_kind == NULL_AND_EMPTY_LIST:
             lut[2 * index + 1] = level + 1
             lut[2 * index + 2] = level + 2
             level += 2

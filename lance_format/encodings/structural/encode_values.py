@@ -53,6 +53,7 @@ class LeafValues:
         if self.kind == "bool":
             return (self.count + 7) // 8
         if self.kind == "variable":
+            assert self.offsets is not None  # variable values always carry offsets
             return int(self.offsets[-1]) + self.offset_width * (self.count + 1)
         if self.kind == "fsl":
             return self.count * self.value_width()
@@ -73,6 +74,7 @@ class LeafValues:
 
     def max_value_bytes(self) -> int:
         if self.kind == "variable":
+            assert self.offsets is not None  # variable values always carry offsets
             return int(np.diff(self.offsets).max()) if self.count else 0
         if self.kind in ("fixed", "fsl"):
             return self.value_width()
@@ -225,6 +227,8 @@ def leaf_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafV
 def take_values(values: LeafValues, index: np.ndarray) -> LeafValues:
     """The values at ``index`` (used to build dictionaries and constants)."""
     if values.kind == "variable":
+        # variable values always carry offsets and data
+        assert values.offsets is not None and values.data is not None
         starts, ends = values.offsets[index], values.offsets[index + 1]
         lengths = ends - starts
         total = int(lengths.sum())
@@ -233,9 +237,11 @@ def take_values(values: LeafValues, index: np.ndarray) -> LeafValues:
         return LeafValues("variable", len(index), offsets=offsets, data=values.data[src],
                           offset_width=values.offset_width)
     if values.kind == "fixed":
+        assert values.matrix is not None  # fixed values always carry the byte matrix
         matrix = values.matrix[index]
         words = values.words[index] if values.words is not None else None
         return LeafValues("fixed", len(index), bytes_per_value=values.bytes_per_value, words=words, matrix=matrix)
     if values.kind == "bool":
+        assert values.bits is not None  # bool values always carry bits
         return LeafValues("bool", len(index), bits=values.bits[index])
     raise ValueError(f"cannot take from {values.kind} values")

@@ -18,7 +18,7 @@ import numpy as np
 
 BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
-_DTYPES = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
+_DTYPES: dict[int, np.dtype] = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
 
 
 def word_dtype(width: int) -> np.dtype:

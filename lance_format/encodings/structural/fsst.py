@@ -77,7 +77,9 @@ def decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Varia
         cuts = np.unique(np.concatenate([[0], np.clip(marks, 1, len(offsets) - 1), [len(offsets) - 1]]))
         parts = [_decompress(Variable(offsets[a : b + 1], block.data), table, ctx)
                  for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
-        return concat(parts)
+        joined = concat(parts)
+        assert isinstance(joined, Variable)  # concat keeps the kind of its blocks
+        return joined
     return _decompress(block, table, ctx)
 
 

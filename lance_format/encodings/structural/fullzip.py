@@ -43,8 +43,8 @@ class FullZipPage(PageDecoder):
         if not layout.HasField("value_compression"):
             raise ctx.corrupt("full-zip page has no value compression")
         if details == "bits_per_value":
-            self.fixed = FixedValues(layout.value_compression, ctx)
-            self.variable = None
+            self.fixed: FixedValues | None = FixedValues(layout.value_compression, ctx)
+            self.variable: VariableValues | None = None
             if self.fixed.bytes_per_value * 8 != layout.bits_per_value and self.fixed.item_bits != 1:
                 raise ctx.corrupt(f"full-zip values are {layout.bits_per_value} bits but their encoding "
                                   f"gives {self.fixed.bytes_per_value * 8}")
@@ -74,6 +74,7 @@ class FullZipPage(PageDecoder):
                     raise self.ctx.corrupt(f"repetition index entries of {width} bytes")
                 index = np.ascontiguousarray(raw).view(f"<u{width}").astype(np.int64)
             else:
+                assert self.fixed is not None  # only fixed-width pages without lists lack an index
                 stride = self.cw + self.fixed.bytes_per_value
                 index = np.arange(self.rows + 1, dtype=np.int64) * stride
             if bool((np.diff(index) < 0).any()) or int(index[-1]) > self.io.size(0):
@@ -134,6 +135,7 @@ class FullZipPage(PageDecoder):
                 data = gather(buf, values_at, np.full(len(values_at), width))
             values = self.fixed.decode(data, len(values_at), ctx)
         else:
+            assert self.variable is not None  # a page has either fixed or variable values
             valid = defs_visible == 0 if defs_visible is not None else np.ones(len(values_at), np.bool_)
             lengths = np.zeros(len(values_at), np.int64)
             if bool(valid.any()):

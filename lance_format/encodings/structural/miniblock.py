@@ -192,8 +192,10 @@ class MiniBlockPage(PageDecoder):
         at = starts + _pad(header)
         rep_at = def_at = None
         if has_rep:
+            assert rep_size is not None  # read above when has_rep
             rep_at, at = at, at + _pad(rep_size)
         if has_def:
+            assert def_size is not None  # read above when has_def
             def_at, at = at, at + _pad(def_size)
         buf_starts = np.empty_like(sizes)
         for k in range(self.num_buffers):
@@ -201,8 +203,15 @@ class MiniBlockPage(PageDecoder):
             at = at + _pad(sizes[:, k])
         if bool((at > ends).any()):
             raise ctx.corrupt("mini-block chunk buffers run past the end of the chunk")
-        rep = decode_levels(self.rep_codec, buf, rep_at, rep_size, num_levels, ctx) if has_rep else None
-        defs = decode_levels(self.def_codec, buf, def_at, def_size, num_levels, ctx) if has_def else None
+        rep = defs = None
+        if has_rep:
+            # the page has a rep codec when its chunks have rep levels; sizes/positions were set above
+            assert self.rep_codec is not None and rep_at is not None and rep_size is not None
+            rep = decode_levels(self.rep_codec, buf, rep_at, rep_size, num_levels, ctx)
+        if has_def:
+            # the page has a def codec when its chunks have def levels; sizes/positions were set above
+            assert self.def_codec is not None and def_at is not None and def_size is not None
+            defs = decode_levels(self.def_codec, buf, def_at, def_size, num_levels, ctx)
         if not (has_rep or has_def) and bool((num_levels != 0).any()):
             raise ctx.corrupt("mini-block chunk has levels but the page has no rep/def compression")
         values = self.values.decode(buf, buf_starts, sizes, counts, ctx)

@@ -65,7 +65,10 @@ class Layer:
 
     @property
     def n(self) -> int:
-        return len(self.offsets) - 1 if self.is_list else -1
+        if not self.is_list:
+            return -1
+        assert self.offsets is not None  # list layers always carry offsets
+        return len(self.offsets) - 1
 
 
 def unravel(rep: np.ndarray | None, defs: np.ndarray | None, meanings: list[int], n_items: int,
@@ -136,6 +139,7 @@ def unravel(rep: np.ndarray | None, defs: np.ndarray | None, meanings: list[int]
             elif above != ALL_VALID_ITEM:
                 break
         def_cmp += own
+        assert cur_rep is not None  # a list layer means repetition levels (checked above)
         starts = cur_rep != 0
         start_idx = np.flatnonzero(starts)
         if cur_def is None:
@@ -194,6 +198,7 @@ def slice_layers(layers: list[Layer], start: int, stop: int) -> tuple[list[Layer
         validity = None if layer.validity is None else layer.validity[lo:hi]
         offsets = None
         if layer.is_list:
+            assert layer.offsets is not None  # list layers always carry offsets
             window = layer.offsets[lo : hi + 1]
             lo, hi = int(window[0]), int(window[-1])
             offsets = window - lo
@@ -209,6 +214,7 @@ def take_layers(layers: list[Layer], rows: np.ndarray) -> tuple[list[Layer], np.
         validity = None if layer.validity is None else layer.validity[index]
         offsets = None
         if layer.is_list:
+            assert layer.offsets is not None  # list layers always carry offsets
             starts = layer.offsets[index]
             lengths = layer.offsets[index + 1] - starts
             offsets = np.zeros(len(index) + 1, np.int64)
@@ -234,6 +240,7 @@ def concat_leaves(pieces: list[LeafData]) -> LeafData:
         if first.is_list:
             parts, base = [np.zeros(1, np.int64)], 0
             for layer in same:
+                assert layer.offsets is not None  # list layers always carry offsets
                 rel = layer.offsets - layer.offsets[0]
                 parts.append(rel[1:] + base)
                 base += int(rel[-1])
@@ -248,5 +255,6 @@ def _entries(leaf: LeafData, depth: int) -> int:
     n = leaf.rows
     for layer in leaf.layers[:depth]:
         if layer.is_list:
+            assert layer.offsets is not None  # list layers always carry offsets
             n = int(layer.offsets[-1] - layer.offsets[0])
     return n

@@ -46,7 +46,8 @@ class FixedValues:
         if self.item_bits % 8 and self.item_bits != 1:
             raise UnsupportedFeatureError(f"{self.item_bits}-bit full-zip values are not supported",
                                           path=ctx.path, column=ctx.column)
-        cum, size, self.bitmaps = 1, 0, []
+        cum, size = 1, 0
+        self.bitmaps: list[tuple[int, int] | None] = []  # per level: (byte offset, items), None: no validity
         for dim, has_validity in self.layers:
             cum *= dim
             if has_validity:
@@ -70,7 +71,7 @@ class FixedValues:
             block = Fixed(payload, self.item_bits)
         if not self.layers:
             return block
-        validities = []
+        validities: list[np.ndarray | None] = []
         for spec in self.bitmaps:
             if spec is None:
                 validities.append(None)
@@ -96,7 +97,7 @@ class VariableValues:
         elif kind == "general":
             self.compression = enc.general.compression
         elif kind == "variable_packed_struct":
-            self.fields = []
+            self.fields: list[tuple[str, FixedValues | VariableValues, int]] = []
             for field in enc.variable_packed_struct.fields:
                 layout = field.WhichOneof("layout")
                 if layout == "bits_per_value":
@@ -140,6 +141,7 @@ class VariableValues:
         for kind, codec, bits in self.fields:
             at = cursor[live]
             if kind == "fixed":
+                assert isinstance(codec, FixedValues)  # "fixed" fields hold a FixedValues
                 width = codec.bytes_per_value
                 if bool((at + width > row_end[live]).any()):
                     raise ctx.corrupt("packed struct field runs past its row")
@@ -159,6 +161,7 @@ class VariableValues:
                     raise ctx.corrupt("packed struct field runs past its row")
                 offsets = np.zeros(n + 1, np.int64)
                 np.cumsum(lengths, out=offsets[1:])
+                assert isinstance(codec, VariableValues)  # "variable" fields hold a VariableValues
                 children.append(codec.decode(Variable(offsets, gather(block.data, begin, lengths)), ctx))
                 cursor[live] = begin[live] + lengths[live]
         if bool((cursor[live] != row_end[live]).any()):
