@@ -63,8 +63,8 @@ from lance_format.spark.catalog_tables import (
     with_table_options,
     without_table_options,
 )
-from lance_format.spark.changes import plan_changes, version_changes
-from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, plan_read, read_schema
+from lance_format.spark.changes import ChangeSpec, plan_changes, version_changes
+from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_task
 from lance_format.spark.write import Deletions, Written, commit_write, discard_write, plan_write
 
@@ -163,6 +163,8 @@ class LanceReader(DataSourceReader):
 
     def __init__(self, options: Any) -> None:
         self.path = _path(options)
+        self.changes: ChangeSpec | None = None  # set for change-feed reads,
+        self.plan: ReadPlan | None = None  # else this
         storage = _storage(options)
         changes = _change_range(options)
         if changes is not None:
@@ -183,7 +185,11 @@ class LanceReader(DataSourceReader):
         )
 
     def partitions(self) -> list[LancePartition]:
-        count = len(self.tasks) if self.changes is not None else len(self.plan.splits)
+        if self.changes is not None:
+            count = len(self.tasks)
+        else:
+            assert self.plan is not None  # a reader plans either a change feed or a scan
+            count = len(self.plan.splits)
         return [LancePartition(i) for i in range(count)]
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
@@ -193,6 +199,7 @@ class LanceReader(DataSourceReader):
         if self.changes is not None:
             yield from version_changes(self.changes, *self.tasks[index])
         else:
+            assert self.plan is not None  # a reader plans either a change feed or a scan
             yield from read_split(self.plan.spec, self.plan.splits[index])
 
 
@@ -225,11 +232,11 @@ def _filter_sql(f: Any) -> str | None:
                    D.LessThanOrEqual: "<="}
     for cls, op in comparisons.items():
         if type(f) is cls:
-            literal = _sql_literal(f.value)
+            literal = _sql_literal(f.value)  # type: ignore[attr-defined]  # each comparison class has .value
             return None if literal is None else f"{column} {op} {literal}"
     if isinstance(f, D.In):
-        literals = [_sql_literal(v) for v in f.value]
-        if not literals or any(v is None for v in literals):
+        literals = [literal for v in f.value if (literal := _sql_literal(v)) is not None]
+        if not literals or len(literals) != len(f.value):
             return None
         return f"{column} IN ({', '.join(literals)})"
     if isinstance(f, D.IsNull):
@@ -243,7 +250,8 @@ def _filter_sql(f: Any) -> str | None:
         if not isinstance(f.value, str) or any(c in f.value for c in "%_\\"):
             return None
         pattern = {D.StringStartsWith: "{}%", D.StringEndsWith: "%{}", D.StringContains: "%{}%"}[type(f)]
-        return f"{column} LIKE " + _sql_literal(pattern.format(f.value))
+        like = _sql_literal(pattern.format(f.value))
+        return None if like is None else f"{column} LIKE {like}"
     return None
 
 
@@ -297,7 +305,7 @@ class LanceWriter(DataSourceArrowWriter):
         if options.get("idempotency_key"):
             properties[IDEMPOTENCY_KEY] = options["idempotency_key"]
         sizes = {str(k): int(v) for k, v in _json(options, "fixed_size_lists").items()}
-        extra = {}
+        extra: dict[str, Any] = {}
         for key in ("max_rows_per_file", "max_bytes_per_file"):
             if options.get(key):
                 extra[key] = _int(options, key)
@@ -350,7 +358,7 @@ def _local_deletions(plan: Any) -> Deletions:
                       storage_options=plan.packed_options)
     groups = [[f.fragment_id] for f in ds.get_fragments()]
     run = delete_matching_task(spec, groups)
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for batch in run(iter([pa.record_batch([pa.array(range(len(groups)), pa.int64())], names=["id"])])):
         rows.extend(tuple(r.values()) for r in batch.to_pylist())
     return Deletions.from_rows(rows)
@@ -359,21 +367,24 @@ def _local_deletions(plan: Any) -> Deletions:
 def _checked(reader: LanceReader, schema: Any) -> LanceReader:
     """Refuse a read whose pinned version no longer has the schema the DataFrame was built with
     (the latest version changed between ``load()`` and the action): reload instead."""
-    planned = reader.plan.schema if reader.plan is not None else None
-    if planned is not None and schema is not None and planned.simpleString() != schema.simpleString():
+    plan = reader.plan
+    planned = plan.schema if plan is not None else None
+    if plan is None or planned is None or schema is None:
+        return reader
+    if planned.simpleString() != schema.simpleString():
         raise InvalidInputError(
             f"the table's schema changed since the DataFrame was loaded ({schema.simpleString()} -> "
             f"{planned.simpleString()}); load it again or pin option('version', ...)",
-            table=reader.path, version=reader.plan.version,
+            table=reader.path, version=plan.version,
         )
-    if planned is not None and schema is not None and [f.nullable for f in planned] != [f.nullable for f in schema]:
+    if [f.nullable for f in planned] != [f.nullable for f in schema]:
         # A catalog table's columns may be nullable where the Lance fields are not: Spark wants
         # its own schema's nullability in every batch.
         from lance_format.spark.tasks import arrow_schema_to_bytes
         from lance_format.spark.types import spark_arrow_schema
 
         target = arrow_schema_to_bytes(spark_arrow_schema(without_table_options(schema)))
-        reader.plan = replace(reader.plan, spec=replace(reader.plan.spec, target=target))
+        reader.plan = replace(plan, spec=replace(plan.spec, target=target))
     return reader
 
 
@@ -394,7 +405,7 @@ class LanceDataSource(DataSource):
             return with_table_options(_table_schema(table), table)
         return _table_schema(options)
 
-    def reader(self, schema: Any) -> LanceReader:
+    def reader(self, schema: Any) -> LanceReader | EmptyReader:
         options = resolved_options(self.options, schema)
         if options is not self.options and not _exists(options):
             return EmptyReader()  # a catalog table before its first INSERT
