@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from lance_format.schema import LanceField, LanceSchema
+from lance_format.schema.fields import marked_packed
 
 
 @dataclass
@@ -48,9 +49,7 @@ def structural_plans_for_schema(schema: LanceSchema) -> list[ColumnPlan]:
     counter = [0]
 
     def plan(lance_field: LanceField) -> ColumnPlan:
-        flag = lance_field.metadata.get("lance-encoding:packed", lance_field.metadata.get("packed", b""))
-        packed = (flag.encode() if isinstance(flag, str) else flag).lower() in (b"true", b"1")
-        if not lance_field.children or packed:
+        if not lance_field.children or marked_packed(lance_field.metadata):
             column = counter[0]
             counter[0] += 1
             return ColumnPlan(lance_field.to_arrow(), column)

@@ -243,3 +243,16 @@ def refuse_dotted_names(names: Iterable[str], *, table: str | None = None) -> No
             f"top-level column names cannot contain '.': {dotted} (Lance reads 'a.b' as field 'b' of "
             "struct 'a'; rename the column or make it a struct field)", table=table,
         )
+
+
+# Field metadata keys that mark a struct as packed (stored as one column of fixed-width rows).
+PACKED_KEYS = ("lance-encoding:packed", "packed")
+
+
+def marked_packed(metadata: Mapping[str, str | bytes]) -> bool:
+    """Whether field metadata marks a struct as packed (the first key present decides)."""
+    for key in PACKED_KEYS:
+        flag = metadata.get(key)
+        if flag is not None:
+            return (flag.encode() if isinstance(flag, str) else flag).lower() in (b"true", b"1")
+    return False

@@ -16,9 +16,7 @@ from lance_format.encodings.buffers import DecodeContext
 from lance_format.encodings.legacy_v0_1 import fixed_stride_bits, read_fixed
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_0_pb2 as pb
-
-PACKED_KEYS = ("packed", "lance-encoding:packed")
-
+from lance_format.schema.fields import marked_packed
 
 def is_packed_struct_leaf(field, positions: dict[int, int]) -> bool:
     """Whether a 2.0 file stores ``field`` (a LanceField) as one packed column.
@@ -27,11 +25,7 @@ def is_packed_struct_leaf(field, positions: dict[int, int]) -> bool:
     """
     if not field.children or field.id not in positions or any(c.id in positions for c in field.children):
         return False
-    for key in PACKED_KEYS:
-        flag = field.metadata.get(key)
-        if flag is not None:
-            return (flag.encode() if isinstance(flag, str) else flag).lower() in (b"true", b"1")
-    return False
+    return marked_packed(field.metadata)
 
 
 def decode_packed_struct(
