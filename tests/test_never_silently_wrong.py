@@ -15,19 +15,7 @@ import pytest
 
 import lance_format
 from lance_format.errors import CorruptFileError
-from lance_format.io import ObjectStore
-from lance_format.table.manifest import encode_manifest, read_manifest
-from lance_format.table.naming import list_versions
-
-
-def _rewrite_latest_manifest(uri: str, edit) -> None:
-    store = ObjectStore(uri)
-    listing = list_versions(store)
-    path = listing.versions[listing.latest]
-    mf = read_manifest(store, path)
-    edit(mf.manifest)
-    with open(os.path.join(uri, path), "wb") as f:
-        f.write(encode_manifest(mf.manifest, mf.transaction, mf.index_section))
+from tests.test_bad_input import _rewrite_latest_manifest
 
 
 def _data_file(uri: str) -> str:
