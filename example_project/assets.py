@@ -118,15 +118,31 @@ def customer_totals(
     return pa.Table.from_pylist(rows, schema=TOTALS_SCHEMA)
 
 
+CHANGE_LOG_SCHEMA = pa.schema([("version", pa.int64()), ("change", pa.string()), ("run_id", pa.string())])
+
+
+@dg.op(out=dg.Out(metadata={"lance/table": "ops/source_changes", "lance/write_mode": "append"}))
+def apply_source_changes(context: dg.OpExecutionContext, lance: LanceTableResource) -> pa.Table:
+    """An outside writer changing the raw table (upsert + cancellation), for the UI demo.
+
+    Its output, one row per commit it made, is an op output the Lance IO manager appends to the
+    ``ops/source_changes`` table (no asset: a log of what the job did).
+    """
+    versions = change_orders(lance.uri_for("raw_orders"))
+    return pa.table({"version": pa.array(versions, pa.int64()), "change": ["late orders", "cancellation"],
+                     "run_id": [context.run_id] * len(versions)}, schema=CHANGE_LOG_SCHEMA)
+
+
 @dg.op
-def apply_source_changes(lance: LanceTableResource) -> list:
-    """An outside writer changing the raw table (upsert + cancellation), for the UI demo."""
-    return change_orders(lance.uri_for("raw_orders"))
+def report_source_changes(context: dg.OpExecutionContext, apply_source_changes: pa.Table) -> None:
+    """Reads the op output back (an op input loaded by the Lance IO manager) and logs it."""
+    versions = apply_source_changes.column("version").to_pylist()
+    context.log.info(f"raw_orders changed outside its asset: new versions {versions}")
 
 
 @dg.job(description="Change raw_orders outside of its asset; the version sensor picks the commits up")
 def change_raw_orders() -> None:
-    apply_source_changes()
+    report_source_changes(apply_source_changes())
 
 
 def version_sensor(root: str) -> dg.SensorDefinition:

@@ -27,7 +27,7 @@ from lance_assets.config import ReadSettings
 from lance_assets.partitions import versions_of_keys
 
 if TYPE_CHECKING:
-    from lance_assets.resources import SparkSessionResource
+    from lance_assets.resources import SparkSessionConfig, SparkSessionResource
 
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
@@ -109,7 +109,7 @@ def load_changes(
     *,
     kind: str,
     run_tags: Mapping[str, str],
-    spark: "SparkSessionResource | None",
+    spark: "SparkSessionConfig | SparkSessionResource | None",
     storage_options: Mapping[str, str] | None = None,
 ) -> Any:
     """The change feed for an input, in the representation ``kind`` asks for."""

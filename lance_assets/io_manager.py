@@ -1,7 +1,8 @@
 """``LanceIOManager``: Dagster assets stored as Lance tables.
 
 One table per asset key (``{base_uri}/{key path}.lance``, overridable with ``lance/uri`` or
-``lance/table`` definition metadata). Outputs may be pyarrow, pandas or PySpark; the input's
+``lance/table`` definition metadata); an op's output (no asset key) is stored as
+``{base_uri}/{op}/{output name}.lance`` unless its ``Out`` metadata names the table. Outputs may be pyarrow, pandas or PySpark; the input's
 annotation decides what is loaded. Write modes (``overwrite``, ``append``, ``merge``, ``error``,
 ``ignore``) and the schema policy come from the IO manager, the asset's definition metadata, or
 output metadata set at run time. A partitioned overwrite replaces exactly the partitions' rows in
@@ -11,12 +12,13 @@ its transaction properties, and every materialization reports Dagster's standard
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import dagster as dg
-from pydantic import Field, PrivateAttr
+import pyarrow as pa
+from pydantic import Field, PrivateAttr, field_validator
 
-from lance_format.errors import DatasetNotFoundError, LanceError
+from lance_format.errors import DatasetNotFoundError, InvalidInputError, LanceError
 from lance_assets import engine, spark_io
 from lance_assets.arrow_io import ArrowRows
 from lance_assets.change_feed import LanceChangeFeed, load_changes
@@ -31,7 +33,7 @@ from lance_assets.config import (
     resolve_write_settings,
 )
 from lance_assets.partitions import partition_predicate
-from lance_assets.resources import SparkSessionResource, table_uri
+from lance_assets.resources import SparkSessionConfig, SparkSessionResource, table_uri
 from lance_assets.type_handlers import from_reader, is_spark_dataframe, load_kind
 from lance_assets.write_modes import RowWriter, write_output
 
@@ -39,6 +41,15 @@ RUN_ID_PROPERTY = "dagster/run_id"
 ASSET_KEY_PROPERTY = "dagster/asset_key"
 PARTITION_PROPERTY = "dagster/partition_key"
 PARTITION_RANGE_PROPERTY = "dagster/partition_key_range"
+OP_OUTPUT_PROPERTY = "dagster/op_output"  # {op}/{output} of an op output (no asset key)
+
+
+def output_path(context: dg.OutputContext) -> list[str]:
+    """Where an output's table lives under ``base_uri``: its asset key's path, or for an op's
+    output ``[op, output name]`` (the op's step key, so ops inside graphs stay apart)."""
+    if context.has_asset_key:
+        return list(context.asset_key.path)
+    return [*context.step_key.split("."), context.name]
 
 
 def _plain_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -58,7 +69,17 @@ class LanceIOManager(dg.ConfigurableIOManager):
     schema_mode: SchemaMode = Field(default=SchemaMode.ERROR, description="error | add_columns | overwrite")
     enable_stable_row_ids: bool = Field(default=True, description="For new tables; change feeds need it")
     data_storage_version: str | None = Field(default=None, description="Lance file version of new tables")
-    spark: SparkSessionResource | None = Field(default=None, description="Session for Spark inputs/outputs")
+    spark: SparkSessionConfig | None = Field(
+        default=None,
+        description="Session settings for Spark inputs/outputs (a SparkSessionResource is accepted and "
+                    "converted to its settings; an active session is always reused)",
+    )
+
+    @field_validator("spark", mode="before")
+    @classmethod
+    def _spark_settings(cls, value: Any) -> Any:
+        # Not kept as a nested resource: Dagster 1.13 initializes those through a deprecated API.
+        return value.settings() if isinstance(value, SparkSessionResource) else value
 
     _run_tags: dict[str, str] = PrivateAttr(default_factory=dict)
 
@@ -69,7 +90,9 @@ class LanceIOManager(dg.ConfigurableIOManager):
         self._run_tags = dict(run.tags) if run is not None else {}
 
     # -- naming -----------------------------------------------------------------------------
-    def uri_for(self, asset_key: dg.AssetKey, definition_metadata: Mapping[str, Any] | None = None) -> str:
+    def uri_for(self, asset_key: dg.AssetKey | Sequence[str],
+                definition_metadata: Mapping[str, Any] | None = None) -> str:
+        """The table of an asset key (or of an op output's path, see :func:`output_path`)."""
         meta = _plain_metadata(definition_metadata)
         if meta.get(TABLE_URI):
             uri = str(meta[TABLE_URI])
@@ -79,17 +102,25 @@ class LanceIOManager(dg.ConfigurableIOManager):
             uri = table_uri(self.base_uri, asset_key)
         return uri
 
+    def _uri_of(self, context: dg.OutputContext) -> str:
+        """The table an output (an asset's, or an op's) is stored in."""
+        return self.uri_for(output_path(context), context.definition_metadata)
+
     @property
     def table_storage_options(self) -> dict[str, str] | None:
         """The storage options every table of this IO manager is opened with."""
         return engine.storage_options_of(self.storage_options)
 
     @staticmethod
-    def table_name(asset_key: dg.AssetKey) -> str:
-        return "lance." + ".".join(asset_key.path)
+    def table_name(asset_key: dg.AssetKey | Sequence[str]) -> str:
+        path = asset_key.path if isinstance(asset_key, dg.AssetKey) else asset_key
+        return "lance." + ".".join(path)
 
     def _properties(self, context: dg.OutputContext) -> dict[str, str]:
-        props = {ASSET_KEY_PROPERTY: context.asset_key.to_user_string()}
+        if context.has_asset_key:
+            props = {ASSET_KEY_PROPERTY: context.asset_key.to_user_string()}
+        else:
+            props = {OP_OUTPUT_PROPERTY: "/".join(output_path(context))}
         try:
             props[RUN_ID_PROPERTY] = context.run_id
         except Exception:  # built contexts in unit tests may have no run
@@ -117,12 +148,12 @@ class LanceIOManager(dg.ConfigurableIOManager):
             definition_metadata=context.definition_metadata,
             output_metadata=context.output_metadata,
         )
-        uri = self.uri_for(context.asset_key, context.definition_metadata)
+        uri = self._uri_of(context)
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
         props = self._properties(context)
         try:
             meta = write_output(context, self._writer(obj, uri, settings, props), uri, settings, keys,
-                                table_name=self.table_name(context.asset_key),
+                                table_name=self.table_name(output_path(context)),
                                 storage_options=self.table_storage_options)
         except LanceError as exc:
             raise exc.with_context(table=uri)
@@ -141,9 +172,18 @@ class LanceIOManager(dg.ConfigurableIOManager):
     # -- inputs -----------------------------------------------------------------------------
     def load_input(self, context: dg.InputContext) -> Any:
         settings = resolve_read_settings(context.definition_metadata)
-        upstream_meta = context.upstream_output.definition_metadata if context.upstream_output else None
-        uri = self.uri_for(context.asset_key, upstream_meta)
+        upstream = context.upstream_output
+        if upstream is None:
+            raise InvalidInputError(
+                f"input {context.name!r} has no upstream output to load (LanceIOManager loads asset and op outputs)"
+            )
+        upstream_meta = upstream.definition_metadata
+        uri = self.uri_for(output_path(upstream), upstream_meta)
         annotation = context.dagster_type.typing_type
+        if context.has_asset_partitions and not context.asset_partition_keys:
+            # A partition mapping that maps to no upstream partition (the first partition of an
+            # asset that depends on its own previous one): an empty input, as in dagster-duckdb.
+            return self._empty_input(uri, annotation, settings.columns)
         if annotation is LanceChangeFeed or settings.mode is ReadMode.CHANGES:
             kind = "feed" if annotation is LanceChangeFeed else load_kind(annotation)
             return load_changes(context, uri, settings, kind=kind, run_tags=self._run_tags, spark=self.spark,
@@ -152,9 +192,9 @@ class LanceIOManager(dg.ConfigurableIOManager):
         try:
             ds = engine.open_table(uri, settings.version, storage_options=self.table_storage_options)
         except DatasetNotFoundError as exc:
-            raise DatasetNotFoundError(
-                f"asset {context.asset_key.to_user_string()} has no Lance table (was it materialized?)", table=uri
-            ) from exc
+            what = f"asset {context.asset_key.to_user_string()}" if context.has_asset_key else (
+                f"op output {'/'.join(output_path(upstream))}")
+            raise DatasetNotFoundError(f"{what} has no Lance table (was it materialized?)", table=uri) from exc
         predicate = None
         partition_expr = _plain_metadata(upstream_meta).get("partition_expr")
         if context.has_asset_partitions:
@@ -168,6 +208,17 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return spark_io.read_input(self, uri, ds.version, settings.columns, predicate)
         reader = ds.scanner(columns=settings.columns, filter=predicate).to_reader()
         return from_reader(reader, kind)
+
+    def _empty_input(self, uri: str, annotation: Any, columns: list[str] | None) -> Any:
+        """No rows, in the input's type: the table's (projected) schema if the table exists, else no columns."""
+        kind = load_kind(annotation)
+        existing = engine.try_open(uri, storage_options=self.table_storage_options)
+        schema = existing.schema if existing is not None else pa.schema([])
+        if columns is not None and existing is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
+        if kind == "spark":
+            return spark_io.empty_dataframe(self.spark, schema)
+        return from_reader(schema.empty_table().to_reader(), kind)
 
 
 

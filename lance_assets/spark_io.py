@@ -21,20 +21,23 @@ from lance_assets.write_modes import Written
 
 if TYPE_CHECKING:
     from lance_assets.io_manager import LanceIOManager
-    from lance_assets.resources import SparkSessionResource
+    from lance_assets.resources import SparkSessionConfig, SparkSessionResource
 
 
-def session_for(resource: "SparkSessionResource | None") -> Any:
-    if resource is not None:
-        return resource.get_session()
-    from pyspark.sql import SparkSession
+def session_for(settings: "SparkSessionConfig | SparkSessionResource | None") -> Any:
+    """The session for the IO manager's Spark inputs: the active one, else one built from ``settings``."""
+    if settings is not None:
+        return settings.get_session()
+    from lance_assets.resources import SparkSessionConfig
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    from lance_assets.resources import SparkSessionResource
+    return SparkSessionConfig().get_session()
 
-    return SparkSessionResource().get_session()
+
+def empty_dataframe(settings: "SparkSessionConfig | None", schema: pa.Schema) -> Any:
+    """A Spark DataFrame with no rows and ``schema``'s columns."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return session_for(settings).createDataFrame([], from_arrow_schema(schema))
 
 
 class SparkRows:

@@ -102,7 +102,7 @@ def write_output(
     materialization metadata."""
     existing = engine.try_open(uri, storage_options=storage_options)
     mode = settings.mode
-    asset = context.asset_key.to_user_string()
+    asset = context.asset_key.to_user_string() if context.has_asset_key else f"op output {context.step_key}.{context.name}"
     schema = writer.plan(existing, full_overwrite=mode is WriteMode.OVERWRITE and keys is None)
     predicate = _partition_scope(context, settings, keys, schema, uri)
     prev_rows = existing.count_rows() if existing is not None else 0
