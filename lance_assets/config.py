@@ -1,7 +1,8 @@
 """Settings of a Lance write or read, and the metadata keys that control them.
 
-A write is configured in three layers, later ones winning: the IO manager's config, the asset's
-definition metadata, and output metadata added at run time (``context.add_output_metadata`` or
+A write is configured in three layers, later ones winning: the IO manager's config (its write
+mode, schema mode and the settings of :func:`io_manager_defaults`, keyed like the metadata),
+the asset's definition metadata, and output metadata added at run time (``context.add_output_metadata`` or
 ``Output(metadata=...)``). ``resolve_write_settings`` merges them and validates every value, so a
 typo fails the run before anything is written.
 """
@@ -124,9 +125,11 @@ def resolve_write_settings(
     schema_mode: SchemaMode | str,
     definition_metadata: Mapping[str, Any] | None,
     output_metadata: Mapping[str, Any] | None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> WriteSettings:
-    """Merge IO-manager defaults, definition metadata and run-time output metadata."""
-    meta: dict[str, Any] = {}
+    """Merge IO-manager defaults (``defaults``: metadata keys to values; None values are unset),
+    definition metadata and run-time output metadata, in that order."""
+    meta: dict[str, Any] = {k: v for k, v in (defaults or {}).items() if v is not None}
     for layer in (definition_metadata or {}, output_metadata or {}):
         meta.update({k: _plain(v) for k, v in layer.items()})
     mode = _enum(WriteMode, meta.get(WRITE_MODE, write_mode), WRITE_MODE)

@@ -23,6 +23,13 @@ from lance_assets import engine, spark_io
 from lance_assets.arrow_io import ArrowRows
 from lance_assets.change_feed import LanceChangeFeed, load_changes
 from lance_assets.config import (
+    CHECK_PARTITION_DATA,
+    MERGE_DELETE_NOT_MATCHED_BY_SOURCE,
+    MERGE_ON,
+    MERGE_UPDATE_CONDITION,
+    MERGE_WHEN_MATCHED,
+    MERGE_WHEN_NOT_MATCHED,
+    PREVIEW_ROWS,
     TABLE_NAME,
     TABLE_URI,
     ReadMode,
@@ -67,6 +74,17 @@ class LanceIOManager(dg.ConfigurableIOManager):
     )
     write_mode: WriteMode = Field(default=WriteMode.OVERWRITE, description="Default write mode")
     schema_mode: SchemaMode = Field(default=SchemaMode.ERROR, description="error | add_columns | overwrite")
+    merge_on: list[str] | None = Field(
+        default=None, description="Default key columns of write_mode='merge' (asset metadata lance/merge_on wins)")
+    merge_when_matched: str | None = Field(default=None, description="update_all | do_nothing | delete | fail")
+    merge_when_not_matched: str | None = Field(default=None, description="insert_all | do_nothing")
+    merge_update_condition: str | None = Field(
+        default=None, description="SQL over source./target. columns: update matched rows only where it holds")
+    merge_delete_not_matched_by_source: bool | None = Field(
+        default=None, description="Delete target rows whose key the output lacks (scoped to written partitions)")
+    preview_rows: int | None = Field(default=None, description="Rows of the lance/preview metadata (0: none)")
+    check_partition_data: bool | None = Field(
+        default=None, description="Refuse rows outside the written partitions (default true)")
     enable_stable_row_ids: bool = Field(default=True, description="For new tables; change feeds need it")
     data_storage_version: str | None = Field(default=None, description="Lance file version of new tables")
     spark: SparkSessionConfig | None = Field(
@@ -147,6 +165,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
             schema_mode=self.schema_mode,
             definition_metadata=context.definition_metadata,
             output_metadata=context.output_metadata,
+            defaults=self._write_defaults(),
         )
         uri = self._uri_of(context)
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
@@ -158,6 +177,18 @@ class LanceIOManager(dg.ConfigurableIOManager):
         except LanceError as exc:
             raise exc.with_context(table=uri)
         context.add_output_metadata(meta)
+
+    def _write_defaults(self) -> dict[str, Any]:
+        """The IO manager's write settings, keyed like the metadata that overrides them."""
+        return {
+            MERGE_ON: self.merge_on or None,
+            MERGE_WHEN_MATCHED: self.merge_when_matched,
+            MERGE_WHEN_NOT_MATCHED: self.merge_when_not_matched,
+            MERGE_UPDATE_CONDITION: self.merge_update_condition,
+            MERGE_DELETE_NOT_MATCHED_BY_SOURCE: self.merge_delete_not_matched_by_source,
+            PREVIEW_ROWS: self.preview_rows,
+            CHECK_PARTITION_DATA: self.check_partition_data,
+        }
 
     def _writer(self, obj: Any, uri: str, settings: WriteSettings, props: dict[str, str]) -> RowWriter:
         common = dict(
