@@ -34,6 +34,13 @@ class SchemaMode(str, enum.Enum):
     OVERWRITE = "overwrite"  # replace the schema (full-table overwrites only)
 
 
+class NamespaceMode(str, enum.Enum):
+    """How the IO manager's ``namespace`` combines with an asset key's path."""
+
+    PREFIX = "prefix"  # {namespace}/{whole key path}
+    REPLACE = "replace"  # {namespace}/{last key component}: the key's prefix is replaced
+
+
 class ReadMode(str, enum.Enum):
     TABLE = "table"  # the table's rows (optionally the input's partitions)
     CHANGES = "changes"  # the change feed of the input's version range

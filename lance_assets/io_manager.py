@@ -24,6 +24,7 @@ from lance_assets.arrow_io import ArrowRows
 from lance_assets.change_feed import LanceChangeFeed, load_changes
 from lance_assets.config import (
     CHECK_PARTITION_DATA,
+    NamespaceMode,
     MERGE_DELETE_NOT_MATCHED_BY_SOURCE,
     MERGE_ON,
     MERGE_UPDATE_CONDITION,
@@ -74,6 +75,12 @@ class LanceIOManager(dg.ConfigurableIOManager):
     )
     write_mode: WriteMode = Field(default=WriteMode.OVERWRITE, description="Default write mode")
     schema_mode: SchemaMode = Field(default=SchemaMode.ERROR, description="error | add_columns | overwrite")
+    namespace: str | None = Field(
+        default=None,
+        description="Path ('prod/sales') under base_uri that extends (namespace_mode='prefix') or replaces "
+                    "(namespace_mode='replace') each asset key's prefix, like dagster-iceberg's namespace",
+    )
+    namespace_mode: NamespaceMode = Field(default=NamespaceMode.PREFIX, description="prefix | replace")
     merge_on: list[str] | None = Field(
         default=None, description="Default key columns of write_mode='merge' (asset metadata lance/merge_on wins)")
     merge_when_matched: str | None = Field(default=None, description="update_all | do_nothing | delete | fail")
@@ -110,15 +117,26 @@ class LanceIOManager(dg.ConfigurableIOManager):
     # -- naming -----------------------------------------------------------------------------
     def uri_for(self, asset_key: dg.AssetKey | Sequence[str],
                 definition_metadata: Mapping[str, Any] | None = None) -> str:
-        """The table of an asset key (or of an op output's path, see :func:`output_path`)."""
+        """The table of an asset key (or of an op output's path, see :func:`output_path`):
+        ``lance/uri``, else ``lance/table`` under ``base_uri``, else the namespaced key path."""
         meta = _plain_metadata(definition_metadata)
         if meta.get(TABLE_URI):
             uri = str(meta[TABLE_URI])
         elif meta.get(TABLE_NAME):
             uri = table_uri(self.base_uri, str(meta[TABLE_NAME]))
         else:
-            uri = table_uri(self.base_uri, asset_key)
+            uri = table_uri(self.base_uri, self.table_path(asset_key))
         return uri
+
+    def table_path(self, asset_key: dg.AssetKey | Sequence[str]) -> list[str]:
+        """A key's table path under ``base_uri``, with the namespace applied."""
+        path = list(asset_key.path if isinstance(asset_key, dg.AssetKey) else asset_key)
+        if not self.namespace:
+            return path
+        namespace = [part for part in self.namespace.split("/") if part]
+        if NamespaceMode(self.namespace_mode) is NamespaceMode.REPLACE:
+            return namespace + path[-1:]
+        return namespace + path
 
     def _uri_of(self, context: dg.OutputContext) -> str:
         """The table an output (an asset's, or an op's) is stored in."""

@@ -91,3 +91,52 @@ def test_invalid_io_manager_setting_fails_before_writing(root, instance):
     with pytest.raises(InvalidInputError, match="merge_when_matched"):
         _run([bad], manager, instance)
     assert lance.dataset(f"{root}/bad.lance").version == 1
+
+
+@pytest.mark.parametrize("mode, expected", [("prefix", "prod/sales/raw/orders.lance"),
+                                            ("replace", "prod/sales/orders.lance")])
+def test_namespace_extends_or_replaces_the_key_prefix(root, instance, mode, expected):
+    manager = LanceIOManager(base_uri=root, namespace="prod/sales", namespace_mode=mode)
+
+    @dg.asset(key_prefix=["raw"])
+    def orders() -> pa.Table:
+        return pa.table({"id": [1, 2]})
+
+    seen = {}
+
+    @dg.asset
+    def downstream(orders: pa.Table) -> None:
+        seen["rows"] = orders.num_rows
+
+    result = _run([orders, downstream], manager, instance)
+    assert lance.dataset(f"{root}/{expected}").count_rows() == 2
+    assert seen["rows"] == 2  # the input is read from the same namespaced table
+    meta = result.get_asset_materialization_events()[0].materialization.metadata
+    assert meta["dagster/uri"].value == f"{root}/{expected}"
+
+
+def test_namespace_applies_to_op_outputs_but_not_explicit_tables(root, instance):
+    manager = LanceIOManager(base_uri=root, namespace="ns")
+
+    @dg.op
+    def produce() -> pa.Table:
+        return pa.table({"id": [1]})
+
+    @dg.job(resource_defs={"io_manager": manager})
+    def job() -> None:
+        produce()
+
+    assert job.execute_in_process(instance=instance).success
+    assert lance.dataset(f"{root}/ns/produce/result.lance").count_rows() == 1
+
+    @dg.asset(metadata={"lance/table": "fixed/place"})
+    def pinned() -> pa.Table:
+        return pa.table({"id": [1]})
+
+    _run([pinned], manager, instance)
+    assert lance.dataset(f"{root}/fixed/place.lance").count_rows() == 1  # lance/table is relative to base_uri
+
+
+def test_unknown_namespace_mode_is_refused(root):
+    with pytest.raises(Exception, match="namespace_mode"):
+        LanceIOManager(base_uri=root, namespace="x", namespace_mode="sideways")
