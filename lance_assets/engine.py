@@ -24,6 +24,7 @@ from lance_format import (
     VersionSummary,
     checked_reader,
     replace_where,
+    sql_expression_type,
     write_dataset,
     write_with_new_columns,
 )
@@ -148,6 +149,11 @@ def write_adding_columns(
 def checked_rows(reader: pa.RecordBatchReader, predicate: str, *, table: str) -> pa.RecordBatchReader:
     """``reader``'s rows, refusing (InvalidInputError) the first batch with a row outside ``predicate``."""
     return checked_reader(reader, predicate, table=table)
+
+
+def expression_type(sql: str, schema: pa.Schema) -> pa.DataType:
+    """The Arrow type of a SQL expression over ``schema`` (InvalidInputError if it is not one)."""
+    return sql_expression_type(sql, schema)
 
 
 def table_versions(uri: str, *, storage_options: Options = None) -> TableVersions:
