@@ -24,6 +24,11 @@ from lance_assets.arrow_io import ArrowRows
 from lance_assets.change_feed import LanceChangeFeed, load_changes
 from lance_assets.config import (
     CHECK_PARTITION_DATA,
+    COMMIT_PROPERTIES,
+    DATA_STORAGE_VERSION,
+    MAX_BYTES_PER_FILE,
+    MAX_ROWS_PER_FILE,
+    TABLE_CONFIG,
     NamespaceMode,
     MERGE_DELETE_NOT_MATCHED_BY_SOURCE,
     MERGE_ON,
@@ -92,6 +97,16 @@ class LanceIOManager(dg.ConfigurableIOManager):
     preview_rows: int | None = Field(default=None, description="Rows of the lance/preview metadata (0: none)")
     check_partition_data: bool | None = Field(
         default=None, description="Refuse rows outside the written partitions (default true)")
+    commit_properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Added to every commit's transaction properties (asset metadata lance/commit_properties, "
+                    "then run-time metadata, add and override keys; the dagster/* provenance keys win)")
+    table_config: dict[str, str] = Field(
+        default_factory=dict,
+        description="Lance table config set after a write when it differs (update_config; asset metadata "
+                    "lance/table_config adds and overrides keys)")
+    max_rows_per_file: int | None = Field(default=None, description="Writer property (lance/max_rows_per_file)")
+    max_bytes_per_file: int | None = Field(default=None, description="Writer property (lance/max_bytes_per_file)")
     enable_stable_row_ids: bool = Field(default=True, description="For new tables; change feeds need it")
     data_storage_version: str | None = Field(default=None, description="Lance file version of new tables")
     spark: SparkSessionConfig | None = Field(
@@ -187,11 +202,11 @@ class LanceIOManager(dg.ConfigurableIOManager):
         )
         uri = self._uri_of(context)
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
-        props = self._properties(context)
+        props = {**settings.commit_properties, **self._properties(context)}
         try:
             meta = write_output(context, self._writer(obj, uri, settings, props), uri, settings, keys,
                                 table_name=self.table_name(output_path(context)),
-                                storage_options=self.table_storage_options)
+                                storage_options=self.table_storage_options, transaction_properties=props)
         except LanceError as exc:
             raise exc.with_context(table=uri)
         context.add_output_metadata(meta)
@@ -206,13 +221,19 @@ class LanceIOManager(dg.ConfigurableIOManager):
             MERGE_DELETE_NOT_MATCHED_BY_SOURCE: self.merge_delete_not_matched_by_source,
             PREVIEW_ROWS: self.preview_rows,
             CHECK_PARTITION_DATA: self.check_partition_data,
+            COMMIT_PROPERTIES: dict(self.commit_properties),
+            TABLE_CONFIG: dict(self.table_config),
+            MAX_ROWS_PER_FILE: self.max_rows_per_file,
+            MAX_BYTES_PER_FILE: self.max_bytes_per_file,
+            DATA_STORAGE_VERSION: self.data_storage_version,
         }
 
     def _writer(self, obj: Any, uri: str, settings: WriteSettings, props: dict[str, str]) -> RowWriter:
         common = dict(
             schema_mode=settings.schema_mode, transaction_properties=props,
-            enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
-            storage_options=self.table_storage_options,
+            enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=settings.data_storage_version,
+            storage_options=self.table_storage_options, max_rows_per_file=settings.max_rows_per_file,
+            max_bytes_per_file=settings.max_bytes_per_file,
         )
         if is_spark_dataframe(obj):
             return spark_io.SparkRows(obj, uri, **common)

@@ -51,7 +51,8 @@ class SparkRows:
 
     def __init__(self, df: Any, uri: str, *, schema_mode: SchemaMode, transaction_properties: Mapping[str, str],
                  enable_stable_row_ids: bool, data_storage_version: str | None,
-                 storage_options: engine.Options) -> None:
+                 storage_options: engine.Options, max_rows_per_file: int | None = None,
+                 max_bytes_per_file: int | None = None) -> None:
         self._df = df
         self._uri = uri
         self._schema_mode = schema_mode
@@ -62,6 +63,9 @@ class SparkRows:
             transaction_properties=self._props, data_storage_version=data_storage_version,
             storage_options=storage_options,
         )
+        for key, value in (("max_rows_per_file", max_rows_per_file), ("max_bytes_per_file", max_bytes_per_file)):
+            if value is not None:
+                self._common[key] = value
         self._new_columns: list[str] = []
 
     def plan(self, existing: LanceDataset | None, *, full_overwrite: bool) -> pa.Schema:

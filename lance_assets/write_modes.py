@@ -13,7 +13,7 @@ business: ``lance_assets.arrow_io`` streams pyarrow/pandas rows through the driv
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 import dagster as dg
 import pyarrow as pa
@@ -97,6 +97,7 @@ def write_output(
     *,
     table_name: str,
     storage_options: engine.Options,
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Write one output under ``settings.mode`` (partitions ``keys``, if any); returns the
     materialization metadata."""
@@ -146,6 +147,9 @@ def write_output(
     else:  # append; error/ignore on a missing or empty target; merge into a missing table
         written = writer.write(existing, overwrite=False)
 
+    if settings.table_config:  # after the rows: a table that does not exist yet has no config to set
+        written.ds = engine.apply_table_config(written.ds, settings.table_config,
+                                               transaction_properties=transaction_properties or {})
     partition_rows = None
     if keys is not None:
         if mode is WriteMode.OVERWRITE or (mode is not WriteMode.MERGE and existing is None):

@@ -140,3 +140,67 @@ def test_namespace_applies_to_op_outputs_but_not_explicit_tables(root, instance)
 def test_unknown_namespace_mode_is_refused(root):
     with pytest.raises(Exception, match="namespace_mode"):
         LanceIOManager(base_uri=root, namespace="x", namespace_mode="sideways")
+
+
+def test_commit_properties_from_io_manager_definition_and_run(root, instance):
+    manager = LanceIOManager(base_uri=root, commit_properties={"team": "sales", "origin": "io_manager"})
+
+    @dg.asset(metadata={"lance/commit_properties": {"origin": "definition", "pipeline": "daily"}})
+    def committed(context: dg.AssetExecutionContext) -> pa.Table:
+        context.add_output_metadata({"lance/commit_properties": {"pipeline": "rerun", "dagster/run_id": "forged"}})
+        return pa.table({"id": [1]})
+
+    result = _run([committed], manager, instance)
+    ds = lance.dataset(f"{root}/committed.lance")
+    props = ds.read_transaction(ds.version).transaction_properties
+    assert props["team"] == "sales"  # IO manager
+    assert props["origin"] == "definition"  # definition overrides the IO manager
+    assert props["pipeline"] == "rerun"  # run-time metadata overrides the definition
+    assert props["dagster/run_id"] == result.run_id  # provenance is recorded beside them, never overridden
+    assert props["dagster/asset_key"] == "committed"
+
+
+def test_writer_properties_and_file_version(root, instance):
+    manager = LanceIOManager(base_uri=root, max_rows_per_file=4, data_storage_version="2.0")
+
+    @dg.asset
+    def split() -> pa.Table:
+        return pa.table({"id": list(range(10))})
+
+    @dg.asset(metadata={"lance/max_rows_per_file": 6, "lance/data_storage_version": "2.1"})
+    def overridden() -> pa.Table:
+        return pa.table({"id": list(range(10))})
+
+    _run([split, overridden], manager, instance)
+    ds = lance.dataset(f"{root}/split.lance")
+    assert [f.count_rows() for f in ds.get_fragments()] == [4, 4, 2]
+    assert ds.data_storage_version == "2.0"
+    ds = lance.dataset(f"{root}/overridden.lance")
+    assert [f.count_rows() for f in ds.get_fragments()] == [6, 4]
+    assert ds.data_storage_version == "2.1"
+
+    @dg.asset(metadata={"lance/max_rows_per_file": 0})
+    def invalid() -> pa.Table:
+        return pa.table({"id": [1]})
+
+    with pytest.raises(InvalidInputError, match="max_rows_per_file must be a positive integer"):
+        _run([invalid], manager, instance)
+
+
+def test_table_config_from_the_definition(root, instance):
+    manager = LanceIOManager(base_uri=root, table_config={"owner": "sales", "tier": "gold"})
+
+    @dg.asset(metadata={"lance/table_config": {"tier": "silver"}, "lance/write_mode": "append"})
+    def configured() -> pa.Table:
+        return pa.table({"id": [1]})
+
+    first = _meta(_run([configured], manager, instance))
+    uri = f"{root}/configured.lance"
+    ds = lance.dataset(uri)
+    assert dict(ds.config()) == {"owner": "sales", "tier": "silver"}
+    assert ds.version == 2 and first["lance/version"] == 2  # the rows, then the config (reported: the latest)
+    props = ds.read_transaction(2).transaction_properties
+    assert props["dagster/asset_key"] == "configured"
+    second = _meta(_run([configured], manager, instance))
+    assert lance.dataset(uri).version == 3 and second["lance/version"] == 3  # config unchanged: no extra commit
+    assert lance.dataset(uri).count_rows() == 2
