@@ -93,7 +93,7 @@ def replace(
     )
 
 
-def _file_limits(max_rows_per_file: int | None, max_bytes_per_file: int | None) -> dict[str, int]:
+def _file_limits(max_rows_per_file: int | None, max_bytes_per_file: int | None) -> dict[str, Any]:
     limits = {"max_rows_per_file": max_rows_per_file, "max_bytes_per_file": max_bytes_per_file}
     return {k: v for k, v in limits.items() if v is not None}
 

@@ -58,7 +58,7 @@ class SparkRows:
         self._schema_mode = schema_mode
         self._props = dict(transaction_properties)
         self._options = storage_options
-        self._common = dict(
+        self._common: dict[str, Any] = dict(
             schema_mode=schema_mode.value, enable_stable_row_ids=enable_stable_row_ids,
             transaction_properties=self._props, data_storage_version=data_storage_version,
             storage_options=storage_options,
