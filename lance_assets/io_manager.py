@@ -45,6 +45,7 @@ from lance_assets.config import (
     resolve_read_settings,
     resolve_write_settings,
 )
+from lance_assets.metadata import table_name_of
 from lance_assets.partitions import partition_predicate
 from lance_assets.resources import SparkSessionConfig, SparkSessionResource, table_uri
 from lance_assets.type_handlers import from_reader, is_spark_dataframe, load_kind
@@ -162,10 +163,10 @@ class LanceIOManager(dg.ConfigurableIOManager):
         """The storage options every table of this IO manager is opened with."""
         return engine.storage_options_of(self.storage_options)
 
-    @staticmethod
-    def table_name(asset_key: dg.AssetKey | Sequence[str]) -> str:
-        path = asset_key.path if isinstance(asset_key, dg.AssetKey) else asset_key
-        return "lance." + ".".join(path)
+    def table_name(self, asset_key: dg.AssetKey | Sequence[str],
+                   definition_metadata: Mapping[str, Any] | None = None) -> str:
+        """``dagster/table_name`` of a key's table: its location (unique across lakes)."""
+        return table_name_of(self.uri_for(asset_key, definition_metadata))
 
     def _properties(self, context: dg.OutputContext) -> dict[str, str]:
         if context.has_asset_key:
@@ -205,7 +206,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
         props = {**settings.commit_properties, **self._properties(context)}
         try:
             meta = write_output(context, self._writer(obj, uri, settings, props), uri, settings, keys,
-                                table_name=self.table_name(output_path(context)),
+                                table_name=table_name_of(uri),
                                 storage_options=self.table_storage_options, transaction_properties=props)
         except LanceError as exc:
             raise exc.with_context(table=uri)

@@ -27,7 +27,17 @@ import dagster as dg
 
 from lance_assets import engine
 from lance_assets.engine import TableVersions
-from lance_assets.metadata import COLUMN_SCHEMA, OPERATION, ROW_COUNT, STORAGE_KIND, URI, VERSION, column_schema
+from lance_assets.metadata import (
+    COLUMN_SCHEMA,
+    OPERATION,
+    ROW_COUNT,
+    STORAGE_KIND,
+    TABLE_NAME,
+    URI,
+    VERSION,
+    column_schema,
+    table_name_of,
+)
 
 DATA_VERSION_TAG = "dagster/data_version"
 KIND_TAG = "dagster/kind/lance"
@@ -76,6 +86,7 @@ def version_metadata(table: str | TableVersions, version: int) -> dict[str, Any]
         COLUMN_SCHEMA: dg.MetadataValue.table_schema(column_schema(summary.schema)),
         OPERATION: summary.operation or "unknown",
         URI: dg.MetadataValue.path(versions.uri),
+        TABLE_NAME: table_name_of(versions.uri),
         STORAGE_KIND: "lance",
     }
 

@@ -204,3 +204,23 @@ def test_table_config_from_the_definition(root, instance):
     second = _meta(_run([configured], manager, instance))
     assert lance.dataset(uri).version == 3 and second["lance/version"] == 3  # config unchanged: no extra commit
     assert lance.dataset(uri).count_rows() == 2
+
+
+def test_table_name_is_unique_across_lakes(tmp_path, instance, monkeypatch):
+    @dg.asset(key_prefix=["sales"])
+    def orders() -> pa.Table:
+        return pa.table({"id": [1]})
+
+    names = []
+    for lake in ("lake_a", "lake_b"):
+        meta = _meta(_run([orders], LanceIOManager(base_uri=str(tmp_path / lake)), instance))
+        names.append(meta["dagster/table_name"])
+    assert names == [str(tmp_path / "lake_a" / "sales" / "orders.lance"), str(tmp_path / "lake_b" / "sales" / "orders.lance")]
+    # a relative base_uri names the table by its absolute location
+    monkeypatch.chdir(tmp_path)
+    meta = _meta(_run([orders], LanceIOManager(base_uri="lake_c"), instance))
+    assert meta["dagster/table_name"] == str(tmp_path / "lake_c" / "sales" / "orders.lance")
+    # observations of the same table carry the same name (lineage joins them)
+    from lance_assets import version_metadata
+
+    assert version_metadata(str(tmp_path / "lake_a" / "sales" / "orders.lance"), 1)["dagster/table_name"] == names[0]
