@@ -1,13 +1,15 @@
-"""``LanceIOManager``: Dagster assets stored as Lance tables.
+"""``LanceIOManager``: Dagster assets and op outputs stored as Lance tables.
 
-One table per asset key (``{base_uri}/{key path}.lance``, overridable with ``lance/uri`` or
-``lance/table`` definition metadata); an op's output (no asset key) is stored as
-``{base_uri}/{op}/{output name}.lance`` unless its ``Out`` metadata names the table. Outputs may be pyarrow, pandas or PySpark; the input's
-annotation decides what is loaded. Write modes (``overwrite``, ``append``, ``merge``, ``error``,
-``ignore``) and the schema policy come from the IO manager, the asset's definition metadata, or
-output metadata set at run time. A partitioned overwrite replaces exactly the partitions' rows in
-one commit (a Lance ``Update``). Every commit records the run id, asset key and partition in
-its transaction properties, and every materialization reports Dagster's standard table metadata.
+One table per asset key (``{base_uri}[/{namespace}]/{key path}.lance``, overridable with
+``lance/uri`` or ``lance/table`` definition metadata); an op's output (no asset key) is stored as
+``{base_uri}[/{namespace}]/{op}/{output name}.lance`` unless its ``Out`` metadata names the table.
+Outputs may be pyarrow, pandas, polars or PySpark; the input's annotation decides what is
+loaded. Write modes, the schema policy, merge clauses, writer properties, commit properties and
+table config come from the IO manager, then the asset's definition metadata, then output
+metadata set at run time. A partitioned overwrite replaces exactly the partitions' rows in one
+commit (a Lance ``Update``). Every commit records the run id, asset key (or op output) and
+partition in its transaction properties, and every materialization reports Dagster's standard
+table metadata.
 """
 
 from __future__ import annotations
