@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import warnings
 
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -28,11 +27,6 @@ def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) 
     os.environ["LANCE_EXAMPLE_ROOT"] = root  # before the definitions are built
 
     import dagster as dg
-
-    # Beta/preview notices of Dagster APIs the example uses (backfill policies, column-schema
-    # checks); everything else, deprecations included, is shown.
-    for category in (dg.BetaWarning, dg.PreviewWarning):
-        warnings.filterwarnings("ignore", category=category)
 
     from example_project.assets import ASSETS, CHECKS, DAILY, customer_totals
     from example_project.definitions import build_definitions
