@@ -15,6 +15,8 @@ so that they never import the subpackages, whose layout may change: ``replace_wh
 literals compared with ``CAST(ts AS DATE)``).
 """
 
+import pyarrow as _pa
+
 from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
 from lance_format.dataset.fragment import LanceFragment
@@ -40,8 +42,6 @@ from lance_format.errors import (
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
 from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
 
-import pyarrow as _pa
-
 
 def sql_expression_type(sql: str, schema: _pa.Schema) -> _pa.DataType:
     """The Arrow type of the SQL scalar expression ``sql`` (the filter dialect) over ``schema``.
@@ -49,6 +49,7 @@ def sql_expression_type(sql: str, schema: _pa.Schema) -> _pa.DataType:
     Raises :class:`InvalidInputError` for a syntax error or an unknown column.
     """
     return _to_value_expression(sql, schema)[1]
+
 
 __all__ = [
     "LanceDataset",
