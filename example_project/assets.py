@@ -13,7 +13,9 @@
 """
 
 # No ``from __future__ import annotations`` here: Dagster inspects the ``context`` annotations.
+import contextlib
 import datetime as dt
+import warnings
 from typing import Optional
 
 import dagster as dg
@@ -68,19 +70,32 @@ def daily_revenue(context: AssetExecutionContext, daily_orders: pd.DataFrame) ->
     return revenue
 
 
-@dg.asset(
-    partitions_def=RAW_ORDER_VERSIONS,
-    backfill_policy=dg.BackfillPolicy.single_run(),
-    kinds={"lance", "pyarrow"},
-    metadata={
-        "lance/write_mode": "merge",
-        "lance/merge_on": "customer",
-        # A run that computed from an older state never overwrites a newer total.
-        "lance/merge_update_condition": "source.as_of_version > target.as_of_version",
-    },
-    retry_policy=dg.RetryPolicy(max_retries=3, delay=1),
-    group_name="cdc",
-)
+@contextlib.contextmanager
+def _beta_api():
+    """Dagster 1.13 marks backfill policies and column-schema checks beta; that notice is for
+    us, the example's authors, not for everyone who runs or serves the example."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        yield
+
+
+with _beta_api():
+    cdc_asset = dg.asset(
+        partitions_def=RAW_ORDER_VERSIONS,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        kinds={"lance", "pyarrow"},
+        metadata={
+            "lance/write_mode": "merge",
+            "lance/merge_on": "customer",
+            # A run that computed from an older state never overwrites a newer total.
+            "lance/merge_update_condition": "source.as_of_version > target.as_of_version",
+        },
+        retry_policy=dg.RetryPolicy(max_retries=3, delay=1),
+        group_name="cdc",
+    )
+
+
+@cdc_asset
 def customer_totals(
     context: AssetExecutionContext, raw_orders: LanceChangeFeed, lance: LanceTableResource
 ) -> Optional[pa.Table]:
@@ -118,15 +133,31 @@ def customer_totals(
     return pa.Table.from_pylist(rows, schema=TOTALS_SCHEMA)
 
 
+CHANGE_LOG_SCHEMA = pa.schema([("version", pa.int64()), ("change", pa.string()), ("run_id", pa.string())])
+
+
+@dg.op(out=dg.Out(metadata={"lance/table": "ops/source_changes", "lance/write_mode": "append"}))
+def apply_source_changes(context: dg.OpExecutionContext, lance: LanceTableResource) -> pa.Table:
+    """An outside writer changing the raw table (upsert + cancellation), for the UI demo.
+
+    Its output, one row per commit it made, is an op output the Lance IO manager appends to the
+    ``ops/source_changes`` table (no asset: a log of what the job did).
+    """
+    versions = change_orders(lance.uri_for("raw_orders"))
+    return pa.table({"version": pa.array(versions, pa.int64()), "change": ["late orders", "cancellation"],
+                     "run_id": [context.run_id] * len(versions)}, schema=CHANGE_LOG_SCHEMA)
+
+
 @dg.op
-def apply_source_changes(lance: LanceTableResource) -> list:
-    """An outside writer changing the raw table (upsert + cancellation), for the UI demo."""
-    return change_orders(lance.uri_for("raw_orders"))
+def report_source_changes(context: dg.OpExecutionContext, apply_source_changes: pa.Table) -> None:
+    """Reads the op output back (an op input loaded by the Lance IO manager) and logs it."""
+    versions = apply_source_changes.column("version").to_pylist()
+    context.log.info(f"raw_orders changed outside its asset: new versions {versions}")
 
 
 @dg.job(description="Change raw_orders outside of its asset; the version sensor picks the commits up")
 def change_raw_orders() -> None:
-    apply_source_changes()
+    report_source_changes(apply_source_changes())
 
 
 def version_sensor(root: str) -> dg.SensorDefinition:
@@ -139,10 +170,12 @@ def version_sensor(root: str) -> dg.SensorDefinition:
     )
 
 
+with _beta_api():
+    SCHEMA_CHANGE_CHECKS = dg.build_column_schema_change_checks(assets=[daily_orders, daily_revenue, customer_totals])
 CHECKS = [
     lance_row_count_check(raw_orders, min_rows=1),
     lance_schema_change_check(raw_orders),
     lance_version_freshness_check(raw_orders, max_age=dt.timedelta(days=1)),
-    *dg.build_column_schema_change_checks(assets=[daily_orders, daily_revenue, customer_totals]),
+    *SCHEMA_CHANGE_CHECKS,
 ]
 ASSETS = [raw_orders, daily_orders, daily_revenue, customer_totals]

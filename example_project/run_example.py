@@ -4,7 +4,8 @@
    ``daily_revenue`` (and their checks).
 2. Tick the version sensor: it adds version partitions and requests ``customer_totals`` runs;
    run them as the daemon would.
-3. Change the source table outside Dagster (an upsert and a cancellation: two new versions).
+3. Run the ``change_raw_orders`` job: it changes the source table outside the asset (an upsert
+   and a cancellation: two new versions) and logs the commits to an op-output table.
 4. Tick the sensor again and run the change-feed runs it requests.
 5. Print the aggregate, the versions, and whether the incremental result equals a full recompute.
 
@@ -16,28 +17,29 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import warnings
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    import dagster as dg
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
-def main(root: str | None = None) -> int:
+def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) -> int:
     root = root or tempfile.mkdtemp(prefix="lance-assets-example-")
     os.environ["LANCE_EXAMPLE_ROOT"] = root  # before the definitions are built
-    warnings.filterwarnings("ignore")  # beta/preview notices of Dagster APIs used by the example
 
     import dagster as dg
 
     from example_project.assets import ASSETS, CHECKS, DAILY, customer_totals
     from example_project.definitions import build_definitions
-    from example_project.source import change_orders, expected_totals, orders_uri
+    from example_project.source import expected_totals, orders_uri
     import lance_format
 
     defs = build_definitions(root)
     resources = defs.resources
     sensor = defs.resolve_sensor_def("raw_orders_versions_sensor")
-    instance = dg.DagsterInstance.ephemeral()
+    instance = instance or dg.DagsterInstance.ephemeral()
     everything = [*ASSETS, *CHECKS]
 
     def run(selection, **kwargs) -> dg.ExecuteInJobResult:
@@ -73,8 +75,11 @@ def main(root: str | None = None) -> int:
 
     print("sensor tick 1 (the initial load):")
     tick_and_run()
-    created = change_orders(orders_uri(root))
-    print(f"source changed outside Dagster: new raw_orders versions {created}")
+    job = defs.resolve_job_def("change_raw_orders")
+    job.execute_in_process(instance=instance, run_config=QUIET, raise_on_error=True)
+    log = lance_format.dataset(os.path.join(root, "ops", "source_changes.lance")).to_table()
+    print(f"change_raw_orders job changed the source outside its asset: new raw_orders versions "
+          f"{log.column('version').to_pylist()}")
     print("sensor tick 2 (the change feed):")
     tick_and_run()
     tick_and_run()  # nothing new: the cursor has moved past every version

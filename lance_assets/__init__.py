@@ -16,7 +16,7 @@ from lance_assets.checks import lance_row_count_check, lance_schema_change_check
 from lance_assets.config import ReadMode, SchemaMode, WriteMode
 from lance_assets.io_manager import LanceIOManager, lance_asset
 from lance_assets.partitions import partition_predicate, version_partitions
-from lance_assets.resources import LanceTableResource, SparkSessionResource, table_uri
+from lance_assets.resources import LanceTableResource, SparkSessionConfig, SparkSessionResource, table_uri
 from lance_assets.sensors import LanceTableWatch, lance_version_sensor, observable_lance_table, version_metadata
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "lance_asset",
     "LanceTableResource",
     "SparkSessionResource",
+    "SparkSessionConfig",
     "LanceChangeFeed",
     "LanceTableWatch",
     "lance_version_sensor",

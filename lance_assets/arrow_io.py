@@ -25,7 +25,8 @@ class ArrowRows:
 
     def __init__(self, obj: Any, uri: str, *, schema_mode: SchemaMode, transaction_properties: Mapping[str, str],
                  enable_stable_row_ids: bool, data_storage_version: str | None,
-                 storage_options: engine.Options, check_partition_data: bool) -> None:
+                 storage_options: engine.Options, check_partition_data: bool,
+                 max_rows_per_file: int | None = None, max_bytes_per_file: int | None = None) -> None:
         self._source = to_reader(obj)
         self._uri = uri
         self._schema_mode = schema_mode
@@ -34,6 +35,7 @@ class ArrowRows:
         self._create: dict[str, Any] = dict(
             transaction_properties=transaction_properties, enable_stable_row_ids=enable_stable_row_ids,
             data_storage_version=data_storage_version, storage_options=storage_options,
+            max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
         )
         self._plan: SchemaPlan | None = None
         self._counter: CountingReader | None = None

@@ -25,9 +25,10 @@ from lance_format.errors import InvalidInputError
 from lance_assets import engine
 from lance_assets.config import ReadSettings
 from lance_assets.partitions import versions_of_keys
+from lance_assets.type_handlers import from_reader
 
 if TYPE_CHECKING:
-    from lance_assets.resources import SparkSessionResource
+    from lance_assets.resources import SparkSessionConfig, SparkSessionResource
 
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
@@ -109,7 +110,7 @@ def load_changes(
     *,
     kind: str,
     run_tags: Mapping[str, str],
-    spark: "SparkSessionResource | None",
+    spark: "SparkSessionConfig | SparkSessionResource | None",
     storage_options: Mapping[str, str] | None = None,
 ) -> Any:
     """The change feed for an input, in the representation ``kind`` asks for."""
@@ -125,8 +126,4 @@ def load_changes(
         from lance_assets.spark_io import session_for
 
         return feed.to_spark(session_for(spark))
-    reader = feed.to_reader()
-    if kind == "reader":
-        return reader
-    table = reader.read_all()
-    return table.to_pandas() if kind == "pandas" else table
+    return from_reader(feed.to_reader(), kind)

@@ -1,7 +1,8 @@
 """Settings of a Lance write or read, and the metadata keys that control them.
 
-A write is configured in three layers, later ones winning: the IO manager's config, the asset's
-definition metadata, and output metadata added at run time (``context.add_output_metadata`` or
+A write is configured in three layers, later ones winning: the IO manager's config (its write
+mode, schema mode and the settings of :func:`io_manager_defaults`, keyed like the metadata),
+the asset's definition metadata, and output metadata added at run time (``context.add_output_metadata`` or
 ``Output(metadata=...)``). ``resolve_write_settings`` merges them and validates every value, so a
 typo fails the run before anything is written.
 """
@@ -33,6 +34,13 @@ class SchemaMode(str, enum.Enum):
     OVERWRITE = "overwrite"  # replace the schema (full-table overwrites only)
 
 
+class NamespaceMode(str, enum.Enum):
+    """How the IO manager's ``namespace`` combines with an asset key's path."""
+
+    PREFIX = "prefix"  # {namespace}/{whole key path}
+    REPLACE = "replace"  # {namespace}/{last key component}: the key's prefix is replaced
+
+
 class ReadMode(str, enum.Enum):
     TABLE = "table"  # the table's rows (optionally the input's partitions)
     CHANGES = "changes"  # the change feed of the input's version range
@@ -51,6 +59,13 @@ MERGE_WHEN_NOT_MATCHED = "lance/merge_when_not_matched"  # insert_all | do_nothi
 MERGE_DELETE_NOT_MATCHED_BY_SOURCE = "lance/merge_delete_not_matched_by_source"  # bool or SQL filter
 PREVIEW_ROWS = "lance/preview_rows"
 CHECK_PARTITION_DATA = "lance/check_partition_data"  # refuse rows outside the written partitions
+COMMIT_PROPERTIES = "lance/commit_properties"  # {key: value} added to the commit's transaction properties
+TABLE_CONFIG = "lance/table_config"  # {key: value} set on the table (update_config) when it differs
+MAX_ROWS_PER_FILE = "lance/max_rows_per_file"
+MAX_BYTES_PER_FILE = "lance/max_bytes_per_file"
+DATA_STORAGE_VERSION = "lance/data_storage_version"  # Lance file version of a new table (or overwrite)
+# Settings whose layers are merged key by key (a later layer adds and overrides keys) rather than replaced.
+_DICT_SETTINGS = (COMMIT_PROPERTIES, TABLE_CONFIG)
 
 COLUMNS = "columns"
 READ_VERSION = "lance/version"
@@ -106,7 +121,37 @@ class WriteSettings:
     merge: MergeOptions | None = None
     preview_rows: int = 5
     check_partition_data: bool = True
+    commit_properties: dict[str, str] = field(default_factory=dict)
+    table_config: dict[str, str] = field(default_factory=dict)
+    max_rows_per_file: int | None = None
+    max_bytes_per_file: int | None = None
+    data_storage_version: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def file_options(self) -> dict[str, Any]:
+        """Writer properties for the engine's write calls (only those that are set)."""
+        options = {"max_rows_per_file": self.max_rows_per_file, "max_bytes_per_file": self.max_bytes_per_file,
+                   "data_storage_version": self.data_storage_version}
+        return {k: v for k, v in options.items() if v is not None}
+
+
+def _string_dict(value: Any, key: str) -> dict[str, str]:
+    value = _plain(value)
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"{key} must be a dict of strings; got {value!r}")
+    return {str(k): str(_plain(v)) for k, v in value.items()}
+
+
+def _positive_int(value: Any, key: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(_plain(value))
+    except (TypeError, ValueError):
+        number = 0
+    if number <= 0:
+        raise InvalidInputError(f"{key} must be a positive integer; got {value!r}")
+    return number
 
 
 def _columns(value: Any, key: str) -> tuple[str, ...]:
@@ -124,9 +169,16 @@ def resolve_write_settings(
     schema_mode: SchemaMode | str,
     definition_metadata: Mapping[str, Any] | None,
     output_metadata: Mapping[str, Any] | None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> WriteSettings:
-    """Merge IO-manager defaults, definition metadata and run-time output metadata."""
-    meta: dict[str, Any] = {}
+    """Merge IO-manager defaults (``defaults``: metadata keys to values; None values are unset),
+    definition metadata and run-time output metadata, in that order."""
+    meta: dict[str, Any] = {k: v for k, v in (defaults or {}).items() if v is not None}
+    merged: dict[str, dict[str, str]] = {key: {} for key in _DICT_SETTINGS}
+    for layer in (defaults or {}, definition_metadata or {}, output_metadata or {}):
+        for key in _DICT_SETTINGS:
+            if layer.get(key) is not None:
+                merged[key].update(_string_dict(layer[key], key))
     for layer in (definition_metadata or {}, output_metadata or {}):
         meta.update({k: _plain(v) for k, v in layer.items()})
     mode = _enum(WriteMode, meta.get(WRITE_MODE, write_mode), WRITE_MODE)
@@ -151,6 +203,11 @@ def resolve_write_settings(
         merge=merge,
         preview_rows=max(0, preview),
         check_partition_data=bool(meta.get(CHECK_PARTITION_DATA, True)),
+        commit_properties=merged[COMMIT_PROPERTIES],
+        table_config=merged[TABLE_CONFIG],
+        max_rows_per_file=_positive_int(meta.get(MAX_ROWS_PER_FILE), MAX_ROWS_PER_FILE),
+        max_bytes_per_file=_positive_int(meta.get(MAX_BYTES_PER_FILE), MAX_BYTES_PER_FILE),
+        data_storage_version=str(meta[DATA_STORAGE_VERSION]) if meta.get(DATA_STORAGE_VERSION) else None,
     )
 
 

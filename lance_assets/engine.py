@@ -24,6 +24,7 @@ from lance_format import (
     VersionSummary,
     checked_reader,
     replace_where,
+    sql_expression_type,
     write_dataset,
     write_with_new_columns,
 )
@@ -57,9 +58,11 @@ def write(
     enable_stable_row_ids: bool,
     data_storage_version: str | None,
     storage_options: Options = None,
+    max_rows_per_file: int | None = None,
+    max_bytes_per_file: int | None = None,
 ) -> LanceDataset:
     """create / append / overwrite of a whole table."""
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = _file_limits(max_rows_per_file, max_bytes_per_file)
     if data_storage_version:
         kwargs["data_storage_version"] = data_storage_version
     return write_dataset(
@@ -78,13 +81,33 @@ def replace(
     data_storage_version: str | None,
     check_data: bool = True,
     storage_options: Options = None,
+    max_rows_per_file: int | None = None,
+    max_bytes_per_file: int | None = None,
 ) -> LanceDataset:
     """Replace exactly the rows matching ``predicate`` with ``reader``'s rows, in one commit."""
     return replace_where(
         uri, predicate, reader, transaction_properties=dict(transaction_properties), check_data=check_data,
         enable_stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version,
         storage_options=None if isinstance(uri, LanceDataset) else storage_options,
+        **_file_limits(max_rows_per_file, max_bytes_per_file),
     )
+
+
+def _file_limits(max_rows_per_file: int | None, max_bytes_per_file: int | None) -> dict[str, Any]:
+    limits = {"max_rows_per_file": max_rows_per_file, "max_bytes_per_file": max_bytes_per_file}
+    return {k: v for k, v in limits.items() if v is not None}
+
+
+def apply_table_config(ds: LanceDataset, config: Mapping[str, str], *,
+                       transaction_properties: Mapping[str, str]) -> LanceDataset:
+    """Set the table config keys whose value differs (one commit, only when something differs);
+    returns the version that has them."""
+    current = dict(ds.config)
+    changes = {k: v for k, v in config.items() if current.get(k) != v}
+    if not changes:
+        return ds
+    ds.update_config(changes, transaction_properties=dict(transaction_properties))
+    return ds.checkout_version(ds.version)  # update_config moved ds to the new version
 
 
 def merge(
@@ -148,6 +171,11 @@ def write_adding_columns(
 def checked_rows(reader: pa.RecordBatchReader, predicate: str, *, table: str) -> pa.RecordBatchReader:
     """``reader``'s rows, refusing (InvalidInputError) the first batch with a row outside ``predicate``."""
     return checked_reader(reader, predicate, table=table)
+
+
+def expression_type(sql: str, schema: pa.Schema) -> pa.DataType:
+    """The Arrow type of a SQL expression over ``schema`` (InvalidInputError if it is not one)."""
+    return sql_expression_type(sql, schema)
 
 
 def table_versions(uri: str, *, storage_options: Options = None) -> TableVersions:

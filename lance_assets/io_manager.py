@@ -1,26 +1,43 @@
-"""``LanceIOManager``: Dagster assets stored as Lance tables.
+"""``LanceIOManager``: Dagster assets and op outputs stored as Lance tables.
 
-One table per asset key (``{base_uri}/{key path}.lance``, overridable with ``lance/uri`` or
-``lance/table`` definition metadata). Outputs may be pyarrow, pandas or PySpark; the input's
-annotation decides what is loaded. Write modes (``overwrite``, ``append``, ``merge``, ``error``,
-``ignore``) and the schema policy come from the IO manager, the asset's definition metadata, or
-output metadata set at run time. A partitioned overwrite replaces exactly the partitions' rows in
-one commit (a Lance ``Update``). Every commit records the run id, asset key and partition in
-its transaction properties, and every materialization reports Dagster's standard table metadata.
+One table per asset key (``{base_uri}[/{namespace}]/{key path}.lance``, overridable with
+``lance/uri`` or ``lance/table`` definition metadata); an op's output (no asset key) is stored as
+``{base_uri}[/{namespace}]/{op}/{output name}.lance`` unless its ``Out`` metadata names the table.
+Outputs may be pyarrow, pandas, polars or PySpark; the input's annotation decides what is
+loaded. Write modes, the schema policy, merge clauses, writer properties, commit properties and
+table config come from the IO manager, then the asset's definition metadata, then output
+metadata set at run time. A partitioned overwrite replaces exactly the partitions' rows in one
+commit (a Lance ``Update``). Every commit records the run id, asset key (or op output) and
+partition in its transaction properties, and every materialization reports Dagster's standard
+table metadata.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, TypedDict
+from typing import Any, Mapping, Sequence, TypedDict
 
 import dagster as dg
-from pydantic import Field, PrivateAttr
+import pyarrow as pa
+from pydantic import Field, PrivateAttr, field_validator
 
-from lance_format.errors import DatasetNotFoundError, LanceError
+from lance_format.errors import DatasetNotFoundError, InvalidInputError, LanceError
 from lance_assets import engine, spark_io
 from lance_assets.arrow_io import ArrowRows
 from lance_assets.change_feed import LanceChangeFeed, load_changes
 from lance_assets.config import (
+    CHECK_PARTITION_DATA,
+    COMMIT_PROPERTIES,
+    DATA_STORAGE_VERSION,
+    MAX_BYTES_PER_FILE,
+    MAX_ROWS_PER_FILE,
+    TABLE_CONFIG,
+    NamespaceMode,
+    MERGE_DELETE_NOT_MATCHED_BY_SOURCE,
+    MERGE_ON,
+    MERGE_UPDATE_CONDITION,
+    MERGE_WHEN_MATCHED,
+    MERGE_WHEN_NOT_MATCHED,
+    PREVIEW_ROWS,
     TABLE_NAME,
     TABLE_URI,
     ReadMode,
@@ -30,8 +47,9 @@ from lance_assets.config import (
     resolve_read_settings,
     resolve_write_settings,
 )
+from lance_assets.metadata import table_name_of
 from lance_assets.partitions import partition_predicate
-from lance_assets.resources import SparkSessionResource, table_uri
+from lance_assets.resources import SparkSessionConfig, SparkSessionResource, table_uri
 from lance_assets.type_handlers import from_reader, is_spark_dataframe, load_kind
 from lance_assets.write_modes import RowWriter, write_output
 
@@ -39,6 +57,15 @@ RUN_ID_PROPERTY = "dagster/run_id"
 ASSET_KEY_PROPERTY = "dagster/asset_key"
 PARTITION_PROPERTY = "dagster/partition_key"
 PARTITION_RANGE_PROPERTY = "dagster/partition_key_range"
+OP_OUTPUT_PROPERTY = "dagster/op_output"  # {op}/{output} of an op output (no asset key)
+
+
+def output_path(context: dg.OutputContext) -> list[str]:
+    """Where an output's table lives under ``base_uri``: its asset key's path, or for an op's
+    output ``[op, output name]`` (the op's step key, so ops inside graphs stay apart)."""
+    if context.has_asset_key:
+        return list(context.asset_key.path)
+    return [*context.step_key.split("."), context.name]
 
 
 def _plain_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -53,6 +80,8 @@ class _RowWriterOptions(TypedDict):
     enable_stable_row_ids: bool
     data_storage_version: str | None
     storage_options: engine.Options
+    max_rows_per_file: int | None
+    max_bytes_per_file: int | None
 
 
 class LanceIOManager(dg.ConfigurableIOManager):
@@ -66,9 +95,46 @@ class LanceIOManager(dg.ConfigurableIOManager):
     )
     write_mode: WriteMode = Field(default=WriteMode.OVERWRITE, description="Default write mode")
     schema_mode: SchemaMode = Field(default=SchemaMode.ERROR, description="error | add_columns | overwrite")
+    namespace: str | None = Field(
+        default=None,
+        description="Path ('prod/sales') under base_uri that extends (namespace_mode='prefix') or replaces "
+                    "(namespace_mode='replace') each asset key's prefix, like dagster-iceberg's namespace",
+    )
+    namespace_mode: NamespaceMode = Field(default=NamespaceMode.PREFIX, description="prefix | replace")
+    merge_on: list[str] | None = Field(
+        default=None, description="Default key columns of write_mode='merge' (asset metadata lance/merge_on wins)")
+    merge_when_matched: str | None = Field(default=None, description="update_all | do_nothing | delete | fail")
+    merge_when_not_matched: str | None = Field(default=None, description="insert_all | do_nothing")
+    merge_update_condition: str | None = Field(
+        default=None, description="SQL over source./target. columns: update matched rows only where it holds")
+    merge_delete_not_matched_by_source: bool | None = Field(
+        default=None, description="Delete target rows whose key the output lacks (scoped to written partitions)")
+    preview_rows: int | None = Field(default=None, description="Rows of the lance/preview metadata (0: none)")
+    check_partition_data: bool | None = Field(
+        default=None, description="Refuse rows outside the written partitions (default true)")
+    commit_properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Added to every commit's transaction properties (asset metadata lance/commit_properties, "
+                    "then run-time metadata, add and override keys; the dagster/* provenance keys win)")
+    table_config: dict[str, str] = Field(
+        default_factory=dict,
+        description="Lance table config set after a write when it differs (update_config; asset metadata "
+                    "lance/table_config adds and overrides keys)")
+    max_rows_per_file: int | None = Field(default=None, description="Writer property (lance/max_rows_per_file)")
+    max_bytes_per_file: int | None = Field(default=None, description="Writer property (lance/max_bytes_per_file)")
     enable_stable_row_ids: bool = Field(default=True, description="For new tables; change feeds need it")
     data_storage_version: str | None = Field(default=None, description="Lance file version of new tables")
-    spark: SparkSessionResource | None = Field(default=None, description="Session for Spark inputs/outputs")
+    spark: SparkSessionConfig | None = Field(
+        default=None,
+        description="Session settings for Spark inputs/outputs (a SparkSessionResource is accepted and "
+                    "converted to its settings; an active session is always reused)",
+    )
+
+    @field_validator("spark", mode="before")
+    @classmethod
+    def _spark_settings(cls, value: Any) -> Any:
+        # Not kept as a nested resource: Dagster 1.13 initializes those through a deprecated API.
+        return value.settings() if isinstance(value, SparkSessionResource) else value
 
     _run_tags: dict[str, str] = PrivateAttr(default_factory=dict)
 
@@ -79,27 +145,48 @@ class LanceIOManager(dg.ConfigurableIOManager):
         self._run_tags = dict(run.tags) if run is not None else {}
 
     # -- naming -----------------------------------------------------------------------------
-    def uri_for(self, asset_key: dg.AssetKey, definition_metadata: Mapping[str, Any] | None = None) -> str:
+    def uri_for(self, asset_key: dg.AssetKey | Sequence[str],
+                definition_metadata: Mapping[str, Any] | None = None) -> str:
+        """The table of an asset key (or of an op output's path, see :func:`output_path`):
+        ``lance/uri``, else ``lance/table`` under ``base_uri``, else the namespaced key path."""
         meta = _plain_metadata(definition_metadata)
         if meta.get(TABLE_URI):
             uri = str(meta[TABLE_URI])
         elif meta.get(TABLE_NAME):
             uri = table_uri(self.base_uri, str(meta[TABLE_NAME]))
         else:
-            uri = table_uri(self.base_uri, asset_key)
+            uri = table_uri(self.base_uri, self.table_path(asset_key))
         return uri
+
+    def table_path(self, asset_key: dg.AssetKey | Sequence[str]) -> list[str]:
+        """A key's table path under ``base_uri``, with the namespace applied."""
+        path = list(asset_key.path if isinstance(asset_key, dg.AssetKey) else asset_key)
+        if not self.namespace:
+            return path
+        namespace = [part for part in self.namespace.split("/") if part]
+        if NamespaceMode(self.namespace_mode) is NamespaceMode.REPLACE:
+            return namespace + path[-1:]
+        return namespace + path
+
+    def _uri_of(self, context: dg.OutputContext) -> str:
+        """The table an output (an asset's, or an op's) is stored in."""
+        return self.uri_for(output_path(context), context.definition_metadata)
 
     @property
     def table_storage_options(self) -> dict[str, str] | None:
         """The storage options every table of this IO manager is opened with."""
         return engine.storage_options_of(self.storage_options)
 
-    @staticmethod
-    def table_name(asset_key: dg.AssetKey) -> str:
-        return "lance." + ".".join(asset_key.path)
+    def table_name(self, asset_key: dg.AssetKey | Sequence[str],
+                   definition_metadata: Mapping[str, Any] | None = None) -> str:
+        """``dagster/table_name`` of a key's table: its location (unique across lakes)."""
+        return table_name_of(self.uri_for(asset_key, definition_metadata))
 
     def _properties(self, context: dg.OutputContext) -> dict[str, str]:
-        props = {ASSET_KEY_PROPERTY: context.asset_key.to_user_string()}
+        if context.has_asset_key:
+            props = {ASSET_KEY_PROPERTY: context.asset_key.to_user_string()}
+        else:
+            props = {OP_OUTPUT_PROPERTY: "/".join(output_path(context))}
         try:
             props[RUN_ID_PROPERTY] = context.run_id
         except Exception:  # built contexts in unit tests may have no run
@@ -126,23 +213,42 @@ class LanceIOManager(dg.ConfigurableIOManager):
             schema_mode=self.schema_mode,
             definition_metadata=context.definition_metadata,
             output_metadata=context.output_metadata,
+            defaults=self._write_defaults(),
         )
-        uri = self.uri_for(context.asset_key, context.definition_metadata)
+        uri = self._uri_of(context)
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
-        props = self._properties(context)
+        props = {**settings.commit_properties, **self._properties(context)}
         try:
             meta = write_output(context, self._writer(obj, uri, settings, props), uri, settings, keys,
-                                table_name=self.table_name(context.asset_key),
-                                storage_options=self.table_storage_options)
+                                table_name=table_name_of(uri),
+                                storage_options=self.table_storage_options, transaction_properties=props)
         except LanceError as exc:
             raise exc.with_context(table=uri)
         context.add_output_metadata(meta)
 
+    def _write_defaults(self) -> dict[str, Any]:
+        """The IO manager's write settings, keyed like the metadata that overrides them."""
+        return {
+            MERGE_ON: self.merge_on or None,
+            MERGE_WHEN_MATCHED: self.merge_when_matched,
+            MERGE_WHEN_NOT_MATCHED: self.merge_when_not_matched,
+            MERGE_UPDATE_CONDITION: self.merge_update_condition,
+            MERGE_DELETE_NOT_MATCHED_BY_SOURCE: self.merge_delete_not_matched_by_source,
+            PREVIEW_ROWS: self.preview_rows,
+            CHECK_PARTITION_DATA: self.check_partition_data,
+            COMMIT_PROPERTIES: dict(self.commit_properties),
+            TABLE_CONFIG: dict(self.table_config),
+            MAX_ROWS_PER_FILE: self.max_rows_per_file,
+            MAX_BYTES_PER_FILE: self.max_bytes_per_file,
+            DATA_STORAGE_VERSION: self.data_storage_version,
+        }
+
     def _writer(self, obj: Any, uri: str, settings: WriteSettings, props: dict[str, str]) -> RowWriter:
         common = _RowWriterOptions(
             schema_mode=settings.schema_mode, transaction_properties=props,
-            enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=self.data_storage_version,
-            storage_options=self.table_storage_options,
+            enable_stable_row_ids=self.enable_stable_row_ids, data_storage_version=settings.data_storage_version,
+            storage_options=self.table_storage_options, max_rows_per_file=settings.max_rows_per_file,
+            max_bytes_per_file=settings.max_bytes_per_file,
         )
         if is_spark_dataframe(obj):
             return spark_io.SparkRows(obj, uri, **common)
@@ -151,9 +257,18 @@ class LanceIOManager(dg.ConfigurableIOManager):
     # -- inputs -----------------------------------------------------------------------------
     def load_input(self, context: dg.InputContext) -> Any:
         settings = resolve_read_settings(context.definition_metadata)
-        upstream_meta = context.upstream_output.definition_metadata if context.upstream_output else None
-        uri = self.uri_for(context.asset_key, upstream_meta)
+        upstream = context.upstream_output
+        if upstream is None:
+            raise InvalidInputError(
+                f"input {context.name!r} has no upstream output to load (LanceIOManager loads asset and op outputs)"
+            )
+        upstream_meta = upstream.definition_metadata
+        uri = self.uri_for(output_path(upstream), upstream_meta)
         annotation = context.dagster_type.typing_type
+        if context.has_asset_partitions and not context.asset_partition_keys:
+            # A partition mapping that maps to no upstream partition (the first partition of an
+            # asset that depends on its own previous one): an empty input, as in dagster-duckdb.
+            return self._empty_input(uri, annotation, settings.columns)
         if annotation is LanceChangeFeed or settings.mode is ReadMode.CHANGES:
             kind = "feed" if annotation is LanceChangeFeed else load_kind(annotation)
             return load_changes(context, uri, settings, kind=kind, run_tags=self._run_tags, spark=self.spark,
@@ -162,9 +277,9 @@ class LanceIOManager(dg.ConfigurableIOManager):
         try:
             ds = engine.open_table(uri, settings.version, storage_options=self.table_storage_options)
         except DatasetNotFoundError as exc:
-            raise DatasetNotFoundError(
-                f"asset {context.asset_key.to_user_string()} has no Lance table (was it materialized?)", table=uri
-            ) from exc
+            what = f"asset {context.asset_key.to_user_string()}" if context.has_asset_key else (
+                f"op output {'/'.join(output_path(upstream))}")
+            raise DatasetNotFoundError(f"{what} has no Lance table (was it materialized?)", table=uri) from exc
         predicate = None
         partition_expr = _plain_metadata(upstream_meta).get("partition_expr")
         if context.has_asset_partitions:
@@ -178,6 +293,17 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return spark_io.read_input(self, uri, ds.version, settings.columns, predicate)
         reader = ds.scanner(columns=settings.columns, filter=predicate).to_reader()
         return from_reader(reader, kind)
+
+    def _empty_input(self, uri: str, annotation: Any, columns: list[str] | None) -> Any:
+        """No rows, in the input's type: the table's (projected) schema if the table exists, else no columns."""
+        kind = load_kind(annotation)
+        existing = engine.try_open(uri, storage_options=self.table_storage_options)
+        schema = existing.schema if existing is not None else pa.schema([])
+        if columns is not None and existing is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
+        if kind == "spark":
+            return spark_io.empty_dataframe(self.spark, schema)
+        return from_reader(schema.empty_table().to_reader(), kind)
 
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import os
 from typing import Any, Mapping
 
 import dagster as dg
@@ -31,6 +32,16 @@ ROWS_UPDATED = "lance/rows_updated"
 ROWS_DELETED = "lance/rows_deleted"
 PREVIEW = "lance/preview"
 COMMIT_TIMESTAMP = "lance/commit_timestamp"
+
+
+def table_name_of(uri: str) -> str:
+    """``dagster/table_name`` of the table at ``uri``: its location, which is what identifies a
+    Lance table (there is no catalog). Local paths are made absolute, so two lakes under
+    different ``base_uri``s never share a name and the same table always has one."""
+    uri = uri.rstrip("/")
+    if "://" not in uri:
+        uri = os.path.abspath(uri)
+    return uri
 
 
 def column_schema(schema: pa.Schema) -> dg.TableSchema:
@@ -67,13 +78,14 @@ def commit_timestamp(ds: LanceDataset) -> dt.datetime:
     return engine.summary_of(ds).timestamp
 
 
-def table_metadata(ds: LanceDataset, *, table_name: str) -> dict[str, Any]:
-    """Metadata describing one version of a table (no row scan: counts come from the manifest)."""
+def table_metadata(ds: LanceDataset, *, table_name: str | None = None) -> dict[str, Any]:
+    """Metadata describing one version of a table (no row scan: counts come from the manifest).
+    ``table_name`` defaults to :func:`table_name_of` the table's URI."""
     summary = engine.summary_of(ds)
     return {
         ROW_COUNT: dg.MetadataValue.int(ds.count_rows()),
         COLUMN_SCHEMA: dg.MetadataValue.table_schema(column_schema(ds.schema)),
-        TABLE_NAME: table_name,
+        TABLE_NAME: table_name or table_name_of(ds.uri),
         URI: dg.MetadataValue.path(ds.uri),
         STORAGE_KIND: "lance",
         VERSION: dg.MetadataValue.int(ds.version),
@@ -85,7 +97,7 @@ def table_metadata(ds: LanceDataset, *, table_name: str) -> dict[str, Any]:
 def write_metadata(
     ds: LanceDataset,
     *,
-    table_name: str,
+    table_name: str | None = None,
     write_mode: str,
     inserted: int | None,
     updated: int | None,

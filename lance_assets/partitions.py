@@ -10,6 +10,9 @@
   with the window bounds formatted like the partition keys.
 * Multi-partitions: the AND of the dimensions' predicates (``partition_expr`` maps dimension ->
   column); several keys are OR-ed.
+* ``partition_expr`` is a column name or, when it is not one, a SQL expression over the columns
+  (``CAST(ts AS DATE)``, ``substr(region, 1, 2)``): the engine's SQL layer gives its type, which
+  decides how the partition bounds are rendered, and the predicate compares the expression.
 
 The predicates use the engine's SQL dialect (backtick identifiers), which Spark shares.
 """
@@ -25,6 +28,7 @@ import dagster as dg
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError
+from lance_assets import engine
 
 
 def quote_identifier(name: str) -> str:
@@ -35,14 +39,20 @@ def _string_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _column_type(schema: pa.Schema, column: str, *, table: str | None) -> pa.DataType:
-    if column not in schema.names:
+def _partition_sql(schema: pa.Schema, expr: str, *, table: str | None) -> tuple[str, pa.DataType]:
+    """The SQL a ``partition_expr`` is compared as, and its type: a quoted column, or the
+    parenthesized SQL expression typed by the engine."""
+    if expr in schema.names:
+        return quote_identifier(expr), schema.field(expr).type
+    try:
+        data_type = engine.expression_type(expr, schema)
+    except InvalidInputError as exc:
         raise InvalidInputError(
-            f"partition column {column!r} is not in the data/table columns {schema.names}",
-            table=table,
-            column=column,
-        )
-    return schema.field(column).type
+            f"partition_expr {expr!r} is neither one of the columns {schema.names} nor a SQL expression over "
+            f"them ({exc.reason})",
+            table=table, column=expr,
+        ) from None
+    return f"({expr})", data_type
 
 
 def key_literal(key: str, data_type: pa.DataType, *, column: str, table: str | None = None) -> str:
@@ -95,10 +105,12 @@ def time_window_predicate(
     *,
     fmt: str | None = None,
     table: str | None = None,
+    column_sql: str | None = None,
 ) -> str:
-    """``start <= col < end`` for one time window, with bounds rendered for the column's type."""
+    """``start <= col < end`` for one time window, with bounds rendered for the column's type.
+    ``column_sql``: what to compare (default: the quoted column)."""
     start, end = window.start, window.end
-    col = quote_identifier(column)
+    col = column_sql or quote_identifier(column)
     if pa.types.is_timestamp(data_type):
         if data_type.tz is not None:
             # Lance (DataFusion) reads an offset-free literal as wall-clock time in the column's
@@ -127,9 +139,10 @@ def time_window_predicate(
     )
 
 
-def _keys_predicate(keys: Sequence[str], column: str, data_type: pa.DataType, *, table: str | None) -> str:
+def _keys_predicate(keys: Sequence[str], column: str, data_type: pa.DataType, *, table: str | None,
+                    column_sql: str) -> str:
     literals = sorted({key_literal(k, data_type, column=column, table=table) for k in keys})
-    col = quote_identifier(column)
+    col = column_sql
     if len(literals) == 1:
         return f"{col} = {literals[0]}"
     return f"{col} IN ({', '.join(literals)})"
@@ -143,7 +156,7 @@ def _dimension_predicate(
     *,
     table: str | None,
 ) -> str:
-    data_type = _column_type(schema, column, table=table)
+    column_sql, data_type = _partition_sql(schema, column, table=table)
     if isinstance(partitions_def, dg.TimeWindowPartitionsDefinition):
         windows = sorted((partitions_def.time_window_for_partition_key(k) for k in keys), key=lambda w: w.start)
         # Merge adjacent windows so a range of days becomes one range predicate.
@@ -153,9 +166,10 @@ def _dimension_predicate(
                 merged[-1] = dg.TimeWindow(merged[-1].start, max(merged[-1].end, window.end))
             else:
                 merged.append(window)
-        parts = [time_window_predicate(w, column, data_type, fmt=partitions_def.fmt, table=table) for w in merged]
+        parts = [time_window_predicate(w, column, data_type, fmt=partitions_def.fmt, table=table,
+                                       column_sql=column_sql) for w in merged]
         return parts[0] if len(parts) == 1 else "(" + ") OR (".join(parts) + ")"
-    return _keys_predicate(keys, column, data_type, table=table)
+    return _keys_predicate(keys, column, data_type, table=table, column_sql=column_sql)
 
 
 def partition_predicate(

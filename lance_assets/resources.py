@@ -49,6 +49,40 @@ def table_uri(base_uri: str, table: TableRef) -> str:
     return base_uri.rstrip("/") + "/" + name
 
 
+def spark_session(master: str, app_name: str, conf: Mapping[str, str]) -> Any:
+    """The active SparkSession (tests and notebooks share one JVM), else a new one built from these settings."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if master.startswith("local"):
+        # Local Python workers must run this interpreter (it has pyarrow and lance_format).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    defaults = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                "spark.sql.session.timeZone": "UTC"}
+    for key, value in {**defaults, **conf}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+class SparkSessionConfig(dg.Config):
+    """The settings of a SparkSession, as plain config (what ``LanceIOManager(spark=...)`` holds).
+
+    A nested *resource* would be initialized by Dagster 1.13 through the deprecated
+    ``InitResourceContext.dagster_run`` on every run; plain config is not.
+    """
+
+    master: str = Field(default="local[2]", description="Spark master URL, e.g. local[2] or spark://host:7077")
+    app_name: str = Field(default="lance-assets")
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration")
+
+    def get_session(self) -> Any:
+        return spark_session(self.master, self.app_name, self.conf)
+
+
 class SparkSessionResource(dg.ConfigurableResource):
     """A SparkSession created on first use (or the active one), shared by assets and the IO manager."""
 
@@ -62,23 +96,12 @@ class SparkSessionResource(dg.ConfigurableResource):
     def get_session(self) -> Any:
         """The session; an active one is reused (tests and notebooks share one JVM)."""
         if self._session is None:
-            from pyspark.sql import SparkSession
-
-            active = SparkSession.getActiveSession()
-            if active is not None:
-                self._session = active
-            else:
-                if self.master.startswith("local"):
-                    # Local Python workers must run this interpreter (it has pyarrow and lance_format).
-                    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-                    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-                builder = SparkSession.builder.master(self.master).appName(self.app_name)
-                defaults = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                            "spark.sql.session.timeZone": "UTC"}
-                for key, value in {**defaults, **self.conf}.items():
-                    builder = builder.config(key, value)
-                self._session = builder.getOrCreate()
+            self._session = spark_session(self.master, self.app_name, self.conf)
         return self._session
+
+    def settings(self) -> SparkSessionConfig:
+        """This resource's session settings as plain config."""
+        return SparkSessionConfig(master=self.master, app_name=self.app_name, conf=dict(self.conf))
 
     @property
     def is_started(self) -> bool:

@@ -10,13 +10,16 @@ does not grow with the table's history. Two modes:
 * ``observe`` (tables the pipeline does not own): an ``AssetObservation`` per new version whose
   data version is the Lance version, with the version's row count, schema and operation.
 
-``observable_lance_table`` builds an observable source asset whose data version is the latest
-Lance version, for ``AutomationCondition``-driven pipelines.
+``observable_lance_table`` builds an observable asset (an ``AssetSpec`` observed by a function,
+not the deprecated ``SourceAsset``) whose data version is the latest Lance version, for
+``AutomationCondition``-driven pipelines.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
@@ -24,7 +27,17 @@ import dagster as dg
 
 from lance_assets import engine
 from lance_assets.engine import TableVersions
-from lance_assets.metadata import COLUMN_SCHEMA, OPERATION, ROW_COUNT, STORAGE_KIND, URI, VERSION, column_schema
+from lance_assets.metadata import (
+    COLUMN_SCHEMA,
+    OPERATION,
+    ROW_COUNT,
+    STORAGE_KIND,
+    TABLE_NAME,
+    URI,
+    VERSION,
+    column_schema,
+    table_name_of,
+)
 
 DATA_VERSION_TAG = "dagster/data_version"
 KIND_TAG = "dagster/kind/lance"
@@ -73,6 +86,7 @@ def version_metadata(table: str | TableVersions, version: int) -> dict[str, Any]
         COLUMN_SCHEMA: dg.MetadataValue.table_schema(column_schema(summary.schema)),
         OPERATION: summary.operation or "unknown",
         URI: dg.MetadataValue.path(versions.uri),
+        TABLE_NAME: table_name_of(versions.uri),
         STORAGE_KIND: "lance",
     }
 
@@ -184,16 +198,15 @@ def observable_lance_table(
     metadata: dict[str, Any] | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> Any:
-    """An observable source asset whose data version is the table's latest Lance version."""
-    asset_key = dg.AssetKey.from_coercible(key)
-
-    @dg.observable_source_asset(
-        key=asset_key,
+    """An observable asset (``AssetsDefinition``) whose data version is the table's latest Lance version."""
+    spec = dg.AssetSpec(
+        key=dg.AssetKey.from_coercible(key),
         description=description or f"Lance table {uri}",
         group_name=group_name,
         metadata={URI: dg.MetadataValue.path(uri), **(metadata or {})},
-        tags={KIND_TAG: ""},
+        kinds={"lance"},
     )
+
     def _observe() -> dg.ObserveResult:
         table = engine.table_versions(uri, storage_options=storage_options)
         version = table.latest()
@@ -204,4 +217,13 @@ def observable_lance_table(
             metadata=version_metadata(table, version),
         )
 
-    return _observe
+    # The decorator is Dagster's current way to observe an AssetSpec; it is marked beta, which
+    # is Dagster's notice to us, not something every user of this factory should see.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        decorator = dg.multi_observable_source_asset(specs=[spec], name=_op_name(spec.key))
+    return decorator(_observe)
+
+
+def _op_name(key: dg.AssetKey) -> str:
+    return "observe_" + re.sub(r"[^A-Za-z0-9_]", "_", "__".join(key.path))

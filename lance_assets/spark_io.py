@@ -21,20 +21,23 @@ from lance_assets.write_modes import Written
 
 if TYPE_CHECKING:
     from lance_assets.io_manager import LanceIOManager
-    from lance_assets.resources import SparkSessionResource
+    from lance_assets.resources import SparkSessionConfig, SparkSessionResource
 
 
-def session_for(resource: "SparkSessionResource | None") -> Any:
-    if resource is not None:
-        return resource.get_session()
-    from pyspark.sql import SparkSession
+def session_for(settings: "SparkSessionConfig | SparkSessionResource | None") -> Any:
+    """The session for the IO manager's Spark inputs: the active one, else one built from ``settings``."""
+    if settings is not None:
+        return settings.get_session()
+    from lance_assets.resources import SparkSessionConfig
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    from lance_assets.resources import SparkSessionResource
+    return SparkSessionConfig().get_session()
 
-    return SparkSessionResource().get_session()
+
+def empty_dataframe(settings: "SparkSessionConfig | None", schema: pa.Schema) -> Any:
+    """A Spark DataFrame with no rows and ``schema``'s columns."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return session_for(settings).createDataFrame([], from_arrow_schema(schema))
 
 
 class SparkRows:
@@ -48,17 +51,21 @@ class SparkRows:
 
     def __init__(self, df: Any, uri: str, *, schema_mode: SchemaMode, transaction_properties: Mapping[str, str],
                  enable_stable_row_ids: bool, data_storage_version: str | None,
-                 storage_options: engine.Options) -> None:
+                 storage_options: engine.Options, max_rows_per_file: int | None = None,
+                 max_bytes_per_file: int | None = None) -> None:
         self._df = df
         self._uri = uri
         self._schema_mode = schema_mode
         self._props = dict(transaction_properties)
         self._options = storage_options
-        self._common = dict(
+        self._common: dict[str, Any] = dict(
             schema_mode=schema_mode.value, enable_stable_row_ids=enable_stable_row_ids,
             transaction_properties=self._props, data_storage_version=data_storage_version,
             storage_options=storage_options,
         )
+        for key, value in (("max_rows_per_file", max_rows_per_file), ("max_bytes_per_file", max_bytes_per_file)):
+            if value is not None:
+                self._common[key] = value
         self._new_columns: list[str] = []
 
     def plan(self, existing: LanceDataset | None, *, full_overwrite: bool) -> pa.Schema:

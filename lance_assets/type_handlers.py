@@ -1,9 +1,10 @@
 """The Python types assets exchange with Lance tables, and how each converts to and from Arrow.
 
-pyarrow ``Table`` / ``RecordBatchReader`` / ``RecordBatch`` and pandas ``DataFrame`` stream
-through Arrow record batches. PySpark DataFrames (classic or Connect) never pass through the
-driver: they are written and read by ``lance_format.spark`` on the executors. pyspark is imported
-only when a Spark object shows up, so pyarrow/pandas users never start a JVM.
+pyarrow ``Table`` / ``RecordBatchReader`` / ``RecordBatch``, pandas ``DataFrame`` and polars
+``DataFrame`` / ``LazyFrame`` (the optional extra ``polars``) stream through Arrow record batches. PySpark DataFrames (classic or Connect) never pass through the
+driver: they are written and read by ``lance_format.spark`` on the executors. pyspark and polars
+are imported only when one of their objects or types shows up (a module that made one has
+imported them already), so pyarrow/pandas users never import either.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ try:  # pandas is a dependency, but keep the type checks cheap and optional
 except ImportError:  # pragma: no cover
     pd = None  # type: ignore[assignment]
 
-SUPPORTED = "pyarrow.Table, pyarrow.RecordBatchReader, pyarrow.RecordBatch, pandas.DataFrame, pyspark DataFrame"
+SUPPORTED = ("pyarrow.Table, pyarrow.RecordBatchReader, pyarrow.RecordBatch, pandas.DataFrame, "
+             "polars.DataFrame, polars.LazyFrame, pyspark DataFrame")
+
+
+def _polars() -> Any:
+    """The polars module if something already imported it (a polars object or annotation
+    cannot exist otherwise), else None: polars is an optional extra."""
+    return sys.modules.get("polars")
 
 
 def _spark_dataframe_class() -> type | None:
@@ -59,7 +67,8 @@ def _unwrap(tp: Any) -> Any:
 
 
 def load_kind(tp: Any) -> str:
-    """``arrow`` | ``reader`` | ``pandas`` | ``spark`` for an input annotation (Any -> arrow)."""
+    """``arrow`` | ``reader`` | ``pandas`` | ``polars`` | ``polars_lazy`` | ``spark`` for an input
+    annotation (Any -> arrow)."""
     tp = _unwrap(tp)
     if tp in (None, Any, object, pa.Table) or tp is type(None):
         return "arrow"
@@ -67,6 +76,11 @@ def load_kind(tp: Any) -> str:
         return "reader"
     if pd is not None and tp is pd.DataFrame:
         return "pandas"
+    pl = _polars()
+    if pl is not None and tp is pl.DataFrame:
+        return "polars"
+    if pl is not None and tp is pl.LazyFrame:
+        return "polars_lazy"
     if is_spark_type(tp):
         return "spark"
     raise InvalidInputError(
@@ -85,6 +99,11 @@ def to_reader(obj: Any) -> pa.RecordBatchReader:
         return pa.Table.from_batches([obj]).to_reader()
     if pd is not None and isinstance(obj, pd.DataFrame):
         return pa.Table.from_pandas(obj, preserve_index=False).to_reader()
+    pl = _polars()
+    if pl is not None and isinstance(obj, pl.LazyFrame):
+        obj = obj.collect()  # the plan runs once, here; its result streams like a DataFrame
+    if pl is not None and isinstance(obj, pl.DataFrame):
+        return obj.to_arrow().to_reader()
     raise InvalidInputError(f"LanceIOManager cannot store an object of type {type(obj).__name__}; supported: {SUPPORTED}")
 
 
@@ -94,6 +113,11 @@ def from_reader(reader: pa.RecordBatchReader, kind: str) -> Any:
     table = reader.read_all()
     if kind == "pandas":
         return table.to_pandas()
+    if kind in ("polars", "polars_lazy"):
+        pl = _polars()
+        assert pl is not None  # load_kind only returns these kinds when polars is imported
+        frame = pl.from_arrow(table)
+        return frame.lazy() if kind == "polars_lazy" else frame
     return table
 
 

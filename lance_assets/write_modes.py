@@ -13,7 +13,7 @@ business: ``lance_assets.arrow_io`` streams pyarrow/pandas rows through the driv
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 import dagster as dg
 import pyarrow as pa
@@ -97,12 +97,13 @@ def write_output(
     *,
     table_name: str,
     storage_options: engine.Options,
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Write one output under ``settings.mode`` (partitions ``keys``, if any); returns the
     materialization metadata."""
     existing = engine.try_open(uri, storage_options=storage_options)
     mode = settings.mode
-    asset = context.asset_key.to_user_string()
+    asset = context.asset_key.to_user_string() if context.has_asset_key else f"op output {context.step_key}.{context.name}"
     schema = writer.plan(existing, full_overwrite=mode is WriteMode.OVERWRITE and keys is None)
     predicate = _partition_scope(context, settings, keys, schema, uri)
     prev_rows = existing.count_rows() if existing is not None else 0
@@ -146,6 +147,9 @@ def write_output(
     else:  # append; error/ignore on a missing or empty target; merge into a missing table
         written = writer.write(existing, overwrite=False)
 
+    if settings.table_config:  # after the rows: a table that does not exist yet has no config to set
+        written.ds = engine.apply_table_config(written.ds, settings.table_config,
+                                               transaction_properties=transaction_properties or {})
     partition_rows = None
     if keys is not None:
         if mode is WriteMode.OVERWRITE or (mode is not WriteMode.MERGE and existing is None):

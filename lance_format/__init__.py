@@ -10,8 +10,12 @@ so that they never import the subpackages, whose layout may change: ``replace_wh
 ``write_with_new_columns`` (one-commit partition replaces and schema-widening writes),
 ``checked_reader`` (refuse rows outside a predicate while streaming), and version discovery:
 ``TableVersions`` (new versions after a known one, found without listing the history, and
-``VersionSummary`` of one version from its manifest; ``NewVersions`` is a probe's result).
+``VersionSummary`` of one version from its manifest; ``NewVersions`` is a probe's result), and
+``sql_expression_type`` (the Arrow type of a SQL expression over a schema, e.g. to render
+literals compared with ``CAST(ts AS DATE)``).
 """
+
+import pyarrow as _pa
 
 from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
@@ -39,6 +43,16 @@ from lance_format.errors import (
     VersionNotFoundError,
 )
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
+from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
+
+
+def sql_expression_type(sql: str, schema: _pa.Schema) -> _pa.DataType:
+    """The Arrow type of the SQL scalar expression ``sql`` (the filter dialect) over ``schema``.
+
+    Raises :class:`InvalidInputError` for a syntax error or an unknown column.
+    """
+    return _to_value_expression(sql, schema)[1]
+
 
 __all__ = [
     "LanceDataset",
@@ -52,6 +66,7 @@ __all__ = [
     "TableVersions",
     "NewVersions",
     "VersionSummary",
+    "sql_expression_type",
     "LanceError",
     "CommitConflictError",
     "CorruptFileError",

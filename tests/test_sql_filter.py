@@ -291,3 +291,19 @@ def test_errors_match_pylance(lance_dataset, sql):
         lance_dataset.to_table(filter=sql)
     with pytest.raises(InvalidInputError):
         to_expression(sql, TABLE.schema)
+
+
+def test_sql_expression_type_is_public():
+    """``lance_format.sql_expression_type``: the type of a scalar expression over a schema (what
+    lance_assets renders partition bounds for, e.g. ``CAST(ts AS DATE)``)."""
+    import lance_format
+    from lance_format.errors import InvalidInputError
+
+    schema = pa.schema([("ts", pa.timestamp("us")), ("x", pa.int64()), ("s", pa.string())])
+    assert lance_format.sql_expression_type("CAST(ts AS DATE)", schema) == pa.date32()
+    assert lance_format.sql_expression_type("x", schema) == pa.int64()
+    assert pa.types.is_string(lance_format.sql_expression_type("lower(s)", schema))
+    with pytest.raises(InvalidInputError):
+        lance_format.sql_expression_type("nope + 1", schema)
+    with pytest.raises(InvalidInputError):
+        lance_format.sql_expression_type("CAST(ts AS", schema)

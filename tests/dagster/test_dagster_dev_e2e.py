@@ -1,9 +1,11 @@
-"""End to end under ``dagster dev``: sensor on via GraphQL, source changes, change-feed runs.
+"""End to end under ``dagster dev``: sensor on via GraphQL, the example's op job changes the
+source, change-feed runs follow.
 
 ``dagster dev`` runs as its own process group on a free port (started with
 ``start_new_session=True`` so it handles SIGINT, and stopped with SIGINT). The raw table is
-seeded with pyarrow (no JVM needed); each change to it is one Lance commit, and the test waits
-for the sensor-driven run of that version's partition and checks its change counts.
+seeded with pyarrow (no JVM needed); the ``change_raw_orders`` job (launched through GraphQL, run
+by dagster dev's run worker) makes two Lance commits, and the test waits for the sensor-driven
+runs of those versions' partitions and checks their change counts.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import lance_format
-from example_project.source import cancel_order, expected_totals, orders_table, upsert_late_orders
+from example_project.source import expected_totals, orders_table
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")
@@ -73,6 +75,19 @@ query {
 }"""
 
 
+LAUNCH = """
+mutation($p: ExecutionParams!) {
+  launchRun(executionParams: $p) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}"""
+
+RUN_STATUS = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
+
+
 def _partition_counts(gql: GraphQL) -> dict[str, dict[str, int]]:
     (node,) = gql(MATERIALIZATIONS)["assetNodes"]
     result = {}
@@ -115,12 +130,24 @@ def test_sensor_driven_change_feed_under_dagster_dev(tmp_path):
         counts = _wait("partition 1", lambda: (c := _partition_counts(gql)).get("1") and c, 240, process, log)
         assert counts["1"] == {"inserted": 12, "updated": 0, "deleted": 0}
 
-        assert upsert_late_orders(uri) == 2
-        counts = _wait("partition 2", lambda: (c := _partition_counts(gql)).get("2") and c, 240, process, log)
-        assert counts["2"] == {"inserted": 2, "updated": 1, "deleted": 0}
+        # The example's op job, launched like the UI's "Launch run": it commits versions 2 (an
+        # upsert) and 3 (a cancellation) and stores its op output with the Lance IO manager.
+        launched = gql(LAUNCH, {"p": {"selector": {"repositoryLocationName": LOCATION,
+                                                    "repositoryName": "__repository__",
+                                                    "jobName": "change_raw_orders"}}})["launchRun"]
+        assert launched["__typename"] == "LaunchRunSuccess", launched
+        run_id = launched["run"]["runId"]
+        status = _wait("the change_raw_orders run", lambda: (s := gql(RUN_STATUS, {"id": run_id})["runOrError"]
+                                                              ["status"]) in ("SUCCESS", "FAILURE", "CANCELED") and s,
+                       240, process, log)
+        assert status == "SUCCESS", log.read_text()[-4000:]
+        assert lance_format.dataset(uri).version == 3
+        changes_log = lance_format.dataset(str(lake / "ops" / "source_changes.lance")).to_table()
+        assert changes_log.column("version").to_pylist() == [2, 3]
 
-        assert cancel_order(uri) == 3
-        counts = _wait("partition 3", lambda: (c := _partition_counts(gql)).get("3") and c, 240, process, log)
+        counts = _wait("partitions 2 and 3", lambda: (c := _partition_counts(gql)).get("2") and c.get("3") and c,
+                       240, process, log)
+        assert counts["2"] == {"inserted": 2, "updated": 1, "deleted": 0}
         assert counts["3"] == {"inserted": 0, "updated": 0, "deleted": 1}
 
         totals = lance_format.dataset(str(lake / "customer_totals.lance")).to_table().to_pylist()

@@ -44,7 +44,7 @@ def test_overwrite_append_and_metadata(root, instance):
     assert lance.dataset(uri).count_rows() == 6
     assert first["lance/version"] == 1 and second["lance/version"] == 2
     assert second["dagster/row_count"] == 6 and second["lance/rows_inserted"] == 3
-    assert second["dagster/table_name"] == "lance.numbers" and second["dagster/uri"] == uri
+    assert second["dagster/table_name"] == uri and second["dagster/uri"] == uri
     assert second["lance/operation"] == "append" and second["dagster/storage_kind"] == "lance"
     assert [c.name for c in second["dagster/column_schema"].columns] == ["value"]
     assert len(second["lance/preview"].records) == 5

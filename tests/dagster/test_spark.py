@@ -139,3 +139,35 @@ def test_resource_merges_spark_dataframes_on_the_executors(spark, root, instance
     assert ds.version == 2 and ds.has_stable_row_ids
     rows = sorted(ds.to_table(columns=["id", "v"], with_row_id=True).to_pylist(), key=lambda r: r["id"])
     assert [(r["id"], r["_rowid"]) for r in rows][:2] == [(1, 0), (2, 1)]  # stable ids kept by the merge
+
+
+def test_spark_sql_partition_expr_and_writer_properties(spark, root, instance):
+    """The Spark path with a SQL ``partition_expr`` (a day replaced in one commit, a partition
+    input filtered by the expression), commit properties and ``max_rows_per_file``."""
+    spark_resource = SparkSessionResource(master="local[2]")
+    manager = LanceIOManager(base_uri=root, spark=spark_resource, max_rows_per_file=2,
+                             commit_properties={"team": "spark"})
+    resources = {"io_manager": manager, "spark": spark_resource}
+
+    @dg.asset(partitions_def=DAILY, metadata={"partition_expr": "CAST(ts AS DATE)"})
+    def events(context, spark: SparkSessionResource) -> DataFrame:
+        day = dt.datetime.fromisoformat(context.partition_key)
+        rows = [(i, day + dt.timedelta(hours=5 * i)) for i in range(4)]  # all within the day
+        return spark.get_session().createDataFrame(rows, "id long, ts timestamp_ntz")
+
+    seen = {}
+
+    @dg.asset(partitions_def=DAILY)
+    def per_day(context, events: DataFrame) -> None:
+        seen[context.partition_key] = events.count()
+
+    for key in ["2024-01-01", "2024-01-02", "2024-01-01"]:
+        dg.materialize([events], partition_key=key, instance=instance, resources=resources)
+    table = lance.dataset(f"{root}/events.lance")
+    assert table.count_rows() == 8
+    assert type(table.read_transaction(table.version).operation).__name__ == "Update"
+    assert table.read_transaction(table.version).transaction_properties["team"] == "spark"
+    assert max(f.count_rows() for f in table.get_fragments()) <= 2
+    dg.materialize([events, per_day], selection=[per_day], partition_key="2024-01-02", instance=instance,
+                   resources=resources)
+    assert seen == {"2024-01-02": 4}
