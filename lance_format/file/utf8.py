@@ -32,7 +32,8 @@ def first_invalid_utf8(array: pa.Array) -> str | None:
     if pa.types.is_dictionary(data_type):
         return first_invalid_utf8(array.dictionary)
     if pa.types.is_map(data_type):
-        return first_invalid_utf8(array.keys) or first_invalid_utf8(array.items)
+        first, count = _value_range(array)
+        return first_invalid_utf8(array.keys.slice(first, count)) or first_invalid_utf8(array.items.slice(first, count))
     if pa.types.is_struct(data_type):
         for i in range(data_type.num_fields):
             problem = first_invalid_utf8(array.field(i))
@@ -40,8 +41,25 @@ def first_invalid_utf8(array: pa.Array) -> str | None:
                 return problem
         return None
     if data_type.num_fields:  # list, large list, fixed-size list
-        return first_invalid_utf8(array.values)
+        first, count = _value_range(array)
+        return first_invalid_utf8(array.values.slice(first, count))
     return None
+
+
+def _value_range(array: pa.Array) -> tuple[int, int]:
+    """(first, count) of the child values a (possibly sliced) list or map array refers to.
+
+    ``.values`` is the whole child, also for a slice: a batch cut from a decoded page would
+    otherwise check the page's values once per batch.
+    """
+    if pa.types.is_fixed_size_list(array.type):
+        size = array.type.list_size
+        return array.offset * size, len(array) * size
+    if len(array) == 0:
+        return 0, 0
+    offsets = array.offsets
+    first = offsets[0].as_py()
+    return first, offsets[-1].as_py() - first
 
 
 def _check_strings(array: pa.Array) -> str | None:
