@@ -127,7 +127,7 @@ def test_sensor_driven_change_feed_under_dagster_dev(tmp_path):
                            __typename ... on Sensor { sensorState { status } } } }""", {"s": selector})
         assert started["startSensor"]["sensorState"]["status"] == "RUNNING"
 
-        counts = _wait("partition 1", lambda: (c := _partition_counts(gql)).get("1") and c, 240, process, log)
+        counts = _wait("partition 1", lambda: (c := _partition_counts(gql)).get("1") and c, 420, process, log)
         assert counts["1"] == {"inserted": 12, "updated": 0, "deleted": 0}
 
         # The example's op job, launched like the UI's "Launch run": it commits versions 2 (an
@@ -139,14 +139,14 @@ def test_sensor_driven_change_feed_under_dagster_dev(tmp_path):
         run_id = launched["run"]["runId"]
         status = _wait("the change_raw_orders run", lambda: (s := gql(RUN_STATUS, {"id": run_id})["runOrError"]
                                                               ["status"]) in ("SUCCESS", "FAILURE", "CANCELED") and s,
-                       240, process, log)
+                       420, process, log)
         assert status == "SUCCESS", log.read_text()[-4000:]
         assert lance_format.dataset(uri).version == 3
         changes_log = lance_format.dataset(str(lake / "ops" / "source_changes.lance")).to_table()
         assert changes_log.column("version").to_pylist() == [2, 3]
 
         counts = _wait("partitions 2 and 3", lambda: (c := _partition_counts(gql)).get("2") and c.get("3") and c,
-                       240, process, log)
+                       420, process, log)
         assert counts["2"] == {"inserted": 2, "updated": 1, "deleted": 0}
         assert counts["3"] == {"inserted": 0, "updated": 0, "deleted": 1}
 
