@@ -203,7 +203,7 @@ def _maintenance_asset(target: _Target, policy: LanceMaintenancePolicy, io_manag
         required_resource_keys={io_manager_key} if needs_io_manager else None,
         description=f"Compacts small fragments of {target.uri or target.name} and cleans up old versions",
     )
-    def _maintain(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def _maintain(context):  # type: ignore[no-untyped-def]  # Dagster rejects string annotations here
         options: engine.Options = storage_options
         if target.uri is None:
             io_manager = getattr(context.resources, io_manager_key)
@@ -221,7 +221,7 @@ def _maintenance_asset(target: _Target, policy: LanceMaintenancePolicy, io_manag
             feed_floor = change_feed_floor(context.instance, target.watch)
             if feed_floor is not None:
                 floors.append(feed_floor)
-        props = {"dagster/run_id": context.run_id}
+        props = {"dagster/run_id": context.run.run_id}
         meta = maintain_table(uri, policy, keep_versions_from=min(floors) if floors else None,
                               storage_options=engine.storage_options_of(options), transaction_properties=props)
         version = meta[PREFIX + "version"].value
