@@ -203,7 +203,7 @@ def _maintenance_asset(target: _Target, policy: LanceMaintenancePolicy, io_manag
         required_resource_keys={io_manager_key} if needs_io_manager else None,
         description=f"Compacts small fragments of {target.uri or target.name} and cleans up old versions",
     )
-    def _maintain(context):  # type: ignore[no-untyped-def]  # Dagster rejects string annotations here
+    def _maintain(context) -> dg.MaterializeResult:  # Dagster rejects a string annotation on context
         options: engine.Options = storage_options
         if target.uri is None:
             io_manager = getattr(context.resources, io_manager_key)
