@@ -194,3 +194,12 @@ def test_bad_settings_are_refused():
         LanceMaintenancePolicy(target_rows_per_fragment=0)
     with pytest.raises(InvalidInputError):
         build_lance_maintenance_assets(["a/t.lance", "b/t.lance"])
+
+
+def test_retain_versions_alone_keeps_the_newest(root, instance):
+    uri = f"{root}/events.lance"
+    _appends(uri, 5)
+    policy = LanceMaintenancePolicy(min_small_fragments=100, cleanup_older_than=None, retain_versions=2)
+    assert dg.materialize(build_lance_maintenance_assets([uri], policy=policy), instance=instance).success
+    assert _versions(uri) == [4, 5]
+    assert lance_format.dataset(uri).count_rows() == 10
