@@ -27,9 +27,11 @@ from dagster import AssetExecutionContext
 from example_project.source import change_orders, generate_orders, orders_uri
 from lance_assets import (
     LanceChangeFeed,
+    LanceMaintenancePolicy,
     LanceTableResource,
     LanceTableWatch,
     SparkSessionResource,
+    build_lance_maintenance_assets,
     change_counts,
     lance_row_count_check,
     lance_schema_change_check,
@@ -160,10 +162,22 @@ def change_raw_orders() -> None:
     report_source_changes(apply_source_changes())
 
 
+def orders_watch(root: str) -> LanceTableWatch:
+    """raw_orders' change feed, consumed by customer_totals one version partition at a time."""
+    return LanceTableWatch(name="raw_orders", uri=orders_uri(root), partitions_def=RAW_ORDER_VERSIONS,
+                           assets=[customer_totals])
+
+
+def maintenance_assets(root: str) -> list[dg.AssetsDefinition]:
+    """Compaction and version cleanup of raw_orders (keeping the versions customer_totals has not
+    read yet) and of customer_totals (one merge per sensor run leaves small fragments)."""
+    policy = LanceMaintenancePolicy(min_small_fragments=2, cleanup_older_than=dt.timedelta(days=7))
+    return build_lance_maintenance_assets([orders_watch(root), customer_totals.key], policy=policy)
+
+
 def version_sensor(root: str) -> dg.SensorDefinition:
     return lance_version_sensor(
-        LanceTableWatch(name="raw_orders", uri=orders_uri(root), partitions_def=RAW_ORDER_VERSIONS,
-                        assets=[customer_totals]),
+        orders_watch(root),
         name="raw_orders_versions_sensor",
         minimum_interval_seconds=5,
         description="One customer_totals run per new raw_orders version",

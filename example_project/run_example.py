@@ -91,6 +91,15 @@ def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) 
         print(f"  {row['customer']:<4} total={row['total']:>7.2f} orders={row['orders']} as_of_version={row['as_of_version']}")
     print(f"raw_orders versions: {[v['version'] for v in lance_format.dataset(orders_uri(root)).versions()]}")
     print(f"customer_totals versions: {[v['version'] for v in totals.versions()]}")
+    defs.resolve_job_def("lance_maintenance").execute_in_process(instance=instance, run_config=QUIET,
+                                                                 raise_on_error=True)
+    for key in ("raw_orders", "customer_totals"):
+        event = instance.get_latest_materialization_event(dg.AssetKey(["lance_maintenance", key]))
+        assert event is not None and event.asset_materialization is not None
+        meta = {k.rsplit("/", 1)[1]: v.value for k, v in event.asset_materialization.metadata.items()
+                if k.startswith("lance/maintenance/")}
+        print(f"lance_maintenance job: {key} fragments {meta['fragments_before']} -> {meta['fragments_after']}, "
+              f"versions kept from {meta.get('keep_versions_from', '-')}")
     incremental = {r["customer"]: (r["total"], r["orders"]) for r in rows if r["orders"]}
     consistent = incremental == expected_totals(orders_uri(root))
     print(f"incremental result equals a full recompute: {consistent}")

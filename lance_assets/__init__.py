@@ -7,6 +7,8 @@
 * :class:`LanceTableResource`, :class:`SparkSessionResource`: tables and a lazy Spark session.
 * :func:`lance_version_sensor`, :func:`observable_lance_table`: react to new Lance versions.
 * :class:`LanceChangeFeed`: the change feed of a version range (lazy input type).
+* Maintenance: :func:`build_lance_maintenance_assets`, :func:`lance_maintenance_job`,
+  :class:`LanceMaintenancePolicy` (compaction and version cleanup; also a ``LanceIOManager`` option).
 * Check factories: :func:`lance_schema_change_check`, :func:`lance_row_count_check`,
   :func:`lance_version_freshness_check`.
 """
@@ -14,6 +16,12 @@
 from lance_assets.change_feed import LanceChangeFeed, change_counts
 from lance_assets.checks import lance_row_count_check, lance_schema_change_check, lance_version_freshness_check
 from lance_assets.config import ReadMode, SchemaMode, WriteMode
+from lance_assets.maintenance import (
+    LanceMaintenancePolicy,
+    build_lance_maintenance_assets,
+    lance_maintenance_job,
+    maintain_table,
+)
 from lance_assets.io_manager import LanceIOManager, lance_asset
 from lance_assets.partitions import partition_predicate, version_partitions
 from lance_assets.resources import LanceTableResource, SparkSessionConfig, SparkSessionResource, table_uri
@@ -37,6 +45,10 @@ __all__ = [
     "lance_schema_change_check",
     "lance_row_count_check",
     "lance_version_freshness_check",
+    "LanceMaintenancePolicy",
+    "build_lance_maintenance_assets",
+    "lance_maintenance_job",
+    "maintain_table",
     "WriteMode",
     "SchemaMode",
     "ReadMode",

@@ -14,6 +14,7 @@ opens a table by URI; operations on an open dataset reuse its store.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
@@ -195,6 +196,44 @@ def change_feed(
     """Changes of versions ``(begin_version, end_version]`` with ``_change_type`` etc."""
     ds = LanceDataset(uri, end_version, storage_options=storage_options)
     return ds.delta(begin_version=begin_version, end_version=end_version).get_changes(columns)
+
+
+# -- maintenance ---------------------------------------------------------------------------------
+def small_fragment_count(ds: LanceDataset, target_rows_per_fragment: int) -> int:
+    """Fragments with fewer physical rows than ``target_rows_per_fragment`` (read from the manifest)."""
+    return sum(1 for fragment in ds.get_fragments() if fragment.physical_rows < target_rows_per_fragment)
+
+
+def compact(ds: LanceDataset, *, target_rows_per_fragment: int,
+            transaction_properties: Mapping[str, str]) -> tuple[LanceDataset, dict[str, int]]:
+    """Merge small fragments (``optimize.compact_files``); the new version and Lance's metrics."""
+    metrics = ds.optimize.compact_files(target_rows_per_fragment=target_rows_per_fragment,
+                                        transaction_properties=dict(transaction_properties))
+    new = ds.checkout_version(ds.version)  # compact_files moved ds to the new version (when it committed)
+    return new, {
+        "fragments_removed": metrics.fragments_removed, "fragments_added": metrics.fragments_added,
+        "files_removed": metrics.files_removed, "files_added": metrics.files_added,
+    }
+
+
+def version_numbers(ds: LanceDataset) -> list[int]:
+    """The table's listed versions, oldest first."""
+    return [int(v["version"]) for v in ds.versions()]
+
+
+def cleanup(ds: LanceDataset, *, older_than: timedelta | None, retain_versions: int | None,
+            versions: list[int] | None) -> dict[str, int]:
+    """``cleanup_old_versions``, which keeps tagged versions and those branches reference; with
+    ``versions`` only those may go. Tagged old versions are kept silently, not an error."""
+    stats = ds.cleanup_old_versions(older_than=older_than, retain_versions=retain_versions, versions=versions,
+                                    error_if_tagged_old_versions=False)
+    return {
+        "versions_removed": stats.old_versions,
+        "bytes_removed": stats.bytes_removed,
+        "files_removed": stats.data_files_removed + stats.deletion_files_removed + stats.transaction_files_removed
+        + stats.index_files_removed,
+        "data_files_removed": stats.data_files_removed,
+    }
 
 
 # -- Spark ---------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ table metadata.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Mapping, Sequence, TypedDict
 
 import dagster as dg
@@ -47,6 +48,7 @@ from lance_assets.config import (
     resolve_read_settings,
     resolve_write_settings,
 )
+from lance_assets.maintenance import DEFAULT_TARGET_ROWS_PER_FRAGMENT, LanceMaintenancePolicy, maintain_table
 from lance_assets.metadata import table_name_of
 from lance_assets.partitions import partition_predicate
 from lance_assets.resources import SparkSessionConfig, SparkSessionResource, table_uri
@@ -124,6 +126,19 @@ class LanceIOManager(dg.ConfigurableIOManager):
     max_bytes_per_file: int | None = Field(default=None, description="Writer property (lance/max_bytes_per_file)")
     enable_stable_row_ids: bool = Field(default=True, description="For new tables; change feeds need it")
     data_storage_version: str | None = Field(default=None, description="Lance file version of new tables")
+    maintenance_min_small_fragments: int | None = Field(
+        default=None,
+        description="Maintenance after each write (off when unset): compact the table when more than this many "
+                    "fragments are smaller than maintenance_target_rows_per_fragment")
+    maintenance_target_rows_per_fragment: int = Field(
+        default=DEFAULT_TARGET_ROWS_PER_FRAGMENT, description="Rows per fragment compaction aims for")
+    maintenance_cleanup_older_than_seconds: float | None = Field(
+        default=None,
+        description="With maintenance on: also remove versions older than this many seconds (never the latest, "
+                    "tagged or branch-referenced ones). Tables whose change feed is consumed need a retention "
+                    "longer than the consumers lag, or build_lance_maintenance_assets with a LanceTableWatch")
+    maintenance_retain_versions: int | None = Field(
+        default=None, description="With maintenance on: always keep this many newest versions")
     spark: SparkSessionConfig | None = Field(
         default=None,
         description="Session settings for Spark inputs/outputs (a SparkSessionResource is accepted and "
@@ -224,7 +239,26 @@ class LanceIOManager(dg.ConfigurableIOManager):
                                 storage_options=self.table_storage_options, transaction_properties=props)
         except LanceError as exc:
             raise exc.with_context(table=uri)
+        policy = self.maintenance_policy()
+        if policy is not None:
+            try:
+                meta.update(maintain_table(uri, policy, storage_options=self.table_storage_options,
+                                           transaction_properties=props))
+            except LanceError as exc:
+                raise exc.with_context(table=uri)
         context.add_output_metadata(meta)
+
+    def maintenance_policy(self) -> LanceMaintenancePolicy | None:
+        """The policy applied after each write, or None when maintenance is off (the default)."""
+        if self.maintenance_min_small_fragments is None:
+            return None
+        older = self.maintenance_cleanup_older_than_seconds
+        return LanceMaintenancePolicy(
+            min_small_fragments=self.maintenance_min_small_fragments,
+            target_rows_per_fragment=self.maintenance_target_rows_per_fragment,
+            cleanup_older_than=timedelta(seconds=older) if older is not None else None,
+            retain_versions=self.maintenance_retain_versions,
+        )
 
     def _write_defaults(self) -> dict[str, Any]:
         """The IO manager's write settings, keyed like the metadata that overrides them."""

@@ -22,7 +22,8 @@ def test_definitions_load_and_validate(tmp_path, monkeypatch):
     defs = build_definitions(str(tmp_path))
     dg.Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
-    assert keys == {"raw_orders", "daily_orders", "daily_revenue", "customer_totals"}
+    assert keys == {"raw_orders", "daily_orders", "daily_revenue", "customer_totals",
+                    "lance_maintenance/raw_orders", "lance_maintenance/customer_totals"}
     assert defs.resolve_sensor_def("raw_orders_versions_sensor") is not None
     assert defs.resolve_job_def("change_raw_orders") is not None
 
@@ -39,7 +40,7 @@ def test_headless_runner_end_to_end(spark, tmp_path, capsys, monkeypatch, instan
     # every job the example defines was executed (not just resolved), and succeeded
     jobs = {job.name for job in build_definitions(str(root)).resolve_all_job_defs()
             if not job.name.startswith("__")}
-    assert jobs == {"change_raw_orders"}
+    assert jobs == {"change_raw_orders", "lance_maintenance"}
     runs = instance.get_run_records()
     for name in jobs:
         statuses = [r.dagster_run.status for r in runs if r.dagster_run.job_name == name]
@@ -51,6 +52,8 @@ def test_headless_runner_end_to_end(spark, tmp_path, capsys, monkeypatch, instan
     assert "customer_totals partition 2: changes {'inserted': 2, 'updated': 1, 'deleted': 0}" in out
     assert "customer_totals partition 3: changes {'inserted': 0, 'updated': 0, 'deleted': 1}" in out
     assert "incremental result equals a full recompute: True" in out
+    # customer_totals has one fragment per sensor run: 3 small ones, compacted into 1
+    assert "lance_maintenance job: customer_totals fragments 3 -> 1" in out
 
 
 # `python -m example_project.run_example DIR`, with Dagster's beta/preview notices as errors too
