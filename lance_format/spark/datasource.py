@@ -306,7 +306,7 @@ class LanceWriter(DataSourceArrowWriter):
             properties[IDEMPOTENCY_KEY] = options["idempotency_key"]
         sizes = {str(k): int(v) for k, v in _json(options, "fixed_size_lists").items()}
         extra: dict[str, Any] = {}
-        for key in ("max_rows_per_file", "max_bytes_per_file"):
+        for key in ("max_rows_per_file", "max_bytes_per_file", "target_rows_per_file", "target_bytes_per_file"):
             if options.get(key):
                 extra[key] = _int(options, key)
         self.plan = plan_write(
