@@ -432,9 +432,14 @@ def estimated_size(df: Any) -> tuple[int | None, int | None]:
         size = int(stats.sizeInBytes())
         count = stats.rowCount()
         rows = int(str(count.get())) if count.isDefined() else None
+        row_width = 8 + int(df._jdf.schema().defaultSize())  # Spark's own estimate of a row's size
     except Exception:
         return None, None
-    return rows, (size if 0 <= size < (1 << 63) - 1 else None)
+    if not 0 <= size < (1 << 63) - 1:
+        return rows, None
+    if rows is None:  # most operators keep only the size: Spark derives it from rows x row width
+        rows = size // max(row_width, 1)
+    return rows, size
 
 
 def planned_tasks(df: Any, plan: WritePlan) -> int | None:
