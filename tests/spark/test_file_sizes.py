@@ -135,3 +135,25 @@ def test_stream_sink_reports_fragment_counts(spark, tmp_path):
     assert ds.count_rows() == 1000
     # the sink writes Spark's partitions as they are (one fragment per task): 4 of ~250 rows
     assert len(ds.get_fragments()) == 4
+
+
+def test_stream_sink_commit_counts_small_fragments(spark, tmp_path):
+    """A micro-batch's commit reports its fragments and how many are small (below 1/8 of the target)."""
+    import pyarrow as pa
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from lance_format.spark.streaming_sink import LanceStreamWriter, commit_batch
+
+    uri = str(tmp_path / "t.lance")
+    schema = StructType([StructField("id", LongType()), StructField("s", StringType())])
+    options = {"path": uri, "txnAppId": "app-1", "target_rows_per_file": "4000"}  # small: below 500 rows
+
+    def attempt(start: int, count: int):
+        ids = pa.array(range(start, start + count), pa.int64())
+        batch = pa.record_batch([ids, pa.array([f"v{i}" for i in range(start, start + count)])], names=["id", "s"])
+        return LanceStreamWriter(options, schema, False).write(iter([batch]))
+
+    messages = [attempt(i * 250, 250) for i in range(4)] + [attempt(1000, 600)]
+    result = commit_batch(LanceStreamWriter(options, schema, False), messages, 0)
+    assert (result.version, result.rows, result.fragments, result.small_fragments) == (1, 1600, 5, 4)
+    assert len(lance.dataset(uri).get_fragments()) == 5 and lance.dataset(uri).count_rows() == 1600
