@@ -46,6 +46,8 @@ class CommitResult:
     ``rows`` / ``fragments`` / ``bytes``: new rows, fragments and data-file bytes.
     ``retries``: how often the commit loop had to retry against concurrent writers.
     ``rows_inserted`` / ``rows_updated`` / ``rows_deleted``: for merges and ``replace_where``.
+    ``small_fragments``: how many of the new fragments are small files (below
+    :data:`SMALL_FILE_FRACTION` of the target rows and of the target bytes per file).
     """
 
     version: int
@@ -59,6 +61,23 @@ class CommitResult:
     rows_updated: int = 0
     rows_deleted: int = 0
     skipped: bool = False
+    small_fragments: int = 0
+
+
+# A file below 1/8 of the target rows and of the target bytes counts as small (a fixed share:
+# the fragment count a write leaves is what matters, not each file's exact size).
+SMALL_FILE_FRACTION = 8
+DEFAULT_TARGET_ROWS_PER_FILE = 1024 * 1024  # pylance's max_rows_per_file
+DEFAULT_TARGET_BYTES_PER_FILE = 256 * 1024 * 1024  # far below pylance's 90 GB limit: files a reader splits well
+
+
+def count_small_fragments(fragments: list, target_rows: int = DEFAULT_TARGET_ROWS_PER_FILE,
+                          target_bytes: int = DEFAULT_TARGET_BYTES_PER_FILE) -> int:
+    """How many of ``fragments`` (``DataFragment`` messages) are small files."""
+    rows_limit = max(int(target_rows) // SMALL_FILE_FRACTION, 1)
+    bytes_limit = max(int(target_bytes) // SMALL_FILE_FRACTION, 1)
+    return sum(1 for f in fragments
+               if f.physical_rows < rows_limit and sum(d.file_size_bytes for d in f.files) < bytes_limit)
 
 
 _TASK_ERROR = re.compile(r"lance_format\.errors\.([A-Za-z]+Error): (.*)")
@@ -267,4 +286,5 @@ class JobScope:
             time.sleep(self.kill_timeout)
 
 
-__all__ = ["CommitResult", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "conf_bytes", "is_connect", "table_location", "functions_for", "quoted"]
+__all__ = ["CommitResult", "SMALL_FILE_FRACTION", "DEFAULT_TARGET_ROWS_PER_FILE", "DEFAULT_TARGET_BYTES_PER_FILE",
+           "count_small_fragments", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "conf_bytes", "is_connect", "table_location", "functions_for", "quoted"]

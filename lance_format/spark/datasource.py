@@ -14,7 +14,9 @@ Spark's own filters are pushed into the engine when the session has
 
 Write options: ``mode("append")`` or ``mode("overwrite")`` (Spark allows no other save mode
 for Python data sources), ``replace_where``, ``schema_mode``, ``enable_stable_row_ids``,
-``max_rows_per_file``, ``max_bytes_per_file``, ``data_storage_version``, ``commit_message``,
+``max_rows_per_file``, ``max_bytes_per_file``, ``target_rows_per_file``, ``target_bytes_per_file``
+(they only set which files count as small: Spark decides the partitions here),
+``data_storage_version``, ``commit_message``,
 ``idempotency_key``, ``transaction_properties`` (JSON object), ``fixed_size_lists`` (JSON
 object). Spark runs ``commit()`` in a separate Python process, so the committed version is
 not returned to the caller: use :func:`write_dataframe` for that (or look the
@@ -306,7 +308,7 @@ class LanceWriter(DataSourceArrowWriter):
             properties[IDEMPOTENCY_KEY] = options["idempotency_key"]
         sizes = {str(k): int(v) for k, v in _json(options, "fixed_size_lists").items()}
         extra: dict[str, Any] = {}
-        for key in ("max_rows_per_file", "max_bytes_per_file"):
+        for key in ("max_rows_per_file", "max_bytes_per_file", "target_rows_per_file", "target_bytes_per_file"):
             if options.get(key):
                 extra[key] = _int(options, key)
         self.plan = plan_write(

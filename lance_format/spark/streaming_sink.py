@@ -44,7 +44,7 @@ from lance_format.errors import (
 )
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
-from lance_format.spark.common import CommitResult
+from lance_format.spark.common import CommitResult, count_small_fragments
 from lance_format.spark.datasource import _flag, _int, _json, _path, _storage
 from lance_format.spark.tasks import schema_from_bytes, write_task
 from lance_format.spark.write import plan_write
@@ -124,7 +124,8 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
         self.window = _int(options, "idempotencyWindow", DEFAULT_IDEMPOTENCY_WINDOW)
         properties = {str(k): str(v) for k, v in _json(options, "transaction_properties").items()}
         sizes = {str(k): int(v) for k, v in _json(options, "fixed_size_lists").items()}
-        extra: dict[str, Any] = {key: _int(options, key) for key in ("max_rows_per_file", "max_bytes_per_file") if options.get(key)}
+        sizing = ("max_rows_per_file", "max_bytes_per_file", "target_rows_per_file", "target_bytes_per_file")
+        extra: dict[str, Any] = {key: _int(options, key) for key in sizing if options.get(key)}
         # Planned when the query starts (tasks) and again for every commit (its own process):
         # a table created by batch 0 is appended to by the commits that follow.
         self.plan = plan_write(
@@ -225,6 +226,7 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
         version=committed.version, rows=sum(f.physical_rows for f in fragments), fragments=len(fragments),
         bytes=sum(d.file_size_bytes for f in fragments for d in f.files), retries=committed.retries,
         read_version=read_version, operation=operation, rows_inserted=sum(f.physical_rows for f in fragments),
+        small_fragments=count_small_fragments(fragments, plan.target_rows_per_file, plan.target_bytes_per_file),
     )
 
 

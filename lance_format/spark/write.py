@@ -50,7 +50,10 @@ from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema
 from lance_format.spark.common import (
+    DEFAULT_TARGET_BYTES_PER_FILE,
+    DEFAULT_TARGET_ROWS_PER_FILE,
     CommitResult,
+    count_small_fragments,
     JobScope,
     StorageOptions,
     conf_flag,
@@ -90,6 +93,8 @@ class WritePlan:
     enable_stable_row_ids: bool = False
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE
+    target_rows_per_file: int = DEFAULT_TARGET_ROWS_PER_FILE
+    target_bytes_per_file: int = DEFAULT_TARGET_BYTES_PER_FILE
     replace_where: str | None = None
     adds_columns: bool = False  # schema_mode="add_columns" added fields: one Merge commit
     columns: list[str] = field(default_factory=list)  # DataFrame columns, in file order
@@ -183,6 +188,8 @@ def plan_write(
     enable_stable_row_ids: bool = False,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    target_rows_per_file: int | None = None,
+    target_bytes_per_file: int | None = None,
     transaction_properties: Mapping[str, str] | None = None,
     commit_message: str | None = None,
     data_storage_version: str | None = None,
@@ -205,6 +212,12 @@ def plan_write(
         raise InvalidInputError("replace_where needs a predicate; use mode='overwrite' alone for all rows")
     if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
         raise InvalidInputError("max_rows_per_file and max_bytes_per_file must be positive")
+    # A target above the limit could never be reached: the files roll at the limit.
+    target_rows = min(int(target_rows_per_file or DEFAULT_TARGET_ROWS_PER_FILE), int(max_rows_per_file))
+    target_bytes = min(int(target_bytes_per_file or DEFAULT_TARGET_BYTES_PER_FILE), int(max_bytes_per_file))
+    if (target_rows_per_file is not None and target_rows_per_file <= 0) or (
+            target_bytes_per_file is not None and target_bytes_per_file <= 0):
+        raise InvalidInputError("target_rows_per_file and target_bytes_per_file must be positive")
     store = object_store_for(table_location(uri), storage_options)
     uri = store.uri
     existing = latest_manifest(store)
@@ -213,6 +226,7 @@ def plan_write(
     properties[WRITE_ID_KEY] = write_id
     base: dict[str, Any] = dict(uri=uri, write_id=write_id, properties=properties, commit_message=commit_message,
                 max_rows_per_file=int(max_rows_per_file), max_bytes_per_file=int(max_bytes_per_file),
+                target_rows_per_file=target_rows, target_bytes_per_file=target_bytes,
                 storage_options=store.storage_options)
 
     if existing is None:
@@ -403,7 +417,61 @@ def commit_write(
         version=committed.version, rows=rows, fragments=len(fragments), bytes=size, retries=committed.retries,
         read_version=plan.read_version, operation=name, rows_inserted=rows - rows_updated, rows_updated=rows_updated,
         rows_deleted=deletions.deleted_rows - rows_updated,
+        small_fragments=count_small_fragments(fragments, plan.target_rows_per_file, plan.target_bytes_per_file),
     )
+
+
+def estimated_size(df: Any) -> tuple[int | None, int | None]:
+    """(rows, bytes) Spark's optimizer estimates for ``df``, each None when unknown.
+
+    Read from the optimized plan's statistics (no job runs). Spark reports an unknown size as
+    ``Long.MaxValue`` (e.g. a DataFrame made from a Python list); Spark Connect exposes none.
+    """
+    try:
+        stats = df._jdf.queryExecution().optimizedPlan().stats()
+        size = int(stats.sizeInBytes())
+        count = stats.rowCount()
+        rows = int(str(count.get())) if count.isDefined() else None
+        row_width = 8 + int(df._jdf.schema().defaultSize())  # Spark's own estimate of a row's size
+    except Exception:
+        return None, None
+    if not 0 <= size < (1 << 63) - 1:
+        return rows, None
+    if rows is None:  # most operators keep only the size: Spark derives it from rows x row width
+        rows = size // max(row_width, 1)
+    return rows, size
+
+
+def planned_tasks(df: Any, plan: WritePlan) -> int | None:
+    """How many write tasks bring each task's output near the target file size, or None
+    when Spark has no estimate (the DataFrame's partitions are then kept)."""
+    rows, size = estimated_size(df)
+    if rows is None and size is None:
+        return None
+    wanted = 1
+    if rows is not None:
+        wanted = max(wanted, -(-rows // plan.target_rows_per_file))
+    if size is not None:
+        wanted = max(wanted, -(-size // plan.target_bytes_per_file))
+    return int(wanted)
+
+
+def coalesce_to_target(df: Any, plan: WritePlan) -> Any:
+    """``df`` with fewer partitions when its estimated size fills fewer files than it has
+    partitions: without it, a DataFrame of 2,000 tiny partitions leaves 2,000 tiny fragments.
+
+    ``coalesce`` merges partitions without a shuffle (a shuffle before it keeps its own
+    parallelism); the rows stay on the executors. Files still roll at ``max_rows_per_file`` /
+    ``max_bytes_per_file``, so an underestimate makes fewer, fuller tasks, never larger files.
+    """
+    wanted = planned_tasks(df, plan)
+    if wanted is None:
+        return df
+    try:
+        partitions = df.rdd.getNumPartitions()
+    except Exception:
+        return df
+    return df.coalesce(wanted) if wanted < partitions else df
 
 
 def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False) -> Written:
@@ -431,6 +499,9 @@ def write_dataframe(
     enable_stable_row_ids: bool = False,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    target_rows_per_file: int | None = None,
+    target_bytes_per_file: int | None = None,
+    coalesce: bool = True,
     transaction_properties: Mapping[str, str] | None = None,
     commit_message: str | None = None,
     data_storage_version: str | None = None,
@@ -455,17 +526,25 @@ def write_dataframe(
     ``enable_stable_row_ids`` and ``data_storage_version`` apply when the table is created.
     ``storage_options``: object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://``
     tables; they are shipped to the executors, which open the table themselves.
+    ``target_rows_per_file`` / ``target_bytes_per_file`` (default 1,048,576 rows / 256 MiB,
+    capped by the ``max_*`` limits): with ``coalesce`` (default), a DataFrame whose estimated
+    size (Spark's plan statistics) fills fewer files than it has partitions is coalesced to
+    that many write tasks, so many small partitions do not leave many small fragments. The
+    result's ``small_fragments`` counts the new files below 1/8 of both targets.
     """
     plan = plan_write(
         df.schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,
         enable_stable_row_ids=enable_stable_row_ids, max_rows_per_file=max_rows_per_file,
-        max_bytes_per_file=max_bytes_per_file, transaction_properties=transaction_properties,
+        max_bytes_per_file=max_bytes_per_file, target_rows_per_file=target_rows_per_file,
+        target_bytes_per_file=target_bytes_per_file, transaction_properties=transaction_properties,
         commit_message=commit_message, data_storage_version=data_storage_version, fixed_size_lists=fixed_size_lists,
         storage_options=storage_options,
     )
     if plan.skipped is not None:
         return plan.skipped
     spark = df.sparkSession
+    if coalesce:
+        df = coalesce_to_target(df, plan)
     with JobScope(spark) as scope:
         try:
             deletions = Deletions()
@@ -484,4 +563,4 @@ def write_dataframe(
 
 
 __all__ = ["MODES", "SCHEMA_MODES", "WritePlan", "Written", "Deletions", "plan_write", "commit_write", "discard_write", "fail_write",
-           "run_write_job", "write_dataframe"]
+           "run_write_job", "write_dataframe", "estimated_size", "planned_tasks", "coalesce_to_target"]
