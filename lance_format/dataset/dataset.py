@@ -295,6 +295,18 @@ class LanceDataset(CommittingMethods):
         """A new object at the table's latest version (this one stays where it is)."""
         return LanceDataset(self._store)
 
+    def checkout_latest(self) -> None:
+        """Move this object to the latest version of its branch (pylance's ``checkout_latest``)."""
+        self._replace_version(self.latest_version)
+
+    @property
+    def max_field_id(self) -> int:
+        """The highest field id in use: of the schema, or of a data file still holding a dropped
+        column (pylance's ``max_field_id``; new columns get ids above it)."""
+        from lance_format.dataset.evolution.base import next_field_id_of
+
+        return next_field_id_of(self.manifest) - 1
+
     def read_transaction(self, version: int | None = None) -> transaction_pb2.Transaction | None:
         """The transaction that produced a version, or None if none was recorded.
 
@@ -572,6 +584,18 @@ class LanceDataset(CommittingMethods):
         """
         return self.scanner(columns, filter, limit, offset, batch_size=batch_size, with_row_id=with_row_id,
                             with_row_address=with_row_address).to_batches()
+
+    def head(self, num_rows: int, **scan_options: Any) -> pa.Table:
+        """The first ``num_rows`` rows in table order (pylance's ``head``).
+
+        ``scan_options`` are :meth:`scanner`'s (``columns``, ``filter``, ``with_row_id``, ...).
+
+        Raises
+        ------
+        InvalidInputError
+            ``num_rows`` is negative, or a scan option is invalid.
+        """
+        return self.scanner(limit=num_rows, **scan_options).to_table()
 
     def count_rows(
         self,
