@@ -41,3 +41,28 @@ def test_max_field_id_like_pylance(uri):
     assert lance_format.dataset(uri).max_field_id == lance.dataset(uri).max_field_id
     lance.dataset(uri).add_columns({"z": "id * 2"})
     assert lance_format.dataset(uri).max_field_id == lance.dataset(uri).max_field_id
+
+
+def test_fragment_reading_api_like_pylance(tmp_path):
+    path = str(tmp_path / "f.lance")
+    lance.write_dataset(pa.table({"id": list(range(20)), "s": [f"v{i}" for i in range(20)]}), path,
+                        max_rows_per_file=10)
+    lance.dataset(path).delete("id % 3 = 0")
+    ours_ds, theirs_ds = lance_format.dataset(path), lance.dataset(path)
+    for ours, theirs in zip(ours_ds.get_fragments(), theirs_ds.get_fragments()):
+        assert ours.fragment_id == theirs.fragment_id
+        assert ours.to_table().equals(theirs.to_table())
+        assert ours.to_table(columns=["s"], filter="id > 4").equals(theirs.to_table(columns=["s"], filter="id > 4"))
+        assert ours.head(2).equals(theirs.head(2))
+        assert ours.take([0, 1, 3]).equals(theirs.take([0, 1, 3]))  # (pylance needs ascending indices)
+        assert ours.take([3, 0]).column("id").to_pylist() == ours.to_table().column("id").take([3, 0]).to_pylist()
+        assert ours.take([1], columns=["id"]).equals(theirs.take([1], columns=["id"]))
+        assert ours.scanner(columns=["id"], limit=2).to_table().equals(
+            theirs.scanner(columns=["id"], limit=2).to_table())
+        assert pa.Table.from_batches(list(ours.to_batches(batch_size=3))).equals(
+            pa.Table.from_batches(list(theirs.to_batches(batch_size=3))))
+        assert ours.count_rows("id > 4") == theirs.count_rows("id > 4")
+        assert ours.deletion_file() == theirs.deletion_file()
+        assert ours.schema == theirs.schema
+        with pytest.raises(InvalidInputError, match="out of range"):
+            ours.take([100])

@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from lance_format.dataset.partial_fields import fill_missing_children, narrowed_type
 from lance_format.encodings.array_v2_0.packed_struct import is_packed_struct_leaf
-from lance_format.errors import CorruptFileError, LanceError, UnsupportedFeatureError
+from lance_format.dataset.arguments import row_positions
+from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
 from lance_format.file.reader import ColumnPlan, LanceFileReader
 from lance_format.file.utf8 import first_invalid_utf8, has_utf8
@@ -31,12 +32,14 @@ from lance_format.schema.blob import (
     read_arrow_field,
     read_arrow_schema,
 )
-from lance_format.table.deletion import deleted_row_count, live_row_count, read_deletion_file
+from lance_format.table.deletion import deleted_row_count, deletion_file_path, live_row_count, read_deletion_file
 from lance_format.table.row_versions import read_created_at, read_last_updated_at
 from lance_format.table.rowids import read_row_ids
 
 if TYPE_CHECKING:
     import pyarrow.compute as pc
+
+    from lance_format.dataset.scanner import LanceScanner
 
     from lance_format.dataset.dataset import LanceDataset
 
@@ -87,6 +90,82 @@ class LanceFragment:
 
     def data_files(self) -> list[table_pb2.DataFile]:
         return list(self.metadata.files)
+
+    def deletion_file(self) -> str | None:
+        """Table-relative path of the fragment's deletion file, None without deletions."""
+        if not self.metadata.HasField("deletion_file"):
+            return None
+        return deletion_file_path(self.fragment_id, self.metadata.deletion_file)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The table schema this fragment is read with."""
+        return self._dataset.schema
+
+    # -- reading (pylance's LanceFragment API: a scan of the dataset limited to this fragment) --
+    def scanner(
+        self,
+        *,
+        columns: list[str] | None = None,
+        batch_size: int | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+    ) -> LanceScanner:
+        """A scan of this fragment's live rows (see ``LanceDataset.scanner``)."""
+        return self._dataset.scanner(columns, filter, limit, offset, batch_size=batch_size, fragments=[self],
+                                     with_row_id=with_row_id, with_row_address=with_row_address)
+
+    def to_table(
+        self,
+        columns: list[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+    ) -> pa.Table:
+        """This fragment's live rows (those matching ``filter``) as one table."""
+        return self.scanner(columns=columns, filter=filter, limit=limit, offset=offset, with_row_id=with_row_id,
+                            with_row_address=with_row_address).to_table()
+
+    def to_batches(
+        self,
+        *,
+        columns: list[str] | None = None,
+        batch_size: int | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+    ) -> Iterator[pa.RecordBatch]:
+        """This fragment's live rows, batch by batch."""
+        return self.scanner(columns=columns, batch_size=batch_size, filter=filter, limit=limit, offset=offset,
+                            with_row_id=with_row_id, with_row_address=with_row_address).to_batches()
+
+    def head(self, num_rows: int) -> pa.Table:
+        """The fragment's first ``num_rows`` live rows."""
+        return self.to_table(limit=num_rows)
+
+    def take(self, indices: Any, columns: list[str] | None = None) -> pa.Table:
+        """Rows at positions among this fragment's live rows, in the order given.
+
+        Raises
+        ------
+        InvalidInputError
+            An index is not an integer or is out of range.
+        """
+        positions = row_positions(indices, table=self.object_store.uri)
+        live = self.live_offsets()
+        if len(positions) and (positions.min() < 0 or positions.max() >= len(live)):
+            bad = int(positions[(positions < 0) | (positions >= len(live))][0])
+            raise InvalidInputError(f"take index {bad} is out of range for fragment {self.fragment_id} with "
+                                    f"{len(live)} rows", **self.error_context())
+        scanner = self._dataset.scanner(columns=columns)
+        return pa.Table.from_batches([scanner.take_physical(self, live[positions])], schema=scanner.projected_schema)
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
