@@ -66,3 +66,16 @@ def test_fragment_reading_api_like_pylance(tmp_path):
         assert ours.schema == theirs.schema
         with pytest.raises(InvalidInputError, match="out of range"):
             ours.take([100])
+
+
+def test_scanner_head_schema_and_pandas_like_pylance(uri):
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    for n in (0, 3, 11, 50):
+        assert ours.scanner(columns=["id", "s"]).head(n).equals(theirs.scanner(columns=["id", "s"]).head(n))
+    assert ours.scanner(filter="id > 5").head(2).equals(theirs.scanner(filter="id > 5").head(2))
+    assert ours.scanner(columns=["id"]).dataset_schema == theirs.scanner(columns=["id"]).dataset_schema
+    assert ours.scanner(columns=["s"]).to_pandas().equals(theirs.scanner(columns=["s"]).to_pandas())
+    assert ours.to_pandas(columns=["id", "s"], filter="id < 4").equals(
+        theirs.to_pandas(columns=["id", "s"], filter="id < 4"))
+    with pytest.raises(InvalidInputError):
+        ours.scanner().head(-1)

@@ -19,6 +19,7 @@ from lance_format.errors import (
     DatasetNotFoundError,
     InvalidInputError,
     LanceError,
+    UnsupportedFeatureError,
     VersionNotFoundError,
 )
 from lance_format.file.legacy_v0_1 import manifest_dictionaries
@@ -584,6 +585,34 @@ class LanceDataset(CommittingMethods):
         """
         return self.scanner(columns, filter, limit, offset, batch_size=batch_size, with_row_id=with_row_id,
                             with_row_address=with_row_address).to_batches()
+
+    def to_pandas(
+        self,
+        columns: list[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        nearest: None = None,
+        batch_size: int | None = None,
+        *,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+    ) -> Any:
+        """Read this version (or the rows and columns asked for) into a pandas DataFrame.
+
+        Takes :meth:`to_table`'s arguments; ``nearest`` (vector search) is not supported.
+
+        Raises
+        ------
+        UnsupportedFeatureError
+            ``nearest`` was given.
+        InvalidInputError
+            An unknown column or an invalid filter.
+        """
+        if nearest is not None:
+            raise UnsupportedFeatureError("vector search (nearest=) is not supported", table=self.uri)
+        return self.to_table(columns, filter, limit, offset, batch_size=batch_size, with_row_id=with_row_id,
+                             with_row_address=with_row_address).to_pandas()
 
     def head(self, num_rows: int, **scan_options: Any) -> pa.Table:
         """The first ``num_rows`` rows in table order (pylance's ``head``).

@@ -6,7 +6,7 @@ Batches stream fragment by fragment; nothing holds more than one batch of a frag
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -173,6 +173,34 @@ class LanceScanner:
             A data, deletion or row-id file is malformed.
         """
         return pa.Table.from_batches(list(self.to_batches()), schema=self.projected_schema)
+
+    def head(self, num_rows: int) -> pa.Table:
+        """The scan's first ``num_rows`` rows; reading stops once they are in.
+
+        Raises
+        ------
+        InvalidInputError
+            ``num_rows`` is negative.
+        """
+        if num_rows < 0:
+            raise InvalidInputError(f"num_rows must not be negative, got {num_rows}", table=self._dataset.uri)
+        batches: list[pa.RecordBatch] = []
+        remaining = num_rows
+        for batch in self.to_batches() if remaining else ():
+            batches.append(batch.slice(0, remaining))
+            remaining -= min(remaining, batch.num_rows)
+            if not remaining:
+                break
+        return pa.Table.from_batches(batches, schema=self.projected_schema)
+
+    def to_pandas(self, **arrow_options: Any) -> Any:
+        """Run the scan into a pandas DataFrame (``arrow_options`` go to ``pa.Table.to_pandas``)."""
+        return self.to_table().to_pandas(**arrow_options)
+
+    @property
+    def dataset_schema(self) -> pa.Schema:
+        """The schema of the whole table this scan reads from (before projection)."""
+        return self._dataset.schema
 
     def count_rows(self) -> int:
         """The number of rows the scan returns.
