@@ -24,6 +24,7 @@ from lance_format.io import ObjectStore
 from lance_format.io.storage_options import normalize_storage_options, s3_config
 from tests.compat import SYSTEM, assert_tables_equal
 from tests.s3_support import start_server
+from tests.storage_contract import history, mutate, sorted_table
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +39,6 @@ def bucket(s3):
     return s3.new_bucket()
 
 
-def _sorted(table: pa.Table) -> pa.Table:
-    return table.sort_by([("id", "ascending")])
-
-
 def _assert_same_as_pylance(uri: str, opts: dict, version: int) -> None:
     ours = lance_format.dataset(uri, version=version, storage_options=opts)
     theirs = lance.dataset(uri, version=version, storage_options=opts)
@@ -50,34 +47,14 @@ def _assert_same_as_pylance(uri: str, opts: dict, version: int) -> None:
     assert_tables_equal(ours.to_table(columns=cols), theirs.to_table(columns=cols), f"s3 version {version}")
 
 
-def _history(uri: str, opts: dict | None = None) -> list[pa.Table]:
-    ds = lance_format.dataset(uri, storage_options=opts)
-    return [_sorted(ds.checkout_version(v["version"]).to_table()) for v in ds.versions()]
-
-
-def _mutate(uri: str, opts: dict | None) -> int:
-    """The same history on any store: create, append, delete, update, merge_insert, compaction."""
-    lance_format.write_dataset(pa.table({"id": [1, 2, 3], "name": ["a", "b", None]}), uri,
-                               enable_stable_row_ids=True, storage_options=opts)
-    lance_format.write_dataset(pa.table({"id": [4, 5], "name": ["d", "e"]}), uri, mode="append",
-                               storage_options=opts)
-    ds = lance_format.dataset(uri, storage_options=opts)
-    ds.delete("id = 2")
-    ds.update({"name": "'z'"}, where="id = 3")
-    source = pa.table({"id": [4, 6], "name": ["dd", "f"]})
-    ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source)
-    ds.optimize.compact_files()
-    return ds.version
-
-
 def test_every_write_path_on_s3_matches_local_and_pylance(s3, bucket, tmp_path):
     opts = s3.options()
     uri = f"s3://{bucket}/tables/people.lance"
     local = str(tmp_path / "people.lance")
-    latest = _mutate(uri, opts)
-    assert _mutate(local, None) == latest >= 6
+    latest = mutate(uri, opts)
+    assert mutate(local, None) == latest >= 6
 
-    remote_history, local_history = _history(uri, opts), _history(local)
+    remote_history, local_history = history(uri, opts), history(local)
     assert len(remote_history) == latest
     for version, (a, b) in enumerate(zip(remote_history, local_history), start=1):
         assert a.equals(b), f"version {version} differs between S3 and local"
@@ -97,7 +74,7 @@ def test_every_write_path_on_s3_matches_local_and_pylance(s3, bucket, tmp_path):
     stats = ours.cleanup_old_versions(older_than=timedelta(0))
     assert stats.old_versions == latest - 1 and stats.data_files_removed > 0
     assert [v["version"] for v in lance.dataset(uri, storage_options=opts).versions()] == [latest]
-    assert _sorted(lance_format.dataset(uri, storage_options=opts).to_table()).equals(local_history[-1])
+    assert sorted_table(lance_format.dataset(uri, storage_options=opts).to_table()).equals(local_history[-1])
     data = [k for k in s3.keys(bucket, "tables/people.lance/data/")]
     assert len(data) == len(lance_format.dataset(uri, storage_options=opts).manifest.fragments)
 
