@@ -15,6 +15,8 @@ so that they never import the subpackages, whose layout may change: ``replace_wh
 literals compared with ``CAST(ts AS DATE)``).
 """
 
+from importlib import metadata as _metadata
+
 import pyarrow as _pa
 
 from lance_format.dataset.dataset import LanceDataset, dataset
@@ -23,6 +25,9 @@ from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.mutations.base import checked_reader
 from lance_format.dataset.mutations.replace_where import replace_where
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.inspection import DataStatistics, FieldStatistics, LanceStats
+from lance_format.dataset.maintenance.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
+from lance_format.schema.json_schema import json_to_schema, schema_to_json
 from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
     CommitConflictError,
@@ -46,6 +51,12 @@ from lance_format.table.version_discovery import NewVersions, TableVersions, Ver
 from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
 
 
+try:
+    __version__ = _metadata.version("lance-assets")
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
+
+
 def sql_expression_type(sql: str, schema: _pa.Schema) -> _pa.DataType:
     """The Arrow type of the SQL scalar expression ``sql`` (the filter dialect) over ``schema``.
 
@@ -55,7 +66,16 @@ def sql_expression_type(sql: str, schema: _pa.Schema) -> _pa.DataType:
 
 
 __all__ = [
+    "__version__",
     "LanceDataset",
+    "LanceStats",
+    "DataStatistics",
+    "FieldStatistics",
+    "CleanupStats",
+    "CleanupExplanation",
+    "CleanupCandidateFile",
+    "json_to_schema",
+    "schema_to_json",
     "LanceFragment",
     "LanceScanner",
     "dataset",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
@@ -14,7 +13,9 @@ import pyarrow.compute as pc
 from lance_format.dataset.arguments import row_positions, version_number
 from lance_format.dataset.committing import CommittingMethods
 from lance_format.dataset.fragment import LanceFragment
+from lance_format.dataset.inspection import InspectionMethods, version_entry
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.table_writes import TableWriteMethods
 from lance_format.errors import (
     DatasetNotFoundError,
     InvalidInputError,
@@ -28,7 +29,6 @@ from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
-from lance_format.table.deletion import deleted_row_count
 from lance_format.table.base_paths import BaseStores
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
@@ -49,7 +49,7 @@ def _open_listing(store: ObjectStore) -> VersionListing:
     return listing
 
 
-class LanceDataset(CommittingMethods):
+class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
     """A Lance table pinned at one version.
 
     Parameters
@@ -263,11 +263,7 @@ class LanceDataset(CommittingMethods):
         result = []
         for version in sorted(listing.versions):
             # the summary reports the manifest as written, like pylance
-            m = read_manifest(self._store, listing.versions[version], repair=False).manifest
-            nanos = m.timestamp.seconds * 1_000_000_000 + m.timestamp.nanos
-            # Same float arithmetic as pylance, so both report the identical microsecond.
-            stamp = datetime.fromtimestamp(nanos // 1e9) + timedelta(microseconds=(nanos % 1e9) // 1e3)
-            result.append({"version": version, "timestamp": stamp, "metadata": _summary(m)})
+            result.append(version_entry(read_manifest(self._store, listing.versions[version], repair=False).manifest))
         return result
 
     def checkout_version(self, version: int | str) -> "LanceDataset":
@@ -712,22 +708,6 @@ class _ConfigDict(dict[str, str]):
 
     def __call__(self) -> dict[str, str]:
         return dict(self)
-
-
-def _summary(manifest: table_pb2.Manifest) -> dict[str, str]:
-    fragments = manifest.fragments
-    physical = sum(f.physical_rows for f in fragments)
-    deleted = sum(deleted_row_count(f) for f in fragments)
-    stats = {
-        "total_data_file_rows": physical,
-        "total_data_files": sum(len(f.files) for f in fragments),
-        "total_deletion_file_rows": deleted,
-        "total_deletion_files": sum(1 for f in fragments if f.HasField("deletion_file")),
-        "total_files_size": sum(d.file_size_bytes for f in fragments for d in f.files),
-        "total_fragments": len(fragments),
-        "total_rows": physical - deleted,
-    }
-    return {key: str(value) for key, value in stats.items()}
 
 
 def dataset(uri: str | os.PathLike[str], version: int | str | None = None, *,

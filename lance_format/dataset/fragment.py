@@ -453,6 +453,32 @@ class LanceFragment:
         arrays.extend(self.system_column(name, offsets) for name in system_columns)
         return pa.RecordBatch.from_arrays(arrays, schema=_with_system_columns(arrow_schema, system_columns))
 
+    # -- integrity -------------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Check that every data file exists and holds this fragment's row count, and that the
+        deletion file is readable and within the fragment (pylance's ``LanceFragment.validate``).
+
+        Raises
+        ------
+        CorruptFileError
+            A file is missing, unreadable, of the wrong length, or deletes rows beyond the fragment.
+        """
+        for plan in self._file_plans(self._dataset.lance_schema.fields):
+            if not plan.reader_path:
+                continue
+            store = plan.store or self.object_store
+            if not store.exists(plan.reader_path):
+                raise CorruptFileError(f"data file of fragment {self.fragment_id} is missing",
+                                       path=plan.reader_path, **self.error_context())
+            self._reader(plan)  # opens the footer and checks the row count
+        _ = self.deleted_offsets  # reads the deletion file and checks its range
+
+    def column_sizes(self, data_file: table_pb2.DataFile) -> list[int]:
+        """Bytes of page buffers per column of one of this fragment's 2.x data files."""
+        store, path = self._dataset.base_stores.data_file(data_file)
+        with LanceFileReader(store, path, size=data_file.file_size_bytes or None) as reader:
+            return [sum(sum(page.buffer_sizes) for page in column.pages) for column in reader.metadata.columns]
+
     def live_offsets(self) -> np.ndarray:
         keep = self._keep_mask
         if keep is None:

@@ -120,7 +120,9 @@ class ObjectStore:
         """Files under a table-relative directory (an object-store prefix), with size and mtime;
         ``relative_path`` turns their paths back into table-relative ones."""
         with self._errors(f"listing {relative!r}"):
-            return self.backend.list_prefix(self.full_path(relative), recursive=recursive)
+            # "" lists the whole table (the root itself needs no path check)
+            prefix = self.root if relative == "" else self.full_path(relative)
+            return self.backend.list_prefix(prefix, recursive=recursive)
 
     def relative_path(self, info: pafs.FileInfo) -> str:
         root = self.root.rstrip("/") + "/"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.dataset.evolution.alterations import apply_alterations
 from lance_format.dataset.evolution.base import new_column_file, next_field_id_of, resolve_field, set_merge, set_project
@@ -28,7 +29,7 @@ from lance_format.dataset.mutations.base import (
 )
 from lance_format.dataset.sql.filter import to_value_expression
 from lance_format.dataset.writing.arrow_input import as_reader
-from lance_format.errors import InvalidInputError
+from lance_format.errors import InvalidInputError, SchemaMismatchError
 from lance_format.proto import file_pb2
 from lance_format.schema import LanceSchema
 
@@ -167,6 +168,78 @@ def add_columns(
     run_mutation(ds, prepare, conflict_retries=DEFAULT_CONFLICT_RETRIES if recomputable else 0)
 
 
+# -- merge (pylance's LanceDataset.merge: new columns joined on a key) ---------------------------
+def _unique_right(right: pa.Table, key: str) -> pa.Table:
+    """One row per key, the last one winning (as pylance resolves repeated keys)."""
+    positions = pa.array(range(right.num_rows), pa.int64())
+    last = right.append_column("__position", positions).group_by(key).aggregate([("__position", "max")])
+    return right.take(last.column("__position_max"))
+
+
+def _joined_batches(ds, fragment, left_on: str, keys: pa.Array, values: pa.Table, batch_size):
+    for batch in ds.scanner(columns=[left_on], fragments=[fragment], batch_size=batch_size).to_batches():
+        # a null key matches a null key, as in pylance's join; no match gives a null row
+        where = pc.index_in(batch.column(0), value_set=keys)
+        yield pa.RecordBatch.from_arrays([c.take(where).combine_chunks() for c in values.columns],
+                                         schema=values.schema)
+
+
+def merge_on_key(
+    ds: "LanceDataset",
+    data: Any,
+    left_on: str,
+    right_on: str | None = None,
+    schema: pa.Schema | None = None,
+    *,
+    batch_size: int | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    commit_message: str | None = None,
+) -> None:
+    """Add the columns of ``data`` by a left join on ``left_on = right_on`` (one ``Merge`` commit).
+
+    Rows without a match get nulls; null keys match each other (as in pylance); when ``data``
+    repeats a key, its last row wins. The right
+    side is read into memory once (it is a table of new column values, keyed), then each
+    fragment's new data file is written batch by batch.
+    """
+    right_on = right_on or left_on
+    right = as_reader(data, schema).read_all()
+    if right_on not in right.schema.names:
+        raise SchemaMismatchError(f"Column {right_on} does not exist in the right side dataset",
+                                  table=ds.uri, column=right_on)
+    new_fields = [f for f in right.schema if f.name != right_on]
+    if not new_fields:
+        raise InvalidInputError("the data to merge has no columns besides the key", table=ds.uri)
+    right = _unique_right(right, right_on)
+
+    def prepare(current: "LanceDataset") -> Prepared:
+        if left_on not in current.schema.names:
+            raise SchemaMismatchError(f"Column {left_on} does not exist in the left side dataset",
+                                      table=current.uri, column=left_on)
+        for f in new_fields:
+            if f.name in current.schema.names:
+                raise SchemaMismatchError(f"Column {f.name} exists in both sides of the dataset",
+                                          table=current.uri, column=f.name)
+        left_type = current.schema.field(left_on).type
+        try:
+            keys = right.column(right_on).cast(left_type).combine_chunks()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(
+                f"cannot join {left_on} ({left_type}) with {right_on} ({right.schema.field(right_on).type}): {exc}",
+                table=current.uri, column=left_on) from None
+        values = right.select([f.name for f in new_fields])
+        arrow = pa.schema(new_fields)
+        new = _new_schema(current, arrow)
+        prepared = Prepared(transaction_for(current, transaction_properties, commit_message), None,
+                            storage_version=storage_version_of(current))
+        metas = [new_column_file(current, f, new, _joined_batches(current, f, left_on, keys, values, batch_size),
+                                 prepared) for f in current.get_fragments()]
+        set_merge(current, prepared, metas, list(current.manifest.fields) + new.to_protos())
+        return prepared
+
+    run_mutation(ds, prepare, conflict_retries=DEFAULT_CONFLICT_RETRIES)
+
+
 # -- drop / alter ------------------------------------------------------------------------------
 def _subtree(fields: list[file_pb2.Field], root_id: int) -> set[int]:
     ids = {root_id}
@@ -216,4 +289,4 @@ def alter_columns(ds: "LanceDataset", *alterations: Mapping[str, Any], transacti
     run_mutation(ds, prepare)
 
 
-__all__ = ["add_columns", "drop_columns", "alter_columns"]
+__all__ = ["add_columns", "merge_on_key", "drop_columns", "alter_columns"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import posixpath
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -76,18 +76,56 @@ def _uuid_text(raw: bytes) -> str:
     return str(uuid.UUID(bytes=bytes(raw))) if len(raw) == 16 else raw.hex()
 
 
-def cleanup_old_versions(
+@dataclass(frozen=True)
+class CleanupCandidateFile:
+    """A file cleanup would remove (pylance's ``CleanupCandidateFile``).
+
+    ``kind`` is ``manifest``, ``data``, ``deletion``, ``transaction``, ``index`` or ``staging``
+    (an interrupted writer's temporary file); ``unverified`` marks files that no removed
+    version referenced (they may belong to a write still in progress).
+    """
+
+    path: str
+    kind: str
+    unverified: bool
+    size_bytes: int
+
+
+@dataclass
+class CleanupExplanation:
+    """What ``cleanup_old_versions`` would do (pylance's ``CleanupExplanation``)."""
+
+    read_version: int
+    stats: CleanupStats
+    candidate_files: list[CleanupCandidateFile] = field(default_factory=list)
+    candidate_files_truncated: bool = False
+    candidate_file_limit: int = 1000
+    referenced_branches: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+_COUNTERS = {"data": "data_files_removed", "deletion": "deletion_files_removed",
+             "transaction": "transaction_files_removed", "index": "index_files_removed"}
+
+
+@dataclass
+class _Plan:
+    """The files a cleanup removes: old manifests first, then everything only they referenced."""
+
+    old_manifests: list[tuple[str, int]]
+    files: list[CleanupCandidateFile]  # path relative to the table root
+    referenced_branches: list[str]
+
+
+def _plan_cleanup(
     ds: "LanceDataset",
-    older_than: timedelta | None = None,
-    retain_versions: int | None = None,
+    older_than: timedelta | None,
+    retain_versions: int | None,
     *,
-    delete_unverified: bool = False,
-    error_if_tagged_old_versions: bool = True,
-    delete_rate_limit: int | None = None,
-    versions: list[int] | None = None,
-    delete_concurrency: int | None = None,
-) -> CleanupStats:
-    """Remove old versions and the files only they reference (pylance's semantics)."""
+    delete_unverified: bool,
+    error_if_tagged_old_versions: bool,
+    versions: list[int] | None,
+) -> _Plan:
     store = ds.object_store
     older_than = age(older_than, name="older_than", table=ds.uri)
     if retain_versions is not None and retain_versions <= 0:
@@ -105,7 +143,7 @@ def cleanup_old_versions(
     tagged, kept_for_branches, branch_manifests = cleanup_references(ds)
 
     referenced, verified = _Refs.empty(), _Refs.empty()
-    old_manifests: list[str] = []
+    old_manifests: list[tuple[str, int]] = []
     tagged_old: dict[str, int] = {}
     for version in ordered:
         path = listing.versions[version]
@@ -126,7 +164,7 @@ def cleanup_old_versions(
             referenced.add(mf)
         else:
             verified.add(mf)
-            old_manifests.append(path)
+            old_manifests.append((path, store.size(path)))
     for mf in branch_manifests:  # files a branch shares with this one stay
         referenced.add(mf)
     if tagged_old and error_if_tagged_old_versions:
@@ -136,9 +174,86 @@ def cleanup_old_versions(
             table=ds.uri,
         )
 
-    stats = CleanupStats(old_versions=len(old_manifests))
     threshold = time.time() - UNVERIFIED_THRESHOLD.total_seconds()
+    files: list[CleanupCandidateFile] = []
+    for directory in ("data", "_deletions", TRANSACTIONS_DIR, "_indices", VERSIONS_DIR):
+        for info in store.list_files(directory):  # a prefix listing on object stores
+            relative = store.relative_path(info)
+            in_progress = not delete_unverified and (info.mtime is None or info.mtime.timestamp() >= threshold)
+            name = posixpath.basename(relative)
+            if directory == VERSIONS_DIR:
+                if name.startswith(".tmp") and not in_progress:
+                    files.append(CleanupCandidateFile(relative, "staging", True, info.size))
+                continue
+            if directory == "_indices":
+                parts = relative.split("/")
+                uuid_part = parts[1] if len(parts) > 2 else None
+                if uuid_part is None or uuid_part in referenced.indices:
+                    continue
+                if not in_progress or uuid_part in verified.indices:
+                    files.append(CleanupCandidateFile(relative, "index", uuid_part not in verified.indices,
+                                                      info.size))
+                continue
+            kind, refs = {"data": ("data", "data"), "_deletions": ("deletion", "deletions"),
+                          TRANSACTIONS_DIR: ("transaction", "transactions")}[directory]
+            if directory == "data" and name.startswith(".tmp") and not in_progress:
+                # an interrupted writer's staging file (official Lance stages data files as
+                # `data/.tmpXXXXXX`): never part of a version once it is this old
+                files.append(CleanupCandidateFile(relative, "staging", True, info.size))
+                continue
+            if directory == "data" and not name.endswith(".lance"):
+                continue
+            if directory == "_deletions" and not name.endswith((".arrow", ".bin")):
+                continue
+            if directory == TRANSACTIONS_DIR and not name.endswith(".txn"):
+                continue
+            if relative in getattr(referenced, refs):
+                continue
+            known = relative in getattr(verified, refs)
+            if not in_progress or known:
+                files.append(CleanupCandidateFile(relative, kind, not known, info.size))
+    return _Plan(old_manifests, files, sorted(_branch_names(ds, kept_for_branches, branch_manifests)))
 
+
+def _branch_names(ds: "LanceDataset", kept_for_branches: Any, branch_manifests: Any) -> set[str]:
+    if not kept_for_branches and not branch_manifests:
+        return set()
+    try:
+        return set(ds.branches.list())
+    except Exception:  # the names are informative only; the kept files were decided above
+        return set()
+
+
+def _would_remove(plan: _Plan, inside: "_ResolvesInside") -> CleanupStats:
+    stats = CleanupStats(old_versions=len(plan.old_manifests))
+    stats.bytes_removed = sum(size for _, size in plan.old_manifests)
+    for candidate in plan.files:
+        if not inside(candidate.path):
+            stats.failed_deletes += 1
+            continue
+        stats.bytes_removed += candidate.size_bytes
+        counter = _COUNTERS.get(candidate.kind)
+        if counter:
+            setattr(stats, counter, getattr(stats, counter) + 1)
+    return stats
+
+
+def cleanup_old_versions(
+    ds: "LanceDataset",
+    older_than: timedelta | None = None,
+    retain_versions: int | None = None,
+    *,
+    delete_unverified: bool = False,
+    error_if_tagged_old_versions: bool = True,
+    delete_rate_limit: int | None = None,
+    versions: list[int] | None = None,
+    delete_concurrency: int | None = None,
+) -> CleanupStats:
+    """Remove old versions and the files only they reference (pylance's semantics)."""
+    plan = _plan_cleanup(ds, older_than, retain_versions, delete_unverified=delete_unverified,
+                         error_if_tagged_old_versions=error_if_tagged_old_versions, versions=versions)
+    store = ds.object_store
+    stats = CleanupStats(old_versions=len(plan.old_manifests))
     inside = _ResolvesInside(store)
 
     def remove(relative: str, size: int, counter: str | None) -> None:
@@ -154,44 +269,47 @@ def cleanup_old_versions(
         if counter:
             setattr(stats, counter, getattr(stats, counter) + 1)
 
-    for path in old_manifests:  # first: no listed version may point at removed files
-        remove(path, store.size(path), None)
-
-    for directory in ("data", "_deletions", TRANSACTIONS_DIR, "_indices", VERSIONS_DIR):
-        for info in store.list_files(directory):  # a prefix listing on object stores
-            relative = store.relative_path(info)
-            in_progress = not delete_unverified and (info.mtime is None or info.mtime.timestamp() >= threshold)
-            name = posixpath.basename(relative)
-            if directory == VERSIONS_DIR:
-                if name.startswith(".tmp") and not in_progress:
-                    remove(relative, info.size, None)
-                continue
-            if directory == "_indices":
-                parts = relative.split("/")
-                uuid_part = parts[1] if len(parts) > 2 else None
-                if uuid_part is None or uuid_part in referenced.indices:
-                    continue
-                if not in_progress or uuid_part in verified.indices:
-                    remove(relative, info.size, "index_files_removed")
-                continue
-            kind = {"data": ("data", "data_files_removed"), "_deletions": ("deletions", "deletion_files_removed"),
-                    TRANSACTIONS_DIR: ("transactions", "transaction_files_removed")}[directory]
-            if directory == "data" and name.startswith(".tmp") and not in_progress:
-                # an interrupted writer's staging file (official Lance stages data files as
-                # `data/.tmpXXXXXX`): never part of a version once it is this old
-                remove(relative, info.size, None)
-                continue
-            if directory == "data" and not name.endswith(".lance"):
-                continue
-            if directory == "_deletions" and not name.endswith((".arrow", ".bin")):
-                continue
-            if directory == TRANSACTIONS_DIR and not name.endswith(".txn"):
-                continue
-            if relative in getattr(referenced, kind[0]):
-                continue
-            if not in_progress or relative in getattr(verified, kind[0]):
-                remove(relative, info.size, kind[1])
+    for path, size in plan.old_manifests:  # first: no listed version may point at removed files
+        remove(path, size, None)
+    for candidate in plan.files:
+        remove(candidate.path, candidate.size_bytes, _COUNTERS.get(candidate.kind))
     return stats
+
+
+def explain_cleanup(
+    ds: "LanceDataset",
+    older_than: timedelta | None = None,
+    retain_versions: int | None = None,
+    *,
+    delete_unverified: bool = False,
+    error_if_tagged_old_versions: bool = True,
+    versions: list[int] | None = None,
+    include_files: bool = False,
+    max_files: int = 1000,
+) -> CleanupExplanation:
+    """What :func:`cleanup_old_versions` would remove, computed by the same plan; deletes nothing."""
+    plan = _plan_cleanup(ds, older_than, retain_versions, delete_unverified=delete_unverified,
+                         error_if_tagged_old_versions=error_if_tagged_old_versions, versions=versions)
+    store = ds.object_store
+    explanation = CleanupExplanation(ds.version, _would_remove(plan, _ResolvesInside(store)),
+                                     candidate_file_limit=max_files, referenced_branches=plan.referenced_branches)
+    if include_files:
+        everything = plan.files + [CleanupCandidateFile(path, "manifest", False, size)
+                                   for path, size in plan.old_manifests]
+        explanation.candidate_files = [
+            CleanupCandidateFile(_display_path(store, c.path), c.kind, c.unverified, c.size_bytes)
+            for c in everything[:max_files]
+        ]
+        if len(everything) > max_files:
+            explanation.candidate_files_truncated = True
+            explanation.warnings.append(f"candidate_files truncated to {max_files} entries")
+    return explanation
+
+
+def _display_path(store: Any, relative: str) -> str:
+    """The object-store path of a file, as pylance prints it (no scheme, no leading slash)."""
+    full = store.full_path(relative)
+    return full.split("://", 1)[-1].lstrip("/")
 
 
 class _ResolvesInside:
@@ -214,4 +332,4 @@ class _ResolvesInside:
         return resolved.startswith(self._root.rstrip(os.sep) + os.sep)
 
 
-__all__ = ["cleanup_old_versions", "CleanupStats"]
+__all__ = ["cleanup_old_versions", "explain_cleanup", "CleanupStats", "CleanupExplanation", "CleanupCandidateFile"]

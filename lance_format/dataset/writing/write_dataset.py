@@ -35,7 +35,7 @@ MODES = ("create", "append", "overwrite")
 
 def write_dataset(
     data: Any,
-    uri: str | os.PathLike[str] | ObjectStore,
+    uri: "str | os.PathLike[str] | ObjectStore | LanceDataset",
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,

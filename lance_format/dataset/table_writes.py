@@ -1,0 +1,109 @@
+"""pylance's convenience writes on ``LanceDataset``: ``insert``, ``merge`` (new columns joined
+on a key), ``truncate_table``, the deprecated ``replace_*_metadata`` and ``drop``.
+
+Each is a thin entry point over an operation that exists elsewhere (``write_dataset``, the
+``Merge`` of schema evolution, ``delete``, the metadata commits), kept out of ``committing.py``
+so that module stays about the operations themselves. Methods that commit move this object to
+the new version, like pylance.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING, Any, Mapping, cast
+
+import pyarrow as pa
+
+from lance_format.errors import DatasetNotFoundError, InvalidInputError, UnsupportedFeatureError
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+
+class TableWriteMethods:
+    """Mixed into ``LanceDataset`` (see the module docstring)."""
+
+    def _as_dataset(self) -> "LanceDataset":
+        return cast("LanceDataset", self)
+
+    def insert(self, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
+        """Write ``data`` to this table (``write_dataset(data, self, mode=mode, **kwargs)``) and
+        move this object to the new version.
+
+        Raises
+        ------
+        SchemaMismatchError
+            ``data`` does not fit the table's schema (append).
+        InvalidInputError
+            An unknown mode or argument.
+        """
+        from lance_format.dataset.writing.write_dataset import write_dataset
+
+        ds = self._as_dataset()
+        written = write_dataset(data, ds, mode=mode, **kwargs)
+        ds._replace_version(written.version)
+
+    def merge(self, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None,
+              ) -> None:
+        """Add the columns of ``data_obj`` by a left join on ``left_on`` = ``right_on`` (pylance's ``merge``).
+
+        Rows of the table without a match get nulls; when ``data_obj`` repeats a key, its last
+        row wins. One ``Merge`` commit: each fragment gets one new data file.
+
+        Raises
+        ------
+        SchemaMismatchError
+            A key column is missing, a new column already exists, or the key types cannot be
+            compared (also an ``OSError``, like pylance's error).
+        """
+        from lance_format.dataset.evolution.columns import merge_on_key
+
+        merge_on_key(self._as_dataset(), data_obj, left_on, right_on, schema)
+
+    def truncate_table(self) -> None:
+        """Delete every row, keeping the schema, in a new version (a ``Delete`` of all fragments)."""
+        self._as_dataset().delete("true")
+
+    def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> None:
+        """Deprecated in pylance: ``update_schema_metadata(new_metadata, replace=True)``."""
+        warnings.warn("replace_schema_metadata is deprecated. Use update_schema_metadata(metadata, replace=True) "
+                      "instead.", DeprecationWarning, stacklevel=2)
+        self._as_dataset().update_schema_metadata(dict(new_metadata), replace=True)
+
+    def replace_field_metadata(self, field_name: str, new_metadata: Mapping[str, str]) -> None:
+        """Deprecated in pylance: ``update_field_metadata({field_name: new_metadata}, replace=True)``."""
+        warnings.warn("replace_field_metadata is deprecated. Use update_field_metadata with field paths and "
+                      "replace=True instead.", DeprecationWarning, stacklevel=2)
+        self._as_dataset().update_field_metadata({field_name: dict(new_metadata)}, replace=True)
+
+    def replace_schema(self, schema: pa.Schema) -> None:
+        """Not supported, as in pylance (use ``alter_columns``, ``add_columns``, ``drop_columns``)."""
+        raise UnsupportedFeatureError("replace_schema is not supported; use alter_columns, add_columns or "
+                                      "drop_columns", table=self._as_dataset().uri)
+
+    @staticmethod
+    def drop(base_uri: str | os.PathLike[str], storage_options: Mapping[str, str] | None = None,
+             ignore_not_found: bool | None = None) -> None:
+        """Delete the table at ``base_uri`` and everything under it (pylance's ``LanceDataset.drop``).
+
+        ``base_uri`` must be a table root (a readable manifest in ``_versions/``); anything else is
+        refused, so that a wrong path never deletes unrelated files.
+
+        Raises
+        ------
+        DatasetNotFoundError
+            No table at ``base_uri`` (unless ``ignore_not_found``); also a ``ValueError``.
+        """
+        from lance_format.dataset.dataset import LanceDataset
+
+        try:
+            ds = LanceDataset(base_uri, storage_options=storage_options)
+        except DatasetNotFoundError:
+            if ignore_not_found:
+                return
+            raise
+        store = ds.object_store
+        if store.root in ("", "/"):
+            raise InvalidInputError("refusing to drop a table at the root of a store", table=ds.uri)
+        store.delete_dir_contents()
