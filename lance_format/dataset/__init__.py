@@ -9,3 +9,7 @@ and never import :mod:`.dataset` at run time: :mod:`.changes` (the change feed),
 ``LanceDataset``, so they sit above it. ``.importlinter-dataset`` at the repository root checks
 this layering.
 """
+
+from lance_format.dataset.scan_options import ColumnOrdering
+
+__all__ = ["ColumnOrdering"]

@@ -14,13 +14,13 @@ from lance_format.dataset.arguments import row_positions, version_number
 from lance_format.dataset.committing import CommittingMethods
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.inspection import InspectionMethods, version_entry
+from lance_format.dataset.scan_options import ColumnOrdering
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.table_writes import TableWriteMethods
 from lance_format.errors import (
     DatasetNotFoundError,
     InvalidInputError,
     LanceError,
-    UnsupportedFeatureError,
     VersionNotFoundError,
 )
 from lance_format.file.legacy_v0_1 import manifest_dictionaries
@@ -437,23 +437,35 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
     # -- reading -----------------------------------------------------------------------------
     def scanner(
         self,
-        columns: list[str] | None = None,
+        columns: list[str] | Mapping[str, str] | None = None,
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
-        *,
+        nearest: Any = None,
         batch_size: int | None = None,
-        fragments: list[LanceFragment] | None = None,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        fragments: Sequence[LanceFragment] | None = None,
+        index_segments: Any = None,
+        full_text_query: Any = None,
+        *,
+        with_row_id: bool | None = None,
+        with_row_address: bool | None = None,
+        order_by: Sequence[ColumnOrdering | str] | None = None,
+        strict_batch_size: bool | None = None,
+        include_deleted_rows: bool | None = None,
+        **options: Any,
     ) -> LanceScanner:
-        """Plan a scan of this version.
+        """Plan a scan of this version (pylance's ``scanner``, same parameters in the same order).
 
         Parameters
         ----------
         columns
-            The top-level columns to read, system columns (``_rowid``, ``_rowaddr``, ...)
-            allowed; all columns if None.
+            The columns to read, system columns (``_rowid``, ``_rowaddr``, ``_rowoffset``,
+            ``_row_created_at_version``, ``_row_last_updated_at_version``) allowed; or a dict of
+            output name -> SQL expression over the columns. All columns if None.
         filter
             A SQL predicate or a pyarrow expression the rows must satisfy.
         limit
@@ -468,6 +480,19 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
             Add the ``_rowid`` column.
         with_row_address
             Add the ``_rowaddr`` column.
+        order_by
+            Sort the result by these columns (names, or ``ColumnOrdering`` for direction and
+            null placement) before ``offset`` and ``limit`` apply.
+        strict_batch_size
+            Return batches of exactly ``batch_size`` rows (the last may be shorter).
+        include_deleted_rows
+            Also return deleted rows, with a null ``_rowid`` (needs ``with_row_id``).
+        batch_size_bytes, batch_readahead, fragment_readahead, scan_in_order, **options
+            pylance's execution options (readahead, threads, I/O sizes, index use,
+            ``late_materialization``, ``prefilter``, ...). They cannot change a result, and
+            this engine reads in order on one thread, so they have no effect here.
+        nearest, index_segments, full_text_query
+            Vector and full-text search are not supported: refused when given.
 
         Returns
         -------
@@ -477,8 +502,10 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
         Raises
         ------
         InvalidInputError
-            An unknown column, an invalid filter, a negative limit or offset, or a dict of
-            column expressions.
+            An unknown column or option, an invalid filter or expression, a negative limit
+            or offset.
+        UnsupportedFeatureError
+            A vector or full-text search option.
         """
         return LanceScanner(
             self,
@@ -486,87 +513,67 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
             filter=filter,
             limit=limit,
             offset=offset,
-            with_row_id=with_row_id,
-            with_row_address=with_row_address,
+            with_row_id=bool(with_row_id),
+            with_row_address=bool(with_row_address),
             batch_size=batch_size,
-            fragments=fragments,
+            fragments=list(fragments) if fragments is not None else None,
+            order_by=order_by,
+            strict_batch_size=bool(strict_batch_size),
+            include_deleted_rows=bool(include_deleted_rows),
+            nearest=nearest, index_segments=index_segments, full_text_query=full_text_query,
+            batch_size_bytes=batch_size_bytes, batch_readahead=batch_readahead,
+            fragment_readahead=fragment_readahead, scan_in_order=scan_in_order,
+            **options,
         )
 
     def to_table(
         self,
-        columns: list[str] | None = None,
+        columns: list[str] | Mapping[str, str] | None = None,
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
-        *,
+        nearest: Any = None,
         batch_size: int | None = None,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        **scan_options: Any,
     ) -> pa.Table:
         """Read this version (or the rows and columns asked for) into one table.
 
-        Parameters
-        ----------
-        columns
-            The top-level columns to read, system columns (``_rowid``, ``_rowaddr``, ...)
-            allowed; all columns if None.
-        filter
-            A SQL predicate or a pyarrow expression the rows must satisfy.
-        limit
-            Return at most this many rows (after ``offset``).
-        offset
-            Skip this many (matching) rows first.
-        batch_size
-            The maximum number of rows per batch read from a fragment (default 65536).
-        with_row_id
-            Add the ``_rowid`` column.
-        with_row_address
-            Add the ``_rowaddr`` column.
+        Takes :meth:`scanner`'s parameters, positional ones in pylance's order.
 
         Returns
         -------
         pa.Table
-            The rows in table order.
+            The rows in table order (or ``order_by``'s).
 
         Raises
         ------
         InvalidInputError
-            An unknown column, an invalid filter, a negative limit or offset, or a dict of
-            column expressions.
+            An unknown column or option, an invalid filter, a negative limit or offset.
         """
-        return self.scanner(columns, filter, limit, offset, batch_size=batch_size, with_row_id=with_row_id,
-                            with_row_address=with_row_address).to_table()
+        return self.scanner(columns, filter, limit, offset, nearest, batch_size, batch_size_bytes, batch_readahead,
+                            fragment_readahead, scan_in_order, **scan_options).to_table()
 
     def to_batches(
         self,
-        columns: list[str] | None = None,
+        columns: list[str] | Mapping[str, str] | None = None,
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
-        *,
+        nearest: Any = None,
         batch_size: int | None = None,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        **scan_options: Any,
     ) -> Iterator[pa.RecordBatch]:
         """Stream this version (or the rows and columns asked for) batch by batch.
 
-        Parameters
-        ----------
-        columns
-            The top-level columns to read, system columns (``_rowid``, ``_rowaddr``, ...)
-            allowed; all columns if None.
-        filter
-            A SQL predicate or a pyarrow expression the rows must satisfy.
-        limit
-            Return at most this many rows (after ``offset``).
-        offset
-            Skip this many (matching) rows first.
-        batch_size
-            The maximum number of rows per batch read from a fragment (default 65536).
-        with_row_id
-            Add the ``_rowid`` column.
-        with_row_address
-            Add the ``_rowaddr`` column.
+        Takes :meth:`scanner`'s parameters, positional ones in pylance's order.
 
         Returns
         -------
@@ -576,39 +583,32 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
         Raises
         ------
         InvalidInputError
-            An unknown column, an invalid filter, a negative limit or offset, or a dict of
-            column expressions.
+            An unknown column or option, an invalid filter, a negative limit or offset.
         """
-        return self.scanner(columns, filter, limit, offset, batch_size=batch_size, with_row_id=with_row_id,
-                            with_row_address=with_row_address).to_batches()
+        return self.scanner(columns, filter, limit, offset, nearest, batch_size, batch_size_bytes, batch_readahead,
+                            fragment_readahead, scan_in_order, **scan_options).to_batches()
 
     def to_pandas(
         self,
-        columns: list[str] | None = None,
+        columns: list[str] | Mapping[str, str] | None = None,
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
-        nearest: None = None,
+        nearest: Any = None,
         batch_size: int | None = None,
-        *,
-        with_row_id: bool = False,
-        with_row_address: bool = False,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        **scan_options: Any,
     ) -> Any:
         """Read this version (or the rows and columns asked for) into a pandas DataFrame.
 
-        Takes :meth:`to_table`'s arguments; ``nearest`` (vector search) is not supported.
-
-        Raises
-        ------
-        UnsupportedFeatureError
-            ``nearest`` was given.
-        InvalidInputError
-            An unknown column or an invalid filter.
+        Takes :meth:`scanner`'s parameters (positional ones in pylance's ``to_pandas`` order;
+        ``blob_mode`` is accepted like pylance's and blob columns read as descriptions).
         """
-        if nearest is not None:
-            raise UnsupportedFeatureError("vector search (nearest=) is not supported", table=self.uri)
-        return self.to_table(columns, filter, limit, offset, batch_size=batch_size, with_row_id=with_row_id,
-                             with_row_address=with_row_address).to_pandas()
+        scan_options.pop("blob_mode", None)
+        return self.scanner(columns, filter, limit, offset, nearest, batch_size, None, batch_readahead,
+                            fragment_readahead, scan_in_order, **scan_options).to_table().to_pandas()
 
     def head(self, num_rows: int, **scan_options: Any) -> pa.Table:
         """The first ``num_rows`` rows in table order (pylance's ``head``).

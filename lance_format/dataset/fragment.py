@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.dataset.partial_fields import fill_missing_children, narrowed_type
 from lance_format.encodings.array_v2_0.packed_struct import is_packed_struct_leaf
@@ -37,8 +38,6 @@ from lance_format.table.row_versions import read_created_at, read_last_updated_a
 from lance_format.table.rowids import read_row_ids
 
 if TYPE_CHECKING:
-    import pyarrow.compute as pc
-
     from lance_format.dataset.scanner import LanceScanner
 
     from lance_format.dataset.dataset import LanceDataset
@@ -409,14 +408,22 @@ class LanceFragment:
         batch_size: int,
         *,
         row_range: tuple[int, int] | None = None,
+        include_deleted: bool = False,
+        keep_addresses: bool = False,
     ) -> Iterator[pa.RecordBatch]:
         """Batches of the live rows, with ``schema``'s columns followed by ``system_columns``.
 
         ``row_range``: only physical rows ``[begin, end)`` (a split of a large fragment).
+        ``include_deleted``: deleted rows too, with null ``_rowid`` and ``_rowaddr`` (pylance's
+        ``include_deleted_rows``); with ``keep_addresses`` their ``_rowaddr`` stays set, for a
+        caller that needs the physical offsets and nulls it itself.
         """
         arrow_schema = read_arrow_schema(schema)
         out_schema = _with_system_columns(arrow_schema, system_columns)
         keep = self._keep_mask
+        deleted_mask = None
+        if include_deleted and keep is not None:
+            deleted_mask, keep = ~keep, None
         file_plans = self._file_plans(schema.fields)
         first, last = (0, self.physical_rows) if row_range is None else (
             max(0, int(row_range[0])), min(self.physical_rows, int(row_range[1])))
@@ -439,7 +446,11 @@ class LanceFragment:
                 if array is None:
                     array = pa.nulls(stop - start, field.type)
                 arrays.append(array.filter(mask) if mask is not None else array)
-            arrays.extend(self.system_column(name, offsets) for name in system_columns)
+            for name in system_columns:
+                values = self.system_column(name, offsets)
+                if deleted_mask is not None and name in (ROW_ID, ROW_ADDRESS) and not keep_addresses:
+                    values = pc.if_else(pa.array(deleted_mask[start:stop]), pa.scalar(None, pa.uint64()), values)
+                arrays.append(values)
             yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
     def take_physical(self, schema: LanceSchema, system_columns: list[str], offsets: np.ndarray) -> pa.RecordBatch:

@@ -6,15 +6,28 @@ Batches stream fragment by fragment; nothing holds more than one batch of a frag
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+import time
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 
-from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.scan_options import (
+    ROW_OFFSET,
+    ColumnOrdering,
+    check_options,
+    describe_ordering,
+    exact_batches,
+    orderings,
+    null_deleted_ids,
+    row_offsets,
+    sorted_table,
+)
 from lance_format.dataset.arguments import column_names
-from lance_format.dataset.sql.filter import referenced_columns, to_expression
+from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
 from lance_format.errors import InvalidInputError
 from lance_format.schema.blob import read_arrow_schema
 
@@ -46,7 +59,7 @@ class LanceScanner:
         self,
         dataset: "LanceDataset",
         *,
-        columns: list[str] | None = None,
+        columns: list[str] | Mapping[str, str] | None = None,
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
@@ -54,47 +67,80 @@ class LanceScanner:
         with_row_address: bool = False,
         batch_size: int | None = None,
         fragments: list[LanceFragment] | None = None,
+        order_by: Iterable[ColumnOrdering | str] | None = None,
+        strict_batch_size: bool = False,
+        include_deleted_rows: bool = False,
+        **options: Any,
     ) -> None:
         self._dataset = dataset
+        uri = dataset.uri
+        check_options(options, table=uri)
         table_schema = dataset.lance_schema
-        if isinstance(columns, dict):
-            raise InvalidInputError("column expressions are not supported; pass a list of column names")
-        requested = column_names(columns, table=dataset.uri) if columns is not None else table_schema.names()
-        for name in requested:
-            if name not in SYSTEM_COLUMNS and name not in table_schema.names():
-                raise InvalidInputError(
-                    f"unknown column {name!r}; columns are {table_schema.names()}", table=dataset.uri
-                )
+        known = _filter_schema(table_schema.to_arrow())
+        # output name -> (expression, type) for columns given as SQL expressions
+        self._expressions: dict[str, tuple[pc.Expression, pa.DataType]] = {}
+        needed: list[str] = []
+        if isinstance(columns, Mapping):
+            for name, sql in columns.items():
+                expr, dtype, reads = to_value_expression(sql, known)
+                self._expressions[str(name)] = (expr, dtype)
+                needed += [r for r in reads if r not in needed]
+            requested = column_names(columns, table=uri)
+        else:
+            requested = column_names(columns, table=uri) if columns is not None else table_schema.names()
+            for name in requested:
+                if name not in SYSTEM_COLUMNS and name != ROW_OFFSET and name not in table_schema.names():
+                    raise InvalidInputError(f"unknown column {name!r}; columns are {table_schema.names()}", table=uri)
+            needed += requested
         if with_row_id and "_rowid" not in requested:
             requested.append("_rowid")
         if with_row_address and "_rowaddr" not in requested:
             requested.append("_rowaddr")
+        if include_deleted_rows and not with_row_id:
+            raise InvalidInputError("include_deleted_rows is set but with_row_id is false", table=uri)
         self._output = requested
         if limit is not None and limit < 0 or offset is not None and offset < 0:
             raise InvalidInputError("limit and offset must be non-negative")
         self._limit = limit
         self._offset = offset or 0
         self._batch_size = batch_size or DEFAULT_BATCH_SIZE
+        self._strict_batch_size = bool(strict_batch_size)
+        self._include_deleted = bool(include_deleted_rows)
+        self._scans_whole_table = fragments is None
         self._fragments = fragments if fragments is not None else dataset.get_fragments()
+        self._order_by = orderings(order_by, table=uri)
 
-        self._filter = to_expression(filter, _filter_schema(table_schema.to_arrow())) if filter is not None else None
-        needed = list(requested)
+        self._filter = to_expression(filter, known) if filter is not None else None
         if self._filter is not None:
-            for name in referenced_columns(self._filter, _filter_schema(table_schema.to_arrow())):
-                if name not in needed:
-                    needed.append(name)
-        data_names = [n for n in needed if n not in SYSTEM_COLUMNS]
+            needed += [n for n in referenced_columns(self._filter, known) if n not in needed]
+        for key in self._order_by:
+            if key.column_name not in known.names and key.column_name != ROW_OFFSET:
+                raise InvalidInputError(f"cannot order by unknown column {key.column_name!r}", table=uri)
+            if key.column_name not in needed:
+                needed.append(key.column_name)
+        needed += [n for n in requested if n not in needed and n in SYSTEM_COLUMNS]
+        self._row_offsets = ROW_OFFSET in needed
+        data_names = [n for n in needed if n not in SYSTEM_COLUMNS and n != ROW_OFFSET]
         self._read_schema = table_schema.project(data_names)
         self._read_system = [n for n in needed if n in SYSTEM_COLUMNS]
+        if self._row_offsets and ROW_ADDRESS not in self._read_system:
+            self._read_system.append(ROW_ADDRESS)  # _rowoffset is computed from the address
 
     @property
     def projected_schema(self) -> pa.Schema:
         """The schema of the scan's output: the requested columns, then any system columns."""
-        full = _filter_schema(read_arrow_schema(self._dataset.lance_schema))
-        return pa.schema([full.field(n) for n in self._output], metadata=self._dataset.schema.metadata)
+        full = _filter_schema(read_arrow_schema(self._dataset.lance_schema)).append(pa.field(ROW_OFFSET, pa.uint64()))
+        fields = [pa.field(n, self._expressions[n][1]) if n in self._expressions else full.field(n)
+                  for n in self._output]
+        return pa.schema(fields, metadata=self._dataset.schema.metadata)
 
     def _project(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         schema = self.projected_schema
+        if self._expressions:
+            table = pads.dataset(pa.Table.from_batches([batch])).to_table(
+                columns={n: self._expressions[n][0] if n in self._expressions else pc.field(n) for n in self._output})
+            arrays = [table.column(i).combine_chunks().cast(f.type) for i, f in enumerate(schema)]
+            return pa.RecordBatch.from_arrays(arrays, schema=schema)
         return pa.RecordBatch.from_arrays([batch.column(n) for n in self._output], schema=schema)
 
     def take_physical(self, fragment: LanceFragment, offsets: np.ndarray) -> pa.RecordBatch:
@@ -102,9 +148,26 @@ class LanceScanner:
         (``LanceDataset.take``; the filter, limit and offset do not apply)."""
         return self._project(fragment.take_physical(self._read_schema, self._read_system, offsets))
 
+    def _fragment_bases(self) -> dict[int, int]:
+        """Live rows before each fragment of the table (for ``_rowoffset``)."""
+        bases, total = {}, 0
+        for fragment in self._dataset.get_fragments():
+            bases[fragment.fragment_id] = total
+            total += fragment.count_rows()
+        return bases
+
     def _filtered_batches(self) -> Iterator[pa.RecordBatch]:
+        bases = self._fragment_bases() if self._row_offsets else {}
         for fragment in self._fragments:
-            for batch in fragment.read_batches(self._read_schema, self._read_system, self._batch_size):
+            for batch in fragment.read_batches(self._read_schema, self._read_system, self._batch_size,
+                                               include_deleted=self._include_deleted,
+                                               keep_addresses=self._row_offsets):
+                if self._row_offsets:
+                    offsets = row_offsets(batch.column(ROW_ADDRESS), fragment.live_offsets(),
+                                          bases.get(fragment.fragment_id, 0))
+                    if self._include_deleted:  # now that offsets are known, deleted rows lose their ids
+                        batch = null_deleted_ids(batch, fragment.deleted_offsets)
+                    batch = batch.append_column(pa.field(ROW_OFFSET, pa.uint64()), offsets)
                 if self._filter is not None:
                     batch = pa.Table.from_batches([batch]).filter(self._filter).combine_chunks()
                     batches = batch.to_batches()
@@ -113,6 +176,17 @@ class LanceScanner:
                     batch = batches[0]
                 if batch.num_rows:
                     yield batch
+
+    def _ordered_batches(self) -> Iterator[pa.RecordBatch]:
+        """The filtered rows, sorted when ``order_by`` asks for it (which needs all of them)."""
+        if not self._order_by:
+            yield from self._filtered_batches()
+            return
+        matching = list(self._filtered_batches())
+        if not matching:
+            return
+        ordered = sorted_table(pa.Table.from_batches(matching), self._order_by, uri=self._dataset.uri)
+        yield from ordered.combine_chunks().to_batches(max_chunksize=self._batch_size)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Run the scan lazily, fragment by fragment.
@@ -127,15 +201,15 @@ class LanceScanner:
         CorruptFileError
             A data, deletion or row-id file is malformed.
         """
-        for batch in self._limited_batches():
-            yield self._project(batch)
+        batches = (self._project(batch) for batch in self._limited_batches())
+        yield from exact_batches(batches, self._batch_size) if self._strict_batch_size else batches
 
     def _limited_batches(self) -> Iterator[pa.RecordBatch]:
         skip = self._offset
         remaining = self._limit
         if remaining == 0:
             return
-        for batch in self._filtered_batches():
+        for batch in self._ordered_batches():
             if skip:
                 if batch.num_rows <= skip:
                     skip -= batch.num_rows
@@ -202,6 +276,72 @@ class LanceScanner:
         """The schema of the whole table this scan reads from (before projection)."""
         return self._dataset.schema
 
+    def explain_plan(self, verbose: bool = False) -> str:
+        """A readable description of what this scan will do (this engine's plan, not DataFusion's).
+
+        Each line is one step, outermost first: projection, limit/offset, ordering, filter, and
+        the read of the fragments with the columns it decodes. ``verbose`` adds the fragment
+        ids and the output schema.
+        """
+        ds = self._dataset
+        lines = [f"Projection: {self._output}" + (
+            " with expressions " + ", ".join(f"{n}={e}" for n, (e, _) in self._expressions.items())
+            if self._expressions else "")]
+        if self._strict_batch_size:
+            lines.append(f"ExactBatches: rows={self._batch_size}")
+        if self._limit is not None or self._offset:
+            lines.append(f"Limit: offset={self._offset}, limit={self._limit}")
+        if self._order_by:
+            lines.append(f"Sort: {describe_ordering(self._order_by)} (reads every matching row first)")
+        if self._filter is not None:
+            lines.append(f"Filter: {self._filter} (per batch, on the decoded columns)")
+        physical = sum(f.physical_rows for f in self._fragments)
+        deleted = "with deleted rows" if self._include_deleted else "skipping deleted rows"
+        lines.append(
+            f"LanceRead: uri={ds.uri}, version={ds.version}, fragments={len(self._fragments)}"
+            f"{'' if self._scans_whole_table else ' (chosen)'}, physical_rows={physical}, {deleted}, "
+            f"columns={self._read_schema.names()}, system_columns={self._read_system}, batch_size={self._batch_size}")
+        text = "\n".join("  " * i + line for i, line in enumerate(lines)) + "\n"
+        if verbose:
+            indent = "  " * len(lines)
+            text += f"{indent}fragment_ids={[f.fragment_id for f in self._fragments]}\n"
+            text += f"{indent}output_schema={self.projected_schema.to_string(show_schema_metadata=False)!r}\n"
+        return text
+
+    def analyze_plan(self, count_rows: bool = False) -> str:
+        """Run the scan and report, below :meth:`explain_plan`, what it did: rows read and
+        returned, batches, fragments and elapsed time. ``count_rows`` runs a count instead of
+        materializing the output batches."""
+        started = time.perf_counter()
+        read = {"rows": 0, "batches": 0}
+        fragments_read: set[int] = set()
+        original = self._filtered_batches
+
+        def counting() -> Iterator[pa.RecordBatch]:
+            for fragment in self._fragments:
+                fragments_read.add(fragment.fragment_id)
+            for batch in original():
+                read["rows"] += batch.num_rows
+                read["batches"] += 1
+                yield batch
+
+        self._filtered_batches = counting  # type: ignore[method-assign]
+        try:
+            if count_rows:
+                output_rows, output_batches = self.count_rows(), 0
+            else:
+                output_rows = output_batches = 0
+                for batch in self.to_batches():
+                    output_rows += batch.num_rows
+                    output_batches += 1
+        finally:
+            del self._filtered_batches
+        elapsed = time.perf_counter() - started
+        metrics = (f"Metrics: elapsed={elapsed * 1000:.3f}ms, output_rows={output_rows}, "
+                   f"output_batches={output_batches}, rows_after_filter={read['rows']}, "
+                   f"batches_after_filter={read['batches']}, fragments={len(fragments_read)}")
+        return self.explain_plan() + metrics + "\n"
+
     def count_rows(self) -> int:
         """The number of rows the scan returns.
 
@@ -217,6 +357,6 @@ class LanceScanner:
         CorruptFileError
             A data or deletion file is malformed.
         """
-        if self._filter is None and self._limit is None and not self._offset:
+        if self._filter is None and self._limit is None and not self._offset and not self._include_deleted:
             return sum(f.count_rows() for f in self._fragments)
         return sum(b.num_rows for b in self._limited_batches())

@@ -1,0 +1,141 @@
+"""The parts of a scan beyond reading rows: ordering, exact batch sizes, row offsets, and the
+options of pylance's scanner that only tune its own execution.
+
+``ColumnOrdering`` is pylance's sort key. Ordering needs every matching row before the first
+one is returned (as in any engine); the other steps stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+
+ROW_OFFSET = "_rowoffset"
+
+# pylance's scanner options that steer its execution (threads, readahead, I/O sizes, index use,
+# when filters run). This engine reads fragments in order on the calling thread and has no
+# indices, so results never depend on them: they are accepted and have no effect.
+EXECUTION_HINTS = (
+    "batch_size_bytes", "batch_readahead", "fragment_readahead", "scan_in_order", "prefilter", "use_stats",
+    "fast_search", "io_buffer_size", "late_materialization", "use_scalar_index", "disable_scoring_autoprojection",
+)
+# Options that ask for something this engine cannot do (vector and full-text search over
+# indices, row-address lists in Rust's serialized treemap format): refused when set.
+UNSUPPORTED_OPTIONS = ("nearest", "full_text_query", "index_segments", "row_addr_allowlist", "row_addr_blocklist",
+                       "scan_stats_callback")
+
+
+@dataclass(frozen=True)
+class ColumnOrdering:
+    """One sort key of ``order_by`` (pylance's ``ColumnOrdering``): a column, its direction, and
+    where its nulls go."""
+
+    column_name: str
+    ascending: bool = True
+    nulls_first: bool = False
+
+
+def check_options(options: Mapping[str, Any], *, table: str) -> None:
+    """Refuse unknown options and options asking for features this engine lacks."""
+    for name, value in options.items():
+        if name in EXECUTION_HINTS:
+            continue
+        if name in UNSUPPORTED_OPTIONS:
+            if value is not None:
+                raise UnsupportedFeatureError(f"scan option {name!r} is not supported by this engine "
+                                              "(no vector, full-text or row-address-list scans)", table=table)
+            continue
+        if name == "blob_handling":
+            if value not in (None, "blobs_descriptions"):
+                raise UnsupportedFeatureError(f"blob_handling={value!r} is not supported; blob columns read as "
+                                              "their descriptions", table=table)
+            continue
+        raise InvalidInputError(f"unknown scan option {name!r}", table=table)
+
+
+def orderings(order_by: Iterable[ColumnOrdering | str] | None, *, table: str) -> list[ColumnOrdering]:
+    """``order_by`` as ColumnOrderings (a plain name sorts ascending, nulls last)."""
+    if order_by is None:
+        return []
+    if isinstance(order_by, (str, ColumnOrdering)):
+        order_by = [order_by]
+    result = []
+    for item in order_by:
+        if isinstance(item, str):
+            item = ColumnOrdering(item)
+        if not isinstance(item, ColumnOrdering):
+            raise InvalidInputError(f"order_by takes column names or ColumnOrdering, got {item!r}", table=table)
+        result.append(item)
+    return result
+
+
+def sorted_table(table: pa.Table, keys: list[ColumnOrdering], *, uri: str) -> pa.Table:
+    """``table`` sorted by ``keys``, each with its own null placement (stable for ties)."""
+    columns: dict[str, pa.ChunkedArray] = {}
+    sort_keys = []
+    for i, key in enumerate(keys):
+        values = table.column(key.column_name)
+        # nulls are placed by a leading is-null key, so every column can put them either way
+        columns[f"n{i}"] = pc.is_null(values, nan_is_null=False)
+        columns[f"v{i}"] = values
+        sort_keys += [(f"n{i}", "descending" if key.nulls_first else "ascending"),
+                      (f"v{i}", "ascending" if key.ascending else "descending")]
+    try:
+        indices = pc.sort_indices(pa.table(columns), sort_keys=sort_keys)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as exc:
+        raise InvalidInputError(f"cannot order by {[k.column_name for k in keys]}: {exc}", table=uri) from None
+    return table.take(indices)
+
+
+def exact_batches(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """Re-cut a stream into batches of exactly ``size`` rows (the last may be shorter)."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        while batch.num_rows:
+            take = min(size - held, batch.num_rows)
+            pending.append(batch.slice(0, take))
+            held += take
+            batch = batch.slice(take)
+            if held == size:
+                yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+                pending, held = [], 0
+    if held:
+        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+
+
+def row_offsets(addresses: pa.Array, live_offsets: np.ndarray, base: int) -> pa.Array:
+    """``_rowoffset``: each row's position among the table's live rows, from its ``_rowaddr``.
+
+    ``live_offsets`` are the fragment's live physical offsets and ``base`` the live rows of the
+    fragments before it. A deleted row (``include_deleted_rows``) gets the next live row's offset,
+    as pylance reports it.
+    """
+    physical = _physical(addresses)
+    return pa.array(np.searchsorted(live_offsets, physical).astype(np.uint64) + np.uint64(base), pa.uint64())
+
+
+def _physical(addresses: pa.Array) -> np.ndarray:
+    return np.asarray(addresses.to_numpy(zero_copy_only=False), dtype=np.uint64) & np.uint64(0xFFFFFFFF)
+
+
+def null_deleted_ids(batch: pa.RecordBatch, deleted_offsets: np.ndarray) -> pa.RecordBatch:
+    """``_rowid`` and ``_rowaddr`` set to null on deleted rows (``include_deleted_rows``)."""
+    deleted = pa.array(np.isin(_physical(batch.column("_rowaddr")), deleted_offsets))
+    for name in ("_rowid", "_rowaddr"):
+        if name in batch.schema.names:
+            i = batch.schema.get_field_index(name)
+            batch = batch.set_column(i, batch.schema.field(i),
+                                     pc.if_else(deleted, pa.scalar(None, pa.uint64()), batch.column(i)))
+    return batch
+
+
+def describe_ordering(keys: list[ColumnOrdering]) -> str:
+    return ", ".join(f"{k.column_name} {'ASC' if k.ascending else 'DESC'} NULLS {'FIRST' if k.nulls_first else 'LAST'}"
+                     for k in keys)
