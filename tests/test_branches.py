@@ -86,6 +86,37 @@ def test_pylance_branches_read_identically(tmp_path):
                         lance.dataset(f"{root}/tree/dev/sub").to_table(columns=["id", "_rowid"]))
 
 
+def _uris_seen(engine, root: str) -> list:
+    """What ``uri`` reports, relative to the table's root, along a branch's life in ``engine``."""
+    def rel(uri: str) -> str:
+        return os.path.relpath(uri, root)
+
+    ds = engine.write_dataset(_table([1, 2]), root)
+    dev = ds.create_branch("dev")
+    seen = [rel(ds.uri), rel(dev.uri), rel(engine.dataset(f"{root}/tree/dev").uri)]
+    ds.tags.create("on-dev", ("dev", 1))
+    checked_out = engine.dataset(root).checkout_version(("dev", None))
+    seen += [rel(checked_out.uri), rel(engine.dataset(root, version="on-dev").uri),
+             rel(engine.dataset(root).checkout_version("on-dev").uri)]
+    appended = engine.write_dataset(_table([3]), checked_out, mode="append")
+    seen += [rel(appended.uri), appended.version]
+    checked_out.delete("id = 1")  # a mutation keeps the object's uri and stays on the branch
+    seen += [rel(checked_out.uri), checked_out.version, checked_out.latest_version,
+             sorted(checked_out.to_table()["id"].to_pylist()), sorted(checked_out.branches.list()),
+             sorted(checked_out.tags.list())]
+    seen.append(rel(checked_out.create_branch("dev2").uri))
+    seen.append(rel(checked_out.checkout_version(1).uri))
+    seen.append(engine.dataset(root).version)  # main never moved
+    return seen
+
+
+def test_uri_of_a_checked_out_branch_is_the_root_like_pylance(tmp_path):
+    ours = _uris_seen(lance_format, str(tmp_path / "ours"))
+    theirs = _uris_seen(lance, str(tmp_path / "theirs"))
+    assert ours == theirs
+    assert ours[3] == "." and ours[1] == "tree/dev"  # checked out: the root; created: the branch's tree
+
+
 # -- we write, pylance reads ----------------------------------------------------------------
 def test_our_branches_read_identically_by_pylance(tmp_path):
     root = str(tmp_path / "t")

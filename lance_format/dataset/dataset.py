@@ -79,6 +79,8 @@ class LanceDataset(CommittingMethods):
     def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None, *,
                  storage_options: Mapping[str, str] | None = None) -> None:
         self._store = object_store_for(uri, storage_options)
+        # what ``uri`` reports: the location opened, also when a reference moved to a branch
+        self._uri = self._store.uri
         listing = _open_listing(self._store)
         if isinstance(version, tuple) or (isinstance(version, str) and not version.isdigit()):
             self._store, version = resolve_reference(self._store, version)  # a tag or (branch, version)
@@ -107,8 +109,9 @@ class LanceDataset(CommittingMethods):
     # -- identity ----------------------------------------------------------------------------
     @property
     def uri(self) -> str:
-        """The table's root URI."""
-        return self._store.uri
+        """The location this dataset was opened at (pylance's ``uri``): a branch checked out by
+        reference reports the table's root; :attr:`object_store` is the branch's own store."""
+        return self._uri
 
     @property
     def object_store(self) -> ObjectStore:
@@ -290,7 +293,9 @@ class LanceDataset(CommittingMethods):
         TagError
             The tag does not exist.
         """
-        return LanceDataset(self._store, version)
+        checked_out = LanceDataset(self._store, version)
+        checked_out._uri = self._uri
+        return checked_out
 
     def open_latest(self) -> "LanceDataset":
         """A new object at the table's latest version (this one stays where it is)."""
@@ -371,6 +376,7 @@ class LanceDataset(CommittingMethods):
     def _replace_version(self, version: int) -> None:
         """Point this object at ``version`` of the same table, dropping every cached view."""
         fresh = LanceDataset(self._store, version)
+        fresh._uri = self._uri
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
 
