@@ -42,6 +42,7 @@ from lance_format.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from lance_format.table.base_paths import DatasetBasePath
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
 from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
 
@@ -57,6 +58,7 @@ def sql_expression_type(sql: str, schema: _pa.Schema) -> _pa.DataType:
 __all__ = [
     "LanceDataset",
     "LanceFragment",
+    "DatasetBasePath",
     "LanceScanner",
     "dataset",
     "write_dataset",

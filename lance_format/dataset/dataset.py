@@ -29,7 +29,7 @@ from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
 from lance_format.table.deletion import deleted_row_count
-from lance_format.table.base_paths import BaseStores
+from lance_format.table.base_paths import BaseStores, DatasetBasePath
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
@@ -238,9 +238,25 @@ class LanceDataset(CommittingMethods):
 
         return deep_clone(self, target_path, reference, storage_options)
 
-    def base_paths(self) -> dict[int, table_pb2.BasePath]:
+    def base_paths(self) -> dict[int, DatasetBasePath]:
         """The base paths of this version, by id (pylance's ``base_paths()``)."""
-        return {b.id: b for b in self.manifest.base_paths}
+        return {b.id: DatasetBasePath.from_proto(b) for b in self.manifest.base_paths}
+
+    def add_bases(self, new_bases: list[DatasetBasePath],
+                  transaction_properties: dict[str, str] | None = None) -> LanceDataset:
+        """Register base paths later writes may send data files to (``target_bases``), in a new
+        version (pylance's ``add_bases``); returns this dataset, moved to that version.
+
+        Raises
+        ------
+        InvalidInputError
+            A base is not a ``DatasetBasePath``, not an absolute path or URI, or its name, path
+            or id is registered already.
+        """
+        from lance_format.dataset.maintenance.metadata_commits import add_bases
+
+        add_bases(self, new_bases, transaction_properties=transaction_properties)
+        return self
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
