@@ -82,8 +82,24 @@ class WriteTarget:
     folder: str = DATA_DIR
 
 
+class _LegacyDictionaries:
+    """The dictionary values the legacy files of one write index into, shared by its files:
+    the table's (loaded once), or, for a new table, the ones the write defines as it goes."""
+
+    def __init__(self, root: ObjectStore, new_table: bool) -> None:
+        self._root = root
+        self.values: dict[int, pa.Array] | None = {} if new_table else None
+        self.defined: set[int] | None = set() if new_table else None
+
+    def load(self) -> dict[int, pa.Array]:
+        if self.values is None:
+            self.values = latest_table_dictionaries(self._root)
+        return self.values
+
+
 def _file_writer(store: ObjectStore, path: str, schema: LanceSchema,
-                 storage_version: str, root: ObjectStore | None = None) -> LanceFileWriter | LegacyFileWriter:
+                 storage_version: str, dictionaries: _LegacyDictionaries | None = None,
+                 ) -> LanceFileWriter | LegacyFileWriter:
     if storage_version not in FILE_VERSION_NUMBERS:
         raise UnsupportedFeatureError(
             f"writing Lance file version {storage_version} is not supported (supported: {sorted(FILE_VERSION_NUMBERS)})",
@@ -91,8 +107,9 @@ def _file_writer(store: ObjectStore, path: str, schema: LanceSchema,
             path=path,
         )
     if storage_version == "0.1":  # legacy tables keep getting legacy files, as with official Lance
-        table = root or store  # the table's dictionaries, wherever the file goes
-        return LegacyFileWriter(store, path, schema, load_dictionaries=lambda: latest_table_dictionaries(table))
+        dictionaries = dictionaries or _LegacyDictionaries(store, new_table=False)
+        return LegacyFileWriter(store, path, schema, load_dictionaries=dictionaries.load,
+                                define_dictionaries=dictionaries.defined)
     return LanceFileWriter(store, path, schema, version=storage_version)
 
 
@@ -103,7 +120,8 @@ class FragmentSink:
     ``row_ids`` given to :meth:`write`, the fragments carry those stable row ids (an update keeps
     the ids of the rows it rewrites); a sink takes either always or never row ids. ``targets``:
     where the files go, file by file in turn (pylance's ``target_bases``); the table's own
-    ``data/`` by default.
+    ``data/`` by default. ``new_table``: the write replaces the table's data (create, overwrite),
+    so legacy dictionary columns define the table's dictionaries instead of indexing into them.
     """
 
     def __init__(
@@ -116,6 +134,7 @@ class FragmentSink:
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
         targets: Sequence[WriteTarget] | None = None,
+        new_table: bool = False,
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise InvalidInputError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -131,6 +150,7 @@ class FragmentSink:
         self._current_bytes = 0
         self._current_ids: list[np.ndarray] | None = None
         self._targets = list(targets) if targets else [WriteTarget(self._store)]
+        self._dictionaries = _LegacyDictionaries(self._store, new_table)
         self._paths: list[str] = []
         self._written: list[tuple[ObjectStore, str]] = []  # every file created, for abort()
         self._current_target = self._targets[0]
@@ -150,7 +170,7 @@ class FragmentSink:
         path = f"{target.folder}/{name}" if target.folder else name
         self._paths.append(path)
         self._written.append((target.store, path))
-        self._current = _file_writer(target.store, path, self._schema, self._version, root=self._store)
+        self._current = _file_writer(target.store, path, self._schema, self._version, self._dictionaries)
         self._current_rows = 0
         self._current_bytes = 0
         return self._current
@@ -252,6 +272,7 @@ def write_fragments(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
     targets: Sequence[WriteTarget] | None = None,
+    new_table: bool = False,
 ) -> tuple[list[table_pb2.DataFragment], FragmentSink]:
     """Write all batches of ``reader`` as new fragments (uncommitted; ids 0).
 
@@ -261,7 +282,7 @@ def write_fragments(
     target = schema.to_arrow()
     writer = FragmentSink(store, schema, storage_version, prefix=write_prefix(new_write_id()),
                           max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
-                          targets=targets)
+                          targets=targets, new_table=new_table)
     try:
         for batch in reader:
             if batch.num_rows:

@@ -103,6 +103,7 @@ def write_dataset(
     fragments, writer = write_fragments(
         reader, store, table_schema, storage_version,
         max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file, targets=targets,
+        new_table=existing is None or mode != "append",
     )
     read_version = existing[1].manifest.version if existing is not None else 0
     txn = new_transaction(read_version, properties=transaction_properties, commit_message=commit_message)
