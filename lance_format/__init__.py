@@ -1,6 +1,7 @@
 """lance_format: a pure-Python engine for the Lance table format.
 
-The public API mirrors pylance's: ``write_dataset``, ``dataset`` and ``LanceDataset``.
+The public API mirrors pylance's: ``write_dataset``, ``dataset``, ``LanceDataset`` and
+``DatasetBasePath`` (a base path of a multi-base table).
 Subpackages: ``io`` (filesystem access), ``schema`` (fields and types), ``file`` and
 ``encodings`` (the Lance file format), ``table`` (manifests, transactions, commits, deletions,
 row ids), ``dataset`` (the user-facing table API).
