@@ -1,6 +1,7 @@
 """lance_format: a pure-Python engine for the Lance table format.
 
-The public API mirrors pylance's: ``write_dataset``, ``dataset`` and ``LanceDataset``.
+The public API mirrors pylance's: ``write_dataset``, ``dataset``, ``LanceDataset`` and
+``DatasetBasePath`` (a base path of a multi-base table).
 Subpackages: ``io`` (filesystem access), ``schema`` (fields and types), ``file`` and
 ``encodings`` (the Lance file format), ``table`` (manifests, transactions, commits, deletions,
 row ids), ``dataset`` (the user-facing table API).
@@ -47,6 +48,7 @@ from lance_format.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from lance_format.table.base_paths import DatasetBasePath
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
 from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
 
@@ -77,6 +79,7 @@ __all__ = [
     "json_to_schema",
     "schema_to_json",
     "LanceFragment",
+    "DatasetBasePath",
     "LanceScanner",
     "dataset",
     "write_dataset",

@@ -86,6 +86,37 @@ def test_pylance_branches_read_identically(tmp_path):
                         lance.dataset(f"{root}/tree/dev/sub").to_table(columns=["id", "_rowid"]))
 
 
+def _uris_seen(engine, root: str) -> list:
+    """What ``uri`` reports, relative to the table's root, along a branch's life in ``engine``."""
+    def rel(uri: str) -> str:
+        return os.path.relpath(uri, root)
+
+    ds = engine.write_dataset(_table([1, 2]), root)
+    dev = ds.create_branch("dev")
+    seen = [rel(ds.uri), rel(dev.uri), rel(engine.dataset(f"{root}/tree/dev").uri)]
+    ds.tags.create("on-dev", ("dev", 1))
+    checked_out = engine.dataset(root).checkout_version(("dev", None))
+    seen += [rel(checked_out.uri), rel(engine.dataset(root, version="on-dev").uri),
+             rel(engine.dataset(root).checkout_version("on-dev").uri)]
+    appended = engine.write_dataset(_table([3]), checked_out, mode="append")
+    seen += [rel(appended.uri), appended.version]
+    checked_out.delete("id = 1")  # a mutation keeps the object's uri and stays on the branch
+    seen += [rel(checked_out.uri), checked_out.version, checked_out.latest_version,
+             sorted(checked_out.to_table()["id"].to_pylist()), sorted(checked_out.branches.list()),
+             sorted(checked_out.tags.list())]
+    seen.append(rel(checked_out.create_branch("dev2").uri))
+    seen.append(rel(checked_out.checkout_version(1).uri))
+    seen.append(engine.dataset(root).version)  # main never moved
+    return seen
+
+
+def test_uri_of_a_checked_out_branch_is_the_root_like_pylance(tmp_path):
+    ours = _uris_seen(lance_format, str(tmp_path / "ours"))
+    theirs = _uris_seen(lance, str(tmp_path / "theirs"))
+    assert ours == theirs
+    assert ours[3] == "." and ours[1] == "tree/dev"  # checked out: the root; created: the branch's tree
+
+
 # -- we write, pylance reads ----------------------------------------------------------------
 def test_our_branches_read_identically_by_pylance(tmp_path):
     root = str(tmp_path / "t")
@@ -392,3 +423,44 @@ def test_delta_on_a_branch_like_pylance(tmp_path):
         their = their.read_all() if hasattr(their, "read_all") else their
         assert mine.to_pydict() == their.to_pydict(), method
         assert mine.num_rows == 1
+
+
+# -- a create that crashed between the branch's manifest and its ref -----------------------------
+def _age_tree(folder: str, seconds: float) -> None:
+    past = time.time() - seconds
+    for directory, _, files in os.walk(folder):
+        for name in files:
+            os.utime(os.path.join(directory, name), (past, past))
+
+
+def test_create_branch_recovers_the_tree_of_a_create_that_crashed(tmp_path, monkeypatch):
+    root = str(tmp_path / "t")
+    _base(root, lance_format)
+    ds = lance_format.dataset(root)
+    ds.create_branch("dev/sub", 1)  # a branch whose tree lies inside dev's: it is not dev's leftover
+    branches_module = __import__("sys").modules["lance_format.dataset.branches"]
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("the process died before the ref was written")
+
+    monkeypatch.setattr(branches_module, "write_branch", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ds.create_branch("dev", 1)
+    monkeypatch.undo()
+    assert os.listdir(f"{root}/tree/dev/_versions") and not os.path.exists(f"{root}/_refs/branches/dev.json")
+    # both engines see no branch "dev"; pylance itself cannot create it again (an internal error)
+    assert sorted(lance.dataset(root).branches.list()) == sorted(ds.branches.list()) == ["dev/sub"]
+    with pytest.raises(OSError):
+        lance.dataset(root).create_branch("dev", 2)
+    # a fresh leftover may be a create in flight: refused with a clear error, nothing removed
+    with pytest.raises(BranchError, match="without a ref"):
+        ds.create_branch("dev", 2)
+    _age_tree(f"{root}/tree/dev", 2 * branches_module.ORPHAN_TREE_AGE_SECONDS)
+    dev = ds.create_branch("dev", 2)
+    assert dev.version == 2 and sorted(dev.to_table()["id"].to_pylist()) == [1, 2, 3, 4, 5]
+    # only the new create's transaction is left; the nested branch is untouched
+    assert len(os.listdir(f"{root}/tree/dev/_transactions")) == 1
+    assert sorted(lance.dataset(root).branches.list()) == ["dev", "dev/sub"]
+    assert_same_branches(root)
+    lance.write_dataset(_table([7]), lance.dataset(root).checkout_version(("dev", None)), mode="append")
+    assert_same_branch_version(root, "dev", 3)

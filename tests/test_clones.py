@@ -211,3 +211,120 @@ def test_relative_base_paths_are_refused(tmp_path):
     store.replace_bytes(path, encode_manifest(mf.manifest, mf.transaction, mf.index_section))
     with pytest.raises(PathEscapeError, match="not an absolute path"):
         lance_format.dataset(uri).to_table()
+
+
+# -- multi-base writes: initial_bases, target_bases, target_all_bases, add_bases -----------------
+def _bases_history(engine, tmp_path, name: str) -> str:
+    """One history in ``engine``: every way a write picks its bases, then a delete."""
+    uri, here = str(tmp_path / name / "t"), tmp_path / name
+    base = engine.DatasetBasePath
+    engine.write_dataset(_table(list(range(6))), uri, enable_stable_row_ids=True, max_rows_per_file=4,
+                         initial_bases=[base(str(here / "flat"), name="flat"),
+                                        base(str(here / "rooted"), name="rooted", is_dataset_root=True, id=7)],
+                         target_bases=["flat", "rooted"])
+    engine.write_dataset(_table([10, 11]), uri, mode="append", target_bases=[str(here / "rooted")])
+    engine.write_dataset(_table(list(range(20, 26))), uri, mode="append", target_all_bases=True, max_rows_per_file=2)
+    engine.dataset(uri).add_bases([engine.DatasetBasePath(str(here / "extra"), name="extra")])
+    engine.write_dataset(_table([30, 31, 32]), uri, mode="append", target_all_bases=False, max_rows_per_file=1)
+    engine.write_dataset(_table([40]), uri, mode="append")
+    engine.dataset(uri).delete("id = 1 OR id = 21")
+    return uri
+
+
+def _placement(uri: str) -> list:
+    """(base name, whether the file is where the base's layout puts it) of every data file."""
+    ds = lance.dataset(uri)
+    bases = ds.base_paths()
+    out = []
+    for fragment in ds.get_fragments():
+        for data_file in fragment.metadata.files:
+            if data_file.base_id is None:
+                out.append((None, os.path.exists(os.path.join(uri, "data", data_file.path))))
+                continue
+            base = bases[data_file.base_id]
+            folder = os.path.join(base.path, "data") if base.is_dataset_root else base.path
+            out.append((base.name, os.path.exists(os.path.join(folder, data_file.path))))
+    return out
+
+
+def _registered(ds) -> list:
+    return sorted((b.id, b.name, os.path.basename(b.path), b.is_dataset_root) for b in ds.base_paths().values())
+
+
+def test_multi_base_writes_like_pylance_both_ways(tmp_path):
+    ours, theirs = _bases_history(lance_format, tmp_path, "ours"), _bases_history(lance, tmp_path, "theirs")
+    assert _registered(lance_format.dataset(ours)) == _registered(lance.dataset(theirs)) == [
+        (1, "flat", "flat", False), (2, "extra", "extra", False), (7, "rooted", "rooted", True)]
+    expected = ([("flat", True), ("rooted", True)] + [("rooted", True)] + [(None, True), ("flat", True),
+                ("rooted", True)] + [("flat", True), ("extra", True), ("rooted", True)] + [(None, True)])
+    assert _placement(ours) == _placement(theirs) == expected
+    assert_same_table(ours)
+    assert_same_table(theirs)
+    for version in range(1, lance.dataset(theirs).version + 1):
+        mine, their = (lance_format.dataset(ours, version=version).manifest,
+                       lance_format.dataset(theirs, version=version).manifest)
+        assert mine.reader_feature_flags == their.reader_feature_flags and mine.base_paths
+        assert [[f.base_id for f in fr.files] for fr in mine.fragments] == [[f.base_id for f in fr.files]
+                                                                           for fr in their.fragments]
+    (mine, my_txn), (their, their_txn) = _first(ours), _first(theirs)
+    assert [(b.id, b.name, b.is_dataset_root) for b in my_txn.overwrite.initial_bases] == [
+        (b.id, b.name, b.is_dataset_root) for b in their_txn.overwrite.initial_bases]
+    # each engine keeps writing to the other's multi-base table
+    lance_format.write_dataset(_table([50]), theirs, mode="append", target_bases=["extra"])
+    lance.write_dataset(_table([50]), ours, mode="append", target_bases=["extra"])
+    lance_format.dataset(theirs).add_bases([lance_format.DatasetBasePath(str(tmp_path / "theirs" / "more"))])
+    lance.dataset(ours).add_bases([lance.DatasetBasePath(str(tmp_path / "ours" / "more"))])
+    lance.write_dataset(_table([60]), theirs, mode="append", target_bases=[str(tmp_path / "theirs" / "more")])
+    lance_format.write_dataset(_table([60]), ours, mode="append", target_bases=[str(tmp_path / "ours" / "more")])
+    assert _registered(lance.dataset(ours)) == _registered(lance_format.dataset(theirs))
+    assert _placement(ours) == _placement(theirs)
+    assert_same_table(ours)
+    assert_same_table(theirs)
+    assert sorted(lance_format.dataset(ours).to_table()["id"].to_pylist()) == sorted(
+        lance.dataset(theirs).to_table()["id"].to_pylist())
+
+
+def test_multi_base_write_arguments_are_refused_like_pylance(tmp_path):
+    uri = _bases_history(lance_format, tmp_path, "t")
+    flat = lance_format.DatasetBasePath(str(tmp_path / "t" / "flat"), name="flat")
+    for engine, error in ((lance_format, lance_format.InvalidInputError), (lance, (OSError, ValueError))):
+        with pytest.raises(error):  # bases are registered by create only
+            engine.write_dataset(_table([1]), uri, mode="append",
+                                 initial_bases=[engine.DatasetBasePath(str(tmp_path / "x"), name="x")])
+        with pytest.raises(error):
+            engine.write_dataset(_table([1]), uri, mode="append", target_bases=["no-such-base"])
+        with pytest.raises(error):
+            engine.write_dataset(_table([1]), uri, mode="append", target_bases=["flat"], target_all_bases=True)
+        with pytest.raises(error):  # a name or path registered already
+            engine.dataset(uri).add_bases([engine.DatasetBasePath(str(tmp_path / "y"), name="flat")])
+        with pytest.raises(error):
+            engine.dataset(uri).add_bases([engine.DatasetBasePath(flat.path, name="other")])
+        with pytest.raises(error):
+            engine.write_dataset(_table([1]), str(tmp_path / "new"), initial_bases=[flat], target_bases=["nope"])
+        assert not os.path.exists(tmp_path / "new")
+    with pytest.raises(lance_format.InvalidInputError, match="absolute"):  # pylance would resolve it per reader
+        lance_format.write_dataset(_table([1]), str(tmp_path / "rel"),
+                                   initial_bases=[lance_format.DatasetBasePath("relative/dir", name="r")])
+    assert lance_format.dataset(uri).version == lance.dataset(uri).version == 7  # nothing was committed
+
+
+@pytest.mark.parametrize("cleaner", [lance_format, lance], ids=["ours", "pylance"])
+def test_cleanup_keeps_what_a_table_sharing_the_base_references(tmp_path, cleaner):
+    """Two tables write into one shared base folder; one overwrites and cleans up everything it
+    can: the other's files (and its own old ones in the base, like pylance) stay."""
+    shared = lance_format.DatasetBasePath(str(tmp_path / "shared"), name="shared")
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+    lance_format.write_dataset(_table([1, 2]), first, initial_bases=[shared], target_bases=["shared"])
+    lance.write_dataset(_table([3, 4]), second, initial_bases=[lance.DatasetBasePath(shared.path, name="shared")],
+                        target_bases=["shared"])
+    lance_format.write_dataset(_table([5]), first, mode="append", target_bases=["shared"])
+    in_base = sorted(os.listdir(shared.path))
+    assert len(in_base) == 3
+    lance_format.write_dataset(_table([9]), first, mode="overwrite")
+    time.sleep(0.05)
+    stats = cleaner.dataset(first).cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
+    assert stats.old_versions == 2 and stats.data_files_removed == 0
+    assert sorted(os.listdir(shared.path)) == in_base
+    assert sorted(lance.dataset(second).to_table()["id"].to_pylist()) == [3, 4]
+    assert_same_table(second)
+    assert_same_table(first)

@@ -30,7 +30,10 @@ def _batch_rows(uri: str, data_file) -> list[int]:
 
 def test_appends_to_a_legacy_table_write_legacy_files(tmp_path):
     uri = str(tmp_path / "t")
-    table = type_matrix(3000, nulls=True)
+    # without null dictionary rows: pylance writes them as the first value, and once our append
+    # gives the dictionary a null value, pylance appends only data with that exact dictionary
+    # (test_appended_null_rows_extend_a_legacy_dictionary)
+    table = type_matrix(3000, nulls=True).drop(["dict_nulls"])
     lance.write_dataset(table.slice(0, 1000), uri, data_storage_version="legacy")
     lance_format.write_dataset(table.slice(1000, 2000), uri, mode="append", max_rows_per_file=1500)
     assert _file_versions(uri) == {(0, 2, 0)}
@@ -76,10 +79,12 @@ def test_added_columns_follow_the_fragments_batches(tmp_path):
 
 def test_new_legacy_tables(tmp_path):
     uri = str(tmp_path / "t")
-    table = type_matrix(2100, nulls=True).drop(["dict", "dict_nulls"])
+    table = type_matrix(2100, nulls=True)
     lance_format.write_dataset(table, uri, data_storage_version="legacy", max_rows_per_file=1000)
     assert lance.dataset(uri).data_storage_version == "0.1"
     assert_same_history(uri)
+    for name in ("dict", "dict_nulls"):  # the dictionary columns hold what was written, in both engines
+        assert lance.dataset(uri).to_table().column(name).to_pylist() == table.column(name).to_pylist()
     idx = [2099, 0, 1024, 1023, 5]
     assert_tables_equal(lance_format.dataset(uri).take(idx), lance.dataset(uri).take(idx))
 
@@ -95,9 +100,6 @@ def test_legacy_dictionaries_on_write(tmp_path):
     assert_same_history(uri)
     with pytest.raises(UnsupportedFeatureError, match="dictionary"):
         lance_format.write_dataset(pa.table({"d": pa.array(["purple"]).dictionary_encode()}), uri, mode="append")
-    with pytest.raises(UnsupportedFeatureError, match="dictionary"):
-        lance_format.write_dataset(pa.table({"d": pa.array(["a"]).dictionary_encode()}), str(tmp_path / "new"),
-                                   data_storage_version="legacy")
     assert len(list((Path(uri) / "data").glob("*.lance"))) == 2  # the refused append left no file behind
 
 
@@ -127,3 +129,81 @@ def test_appending_nested_and_integer_dictionaries(tmp_path):
     assert_same_history(uri)
     assert lance.dataset(uri).to_table().slice(50, 1).to_pylist() == [
         {"ds": {"d": "a", "i": 0}, "ld": ["a", "bb"], "di": 10}]
+
+
+def _dictionary(values: list, dictionary: list) -> pa.DictionaryArray:
+    keys = [None if v is None else dictionary.index(v) for v in values]
+    return pa.DictionaryArray.from_arrays(pa.array(keys, pa.int32()), pa.array(dictionary))
+
+
+def test_new_legacy_tables_with_dictionary_columns_like_pylance(tmp_path):
+    """One batch, no nulls: both engines write the batch's dictionary (unused values included)
+    into the manifest, and each reads the other's table identically."""
+    table = pa.table({"d": _dictionary(["b", "a", "b", "c"] * 300, ["a", "b", "c", "unused"]),
+                      "s": pa.array(range(1200)).cast(pa.string())})
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance_format.write_dataset(table, ours, data_storage_version="legacy", max_rows_per_file=500)
+    lance.write_dataset(table, theirs, data_storage_version="legacy", max_rows_per_file=500)
+    assert _file_versions(ours) == {(0, 2, 0)}
+    assert (lance_format.dataset(ours).legacy_dictionaries[0].to_pylist()
+            == lance_format.dataset(theirs).legacy_dictionaries[0].to_pylist() == ["a", "b", "c", "unused"])
+    for uri in (ours, theirs):
+        assert_same_history(uri)
+        assert lance.dataset(uri).to_table().equals(lance_format.dataset(uri).to_table())
+        assert lance.dataset(uri).to_table().column("d").to_pylist() == table.column("d").to_pylist()
+    # both engines append to our table, against its dictionary
+    lance.write_dataset(table.slice(0, 3), ours, mode="append")
+    lance_format.write_dataset(table.slice(3, 3), ours, mode="append")
+    assert_same_history(ours)
+    assert lance.dataset(ours).to_table().column("d").to_pylist()[-6:] == ["b", "a", "b", "c", "b", "a"]
+
+
+def test_legacy_dictionaries_that_change_between_batches_or_hold_nulls(tmp_path):
+    """Batches with other dictionaries, and null rows: the dictionary grows (a null value too) so
+    every row reads back as written. pylance 14 writes later batches' keys against the first
+    batch's dictionary and null rows as key 0, so its own table reads back other values: not
+    emulated; recorded here."""
+    batches = [pa.record_batch({"d": _dictionary(["a", "b", None], ["a", "b", "z"])}),
+               pa.record_batch({"d": _dictionary(["q", "a", None], ["q", "a"])})]
+    table = pa.Table.from_batches(batches)
+    truth = ["a", "b", None, "q", "a", None]
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance_format.write_dataset(table, ours, data_storage_version="legacy", max_rows_per_file=2)
+    assert lance.dataset(ours).to_table().column("d").to_pylist() == truth
+    assert lance_format.dataset(ours).to_table().column("d").to_pylist() == truth
+    assert_same_history(ours)
+    assert lance_format.dataset(ours).legacy_dictionaries[0].to_pylist() == ["a", "b", "z", "q", None]
+    lance.write_dataset(table, theirs, data_storage_version="legacy")
+    assert lance.dataset(theirs).to_table().column("d").to_pylist() == ["a", "b", "a", "a", "b", "a"]  # pylance's bug
+    # appends map onto the table's dictionary, its null value included; an overwrite starts anew
+    lance_format.write_dataset(pa.table({"d": _dictionary([None, "q"], ["q"])}), ours, mode="append")
+    assert lance.dataset(ours).to_table().column("d").to_pylist() == truth + [None, "q"]
+    lance_format.write_dataset(pa.table({"d": _dictionary(["new", None], ["new"])}), ours, mode="overwrite")
+    assert lance.dataset(ours).to_table().column("d").to_pylist() == ["new", None]
+    assert_same_history(ours)
+
+
+def test_appended_null_rows_extend_a_legacy_dictionary(tmp_path):
+    """pylance's table has no null value in its dictionary (pylance writes null rows as key 0:
+    the first value); our append adds one, in the file and in the new manifest."""
+    uri = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"d": _dictionary(["a", "b"], ["a", "b"])}), uri, data_storage_version="legacy")
+    lance.write_dataset(pa.table({"d": _dictionary([None], ["a", "b"])}), uri, mode="append")
+    assert lance.dataset(uri).to_table().column("d").to_pylist() == ["a", "b", "a"]  # pylance's bug
+    lance_format.write_dataset(pa.table({"d": _dictionary(["b", None], ["a", "b"])}), uri, mode="append")
+    assert lance_format.dataset(uri).legacy_dictionaries[0].to_pylist() == ["a", "b", None]
+    assert lance.dataset(uri).to_table().column("d").to_pylist() == ["a", "b", "a", "b", None]
+    assert lance_format.dataset(uri, version=2).legacy_dictionaries[0].to_pylist() == ["a", "b"]
+    # pylance appends only data whose dictionary equals the table's: now the one with the null
+    with pytest.raises(OSError, match="dictionary"):
+        lance.write_dataset(pa.table({"d": _dictionary(["a"], ["a", "b"])}), uri, mode="append")
+    lance.write_dataset(pa.table({"d": _dictionary(["a"], ["a", "b", None])}), uri, mode="append")
+    assert_same_history(uri)
+    assert lance_format.dataset(uri).to_table().column("d").to_pylist() == ["a", "b", "a", "b", None, "a"]
+
+
+def test_legacy_dictionary_nulls_that_cannot_be_written_are_refused(tmp_path):
+    integers = pa.table({"d": pa.DictionaryArray.from_arrays(pa.array([0, None], pa.int32()), pa.array([10, 20]))})
+    with pytest.raises(UnsupportedFeatureError, match="null"):  # integer values cannot be null in legacy files
+        lance_format.write_dataset(integers, str(tmp_path / "ints"), data_storage_version="legacy")
+    assert not list((tmp_path / "ints").rglob("*.*"))

@@ -54,6 +54,7 @@ def create_branch(ds: "LanceDataset", branch: str, reference: Reference = None,
     root = table_root(ds)
     if root.exists(branch_ref_path(branch)):
         raise BranchError(f"branch {branch!r} already exists", table=root.uri)
+    _remove_orphan_tree(root, branch)
     source = source_version(ds, reference)
     parent = manifest_branch(source.manifest)
     target = branch_store(root, branch)
@@ -69,6 +70,40 @@ def create_branch(ds: "LanceDataset", branch: str, reference: Reference = None,
     if not write_branch(root, branch, ref):
         raise BranchError(f"branch {branch!r} already exists", table=root.uri)
     return type(ds)(target)
+
+
+# A tree without a ref younger than this may be a create in flight (its ref is the next write).
+ORPHAN_TREE_AGE_SECONDS = 60.0
+
+
+def _own_tree_files(root: ObjectStore, branch: str) -> builtins.list[Any]:
+    """The files of ``tree/<branch>/``, without the trees of branches named ``<branch>/...``."""
+    prefix = f"{TREE_DIR}/{branch}/"
+    nested = tuple(f"{TREE_DIR}/{name}/" for name in branch_names(root) if name.startswith(branch + "/"))
+    return [info for info in root.list_files(f"{TREE_DIR}/{branch}")
+            if root.relative_path(info).startswith(prefix) and not root.relative_path(info).startswith(nested)]
+
+
+def _remove_orphan_tree(root: ObjectStore, branch: str) -> None:
+    """Remove what a failed create of ``branch`` left: its tree without a ref.
+
+    The ref is written last, so a tree without one is an interrupted create, or one still in
+    flight: only a tree whose newest file is older than ``ORPHAN_TREE_AGE_SECONDS`` is removed.
+    """
+    files = _own_tree_files(root, branch)
+    if not files:
+        return
+    now = time.time()
+    newest = max(now if info.mtime is None else info.mtime.timestamp() for info in files)
+    if now - newest < ORPHAN_TREE_AGE_SECONDS:
+        raise BranchError(
+            f"tree/{branch}/ exists without a ref: another writer is creating branch {branch!r}, or a create "
+            f"failed less than {ORPHAN_TREE_AGE_SECONDS:.0f} s ago (its leftovers are removed after that)",
+            table=root.uri)
+    if root.exists(branch_ref_path(branch)):  # created meanwhile: the tree is not an orphan
+        raise BranchError(f"branch {branch!r} already exists", table=root.uri)
+    for info in files:
+        root.delete(root.relative_path(info))
 
 
 def _branch_info(content: dict[str, Any]) -> dict[str, Any]:
@@ -112,13 +147,10 @@ class Branches:
                               table=self._root.uri)
         del content
         self._root.delete(branch_ref_path(branch))
-        prefix = f"{TREE_DIR}/{branch}/"
         # a branch named "<branch>/..." (made from another parent) has its tree inside this one
-        nested = tuple(f"{TREE_DIR}/{name}/" for name in branch_names(self._root) if name.startswith(branch + "/"))
-        for info in self._root.list_files(f"{TREE_DIR}/{branch}"):
-            relative = self._root.relative_path(info)
-            if relative.startswith(prefix) and not relative.startswith(nested):
-                self._root.delete(relative)
+        for info in _own_tree_files(self._root, branch):
+            self._root.delete(self._root.relative_path(info))
+        nested = any(name.startswith(branch + "/") for name in branch_names(self._root))
         folder = self._root.local_path(f"{TREE_DIR}/{branch}")
         if folder is not None and not nested:  # like pylance, leave no empty folders behind
             shutil.rmtree(folder, ignore_errors=True)

@@ -29,7 +29,7 @@ from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
-from lance_format.table.base_paths import BaseStores
+from lance_format.table.base_paths import BaseStores, DatasetBasePath
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
@@ -79,6 +79,8 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
     def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None, *,
                  storage_options: Mapping[str, str] | None = None) -> None:
         self._store = object_store_for(uri, storage_options)
+        # what ``uri`` reports: the location opened, also when a reference moved to a branch
+        self._uri = self._store.uri
         listing = _open_listing(self._store)
         if isinstance(version, tuple) or (isinstance(version, str) and not version.isdigit()):
             self._store, version = resolve_reference(self._store, version)  # a tag or (branch, version)
@@ -107,8 +109,9 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
     # -- identity ----------------------------------------------------------------------------
     @property
     def uri(self) -> str:
-        """The table's root URI."""
-        return self._store.uri
+        """The location this dataset was opened at (pylance's ``uri``): a branch checked out by
+        reference reports the table's root; :attr:`object_store` is the branch's own store."""
+        return self._uri
 
     @property
     def object_store(self) -> ObjectStore:
@@ -235,9 +238,25 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
 
         return deep_clone(self, target_path, reference, storage_options)
 
-    def base_paths(self) -> dict[int, table_pb2.BasePath]:
+    def base_paths(self) -> dict[int, DatasetBasePath]:
         """The base paths of this version, by id (pylance's ``base_paths()``)."""
-        return {b.id: b for b in self.manifest.base_paths}
+        return {b.id: DatasetBasePath.from_proto(b) for b in self.manifest.base_paths}
+
+    def add_bases(self, new_bases: list[DatasetBasePath],
+                  transaction_properties: dict[str, str] | None = None) -> LanceDataset:
+        """Register base paths later writes may send data files to (``target_bases``), in a new
+        version (pylance's ``add_bases``); returns this dataset, moved to that version.
+
+        Raises
+        ------
+        InvalidInputError
+            A base is not a ``DatasetBasePath``, not an absolute path or URI, or its name, path
+            or id is registered already.
+        """
+        from lance_format.dataset.maintenance.metadata_commits import add_bases
+
+        add_bases(self, new_bases, transaction_properties=transaction_properties)
+        return self
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
@@ -286,7 +305,9 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
         TagError
             The tag does not exist.
         """
-        return LanceDataset(self._store, version)
+        checked_out = LanceDataset(self._store, version)
+        checked_out._uri = self._uri
+        return checked_out
 
     def open_latest(self) -> "LanceDataset":
         """A new object at the table's latest version (this one stays where it is)."""
@@ -367,6 +388,7 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
     def _replace_version(self, version: int) -> None:
         """Point this object at ``version`` of the same table, dropping every cached view."""
         fresh = LanceDataset(self._store, version)
+        fresh._uri = self._uri
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
 

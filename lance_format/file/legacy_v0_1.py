@@ -18,7 +18,7 @@ as official Lance reads it. Page decoding lives in :mod:`lance_format.encodings.
 from __future__ import annotations
 
 import struct
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +30,7 @@ from lance_format.errors import CorruptFileError, InvalidInputError, LanceError,
 from lance_format.file.container import MAGIC, TAIL_READ_BYTES
 from lance_format.file.reader import ColumnPlan, _open
 from lance_format.io.object_store import ObjectStore
-from lance_format.proto import file_pb2
+from lance_format.proto import file_pb2, table_pb2
 
 _TAIL = struct.Struct("<QHH4s")
 
@@ -126,6 +126,24 @@ class LegacyFileReader:
             raise CorruptFileError("page table has pages outside the data region", path=self.path)
         self._pages = table
         self._data_end = table_pos
+        self._manifest_position = int(metadata.manifest_position)
+        self._metadata_position = meta_pos
+
+    def file_dictionaries(self) -> dict[int, pa.Array]:
+        """Dictionary values the file's own schema holds (legacy writers put them in the file too;
+        a new legacy table's manifest takes them from its files)."""
+        position, end = self._manifest_position, self._metadata_position
+        if not (0 < position and position + 4 <= end):
+            raise CorruptFileError(f"the file's schema position {position} lies outside the file", path=self.path)
+        (length,) = struct.unpack("<I", self._read_exact(position, 4))
+        if position + 4 + length > end:
+            raise CorruptFileError(f"the file's schema of {length} bytes runs into its metadata", path=self.path)
+        try:
+            described = table_pb2.Manifest.FromString(self._read_exact(position + 4, length))
+        except DecodeError as exc:
+            raise CorruptFileError(f"undecodable file schema: {exc}", path=self.path) from exc
+        return _dictionaries(lambda offset, size: pa.py_buffer(self._read_exact(offset, size)), position,
+                             described.fields, path=self.path)
 
     def _bytes(self, tail: bytes, tail_start: int, offset: int, length: int) -> bytes:
         if offset >= tail_start:
@@ -270,14 +288,18 @@ def load_dictionaries(manifest_bytes: bytes, fields, *, path: str) -> dict[int, 
     ``fields`` are the manifest's ``lance.file.Field`` protos; ``Field.dictionary`` gives the
     offset (of the values' plain page, or of a var-binary page's positions) and value count.
     """
+    buffer = pa.py_buffer(manifest_bytes)
+    return _dictionaries(buffer.slice, len(manifest_bytes), fields, path=path)
+
+
+def _dictionaries(read: Callable[[int, int], pa.Buffer], limit: int, fields, *, path: str) -> dict[int, pa.Array]:
+    """Dictionary values of ``fields`` whose bytes ``read(offset, length)`` returns, below ``limit``."""
     from lance_format.schema import LanceSchema
 
-    buffer = pa.py_buffer(manifest_bytes)
     ctx = DecodeContext(path, None)
     out: dict[int, pa.Array] = {}
     by_id = {f.id: f for f in fields}
     schema = LanceSchema.from_protos(list(fields), {})
-    limit = len(manifest_bytes)
     for lance_field in _walk(schema.fields):
         data_type = lance_field.to_arrow().type
         if not pa.types.is_dictionary(data_type) or not by_id[lance_field.id].HasField("dictionary"):
@@ -289,7 +311,7 @@ def load_dictionaries(manifest_bytes: bytes, fields, *, path: str) -> dict[int, 
         def read_at(offset: int, length: int, _ctx=field_ctx) -> pa.Buffer:
             if offset < 0 or length < 0 or offset + length > limit:
                 raise _ctx.corrupt(f"dictionary read of {length} bytes at {offset} leaves the manifest")
-            return buffer.slice(offset, length)
+            return read(offset, length)
 
         count, offset = int(info.length), int(info.offset)
         if _is_binary(value_type):

@@ -8,7 +8,13 @@ values, the file's own schema (a manifest), the metadata and the footer. No page
 are written (they are optional; readers then prune nothing).
 
 Dictionary keys index the table's dictionary (kept in its manifest): appended values are
-mapped onto it, and values it does not hold are refused.
+mapped onto it, and values it does not hold are refused (as official Lance refuses them). A new
+table (``define_dictionaries``) gets its dictionary from the data: the first batch's dictionary,
+as official Lance writes it, extended by the values later batches bring (official Lance writes
+those batches' keys against the first dictionary: other values than were written), and by a
+null value when rows are null (legacy keys have no validity: official Lance writes a null row as
+key 0, the first value). Appends extend a table's dictionary by a null value when they need one.
+The values are written into the file, where the commit takes them from.
 
 All legacy files of one fragment must have the same batches (official Lance refuses a fragment
 whose files differ). A file that adds columns to an existing fragment is therefore written
@@ -76,10 +82,15 @@ class LegacyFileWriter:
     """Streams record batches into one legacy data file (interface of ``LanceFileWriter``)."""
 
     def __init__(self, store: ObjectStore, path: str, schema: LanceSchema, *,
-                 load_dictionaries: Callable[[], dict[int, pa.Array]] | None = None) -> None:
+                 load_dictionaries: Callable[[], dict[int, pa.Array]] | None = None,
+                 define_dictionaries: set[int] | None = None) -> None:
         # load_dictionaries: the table's dictionary values (by field id), loaded on first need;
-        # dictionary columns of a legacy table index into them
+        # dictionary columns of a legacy table index into them. With define_dictionaries, fields
+        # without values get them from the data, in that same dict, and join that set (both shared
+        # by the files of one write).
         self._load_dictionaries = load_dictionaries
+        self._define = define_dictionaries is not None
+        self._defined: set[int] = define_dictionaries if define_dictionaries is not None else set()
         self.store = store
         self.path = path
         self.schema = schema
@@ -185,10 +196,20 @@ class LegacyFileWriter:
         if self._table_dictionaries is None:
             self._table_dictionaries = self._load_dictionaries() if self._load_dictionaries else {}
         table_values = self._table_dictionaries.get(lance_field.id)
+        if table_values is None and self._define:
+            self._defined.add(lance_field.id)
+            table_values = self._table_dictionaries[lance_field.id] = array.dictionary
         if table_values is None:
             raise UnsupportedFeatureError(
                 "a legacy table keeps dictionary values in its manifest; this column has none to write against",
                 column=name)
+        if lance_field.id in self._defined:
+            table_values = self._extend_dictionary(lance_field.id, table_values, array)
+        elif array.null_count and _is_binary(table_values.type) and _null_value_index(table_values) is None:
+            # an append's null rows: the table's dictionary gains a null value (the commit takes
+            # the longer dictionary from this file); other new values are refused below
+            table_values = pa.concat_arrays([table_values, pa.nulls(1, table_values.type)])
+            self._table_dictionaries[lance_field.id] = table_values
         values = array.dictionary
         if _is_binary(values.type):
             # the table's values read empty ones as null: compare them as empty
@@ -201,7 +222,36 @@ class LegacyFileWriter:
         if pc.any(used_missing).as_py():
             raise UnsupportedFeatureError(
                 "appending dictionary values a legacy table's dictionary does not hold is not supported", column=name)
+        if array.null_count:
+            # a null row's key must name a value that reads as null (legacy keys have no validity)
+            null_at = _null_value_index(table_values)
+            if null_at is None:
+                raise UnsupportedFeatureError(
+                    "the column has null rows but the legacy table's dictionary holds no null value to "
+                    "point them at", column=name)
+            new_keys = pc.if_else(array.is_valid(), new_keys, pa.scalar(null_at, new_keys.type))
         return pc.fill_null(new_keys, 0).cast(array.type.index_type)
+
+    def _extend_dictionary(self, field_id: int, table_values: pa.Array, array: pa.Array) -> pa.Array:
+        """The dictionary of a field this write defines, extended by what ``array`` uses that it
+        lacks (values only ever appended: keys already written stay valid)."""
+        assert self._table_dictionaries is not None
+        used = pc.unique(array.indices.filter(array.is_valid()))
+        used_values = array.dictionary.take(used)
+        missing = used_values.filter(pc.invert(pc.is_in(used_values, value_set=table_values)))
+        if _is_binary(table_values.type):  # empty values read as null: the same value here
+            empty = b"" if pa.types.is_binary(table_values.type) or pa.types.is_large_binary(table_values.type) else ""
+            missing = missing.filter(pc.invert(pc.is_in(pc.fill_null(missing, empty),
+                                                        value_set=pc.fill_null(table_values, empty))))
+        pieces = [table_values]
+        if len(missing):
+            pieces.append(pc.unique(missing))
+        if array.null_count and _is_binary(table_values.type) and _null_value_index(table_values) is None:
+            pieces.append(pa.nulls(1, table_values.type))  # integer values have no null: refused later
+        if len(pieces) > 1:
+            table_values = pa.concat_arrays(pieces)
+            self._table_dictionaries[field_id] = table_values
+        return table_values
 
     # -- finishing -------------------------------------------------------------------------------
     def finish(self) -> WrittenFile:
@@ -270,3 +320,12 @@ class LegacyFileWriter:
             self.abort()
         elif not self._closed:
             self.finish()
+
+
+def _null_value_index(values: pa.Array) -> int | None:
+    """The first dictionary value that reads back as null (a null, or an empty string or binary)."""
+    reads_null = pc.is_null(values)
+    if _is_binary(values.type):
+        reads_null = pc.or_kleene(reads_null, pc.equal(pc.binary_length(values), 0))
+    found = pc.index(reads_null, True).as_py()
+    return None if found < 0 else found

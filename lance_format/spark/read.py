@@ -158,7 +158,7 @@ def plan_read(
     if batch_size <= 0 or rows_per_split <= 0:
         raise InvalidInputError("batch_size and rows_per_split must be positive", table=ds.uri)
     schema = spark_schema(_arrow_output_schema(ds, wanted))
-    spec = ScanSpec(uri=ds.uri, version=ds.version, columns=tuple(wanted), filter=filter,
+    spec = ScanSpec(uri=ds.object_store.uri, version=ds.version, columns=tuple(wanted), filter=filter,
                     target=arrow_schema_to_bytes(spark_arrow_schema(schema)), batch_size=int(batch_size),
                     identity=manifest_identity(ds.manifest),
                     storage_options=pack_options(ds.object_store.storage_options))

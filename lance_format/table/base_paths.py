@@ -14,7 +14,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from lance_format.errors import CorruptFileError, PathEscapeError
+from lance_format.errors import CorruptFileError, InvalidInputError, PathEscapeError
 from lance_format.io import ObjectStore, check_relative_path, object_store_for
 from lance_format.proto import table_pb2
 
@@ -122,3 +122,123 @@ def add_base(manifest: table_pb2.Manifest, path: str, name: str | None) -> int:
     del manifest.base_paths[:]
     manifest.base_paths.extend(bases)
     return new_id
+
+
+# -- registering bases and choosing where new files go (pylance's multi-base writes) -------------
+class DatasetBasePath:
+    """A base path as pylance's API takes and returns it: a location new data files may go to.
+
+    ``is_dataset_root``: the location is laid out like a table root (files under ``data/``);
+    otherwise files sit directly in it. ``id`` None: assigned when the base is registered.
+    """
+
+    __slots__ = ("_path", "_name", "_is_dataset_root", "_id")
+
+    def __init__(self, path: str, name: str | None = None, is_dataset_root: bool = False,
+                 id: int | None = None) -> None:  # noqa: A002 - pylance's argument name
+        if not isinstance(path, str):
+            raise InvalidInputError(f"a base path's path must be a str, got {type(path).__name__}")
+        if name is not None and not isinstance(name, str):
+            raise InvalidInputError(f"a base path's name must be a str or None, got {type(name).__name__}")
+        if id is not None and (isinstance(id, bool) or not isinstance(id, int) or not 0 <= id < 2**32):
+            raise InvalidInputError(f"a base path's id must be an int in [0, 2**32), got {id!r}")
+        self._path = path
+        self._name = name
+        self._is_dataset_root = bool(is_dataset_root)
+        self._id = id
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def name(self) -> str | None:
+        return self._name
+
+    @property
+    def is_dataset_root(self) -> bool:
+        return self._is_dataset_root
+
+    @property
+    def id(self) -> int:
+        """The base's id (0 until registered, like pylance's)."""
+        return self._id or 0
+
+    @classmethod
+    def from_proto(cls, base: table_pb2.BasePath) -> "DatasetBasePath":
+        return cls(base.path, base.name if base.HasField("name") else None, base.is_dataset_root, base.id)
+
+    def to_proto(self) -> table_pb2.BasePath:
+        base = table_pb2.BasePath(id=self.id, is_dataset_root=self._is_dataset_root, path=self._path)
+        if self._name is not None:
+            base.name = self._name
+        return base
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DatasetBasePath):
+            return NotImplemented
+        return (self.id, self._name, self._path, self._is_dataset_root) == (
+            other.id, other._name, other._path, other._is_dataset_root)
+
+    def __hash__(self) -> int:
+        return hash((self.id, self._name, self._path, self._is_dataset_root))
+
+    def __repr__(self) -> str:  # pylance's text
+        name = "None" if self._name is None else f'Some("{self._name}")'
+        return (f"DatasetBasePath(id={self.id}, name={name}, path={self._path}, "
+                f"is_dataset_root={str(self._is_dataset_root).lower()})")
+
+
+def new_base_protos(bases: Any, existing: list[table_pb2.BasePath], *, table: str) -> list[table_pb2.BasePath]:
+    """``bases`` (DatasetBasePath objects) as protos to register next to ``existing``.
+
+    Ids left unset (0) get the smallest ids not in use, from 1 (as pylance assigns them); a base
+    must be an absolute path or a URI (a relative one would resolve against the reader's working
+    directory, which this engine refuses to read).
+    """
+    if not isinstance(bases, (list, tuple)) or not all(isinstance(b, DatasetBasePath) for b in bases):
+        raise InvalidInputError("bases must be a list of lance_format.DatasetBasePath", table=table)
+    used = {b.id for b in existing} | {b.id for b in bases if b.id}
+    out = []
+    next_id = 1
+    for base in bases:
+        if not (posixpath.isabs(base.path) or "://" in base.path):
+            raise InvalidInputError(f"base path {base.path!r} must be an absolute path or a URI", table=table)
+        proto = base.to_proto()
+        if not proto.id:
+            while next_id in used:
+                next_id += 1
+            proto.id = next_id
+            used.add(next_id)
+        out.append(proto)
+    return out
+
+
+def target_bases_of(bases: Any, target_bases: Any, target_all_bases: bool | None,
+                    *, table: str) -> list[int | None]:
+    """The base ids new data files rotate through, file by file (None: the table's own root).
+
+    ``target_bases`` names bases by name first, then by path; ``target_all_bases`` takes every
+    registered base in id order, after the table's own root when True.
+    """
+    by_id = sorted(bases, key=lambda b: b.id)
+    if target_bases is not None and target_all_bases is not None:
+        raise InvalidInputError("target_all_bases cannot be combined with target_bases", table=table)
+    if target_all_bases is not None:
+        ids: list[int | None] = [b.id for b in by_id]
+        if target_all_bases or not ids:
+            ids.insert(0, None)
+        return ids
+    if target_bases is None:
+        return [None]
+    if isinstance(target_bases, str) or not isinstance(target_bases, (list, tuple)):
+        raise InvalidInputError("target_bases must be a list of base names or paths", table=table)
+    chosen: list[int | None] = []
+    for reference in target_bases:
+        found = next((b for b in by_id if b.HasField("name") and b.name == reference), None)
+        found = found or next((b for b in by_id if b.path == reference), None)
+        if found is None:
+            raise InvalidInputError(f"base reference {reference!r} is not a registered base's name or path",
+                                    table=table)
+        chosen.append(found.id)
+    return chosen or [None]

@@ -283,7 +283,9 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
             sources.append((listing.versions[listing.latest], previous.manifest))
         if restored is not None and path is not None:
             sources.insert(0, (path, restored.manifest))
-        dictionaries = carried_dictionaries(store, sources, built.manifest)  # legacy tables only
+        # legacy tables only; an overwrite's files hold the dictionaries they were written against
+        dictionaries = carried_dictionaries(store, [] if state.op == OperationKind.OVERWRITE else sources,
+                                            built.manifest)
         data = encode_manifest(built.manifest, txn, built.index_section, dictionaries)
         naming = listing.naming or new_table_naming
         path = manifest_path(built.manifest.version, naming)

@@ -200,6 +200,7 @@ def _overwrite(b: _Build) -> None:
         lineage.fill_new_fragment_versions(new, b.version)
     b.fragments = new
     b.manifest.config.update(body.config_upsert_values)
+    b.manifest.base_paths.extend(body.initial_bases)  # a new table's bases (pylance: create mode only)
     previous_storage = b.previous.data_format.version if b.previous is not None else "2.0"
     b.manifest.data_format.file_format = "lance"
     b.manifest.data_format.version = b.options.data_storage_version or previous_storage
@@ -282,6 +283,26 @@ def _update_config(b: _Build) -> None:
     _apply_update_config(b.manifest, b.txn.update_config)
 
 
+def _update_bases(b: _Build) -> None:
+    """Register new base paths; unset ids (0) get the smallest free ones from 1, like pylance."""
+    used = {base.id for base in b.manifest.base_paths} | {base.id for base in b.txn.update_bases.new_bases}
+    next_id = 1
+    for new in b.txn.update_bases.new_bases:
+        for old in b.manifest.base_paths:
+            same_name = new.HasField("name") and old.HasField("name") and new.name == old.name
+            if same_name or new.path == old.path or (new.id and new.id == old.id):
+                raise InvalidInputError(
+                    f"base path {new.path!r} (name {new.name or None!r}) conflicts with the registered base "
+                    f"{old.path!r} (name {old.name or None!r}, id {old.id})", version=b.version)
+        added = b.manifest.base_paths.add()
+        added.CopyFrom(new)
+        if not added.id:
+            while next_id in used:
+                next_id += 1
+            added.id = next_id
+            used.add(next_id)
+
+
 # The operations this engine commits; the others are refused.
 _APPLY = {
     OperationKind.OVERWRITE: _overwrite,
@@ -294,6 +315,7 @@ _APPLY = {
     OperationKind.RESTORE: _restore,
     OperationKind.RESERVE_FRAGMENTS: _reserve_fragments,
     OperationKind.UPDATE_CONFIG: _update_config,
+    OperationKind.UPDATE_BASES: _update_bases,
 }
 
 

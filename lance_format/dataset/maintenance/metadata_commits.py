@@ -4,6 +4,7 @@
   as the newest version (fragment-id and row-id high-water marks kept, so ids are never reused).
 * ``update_config`` / ``delete_config_keys`` / ``update_metadata`` / ``update_schema_metadata`` /
   ``update_field_metadata`` commit ``UpdateConfig`` transactions carrying ``UpdateMap`` s.
+* ``add_bases`` commits an ``UpdateBases``: new base paths later writes may target.
 
 Both run on the mutation machinery (:mod:`lance_format.dataset.mutations.base`), so they retry
 on retryable conflicts and move the dataset object to the new version.
@@ -17,6 +18,7 @@ from lance_format.dataset.evolution.base import resolve_field
 from lance_format.dataset.mutations.base import Prepared, run_mutation, transaction_for
 from lance_format.errors import InvalidInputError
 from lance_format.proto import transaction_pb2
+from lance_format.table.base_paths import new_base_protos
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -101,7 +103,24 @@ def update_field_metadata(ds: "LanceDataset", field_updates: Mapping[str, Mappin
     _update_config_txn(ds, build, transaction_properties, commit_message)
 
 
+# -- base paths ------------------------------------------------------------------------------
+def add_bases(ds: "LanceDataset", new_bases: Any, *, transaction_properties=None) -> None:
+    """Register base paths (``DatasetBasePath``); ids left unset are assigned at commit."""
+    def prepare(current: "LanceDataset") -> Prepared:
+        prepared = Prepared(transaction_for(current, transaction_properties, None), None)
+        body = prepared.txn.update_bases
+        body.SetInParent()
+        for base in new_bases:
+            proto = base.to_proto()
+            body.new_bases.append(proto)
+        return prepared
+
+    # the arguments are checked before anything is committed
+    new_base_protos(new_bases, [], table=ds.uri)
+    run_mutation(ds, prepare)
+
+
 __all__ = [
-    "restore", "update_config", "delete_config_keys", "update_metadata", "update_schema_metadata",
+    "add_bases", "restore", "update_config", "delete_config_keys", "update_metadata", "update_schema_metadata",
     "update_field_metadata",
 ]

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -70,8 +72,34 @@ def data_file_name(prefix: str) -> str:
     return f"{prefix}{os.urandom(8).hex()}.lance"
 
 
+@dataclass(frozen=True)
+class WriteTarget:
+    """Where a new data file goes: a store, the base id the manifest records for it (None: the
+    table's own root) and the folder inside it (``data`` for roots, nothing for other bases)."""
+
+    store: ObjectStore
+    base_id: int | None = None
+    folder: str = DATA_DIR
+
+
+class _LegacyDictionaries:
+    """The dictionary values the legacy files of one write index into, shared by its files:
+    the table's (loaded once), or, for a new table, the ones the write defines as it goes."""
+
+    def __init__(self, root: ObjectStore, new_table: bool) -> None:
+        self._root = root
+        self.values: dict[int, pa.Array] | None = {} if new_table else None
+        self.defined: set[int] | None = set() if new_table else None
+
+    def load(self) -> dict[int, pa.Array]:
+        if self.values is None:
+            self.values = latest_table_dictionaries(self._root)
+        return self.values
+
+
 def _file_writer(store: ObjectStore, path: str, schema: LanceSchema,
-                 storage_version: str) -> LanceFileWriter | LegacyFileWriter:
+                 storage_version: str, dictionaries: _LegacyDictionaries | None = None,
+                 ) -> LanceFileWriter | LegacyFileWriter:
     if storage_version not in FILE_VERSION_NUMBERS:
         raise UnsupportedFeatureError(
             f"writing Lance file version {storage_version} is not supported (supported: {sorted(FILE_VERSION_NUMBERS)})",
@@ -79,7 +107,9 @@ def _file_writer(store: ObjectStore, path: str, schema: LanceSchema,
             path=path,
         )
     if storage_version == "0.1":  # legacy tables keep getting legacy files, as with official Lance
-        return LegacyFileWriter(store, path, schema, load_dictionaries=lambda: latest_table_dictionaries(store))
+        dictionaries = dictionaries or _LegacyDictionaries(store, new_table=False)
+        return LegacyFileWriter(store, path, schema, load_dictionaries=dictionaries.load,
+                                define_dictionaries=dictionaries.defined)
     return LanceFileWriter(store, path, schema, version=storage_version)
 
 
@@ -88,7 +118,10 @@ class FragmentSink:
 
     Batches must already have exactly ``schema.to_arrow()``'s column order and types. With
     ``row_ids`` given to :meth:`write`, the fragments carry those stable row ids (an update keeps
-    the ids of the rows it rewrites); a sink takes either always or never row ids.
+    the ids of the rows it rewrites); a sink takes either always or never row ids. ``targets``:
+    where the files go, file by file in turn (pylance's ``target_bases``); the table's own
+    ``data/`` by default. ``new_table``: the write replaces the table's data (create, overwrite),
+    so legacy dictionary columns define the table's dictionaries instead of indexing into them.
     """
 
     def __init__(
@@ -100,6 +133,8 @@ class FragmentSink:
         prefix: str,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+        targets: Sequence[WriteTarget] | None = None,
+        new_table: bool = False,
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise InvalidInputError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -114,20 +149,28 @@ class FragmentSink:
         self._current_rows = 0
         self._current_bytes = 0
         self._current_ids: list[np.ndarray] | None = None
+        self._targets = list(targets) if targets else [WriteTarget(self._store)]
+        self._dictionaries = _LegacyDictionaries(self._store, new_table)
         self._paths: list[str] = []
+        self._written: list[tuple[ObjectStore, str]] = []  # every file created, for abort()
+        self._current_target = self._targets[0]
         self.fragments: list[table_pb2.DataFragment] = []
         self.rows = 0
         self.bytes = 0
 
     @property
     def paths(self) -> list[str]:
-        """Table-relative paths of every file this sink created (finished or not)."""
+        """Paths of every file this sink created (finished or not), relative to the store each
+        went to (the table's root unless ``targets`` named other bases)."""
         return list(self._paths)
 
     def _open(self) -> LanceFileWriter | LegacyFileWriter:
-        path = f"{DATA_DIR}/{data_file_name(self._prefix)}"
+        target = self._current_target = self._targets[len(self._paths) % len(self._targets)]
+        name = data_file_name(self._prefix)
+        path = f"{target.folder}/{name}" if target.folder else name
         self._paths.append(path)
-        self._current = _file_writer(self._store, path, self._schema, self._version)
+        self._written.append((target.store, path))
+        self._current = _file_writer(target.store, path, self._schema, self._version, self._dictionaries)
         self._current_rows = 0
         self._current_bytes = 0
         return self._current
@@ -140,7 +183,9 @@ class FragmentSink:
         major, minor = self._numbers  # type: ignore[misc]
         fragment = table_pb2.DataFragment(physical_rows=written.num_rows)
         data_file = fragment.files.add()
-        data_file.path = written.path.split("/", 1)[1]
+        data_file.path = written.path.rsplit("/", 1)[-1]
+        if self._current_target.base_id is not None:
+            data_file.base_id = self._current_target.base_id
         data_file.fields.extend(written.field_ids)
         data_file.column_indices.extend(written.column_indices)
         data_file.file_major_version = major
@@ -194,9 +239,9 @@ class FragmentSink:
             except Exception:
                 pass
             self._current = None
-        for path in self._paths:
+        for store, path in self._written:
             try:
-                self._store.delete(path)
+                store.delete(path)
             except OSError:
                 pass
 
@@ -226,6 +271,8 @@ def write_fragments(
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    targets: Sequence[WriteTarget] | None = None,
+    new_table: bool = False,
 ) -> tuple[list[table_pb2.DataFragment], FragmentSink]:
     """Write all batches of ``reader`` as new fragments (uncommitted; ids 0).
 
@@ -234,7 +281,8 @@ def write_fragments(
     """
     target = schema.to_arrow()
     writer = FragmentSink(store, schema, storage_version, prefix=write_prefix(new_write_id()),
-                          max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file)
+                          max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
+                          targets=targets, new_table=new_table)
     try:
         for batch in reader:
             if batch.num_rows:
@@ -246,7 +294,7 @@ def write_fragments(
 
 
 __all__ = [
-    "FragmentSink", "new_write_id", "write_prefix", "data_file_name", "FILE_VERSION_NUMBERS",
+    "FragmentSink", "WriteTarget", "new_write_id", "write_prefix", "data_file_name", "FILE_VERSION_NUMBERS",
     "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_STORAGE_VERSION", "resolve_storage_version",
     "write_fragments",
 ]

@@ -3,6 +3,10 @@
 Data is consumed batch by batch; a file (one fragment) is rolled over after
 ``max_rows_per_file`` rows or ``max_bytes_per_file`` bytes. Nothing is visible until the
 commit publishes the manifest; if anything fails first, the files written so far are removed.
+
+Multi-base tables (pylance's ``initial_bases``, ``target_bases``, ``target_all_bases``): a new
+table may register base paths; a write sends its files to the bases it names, file by file in
+turn, and the manifest records each file's base id.
 """
 
 from __future__ import annotations
@@ -15,16 +19,19 @@ import pyarrow as pa
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.dataset.writing.fragment_sink import (
+    DATA_DIR,
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
+    WriteTarget,
     resolve_storage_version,
     write_fragments,
 )
 from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError
 from lance_format.io import ObjectStore, object_store_for
-from lance_format.proto import transaction_pb2
+from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema, check_arrow_compatible
 from lance_format.table import feature_flags
+from lance_format.table.base_paths import BaseStores, DatasetBasePath, new_base_protos, target_bases_of
 from lance_format.table.commit import commit_transaction, latest_manifest
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.operations import BuildOptions
@@ -47,11 +54,17 @@ def write_dataset(
     data_storage_version: str | None = None,
     enable_v2_manifest_paths: bool = True,
     storage_options: Mapping[str, str] | None = None,
+    initial_bases: list[DatasetBasePath] | None = None,
+    target_bases: list[str] | None = None,
+    target_all_bases: bool | None = None,
     **unsupported: Any,
 ) -> LanceDataset:
     """Write ``data`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
 
-    ``storage_options``: object-store settings with Lance's keys, for ``s3://`` URIs.
+    ``storage_options``: object-store settings with Lance's keys, for ``s3://`` URIs (and the
+    bases). ``initial_bases`` (mode ``create`` only): base paths the new table registers.
+    ``target_bases``: names or paths of registered bases the new data files go to, in turn;
+    ``target_all_bases``: every registered base, after the table's own root when True.
     """
     if unsupported:
         raise InvalidInputError(f"unsupported write_dataset arguments: {sorted(unsupported)}")
@@ -70,6 +83,11 @@ def write_dataset(
                 version=manifest_file.manifest.version,
             )
 
+    if initial_bases is not None and mode != "create":
+        raise InvalidInputError(f"cannot register new bases in {mode} mode; only mode='create' can", table=store.uri)
+    bases = new_base_protos(initial_bases, [], table=store.uri) if initial_bases is not None else []
+    registered = bases if existing is None else list(existing[1].manifest.base_paths)
+    targets = _targets(store, registered, target_bases, target_all_bases)
     reader = as_reader(data, schema)
     if existing is not None and mode == "append":
         manifest = existing[1].manifest
@@ -84,7 +102,8 @@ def write_dataset(
 
     fragments, writer = write_fragments(
         reader, store, table_schema, storage_version,
-        max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
+        max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file, targets=targets,
+        new_table=existing is None or mode != "append",
     )
     read_version = existing[1].manifest.version if existing is not None else 0
     txn = new_transaction(read_version, properties=transaction_properties, commit_message=commit_message)
@@ -95,6 +114,7 @@ def write_dataset(
         overwrite.fragments.extend(fragments)
         overwrite.schema.extend(table_schema.to_protos())
         overwrite.schema_metadata.update(table_schema.metadata)
+        overwrite.initial_bases.extend(bases)
     options = BuildOptions(enable_stable_row_ids=enable_stable_row_ids, data_storage_version=storage_version)
     naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
     try:
@@ -103,3 +123,10 @@ def write_dataset(
         writer.abort()
         raise
     return LanceDataset(store, committed.version)
+
+
+def _targets(store: ObjectStore, bases: list[table_pb2.BasePath], target_bases: Any,
+             target_all_bases: bool | None) -> list[WriteTarget]:
+    ids = target_bases_of(bases, target_bases, target_all_bases, table=store.uri)
+    stores = BaseStores(store, table_pb2.Manifest(base_paths=bases))
+    return [WriteTarget(stores.store(i), i, DATA_DIR if stores.is_dataset_root(i) else "") for i in ids]

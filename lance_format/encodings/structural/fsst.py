@@ -136,8 +136,12 @@ def _resolve_escapes(codes: np.ndarray, is_escape_byte: np.ndarray, bounds: np.n
     run_of = np.cumsum(starts) - 1
     within = np.arange(positions.size) - first[run_of]
     escapes = positions[within % 2 == 0]
-    ends = bounds[1:-1]
-    ends = ends[(ends > 0) & (ends <= m)]
-    if escapes.size and (int(escapes[-1]) == m - 1 or np.isin(ends - 1, escapes).any()):
-        raise ctx.corrupt("FSST data ends a string with an escape byte")
+    if escapes.size:
+        ends = bounds[1:-1]
+        ends = ends[(ends > 0) & (ends <= m)]
+        # a mask lookup, not np.isin: isin sorts both sides, a tenth of a scan's time on JSON text
+        is_escape = np.zeros(m, np.bool_)
+        is_escape[escapes] = True
+        if is_escape[m - 1] or is_escape[ends - 1].any():
+            raise ctx.corrupt("FSST data ends a string with an escape byte")
     return escapes, escapes + 1
