@@ -12,7 +12,9 @@ so that they never import the subpackages, whose layout may change: ``replace_wh
 ``TableVersions`` (new versions after a known one, found without listing the history, and
 ``VersionSummary`` of one version from its manifest; ``NewVersions`` is a probe's result), and
 ``sql_expression_type`` (the Arrow type of a SQL expression over a schema, e.g. to render
-literals compared with ``CAST(ts AS DATE)``).
+literals compared with ``CAST(ts AS DATE)``). External manifest stores (commits coordinated
+through a key-value store, like official Lance's ``s3+ddb://`` DynamoDB store) plug in with
+``register_manifest_store`` (a ``ManifestStore`` of ``ManifestLocation`` entries).
 """
 
 import pyarrow as _pa
@@ -42,6 +44,7 @@ from lance_format.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from lance_format.io import ExternalManifestTarget, ManifestLocation, ManifestStore, register_manifest_store
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
 from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
 
@@ -67,6 +70,10 @@ __all__ = [
     "NewVersions",
     "VersionSummary",
     "sql_expression_type",
+    "ManifestStore",
+    "ManifestLocation",
+    "ExternalManifestTarget",
+    "register_manifest_store",
     "LanceError",
     "CommitConflictError",
     "CorruptFileError",

@@ -24,6 +24,7 @@ the table's files, the store, and the table's key in it.
 from __future__ import annotations
 
 import importlib
+import logging
 import posixpath
 import re
 import uuid
@@ -36,6 +37,7 @@ from lance_format.errors import CorruptFileError, InvalidInputError
 if TYPE_CHECKING:
     from lance_format.io.object_store import ObjectStore
 
+_LOG = logging.getLogger(__name__)
 MANIFEST_SUFFIX = ".manifest"
 _STAGED = re.compile(r"^(.*\.manifest)-[0-9a-fA-F-]{36}$")
 
@@ -214,8 +216,13 @@ class ExternalManifests:
         if not won:
             objects.delete(staged)
             return False
-        # Committed: from here on a failure leaves a staged entry that the next reader finishes.
-        self._finish(objects, version, staged, final, data)
+        # Committed. A failure from here on must not fail the commit (the caller would remove
+        # the data files of a committed version): the staged entry is finished by the next reader.
+        try:
+            self._finish(objects, version, staged, final, data)
+        except Exception as exc:
+            _LOG.warning("version %d of %s is committed but not finalized yet (%s); the next reader or writer "
+                         "finishes it", version, objects.uri, exc)
         return True
 
     def _finish(self, objects: "ObjectStore", version: int, staged: str, final: str, data: bytes) -> None:
