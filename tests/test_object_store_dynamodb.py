@@ -290,3 +290,48 @@ def test_throttling_is_retried_then_typed(s3, bucket, monkeypatch):
                                   max_retries=2)
     with pytest.raises(StorageThrottledError, match="DynamoDB"):
         store.get_latest(f"nothing/{bucket}")
+
+
+def test_a_table_written_before_the_store_moves_onto_it(s3, bucket, opts):
+    """A table committed without the store (plain s3://) has no entries: its versions are found by
+    listing, and the next commits through the store continue its history (both engines)."""
+    plain = f"s3://{bucket}/tables/{bucket}.lance"
+    lance_format.write_dataset(pa.table({"id": [1]}), plain, storage_options=s3.options())
+    lance.write_dataset(pa.table({"id": [2]}), plain, mode="append", storage_options=s3.options())
+    uri = _uri(bucket)
+    assert lance_format.dataset(uri, storage_options=opts).version == 2 and _items(s3, bucket) == {}
+    lance_format.write_dataset(pa.table({"id": [3]}), uri, mode="append", storage_options=opts)
+    lance.write_dataset(pa.table({"id": [4]}), uri, mode="append", storage_options=opts)
+    assert sorted(_items(s3, bucket)) == [3, 4]
+    assert _ids(uri, opts) == _ids(uri, opts, "pylance") == [1, 2, 3, 4]
+    assert [v["version"] for v in lance_format.dataset(uri, storage_options=opts).versions()] == [1, 2, 3, 4]
+
+
+def test_branches_commit_through_the_store(s3, bucket, opts):
+    uri = _uri(bucket)
+    ds = lance_format.write_dataset(pa.table({"id": [1]}), uri, storage_options=opts)
+    dev = ds.create_branch("dev")
+    lance_format.write_dataset(pa.table({"id": [2]}), dev.uri, mode="append", storage_options=opts)
+    assert dev.uri == f"s3+ddb://{bucket}/tables/{bucket}.lance/tree/dev?ddbTableName={TABLE}"
+    branch = lance_format.dataset(uri, version=("dev", None), storage_options=opts)
+    assert sorted(branch.to_table().column("id").to_pylist()) == [1, 2]
+    assert _ids(uri, opts) == [1]
+    response = _ddb(s3.endpoint).query(TableName=TABLE, ConsistentRead=True, KeyConditionExpression="base_uri = :b",
+                                       ExpressionAttributeValues={":b": {"S": f"tables/{bucket}.lance/tree/dev"}})
+    branch_versions = [v["version"] for v in lance_format.dataset(dev.uri, storage_options=opts).versions()]
+    assert sorted(int(i["version"]["N"]) for i in response["Items"]) == branch_versions and len(branch_versions) == 2
+
+
+def test_spark_writes_and_reads_through_the_store(spark, s3, bucket, opts):
+    from lance_format import spark as lance_spark
+
+    uri = _uri(bucket)
+    df = spark.createDataFrame([(i, f"n{i}") for i in range(20)], "id long, name string").repartition(2)
+    assert lance_spark.write_dataframe(df, uri, storage_options=opts).version == 1
+    updates = spark.createDataFrame([(3, "three"), (50, "fifty")], "id long, name string")
+    merged = lance_spark.merge_dataframe(updates, uri, on="id", storage_options=opts)
+    assert (merged.version, merged.rows_updated, merged.rows_inserted) == (2, 1, 1)
+    back = lance_spark.read_dataframe(spark, uri, storage_options=opts, filter="id >= 5").toPandas()
+    assert sorted(back["id"].tolist()) == list(range(5, 20)) + [50]
+    assert sorted(_items(s3, bucket)) == [1, 2]
+    assert lance.dataset(uri, storage_options=opts).to_table(filter="id = 3").column("name").to_pylist() == ["three"]

@@ -138,6 +138,15 @@ def open_external_manifests(uri: str, options: dict[str, str]) -> "ExternalManif
     return ExternalManifests(factory(uri, dict(options)))
 
 
+def split_uri_query(uri: str) -> tuple[str, str]:
+    """(the URI up to its query, ``?query`` or ""): a table below a manifest-store URI such as
+    ``s3+ddb://b/t?ddbTableName=x`` (a branch's tree) keeps the query at the end."""
+    if "://" not in uri or "?" not in uri:
+        return uri, ""
+    head, _, query = uri.partition("?")
+    return head, "?" + query
+
+
 def staged_path(final_path: str) -> str:
     """A fresh staging name for a manifest (Lance's form: ``<final>-<uuid4>``)."""
     return f"{final_path}-{uuid.uuid4()}"
@@ -279,5 +288,5 @@ class InMemoryManifestStore:
 __all__ = [
     "ExternalManifestTarget", "ExternalManifests", "InMemoryManifestStore", "MANIFEST_STORES", "ManifestLocation",
     "ManifestStore", "ManifestStoreFactory", "final_path_of", "open_external_manifests", "register_manifest_store",
-    "staged_path",
+    "split_uri_query", "staged_path",
 ]

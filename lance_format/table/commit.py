@@ -289,7 +289,7 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
         data = encode_manifest(built.manifest, txn, built.index_section, dictionaries)
         naming = listing.naming or new_table_naming
         path = manifest_path(built.manifest.version, naming)
-        if _publish(store, built.manifest.version, path, data):
+        if publish_manifest(store, built.manifest.version, path, data):
             _write_hint(store, built.manifest.version)
             mf = ManifestFile(built.manifest, txn, built.index_section, len(data))
             return CommittedVersion(built.manifest.version, path, mf, attempt), txn
@@ -301,7 +301,7 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
     )
 
 
-def _publish(store: ObjectStore, version: int, path: str, data: bytes) -> bool:
+def publish_manifest(store: ObjectStore, version: int, path: str, data: bytes) -> bool:
     """Publish the manifest of ``version`` at ``path``; False when another writer took ``version``.
 
     Through the table's external manifest store when it has one (stage, conditional put of the
@@ -337,5 +337,6 @@ def latest_manifest(store: ObjectStore) -> tuple[str, ManifestFile] | None:
 
 
 __all__ = [
-    "commit_transaction", "CommittedVersion", "latest_manifest", "HINT_PATH", "RetryableCommitConflictError",
+    "commit_transaction", "CommittedVersion", "latest_manifest", "publish_manifest", "HINT_PATH",
+    "RetryableCommitConflictError",
 ]
