@@ -215,3 +215,35 @@ def test_the_registry_refuses_object_store_schemes_and_bad_names():
     for scheme in ("s3", "memory", "", "1abc", "a b"):
         with pytest.raises(InvalidInputError):
             register_manifest_store(scheme, _factory)
+
+
+class _LostResponseStore(InMemoryManifestStore):
+    """Applies the conditional create, then loses the response (the connection drops)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop_next = False
+
+    def put_if_not_exists(self, base_uri: str, location: ManifestLocation) -> bool:
+        applied = super().put_if_not_exists(base_uri, location)
+        if self.drop_next:
+            self.drop_next = False
+            raise ConnectionError("connection reset after the request was sent")
+        return applied
+
+
+def test_a_lost_response_to_the_conditional_put_is_settled_by_reading_the_entry():
+    kv = _LostResponseStore()
+    scheme = "kvlost+memory"
+    register_manifest_store(scheme, lambda u, o: ExternalManifestTarget(
+        f"memory://{u.split('://', 1)[1]}", o, kv, u.split("://", 1)[1]))
+    try:
+        uri = f"{scheme}://tables/{uuid.uuid4().hex}"
+        lance_format.write_dataset(pa.table({"id": [1]}), uri)
+        kv.drop_next = True
+        lance_format.write_dataset(pa.table({"id": [2]}), uri, mode="append")  # it did land: committed
+        ds = lance_format.dataset(uri)
+        assert ds.version == 2 and sorted(ds.to_table().column("id").to_pylist()) == [1, 2]
+        assert not kv.get(uri.split("://", 1)[1], 2).staged  # type: ignore[union-attr]
+    finally:
+        MANIFEST_STORES.pop(scheme, None)

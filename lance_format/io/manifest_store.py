@@ -220,8 +220,18 @@ class ExternalManifests:
         when another writer committed ``version`` first."""
         staged = staged_path(final)
         objects.write_bytes(staged, data)
-        won = self.store.put_if_not_exists(self.base_uri,
-                                           ManifestLocation(version, self._stored(staged), len(data)))
+        location = ManifestLocation(version, self._stored(staged), len(data))
+        try:
+            won = self.store.put_if_not_exists(self.base_uri, location)
+        except Exception:
+            # The put may have landed before the connection failed: the store knows.
+            try:
+                entry = self.store.get(self.base_uri, version)
+            except Exception:
+                entry = None
+            if entry is None:
+                raise  # no entry (yet): the staged file stays, unreferenced, for cleanup
+            won = entry.path == location.path
         if not won:
             objects.delete(staged)
             return False
