@@ -46,7 +46,9 @@ def table_uri(base_uri: str, table: TableRef) -> str:
     name = "/".join(parts)
     if not name.endswith(".lance"):
         name += ".lance"
-    return base_uri.rstrip("/") + "/" + name
+    # a manifest-store URI (s3+ddb://bucket/lake?ddbTableName=t) keeps its query at the end
+    base, sep, query = base_uri.partition("?") if "://" in base_uri else (base_uri, "", "")
+    return base.rstrip("/") + "/" + name + sep + query
 
 
 def spark_session(master: str, app_name: str, conf: Mapping[str, str]) -> Any:

@@ -13,7 +13,9 @@ so that they never import the subpackages, whose layout may change: ``replace_wh
 ``TableVersions`` (new versions after a known one, found without listing the history, and
 ``VersionSummary`` of one version from its manifest; ``NewVersions`` is a probe's result), and
 ``sql_expression_type`` (the Arrow type of a SQL expression over a schema, e.g. to render
-literals compared with ``CAST(ts AS DATE)``).
+literals compared with ``CAST(ts AS DATE)``). External manifest stores (commits coordinated
+through a key-value store, like official Lance's ``s3+ddb://`` DynamoDB store) plug in with
+``register_manifest_store`` (a ``ManifestStore`` of ``ManifestLocation`` entries).
 """
 
 from importlib import metadata as _metadata
@@ -49,6 +51,7 @@ from lance_format.errors import (
     VersionNotFoundError,
 )
 from lance_format.table.base_paths import DatasetBasePath
+from lance_format.io import ExternalManifestTarget, ManifestLocation, ManifestStore, register_manifest_store
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
 from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
 
@@ -90,6 +93,10 @@ __all__ = [
     "NewVersions",
     "VersionSummary",
     "sql_expression_type",
+    "ManifestStore",
+    "ManifestLocation",
+    "ExternalManifestTarget",
+    "register_manifest_store",
     "LanceError",
     "CommitConflictError",
     "CorruptFileError",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from lance_format.dataset.clones import source_version, write_shallow_copy
 from lance_format.errors import BranchError, InvalidInputError, TagError
 from lance_format.io import ObjectStore
+from lance_format.io.manifest_store import split_uri_query
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import list_versions
 from lance_format.table.refs import (
@@ -162,9 +163,10 @@ class Branches:
 
 
 def _branch_of_store(root: ObjectStore, store: ObjectStore) -> str | None:
-    if store.uri.rstrip("/") == root.uri.rstrip("/"):
+    store_uri, root_uri = split_uri_query(store.uri)[0].rstrip("/"), split_uri_query(root.uri)[0].rstrip("/")
+    if store_uri == root_uri:
         return None
-    return store.uri.rstrip("/")[len(root.uri.rstrip("/")) + len(TREE_DIR) + 2:]
+    return store_uri[len(root_uri) + len(TREE_DIR) + 2:]
 
 
 class BranchTags(Tags):

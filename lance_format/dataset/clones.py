@@ -29,7 +29,7 @@ from lance_format.table.base_paths import (
     rebase_files,
     rebase_indices,
 )
-from lance_format.table.commit import HINT_PATH
+from lance_format.table.commit import HINT_PATH, publish_manifest
 from lance_format.table.deletion import deletion_file_path
 from lance_format.table.manifest import encode_manifest
 from lance_format.table.naming import ManifestNaming, list_versions, manifest_path
@@ -78,7 +78,7 @@ def _publish(target: ObjectStore, manifest: table_pb2.Manifest, txn: transaction
     manifest.writer_feature_flags = writer
     target.write_bytes(f"{TRANSACTIONS_DIR}/{manifest.transaction_file}", txn.SerializeToString())
     data = encode_manifest(manifest, txn, index_section)
-    if not target.put_if_not_exists(manifest_path(manifest.version, ManifestNaming.V2), data):
+    if not publish_manifest(target, manifest.version, manifest_path(manifest.version, ManifestNaming.V2), data):
         raise DatasetAlreadyExistsError("a table already exists at the clone's target", table=target.uri)
     if target.writes_version_hint:  # like commits: the advisory hint only on local file systems
         target.replace_bytes(HINT_PATH, json.dumps({"version": manifest.version}, separators=(",", ":")).encode())

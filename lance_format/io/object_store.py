@@ -21,6 +21,7 @@ import pyarrow.fs as pafs
 
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, PathEscapeError
 from lance_format.io.backend import SUPPORTED_SCHEMES, StorageBackend, open_backend  # noqa: F401 (re-export)
+from lance_format.io.manifest_store import ExternalManifests, open_external_manifests
 from lance_format.io.storage_options import normalize_storage_options
 
 
@@ -45,10 +46,15 @@ class ObjectStore:
 
     def __init__(self, uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         self._options = normalize_storage_options(storage_options, table=os.fspath(uri))
-        self.backend: StorageBackend = open_backend(os.fspath(uri), self._options)
+        # A manifest-store URI (s3+ddb://...) names the object store of the files and the
+        # key-value store that coordinates commits (lance_format.io.manifest_store).
+        self.manifest_store: ExternalManifests | None = open_external_manifests(os.fspath(uri), self._options)
+        target = self.manifest_store.target if self.manifest_store is not None else None
+        self.backend: StorageBackend = open_backend(
+            target.object_uri if target else os.fspath(uri), target.storage_options if target else self._options)
         self.filesystem: pafs.FileSystem = self.backend.filesystem
         self.root: str = self.backend.root
-        self.uri: str = self.backend.uri
+        self.uri: str = os.fspath(uri) if target else self.backend.uri
 
     @property
     def storage_options(self) -> dict[str, str]:
@@ -166,6 +172,8 @@ class ObjectStore:
 
     def delete_dir_contents(self) -> None:
         self.backend.delete_prefix()
+        if self.manifest_store is not None:
+            self.manifest_store.delete()
 
 
 def object_store_for(

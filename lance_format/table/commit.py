@@ -6,8 +6,10 @@
    latest version), rebase -> a Delete/Update merges the concurrent deletions of a fragment
    into its own new deletion file (refusing if both deleted one same row).
 2. Build the next manifest on top of the latest one, write the transaction file (unreferenced
-   until a manifest points at it) and publish the manifest with put-if-not-exists. Losing that
-   race means another writer took the version number: back off and go back to 1.
+   until a manifest points at it) and publish the manifest with put-if-not-exists (or, for a
+   table with an external manifest store, a conditional put of the store's entry:
+   :mod:`lance_format.io.manifest_store`). Losing that race means another writer took the
+   version number: back off and go back to 1.
 
 Nothing is ever overwritten, so a crash at any point leaves only unreferenced files behind and
 the table stays readable at its last committed version; ``cleanup_old_versions`` removes them.
@@ -289,7 +291,7 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
         data = encode_manifest(built.manifest, txn, built.index_section, dictionaries)
         naming = listing.naming or new_table_naming
         path = manifest_path(built.manifest.version, naming)
-        if store.put_if_not_exists(path, data):
+        if publish_manifest(store, built.manifest.version, path, data):
             _write_hint(store, built.manifest.version)
             mf = ManifestFile(built.manifest, txn, built.index_section, len(data))
             return CommittedVersion(built.manifest.version, path, mf, attempt), txn
@@ -299,6 +301,18 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
         table=store.uri,
         version=state.original.read_version,
     )
+
+
+def publish_manifest(store: ObjectStore, version: int, path: str, data: bytes) -> bool:
+    """Publish the manifest of ``version`` at ``path``; False when another writer took ``version``.
+
+    Through the table's external manifest store when it has one (stage, conditional put of the
+    store entry, copy to ``path``, flip the entry: :mod:`lance_format.io.manifest_store`), else
+    with the object store's own atomic put-if-not-exists.
+    """
+    if store.manifest_store is not None:
+        return store.manifest_store.commit(store, version, path, data)
+    return store.put_if_not_exists(path, data)
 
 
 def _write_hint(store: ObjectStore, version: int) -> None:
@@ -313,6 +327,10 @@ def _write_hint(store: ObjectStore, version: int) -> None:
 
 
 def latest_manifest(store: ObjectStore) -> tuple[str, ManifestFile] | None:
+    if store.manifest_store is not None:
+        found = store.manifest_store.latest(store)  # the store knows the latest: no listing
+        if found is not None:
+            return found[1], read_manifest(store, found[1])
     listing = list_versions(store)
     if listing.latest is None:
         return None
@@ -321,5 +339,6 @@ def latest_manifest(store: ObjectStore) -> tuple[str, ManifestFile] | None:
 
 
 __all__ = [
-    "commit_transaction", "CommittedVersion", "latest_manifest", "HINT_PATH", "RetryableCommitConflictError",
+    "commit_transaction", "CommittedVersion", "latest_manifest", "publish_manifest", "HINT_PATH",
+    "RetryableCommitConflictError",
 ]

@@ -7,6 +7,7 @@ New tables use V2 like official Lance; an existing table keeps the scheme it has
 from __future__ import annotations
 
 import enum
+import posixpath
 import re
 from dataclasses import dataclass
 
@@ -55,6 +56,9 @@ class VersionListing:
 
 
 def list_versions(store: ObjectStore) -> VersionListing:
+    # With an external manifest store, the store says which version is the latest (finishing
+    # its commit if the writer stopped halfway) *before* the listing, so the listing holds it.
+    latest = store.manifest_store.latest(store) if store.manifest_store is not None else None
     versions: dict[int, str] = {}
     schemes: set[ManifestNaming] = set()
     for info in store.list_dir(VERSIONS_DIR):
@@ -62,8 +66,17 @@ def list_versions(store: ObjectStore) -> VersionListing:
         if parsed is None:
             continue
         version, naming = parsed
+        if latest is not None and version > latest[0]:
+            continue  # not committed through the store: Lance ignores it too (and overwrites it)
         schemes.add(naming)
         versions[version] = f"{VERSIONS_DIR}/{info.base_name}"
+    if latest is not None and latest[0] not in versions:
+        parsed = parse_manifest_name(posixpath.basename(latest[1]))
+        if parsed is None or parsed[0] != latest[0]:
+            raise CorruptFileError(f"the manifest store names {latest[1]!r} as version {latest[0]}", table=store.uri,
+                                   path=latest[1])
+        schemes.add(parsed[1])
+        versions[latest[0]] = latest[1]
     if len(schemes) > 1:
         raise CorruptFileError(
             "the table mixes V1 and V2 manifest names in _versions/; refusing to guess the order",

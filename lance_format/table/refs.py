@@ -20,6 +20,7 @@ from urllib.parse import quote, unquote
 
 from lance_format.errors import BranchError, CorruptFileError, InvalidInputError, VersionNotFoundError
 from lance_format.io import ObjectStore, object_store_for
+from lance_format.io.manifest_store import split_uri_query
 from lance_format.proto import table_pb2
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import list_versions
@@ -66,7 +67,8 @@ def branch_store(root: ObjectStore, branch: str | None) -> ObjectStore:
     branch = normalize_branch(branch)
     if branch is None:
         return root
-    return object_store_for(f"{root.uri.rstrip('/')}/{TREE_DIR}/{branch}", root.storage_options)
+    uri, query = split_uri_query(root.uri)
+    return object_store_for(f"{uri.rstrip('/')}/{TREE_DIR}/{branch}{query}", root.storage_options)
 
 
 def root_of(store: ObjectStore, manifest: table_pb2.Manifest) -> ObjectStore:
@@ -75,10 +77,11 @@ def root_of(store: ObjectStore, manifest: table_pb2.Manifest) -> ObjectStore:
     if branch is None:
         return store
     suffix = f"/{TREE_DIR}/{branch}"
-    uri = store.uri.rstrip("/")
+    uri, query = split_uri_query(store.uri)
+    uri = uri.rstrip("/")
     if not uri.endswith(suffix):
         raise CorruptFileError(f"a manifest of branch {branch!r} lies outside {suffix[1:]}/", table=store.uri)
-    return object_store_for(uri[: -len(suffix)], store.storage_options)
+    return object_store_for(uri[: -len(suffix)] + query, store.storage_options)
 
 
 def latest_branch_of(store: ObjectStore) -> str | None:

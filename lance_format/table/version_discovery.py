@@ -121,6 +121,9 @@ def new_versions(table: TableLocation, after: int, *, limit: int = 1000,
                  storage_options: Mapping[str, Any] | None = None) -> NewVersions:
     """Committed versions greater than ``after`` (at most ``limit``), found without listing history."""
     store = object_store_for(table, storage_options)
+    if store.manifest_store is not None:
+        # Probing final manifest names would miss a version whose commit is still staged.
+        return _listed(store, after, limit)
     hint = _hint(store)
     naming = detect_naming(store, [after + 1, after] + ([hint] if hint else []))
     if naming is None:
@@ -149,7 +152,7 @@ def new_versions(table: TableLocation, after: int, *, limit: int = 1000,
 def latest_version(table: TableLocation, *, storage_options: Mapping[str, Any] | None = None) -> int | None:
     """The latest version, starting from the (verified) hint; None when there is no table."""
     store = object_store_for(table, storage_options)
-    hint = _hint(store)
+    hint = _hint(store) if store.manifest_store is None else None
     if hint is not None:
         result = new_versions(store, hint - 1, limit=1 << 62)
         if result.versions:
