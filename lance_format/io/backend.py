@@ -22,12 +22,14 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, Callable, ClassVar, TypeVar
+from typing import IO, Any, Callable, ClassVar, Sequence, TypeVar
 from urllib.parse import ParseResult, urlparse
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lance_format.errors import LanceError, StorageThrottledError, UnsupportedFeatureError
+from lance_format.io.ranges import ReadPolicy, read_ranges
 
 T = TypeVar("T")
 
@@ -66,6 +68,7 @@ class StorageBackend(ABC):
     has_directories: ClassVar[bool] = False  # parents must exist before files are created
     writes_version_hint: ClassVar[bool] = False  # pylance writes the hint file only on local disks
     process_local: ClassVar[bool] = False  # other processes (Spark workers) cannot reach the store
+    read_policy: ClassVar[ReadPolicy] = ReadPolicy()  # how batched ranged reads coalesce and run
 
     uri: str  # the table URI, for messages
     root: str  # the table root inside ``filesystem``
@@ -83,6 +86,17 @@ class StorageBackend(ABC):
     def read_range(self, path: str, start: int, length: int) -> bytes:
         with self.filesystem.open_input_file(path) as f:
             return f.read_at(length, start)
+
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]], *,
+                    file: pa.NativeFile | None = None) -> list[pa.Buffer]:
+        """The bytes of each ``(offset, length)`` range of ``path``, coalesced and read in parallel
+        (:mod:`lance_format.io.ranges`); ``file``: the object already open (saves a HEAD)."""
+        if file is not None:
+            return read_ranges(lambda offset, length: file.read_at(length, offset), ranges, self.read_policy,
+                               path=path)
+        with self.filesystem.open_input_file(path) as f:
+            return read_ranges(lambda offset, length: f.read_at(length, offset), ranges, self.read_policy,
+                               path=path)
 
     def size(self, path: str) -> int | None:
         info = self.filesystem.get_file_info(path)
@@ -219,6 +233,12 @@ class BlobBackend(StorageBackend):
     def size(self, path: str) -> int | None:
         info = self.head(path)
         return None if info is None else info.size
+
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]], *,
+                    file: pa.NativeFile | None = None) -> list[pa.Buffer]:
+        # straight to the SDK: a Python file object would serialize the parallel reads
+        return read_ranges(lambda offset, length: self.read_range(path, offset, length), ranges, self.read_policy,
+                           path=path)
 
     def list_prefix(self, path: str, *, recursive: bool = True) -> list[pafs.FileInfo]:
         base = path.rstrip("/") + "/"

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import Any, Mapping
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -105,6 +104,19 @@ class ObjectStore:
         try:
             with self._errors(f"opening {relative!r}"):
                 return self.filesystem.open_input_file(self.full_path(relative))
+        except FileNotFoundError as exc:
+            raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
+
+    def read_ranges(self, relative: str, ranges: Sequence[tuple[int, int]], *,
+                    file: pa.NativeFile | None = None) -> list[pa.Buffer]:
+        """The bytes of each ``(offset, length)`` range of ``relative``, in order. On object stores
+        nearby ranges are coalesced into one request and the requests run in parallel
+        (:mod:`lance_format.io.ranges`); local files are sliced from a memory map. ``file``: the
+        file already opened with :meth:`open_input`. A range past the end of the file raises
+        :class:`CorruptFileError`."""
+        try:
+            with self._errors(f"reading {relative!r}"):
+                return self.backend.read_ranges(self.full_path(relative), ranges, file=file)
         except FileNotFoundError as exc:
             raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
 
