@@ -42,6 +42,9 @@ class LocalBackend(StorageBackend):
     def local_path(self, path: str) -> str | None:
         return path
 
+    def use_credential_provider(self, provider) -> None:
+        """Ignored, like every storage option on local paths."""
+
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]], *,
                     file: pa.NativeFile | None = None) -> list[pa.Buffer]:
         """Slices of a memory map (no copies, no coalescing needed)."""

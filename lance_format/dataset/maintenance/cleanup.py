@@ -105,7 +105,7 @@ def cleanup_old_versions(
     tagged, kept_for_branches, branch_manifests = cleanup_references(ds)
 
     referenced, verified = _Refs.empty(), _Refs.empty()
-    old_manifests: list[str] = []
+    old_manifests: list[tuple[str, int]] = []
     tagged_old: dict[str, int] = {}
     for version in ordered:
         path = listing.versions[version]
@@ -126,7 +126,7 @@ def cleanup_old_versions(
             referenced.add(mf)
         else:
             verified.add(mf)
-            old_manifests.append(path)
+            old_manifests.append((path, mf.size))
     for mf in branch_manifests:  # files a branch shares with this one stay
         referenced.add(mf)
     if tagged_old and error_if_tagged_old_versions:
@@ -141,21 +141,32 @@ def cleanup_old_versions(
 
     inside = _ResolvesInside(store)
 
-    def remove(relative: str, size: int, counter: str | None) -> None:
-        if not inside(relative):  # reached through a link that leaves the table: never touched
-            stats.failed_deletes += 1
-            return
-        try:
-            store.delete(relative)
-        except OSError:
-            stats.failed_deletes += 1
-            return
-        stats.bytes_removed += size
-        if counter:
-            setattr(stats, counter, getattr(stats, counter) + 1)
+    doomed: list[tuple[str, int, str | None]] = []
 
-    for path in old_manifests:  # first: no listed version may point at removed files
-        remove(path, store.size(path), None)
+    def remove(relative: str, size: int, counter: str | None) -> None:
+        doomed.append((relative, size, counter))
+
+    def flush() -> None:
+        """Delete the collected files in batches (S3: 1000 keys per DeleteObjects request)."""
+        batch = [item for item in doomed if inside(item[0])]
+        stats.failed_deletes += len(doomed) - len(batch)  # reached through a link leaving the table: kept
+        doomed.clear()
+        try:
+            failed = set(store.delete_many([relative for relative, _, _ in batch]))
+        except OSError:
+            stats.failed_deletes += len(batch)
+            return
+        for relative, size, counter in batch:
+            if relative in failed:
+                stats.failed_deletes += 1
+                continue
+            stats.bytes_removed += size
+            if counter:
+                setattr(stats, counter, getattr(stats, counter) + 1)
+
+    for path, size in old_manifests:  # first: no listed version may point at removed files
+        remove(path, size, None)
+    flush()
 
     for directory in ("data", "_deletions", TRANSACTIONS_DIR, "_indices", VERSIONS_DIR):
         for info in store.list_files(directory):  # a prefix listing on object stores
@@ -191,6 +202,7 @@ def cleanup_old_versions(
                 continue
             if not in_progress or relative in getattr(verified, kind[0]):
                 remove(relative, info.size, kind[1])
+    flush()
     return stats
 
 

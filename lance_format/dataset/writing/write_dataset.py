@@ -102,4 +102,4 @@ def write_dataset(
     except BaseException:
         writer.abort()
         raise
-    return LanceDataset(store, committed.version)
+    return LanceDataset._just_committed(store, committed.path, committed.manifest_file)
