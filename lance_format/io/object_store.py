@@ -88,7 +88,7 @@ class ObjectStore:
         """Whether commits keep ``_latest_version_hint.json`` (like pylance: on local disks only)."""
         return self.backend.writes_version_hint
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         # Spark ships stores to executors: re-open there rather than pickling live clients.
         options: dict[str, Any] = dict(self._options)
         if self._credential_provider is not None:
@@ -187,6 +187,16 @@ class ObjectStore:
         listed lazily where the store pages its listings in that order (S3): stop iterating
         once the names you need are in."""
         full = self.full_path(relative)
+        yielded = False
+        try:
+            with self._errors(f"listing {relative!r}"):
+                for info in self.backend.list_sorted(full):
+                    yielded = True
+                    yield info
+            return
+        except StorageAccessError:
+            if yielded or not self.backend.refresh_credentials():
+                raise
         with self._errors(f"listing {relative!r}"):
             yield from self.backend.list_sorted(full)
 
