@@ -31,7 +31,7 @@ from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
 from lance_format.table.base_paths import BaseStores, DatasetBasePath
 from lance_format.table.manifest import ManifestFile, read_manifest
-from lance_format.table.naming import VersionListing, list_versions
+from lance_format.table.naming import LATEST_ONLY, VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
 from lance_format.table.refs import Reference, resolve_reference
 from lance_format.table.tags import Tags
@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from lance_format.dataset.changes.feed import DatasetDelta
 
 
-def _open_listing(store: ObjectStore) -> VersionListing:
-    listing = list_versions(store)
+def _open_listing(store: ObjectStore, since: int | None = None) -> VersionListing:
+    """The versions of the table (at least those from ``since`` on, see :func:`list_versions`)."""
+    listing = list_versions(store, since=since)
     if listing.latest is None:
         raise DatasetNotFoundError("no Lance table here (no manifests in _versions/)", table=store.uri)
     return listing
@@ -81,16 +82,18 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
         self._store = object_store_for(uri, storage_options)
         # what ``uri`` reports: the location opened, also when a reference moved to a branch
         self._uri = self._store.uri
-        listing = _open_listing(self._store)
+        listing = _open_listing(self._store, LATEST_ONLY)  # one small listing on V2-named object stores
         if isinstance(version, tuple) or (isinstance(version, str) and not version.isdigit()):
             self._store, version = resolve_reference(self._store, version)  # a tag or (branch, version)
-            listing = _open_listing(self._store)
+            listing = _open_listing(self._store, LATEST_ONLY)
         elif isinstance(version, str):
             version = int(version)
         elif version is not None:
             version = version_number(version, table=self._store.uri)
         if version is None:
             version = listing.latest
+        elif version not in listing.versions and isinstance(version, int) and 0 < version < (listing.latest or 0):
+            listing = _open_listing(self._store, version)  # an older version: list back to it
         if version not in listing.versions:
             raise VersionNotFoundError(
                 f"version {version} does not exist (latest is {listing.latest})", table=self._store.uri
@@ -105,6 +108,15 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
                 path=self._manifest_path,
             )
         feature_flags.check_readable(manifest, table=self._store.uri, path=self._manifest_path)
+
+    @classmethod
+    def _just_committed(cls, store: ObjectStore, path: str, manifest_file: ManifestFile) -> "LanceDataset":
+        """The version a commit just wrote, from the manifest it wrote (no listing, no read back)."""
+        ds = cls.__new__(cls)
+        ds._store, ds._manifest_path, ds._manifest_file = store, path, manifest_file
+        ds._uri = store.uri
+        feature_flags.check_readable(manifest_file.manifest, table=store.uri, path=path)
+        return ds
 
     # -- identity ----------------------------------------------------------------------------
     @property
@@ -132,7 +144,7 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
         DatasetNotFoundError
             The table has been removed since it was opened.
         """
-        return _open_listing(self._store).latest  # type: ignore[return-value]
+        return _open_listing(self._store, LATEST_ONLY).latest  # type: ignore[return-value]
 
     @property
     def manifest(self) -> table_pb2.Manifest:
@@ -345,7 +357,7 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
         """
         if version is None or version == self.version:
             return load_transaction(self._store, self._manifest_file)
-        listing = _open_listing(self._store)
+        listing = _open_listing(self._store, version if isinstance(version, int) and version > 0 else None)
         if version not in listing.versions:
             raise VersionNotFoundError(f"version {version} does not exist", table=self.uri)
         return load_transaction(self._store, read_manifest(self._store, listing.versions[version]))

@@ -12,7 +12,8 @@ reader of the column layout:
 The caller says which fields to produce with :class:`~lance_format.file.plans.ColumnPlan` trees.
 Requests are validated here; only pages that overlap the requested rows are read. Local files
 are memory-mapped, so fixed-width pages decode without copying and a take only touches the
-memory pages holding its rows.
+memory pages holding its rows; on object stores the scattered reads of a take go out as one
+batch (:meth:`LanceFileReader.read_many`), coalesced and in parallel.
 """
 
 from __future__ import annotations
@@ -87,6 +88,16 @@ class LanceFileReader:
         if len(data) != length:
             raise ctx.corrupt(f"short read of {length} bytes at {offset}")
         return pa.py_buffer(data)
+
+    def read_many(self, ranges: list[tuple[int, int]], ctx: DecodeContext) -> list[pa.Buffer]:
+        """The bytes of each ``(offset, length)`` range, in order: slices of the mapping locally,
+        coalesced parallel requests on object stores (a take's chunks from many places)."""
+        if self._mapped is not None:
+            return [self.read_bytes(offset, length, ctx) for offset, length in ranges]
+        try:
+            return self.store.read_ranges(self.path, ranges, file=self._file)
+        except CorruptFileError as exc:
+            raise ctx.corrupt(exc.reason) from exc
 
     def page_encoding(self, page: file2_pb2.ColumnMetadata.Page, message_cls: type[Message], column: str | None) -> Message:
         """The encoding proto of a page (2.0 ``ArrayEncoding``, 2.1+ ``PageLayout``), direct or indirect."""

@@ -100,7 +100,11 @@ class StructuralReader:
             def read_at(offset: int, length: int) -> np.ndarray:
                 return np.frombuffer(self.reader.read_bytes(offset, length, ctx), np.uint8)
 
-            col = StructuralColumn(pages, ctx, layout_of, read_at, self.reader.metadata.footer.column_meta_start)
+            def read_many(ranges: list[tuple[int, int]]) -> list[np.ndarray]:
+                return [np.frombuffer(b, np.uint8) for b in self.reader.read_many(ranges, ctx)]
+
+            col = StructuralColumn(pages, ctx, layout_of, read_at, self.reader.metadata.footer.column_meta_start,
+                                   read_many=read_many)
             if col.total != self.num_rows:
                 raise ctx.corrupt(f"column has {col.total} rows, the file has {self.num_rows}")
             self._leaf_columns[plan.column] = col

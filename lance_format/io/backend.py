@@ -22,12 +22,14 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, Callable, ClassVar, TypeVar
+from typing import IO, Any, Callable, ClassVar, Iterator, Mapping, Sequence, TypeVar
 from urllib.parse import ParseResult, urlparse
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lance_format.errors import LanceError, StorageThrottledError, UnsupportedFeatureError
+from lance_format.io.ranges import ReadPolicy, read_ranges
 
 T = TypeVar("T")
 
@@ -66,6 +68,7 @@ class StorageBackend(ABC):
     has_directories: ClassVar[bool] = False  # parents must exist before files are created
     writes_version_hint: ClassVar[bool] = False  # pylance writes the hint file only on local disks
     process_local: ClassVar[bool] = False  # other processes (Spark workers) cannot reach the store
+    read_policy: ClassVar[ReadPolicy] = ReadPolicy()  # how batched ranged reads coalesce and run
 
     uri: str  # the table URI, for messages
     root: str  # the table root inside ``filesystem``
@@ -84,6 +87,22 @@ class StorageBackend(ABC):
         with self.filesystem.open_input_file(path) as f:
             return f.read_at(length, start)
 
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]], *,
+                    file: pa.NativeFile | None = None) -> list[pa.Buffer]:
+        """The bytes of each ``(offset, length)`` range of ``path``, coalesced and read in parallel
+        (:mod:`lance_format.io.ranges`); ``file``: the object already open (saves a HEAD)."""
+        if file is not None:
+            return read_ranges(lambda offset, length: file.read_at(length, offset), ranges, self.read_policy,
+                               path=path)
+        with self.filesystem.open_input_file(path) as f:
+            return read_ranges(lambda offset, length: f.read_at(length, offset), ranges, self.read_policy,
+                               path=path)
+
+    def read_all(self, path: str) -> bytes:
+        """The whole object (FileNotFoundError when it is absent)."""
+        with self.filesystem.open_input_file(path) as f:
+            return f.read()
+
     def size(self, path: str) -> int | None:
         info = self.filesystem.get_file_info(path)
         return None if info.type == pafs.FileType.NotFound else int(info.size or 0)
@@ -91,6 +110,12 @@ class StorageBackend(ABC):
     def list_prefix(self, path: str, *, recursive: bool = True) -> list[pafs.FileInfo]:
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=recursive)
         return [i for i in self.filesystem.get_file_info(selector) if i.type == pafs.FileType.File]
+
+    def list_sorted(self, path: str) -> Iterator[pafs.FileInfo]:
+        """Files directly under ``path`` in lexical order of their names. Stores that list in that
+        order page by page (S3) yield lazily, so a caller wanting the first names stops early;
+        the default lists everything and sorts."""
+        yield from sorted(self.list_prefix(path, recursive=False), key=lambda info: info.path)
 
     def write(self, path: str, data: bytes) -> None:
         if self.has_directories:
@@ -113,8 +138,27 @@ class StorageBackend(ABC):
         except FileNotFoundError:
             pass
 
+    def delete_many(self, paths: Sequence[str]) -> list[str]:
+        """Delete ``paths`` (absent ones too); the paths that could not be deleted. Stores with a
+        batch delete override this."""
+        failed = []
+        for path in paths:
+            try:
+                self.delete(path)
+            except OSError:
+                failed.append(path)
+        return failed
+
     def delete_prefix(self) -> None:
         self.filesystem.delete_dir_contents(self.root, missing_dir_ok=True)
+
+    def use_credential_provider(self, provider: Callable[[], Mapping[str, Any]]) -> None:
+        """Take credentials from ``provider`` (called again when they expire); S3 only so far."""
+        raise UnsupportedFeatureError(f"the {self.name} store does not take a credential_provider", table=self.uri)
+
+    def refresh_credentials(self) -> bool:
+        """After refused credentials: True when a provider gave new ones (worth one more try)."""
+        return False
 
     def local_path(self, path: str) -> str | None:
         """A path the OS can open (memory-mapped reads), or None."""
@@ -219,6 +263,12 @@ class BlobBackend(StorageBackend):
     def size(self, path: str) -> int | None:
         info = self.head(path)
         return None if info is None else info.size
+
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]], *,
+                    file: pa.NativeFile | None = None) -> list[pa.Buffer]:
+        # straight to the SDK: a Python file object would serialize the parallel reads
+        return read_ranges(lambda offset, length: self.read_range(path, offset, length), ranges, self.read_policy,
+                           path=path)
 
     def list_prefix(self, path: str, *, recursive: bool = True) -> list[pafs.FileInfo]:
         base = path.rstrip("/") + "/"

@@ -12,17 +12,33 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import Any, Mapping
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, PathEscapeError
+from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, PathEscapeError, StorageAccessError
 from lance_format.io.backend import SUPPORTED_SCHEMES, StorageBackend, open_backend  # noqa: F401 (re-export)
 from lance_format.io.manifest_store import ExternalManifests, open_external_manifests
 from lance_format.io.storage_options import normalize_storage_options
+
+T = TypeVar("T")
+CREDENTIAL_PROVIDER = "credential_provider"
+
+
+def split_credential_provider(
+    options: Mapping[str, Any] | None,
+) -> tuple[dict[str, Any], Callable[[], Mapping[str, Any]] | None]:
+    """(the other options, the ``credential_provider`` callable or None)."""
+    rest = dict(options or {})
+    provider = None
+    for key in [k for k in rest if isinstance(k, str) and k.strip().lower() == CREDENTIAL_PROVIDER]:
+        provider = rest.pop(key)
+        if not callable(provider):
+            raise InvalidInputError("storage option 'credential_provider' must be a callable that returns "
+                                    "credentials as storage options")
+    return rest, provider
 
 
 def check_relative_path(relative: str, *, table: str | None = None) -> str:
@@ -41,20 +57,32 @@ class ObjectStore:
     """Files of one table, addressed relative to its root.
 
     ``storage_options``: Lance's keys for the object store, validated by the backend (see
-    :mod:`lance_format.io.storage_options`); ignored for local paths, like Lance does.
+    :mod:`lance_format.io.storage_options`); ignored for local paths, like Lance does. One
+    more key takes a callable: ``credential_provider`` returns credentials as storage options
+    (``aws_access_key_id``, ``aws_secret_access_key``, optionally ``aws_session_token`` and
+    ``expires_at_millis``); it is called when the store opens, again a minute before the
+    credentials expire, and again when the store refuses them (then the refused request is
+    retried once with the new credentials).
     """
 
     def __init__(self, uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
-        self._options = normalize_storage_options(storage_options, table=os.fspath(uri))
+        options, self._credential_provider = split_credential_provider(storage_options)
+        self._options = normalize_storage_options(options, table=os.fspath(uri))
         # A manifest-store URI (s3+ddb://...) names the object store of the files and the
         # key-value store that coordinates commits (lance_format.io.manifest_store).
         self.manifest_store: ExternalManifests | None = open_external_manifests(os.fspath(uri), self._options)
         target = self.manifest_store.target if self.manifest_store is not None else None
         self.backend: StorageBackend = open_backend(
             target.object_uri if target else os.fspath(uri), target.storage_options if target else self._options)
-        self.filesystem: pafs.FileSystem = self.backend.filesystem
+        if self._credential_provider is not None:
+            self.backend.use_credential_provider(self._credential_provider)
         self.root: str = self.backend.root
         self.uri: str = os.fspath(uri) if target else self.backend.uri
+
+    @property
+    def filesystem(self) -> pafs.FileSystem:
+        """The backend's ``pyarrow.fs`` filesystem (a new one after refreshed credentials)."""
+        return self.backend.filesystem
 
     @property
     def storage_options(self) -> dict[str, str]:
@@ -66,9 +94,12 @@ class ObjectStore:
         """Whether commits keep ``_latest_version_hint.json`` (like pylance: on local disks only)."""
         return self.backend.writes_version_hint
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         # Spark ships stores to executors: re-open there rather than pickling live clients.
-        return (ObjectStore, (self.uri, self._options))
+        options: dict[str, Any] = dict(self._options)
+        if self._credential_provider is not None:
+            options[CREDENTIAL_PROVIDER] = self._credential_provider
+        return (ObjectStore, (self.uri, options))
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.uri!r})"
@@ -94,29 +125,58 @@ class ObjectStore:
                 raise
             raise typed from exc
 
+    def _run(self, what: str, call: Callable[[bool], T]) -> T:
+        """``call(retried)`` with typed errors; refused credentials that a provider replaces are
+        tried once more (``retried`` True: e.g. reopen files opened with the old ones)."""
+        try:
+            with self._errors(what):
+                return call(False)
+        except StorageAccessError:
+            if not self.backend.refresh_credentials():
+                raise
+        with self._errors(what):
+            return call(True)
+
     # -- reads -------------------------------------------------------------------------------
     def exists(self, relative: str) -> bool:
-        with self._errors(f"checking {relative!r}"):
-            info = self.filesystem.get_file_info(self.full_path(relative))
+        full = self.full_path(relative)
+        info = self._run(f"checking {relative!r}", lambda _: self.filesystem.get_file_info(full))
         return info.type != pafs.FileType.NotFound
 
     def size(self, relative: str) -> int:
-        with self._errors(f"reading the size of {relative!r}"):
-            size = self.backend.size(self.full_path(relative))
+        full = self.full_path(relative)
+        size = self._run(f"reading the size of {relative!r}", lambda _: self.backend.size(full))
         if size is None:
             raise CorruptFileError("file is missing", table=self.uri, path=relative)
         return size
 
     def open_input(self, relative: str) -> pa.NativeFile:
         try:
-            with self._errors(f"opening {relative!r}"):
-                return self.filesystem.open_input_file(self.full_path(relative))
+            full = self.full_path(relative)
+            return self._run(f"opening {relative!r}", lambda _: self.filesystem.open_input_file(full))
+        except FileNotFoundError as exc:
+            raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
+
+    def read_ranges(self, relative: str, ranges: Sequence[tuple[int, int]], *,
+                    file: pa.NativeFile | None = None) -> list[pa.Buffer]:
+        """The bytes of each ``(offset, length)`` range of ``relative``, in order. On object stores
+        nearby ranges are coalesced into one request and the requests run in parallel
+        (:mod:`lance_format.io.ranges`); local files are sliced from a memory map. ``file``: the
+        file already opened with :meth:`open_input`. A range past the end of the file raises
+        :class:`CorruptFileError`."""
+        try:
+            full = self.full_path(relative)
+            return self._run(f"reading {relative!r}", lambda retried: self.backend.read_ranges(
+                full, ranges, file=None if retried else file))
         except FileNotFoundError as exc:
             raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
 
     def read_bytes(self, relative: str) -> bytes:
-        with self.open_input(relative) as f, self._errors(f"reading {relative!r}"):
-            return f.read()
+        full = self.full_path(relative)
+        try:
+            return self._run(f"reading {relative!r}", lambda _: self.backend.read_all(full))
+        except FileNotFoundError as exc:
+            raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
 
     def list_dir(self, relative: str) -> list[pafs.FileInfo]:
         """Files directly under a table-relative directory (empty when it does not exist)."""
@@ -125,10 +185,26 @@ class ObjectStore:
     def list_files(self, relative: str, *, recursive: bool = True) -> list[pafs.FileInfo]:
         """Files under a table-relative directory (an object-store prefix), with size and mtime;
         ``relative_path`` turns their paths back into table-relative ones."""
+        full = self.root if relative == "" else self.full_path(relative)  # "": the whole table
+        return self._run(f"listing {relative!r}", lambda _: self.backend.list_prefix(full, recursive=recursive))
+
+    def list_sorted(self, relative: str) -> Iterator[pafs.FileInfo]:
+        """Files directly under a table-relative directory in lexical order of their names,
+        listed lazily where the store pages its listings in that order (S3): stop iterating
+        once the names you need are in."""
+        full = self.full_path(relative)
+        yielded = False
+        try:
+            with self._errors(f"listing {relative!r}"):
+                for info in self.backend.list_sorted(full):
+                    yielded = True
+                    yield info
+            return
+        except StorageAccessError:
+            if yielded or not self.backend.refresh_credentials():
+                raise
         with self._errors(f"listing {relative!r}"):
-            # "" lists the whole table (the root itself needs no path check)
-            prefix = self.root if relative == "" else self.full_path(relative)
-            return self.backend.list_prefix(prefix, recursive=recursive)
+            yield from self.backend.list_sorted(full)
 
     def relative_path(self, info: pafs.FileInfo) -> str:
         root = self.root.rstrip("/") + "/"
@@ -144,14 +220,14 @@ class ObjectStore:
 
     def write_bytes(self, relative: str, data: bytes) -> None:
         """Write a file whose name is unique (data, deletion and transaction files)."""
-        with self._errors(f"writing {relative!r}"):
-            self.backend.write(self.full_path(relative), data)
+        full = self.full_path(relative)
+        self._run(f"writing {relative!r}", lambda _: self.backend.write(full, data))
 
     def replace_bytes(self, relative: str, data: bytes) -> None:
         """Atomically replace a small advisory file (version hint, tag): a rename locally, one
         whole-object PUT on an object store (readers see the old or the new object, never part)."""
-        with self._errors(f"writing {relative!r}"):
-            self.backend.replace(self.full_path(relative), data)
+        full = self.full_path(relative)
+        self._run(f"writing {relative!r}", lambda _: self.backend.replace(full, data))
 
     def put_if_not_exists(self, relative: str, data: bytes) -> bool:
         """Atomically create ``relative`` with ``data``; return False if it already exists.
@@ -160,18 +236,27 @@ class ObjectStore:
         locally, a conditional PUT with ``If-None-Match: *`` on S3 and Azure, a create-only
         upload (``ifGenerationMatch=0``) on GCS, a locked check-and-set in memory.
         """
-        with self._errors(f"committing {relative!r}"):
-            return self.backend.put_if_absent(self.full_path(relative), data, relative=relative)
+        full = self.full_path(relative)
+        return self._run(f"committing {relative!r}",
+                         lambda _: self.backend.put_if_absent(full, data, relative=relative))
 
     def delete(self, relative: str, *, missing_ok: bool = True) -> None:
         full = self.full_path(relative)
         if not missing_ok and self.backend.size(full) is None:
             raise FileNotFoundError(full)
-        with self._errors(f"deleting {relative!r}"):
-            self.backend.delete(full)
+        self._run(f"deleting {relative!r}", lambda _: self.backend.delete(full))
+
+    def delete_many(self, relatives: Sequence[str]) -> list[str]:
+        """Delete files (absent ones too) in as few requests as the store allows (S3: 1000 keys
+        per DeleteObjects request); the ones the store refused to delete. A failed request raises."""
+        if not relatives:
+            return []
+        by_full = {self.full_path(relative): relative for relative in relatives}
+        failed = self._run(f"deleting {len(by_full)} files", lambda _: self.backend.delete_many(list(by_full)))
+        return [by_full[path] for path in failed]
 
     def delete_dir_contents(self) -> None:
-        self.backend.delete_prefix()
+        self._run("deleting the table", lambda _: self.backend.delete_prefix())
         if self.manifest_store is not None:
             self.manifest_store.delete()
 
@@ -181,7 +266,9 @@ def object_store_for(
 ) -> ObjectStore:
     """The store of ``uri`` (an already open store is reused as it is)."""
     if isinstance(uri, ObjectStore):
-        if storage_options and normalize_storage_options(storage_options) != uri.storage_options:
+        options, provider = split_credential_provider(storage_options)
+        if (options and normalize_storage_options(options) != uri.storage_options) or \
+                (provider is not None and provider is not uri._credential_provider):
             raise InvalidInputError("storage_options were given together with an already opened store that "
                                     "uses other options", table=uri.uri)
         return uri

@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import ParseResult, urlparse
 
 import pyarrow.fs as pafs
@@ -35,7 +35,13 @@ from lance_format.errors import (
     UnsupportedFeatureError,
 )
 from lance_format.io.backend import StorageBackend, split_bucket_uri
-from lance_format.io.storage_options import OptionSpec, check_endpoint, client_settings, truthy
+from lance_format.io.storage_options import (
+    OptionSpec,
+    check_endpoint,
+    client_settings,
+    normalize_storage_options,
+    truthy,
+)
 
 # canonical name -> the keys (lower case) that set it
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -142,6 +148,7 @@ def s3_config(bucket: str, options: Mapping[str, str], *, table: str | None = No
 
 
 BOTO3_REQUIREMENT = "boto3>=1.35.2"  # the first release whose put_object takes IfNoneMatch
+DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 _CONFLICT_RETRIES = 8  # 409 ConditionalRequestConflict: another conditional write of the key is in flight
 _CLIENTS: dict[S3Config, Any] = {}
 _CLIENTS_LOCK = threading.Lock()
@@ -257,19 +264,69 @@ class S3Objects:
             self._client = client
         return self._client
 
-    def delete(self, key: str) -> bool:
-        """Delete ``key`` (absent keys too); False when boto3 is not installed."""
+    def available(self) -> bool:
+        """Whether boto3 is installed (reads work without it, through pyarrow)."""
         try:
-            client = self._get_client()
+            self._get_client()
         except UnsupportedFeatureError:
             return False
+        return True
+
+    def call(self, what: str, operation: str, *, table: str, path: str | None = None, **kwargs: Any) -> Any:
+        """``client.<operation>(Bucket=..., **kwargs)`` with typed errors. botocore already retried
+        throttled requests (503 SlowDown, 429) with backoff, up to ``client_max_retries``."""
+        client = self._get_client()
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            client.delete_object(Bucket=self._config.bucket, Key=key)
-        except (ClientError, BotoCoreError) as exc:
-            raise OSError(f"S3 DELETE of {key!r} failed: {exc}") from None
+            return getattr(client, operation)(Bucket=self._config.bucket, **kwargs)
+        except ClientError as exc:
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            code = exc.response.get("Error", {}).get("Code", "")
+            if status in (429, 503) or code in _THROTTLE_CODES:
+                raise StorageThrottledError(f"the S3 store kept throttling {what} ({code or status}) beyond the "
+                                            "retries of client_max_retries", table=table, path=path) from None
+            if _is_access_error(status, code):
+                raise StorageAccessError(f"the S3 store refused the credentials or permission while {what} "
+                                         f"({code or status})", table=table, path=path) from None
+            if code in ("NoSuchKey", "NoSuchBucket") or status == 404:
+                raise FileNotFoundError(f"{self._config.bucket}/{kwargs.get('Key', kwargs.get('Prefix', ''))}") \
+                    from None
+            raise OSError(f"S3 request failed while {what}: {code or status}: {exc}") from None
+        except BotoCoreError as exc:
+            raise OSError(f"S3 request failed while {what}: {exc}") from None
+
+    def list_sorted(self, prefix: str, *, table: str, first_page: int = 100,
+                    page: int = 1000) -> Iterator[tuple[str, int, Any]]:
+        """(key, size, mtime) of the objects directly under ``prefix`` (ending in "/"), in S3's
+        lexical key order, one ListObjectsV2 page at a time (a small first page: callers that
+        want the first few keys stop early)."""
+        kwargs: dict[str, Any] = {"Prefix": prefix, "Delimiter": "/", "MaxKeys": first_page}
+        while True:
+            response = self.call(f"listing {prefix!r}", "list_objects_v2", table=table, **kwargs)
+            for obj in response.get("Contents", ()):
+                yield obj["Key"], int(obj.get("Size", 0)), obj.get("LastModified")
+            if not response.get("IsTruncated"):
+                return
+            kwargs.update(ContinuationToken=response["NextContinuationToken"], MaxKeys=page)
+
+    def delete(self, key: str) -> bool:
+        """Delete ``key`` (absent keys too); False when boto3 is not installed."""
+        if not self.available():
+            return False
+        self.call(f"deleting {key!r}", "delete_object", table=f"s3://{self._config.bucket}", Key=key)
         return True
+
+    def delete_many(self, keys: list[str], *, table: str) -> list[str]:
+        """Delete ``keys`` with DeleteObjects, 1000 keys per request (S3's limit); the keys S3
+        refused one by one. A refused request raises."""
+        failed: list[str] = []
+        for at in range(0, len(keys), DELETE_BATCH):
+            batch = keys[at:at + DELETE_BATCH]
+            response = self.call(f"deleting {len(batch)} objects", "delete_objects", table=table,
+                                 Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True})
+            failed.extend(e["Key"] for e in response.get("Errors", ()) if e.get("Code") != "NoSuchKey")
+        return failed
 
     def put_if_absent(self, key: str, data: bytes, *, table: str, path: str) -> bool:
         """PUT ``data`` at ``key`` unless it exists; False when it does (412)."""
@@ -289,7 +346,7 @@ class S3Objects:
                     # S3 asks to retry: the concurrent write either lands (then 412) or not.
                     time.sleep(min(1.0, 0.02 * (2 ** attempt)) * (0.5 + random.random()))
                     continue
-                if status in (429, 503) or code in ("SlowDown", "Throttling", "ThrottlingException"):
+                if status in (429, 503) or code in _THROTTLE_CODES:
                     raise StorageThrottledError(f"the S3 store kept throttling the commit ({code or status}) beyond "
                                                 "client_max_retries", table=table, path=path) from None
                 if _is_access_error(status, code):
@@ -310,12 +367,35 @@ _PYARROW_ACCESS_MARKERS = ("ACCESS_DENIED", "HTTP status 403", "HTTP status 401"
                            "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken")
 _PYARROW_THROTTLE_MARKERS = ("SLOW_DOWN", "SlowDown", "HTTP status 503", "HTTP status 429",
                              "THROTTLING", "Throttling", "ServiceUnavailable")
+_THROTTLE_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests",
+                   "ServiceUnavailable", "RequestThrottled"}
 _ACCESS_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
                  "TokenRefreshRequired", "AllAccessDisabled"}
 
 
 def _is_access_error(status: Any, code: str) -> bool:
     return status in (401, 403) or code in _ACCESS_CODES
+
+
+CredentialProvider = Callable[[], Mapping[str, Any]]
+_REFRESH_MARGIN_MS = 60_000  # refresh credentials this long before they expire
+
+
+def provided_credentials(provider: CredentialProvider, *, table: str) -> tuple[dict[str, str], int | None]:
+    """Call ``provider``: (access key id, secret and session token as Lance option keys, expiry
+    in epoch milliseconds or None)."""
+    answer = provider()
+    if not isinstance(answer, Mapping):
+        raise InvalidInputError(f"the credential provider must return a mapping of storage option keys, got "
+                                f"{type(answer).__name__}", table=table)
+    settings = S3_OPTIONS.resolve(normalize_storage_options(answer, table=table), table=table, environ={})
+    extra = set(settings) - {"access_key_id", "secret_access_key", "session_token", "expires_at_millis"}
+    if extra or not settings.get("access_key_id") or not settings.get("secret_access_key"):
+        raise InvalidInputError("the credential provider must return aws_access_key_id and aws_secret_access_key "
+                                "(and optionally aws_session_token, expires_at_millis) only", table=table)
+    expires = settings.get("expires_at_millis")
+    return ({k: v for k, v in settings.items() if k != "expires_at_millis"},
+            int(float(expires)) if expires else None)
 
 
 class S3Backend(StorageBackend):
@@ -326,6 +406,9 @@ class S3Backend(StorageBackend):
         self.uri, self.root, self.config = uri, root, config
         self._fs = s3_filesystem(config)
         self.objects = S3Objects(config)
+        self._provider: CredentialProvider | None = None
+        self._expires_at: int | None = None
+        self._refresh_lock = threading.Lock()
 
     @classmethod
     def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> "S3Backend":
@@ -334,10 +417,42 @@ class S3Backend(StorageBackend):
         display = f"s3://{root}"
         return cls(display, root, resolve_region(s3_config(bucket, options, table=display)), options)
 
+    # -- refreshable credentials ---------------------------------------------------------------------
+    def use_credential_provider(self, provider: CredentialProvider) -> None:
+        """Take credentials from ``provider`` now, and again whenever they expire or are refused."""
+        self._provider = provider
+        self._apply(*provided_credentials(provider, table=self.uri))
+
+    def _apply(self, credentials: dict[str, str], expires_at: int | None) -> bool:
+        config = replace(self.config, access_key_id=credentials["access_key_id"],
+                         secret_access_key=credentials["secret_access_key"],
+                         session_token=credentials.get("session_token") or None)
+        self._expires_at = expires_at
+        if config == self.config:
+            return False
+        self.config, self._fs, self.objects = config, s3_filesystem(config), S3Objects(config)
+        return True
+
+    def refresh_credentials(self) -> bool:
+        """Ask the provider again after the store refused the credentials; True when it gave
+        other credentials (then the refused request is worth one more try)."""
+        if self._provider is None:
+            return False
+        with self._refresh_lock:
+            return self._apply(*provided_credentials(self._provider, table=self.uri))
+
+    def _fresh(self) -> None:
+        """Refresh credentials that expire within a minute, before using them."""
+        if self._provider is not None and self._expires_at is not None \
+                and self._expires_at - time.time() * 1000 < _REFRESH_MARGIN_MS:
+            self.refresh_credentials()
+
     @property
     def filesystem(self) -> pafs.FileSystem:
+        self._fresh()
         return self._fs
 
+    # -- object operations ------------------------------------------------------------------------------
     def _key(self, path: str) -> str:
         return path.split("/", 1)[1]
 
@@ -352,14 +467,50 @@ class S3Backend(StorageBackend):
                                          f"client_max_retries: {text.splitlines()[0][:300]}", table=self.uri)
         return None
 
+    def list_sorted(self, path: str) -> Iterator[pafs.FileInfo]:
+        """Files directly under ``path`` in lexical order, listed a page at a time (boto3), so a
+        caller that wants the first names (the newest V2 manifests) stops after one request."""
+        self._fresh()
+        if not self.objects.available():
+            yield from super().list_sorted(path)
+            return
+        bucket = self.config.bucket
+        prefix = self._key(path.rstrip("/") + "/") if "/" in path.rstrip("/") else ""
+        for key, size, mtime in self.objects.list_sorted(prefix, table=self.uri):
+            yield pafs.FileInfo(f"{bucket}/{key}", pafs.FileType.File, size=size, mtime=mtime)
+
+    def read_all(self, path: str) -> bytes:
+        """One GET (pyarrow would HEAD the object first)."""
+        self._fresh()
+        if not self.objects.available():
+            return super().read_all(path)
+        response = self.objects.call(f"reading {path!r}", "get_object", table=self.uri, Key=self._key(path))
+        with response["Body"] as body:
+            return body.read()
+
     def put_if_absent(self, path: str, data: bytes, *, relative: str) -> bool:
+        self._fresh()
         return self.objects.put_if_absent(self._key(path), data, table=self.uri, path=relative)
 
     def delete(self, path: str) -> None:
         # boto3 when installed: pyarrow's delete_file re-creates the parent "directory" object.
+        self._fresh()
         if not self.objects.delete(self._key(path)):
             super().delete(path)
 
+    def delete_many(self, paths: Sequence[str]) -> list[str]:
+        """DeleteObjects, 1000 keys per request."""
+        self._fresh()
+        if not self.objects.available():
+            return super().delete_many(paths)
+        bucket = self.config.bucket
+        return [f"{bucket}/{key}" for key in self.objects.delete_many([self._key(p) for p in paths], table=self.uri)]
 
-__all__ = ["BOTO3_REQUIREMENT", "S3Backend", "S3Config", "S3Objects", "S3_OPTIONS", "resolve_region", "s3_config",
+    def delete_prefix(self) -> None:
+        failed = self.delete_many([info.path for info in self.list_prefix(self.root)])
+        if failed:
+            raise OSError(f"S3 refused to delete {len(failed)} objects of the table, e.g. {failed[0]!r}")
+
+
+__all__ = ["BOTO3_REQUIREMENT", "CredentialProvider", "DELETE_BATCH", "S3Backend", "S3Config", "S3Objects", "S3_OPTIONS", "resolve_region", "s3_config",
            "s3_filesystem"]

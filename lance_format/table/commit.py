@@ -47,7 +47,7 @@ from lance_format.table.base_paths import BaseStores
 from lance_format.table.deletion import deletion_file_path, read_deletion_file, write_deletion_file
 from lance_format.table.legacy_dictionaries import carried_dictionaries
 from lance_format.table.manifest import ManifestFile, encode_manifest, read_manifest
-from lance_format.table.naming import VERSIONS_DIR, ManifestNaming, list_versions, manifest_path
+from lance_format.table.naming import LATEST_ONLY, VERSIONS_DIR, ManifestNaming, list_versions, manifest_path
 from lance_format.table.operations import BuildOptions, build_version
 from lance_format.table.transaction import (
     IDEMPOTENCY_KEY,
@@ -259,8 +259,10 @@ def _discard_superseded_deletions(store: ObjectStore, original: transaction_pb2.
 def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: int):
     store = state.store
     checked_up_to = state.original.read_version
+    # versions before our read version matter only to a restore (V2 names: the listing stops there)
+    since = None if state.op == OperationKind.RESTORE else state.original.read_version
     for attempt in range(max_retries + 1):
-        listing = list_versions(store)
+        listing = list_versions(store, since=since)
         previous: ManifestFile | None = None
         if listing.latest is not None:
             previous = read_manifest(store, listing.versions[listing.latest])
@@ -331,7 +333,7 @@ def latest_manifest(store: ObjectStore) -> tuple[str, ManifestFile] | None:
         found = store.manifest_store.latest(store)  # the store knows the latest: no listing
         if found is not None:
             return found[1], read_manifest(store, found[1])
-    listing = list_versions(store)
+    listing = list_versions(store, since=LATEST_ONLY)
     if listing.latest is None:
         return None
     path = listing.versions[listing.latest]

@@ -2,6 +2,8 @@
 
 New tables use V2 like official Lance; an existing table keeps the scheme it has. A table whose
 ``_versions/`` mixes both schemes is refused: official Lance would order it inconsistently.
+V2 names sort newest first, which lets :func:`list_versions` find the latest versions without
+listing the whole history.
 """
 
 from __future__ import annotations
@@ -55,13 +57,24 @@ class VersionListing:
         return max(self.versions) if self.versions else None
 
 
-def list_versions(store: ObjectStore) -> VersionListing:
+LATEST_ONLY = U64_MAX  # ``since`` for listings that only need the latest version
+
+
+def list_versions(store: ObjectStore, *, since: int | None = None) -> VersionListing:
+    """The committed versions in ``_versions/``.
+
+    ``since``: versions older than it may be left out. V2 names (``u64::MAX - version``) list
+    newest first, so the listing stops at the first name older than ``since`` instead of
+    paging through the whole history (S3 lists 1000 names per request: 100 requests at 100k
+    versions); ``since=LATEST_ONLY`` reads one small page. Tables with V1 names are listed in
+    full (their names do not sort by version).
+    """
     # With an external manifest store, the store says which version is the latest (finishing
     # its commit if the writer stopped halfway) *before* the listing, so the listing holds it.
     latest = store.manifest_store.latest(store) if store.manifest_store is not None else None
     versions: dict[int, str] = {}
     schemes: set[ManifestNaming] = set()
-    for info in store.list_dir(VERSIONS_DIR):
+    for info in store.list_sorted(VERSIONS_DIR) if since is not None else store.list_dir(VERSIONS_DIR):
         parsed = parse_manifest_name(info.base_name)
         if parsed is None:
             continue
@@ -70,6 +83,8 @@ def list_versions(store: ObjectStore) -> VersionListing:
             continue  # not committed through the store: Lance ignores it too (and overwrites it)
         schemes.add(naming)
         versions[version] = f"{VERSIONS_DIR}/{info.base_name}"
+        if since is not None and naming is ManifestNaming.V2 and version < since and len(schemes) == 1:
+            break  # every later name is an older version
     if latest is not None and latest[0] not in versions:
         parsed = parse_manifest_name(posixpath.basename(latest[1]))
         if parsed is None or parsed[0] != latest[0]:

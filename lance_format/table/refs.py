@@ -23,7 +23,7 @@ from lance_format.io import ObjectStore, object_store_for
 from lance_format.io.manifest_store import split_uri_query
 from lance_format.proto import table_pb2
 from lance_format.table.manifest import read_manifest
-from lance_format.table.naming import list_versions
+from lance_format.table.naming import LATEST_ONLY, list_versions
 
 BRANCHES_DIR = "_refs/branches"
 TREE_DIR = "tree"
@@ -86,14 +86,14 @@ def root_of(store: ObjectStore, manifest: table_pb2.Manifest) -> ObjectStore:
 
 def latest_branch_of(store: ObjectStore) -> str | None:
     """The branch whose tree ``store`` is, read from its latest manifest."""
-    listing = list_versions(store)
+    listing = list_versions(store, since=LATEST_ONLY)
     if listing.latest is None:
         return None
     return manifest_branch(read_manifest(store, listing.versions[listing.latest]).manifest)
 
 
 def root_store(store: ObjectStore) -> ObjectStore:
-    listing = list_versions(store)
+    listing = list_versions(store, since=LATEST_ONLY)
     if listing.latest is None:
         return store
     return root_of(store, read_manifest(store, listing.versions[listing.latest]).manifest)
@@ -169,7 +169,7 @@ def resolve_reference(store: ObjectStore, reference: Reference) -> tuple[ObjectS
 
 def version_path(store: ObjectStore, version: int | None) -> tuple[int, str]:
     """(version, manifest path) of ``version`` (None: the latest) in ``store``'s ``_versions/``."""
-    listing = list_versions(store)
+    listing = list_versions(store, since=LATEST_ONLY if version is None else max(version, 1))
     if listing.latest is None:
         raise VersionNotFoundError("no versions here", table=store.uri)
     if version is None:

@@ -31,7 +31,7 @@ from lance_format.schema import LanceSchema
 from lance_format.table.commit import HINT_PATH
 from lance_format.table.deletion import live_row_count
 from lance_format.table.manifest import read_manifest
-from lance_format.table.naming import ManifestNaming, list_versions, manifest_path
+from lance_format.table.naming import LATEST_ONLY, ManifestNaming, list_versions, manifest_path
 from lance_format.table.transaction import load_transaction, operation_name
 
 TableLocation = str | os.PathLike[str] | ObjectStore
@@ -112,7 +112,7 @@ def detect_naming(store: ObjectStore, candidates: list[int]) -> ManifestNaming |
 
 
 def _listed(store: ObjectStore, after: int, limit: int) -> NewVersions:
-    listing = list_versions(store)
+    listing = list_versions(store, since=after + 1)
     found = sorted(v for v in listing.versions if v > after)
     return NewVersions(found[:limit], listing.naming, listed=True, more=len(found) > limit)
 
@@ -157,7 +157,7 @@ def latest_version(table: TableLocation, *, storage_options: Mapping[str, Any] |
         result = new_versions(store, hint - 1, limit=1 << 62)
         if result.versions:
             return result.versions[-1]
-    return list_versions(store).latest  # no usable hint: one listing
+    return list_versions(store, since=LATEST_ONLY).latest  # no usable hint: one listing (one page with V2 names)
 
 
 def summarize_version(table: TableLocation, version: int, naming: ManifestNaming | None = None, *,

@@ -164,7 +164,7 @@ def _plan_cleanup(
             referenced.add(mf)
         else:
             verified.add(mf)
-            old_manifests.append((path, store.size(path)))
+            old_manifests.append((path, mf.size))
     for mf in branch_manifests:  # files a branch shares with this one stay
         referenced.add(mf)
     if tagged_old and error_if_tagged_old_versions:
@@ -256,23 +256,35 @@ def cleanup_old_versions(
     stats = CleanupStats(old_versions=len(plan.old_manifests))
     inside = _ResolvesInside(store)
 
+    doomed: list[tuple[str, int, str | None]] = []
+
     def remove(relative: str, size: int, counter: str | None) -> None:
-        if not inside(relative):  # reached through a link that leaves the table: never touched
-            stats.failed_deletes += 1
-            return
+        doomed.append((relative, size, counter))
+
+    def flush() -> None:
+        """Delete the collected files in batches (S3: 1000 keys per DeleteObjects request)."""
+        batch = [item for item in doomed if inside(item[0])]
+        stats.failed_deletes += len(doomed) - len(batch)  # reached through a link leaving the table: kept
+        doomed.clear()
         try:
-            store.delete(relative)
+            failed = set(store.delete_many([relative for relative, _, _ in batch]))
         except OSError:
-            stats.failed_deletes += 1
+            stats.failed_deletes += len(batch)
             return
-        stats.bytes_removed += size
-        if counter:
-            setattr(stats, counter, getattr(stats, counter) + 1)
+        for relative, size, counter in batch:
+            if relative in failed:
+                stats.failed_deletes += 1
+                continue
+            stats.bytes_removed += size
+            if counter:
+                setattr(stats, counter, getattr(stats, counter) + 1)
 
     for path, size in plan.old_manifests:  # first: no listed version may point at removed files
         remove(path, size, None)
+    flush()
     for candidate in plan.files:
         remove(candidate.path, candidate.size_bytes, _COUNTERS.get(candidate.kind))
+    flush()
     return stats
 
 

@@ -122,7 +122,7 @@ def write_dataset(
     except BaseException:
         writer.abort()
         raise
-    return LanceDataset(store, committed.version)
+    return LanceDataset._just_committed(store, committed.path, committed.manifest_file)
 
 
 def _targets(store: ObjectStore, bases: list[table_pb2.BasePath], target_bases: Any,

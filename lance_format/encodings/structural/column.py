@@ -54,9 +54,10 @@ class StructuralColumn:
 
     def __init__(self, pages: list[file2_pb2.ColumnMetadata.Page], ctx: DecodeContext,
                  layout_of: Callable[[int], pb.PageLayout], read_at: Callable[[int, int], np.ndarray],
-                 data_limit: int) -> None:
+                 data_limit: int, *, read_many: Callable[[list[tuple[int, int]]], list[np.ndarray]] | None = None) -> None:
         self.pages, self.ctx = pages, ctx
         self._layout_of, self._read_at, self._limit = layout_of, read_at, data_limit
+        self._read_many = read_many
         lengths = np.fromiter((p.length for p in pages), np.int64, len(pages))
         self.starts = np.zeros(len(pages) + 1, np.int64)
         np.cumsum(lengths, out=self.starts[1:])
@@ -76,7 +77,7 @@ class StructuralColumn:
             if offset + size > self._limit:
                 raise self.ctx.corrupt(f"page {page} buffer [{offset}, {offset + size}) lies outside the data "
                                        f"region (ends at {self._limit})")
-        return PageIO(self._read_at, buffers, self.ctx)
+        return PageIO(self._read_at, buffers, self.ctx, self._read_many)
 
     def decoder(self, page: int) -> PageDecoder:
         dec = self._decoders.get(page)

@@ -98,7 +98,7 @@ class FullZipPage(PageDecoder):
             buf = gather(whole, starts - lo, ends - starts)
         else:
             # scattered rows of a large page: fetch only their bytes
-            buf = np.concatenate([self.io.buffer(0, a, b - a) for a, b in zip(starts.tolist(), ends.tolist())])
+            buf = np.concatenate(self.io.buffer_ranges(0, starts, ends - starts))
         bounds = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(ends - starts, out=bounds[1:])
         return self._parse(buf, bounds, data_type)

@@ -160,7 +160,7 @@ class MiniBlockPage(PageDecoder):
         if span <= 4 * int(sizes.sum()) + (1 << 20):
             buf = gather(self.io.buffer(1, base, span), offsets[chunks] - base, sizes)
         else:
-            buf = np.concatenate([self.io.buffer(1, int(offsets[c]), int(z)) for c, z in zip(chunks, sizes)])
+            buf = np.concatenate(self.io.buffer_ranges(1, offsets[chunks], sizes))
         starts = np.zeros(len(chunks), np.int64)
         np.cumsum(sizes[:-1], out=starts[1:])
         return buf, starts, starts + sizes

@@ -26,6 +26,8 @@ class PageIO:
     read_at: Callable[[int, int], np.ndarray]
     buffers: list[tuple[int, int]]
     ctx: DecodeContext
+    # many reads in one batch (coalesced and parallel on object stores); None: one by one
+    read_many: Callable[[list[tuple[int, int]]], list[np.ndarray]] | None = None
 
     def buffer(self, index: int, start: int = 0, length: int | None = None) -> np.ndarray:
         """Bytes ``[start, start + length)`` of page buffer ``index``."""
@@ -37,6 +39,22 @@ class PageIO:
         if start < 0 or length < 0 or start + length > size:
             raise self.ctx.corrupt(f"read of bytes [{start}, {start + length}) of a {size}-byte page buffer")
         return self.read_at(offset + start, length)
+
+    def buffer_ranges(self, index: int, starts: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        """Bytes ``[start, start + length)`` of page buffer ``index`` for each pair, read as one batch."""
+        if index >= len(self.buffers):
+            raise self.ctx.corrupt(f"page refers to buffer {index} but has {len(self.buffers)}")
+        offset, size = self.buffers[index]
+        starts, lengths = np.asarray(starts, np.int64), np.asarray(lengths, np.int64)
+        bad = (starts < 0) | (lengths < 0) | (starts + lengths > size)
+        if bool(bad.any()):
+            i = int(np.flatnonzero(bad)[0])
+            raise self.ctx.corrupt(f"read of bytes [{int(starts[i])}, {int(starts[i] + lengths[i])}) of a "
+                                   f"{size}-byte page buffer")
+        ranges = list(zip((starts + offset).tolist(), lengths.tolist()))
+        if self.read_many is None:
+            return [self.read_at(start, length) for start, length in ranges]
+        return self.read_many(ranges)
 
     def size(self, index: int) -> int:
         if index >= len(self.buffers):
