@@ -11,5 +11,6 @@ this layering.
 """
 
 from lance_format.dataset.scan_options import ColumnOrdering
+from lance_format.table.auto_cleanup import AutoCleanupConfig
 
-__all__ = ["ColumnOrdering"]
+__all__ = ["ColumnOrdering", "AutoCleanupConfig"]

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from lance_format.dataset.arguments import row_positions, version_number
 from lance_format.dataset.committing import CommittingMethods
+from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.inspection import InspectionMethods, version_entry
 from lance_format.dataset.scan_options import ColumnOrdering
@@ -30,6 +31,8 @@ from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
 from lance_format.table.base_paths import BaseStores, DatasetBasePath
+from lance_format.table.auto_cleanup import due as auto_cleanup_due
+from lance_format.table.commit import CommittedVersion, register_after_commit
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import LATEST_ONLY, VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
@@ -752,3 +755,17 @@ def dataset(uri: str | os.PathLike[str], version: int | str | None = None, *,
     ``aws_endpoint``, ``allow_http``, ...) for ``s3://`` URIs; see the README.
     """
     return LanceDataset(uri, version, storage_options=storage_options)
+
+
+def _auto_cleanup_after_commit(store: ObjectStore, committed: CommittedVersion) -> None:
+    """Official Lance's ``lance.auto_cleanup.*``: clean up as the committing writer saw the table."""
+    manifest = committed.manifest_file.manifest
+    if not auto_cleanup_due(manifest):
+        return
+    listing = list_versions(store)
+    earlier = [v for v in listing.versions if v < manifest.version]
+    read_version = LanceDataset(store, max(earlier)) if earlier else LanceDataset(store, manifest.version)
+    run_auto_cleanup(read_version, manifest)
+
+
+register_after_commit(_auto_cleanup_after_commit)

@@ -77,6 +77,25 @@ class TableWriteMethods:
                       "replace=True instead.", DeprecationWarning, stacklevel=2)
         self._as_dataset().update_field_metadata({field_name: dict(new_metadata)}, replace=True)
 
+    def enable_auto_cleanup(self, auto_cleanup_config: Mapping[str, int], **kwargs: Any) -> None:
+        """Clean up old versions automatically every ``interval`` commits, removing versions older
+        than ``older_than_seconds`` (pylance's ``enable_auto_cleanup``; a config commit).
+
+        Raises
+        ------
+        InvalidInputError
+            The config lacks an integer ``interval`` > 0 or ``older_than_seconds`` >= 0.
+        """
+        from lance_format.table.auto_cleanup import config_values
+
+        self._as_dataset().update_config(config_values(auto_cleanup_config), **kwargs)
+
+    def disable_auto_cleanup(self, **kwargs: Any) -> None:
+        """Stop automatic cleanup (removes the ``lance.auto_cleanup.*`` config keys)."""
+        from lance_format.table.auto_cleanup import INTERVAL_KEY, OLDER_THAN_KEY
+
+        self._as_dataset().delete_config_keys([INTERVAL_KEY, OLDER_THAN_KEY], **kwargs)
+
     def replace_schema(self, schema: pa.Schema) -> None:
         """Not supported, as in pylance (use ``alter_columns``, ``add_columns``, ``drop_columns``)."""
         raise UnsupportedFeatureError("replace_schema is not supported; use alter_columns, add_columns or "

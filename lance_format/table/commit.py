@@ -18,10 +18,11 @@ the table stays readable at its last committed version; ``cleanup_old_versions``
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -212,6 +213,17 @@ class _Commit:
                     pass
 
 
+# Run after every successful commit with the store and the committed version. The dataset layer
+# registers official Lance's automatic cleanup here (the table layer cannot import it).
+_after_commit_hooks: list[Callable[[ObjectStore, "CommittedVersion"], None]] = []
+
+
+def register_after_commit(hook: Callable[[ObjectStore, "CommittedVersion"], None]) -> None:
+    """Call ``hook(store, committed)`` after every commit; its exceptions are logged, never raised."""
+    if hook not in _after_commit_hooks:
+        _after_commit_hooks.append(hook)
+
+
 def commit_transaction(
     store: ObjectStore,
     txn: transaction_pb2.Transaction,
@@ -241,6 +253,11 @@ def commit_transaction(
     state.discard(keep)  # superseded attempts only
     if state.rewrite:
         _discard_superseded_deletions(store, txn, keep)
+    for hook in _after_commit_hooks:
+        try:
+            hook(store, committed)
+        except Exception:  # the version has landed; what runs after it cannot undo that
+            logging.getLogger(__name__).exception("after-commit hook %r failed", hook)
     return committed
 
 

@@ -26,7 +26,8 @@ from lance_format.dataset.writing.fragment_sink import (
     resolve_storage_version,
     write_fragments,
 )
-from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError
+from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, UnsupportedFeatureError
+from lance_format.table.auto_cleanup import config_values
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema, check_arrow_compatible
@@ -38,6 +39,16 @@ from lance_format.table.operations import BuildOptions
 from lance_format.table.transaction import new_transaction
 
 MODES = ("create", "append", "overwrite")
+
+
+# pylance options that tune its own writer (caches, page sizes): no effect on what is written here
+_TUNING_OPTIONS = ("data_cache_bytes", "max_page_bytes", "progress_callback")
+# pylance options this engine cannot honour: accepted only at their defaults
+_UNSUPPORTED_OPTIONS: dict[str, Any] = {
+    "commit_lock": None, "session": None, "namespace_client": None, "table_id": None, "base_store_params": None,
+    "external_blob_mode": "reference", "allow_external_blob_outside_bases": False,
+    "blob_pack_file_size_threshold": None,
+}
 
 
 def write_dataset(
@@ -57,7 +68,10 @@ def write_dataset(
     initial_bases: list[DatasetBasePath] | None = None,
     target_bases: list[str] | None = None,
     target_all_bases: bool | None = None,
-    **unsupported: Any,
+    max_rows_per_group: int = 1024,
+    use_legacy_format: bool | None = None,
+    auto_cleanup_options: Mapping[str, int] | None = None,
+    **options: Any,
 ) -> LanceDataset:
     """Write ``data`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
 
@@ -65,9 +79,27 @@ def write_dataset(
     bases). ``initial_bases`` (mode ``create`` only): base paths the new table registers.
     ``target_bases``: names or paths of registered bases the new data files go to, in turn;
     ``target_all_bases``: every registered base, after the table's own root when True.
+    ``max_rows_per_group``: rows per group of legacy (0.1) files, which this engine writes in
+    groups of 1024 (pylance's default); file versions 2.x have no groups and ignore it.
+    ``use_legacy_format``: True is ``data_storage_version="legacy"``, False ``"stable"``.
+    ``auto_cleanup_options``: ``{"interval": N, "older_than_seconds": S}`` when creating a table:
+    clean up versions older than S seconds after every N-th commit (see ``enable_auto_cleanup``).
+    pylance's tuning options (``data_cache_bytes``, ``max_page_bytes``) are accepted; a
+    ``commit_lock``, ``session``, namespace or blob-ingest option is refused.
     """
-    if unsupported:
-        raise InvalidInputError(f"unsupported write_dataset arguments: {sorted(unsupported)}")
+    for name, value in options.items():
+        if name in _TUNING_OPTIONS:
+            continue
+        if name in _UNSUPPORTED_OPTIONS and value in (None, _UNSUPPORTED_OPTIONS[name]):
+            continue
+        raise InvalidInputError(f"unsupported write_dataset argument {name}={value!r}")
+    if max_rows_per_group <= 0:
+        raise InvalidInputError(f"max_rows_per_group must be positive, got {max_rows_per_group}")
+    if use_legacy_format is not None:
+        if data_storage_version is not None:
+            raise InvalidInputError("give data_storage_version or use_legacy_format, not both")
+        data_storage_version = "legacy" if use_legacy_format else "stable"
+    cleanup_config = config_values(auto_cleanup_options) if auto_cleanup_options is not None else None
     if mode not in MODES:
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
     # a LanceDataset: write to its store, which is its branch's when it is checked out on one
@@ -99,6 +131,9 @@ def write_dataset(
         previous = existing[1].manifest.data_format.version if existing is not None else None
         storage_version = resolve_storage_version(data_storage_version, None if data_storage_version else previous,
                                                    table=store.uri)
+    if storage_version == "0.1" and max_rows_per_group != 1024:
+        raise UnsupportedFeatureError("legacy files are written in groups of 1024 rows; max_rows_per_group "
+                                      f"{max_rows_per_group} is not supported", table=store.uri)
 
     fragments, writer = write_fragments(
         reader, store, table_schema, storage_version,
@@ -115,10 +150,12 @@ def write_dataset(
         overwrite.schema.extend(table_schema.to_protos())
         overwrite.schema_metadata.update(table_schema.metadata)
         overwrite.initial_bases.extend(bases)
-    options = BuildOptions(enable_stable_row_ids=enable_stable_row_ids, data_storage_version=storage_version)
+        if cleanup_config is not None and existing is None:  # like pylance: only a new table takes them
+            overwrite.config_upsert_values.update(cleanup_config)
+    build_options = BuildOptions(enable_stable_row_ids=enable_stable_row_ids, data_storage_version=storage_version)
     naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
     try:
-        committed = commit_transaction(store, txn, options=options, new_table_naming=naming)
+        committed = commit_transaction(store, txn, options=build_options, new_table_naming=naming)
     except BaseException:
         writer.abort()
         raise
