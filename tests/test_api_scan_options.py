@@ -138,3 +138,47 @@ def test_explain_and_analyze_plan(table):
     assert "output_rows=3" in analyzed and "rows_after_filter=8" in analyzed
     assert "output_rows=8" in lance_format.dataset(table).scanner(filter="cat = 'a'").analyze_plan(count_rows=True)
     assert scanner.to_table().num_rows == 3  # analyzing leaves the scanner usable
+
+
+def test_dataset_asof_like_pylance(tmp_path):
+    import time
+    from datetime import datetime, timedelta
+
+    path = str(tmp_path / "asof.lance")
+    stamps = []
+    for i in range(3):
+        lance_format.write_dataset(pa.table({"x": [i]}), path, mode="append" if i else "create")
+        time.sleep(0.05)
+        stamps.append(datetime.now())
+    for stamp in stamps:
+        assert lance_format.dataset(path, asof=stamp).version == lance.dataset(path, asof=stamp).version
+    assert lance_format.dataset(path, asof=stamps[0]).version == 1
+    text = (stamps[-1] + timedelta(seconds=1)).strftime("%Y-%m-%d %H:%M:%S")
+    assert lance_format.dataset(path, asof=text).version == lance.dataset(path, asof=text).version == 3
+    assert lance_format.dataset(path, 2, asof=stamps[-1]).version == 2  # a version wins over asof
+    with pytest.raises(ValueError):
+        lance.dataset(path, asof=stamps[0] - timedelta(days=1))
+    with pytest.raises(lance_format.VersionNotFoundError):
+        lance_format.dataset(path, asof=stamps[0] - timedelta(days=1))
+    with pytest.raises(InvalidInputError):
+        lance_format.dataset(path, asof="yesterday-ish")
+
+
+def test_dataset_default_scan_options_like_pylance(table):
+    options = {"with_row_id": True, "batch_size": 5}
+    ours = lance_format.dataset(table, default_scan_options=options)
+    theirs = lance.dataset(table, default_scan_options=options)
+    assert ours.schema == theirs.schema and ours.schema.names[-1] == "_rowid"
+    assert ours.to_table().equals(theirs.to_table())
+    assert max(b.num_rows for b in ours.to_batches()) <= 5 < ours.count_rows()
+    assert ours.to_table(batch_size=100, columns=["id"]).equals(theirs.to_table(batch_size=100, columns=["id"]))
+    assert ours.checkout_version(1).to_table().schema.names[-1] == "_rowid"
+
+
+def test_dataset_cache_options_accepted_and_unsupported_refused(table):
+    ds = lance_format.dataset(table, block_size=4096, index_cache_size=16, metadata_cache_size_bytes=1 << 20,
+                              index_cache_size_bytes=1 << 20, read_params={"validate_on_decode": True})
+    assert ds.count_rows() == lance.dataset(table).count_rows()
+    for kwargs in ({"commit_lock": object()}, {"session": object()}, {"read_params": {"nope": 1}}):
+        with pytest.raises(InvalidInputError):
+            lance_format.dataset(table, **kwargs)

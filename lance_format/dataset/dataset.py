@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lance_format.dataset.arguments import row_positions, version_number
+from lance_format.dataset.arguments import version_number
 from lance_format.dataset.committing import CommittingMethods
 from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.inspection import InspectionMethods, version_entry
-from lance_format.dataset.scan_options import ColumnOrdering
-from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.reading import ReadingMethods
 from lance_format.dataset.table_writes import TableWriteMethods
 from lance_format.errors import (
     DatasetNotFoundError,
@@ -53,7 +51,7 @@ def _open_listing(store: ObjectStore, since: int | None = None) -> VersionListin
     return listing
 
 
-class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
+class LanceDataset(ReadingMethods, CommittingMethods, TableWriteMethods, InspectionMethods):
     """A Lance table pinned at one version.
 
     Parameters
@@ -81,7 +79,9 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
     """
 
     def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None, *,
-                 storage_options: Mapping[str, str] | None = None) -> None:
+                 storage_options: Mapping[str, str] | None = None,
+                 default_scan_options: Mapping[str, Any] | None = None) -> None:
+        self._default_scan_options = dict(default_scan_options or {})
         self._store = object_store_for(uri, storage_options)
         # what ``uri`` reports: the location opened, also when a reference moved to a branch
         self._uri = self._store.uri
@@ -181,8 +181,18 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
 
     @cached_property
     def schema(self) -> pa.Schema:
-        """The table schema as pylance reports it (blob columns as their descriptions)."""
-        return dataset_arrow_schema(self.lance_schema)
+        """The table schema as pylance reports it (blob columns as their descriptions), with
+        ``_rowid``/``_rowaddr`` when the default scan options add them."""
+        schema = dataset_arrow_schema(self.lance_schema)
+        for flag, name in (("with_row_id", "_rowid"), ("with_row_address", "_rowaddr")):
+            if self.default_scan_options.get(flag):
+                schema = schema.append(pa.field(name, pa.uint64()))
+        return schema
+
+    @property
+    def default_scan_options(self) -> dict[str, Any]:
+        """Options every scan of this object starts from (``dataset(default_scan_options=...)``)."""
+        return self.__dict__.get("_default_scan_options") or {}
 
     @property
     def data_storage_version(self) -> str:
@@ -320,13 +330,13 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
         TagError
             The tag does not exist.
         """
-        checked_out = LanceDataset(self._store, version)
+        checked_out = LanceDataset(self._store, version, default_scan_options=self.default_scan_options)
         checked_out._uri = self._uri
         return checked_out
 
     def open_latest(self) -> "LanceDataset":
         """A new object at the table's latest version (this one stays where it is)."""
-        return LanceDataset(self._store)
+        return LanceDataset(self._store, default_scan_options=self.default_scan_options)
 
     def checkout_latest(self) -> None:
         """Move this object to the latest version of its branch (pylance's ``checkout_latest``)."""
@@ -402,7 +412,7 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
     # -- mutations (each commits a new version and moves this object to it, like pylance) ------
     def _replace_version(self, version: int) -> None:
         """Point this object at ``version`` of the same table, dropping every cached view."""
-        fresh = LanceDataset(self._store, version)
+        fresh = LanceDataset(self._store, version, default_scan_options=self.default_scan_options)
         fresh._uri = self._uri
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
@@ -471,275 +481,6 @@ class LanceDataset(CommittingMethods, TableWriteMethods, InspectionMethods):
                 return fragment
         return None
 
-    # -- reading -----------------------------------------------------------------------------
-    def scanner(
-        self,
-        columns: list[str] | Mapping[str, str] | None = None,
-        filter: str | pc.Expression | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-        nearest: Any = None,
-        batch_size: int | None = None,
-        batch_size_bytes: int | None = None,
-        batch_readahead: int | None = None,
-        fragment_readahead: int | None = None,
-        scan_in_order: bool | None = None,
-        fragments: Sequence[LanceFragment] | None = None,
-        index_segments: Any = None,
-        full_text_query: Any = None,
-        *,
-        with_row_id: bool | None = None,
-        with_row_address: bool | None = None,
-        order_by: Sequence[ColumnOrdering | str] | None = None,
-        strict_batch_size: bool | None = None,
-        include_deleted_rows: bool | None = None,
-        **options: Any,
-    ) -> LanceScanner:
-        """Plan a scan of this version (pylance's ``scanner``, same parameters in the same order).
-
-        Parameters
-        ----------
-        columns
-            The columns to read, system columns (``_rowid``, ``_rowaddr``, ``_rowoffset``,
-            ``_row_created_at_version``, ``_row_last_updated_at_version``) allowed; or a dict of
-            output name -> SQL expression over the columns. All columns if None.
-        filter
-            A SQL predicate or a pyarrow expression the rows must satisfy.
-        limit
-            Return at most this many rows (after ``offset``).
-        offset
-            Skip this many (matching) rows first.
-        batch_size
-            The maximum number of rows per batch read from a fragment (default 65536).
-        fragments
-            Scan only these fragments of this version (in this order).
-        with_row_id
-            Add the ``_rowid`` column.
-        with_row_address
-            Add the ``_rowaddr`` column.
-        order_by
-            Sort the result by these columns (names, or ``ColumnOrdering`` for direction and
-            null placement) before ``offset`` and ``limit`` apply.
-        strict_batch_size
-            Return batches of exactly ``batch_size`` rows (the last may be shorter).
-        include_deleted_rows
-            Also return deleted rows, with a null ``_rowid`` (needs ``with_row_id``).
-        batch_size_bytes, batch_readahead, fragment_readahead, scan_in_order, **options
-            pylance's execution options (readahead, threads, I/O sizes, index use,
-            ``late_materialization``, ``prefilter``, ...). They cannot change a result, and
-            this engine reads in order on one thread, so they have no effect here.
-        nearest, index_segments, full_text_query
-            Vector and full-text search are not supported: refused when given.
-
-        Returns
-        -------
-        LanceScanner
-            The planned scan; nothing is read until it is consumed.
-
-        Raises
-        ------
-        InvalidInputError
-            An unknown column or option, an invalid filter or expression, a negative limit
-            or offset.
-        UnsupportedFeatureError
-            A vector or full-text search option.
-        """
-        return LanceScanner(
-            self,
-            columns=columns,
-            filter=filter,
-            limit=limit,
-            offset=offset,
-            with_row_id=bool(with_row_id),
-            with_row_address=bool(with_row_address),
-            batch_size=batch_size,
-            fragments=list(fragments) if fragments is not None else None,
-            order_by=order_by,
-            strict_batch_size=bool(strict_batch_size),
-            include_deleted_rows=bool(include_deleted_rows),
-            nearest=nearest, index_segments=index_segments, full_text_query=full_text_query,
-            batch_size_bytes=batch_size_bytes, batch_readahead=batch_readahead,
-            fragment_readahead=fragment_readahead, scan_in_order=scan_in_order,
-            **options,
-        )
-
-    def to_table(
-        self,
-        columns: list[str] | Mapping[str, str] | None = None,
-        filter: str | pc.Expression | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-        nearest: Any = None,
-        batch_size: int | None = None,
-        batch_size_bytes: int | None = None,
-        batch_readahead: int | None = None,
-        fragment_readahead: int | None = None,
-        scan_in_order: bool | None = None,
-        **scan_options: Any,
-    ) -> pa.Table:
-        """Read this version (or the rows and columns asked for) into one table.
-
-        Takes :meth:`scanner`'s parameters, positional ones in pylance's order.
-
-        Returns
-        -------
-        pa.Table
-            The rows in table order (or ``order_by``'s).
-
-        Raises
-        ------
-        InvalidInputError
-            An unknown column or option, an invalid filter, a negative limit or offset.
-        """
-        return self.scanner(columns, filter, limit, offset, nearest, batch_size, batch_size_bytes, batch_readahead,
-                            fragment_readahead, scan_in_order, **scan_options).to_table()
-
-    def to_batches(
-        self,
-        columns: list[str] | Mapping[str, str] | None = None,
-        filter: str | pc.Expression | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-        nearest: Any = None,
-        batch_size: int | None = None,
-        batch_size_bytes: int | None = None,
-        batch_readahead: int | None = None,
-        fragment_readahead: int | None = None,
-        scan_in_order: bool | None = None,
-        **scan_options: Any,
-    ) -> Iterator[pa.RecordBatch]:
-        """Stream this version (or the rows and columns asked for) batch by batch.
-
-        Takes :meth:`scanner`'s parameters, positional ones in pylance's order.
-
-        Returns
-        -------
-        Iterator of pa.RecordBatch
-            The batches in table order; the iterator reads lazily.
-
-        Raises
-        ------
-        InvalidInputError
-            An unknown column or option, an invalid filter, a negative limit or offset.
-        """
-        return self.scanner(columns, filter, limit, offset, nearest, batch_size, batch_size_bytes, batch_readahead,
-                            fragment_readahead, scan_in_order, **scan_options).to_batches()
-
-    def to_pandas(
-        self,
-        columns: list[str] | Mapping[str, str] | None = None,
-        filter: str | pc.Expression | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-        nearest: Any = None,
-        batch_size: int | None = None,
-        batch_readahead: int | None = None,
-        fragment_readahead: int | None = None,
-        scan_in_order: bool | None = None,
-        **scan_options: Any,
-    ) -> Any:
-        """Read this version (or the rows and columns asked for) into a pandas DataFrame.
-
-        Takes :meth:`scanner`'s parameters (positional ones in pylance's ``to_pandas`` order;
-        ``blob_mode`` is accepted like pylance's and blob columns read as descriptions).
-        """
-        scan_options.pop("blob_mode", None)
-        return self.scanner(columns, filter, limit, offset, nearest, batch_size, None, batch_readahead,
-                            fragment_readahead, scan_in_order, **scan_options).to_table().to_pandas()
-
-    def head(self, num_rows: int, **scan_options: Any) -> pa.Table:
-        """The first ``num_rows`` rows in table order (pylance's ``head``).
-
-        ``scan_options`` are :meth:`scanner`'s (``columns``, ``filter``, ``with_row_id``, ...).
-
-        Raises
-        ------
-        InvalidInputError
-            ``num_rows`` is negative, or a scan option is invalid.
-        """
-        return self.scanner(limit=num_rows, **scan_options).to_table()
-
-    def count_rows(
-        self,
-        filter: str | pc.Expression | None = None,
-        *,
-        fragments: list[LanceFragment] | None = None,
-    ) -> int:
-        """The number of live rows, or of the rows matching ``filter``.
-
-        Without a filter the count comes from the manifest, without reading data.
-
-        Parameters
-        ----------
-        filter
-            A SQL predicate or a pyarrow expression.
-        fragments
-            Count only these fragments of this version.
-
-        Returns
-        -------
-        int
-            The row count.
-
-        Raises
-        ------
-        InvalidInputError
-            The filter is not valid for the table.
-        """
-        return self.scanner(columns=[] if filter is not None else None, filter=filter, fragments=fragments).count_rows()
-
-    def take(
-        self,
-        indices: Sequence[int] | np.ndarray | pa.Array,
-        columns: list[str] | None = None,
-    ) -> pa.Table:
-        """Rows at the given logical positions (0 .. count_rows()-1), in the given order.
-
-        Parameters
-        ----------
-        indices
-            Row positions among the live rows; repeats are allowed.
-        columns
-            The columns to read; all columns if None.
-
-        Returns
-        -------
-        pa.Table
-            One row per index, in the order of ``indices``.
-
-        Raises
-        ------
-        InvalidInputError
-            An index is not an integer or out of range, or a column is unknown.
-        """
-        positions = row_positions(indices, table=self.uri)
-        scanner = self.scanner(columns=columns)
-        fragments = self.get_fragments()
-        counts = np.array([f.count_rows() for f in fragments], dtype=np.int64)
-        total = int(counts.sum())
-        if len(positions) and (positions.min() < 0 or positions.max() >= total):
-            bad = int(positions[(positions < 0) | (positions >= total)][0])
-            raise InvalidInputError(f"take index {bad} is out of range for {total} rows", table=self.uri)
-        starts = np.concatenate([[0], np.cumsum(counts)])
-        owner = np.searchsorted(starts, positions, side="right") - 1
-        pieces: list[pa.RecordBatch] = []
-        order: list[np.ndarray] = []
-        for index in np.unique(owner):
-            fragment = fragments[int(index)]
-            where = np.flatnonzero(owner == index)
-            live = fragment.live_offsets()
-            physical = live[positions[where] - starts[index]]
-            pieces.append(scanner.take_physical(fragment, physical))
-            order.append(where)
-        schema = scanner.projected_schema
-        if not pieces:
-            return schema.empty_table()
-        table = pa.Table.from_batches(pieces, schema=schema)
-        inverse = np.empty(len(positions), dtype=np.int64)
-        inverse[np.concatenate(order)] = np.arange(len(positions))
-        return table.take(pa.array(inverse))
-
-
 class _ConfigDict(dict[str, str]):
     """A config dict that can also be called, since pylance's ``config`` is a method."""
 
@@ -747,14 +488,92 @@ class _ConfigDict(dict[str, str]):
         return dict(self)
 
 
-def dataset(uri: str | os.PathLike[str], version: int | str | None = None, *,
-            storage_options: Mapping[str, str] | None = None) -> LanceDataset:
-    """Open a Lance table at its latest version, or at ``version`` (a number or a tag name).
+# dataset() options that size official Lance's caches and I/O: no effect here
+_CACHE_OPTIONS = ("block_size", "index_cache_size", "metadata_cache_size_bytes", "index_cache_size_bytes")
+# read_params keys official Lance documents (decoder caching and validation)
+_READ_PARAMS = ("cache_repetition_index", "validate_on_decode")
 
-    ``storage_options``: object-store settings with Lance's keys (``aws_access_key_id``,
-    ``aws_endpoint``, ``allow_http``, ...) for ``s3://`` URIs; see the README.
+
+def dataset(
+    uri: str | os.PathLike[str],
+    version: int | str | None = None,
+    asof: datetime | str | Any = None,
+    block_size: int | None = None,
+    commit_lock: Any = None,
+    index_cache_size: int | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    default_scan_options: Mapping[str, Any] | None = None,
+    metadata_cache_size_bytes: int | None = None,
+    index_cache_size_bytes: int | None = None,
+    read_params: Mapping[str, Any] | None = None,
+    session: Any = None,
+    namespace_client: Any = None,
+    table_id: Sequence[str] | None = None,
+    base_store_params: Mapping[str, Mapping[str, str]] | None = None,
+) -> LanceDataset:
+    """Open a Lance table (pylance's ``dataset``, same parameters in the same order).
+
+    Parameters
+    ----------
+    uri
+        The table's root: a local path or an object-store URI.
+    version
+        A version number or tag name; the latest version if None.
+    asof
+        A point in time (``datetime``, ``pandas.Timestamp`` or ``"YYYY-MM-DD HH:MM:SS"``): open
+        the latest version committed before it (ignored when ``version`` is given).
+    storage_options
+        Object-store settings with Lance's keys (``aws_access_key_id``, ``aws_endpoint``, ...).
+    default_scan_options
+        :meth:`LanceDataset.scanner` arguments every scan of the dataset starts from.
+    block_size, index_cache_size, metadata_cache_size_bytes, index_cache_size_bytes, read_params
+        Official Lance's cache and decoder settings; accepted, with no effect here.
+    commit_lock, session, namespace_client, table_id, base_store_params
+        Not supported: refused unless None.
+
+    Raises
+    ------
+    DatasetNotFoundError
+        No table at ``uri``.
+    VersionNotFoundError
+        ``version`` does not exist, or ``asof`` is before the first version.
+    InvalidInputError
+        An unsupported option, an unknown ``read_params`` key, or an ``asof`` that is not a time.
     """
-    return LanceDataset(uri, version, storage_options=storage_options)
+    unsupported = {"commit_lock": commit_lock, "session": session, "namespace_client": namespace_client,
+                   "table_id": table_id, "base_store_params": base_store_params}
+    for name, value in unsupported.items():
+        if value is not None:
+            raise InvalidInputError(f"dataset({name}=...) is not supported by this engine", table=os.fspath(uri))
+    for key in read_params or {}:
+        if key not in _READ_PARAMS:
+            raise InvalidInputError(f"unknown read_params key {key!r} (known: {list(_READ_PARAMS)})",
+                                    table=os.fspath(uri))
+    ds = LanceDataset(uri, version, storage_options=storage_options, default_scan_options=default_scan_options)
+    if version is not None or asof is None:
+        return ds
+    cutoff = _as_local_datetime(asof, table=ds.uri)
+    earlier = [v["version"] for v in ds.versions() if v["timestamp"] < cutoff]
+    if not earlier:
+        raise VersionNotFoundError(f"{cutoff} is earlier than the first version of this dataset", table=ds.uri)
+    return ds.checkout_version(max(earlier))
+
+
+def _as_local_datetime(value: Any, *, table: str) -> datetime:
+    """``asof`` as a naive local datetime, the form ``versions()`` reports timestamps in."""
+    if isinstance(value, str):
+        try:
+            value = datetime.strptime(value, "%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                raise InvalidInputError(f"cannot read {value!r} as a time", table=table) from None
+    elif hasattr(value, "to_pydatetime"):  # pandas.Timestamp
+        value = value.to_pydatetime()
+    if not isinstance(value, datetime):
+        raise InvalidInputError(f"asof must be a datetime or a time string, got {type(value).__name__}", table=table)
+    return value.astimezone().replace(tzinfo=None) if value.tzinfo is not None else value
 
 
 def _auto_cleanup_after_commit(store: ObjectStore, committed: CommittedVersion) -> None:

@@ -1,0 +1,295 @@
+"""``LanceDataset``'s reading API: ``scanner``, ``to_table``, ``to_batches``, ``to_pandas``,
+``head``, ``count_rows`` and ``take``, with pylance's parameters in pylance's order.
+
+A mixin of ``LanceDataset`` (kept apart so that neither module grows past a few pages); every
+method plans a :class:`~lance_format.dataset.scanner.LanceScanner` and runs it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.dataset.arguments import row_positions
+from lance_format.dataset.fragment import LanceFragment
+from lance_format.dataset.scan_options import ColumnOrdering
+from lance_format.dataset.scanner import LanceScanner
+from lance_format.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+
+class ReadingMethods:
+    """Mixed into ``LanceDataset``: the scans and takes of one version."""
+
+    def _as_dataset(self) -> "LanceDataset":
+        return cast("LanceDataset", self)
+
+    def scanner(
+        self,
+        columns: list[str] | Mapping[str, str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        nearest: Any = None,
+        batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        fragments: Sequence[LanceFragment] | None = None,
+        index_segments: Any = None,
+        full_text_query: Any = None,
+        *,
+        with_row_id: bool | None = None,
+        with_row_address: bool | None = None,
+        order_by: Sequence[ColumnOrdering | str] | None = None,
+        strict_batch_size: bool | None = None,
+        include_deleted_rows: bool | None = None,
+        **options: Any,
+    ) -> LanceScanner:
+        """Plan a scan of this version (pylance's ``scanner``, same parameters in the same order).
+
+        Parameters
+        ----------
+        columns
+            The columns to read, system columns (``_rowid``, ``_rowaddr``, ``_rowoffset``,
+            ``_row_created_at_version``, ``_row_last_updated_at_version``) allowed; or a dict of
+            output name -> SQL expression over the columns. All columns if None.
+        filter
+            A SQL predicate or a pyarrow expression the rows must satisfy.
+        limit
+            Return at most this many rows (after ``offset``).
+        offset
+            Skip this many (matching) rows first.
+        batch_size
+            The maximum number of rows per batch read from a fragment (default 65536).
+        fragments
+            Scan only these fragments of this version (in this order).
+        with_row_id
+            Add the ``_rowid`` column.
+        with_row_address
+            Add the ``_rowaddr`` column.
+        order_by
+            Sort the result by these columns (names, or ``ColumnOrdering`` for direction and
+            null placement) before ``offset`` and ``limit`` apply.
+        strict_batch_size
+            Return batches of exactly ``batch_size`` rows (the last may be shorter).
+        include_deleted_rows
+            Also return deleted rows, with a null ``_rowid`` (needs ``with_row_id``).
+        batch_size_bytes, batch_readahead, fragment_readahead, scan_in_order, **options
+            pylance's execution options (readahead, threads, I/O sizes, index use,
+            ``late_materialization``, ``prefilter``, ...). They cannot change a result, and
+            this engine reads in order on one thread, so they have no effect here.
+        nearest, index_segments, full_text_query
+            Vector and full-text search are not supported: refused when given.
+
+        Returns
+        -------
+        LanceScanner
+            The planned scan; nothing is read until it is consumed.
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown column or option, an invalid filter or expression, a negative limit
+            or offset.
+        UnsupportedFeatureError
+            A vector or full-text search option.
+        """
+        given: dict[str, Any] = dict(
+            columns=columns, filter=filter, limit=limit, offset=offset, nearest=nearest, batch_size=batch_size,
+            batch_size_bytes=batch_size_bytes, batch_readahead=batch_readahead,
+            fragment_readahead=fragment_readahead, scan_in_order=scan_in_order, fragments=fragments,
+            index_segments=index_segments, full_text_query=full_text_query, with_row_id=with_row_id,
+            with_row_address=with_row_address, order_by=order_by, strict_batch_size=strict_batch_size,
+            include_deleted_rows=include_deleted_rows, **options)
+        for name, value in self._as_dataset().default_scan_options.items():  # dataset(default_scan_options=...)
+            if given.get(name) is None:
+                given[name] = value
+        for flag in ("with_row_id", "with_row_address", "strict_batch_size", "include_deleted_rows"):
+            given[flag] = bool(given[flag])
+        if given["fragments"] is not None:
+            given["fragments"] = list(given["fragments"])
+        return LanceScanner(self._as_dataset(), **given)
+
+    def to_table(
+        self,
+        columns: list[str] | Mapping[str, str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        nearest: Any = None,
+        batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        **scan_options: Any,
+    ) -> pa.Table:
+        """Read this version (or the rows and columns asked for) into one table.
+
+        Takes :meth:`scanner`'s parameters, positional ones in pylance's order.
+
+        Returns
+        -------
+        pa.Table
+            The rows in table order (or ``order_by``'s).
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown column or option, an invalid filter, a negative limit or offset.
+        """
+        return self.scanner(columns, filter, limit, offset, nearest, batch_size, batch_size_bytes, batch_readahead,
+                            fragment_readahead, scan_in_order, **scan_options).to_table()
+
+    def to_batches(
+        self,
+        columns: list[str] | Mapping[str, str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        nearest: Any = None,
+        batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        **scan_options: Any,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream this version (or the rows and columns asked for) batch by batch.
+
+        Takes :meth:`scanner`'s parameters, positional ones in pylance's order.
+
+        Returns
+        -------
+        Iterator of pa.RecordBatch
+            The batches in table order; the iterator reads lazily.
+
+        Raises
+        ------
+        InvalidInputError
+            An unknown column or option, an invalid filter, a negative limit or offset.
+        """
+        return self.scanner(columns, filter, limit, offset, nearest, batch_size, batch_size_bytes, batch_readahead,
+                            fragment_readahead, scan_in_order, **scan_options).to_batches()
+
+    def to_pandas(
+        self,
+        columns: list[str] | Mapping[str, str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        nearest: Any = None,
+        batch_size: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        **scan_options: Any,
+    ) -> Any:
+        """Read this version (or the rows and columns asked for) into a pandas DataFrame.
+
+        Takes :meth:`scanner`'s parameters (positional ones in pylance's ``to_pandas`` order;
+        ``blob_mode`` is accepted like pylance's and blob columns read as descriptions).
+        """
+        scan_options.pop("blob_mode", None)
+        return self.scanner(columns, filter, limit, offset, nearest, batch_size, None, batch_readahead,
+                            fragment_readahead, scan_in_order, **scan_options).to_table().to_pandas()
+
+    def head(self, num_rows: int, **scan_options: Any) -> pa.Table:
+        """The first ``num_rows`` rows in table order (pylance's ``head``).
+
+        ``scan_options`` are :meth:`scanner`'s (``columns``, ``filter``, ``with_row_id``, ...).
+
+        Raises
+        ------
+        InvalidInputError
+            ``num_rows`` is negative, or a scan option is invalid.
+        """
+        return self.scanner(limit=num_rows, **scan_options).to_table()
+
+    def count_rows(
+        self,
+        filter: str | pc.Expression | None = None,
+        *,
+        fragments: list[LanceFragment] | None = None,
+    ) -> int:
+        """The number of live rows, or of the rows matching ``filter``.
+
+        Without a filter the count comes from the manifest, without reading data.
+
+        Parameters
+        ----------
+        filter
+            A SQL predicate or a pyarrow expression.
+        fragments
+            Count only these fragments of this version.
+
+        Returns
+        -------
+        int
+            The row count.
+
+        Raises
+        ------
+        InvalidInputError
+            The filter is not valid for the table.
+        """
+        return self.scanner(columns=[] if filter is not None else None, filter=filter, fragments=fragments).count_rows()
+
+    def take(
+        self,
+        indices: Sequence[int] | np.ndarray | pa.Array,
+        columns: list[str] | None = None,
+    ) -> pa.Table:
+        """Rows at the given logical positions (0 .. count_rows()-1), in the given order.
+
+        Parameters
+        ----------
+        indices
+            Row positions among the live rows; repeats are allowed.
+        columns
+            The columns to read; all columns if None.
+
+        Returns
+        -------
+        pa.Table
+            One row per index, in the order of ``indices``.
+
+        Raises
+        ------
+        InvalidInputError
+            An index is not an integer or out of range, or a column is unknown.
+        """
+        ds = self._as_dataset()
+        positions = row_positions(indices, table=ds.uri)
+        scanner = self.scanner(columns=columns)
+        fragments = ds.get_fragments()
+        counts = np.array([f.count_rows() for f in fragments], dtype=np.int64)
+        total = int(counts.sum())
+        if len(positions) and (positions.min() < 0 or positions.max() >= total):
+            bad = int(positions[(positions < 0) | (positions >= total)][0])
+            raise InvalidInputError(f"take index {bad} is out of range for {total} rows", table=ds.uri)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        owner = np.searchsorted(starts, positions, side="right") - 1
+        pieces: list[pa.RecordBatch] = []
+        order: list[np.ndarray] = []
+        for index in np.unique(owner):
+            fragment = fragments[int(index)]
+            where = np.flatnonzero(owner == index)
+            live = fragment.live_offsets()
+            physical = live[positions[where] - starts[index]]
+            pieces.append(scanner.take_physical(fragment, physical))
+            order.append(where)
+        schema = scanner.projected_schema
+        if not pieces:
+            return schema.empty_table()
+        table = pa.Table.from_batches(pieces, schema=schema)
+        inverse = np.empty(len(positions), dtype=np.int64)
+        inverse[np.concatenate(order)] = np.arange(len(positions))
+        return table.take(pa.array(inverse))
