@@ -19,6 +19,7 @@ from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
+from lance_format.dataset.sql.functions import FunctionTranslations
 from lance_format.errors import InvalidInputError
 
 #: Columns the scanner synthesises; they can be filtered on without being in the table schema.
@@ -36,6 +37,8 @@ class LanceFilterDialect(Dialect):
     class Tokenizer(tokens.Tokenizer):
         QUOTES = ["'", '"']
         IDENTIFIERS = ["`"]
+        HEX_STRINGS = [("x'", "'"), ("X'", "'")]  # binary literals, X'616263'
+
 
 
 _COMPARISONS: dict[type, str] = {
@@ -94,7 +97,7 @@ def validation_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema(list(schema) + extra)
 
 
-class Translator:
+class Translator(FunctionTranslations):
     """Walks a sqlglot tree and builds the pyarrow expression; records referenced columns."""
 
     def __init__(self, text: str, schema: pa.Schema) -> None:
@@ -181,6 +184,9 @@ class Translator:
 
     def _visit_Bracket(self, node: exp.Bracket) -> _Node:
         keys = node.expressions
+        numeric = isinstance(keys[0], exp.Neg) and isinstance(keys[0].this, exp.Literal) if len(keys) == 1 else False
+        if len(keys) == 1 and (numeric or isinstance(keys[0], exp.Literal) and not keys[0].is_string):
+            return self._list_element(self.visit(node.this), self.visit(keys[0]))  # list[1]: 1-based
         if len(keys) != 1 or not (isinstance(keys[0], exp.Literal) and keys[0].is_string):
             raise self._unsupported(f"subscript {node.sql()} (only struct['field'] is supported)")
         if not isinstance(node.this, exp.Column):
@@ -543,7 +549,16 @@ class Translator:
         if name == "is_valid" and len(node.expressions) == 1:
             # Legacy Lance spelling of IS NOT NULL.
             return _Node(pc.is_valid(self.visit(node.expressions[0]).expr))
-        raise self._unsupported(f"function {node.this}()")
+        translated = self.anonymous_function(name, node)
+        if translated is None:
+            raise self._unsupported(f"function {node.this}()")
+        return translated
+
+    def _visit_HexString(self, node: exp.HexString) -> _Node:
+        try:
+            return _literal(pa.scalar(bytes.fromhex(str(node.this)), pa.binary()))
+        except ValueError:
+            raise self._invalid(f"X'{node.this}' is not a hex string") from None
 
 
 def syntax_detail(err: SqlglotError) -> str:
