@@ -7,6 +7,7 @@ Batches stream fragment by fragment; nothing holds more than one batch of a frag
 from __future__ import annotations
 
 import time
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 import numpy as np
@@ -30,6 +31,7 @@ from lance_format.dataset.arguments import column_names
 from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
 from lance_format.errors import InvalidInputError
 from lance_format.schema.blob import read_arrow_schema
+from lance_format.schema.extensions import as_extension_arrays, with_extension_types
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -128,20 +130,28 @@ class LanceScanner:
 
     @property
     def projected_schema(self) -> pa.Schema:
-        """The schema of the scan's output: the requested columns, then any system columns."""
+        """The schema of the scan's output: the requested columns, then any system columns
+        (extension-typed columns with their extension types, see ``schema.extensions``)."""
+        return with_extension_types(self._stored_schema)
+
+    @cached_property
+    def _stored_schema(self) -> pa.Schema:
+        """The output schema as stored: extension columns as storage plus metadata."""
         full = _filter_schema(read_arrow_schema(self._dataset.lance_schema)).append(pa.field(ROW_OFFSET, pa.uint64()))
         fields = [pa.field(n, self._expressions[n][1]) if n in self._expressions else full.field(n)
                   for n in self._output]
-        return pa.schema(fields, metadata=self._dataset.schema.metadata)
+        return pa.schema(fields, metadata=self._dataset.lance_schema.to_arrow().metadata)
 
     def _project(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        schema = self.projected_schema
+        schema = self._stored_schema
         if self._expressions:
             table = pads.dataset(pa.Table.from_batches([batch])).to_table(
                 columns={n: self._expressions[n][0] if n in self._expressions else pc.field(n) for n in self._output})
             arrays = [table.column(i).combine_chunks().cast(f.type) for i, f in enumerate(schema)]
-            return pa.RecordBatch.from_arrays(arrays, schema=schema)
-        return pa.RecordBatch.from_arrays([batch.column(n) for n in self._output], schema=schema)
+            stored = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        else:
+            stored = pa.RecordBatch.from_arrays([batch.column(n) for n in self._output], schema=schema)
+        return as_extension_arrays(stored, self.projected_schema)
 
     def take_physical(self, fragment: LanceFragment, offsets: np.ndarray) -> pa.RecordBatch:
         """This scan's columns of ``fragment``'s rows at physical ``offsets``, in that order

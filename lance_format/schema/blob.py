@@ -19,6 +19,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.schema.extensions import with_extension_types
+
 from lance_format.schema.fields import LanceField, LanceSchema
 
 BLOB_META_KEY = "lance-encoding:blob"
@@ -82,7 +84,7 @@ def dataset_arrow_schema(schema: LanceSchema) -> pa.Schema:
     """
     arrow = schema.to_arrow()
     if not any(is_blob_v2(f) for f in schema.fields):
-        return arrow
+        return with_extension_types(arrow)
     return pa.ipc.read_schema(arrow.serialize())
 
 

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.proto import file_pb2
+from lance_format.schema.extensions import BFLOAT16, EXTENSION_NAME_KEY, has_extension, storage_field
 from lance_format.schema.logical_types import arrow_type_of, is_nested_logical_type, logical_type_of
 
 # file.proto Field.encoding values
@@ -72,18 +73,20 @@ class LanceField:
             raise UnsupportedFeatureError(
                 f"field {arrow_field.name!r} has type {data_type}, which Lance tables cannot store"
             )
-        if isinstance(data_type, pa.BaseExtensionType):
-            # e.g. lance.blob.v2, which official Lance writes out of line; this engine does not
-            raise UnsupportedFeatureError(
-                f"field {arrow_field.name!r} has extension type {data_type.extension_name}, which is not supported",
-                column=arrow_field.name,
-            )
+        if has_extension(data_type):
+            # stored as its storage type, named in the field metadata (schema.extensions)
+            arrow_field = storage_field(arrow_field)
+            data_type = arrow_field.type
         field_id = next_id[0]
         next_id[0] += 1
+        logical_type = logical_type_of(data_type)
+        if pa.types.is_fixed_size_list(data_type) and (data_type.value_field.metadata or {}).get(
+                EXTENSION_NAME_KEY) == BFLOAT16.encode():
+            logical_type = f"fixed_size_list:{BFLOAT16}:{data_type.list_size}"  # pylance's bfloat16 vectors
         lance_field = cls(
             name=arrow_field.name,
             id=field_id,
-            logical_type=logical_type_of(data_type),
+            logical_type=logical_type,
             nullable=arrow_field.nullable,
             parent_id=parent_id,
             metadata={k.decode(): v for k, v in (arrow_field.metadata or {}).items()},
@@ -119,6 +122,9 @@ class LanceField:
         pb.metadata.clear()
         for key, value in self.metadata.items():
             pb.metadata[key] = value
+        extension = self.metadata.get(EXTENSION_NAME_KEY.decode())
+        if extension is not None:
+            pb.extension_name = extension.decode() if isinstance(extension, bytes) else str(extension)
         yield pb
         for child in self.children:
             yield from child.to_protos()
@@ -226,6 +232,8 @@ def check_arrow_compatible(table_schema: pa.Schema, data_schema: pa.Schema, *, t
         problems.append(f"unknown columns {extra}")
     for name, tf in table_fields.items():
         df = data_fields.get(name)
+        if df is not None and has_extension(df.type):
+            df = storage_field(df)  # compared as stored
         if df is not None and not df.type.equals(tf.type):
             problems.append(f"column {name!r} has type {df.type}, table has {tf.type}")
     if problems:

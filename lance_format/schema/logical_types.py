@@ -137,8 +137,10 @@ def arrow_type_of(logical_type: str, children: list[pa.Field] | None = None) -> 
             return pa.binary(int(logical_type.split(":")[1]))
         if kind == "fixed_size_list":
             item, size = _fsl_parts(logical_type)
-            if item == "lance.bfloat16":
-                raise UnsupportedFeatureError("bfloat16 vectors are not supported")
+            if item == "lance.bfloat16":  # pylance's bfloat16 vectors: 2-byte values named by metadata
+                bfloat16 = pa.field("item", pa.binary(2), True, metadata={
+                    "ARROW:extension:name": "lance.bfloat16", "ARROW:extension:metadata": ""})
+                return pa.list_(bfloat16, size)
             if children:
                 return pa.list_(children[0], size)
             return pa.list_(pa.field("item", arrow_type_of(item), True), size)

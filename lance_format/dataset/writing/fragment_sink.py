@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
+from lance_format.schema.extensions import to_storage
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1_writer import LegacyFileWriter
 from lance_format.table.legacy_dictionaries import latest_table_dictionaries
@@ -248,6 +249,7 @@ class FragmentSink:
 
 def _conform(batch: pa.RecordBatch, target: pa.Schema, *, table: str) -> pa.RecordBatch:
     """Reorder columns to the table's order and refuse nulls in non-nullable columns."""
+    batch = to_storage(batch)  # extension columns are written as their storage
     if batch.schema.names != target.names:
         batch = pa.RecordBatch.from_arrays([batch.column(n) for n in target.names], schema=target)
     for index, field in enumerate(target):
