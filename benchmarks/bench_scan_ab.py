@@ -9,7 +9,8 @@ fastest of ``--repeat`` rounds counts for each. The scan touches every byte (``t
     git worktree add /tmp/base 8d76709
     python benchmarks/bench_scan_ab.py --a /tmp/base --b . [--rows 1000000] [--repeat 5]
 
-Prints each side's best and median seconds and B / A. Nothing here is asserted: timings on a
+Prints each side's best and median seconds, wall and CPU (all threads; steadier when other
+work shares the machine), and B / A. Nothing here is asserted: timings on a
 shared machine are for people to read, not for tests.
 """
 
@@ -31,9 +32,9 @@ path, columns = sys.argv[2], None
 print("ready " + lance_format.__file__, flush=True)
 for line in sys.stdin:
     ds = lance_format.dataset(path)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     touch(ds.to_table())
-    print(time.perf_counter() - start, flush=True)
+    print(time.perf_counter() - start, time.process_time() - cpu, flush=True)
 """
 
 
@@ -50,11 +51,13 @@ def _worker(tree: str, table: str) -> subprocess.Popen[str]:
     return proc
 
 
-def _run(proc: subprocess.Popen[str]) -> float:
+def _run(proc: subprocess.Popen[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one scan; CPU time (all threads) is steadier on a busy machine."""
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write("scan\n")
     proc.stdin.flush()
-    return float(proc.stdout.readline())
+    wall, cpu = proc.stdout.readline().split()
+    return float(wall), float(cpu)
 
 
 def main() -> None:
@@ -76,7 +79,7 @@ def main() -> None:
         table = table or os.path.join(tempfile.mkdtemp(prefix="bench-ab-"), "pylance.lance")
         lance.write_dataset(realistic_table(args.rows), table, data_storage_version=args.version)
     sides = {"A": _worker(args.a, table), "B": _worker(args.b, table)}
-    times: dict[str, list[float]] = {"A": [], "B": []}
+    times: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
     for side in sides:  # one warm-up each (page cache, imports)
         _run(sides[side])
     for _ in range(args.repeat):
@@ -86,11 +89,13 @@ def main() -> None:
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait()
-    for side in sides:
-        print(f"{side}: best {min(times[side]):.4f} s, median {statistics.median(times[side]):.4f} s  "
-              f"({', '.join(f'{t:.3f}' for t in times[side])})")
-    print(f"B / A: best {min(times['B']) / min(times['A']):.3f}, "
-          f"median {statistics.median(times['B']) / statistics.median(times['A']):.3f}")
+    for kind, index in (("wall", 0), ("cpu", 1)):
+        series = {side: [t[index] for t in times[side]] for side in sides}
+        for side in sides:
+            print(f"{kind} {side}: best {min(series[side]):.4f} s, median {statistics.median(series[side]):.4f} s  "
+                  f"({', '.join(f'{t:.3f}' for t in series[side])})")
+        print(f"{kind} B / A: best {min(series['B']) / min(series['A']):.3f}, "
+              f"median {statistics.median(series['B']) / statistics.median(series['A']):.3f}")
 
 
 if __name__ == "__main__":

@@ -328,3 +328,18 @@ def test_cleanup_keeps_what_a_table_sharing_the_base_references(tmp_path, cleane
     assert sorted(lance.dataset(second).to_table()["id"].to_pylist()) == [3, 4]
     assert_same_table(second)
     assert_same_table(first)
+
+
+def test_a_write_that_fails_to_commit_leaves_nothing_in_the_bases(tmp_path, monkeypatch):
+    uri = _bases_history(lance_format, tmp_path, "t")
+    before = sorted(str(p) for p in tmp_path.rglob("*.lance"))
+    module = __import__("sys").modules["lance_format.dataset.writing.write_dataset"]
+
+    def refuse(*args, **kwargs):
+        raise lance_format.CommitConflictError("simulated conflict")
+
+    monkeypatch.setattr(module, "commit_transaction", refuse)
+    with pytest.raises(lance_format.CommitConflictError):
+        lance_format.write_dataset(_table(list(range(9))), uri, mode="append", target_all_bases=True,
+                                   max_rows_per_file=2)
+    assert sorted(str(p) for p in tmp_path.rglob("*.lance")) == before
