@@ -47,8 +47,12 @@ def _ddb(endpoint: str):
 
 
 def _create_table(endpoint: str, name: str, hash_key: str = "base_uri", range_key: str = "version") -> None:
-    # Lance's layout: HASH base_uri (string), RANGE version (number)
-    _ddb(endpoint).create_table(
+    # Lance's layout: HASH base_uri (string), RANGE version (number). moto keeps its state per
+    # process, so a table made by another module's server may exist already.
+    client = _ddb(endpoint)
+    if name in client.list_tables()["TableNames"]:
+        return
+    client.create_table(
         TableName=name, BillingMode="PAY_PER_REQUEST",
         KeySchema=[{"AttributeName": hash_key, "KeyType": "HASH"}, {"AttributeName": range_key, "KeyType": "RANGE"}],
         AttributeDefinitions=[{"AttributeName": hash_key, "AttributeType": "S"},

@@ -65,9 +65,9 @@ def test_paths_cannot_escape_the_root(tmp_path, bad):
 
 
 def test_unsupported_scheme():
-    # s3://, gs://, az://, abfss:// and memory:// are supported (tests/test_object_store_*.py);
+    # s3://, gs://, az://, abfss://, memory:// and s3+ddb:// are supported (tests/test_object_store_*.py);
     # other schemes are refused clearly, naming what is supported
-    for uri in ("hdfs://namenode/table", "oss://bucket/table", "s3+ddb://bucket/table"):
+    for uri in ("hdfs://namenode/table", "oss://bucket/table", "gs+ddb://bucket/table"):
         with pytest.raises(UnsupportedFeatureError, match="gs://"):
             ObjectStore(uri)
 
