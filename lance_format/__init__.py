@@ -20,6 +20,8 @@ import pyarrow as _pa
 from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
 from lance_format.dataset.fragment import LanceFragment
+from lance_format.dataset.fragment_metadata import FragmentMetadata
+from lance_format.dataset.transactions_api import LanceOperation, Transaction
 from lance_format.dataset.mutations.base import checked_reader
 from lance_format.dataset.mutations.replace_where import replace_where
 from lance_format.dataset.scanner import LanceScanner
@@ -44,6 +46,7 @@ from lance_format.errors import (
 )
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
 from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
+from lance_format import fragment  # noqa: E402,F401 - ``lance.fragment`` is a module attribute in pylance
 
 
 def sql_expression_type(sql: str, schema: _pa.Schema) -> _pa.DataType:
@@ -58,6 +61,9 @@ __all__ = [
     "LanceDataset",
     "LanceFragment",
     "LanceScanner",
+    "FragmentMetadata",
+    "LanceOperation",
+    "Transaction",
     "dataset",
     "write_dataset",
     "replace_where",

@@ -15,6 +15,7 @@ from lance_format.dataset.arguments import row_positions, version_number
 from lance_format.dataset.committing import CommittingMethods
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.transactions_api import TransactionMethods
 from lance_format.errors import (
     DatasetNotFoundError,
     InvalidInputError,
@@ -49,7 +50,7 @@ def _open_listing(store: ObjectStore) -> VersionListing:
     return listing
 
 
-class LanceDataset(CommittingMethods):
+class LanceDataset(CommittingMethods, TransactionMethods):
     """A Lance table pinned at one version.
 
     Parameters
@@ -308,8 +309,9 @@ class LanceDataset(CommittingMethods):
 
         return next_field_id_of(self.manifest) - 1
 
-    def read_transaction(self, version: int | None = None) -> transaction_pb2.Transaction | None:
-        """The transaction that produced a version, or None if none was recorded.
+    def read_transaction_message(self, version: int | None = None) -> transaction_pb2.Transaction | None:
+        """The transaction message that produced a version, or None if none was recorded
+        (``read_transaction`` gives pylance's view of it).
 
         Parameters
         ----------

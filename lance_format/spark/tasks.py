@@ -353,9 +353,9 @@ def _apply_deletions(spec: DeleteSpec, fragment_id: int, offsets: np.ndarray) ->
         raise CorruptFileError(f"fragment {fragment_id} is not in version {spec.version}", table=spec.uri,
                                version=spec.version)
     offsets = np.unique(offsets.astype(np.int64))
-    updated, added = delete_rows(ds.object_store, fragment.metadata, offsets, read_version=spec.version,
+    updated, added = delete_rows(ds.object_store, fragment.proto, offsets, read_version=spec.version,
                                  write_id=spec.write_id,
-                                 deletion_store=ds.base_stores.deletion_store(fragment.metadata.deletion_file))
+                                 deletion_store=ds.base_stores.deletion_store(fragment.proto.deletion_file))
     if added == 0:
         return None
     return _deletion_row(fragment_id, updated, added, offsets)

@@ -1,0 +1,274 @@
+"""Phase one of a distributed write with pylance's API: ``LanceFragment.create`` and
+``write_fragments`` write data files and describe them as :class:`FragmentMetadata` (nothing is
+visible until ``LanceDataset.commit``), and a fragment's own uncommitted changes
+(``LanceFragment.delete``, ``merge_columns``) likewise return a new description.
+
+The files are written by the engine's write path (:mod:`lance_format.dataset.writing.fragment_sink`),
+so they are the same files ``write_dataset`` would have written.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto
+from lance_format.dataset.writing.arrow_input import as_reader
+from lance_format.dataset.writing.fragment_sink import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    resolve_storage_version,
+    write_fragments as write_fragment_protos,
+)
+from lance_format.errors import InvalidInputError
+from lance_format.io import ObjectStore, object_store_for
+from lance_format.schema import LanceSchema, check_arrow_compatible
+from lance_format.table import feature_flags
+from lance_format.table.commit import latest_manifest
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.fragment import LanceFragment
+    from lance_format.dataset.transactions_api import Transaction
+
+WRITE_MODES = ("append", "create", "overwrite")
+
+
+def _legacy_alias(data_storage_version: str | None, use_legacy_format: bool | None) -> str | None:
+    if use_legacy_format is None:
+        return data_storage_version
+    warnings.warn("use_legacy_format is deprecated, use data_storage_version instead", DeprecationWarning,
+                  stacklevel=3)
+    return "legacy" if use_legacy_format else "stable"
+
+
+def _store_of(dataset_uri: Any, storage_options: Mapping[str, str] | None) -> ObjectStore:
+    from lance_format.dataset.dataset import LanceDataset
+
+    if isinstance(dataset_uri, LanceDataset):
+        return dataset_uri.object_store
+    if not isinstance(dataset_uri, (str, os.PathLike, ObjectStore)):
+        raise InvalidInputError(f"Unknown dataset_uri type {type(dataset_uri)}")
+    return object_store_for(dataset_uri, storage_options)
+
+
+def _write(
+    data: Any, dataset_uri: Any, schema: pa.Schema | None, *, mode: str, max_rows_per_file: int,
+    max_bytes_per_file: int, progress: Any, data_storage_version: str | None,
+    storage_options: Mapping[str, str] | None,
+) -> tuple[list[FragmentMetadata], LanceSchema, int]:
+    """Write ``data`` as uncommitted fragments; returns them, the schema they follow and the
+    version they were written against (0: no table yet)."""
+    if mode not in WRITE_MODES:
+        raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
+    store = _store_of(dataset_uri, storage_options)
+    reader = as_reader(data, schema)
+    existing = latest_manifest(store)
+    read_version = 0
+    if existing is not None:
+        path, manifest_file = existing
+        feature_flags.check_writable(manifest_file.manifest, table=store.uri, path=path)
+        read_version = manifest_file.manifest.version
+    if existing is not None and mode == "append":
+        manifest = existing[1].manifest
+        table_schema = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata))
+        check_arrow_compatible(table_schema.to_arrow(), reader.schema, table=store.uri)
+        storage_version = resolve_storage_version(None, manifest.data_format.version or "2.0", table=store.uri)
+    else:
+        table_schema = LanceSchema.from_arrow(reader.schema)
+        storage_version = resolve_storage_version(data_storage_version, None, table=store.uri)
+    protos, _sink = write_fragment_protos(reader, store, table_schema, storage_version,
+                                          max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file)
+    fragments = [fragment_from_proto(p) for p in protos]
+    if progress is not None:
+        # the files are complete when the sink returns; report each one as begun and done
+        for fragment in fragments:
+            progress.begin(fragment)
+            progress.complete(fragment)
+    return fragments, table_schema, read_version
+
+
+def create_fragment(
+    dataset_uri: str | os.PathLike[str] | "LanceDataset",
+    data: Any,
+    fragment_id: int | None = None,
+    schema: pa.Schema | None = None,
+    max_rows_per_group: int | None = 1024,
+    progress: Any = None,
+    mode: str = "append",
+    *,
+    data_storage_version: str | None = None,
+    use_legacy_format: bool | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    **unsupported: Any,
+) -> FragmentMetadata:
+    """pylance's ``LanceFragment.create``: write ``data`` as ONE uncommitted fragment.
+
+    ``max_rows_per_group`` is accepted for compatibility; this engine's writer sizes pages itself.
+
+    Raises
+    ------
+    InvalidInputError
+        Unknown ``mode`` or arguments.
+    SchemaMismatchError
+        ``mode="append"`` and the data does not fit the existing table's schema.
+    """
+    if any(v is not None for v in unsupported.values()):
+        raise InvalidInputError(f"unsupported LanceFragment.create arguments: {sorted(unsupported)}")
+    version = _legacy_alias(data_storage_version, use_legacy_format)
+    fragments, _schema, _read = _write(data, dataset_uri, schema, mode=mode, max_rows_per_file=2**63 - 1,
+                                       max_bytes_per_file=2**63 - 1, progress=progress, data_storage_version=version,
+                                       storage_options=storage_options)
+    if not fragments:
+        raise InvalidInputError("cannot create a fragment from no rows")
+    fragment = fragments[0]
+    if fragment_id is not None:
+        fragment.id = int(fragment_id)
+    return fragment
+
+
+def write_fragments(
+    data: Any,
+    dataset_uri: str | os.PathLike[str] | "LanceDataset",
+    schema: pa.Schema | None = None,
+    *,
+    return_transaction: bool = False,
+    mode: str = "append",
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int | None = 1024,
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    data_cache_bytes: int | None = None,
+    max_page_bytes: int | None = None,
+    progress: Any = None,
+    data_storage_version: str | None = None,
+    use_legacy_format: bool | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    enable_stable_row_ids: bool = False,
+    **unsupported: Any,
+) -> "list[FragmentMetadata] | Transaction":
+    """pylance's ``write_fragments``: uncommitted fragments (ids 0), or with
+    ``return_transaction=True`` the Append/Overwrite :class:`Transaction` that commits them.
+
+    ``max_rows_per_group``, ``data_cache_bytes``, ``max_page_bytes`` and ``enable_stable_row_ids``
+    (which has no effect in pylance either: ids are assigned at commit) are accepted for
+    compatibility.
+    """
+    if any(v not in (None, False, "reference") for v in unsupported.values()):
+        raise InvalidInputError(f"unsupported write_fragments arguments: {sorted(unsupported)}")
+    version = _legacy_alias(data_storage_version, use_legacy_format)
+    fragments, table_schema, read_version = _write(
+        data, dataset_uri, schema, mode=mode, max_rows_per_file=max_rows_per_file,
+        max_bytes_per_file=max_bytes_per_file, progress=progress, data_storage_version=version,
+        storage_options=storage_options)
+    if not return_transaction:
+        return fragments
+    from lance_format.dataset.transactions_api import LanceOperation, Transaction
+
+    operation: Any
+    if mode == "append" and read_version:
+        operation = LanceOperation.Append(fragments)
+    else:
+        operation = LanceOperation.Overwrite(table_schema, fragments)
+    return Transaction(read_version=read_version, operation=operation, uuid=str(uuid.uuid4()))
+
+
+# -- changes to one existing fragment ----------------------------------------------------------
+def delete_from_fragment(fragment: "LanceFragment", predicate: str) -> FragmentMetadata | None:
+    """pylance's ``LanceFragment.delete``: a new deletion file with the rows matching ``predicate``
+    added; None when no row would be left. Nothing is committed."""
+    from lance_format.dataset.fragment_metadata import DeletionFile
+    from lance_format.table.deletion import write_deletion_file
+
+    ds = fragment._dataset
+    scanner = ds.scanner(columns=[], filter=predicate, with_row_address=True, fragments=[fragment])
+    pieces = [b.column(0).to_numpy(zero_copy_only=False) for b in scanner.to_batches()]
+    new = (np.concatenate(pieces).astype(np.uint64) & np.uint64(0xFFFFFFFF)) if pieces else np.empty(0, np.uint64)
+    updated = fragment.metadata
+    if new.size == 0:
+        return updated
+    union = np.union1d(fragment.deleted_offsets.astype(np.uint64), new)
+    if union.size >= fragment.physical_rows:
+        return None
+    pb = write_deletion_file(ds.object_store, fragment.fragment_id, ds.version, union.astype(np.uint32))
+    updated.deletion_file = DeletionFile.from_proto(pb)
+    return updated
+
+
+def merge_fragment_columns(
+    fragment: "LanceFragment", value_func: Any, columns: list[str] | None = None, batch_size: int | None = None,
+    reader_schema: pa.Schema | None = None,
+) -> tuple[FragmentMetadata, LanceSchema]:
+    """pylance's ``LanceFragment.merge_columns``: a new data file with new columns for this
+    fragment, and the table schema with them; commit with ``LanceOperation.Merge``."""
+    from lance_format.dataset.evolution.base import new_column_file
+    from lance_format.dataset.evolution.columns import _new_schema, _sql_batches, _udf_batches
+    from lance_format.dataset.mutations.base import Prepared, storage_version_of
+    from lance_format.dataset.sql.filter import to_value_expression
+    from lance_format.table.transaction import new_transaction
+
+    ds = fragment._dataset
+    prepared = Prepared(new_transaction(ds.version), None, storage_version=storage_version_of(ds))
+    batches: Any
+    if isinstance(value_func, Mapping):
+        if not value_func:
+            raise InvalidInputError("merge_columns needs at least one column", table=ds.uri)
+        exprs: dict[str, Any] = {}
+        reads: list[str] = []
+        fields = []
+        for name, sql in value_func.items():
+            expr, dtype, cols = to_value_expression(sql, ds.schema)
+            exprs[name] = expr
+            fields.append(pa.field(name, dtype))
+            reads += [c for c in cols if c not in reads]
+        arrow = pa.schema(fields)
+        batches = _sql_batches(ds, fragment, exprs, reads, arrow, batch_size)
+    elif callable(value_func):
+        generated = _udf_batches(ds, fragment, value_func, columns, batch_size)
+        first = next(generated, None)
+        if first is None:
+            raise InvalidInputError("the UDF produced no data", table=ds.uri)
+        arrow = first.schema
+
+        def chained() -> Any:
+            yield first
+            yield from generated
+
+        batches = chained()
+    else:
+        reader = as_reader(value_func, reader_schema)
+        arrow = reader.schema
+        batches = iter(reader)
+    new = _new_schema(ds, arrow)
+    proto = new_column_file(ds, fragment, new, batches, prepared)
+    schema = LanceSchema.from_protos(list(ds.manifest.fields) + new.to_protos(), dict(ds.manifest.schema_metadata))
+    return fragment_from_proto(proto), schema
+
+
+def validate_fragment(fragment: "LanceFragment") -> None:
+    """Check that the fragment's files exist, have its row count, and its deletions fit it.
+
+    Raises :class:`CorruptFileError` (or ``FileNotFoundError`` for a missing file).
+    """
+    from lance_format.errors import CorruptFileError
+
+    for data_file in fragment.proto.files:
+        if not any(fid >= 0 for fid in data_file.fields):
+            continue
+        store, path = fragment._dataset.base_stores.data_file(data_file)
+        if not store.exists(path):
+            raise CorruptFileError(f"data file {data_file.path} of fragment {fragment.fragment_id} does not exist",
+                                   path=path, **fragment.error_context())
+    fields = fragment._dataset.lance_schema.fields
+    for plan in fragment._file_plans(fields):
+        if plan.plans:
+            fragment._reader(plan)  # checks the file's row count against the fragment's
+    _ = fragment.deleted_offsets  # checks the deletion file against the row count
+
+
+__all__ = ["create_fragment", "write_fragments", "delete_from_fragment", "merge_fragment_columns",
+           "validate_fragment"]
