@@ -27,6 +27,7 @@ from lance_format.dataset.mutations.replace_where import replace_where
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
+    ArgumentTypeError,
     CommitConflictError,
     CorruptFileError,
     DatasetAlreadyExistsError,
@@ -74,6 +75,7 @@ __all__ = [
     "VersionSummary",
     "sql_expression_type",
     "LanceError",
+    "ArgumentTypeError",
     "CommitConflictError",
     "CorruptFileError",
     "DatasetAlreadyExistsError",

@@ -111,6 +111,10 @@ class InvalidInputError(LanceError, ValueError):
     """An argument is invalid (bad mode, bad filter, bad path)."""
 
 
+class ArgumentTypeError(InvalidInputError, TypeError):
+    """An argument has the wrong type, e.g. a fragment list holding something else (pylance: ``TypeError``)."""
+
+
 class PathEscapeError(CorruptFileError):
     """A path read from a manifest points outside the table root."""
 
@@ -136,6 +140,7 @@ __all__ = [
     "CorruptFileError",
     "SchemaMismatchError",
     "InvalidInputError",
+    "ArgumentTypeError",
     "PathEscapeError",
     "BranchError",
     "StorageAccessError",

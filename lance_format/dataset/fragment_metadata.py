@@ -18,7 +18,7 @@ from typing import Any, Iterable, List, Optional
 import numpy as np
 import pyarrow as pa
 
-from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import table_pb2
 from lance_format.table.deletion import deletion_file_path
 from lance_format.table.rowids import decode_row_ids, encode_row_ids
@@ -247,7 +247,10 @@ class RowIdSequence:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"RowIdSequence({self._ids.tolist()})"
+        if len(self._ids) <= 10:
+            return f"RowIdSequence({self._ids.tolist()})"
+        head = ", ".join(str(i) for i in self._ids[:10].tolist())
+        return f"RowIdSequence([{head}, ...], len={len(self._ids)})"
 
 
 @dataclass
@@ -351,7 +354,7 @@ def data_file_from_proto(pb: table_pb2.DataFile) -> DataFile:
 def fragment_to_proto(fragment: FragmentMetadata) -> table_pb2.DataFragment:
     """The manifest message for a fragment description (raises for what the engine cannot store)."""
     if not isinstance(fragment, FragmentMetadata):
-        raise InvalidInputError(f"expected FragmentMetadata, got {type(fragment).__name__}")
+        raise ArgumentTypeError(f"expected FragmentMetadata, got {type(fragment).__name__}")
     if fragment.overlays:
         raise UnsupportedFeatureError("fragments with data overlays are not supported by this engine")
     pb = table_pb2.DataFragment(id=fragment.id, physical_rows=fragment.physical_rows)

@@ -25,7 +25,7 @@ from lance_format.dataset.writing.fragment_sink import (
     resolve_storage_version,
     write_fragments as write_fragment_protos,
 )
-from lance_format.errors import InvalidInputError
+from lance_format.errors import ArgumentTypeError, InvalidInputError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.schema import LanceSchema, check_arrow_compatible
 from lance_format.table import feature_flags
@@ -53,7 +53,7 @@ def _store_of(dataset_uri: Any, storage_options: Mapping[str, str] | None) -> Ob
     if isinstance(dataset_uri, LanceDataset):
         return dataset_uri.object_store
     if not isinstance(dataset_uri, (str, os.PathLike, ObjectStore)):
-        raise InvalidInputError(f"Unknown dataset_uri type {type(dataset_uri)}")
+        raise ArgumentTypeError(f"Unknown dataset_uri type {type(dataset_uri)}")
     return object_store_for(dataset_uri, storage_options)
 
 

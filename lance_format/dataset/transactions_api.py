@@ -17,7 +17,7 @@ import os
 import uuid
 from abc import ABC
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, TypedDict, cast
 
 import pyarrow as pa
@@ -31,7 +31,7 @@ from lance_format.dataset.fragment_metadata import (
     fragment_from_proto,
     fragment_to_proto,
 )
-from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import transaction_pb2
 from lance_format.schema import LanceSchema
@@ -51,10 +51,10 @@ _UPDATE_MODES = {"": 0, "rewrite_rows": 0, "rewrite_columns": 1}
 
 def _fragments(value: Any, what: str = "fragments") -> list[FragmentMetadata]:
     if not isinstance(value, list):
-        raise InvalidInputError(f"{what} must be list[FragmentMetadata], got {type(value)}")
+        raise ArgumentTypeError(f"{what} must be list[FragmentMetadata], got {type(value)}")
     bad = [f for f in value if not isinstance(f, FragmentMetadata)]
     if bad:
-        raise InvalidInputError(f"{what} must be list[FragmentMetadata], got {type(bad[0])}")
+        raise ArgumentTypeError(f"{what} must be list[FragmentMetadata], got {type(bad[0])}")
     return value
 
 
@@ -376,8 +376,9 @@ def _preserves(body: Any, field_number: int) -> bool:
     return any(f.field_number == field_number and f.data == 1 for f in unknown_fields.UnknownFieldSet(body))
 
 
-def operation_from_proto(txn: transaction_pb2.Transaction) -> LanceOperation.BaseOperation | None:
-    """The operation of a transaction message (None for kinds pylance has no class for)."""
+def operation_from_proto(txn: transaction_pb2.Transaction) -> LanceOperation.BaseOperation:
+    """The operation of a transaction message (a bare ``BaseOperation`` for kinds pylance has no
+    class for, such as ReserveFragments, as pylance does)."""
     L = LanceOperation
     kind = operation_name(txn)
     if kind == OperationKind.OVERWRITE:
@@ -426,7 +427,7 @@ def operation_from_proto(txn: transaction_pb2.Transaction) -> LanceOperation.Bas
         c = txn.clone
         return L.Clone(c.is_shallow, c.ref_name if c.HasField("ref_name") else None, c.ref_version, c.ref_path,
                        c.branch_name if c.HasField("branch_name") else None)
-    return None
+    return L.BaseOperation()
 
 
 def _uuid(pb: Any) -> str:
@@ -438,7 +439,7 @@ def _index(pb: Any) -> Index:
 
     created = None
     if pb.HasField("created_at"):
-        created = datetime.fromtimestamp(pb.created_at / 1000)
+        created = datetime.fromtimestamp(pb.created_at / 1000, tz=timezone.utc)
     return Index(uuid=_uuid(pb.uuid), name=pb.name, fields=list(pb.fields), dataset_version=pb.dataset_version,
                  fragment_ids=set(BitMap.deserialize(bytes(pb.fragment_bitmap))) if pb.fragment_bitmap else set(), index_version=pb.index_version, created_at=created,
                  base_id=pb.base_id if pb.HasField("base_id") else None,
@@ -448,7 +449,7 @@ def _index(pb: Any) -> Index:
 
 def transaction_from_proto(txn: transaction_pb2.Transaction) -> Transaction:
     """pylance's view of a transaction message."""
-    return Transaction(read_version=txn.read_version, operation=operation_from_proto(txn),  # type: ignore[arg-type]
+    return Transaction(read_version=txn.read_version, operation=operation_from_proto(txn),
                        uuid=txn.uuid, transaction_properties=dict(txn.transaction_properties))
 
 
@@ -466,7 +467,7 @@ def _store_of(base_uri: Any, storage_options: Dict[str, str] | None) -> ObjectSt
     if isinstance(base_uri, LanceDataset):
         return base_uri.object_store
     if not isinstance(base_uri, (str, os.PathLike, ObjectStore)):
-        raise InvalidInputError(f"base_uri must be str, Path, or LanceDataset, got {type(base_uri)}")
+        raise ArgumentTypeError(f"base_uri must be str, Path, or LanceDataset, got {type(base_uri)}")
     return object_store_for(base_uri, storage_options)
 
 
@@ -515,7 +516,7 @@ def commit(
 
     if commit_lock is not None:
         if not callable(commit_lock):
-            raise InvalidInputError(f"commit_lock must be a function, got {type(commit_lock)}")
+            raise ArgumentTypeError(f"commit_lock must be a function, got {type(commit_lock)}")
         raise UnsupportedFeatureError("custom commit locks are not supported: commits use put-if-not-exists")
     if detached:
         raise UnsupportedFeatureError("detached commits are not supported by this engine")
@@ -541,7 +542,7 @@ def commit(
             txn.transaction_properties[COMMIT_MESSAGE_KEY] = commit_message
         operation_to_proto(operation, txn, current)
     else:
-        raise InvalidInputError(f"operation must be a LanceOperation.BaseOperation or Transaction, got "
+        raise ArgumentTypeError(f"operation must be a LanceOperation.BaseOperation or Transaction, got "
                                 f"{type(operation)}")
     options = BuildOptions(enable_stable_row_ids=bool(enable_stable_row_ids),
                            data_storage_version=_overwrite_storage_version(txn, store))
