@@ -331,3 +331,55 @@ def test_import_as_lance_runs_pylance_snippets(tmp_path):
     assert dataset.to_table().to_pydict() == {"a": [1], "b": ["a"], "a_doubled": [2]}
     assert dataset.read_transaction(dataset.version).operation.schema.to_arrow().names == ["a", "b", "a_doubled"]
     assert_same_history(uri)
+
+
+def _column_updates(engine: ModuleType, uri: str) -> list:
+    lance.write_dataset(pa.table({"id": list(range(6)), "s": [f"v{i}" for i in range(6)],
+                                  "n": [float(i) for i in range(6)]}), uri)
+    lance.dataset(uri).delete("id = 1")
+    fragment = engine.dataset(uri).get_fragment(0)
+    new, modified = fragment.update_columns(pa.table({"id": [2, 3, 3, 9], "s": ["X", "Y", "Z", "Q"]}), left_on="id")
+    shapes = [[(d.fields, d.column_indices) for d in new.files], modified]
+    ds = engine.LanceDataset.commit(uri, engine.LanceOperation.Update(updated_fragments=[new],
+                                                                      fields_modified=modified), read_version=2)
+    fragment = ds.get_fragment(0)
+    by_row_id = pa.table({"_rowid": pa.array([0, 4], pa.uint64()), "n": [10.0, 40.0]})
+    new, modified, offsets = fragment.update_columns(by_row_id, with_offsets=True)
+    shapes += [[(d.fields, d.column_indices) for d in new.files], modified, offsets]
+    ds = engine.LanceDataset.commit(uri, engine.LanceOperation.Update(updated_fragments=[new],
+                                                                      fields_modified=modified), read_version=3)
+    fragment = ds.get_fragment(0)
+    shapes += [fragment.delete_rows([0, 2]).num_deletions, fragment.delete_rows(range(6))]
+    with pytest.raises(ValueError):
+        fragment.update_columns(pa.table({"id": [2], "zz": ["X"]}), left_on="id")
+    with pytest.raises(ValueError):
+        fragment.update_columns(pa.table({"id": [2], "s": ["X"]}), left_on="nope")
+    return shapes + [ds.to_table().to_pydict()]
+
+
+def test_update_columns_and_delete_rows_like_pylance(tmp_path):
+    ours = _column_updates(lance_format, str(tmp_path / "ours"))
+    assert ours == _column_updates(lance, str(tmp_path / "theirs"))
+    assert ours[-1] == {"id": [0, 2, 3, 4, 5], "s": ["v0", "X", "Z", "v4", "v5"], "n": [10.0, 2.0, 3.0, 40.0, 5.0]}
+    assert_same_history(str(tmp_path / "ours"))
+
+
+def test_data_replacement_like_pylance(tmp_path):
+    import shutil
+
+    for engine in ENGINES:
+        uri, side = str(tmp_path / engine.__name__), str(tmp_path / f"side_{engine.__name__}")
+        lance.write_dataset(pa.table({"a": [1, 2, 3], "b": ["x", "y", "z"]}), uri)
+        written = engine.fragment.LanceFragment.create(side, pa.table({"a": [10, 20, 30]}), mode="create")
+        name = written.files[0].path
+        shutil.copy(f"{side}/data/{name}", f"{uri}/data/{name}")
+        old = engine.dataset(uri).get_fragment(0).data_files()[0]
+        new_file = engine.fragment.DataFile(name, [0], [0], old.file_major_version, old.file_minor_version)
+        group = engine.LanceOperation.DataReplacementGroup(0, new_file)
+        engine.LanceDataset.commit(uri, engine.LanceOperation.DataReplacement([group]), read_version=1)
+        assert lance.dataset(uri).to_table().to_pydict() == {"a": [10, 20, 30], "b": ["x", "y", "z"]}
+        assert lance_format.dataset(uri).to_table().to_pydict() == {"a": [10, 20, 30], "b": ["x", "y", "z"]}
+        assert [(d.fields, d.column_indices) for d in lance.dataset(uri).get_fragment(0).data_files()] == [
+            ([-2, 1], [0, 1]), ([0], [0])]
+        assert type(lance_format.dataset(uri).read_transaction(2).operation).__name__ == "DataReplacement"
+    assert_same_history(str(tmp_path / "lance_format"))

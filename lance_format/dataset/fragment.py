@@ -139,6 +139,27 @@ class LanceFragment:
 
         return delete_from_fragment(self, predicate)
 
+    def delete_rows(self, offsets: Any) -> FragmentMetadata | None:
+        """This fragment with the physical row ``offsets`` deleted, or None when no row is left."""
+        from lance_format.dataset.fragment_writes import delete_fragment_rows
+
+        return delete_fragment_rows(self, offsets)
+
+    def update_columns(
+        self,
+        data_obj: Any,
+        left_on: str = "_rowid",
+        right_on: str | None = None,
+        schema: pa.Schema | None = None,
+        *,
+        with_offsets: bool = False,
+    ) -> tuple[FragmentMetadata, list[int]] | tuple[FragmentMetadata, list[int], bytes]:
+        """New values for existing columns joined on ``left_on`` = ``right_on``; commit with
+        ``LanceOperation.Update`` (see :func:`fragment_writes.update_fragment_columns`)."""
+        from lance_format.dataset.fragment_writes import update_fragment_columns
+
+        return update_fragment_columns(self, data_obj, left_on, right_on, schema, with_offsets=with_offsets)
+
     def merge_columns(
         self,
         value_func: Any,

@@ -249,6 +249,117 @@ def merge_fragment_columns(
     return fragment_from_proto(proto), schema
 
 
+def delete_fragment_rows(fragment: "LanceFragment", offsets: Any) -> FragmentMetadata | None:
+    """pylance's ``LanceFragment.delete_rows``: delete physical ``offsets`` of this fragment
+    (added to its deletion file); None when no row would be left. Nothing is committed."""
+    from lance_format.dataset.fragment_metadata import DeletionFile
+    from lance_format.table.deletion import write_deletion_file
+
+    new = np.asarray([int(o) for o in offsets], dtype=np.int64)
+    if new.size and (new.min() < 0 or new.max() >= fragment.physical_rows):
+        raise InvalidInputError(f"row offsets outside fragment {fragment.fragment_id} "
+                                f"({fragment.physical_rows} rows)", **fragment.error_context())
+    updated = fragment.metadata
+    union = np.union1d(fragment.deleted_offsets.astype(np.int64), new)
+    if union.size == len(fragment.deleted_offsets):
+        return updated
+    if union.size >= fragment.physical_rows:
+        return None
+    ds = fragment._dataset
+    pb = write_deletion_file(ds.object_store, fragment.fragment_id, ds.version, union.astype(np.uint32))
+    updated.deletion_file = DeletionFile.from_proto(pb)
+    return updated
+
+
+_UPDATE_BATCH_ROWS = 65536
+
+
+def update_fragment_columns(
+    fragment: "LanceFragment", data_obj: Any, left_on: str = "_rowid", right_on: str | None = None,
+    schema: pa.Schema | None = None, *, with_offsets: bool = False,
+) -> tuple[FragmentMetadata, list[int]] | tuple[FragmentMetadata, list[int], bytes]:
+    """pylance's ``LanceFragment.update_columns``: new values for existing columns, joined on
+    ``left_on`` (a column or ``_rowid``/``_rowaddr``) = ``right_on``.
+
+    The new values go to one new data file covering every physical row (rows without a match
+    keep their value; of several matches the last wins); the old files' copies of those fields
+    are tombstoned. Commit with ``LanceOperation.Update(updated_fragments=..., fields_modified=...)``.
+    Returns ``(fragment, fields_modified)``, plus the matched physical offsets as a portable
+    roaring bitmap with ``with_offsets``.
+    """
+    import pyarrow.compute as pc
+    from pyroaring import BitMap
+
+    from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
+    from lance_format.file.legacy_v0_1_writer import batches_like
+    from lance_format.proto import table_pb2
+    from lance_format.table.legacy_manifest import fragment_batch_rows
+    from lance_format.table.operations import TOMBSTONE_FIELD_ID
+
+    ds = fragment._dataset
+    right_on = right_on or left_on
+    right = as_reader(data_obj, schema).read_all()
+    names = ds.schema.names
+    if left_on not in names and left_on not in (ROW_ID, ROW_ADDRESS):
+        raise InvalidInputError(f"Column {left_on} does not exist in the left side fragment", table=ds.uri,
+                                column=left_on)
+    if right_on not in right.column_names:
+        raise InvalidInputError(f"Column {right_on} does not exist in the right side data", table=ds.uri,
+                                column=right_on)
+    updated_names = [n for n in right.column_names if n != right_on]
+    for name in updated_names:
+        if name not in names:
+            raise InvalidInputError(f"Column {name} in right side fragment does not exist in left side fragment",
+                                    table=ds.uri, column=name)
+    if not updated_names or left_on in updated_names:
+        raise InvalidInputError("update_columns needs columns to update other than the join column", table=ds.uri)
+    target = ds.lance_schema.project(updated_names)
+    target_arrow = target.to_arrow()
+    # of several right rows with one key, the last wins
+    positions = pa.array(np.arange(right.num_rows, dtype=np.int64))
+    winners = right.select([right_on]).append_column("__row", positions).group_by(right_on).aggregate(
+        [("__row", "max")])
+    keys = winners.column(right_on).combine_chunks()
+    chosen = right.take(winners.column("__row_max")).combine_chunks()
+    values = [chosen.column(n).combine_chunks().cast(target_arrow.field(n).type) for n in updated_names]
+    left_columns = [] if left_on in (ROW_ID, ROW_ADDRESS) else [left_on]
+    read_schema = ds.lance_schema.project(list(dict.fromkeys(left_columns + updated_names)))
+    system = [] if left_columns else [left_on]
+    matched: list[np.ndarray] = []
+
+    def batches() -> Any:
+        for start in range(0, fragment.physical_rows, _UPDATE_BATCH_ROWS):
+            offsets = np.arange(start, min(start + _UPDATE_BATCH_ROWS, fragment.physical_rows), dtype=np.uint64)
+            old = fragment.take_physical(read_schema, system, offsets)
+            left_keys = old.column(old.schema.get_field_index(left_on)).cast(keys.type)
+            where = pc.index_in(left_keys, value_set=keys)
+            hit = pc.is_valid(where)
+            matched.append(offsets[np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)])
+            safe = pc.fill_null(where, 0)
+            columns = [pc.if_else(hit, column.take(safe), old.column(old.schema.get_field_index(name)))
+                       for name, column in zip(updated_names, values)]
+            yield pa.RecordBatch.from_arrays(columns, schema=target_arrow)
+
+    store = ds.object_store
+    version = resolve_storage_version(None, ds.data_storage_version, table=ds.uri)
+    reader = pa.RecordBatchReader.from_batches(target_arrow, batches())
+    with batches_like(fragment_batch_rows(store, fragment.proto)):
+        written, _sink = write_fragment_protos(reader, store, target, version,
+                                               max_rows_per_file=max(1, fragment.physical_rows))
+    replaced = set(target.field_ids())
+    proto = table_pb2.DataFragment()
+    proto.CopyFrom(fragment.proto)
+    for data_file in proto.files:
+        data_file.fields[:] = [TOMBSTONE_FIELD_ID if i in replaced else i for i in data_file.fields]
+    proto.files.add().CopyFrom(written[0].files[0])
+    fields_modified = list(written[0].files[0].fields)
+    result = fragment_from_proto(proto)
+    if not with_offsets:
+        return result, fields_modified
+    offsets = np.concatenate(matched) if matched else np.empty(0, np.uint64)
+    return result, fields_modified, BitMap(offsets.astype(np.uint32).tolist()).serialize()
+
+
 def validate_fragment(fragment: "LanceFragment") -> None:
     """Check that the fragment's files exist, have its row count, and its deletions fit it.
 
@@ -270,5 +381,5 @@ def validate_fragment(fragment: "LanceFragment") -> None:
     _ = fragment.deleted_offsets  # checks the deletion file against the row count
 
 
-__all__ = ["create_fragment", "write_fragments", "delete_from_fragment", "merge_fragment_columns",
-           "validate_fragment"]
+__all__ = ["create_fragment", "write_fragments", "delete_from_fragment", "delete_fragment_rows",
+           "merge_fragment_columns", "update_fragment_columns", "validate_fragment"]

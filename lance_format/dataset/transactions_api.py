@@ -351,8 +351,9 @@ def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction
     elif isinstance(operation, L.DataReplacement):
         body = txn.data_replacement
         body.SetInParent()
-        for group in operation.replacements:
-            body.replacements.add(fragment_id=group.fragment_id, new_file=data_file_to_proto(group.new_file))
+        for replacement in operation.replacements:
+            body.replacements.add(fragment_id=replacement.fragment_id,
+                                  new_file=data_file_to_proto(replacement.new_file))
     elif isinstance(operation, (L.CreateIndex, L.Clone)):
         raise UnsupportedFeatureError(f"committing a {type(operation).__name__} operation is not supported by "
                                       "this engine")
