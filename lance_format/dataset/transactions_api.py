@@ -18,8 +18,9 @@ import uuid
 from abc import ABC
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, TypedDict, cast
 
+import numpy as np
 import pyarrow as pa
 from google.protobuf import unknown_fields
 
@@ -35,7 +36,7 @@ from lance_format.errors import ArgumentTypeError, InvalidInputError, Unsupporte
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import transaction_pb2
 from lance_format.schema import LanceSchema
-from lance_format.table.commit import DEFAULT_MAX_RETRIES, commit_transaction, latest_manifest
+from lance_format.table.commit import DEFAULT_MAX_RETRIES, CommittedVersion, commit_transaction, latest_manifest
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.operations import BuildOptions
 from lance_format.table.transaction import OperationKind, operation_name
@@ -523,36 +524,57 @@ def commit(
         raise UnsupportedFeatureError("detached commits are not supported by this engine")
     _refuse_unsupported(kwargs)
     store = _store_of(base_uri, storage_options)
+    if isinstance(operation, Transaction):
+        if commit_message is not None:
+            raise InvalidInputError("commit_message is not supported when calling commit with a Transaction.  "
+                                    "Set the message on the transaction properties instead.")
+        transaction = operation
+    elif isinstance(operation, LanceOperation.BaseOperation):
+        if read_version is None and not isinstance(operation, (LanceOperation.Overwrite, LanceOperation.Restore)):
+            raise InvalidInputError("read_version is required for all operations except Overwrite and Restore")
+        if read_version is None:
+            existing = latest_manifest(store)
+            read_version = existing[1].manifest.version if existing is not None else 0
+        properties = {COMMIT_MESSAGE_KEY: commit_message} if commit_message is not None else {}
+        transaction = Transaction(read_version=int(read_version), operation=operation,
+                                  transaction_properties=properties)
+    else:
+        raise ArgumentTypeError(f"operation must be a LanceOperation.BaseOperation or Transaction, got "
+                                f"{type(operation)}")
+    committed = commit_lance_transaction(store, transaction, enable_stable_row_ids=bool(enable_stable_row_ids),
+                                         enable_v2_manifest_paths=enable_v2_manifest_paths is not False,
+                                         max_retries=max_retries)
+    return LanceDataset(store, committed.version)
+
+
+def commit_lance_transaction(
+    store: ObjectStore,
+    transaction: Transaction,
+    *,
+    enable_stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
+    enable_v2_manifest_paths: bool = True,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    affected_rows: Mapping[int, np.ndarray] | None = None,
+) -> CommittedVersion:
+    """Commit a :class:`Transaction` through the engine's commit loop; returns the loop's result
+    (version, retries). What :func:`commit` does, plus the settings an engine-side writer (the
+    Spark data source) needs: the file version of a new table, and ``affected_rows`` (fragment
+    id -> physical offsets an Update deleted) so an Update can be rebased over a concurrent one."""
     existing = latest_manifest(store)
     current = None
     if existing is not None:
         manifest = existing[1].manifest
         current = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata))
-    if isinstance(operation, Transaction):
-        if commit_message is not None:
-            raise InvalidInputError("commit_message is not supported when calling commit with a Transaction.  "
-                                    "Set the message on the transaction properties instead.")
-        txn = transaction_to_proto(operation, current)
-    elif isinstance(operation, LanceOperation.BaseOperation):
-        if read_version is None and not isinstance(operation, (LanceOperation.Overwrite, LanceOperation.Restore)):
-            raise InvalidInputError("read_version is required for all operations except Overwrite and Restore")
-        if read_version is None:
-            read_version = existing[1].manifest.version if existing is not None else 0
-        txn = transaction_pb2.Transaction(read_version=int(read_version), uuid=str(uuid.uuid4()))
-        if commit_message is not None:
-            txn.transaction_properties[COMMIT_MESSAGE_KEY] = commit_message
-        operation_to_proto(operation, txn, current)
-    else:
-        raise ArgumentTypeError(f"operation must be a LanceOperation.BaseOperation or Transaction, got "
-                                f"{type(operation)}")
-    options = BuildOptions(enable_stable_row_ids=bool(enable_stable_row_ids),
-                           data_storage_version=_overwrite_storage_version(txn, store))
-    naming = ManifestNaming.V1 if enable_v2_manifest_paths is False else ManifestNaming.V2
-    committed = commit_transaction(store, txn, options=options, new_table_naming=naming, max_retries=max_retries)
-    return LanceDataset(store, committed.version)
+    txn = transaction_to_proto(transaction, current)
+    options = BuildOptions(enable_stable_row_ids=enable_stable_row_ids,
+                           data_storage_version=data_storage_version or _overwrite_storage_version(txn))
+    naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
+    return commit_transaction(store, txn, options=options, new_table_naming=naming, max_retries=max_retries,
+                              affected_rows=affected_rows if operation_name(txn) == OperationKind.UPDATE else None)
 
 
-def _overwrite_storage_version(txn: transaction_pb2.Transaction, store: ObjectStore) -> str | None:
+def _overwrite_storage_version(txn: transaction_pb2.Transaction) -> str | None:
     """An Overwrite's file version: that of the files it commits (the table records it)."""
     if operation_name(txn) != OperationKind.OVERWRITE:
         return None
@@ -621,6 +643,6 @@ class TransactionMethods:
 
 __all__ = [
     "TransactionMethods",
-    "LanceOperation", "Transaction", "BulkCommitResult", "Index", "commit", "commit_batch",
+    "LanceOperation", "Transaction", "BulkCommitResult", "Index", "commit", "commit_batch", "commit_lance_transaction",
     "operation_to_proto", "operation_from_proto", "transaction_from_proto", "transaction_to_proto",
 ]
