@@ -139,6 +139,19 @@ class LanceFragment:
 
         return delete_from_fragment(self, predicate)
 
+    def merge(
+        self,
+        data_obj: Any,
+        left_on: str,
+        right_on: str | None = None,
+        schema: pa.Schema | None = None,
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """New columns joined on ``left_on`` = ``right_on`` (unmatched rows get nulls) and the
+        widened schema; commit with ``LanceOperation.Merge``."""
+        from lance_format.dataset.fragment_writes import merge_fragment
+
+        return merge_fragment(self, data_obj, left_on, right_on, schema)
+
     def delete_rows(self, offsets: Any) -> FragmentMetadata | None:
         """This fragment with the physical row ``offsets`` deleted, or None when no row is left."""
         from lance_format.dataset.fragment_writes import delete_fragment_rows

@@ -271,7 +271,82 @@ def delete_fragment_rows(fragment: "LanceFragment", offsets: Any) -> FragmentMet
     return updated
 
 
-_UPDATE_BATCH_ROWS = 65536
+_JOIN_BATCH_ROWS = 65536
+
+
+def _joined_batches(fragment: "LanceFragment", right: pa.Table, left_on: str, right_on: str, target: pa.Schema, *,
+                    keep_unmatched: bool, matched: list[np.ndarray]) -> Any:
+    """Batches of ``target``'s columns for every physical row of ``fragment``, taken from the
+    ``right`` row whose ``right_on`` equals the fragment's ``left_on`` (of several, the last);
+    rows without a match keep their value (``keep_unmatched``) or get nulls. The physical
+    offsets that matched are appended to ``matched``."""
+    import pyarrow.compute as pc
+
+    from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
+
+    ds = fragment._dataset
+    positions = pa.array(np.arange(right.num_rows, dtype=np.int64))
+    winners = right.select([right_on]).append_column("__row", positions).group_by(right_on).aggregate(
+        [("__row", "max")])
+    keys = winners.column(right_on).combine_chunks()
+    chosen = right.take(winners.column("__row_max")).combine_chunks()
+    values = [chosen.column(f.name).combine_chunks().cast(f.type) for f in target]
+    left_columns = [] if left_on in (ROW_ID, ROW_ADDRESS) else [left_on]
+    kept = [f.name for f in target] if keep_unmatched else []
+    read_schema = ds.lance_schema.project(list(dict.fromkeys(left_columns + kept)))
+    system = [] if left_columns else [left_on]
+    for start in range(0, fragment.physical_rows, _JOIN_BATCH_ROWS):
+        offsets = np.arange(start, min(start + _JOIN_BATCH_ROWS, fragment.physical_rows), dtype=np.uint64)
+        old = fragment.take_physical(read_schema, system, offsets)
+        left_keys = old.column(old.schema.get_field_index(left_on)).cast(keys.type)
+        where = pc.index_in(left_keys, value_set=keys)
+        hit = pc.is_valid(where)
+        matched.append(offsets[np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)])
+        if keep_unmatched:
+            safe = pc.fill_null(where, 0)
+            columns = [pc.if_else(hit, column.take(safe), old.column(old.schema.get_field_index(f.name)))
+                       for f, column in zip(target, values)]
+        else:
+            columns = [column.take(where) for column in values]  # a null index takes a null
+        yield pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def merge_fragment(fragment: "LanceFragment", data_obj: Any, left_on: str, right_on: str | None = None,
+                   schema: pa.Schema | None = None) -> tuple[FragmentMetadata, LanceSchema]:
+    """pylance's ``LanceFragment.merge``: new columns from ``data_obj`` joined on ``left_on`` =
+    ``right_on`` (a left join: rows without a match get nulls), as a new data file of this
+    fragment; returns it and the widened schema. Commit with ``LanceOperation.Merge``."""
+    from lance_format.dataset.evolution.columns import _new_schema
+    from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
+    from lance_format.file.legacy_v0_1_writer import batches_like
+    from lance_format.proto import table_pb2
+    from lance_format.table.legacy_manifest import fragment_batch_rows
+
+    ds = fragment._dataset
+    right_on = right_on or left_on
+    right = as_reader(data_obj, schema).read_all()
+    if left_on not in ds.schema.names and left_on not in (ROW_ID, ROW_ADDRESS):
+        raise InvalidInputError(f"Column {left_on} does not exist in the left side fragment", table=ds.uri,
+                                column=left_on)
+    if right_on not in right.column_names:
+        raise InvalidInputError(f"Column {right_on} does not exist in the right side data", table=ds.uri,
+                                column=right_on)
+    added = right.select([n for n in right.column_names if n != right_on])
+    if not added.num_columns:
+        raise InvalidInputError("merge needs columns besides the join column", table=ds.uri)
+    new = _new_schema(ds, added.schema)
+    target_arrow = new.to_arrow()
+    batches = _joined_batches(fragment, right, left_on, right_on, target_arrow, keep_unmatched=False, matched=[])
+    version = resolve_storage_version(None, ds.data_storage_version, table=ds.uri)
+    reader = pa.RecordBatchReader.from_batches(target_arrow, batches)
+    with batches_like(fragment_batch_rows(ds.object_store, fragment.proto)):
+        written, _sink = write_fragment_protos(reader, ds.object_store, new, version,
+                                               max_rows_per_file=max(1, fragment.physical_rows))
+    proto = table_pb2.DataFragment()
+    proto.CopyFrom(fragment.proto)
+    proto.files.add().CopyFrom(written[0].files[0])
+    widened = LanceSchema.from_protos(list(ds.manifest.fields) + new.to_protos(), dict(ds.manifest.schema_metadata))
+    return fragment_from_proto(proto), widened
 
 
 def update_fragment_columns(
@@ -287,7 +362,6 @@ def update_fragment_columns(
     Returns ``(fragment, fields_modified)``, plus the matched physical offsets as a portable
     roaring bitmap with ``with_offsets``.
     """
-    import pyarrow.compute as pc
     from pyroaring import BitMap
 
     from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
@@ -315,34 +389,12 @@ def update_fragment_columns(
         raise InvalidInputError("update_columns needs columns to update other than the join column", table=ds.uri)
     target = ds.lance_schema.project(updated_names)
     target_arrow = target.to_arrow()
-    # of several right rows with one key, the last wins
-    positions = pa.array(np.arange(right.num_rows, dtype=np.int64))
-    winners = right.select([right_on]).append_column("__row", positions).group_by(right_on).aggregate(
-        [("__row", "max")])
-    keys = winners.column(right_on).combine_chunks()
-    chosen = right.take(winners.column("__row_max")).combine_chunks()
-    values = [chosen.column(n).combine_chunks().cast(target_arrow.field(n).type) for n in updated_names]
-    left_columns = [] if left_on in (ROW_ID, ROW_ADDRESS) else [left_on]
-    read_schema = ds.lance_schema.project(list(dict.fromkeys(left_columns + updated_names)))
-    system = [] if left_columns else [left_on]
     matched: list[np.ndarray] = []
-
-    def batches() -> Any:
-        for start in range(0, fragment.physical_rows, _UPDATE_BATCH_ROWS):
-            offsets = np.arange(start, min(start + _UPDATE_BATCH_ROWS, fragment.physical_rows), dtype=np.uint64)
-            old = fragment.take_physical(read_schema, system, offsets)
-            left_keys = old.column(old.schema.get_field_index(left_on)).cast(keys.type)
-            where = pc.index_in(left_keys, value_set=keys)
-            hit = pc.is_valid(where)
-            matched.append(offsets[np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)])
-            safe = pc.fill_null(where, 0)
-            columns = [pc.if_else(hit, column.take(safe), old.column(old.schema.get_field_index(name)))
-                       for name, column in zip(updated_names, values)]
-            yield pa.RecordBatch.from_arrays(columns, schema=target_arrow)
-
+    batches = _joined_batches(fragment, right, left_on, right_on, target_arrow, keep_unmatched=True,
+                              matched=matched)
     store = ds.object_store
     version = resolve_storage_version(None, ds.data_storage_version, table=ds.uri)
-    reader = pa.RecordBatchReader.from_batches(target_arrow, batches())
+    reader = pa.RecordBatchReader.from_batches(target_arrow, batches)
     with batches_like(fragment_batch_rows(store, fragment.proto)):
         written, _sink = write_fragment_protos(reader, store, target, version,
                                                max_rows_per_file=max(1, fragment.physical_rows))
@@ -382,4 +434,4 @@ def validate_fragment(fragment: "LanceFragment") -> None:
 
 
 __all__ = ["create_fragment", "write_fragments", "delete_from_fragment", "delete_fragment_rows",
-           "merge_fragment_columns", "update_fragment_columns", "validate_fragment"]
+           "merge_fragment", "merge_fragment_columns", "update_fragment_columns", "validate_fragment"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
+import warnings
 from abc import ABC
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -121,6 +122,9 @@ class LanceOperation:
         preserves_nullability: bool = False
 
         def __post_init__(self) -> None:
+            if isinstance(self.schema, pa.Schema):
+                warnings.warn("Passing a pyarrow.Schema to Merge is deprecated. Please use a LanceSchema instead.",
+                              DeprecationWarning, stacklevel=3)
             _fragments(self.fragments)
 
     @dataclass
