@@ -9,6 +9,7 @@ import pickle
 from types import ModuleType
 
 import lance
+import lance.progress
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -427,3 +428,44 @@ def test_fragment_merge_like_pylance(tmp_path):
     assert ours == _fragment_merges(lance, str(tmp_path / "theirs"))
     assert ours[-1]["d"] == [0, None, 20, None, 40, None, 60, None, 80, None]
     assert_same_history(str(tmp_path / "ours"))
+
+
+class _Progress(lance.progress.FragmentWriteProgress):
+    """Counts the hooks of pylance's FragmentWriteProgress (both engines call them)."""
+
+    def __init__(self) -> None:
+        self.begun: list[int] = []
+        self.completed: list[int] = []
+
+    def begin(self, fragment, **kwargs) -> None:
+        self.begun.append(fragment.id)
+
+    def complete(self, fragment, **kwargs) -> None:
+        self.completed.append(fragment.physical_rows)
+
+
+def _writer_options(engine: ModuleType, uri: str) -> list:
+    big = pa.record_batch([pa.array(["0" * 1024] * 1024 * 8)], names=["a"])  # 8 MiB: over pylance's page cache
+    progress = _Progress()
+    rolled = engine.fragment.write_fragments(pa.RecordBatchReader.from_batches(big.schema, [big, big]), uri,
+                                             max_bytes_per_file=1024, progress=progress)
+    numbered = engine.fragment.LanceFragment.create(uri + "_2", pa.table({"a": ["x"]}), fragment_id=5)
+    # a table with a hole in its field ids: new fragments use the table's ids
+    holes = uri + "_holes"
+    ds = engine.write_dataset(pa.table({"a": range(3)}), holes)
+    ds.add_columns({"b": "a + 1"})
+    ds.add_columns({"c": "a + 2"})
+    ds.drop_columns(["b"])
+    created = engine.fragment.LanceFragment.create(holes, pa.table({"a": range(3, 6), "c": range(5, 8)}))
+    written = engine.fragment.write_fragments(pa.table({"a": range(6, 9), "c": range(8, 11)}), holes)
+    ds = engine.LanceDataset.commit(holes, engine.LanceOperation.Append([created, *written]),
+                                    read_version=engine.dataset(holes).version)
+    return [len(rolled), [f.physical_rows for f in rolled], len(progress.begun), progress.completed, numbered.id,
+            [i for f in [created, *written] for d in f.files for i in d.fields], ds.to_table().to_pydict()]
+
+
+def test_writer_options_like_pylance(tmp_path):
+    ours = _writer_options(lance_format, str(tmp_path / "ours"))
+    assert ours == _writer_options(lance, str(tmp_path / "theirs"))
+    assert ours[0] == 2 and ours[4] == 5
+    assert ours[-1] == {"a": list(range(9)), "c": list(range(2, 11))}

@@ -9,6 +9,7 @@ so they are the same files ``write_dataset`` would have written.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 import warnings
@@ -88,9 +89,20 @@ def _write(
     if progress is not None:
         # the files are complete when the sink returns; report each one as begun and done
         for fragment in fragments:
-            progress.begin(fragment)
-            progress.complete(fragment)
+            _report(progress, "begin", fragment)
+            _report(progress, "complete", fragment)
     return fragments, table_schema, read_version
+
+
+def _report(progress: Any, hook: str, fragment: FragmentMetadata) -> None:
+    """Call a progress hook: a pylance ``FragmentWriteProgress`` takes the fragment's JSON
+    (``_do_begin``/``_do_complete`` parse it into its own ``FragmentMetadata``), anything else
+    the fragment itself."""
+    via_json = getattr(progress, f"_do_{hook}", None)
+    if via_json is not None:
+        via_json(json.dumps(fragment.to_json()))
+    else:
+        getattr(progress, hook)(fragment)
 
 
 def create_fragment(
