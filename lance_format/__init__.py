@@ -28,6 +28,7 @@ from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
     ArgumentTypeError,
+    EmptyDataError,
     CommitConflictError,
     CorruptFileError,
     DatasetAlreadyExistsError,
@@ -76,6 +77,7 @@ __all__ = [
     "sql_expression_type",
     "LanceError",
     "ArgumentTypeError",
+    "EmptyDataError",
     "CommitConflictError",
     "CorruptFileError",
     "DatasetAlreadyExistsError",

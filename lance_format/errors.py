@@ -111,6 +111,11 @@ class InvalidInputError(LanceError, ValueError):
     """An argument is invalid (bad mode, bad filter, bad path)."""
 
 
+class EmptyDataError(InvalidInputError, OSError):
+    """There is nothing to write: data without columns, or no rows where a fragment needs some
+    (pylance: ``OSError``)."""
+
+
 class ArgumentTypeError(InvalidInputError, TypeError):
     """An argument has the wrong type, e.g. a fragment list holding something else (pylance: ``TypeError``)."""
 
@@ -141,6 +146,7 @@ __all__ = [
     "SchemaMismatchError",
     "InvalidInputError",
     "ArgumentTypeError",
+    "EmptyDataError",
     "PathEscapeError",
     "BranchError",
     "StorageAccessError",

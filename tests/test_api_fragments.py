@@ -469,3 +469,30 @@ def test_writer_options_like_pylance(tmp_path):
     assert ours == _writer_options(lance, str(tmp_path / "theirs"))
     assert ours[0] == 2 and ours[4] == 5
     assert ours[-1] == {"a": list(range(9)), "c": list(range(2, 11))}
+
+
+def test_no_retries_and_empty_data_like_pylance(tmp_path):
+    for engine in ENGINES:
+        uri = str(tmp_path / engine.__name__)
+        created = engine.fragment.LanceFragment.create(uri, TABLE)
+        overwrite = engine.LanceOperation.Overwrite(TABLE.schema, [created])
+        engine.LanceDataset.commit(uri, overwrite, max_retries=0)
+        engine.LanceDataset.commit(uri, overwrite, read_version=1, max_retries=0)
+        with pytest.raises(OSError, match="Commit conflict for version 2"):  # version 2 exists: no retry allowed
+            engine.LanceDataset.commit(uri, overwrite, read_version=1, max_retries=0)
+        with pytest.raises(OSError, match="[Rr]etry"):  # over a concurrent Overwrite: retryable, as in pylance
+            engine.LanceDataset.commit(uri, overwrite, read_version=1)
+        with pytest.raises(OSError, match="[Ii]ncompatible"):  # an Append over a concurrent Overwrite
+            engine.LanceDataset.commit(uri, engine.LanceOperation.Append([created]), read_version=1)
+        assert engine.LanceDataset.commit(uri, overwrite, read_version=2).version == 3
+        with pytest.raises(OSError, match="empty schema"):
+            engine.fragment.LanceFragment.create(uri + "_e", pa.table({}))
+        with pytest.raises(OSError, match="Input data was empty"):
+            engine.fragment.LanceFragment.create(uri + "_e", TABLE.slice(0, 0))
+    with pytest.raises(CommitConflictError):
+        lance_format.LanceDataset.commit(str(tmp_path / "lance_format"), lance_format.LanceOperation.Restore(1),
+                                         read_version=2, max_retries=0)
+    with pytest.raises(RetryableCommitConflictError):
+        lance_format.LanceDataset.commit(str(tmp_path / "lance_format"), lance_format.LanceOperation.Overwrite(
+            TABLE.schema, [lance_format.fragment.LanceFragment.create(str(tmp_path / "lance_format"), TABLE)]),
+            read_version=1)

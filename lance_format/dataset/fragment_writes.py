@@ -26,7 +26,7 @@ from lance_format.dataset.writing.fragment_sink import (
     resolve_storage_version,
     write_fragments as write_fragment_protos,
 )
-from lance_format.errors import ArgumentTypeError, InvalidInputError
+from lance_format.errors import ArgumentTypeError, EmptyDataError, InvalidInputError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.schema import LanceSchema, check_arrow_compatible
 from lance_format.table import feature_flags
@@ -69,6 +69,8 @@ def _write(
         raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
     store = _store_of(dataset_uri, storage_options)
     reader = as_reader(data, schema)
+    if not len(reader.schema):
+        raise EmptyDataError("Cannot write with an empty schema.", table=store.uri)
     existing = latest_manifest(store)
     read_version = 0
     if existing is not None:
@@ -137,7 +139,7 @@ def create_fragment(
                                        max_bytes_per_file=2**63 - 1, progress=progress, data_storage_version=version,
                                        storage_options=storage_options)
     if not fragments:
-        raise InvalidInputError("cannot create a fragment from no rows")
+        raise EmptyDataError("Input data was empty.", table=_store_of(dataset_uri, storage_options).uri)
     fragment = fragments[0]
     if fragment_id is not None:
         fragment.id = int(fragment_id)
