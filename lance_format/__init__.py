@@ -1,6 +1,9 @@
 """lance_format: a pure-Python engine for the Lance table format.
 
-The public API mirrors pylance's: ``write_dataset``, ``dataset`` and ``LanceDataset``.
+The public API mirrors pylance's: ``write_dataset``, ``dataset`` and ``LanceDataset``, and the
+distributed-write protocol: ``lance_format.fragment`` (``LanceFragment.create``,
+``write_fragments``, ``FragmentMetadata``), ``LanceOperation``, ``Transaction`` and
+``LanceDataset.commit``.
 Subpackages: ``io`` (filesystem access), ``schema`` (fields and types), ``file`` and
 ``encodings`` (the Lance file format), ``table`` (manifests, transactions, commits, deletions,
 row ids), ``dataset`` (the user-facing table API).
