@@ -132,6 +132,13 @@ class LanceFragment:
                                data_storage_version=data_storage_version, use_legacy_format=use_legacy_format,
                                storage_options=storage_options, **kwargs)
 
+    @staticmethod
+    def create_from_file(filename: str, dataset: "LanceDataset", fragment_id: int) -> FragmentMetadata:
+        """A fragment of one Lance file already under the table's ``data/`` (written elsewhere)."""
+        from lance_format.dataset.fragment_writes import fragment_from_file
+
+        return fragment_from_file(filename, dataset, fragment_id)
+
     def delete(self, predicate: str) -> FragmentMetadata | None:
         """This fragment with the rows matching ``predicate`` deleted (a new deletion file), or None
         when no row is left; commit with ``LanceOperation.Delete``."""

@@ -69,6 +69,14 @@ class DataFile:
     def path(self) -> str:
         return _CallableStr(self._path)
 
+    @classmethod
+    def create(cls, dataset: Any, path: str, *, base_id: Optional[int] = None) -> "DataFile":
+        """The DataFile of a Lance file already under ``dataset``'s ``data/``, its columns matched
+        to the table's fields by name (e.g. for ``LanceOperation.DataReplacement``)."""
+        from lance_format.dataset.fragment_writes import describe_data_file
+
+        return describe_data_file(dataset, path, base_id=base_id)[0]
+
     def field_ids(self) -> List[int]:
         warnings.warn("DataFile.field_ids is deprecated, use DataFile.fields instead", DeprecationWarning,
                       stacklevel=2)

@@ -426,6 +426,38 @@ def update_fragment_columns(
     return result, fields_modified, BitMap(offsets.astype(np.uint32).tolist()).serialize()
 
 
+def describe_data_file(ds: "LanceDataset", path: str, *, base_id: int | None = None) -> tuple[Any, int]:
+    """pylance's ``DataFile.create``: the ``DataFile`` of a Lance file already under the table's
+    ``data/`` (written by another tool), its columns matched to the table's fields by name, and
+    its row count.
+
+    Raises :class:`InvalidInputError` for a column the table does not have.
+    """
+    from lance_format.dataset.fragment_metadata import DataFile
+    from lance_format.file import LanceFileWriter
+    from lance_format.file.reader import LanceFileReader
+
+    with LanceFileReader(ds.object_store, f"data/{path}") as reader:
+        names = [f.name for f in reader.lance_schema().fields]
+        major, minor = reader.version
+        rows = reader.num_rows
+    size = ds.object_store.size(f"data/{path}")
+    unknown = [n for n in names if n not in ds.schema.names]
+    if unknown:
+        raise InvalidInputError(f"the file's columns {unknown} are not in the table", table=ds.uri, path=path)
+    if (major, minor) == (0, 3):
+        major, minor = 2, 0  # a 2.0 file's footer says 0.3; manifests record 2.0
+    version = f"{major}.{minor}"
+    fields, columns = LanceFileWriter.column_layout(ds.lance_schema.project(names), version)
+    return DataFile(path, fields, columns, major, minor, size or None, base_id), rows
+
+
+def fragment_from_file(filename: str, dataset: "LanceDataset", fragment_id: int) -> FragmentMetadata:
+    """pylance's ``LanceFragment.create_from_file``: a fragment of one existing data file."""
+    data_file, rows = describe_data_file(dataset, filename)
+    return FragmentMetadata(id=int(fragment_id), files=[data_file], physical_rows=rows)
+
+
 def validate_fragment(fragment: "LanceFragment") -> None:
     """Check that the fragment's files exist, have its row count, and its deletions fit it.
 
@@ -448,4 +480,5 @@ def validate_fragment(fragment: "LanceFragment") -> None:
 
 
 __all__ = ["create_fragment", "write_fragments", "delete_from_fragment", "delete_fragment_rows",
-           "merge_fragment", "merge_fragment_columns", "update_fragment_columns", "validate_fragment"]
+           "merge_fragment", "merge_fragment_columns", "update_fragment_columns", "validate_fragment",
+           "describe_data_file", "fragment_from_file"]
