@@ -520,3 +520,18 @@ def test_fragments_of_files_written_elsewhere_like_pylance(tmp_path, version):
         results.append((fragment.physical_rows, ds.to_table().to_pydict()))
     assert results[:3] == results[3:]
     assert lance.dataset(str(tmp_path / "lance_format" / "flat")).to_table().equals(flat)
+
+
+def test_merge_with_a_pyarrow_schema_over_dropped_columns_like_pylance(tmp_path):
+    tables = []
+    for engine in ENGINES:
+        uri = str(tmp_path / engine.__name__)
+        ds = engine.write_dataset(pa.table({"a": range(5)}), uri)
+        ds.add_columns({"b": "a + 1"})
+        ds.drop_columns(["b"])  # b's data (field 1) stays on disk: new fields start above it
+        new, _schema = ds.get_fragment(0).merge_columns({"c": "a * 3"})
+        with pytest.deprecated_call():
+            merge = engine.LanceOperation.Merge([new], pa.schema([pa.field("a", pa.int64()), pa.field("c", pa.int64())]))
+        ds = engine.LanceDataset.commit(uri, merge, read_version=ds.version)
+        tables.append(ds.to_table().to_pydict())
+    assert tables[0] == tables[1] == {"a": list(range(5)), "c": [0, 3, 6, 9, 12]}

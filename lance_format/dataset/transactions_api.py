@@ -248,8 +248,11 @@ class Index:
 
 
 # -- operation -> transaction message ---------------------------------------------------------------
-def _schema_protos(schema: Any, current: LanceSchema | None) -> tuple[list, dict[str, bytes]]:
-    """Field messages (with ids) of a LanceSchema, or of a pyarrow schema matched to ``current`` by name."""
+def _schema_protos(schema: Any, current: LanceSchema | None,
+                   first_new_id: int | None = None) -> tuple[list, dict[str, bytes]]:
+    """Field messages (with ids) of a LanceSchema, or of a pyarrow schema matched to ``current`` by
+    name; its new fields get ids from ``first_new_id`` (above every id on disk, as
+    ``merge_columns`` gives them)."""
     if isinstance(schema, LanceSchema):
         return schema.to_protos(), dict(schema.metadata)
     if isinstance(schema, pa.Schema):
@@ -257,7 +260,7 @@ def _schema_protos(schema: Any, current: LanceSchema | None) -> tuple[list, dict
             lance_schema = LanceSchema.from_arrow(schema)
         else:
             known = {f.name: f for f in current.fields}
-            next_id = [current.max_field_id() + 1]
+            next_id = [first_new_id if first_new_id is not None else current.max_field_id() + 1]
             fields = []
             for arrow_field in schema:
                 if arrow_field.name in known:
@@ -280,8 +283,9 @@ def _set_update_map(target: transaction_pb2.Transaction.UpdateMap, update: Lance
 
 
 def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction_pb2.Transaction,
-                       current: LanceSchema | None) -> None:
-    """Set ``operation`` on ``txn`` (``current``: the table's schema, to give pyarrow fields ids)."""
+                       current: LanceSchema | None, first_new_id: int | None = None) -> None:
+    """Set ``operation`` on ``txn`` (``current``: the table's schema, to give pyarrow fields ids;
+    ``first_new_id``: the id of a field new to the table)."""
     L = LanceOperation
     if isinstance(operation, L.Overwrite):
         if operation.initial_bases:
@@ -320,7 +324,7 @@ def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction
     elif isinstance(operation, L.Merge):
         merge = txn.merge
         merge.SetInParent()
-        fields, metadata = _schema_protos(operation.schema, current)
+        fields, metadata = _schema_protos(operation.schema, current, first_new_id)
         merge.schema.extend(fields)
         merge.schema_metadata.update(metadata)
         merge.fragments.extend(fragment_to_proto(f) for f in operation.fragments)
@@ -459,10 +463,11 @@ def transaction_from_proto(txn: transaction_pb2.Transaction) -> Transaction:
                        uuid=txn.uuid, transaction_properties=dict(txn.transaction_properties))
 
 
-def transaction_to_proto(transaction: Transaction, current: LanceSchema | None) -> transaction_pb2.Transaction:
+def transaction_to_proto(transaction: Transaction, current: LanceSchema | None,
+                         first_new_id: int | None = None) -> transaction_pb2.Transaction:
     txn = transaction_pb2.Transaction(read_version=int(transaction.read_version), uuid=transaction.uuid)
     txn.transaction_properties.update({str(k): str(v) for k, v in (transaction.transaction_properties or {}).items()})
-    operation_to_proto(transaction.operation, txn, current)
+    operation_to_proto(transaction.operation, txn, current, first_new_id)
     return txn
 
 
@@ -565,12 +570,15 @@ def commit_lance_transaction(
     (version, retries). What :func:`commit` does, plus the settings an engine-side writer (the
     Spark data source) needs: the file version of a new table, and ``affected_rows`` (fragment
     id -> physical offsets an Update deleted) so an Update can be rebased over a concurrent one."""
+    from lance_format.dataset.evolution.base import next_field_id_of
+
     existing = latest_manifest(store)
-    current = None
+    current, first_new_id = None, None
     if existing is not None:
         manifest = existing[1].manifest
         current = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata))
-    txn = transaction_to_proto(transaction, current)
+        first_new_id = next_field_id_of(manifest)
+    txn = transaction_to_proto(transaction, current, first_new_id)
     options = BuildOptions(enable_stable_row_ids=enable_stable_row_ids,
                            data_storage_version=data_storage_version or _overwrite_storage_version(txn))
     naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
