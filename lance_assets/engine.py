@@ -186,7 +186,7 @@ def table_versions(uri: str, *, storage_options: Options = None) -> TableVersion
 
 def summary_of(ds: LanceDataset) -> VersionSummary:
     """Commit time, operation and properties of an open version (its manifest and transaction)."""
-    return VersionSummary.from_manifest(ds.manifest, ds.read_transaction())
+    return VersionSummary.from_manifest(ds.manifest, ds.read_transaction_message())
 
 
 def change_feed(

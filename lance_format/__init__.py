@@ -1,7 +1,9 @@
 """lance_format: a pure-Python engine for the Lance table format.
 
 The public API mirrors pylance's: ``write_dataset``, ``dataset``, ``LanceDataset`` and
-``DatasetBasePath`` (a base path of a multi-base table).
+``DatasetBasePath`` (a base path of a multi-base table), and the distributed-write protocol:
+``lance_format.fragment`` (``LanceFragment.create``, ``write_fragments``, ``FragmentMetadata``),
+``LanceOperation``, ``Transaction`` and ``LanceDataset.commit``.
 Subpackages: ``io`` (filesystem access), ``schema`` (fields and types), ``file`` and
 ``encodings`` (the Lance file format), ``table`` (manifests, transactions, commits, deletions,
 row ids), ``dataset`` (the user-facing table API).
@@ -25,6 +27,8 @@ import pyarrow as _pa
 from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
 from lance_format.dataset.fragment import LanceFragment
+from lance_format.dataset.fragment_metadata import FragmentMetadata
+from lance_format.dataset.transactions_api import LanceOperation, Transaction
 from lance_format.dataset.mutations.base import checked_reader
 from lance_format.dataset.mutations.replace_where import replace_where
 from lance_format.dataset.scanner import LanceScanner
@@ -33,6 +37,8 @@ from lance_format.dataset.maintenance.cleanup import CleanupCandidateFile, Clean
 from lance_format.schema.json_schema import json_to_schema, schema_to_json
 from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
+    ArgumentTypeError,
+    EmptyDataError,
     CommitConflictError,
     CorruptFileError,
     DatasetAlreadyExistsError,
@@ -54,6 +60,7 @@ from lance_format.table.base_paths import DatasetBasePath
 from lance_format.io import ExternalManifestTarget, ManifestLocation, ManifestStore, register_manifest_store
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
 from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
+from lance_format import fragment  # noqa: E402,F401 - ``lance.fragment`` is a module attribute in pylance
 
 
 try:
@@ -84,6 +91,9 @@ __all__ = [
     "LanceFragment",
     "DatasetBasePath",
     "LanceScanner",
+    "FragmentMetadata",
+    "LanceOperation",
+    "Transaction",
     "dataset",
     "write_dataset",
     "replace_where",
@@ -98,6 +108,8 @@ __all__ = [
     "ExternalManifestTarget",
     "register_manifest_store",
     "LanceError",
+    "ArgumentTypeError",
+    "EmptyDataError",
     "CommitConflictError",
     "CorruptFileError",
     "DatasetAlreadyExistsError",

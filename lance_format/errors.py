@@ -111,6 +111,15 @@ class InvalidInputError(LanceError, ValueError):
     """An argument is invalid (bad mode, bad filter, bad path)."""
 
 
+class EmptyDataError(InvalidInputError, OSError):
+    """There is nothing to write: data without columns, or no rows where a fragment needs some
+    (pylance: ``OSError``)."""
+
+
+class ArgumentTypeError(InvalidInputError, TypeError):
+    """An argument has the wrong type, e.g. a fragment list holding something else (pylance: ``TypeError``)."""
+
+
 class PathEscapeError(CorruptFileError):
     """A path read from a manifest points outside the table root."""
 
@@ -136,6 +145,8 @@ __all__ = [
     "CorruptFileError",
     "SchemaMismatchError",
     "InvalidInputError",
+    "ArgumentTypeError",
+    "EmptyDataError",
     "PathEscapeError",
     "BranchError",
     "StorageAccessError",

@@ -1,7 +1,7 @@
 """How much of pylance's public Python API exists here, with compatible signatures.
 
 Compares the public names of pylance (the test oracle) with ``lance_format``'s: module-level
-names of ``lance``, and the public methods and properties of ``LanceDataset``, ``LanceFragment``,
+names of ``lance`` and ``lance.fragment``, the operations of ``LanceOperation``, and the public methods and properties of ``LanceDataset``, ``LanceFragment``,
 ``LanceScanner`` and ``MergeInsertBuilder``. A name counts as *compatible* when it exists here
 and every parameter pylance's signature has can be passed here by the same name (or is absorbed
 by ``**kwargs``), and the positional parameters come in the same order.
@@ -132,8 +132,27 @@ def module_names() -> dict[str, Any]:
     return {n: getattr(lance, n) for n in names if not inspect.ismodule(getattr(lance, n, None))}
 
 
+def fragment_module_names() -> dict[str, Any]:
+    """The names ``lance.fragment`` defines (not what it imports from elsewhere, like ``Bitmap``)."""
+    module = sys.modules["lance.fragment"]
+    return {n: v for n, v in vars(module).items()
+            if not n.startswith("_") and not inspect.ismodule(v)
+            and getattr(v, "__module__", "") in ("lance.fragment", "lance.lance")}
+
+
+def operation_names() -> dict[str, Any]:
+    operations = sys.modules["lance.dataset"].LanceOperation
+    return {n: v for n, v in vars(operations).items() if not n.startswith("_") and isinstance(v, type)}
+
+
 def run() -> list[Coverage]:
-    results = [measure("lance (module)", module_names(), lambda n: getattr(lance_format, n, None))]
+    import lance_format.fragment
+
+    results = [measure("lance (module)", module_names(), lambda n: getattr(lance_format, n, None)),
+               measure("lance.fragment (module)", fragment_module_names(),
+                       lambda n: getattr(lance_format.fragment, n, None)),
+               measure("LanceOperation", operation_names(),
+                       lambda n: getattr(getattr(lance_format, "LanceOperation", None), n, None))]
     for scope, (their_path, our_name) in CLASSES.items():
         theirs = _public(_resolve(their_path))
         ours_cls = _ours(our_name)

@@ -81,7 +81,7 @@ def test_validate_passes_and_catches_a_damaged_table(table):
     ds = lance_format.dataset(table)
     data_file = ds.get_fragments()[1].data_files()[0].path
     os.remove(os.path.join(table, "data", data_file))
-    with pytest.raises(CorruptFileError, match="missing"):
+    with pytest.raises(CorruptFileError, match="does not exist"):
         lance_format.dataset(table).validate()
 
 

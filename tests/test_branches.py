@@ -414,7 +414,7 @@ def test_delta_on_a_branch_like_pylance(tmp_path):
     lance_format.dataset(root).create_branch("d")
     lance_format.write_dataset(_table([9]), lance_format.dataset(root).checkout_version(("d", None)), mode="append")
     lance.dataset(root).checkout_version(("d", None)).update({"name": "'u'"}, where="id = 1")
-    assert lance_format.dataset(root).checkout_version(("d", 2)).read_transaction().HasField("clone")
+    assert lance_format.dataset(root).checkout_version(("d", 2)).read_transaction_message().HasField("clone")
     ours = lance_format.dataset(root).checkout_version(("d", None)).delta(begin_version=2, end_version=4)
     theirs = lance.dataset(root).checkout_version(("d", None)).delta(begin_version=2, end_version=4)
     for method in ("get_inserted_rows", "get_updated_rows"):

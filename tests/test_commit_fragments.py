@@ -159,7 +159,7 @@ def test_write_with_new_columns_is_one_merge_commit(tmp_path, stable, predicate)
                                  [pa.field("tag", pa.string())], predicate=predicate,
                                  transaction_properties={"k": "v"})
     assert out.version == 5 and lance.dataset(uri).version == 5
-    txn = out.read_transaction()
+    txn = out.read_transaction_message()
     assert txn.WhichOneof("operation") == "merge" and txn.transaction_properties["k"] == "v"
     theirs = lance.dataset(uri)
     assert theirs.schema.names == ["id", "s", "tag"] and theirs.schema.field("tag").nullable

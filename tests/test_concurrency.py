@@ -36,10 +36,10 @@ def test_overlapping_deletes_merge_their_deletion_vectors(tmp_path):
     a.delete("id = 3")
     assert b.delete("id = 5 OR id = 6") == {"num_deleted_rows": 2}
     assert b.version == 3 and _ids(uri) == [i for i in range(N) if i not in (3, 5, 6)]
-    fragment = lance_format.dataset(uri).get_fragments()[0].metadata
+    fragment = lance_format.dataset(uri).get_fragments()[0].proto
     assert sorted(read_deletion_file(a.object_store, 0, fragment.deletion_file).tolist()) == [3, 5, 6]
     # rebased like Lance: re-stamped with the version it was applied to, deletion file named after it
-    txn = lance_format.dataset(uri).read_transaction(3)
+    txn = lance_format.dataset(uri).read_transaction_message(3)
     assert txn.read_version == 2 and txn.delete.updated_fragments[0].deletion_file.read_version == 2
     assert os.path.exists(os.path.join(uri, "_transactions", f"2-{txn.uuid}.txn"))
     assert not [n for n in os.listdir(os.path.join(uri, "_transactions")) if n.startswith(f"1-{txn.uuid}")]

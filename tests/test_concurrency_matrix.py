@@ -36,7 +36,7 @@ MATRIX = {
 OVERLAP_ONLY = {
     ("delete", "delete"), ("delete", "update"), ("delete", "rewrite"), ("delete", "data_replacement"),
     ("update", "delete"), ("update", "update"), ("update", "rewrite"), ("update", "data_replacement"),
-    ("overwrite", "overwrite"), ("overwrite", "update_config"), ("update_config", "update_config"),
+    ("overwrite", "update_config"), ("update_config", "update_config"),
     ("rewrite", "delete"), ("rewrite", "update"), ("rewrite", "rewrite"), ("rewrite", "data_replacement"),
     ("rewrite", "create_index"), ("create_index", "rewrite"), ("create_index", "data_replacement"),
     ("data_replacement", "rewrite"), ("data_replacement", "create_index"),
@@ -106,6 +106,13 @@ def test_conflict_matrix(ours):
             apart = check(txn(ours), txn(theirs, fragment_id=5, key="other"), initial_fragments=INITIAL,
                           has_affected_rows=True)
             assert apart.outcome == COMPATIBLE, f"{ours} after {theirs} (no overlap): {apart}"
+
+
+def test_overwrite_after_overwrite_is_retryable_like_pylance():
+    # sharing a config key makes it incompatible (the matrix); without one pylance 14 still
+    # refuses it, as retryable
+    apart = check(txn("overwrite"), txn("overwrite", key="other"))
+    assert apart.outcome == RETRYABLE
 
 
 def test_rebase_needs_known_rows_and_unchanged_files():

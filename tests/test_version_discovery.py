@@ -46,6 +46,6 @@ def test_no_table_and_summary_of_an_open_version(tmp_path):
     assert missing.latest() is None and missing.after(0).versions == []
     uri = str(tmp_path / "t.lance")
     ds = lance_format.write_dataset(pa.table({"id": [1, 2]}), uri)
-    summary = VersionSummary.from_manifest(ds.manifest, ds.read_transaction())
+    summary = VersionSummary.from_manifest(ds.manifest, ds.read_transaction_message())
     assert summary == TableVersions(uri).summary(1)
     assert summary.row_count == 2 and summary.operation == "overwrite"

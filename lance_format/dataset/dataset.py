@@ -16,6 +16,7 @@ from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.inspection import InspectionMethods, version_entry
 from lance_format.dataset.reading import ReadingMethods
 from lance_format.dataset.table_writes import TableWriteMethods
+from lance_format.dataset.transactions_api import TransactionMethods
 from lance_format.errors import (
     DatasetNotFoundError,
     InvalidInputError,
@@ -51,7 +52,7 @@ def _open_listing(store: ObjectStore, since: int | None = None) -> VersionListin
     return listing
 
 
-class LanceDataset(ReadingMethods, CommittingMethods, TableWriteMethods, InspectionMethods):
+class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableWriteMethods, InspectionMethods):
     """A Lance table pinned at one version.
 
     Parameters
@@ -350,8 +351,9 @@ class LanceDataset(ReadingMethods, CommittingMethods, TableWriteMethods, Inspect
 
         return next_field_id_of(self.manifest) - 1
 
-    def read_transaction(self, version: int | None = None) -> transaction_pb2.Transaction | None:
-        """The transaction that produced a version, or None if none was recorded.
+    def read_transaction_message(self, version: int | None = None) -> transaction_pb2.Transaction | None:
+        """The transaction message that produced a version, or None if none was recorded
+        (``read_transaction`` gives pylance's view of it).
 
         Parameters
         ----------

@@ -8,6 +8,7 @@ are dropped and system columns are attached before a batch leaves this module.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -17,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.dataset.fragment_metadata import DataFile, FragmentMetadata, data_file_from_proto, fragment_from_proto
 from lance_format.dataset.partial_fields import fill_missing_children, narrowed_type
 from lance_format.encodings.array_v2_0.packed_struct import is_packed_struct_leaf
 from lance_format.dataset.arguments import row_positions
@@ -70,31 +72,137 @@ class _FilePlan:
 class LanceFragment:
     """One fragment of a table version (mirrors pylance's ``LanceFragment``)."""
 
-    def __init__(self, dataset: "LanceDataset", metadata: table_pb2.DataFragment) -> None:
+    def __init__(self, dataset: "LanceDataset", fragment_id: "int | table_pb2.DataFragment | None" = None, *,
+                 fragment: table_pb2.DataFragment | None = None) -> None:
+        if isinstance(fragment_id, table_pb2.DataFragment):
+            fragment = fragment_id
+        elif fragment is None:
+            if fragment_id is None:
+                raise InvalidInputError("Either fragment or fragment_id must be specified")
+            found = dataset.get_fragment(int(fragment_id))
+            if found is None:
+                raise InvalidInputError(f"Fragment id does not exist: {fragment_id}")
+            fragment = found.proto
         self._dataset = dataset
-        self.metadata = metadata
+        self.proto: table_pb2.DataFragment = fragment  # the manifest's entry, what the engine reads
 
     # -- identity ----------------------------------------------------------------------------
     @property
     def fragment_id(self) -> int:
-        return self.metadata.id
+        return self.proto.id
 
     @property
     def physical_rows(self) -> int:
-        return self.metadata.physical_rows
+        return self.proto.physical_rows
 
     @property
     def num_deletions(self) -> int:
-        return deleted_row_count(self.metadata)
+        return deleted_row_count(self.proto)
 
-    def data_files(self) -> list[table_pb2.DataFile]:
-        return list(self.metadata.files)
+    def data_files(self) -> list[DataFile]:
+        """The fragment's data files (pylance's ``DataFile`` values)."""
+        return [data_file_from_proto(f) for f in self.proto.files]
+
+    @property
+    def metadata(self) -> FragmentMetadata:
+        """A description of this fragment (a copy: changing it changes nothing)."""
+        return fragment_from_proto(self.proto)
+
+    # -- uncommitted changes and new fragments (pylance's distributed-write API) ---------------
+    @staticmethod
+    def create(
+        dataset_uri: str | os.PathLike[str] | "LanceDataset",
+        data: Any,
+        fragment_id: int | None = None,
+        schema: pa.Schema | None = None,
+        max_rows_per_group: int | None = 1024,
+        progress: Any = None,
+        mode: str = "append",
+        *,
+        data_storage_version: str | None = None,
+        use_legacy_format: bool | None = None,
+        storage_options: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> FragmentMetadata:
+        """Write ``data`` as one new uncommitted fragment (see :func:`fragment_writes.create_fragment`)."""
+        from lance_format.dataset.fragment_writes import create_fragment
+
+        return create_fragment(dataset_uri, data, fragment_id, schema, max_rows_per_group, progress, mode,
+                               data_storage_version=data_storage_version, use_legacy_format=use_legacy_format,
+                               storage_options=storage_options, **kwargs)
+
+    @staticmethod
+    def create_from_file(filename: str, dataset: "LanceDataset", fragment_id: int) -> FragmentMetadata:
+        """A fragment of one Lance file already under the table's ``data/`` (written elsewhere)."""
+        from lance_format.dataset.fragment_writes import fragment_from_file
+
+        return fragment_from_file(filename, dataset, fragment_id)
+
+    def delete(self, predicate: str) -> FragmentMetadata | None:
+        """This fragment with the rows matching ``predicate`` deleted (a new deletion file), or None
+        when no row is left; commit with ``LanceOperation.Delete``."""
+        from lance_format.dataset.fragment_writes import delete_from_fragment
+
+        return delete_from_fragment(self, predicate)
+
+    def merge(
+        self,
+        data_obj: Any,
+        left_on: str,
+        right_on: str | None = None,
+        schema: pa.Schema | None = None,
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """New columns joined on ``left_on`` = ``right_on`` (unmatched rows get nulls) and the
+        widened schema; commit with ``LanceOperation.Merge``."""
+        from lance_format.dataset.fragment_writes import merge_fragment
+
+        return merge_fragment(self, data_obj, left_on, right_on, schema)
+
+    def delete_rows(self, offsets: Any) -> FragmentMetadata | None:
+        """This fragment with the physical row ``offsets`` deleted, or None when no row is left."""
+        from lance_format.dataset.fragment_writes import delete_fragment_rows
+
+        return delete_fragment_rows(self, offsets)
+
+    def update_columns(
+        self,
+        data_obj: Any,
+        left_on: str = "_rowid",
+        right_on: str | None = None,
+        schema: pa.Schema | None = None,
+        *,
+        with_offsets: bool = False,
+    ) -> tuple[FragmentMetadata, list[int]] | tuple[FragmentMetadata, list[int], bytes]:
+        """New values for existing columns joined on ``left_on`` = ``right_on``; commit with
+        ``LanceOperation.Update`` (see :func:`fragment_writes.update_fragment_columns`)."""
+        from lance_format.dataset.fragment_writes import update_fragment_columns
+
+        return update_fragment_columns(self, data_obj, left_on, right_on, schema, with_offsets=with_offsets)
+
+    def merge_columns(
+        self,
+        value_func: Any,
+        columns: list[str] | None = None,
+        batch_size: int | None = None,
+        reader_schema: pa.Schema | None = None,
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """New columns for this fragment (SQL dict, batch UDF or aligned data) and the new schema;
+        commit with ``LanceOperation.Merge``."""
+        from lance_format.dataset.fragment_writes import merge_fragment_columns
+
+        return merge_fragment_columns(self, value_func, columns, batch_size, reader_schema)
+
+    def validate(self) -> None:
+        """Check this fragment's files against its metadata; raises :class:`CorruptFileError`."""
+        from lance_format.dataset.fragment_writes import validate_fragment
+
+        validate_fragment(self)
 
     def deletion_file(self) -> str | None:
         """Table-relative path of the fragment's deletion file, None without deletions."""
-        if not self.metadata.HasField("deletion_file"):
+        if not self.proto.HasField("deletion_file"):
             return None
-        return deletion_file_path(self.fragment_id, self.metadata.deletion_file)
+        return deletion_file_path(self.fragment_id, self.proto.deletion_file)
 
     @property
     def schema(self) -> pa.Schema:
@@ -181,10 +289,10 @@ class LanceFragment:
     # -- deletions and lineage ---------------------------------------------------------------
     @cached_property
     def deleted_offsets(self) -> np.ndarray:
-        if not self.metadata.HasField("deletion_file"):
+        if not self.proto.HasField("deletion_file"):
             return np.empty(0, dtype=np.uint32)
-        store = self._dataset.base_stores.deletion_store(self.metadata.deletion_file)
-        offsets = read_deletion_file(store, self.fragment_id, self.metadata.deletion_file)
+        store = self._dataset.base_stores.deletion_store(self.proto.deletion_file)
+        offsets = read_deletion_file(store, self.fragment_id, self.proto.deletion_file)
         if len(offsets) and int(offsets.max()) >= self.physical_rows:
             raise CorruptFileError(
                 f"deletion file of fragment {self.fragment_id} deletes offset {int(offsets.max())}, "
@@ -205,13 +313,13 @@ class LanceFragment:
     def count_rows(self, filter: str | pc.Expression | None = None) -> int:
         if filter is not None:
             return self._dataset.count_rows(filter, fragments=[self])
-        if self.metadata.HasField("deletion_file") and not self.num_deletions:
+        if self.proto.HasField("deletion_file") and not self.num_deletions:
             return self.physical_rows - len(self.deleted_offsets)  # count not recorded: read the file
-        return live_row_count(self.metadata)
+        return live_row_count(self.proto)
 
     @cached_property
     def _row_ids(self) -> np.ndarray | None:
-        ids = read_row_ids(self.object_store, self.metadata)
+        ids = read_row_ids(self.object_store, self.proto)
         if ids is None and self._dataset.has_stable_row_ids:
             # Without its sequence a fragment's row ids are unknown; addresses would be wrong ids.
             raise CorruptFileError(
@@ -227,11 +335,11 @@ class LanceFragment:
 
     @cached_property
     def _created_at(self) -> np.ndarray | None:
-        return read_created_at(self.object_store, self.metadata, self.physical_rows)
+        return read_created_at(self.object_store, self.proto, self.physical_rows)
 
     @cached_property
     def _last_updated_at(self) -> np.ndarray | None:
-        return read_last_updated_at(self.object_store, self.metadata, self.physical_rows)
+        return read_last_updated_at(self.object_store, self.proto, self.physical_rows)
 
     def system_column(self, name: str, offsets: np.ndarray) -> pa.Array:
         """A system column for the given physical offsets (already filtered for deletions)."""
@@ -253,7 +361,7 @@ class LanceFragment:
     def _file_plans(self, fields: list[LanceField]) -> list[_FilePlan]:
         remaining = {f.id: f for f in fields}
         result: list[_FilePlan] = []
-        for data_file in self.metadata.files:
+        for data_file in self.proto.files:
             version = (data_file.file_major_version, data_file.file_minor_version)
             version = (2, 0) if version == (0, 3) else version  # 0.3: the pre-release name of 2.0
             legacy = is_legacy_version(*version)
@@ -465,25 +573,6 @@ class LanceFragment:
         return pa.RecordBatch.from_arrays(arrays, schema=_with_system_columns(arrow_schema, system_columns))
 
     # -- integrity -------------------------------------------------------------------------------
-    def validate(self) -> None:
-        """Check that every data file exists and holds this fragment's row count, and that the
-        deletion file is readable and within the fragment (pylance's ``LanceFragment.validate``).
-
-        Raises
-        ------
-        CorruptFileError
-            A file is missing, unreadable, of the wrong length, or deletes rows beyond the fragment.
-        """
-        for plan in self._file_plans(self._dataset.lance_schema.fields):
-            if not plan.reader_path:
-                continue
-            store = plan.store or self.object_store
-            if not store.exists(plan.reader_path):
-                raise CorruptFileError(f"data file of fragment {self.fragment_id} is missing",
-                                       path=plan.reader_path, **self.error_context())
-            self._reader(plan)  # opens the footer and checks the row count
-        _ = self.deleted_offsets  # reads the deletion file and checks its range
-
     def column_sizes(self, data_file: table_pb2.DataFile) -> list[int]:
         """Bytes of page buffers per column of one of this fragment's 2.x data files."""
         store, path = self._dataset.base_stores.data_file(data_file)

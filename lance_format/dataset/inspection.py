@@ -111,7 +111,7 @@ class LanceStats:
         totals = dict.fromkeys(ids, 0)
         if ds.data_storage_version not in ("legacy", "0.1"):
             for fragment in ds.get_fragments():
-                for data_file in fragment.data_files():
+                for data_file in fragment.proto.files:
                     column_to_field = {c: f for f, c in zip(data_file.fields, data_file.column_indices) if c >= 0}
                     sizes = fragment.column_sizes(data_file)
                     current = 0

@@ -95,6 +95,14 @@ class LanceFileWriter:
         lets a distributed write fail at planning time rather than in its first task."""
         cls.__new__(cls)._prepare(schema, version, DEFAULT_MAX_PAGE_BYTES, None, table=table)
 
+    @classmethod
+    def column_layout(cls, schema: LanceSchema, version: str) -> tuple[list[int], list[int]]:
+        """The ``(fields, column_indices)`` a data file of ``version`` holding ``schema`` records in
+        the manifest, without writing anything (to describe a file written elsewhere)."""
+        writer = cls.__new__(cls)
+        writer._prepare(schema, version, DEFAULT_MAX_PAGE_BYTES, None, table=None)
+        return list(writer._field_ids), list(range(len(writer._field_ids)))
+
     # -- construction --------------------------------------------------------------------------
     def _prepare(self, schema: LanceSchema, version: str, max_page_bytes: int, path: str | None, *,
                  table: str | None) -> None:

@@ -104,7 +104,7 @@ def version_changes(spec: ChangeSpec, version: int, part: int, parts: int) -> It
     out_fields = list(schema.fields) if spec.columns is None else [schema.field(n) for n in spec.columns]
     new = end if version == spec.end_version else spec.open(version)
     old = spec.open(version - 1) if version > 1 else None
-    txn = new.read_transaction()
+    txn = new.read_transaction_message()
     operation = operation_name(txn) if txn is not None else None
     if operation in NO_CHANGE_OPERATIONS:
         return

@@ -73,11 +73,11 @@ DEFAULT_TARGET_BYTES_PER_FILE = 256 * 1024 * 1024  # far below pylance's 90 GB l
 
 def count_small_fragments(fragments: list, target_rows: int = DEFAULT_TARGET_ROWS_PER_FILE,
                           target_bytes: int = DEFAULT_TARGET_BYTES_PER_FILE) -> int:
-    """How many of ``fragments`` (``DataFragment`` messages) are small files."""
+    """How many of ``fragments`` (``FragmentMetadata`` or ``DataFragment`` messages) are small files."""
     rows_limit = max(int(target_rows) // SMALL_FILE_FRACTION, 1)
     bytes_limit = max(int(target_bytes) // SMALL_FILE_FRACTION, 1)
     return sum(1 for f in fragments
-               if f.physical_rows < rows_limit and sum(d.file_size_bytes for d in f.files) < bytes_limit)
+               if f.physical_rows < rows_limit and sum(d.file_size_bytes or 0 for d in f.files) < bytes_limit)
 
 
 _TASK_ERROR = re.compile(r"lance_format\.errors\.([A-Za-z]+Error): (.*)")

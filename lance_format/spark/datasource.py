@@ -296,7 +296,7 @@ class EmptyReader(DataSourceReader):
 # -- writing ---------------------------------------------------------------------------------------
 @dataclass
 class LanceCommitMessage(WriterCommitMessage):
-    fragments: list[bytes]
+    fragments: list[str]  # pylance's FragmentMetadata JSON of each file written
 
 
 class LanceWriter(DataSourceArrowWriter):
@@ -324,7 +324,7 @@ class LanceWriter(DataSourceArrowWriter):
             for _ in iterator:
                 pass
             return LanceCommitMessage([])
-        blobs: list[bytes] = []
+        blobs: list[str] = []
         for batch in write_task(self.plan.spec())(iterator):
             blobs.extend(batch.column(0).to_pylist())
         return LanceCommitMessage(blobs)

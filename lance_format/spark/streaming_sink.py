@@ -32,9 +32,9 @@ from lance_format.dataset.writing.commit_fragments import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     IDEMPOTENCY_KEY,
     WRITE_ID_KEY,
-    commit_fragments,
     discard_uncommitted,
 )
+from lance_format.dataset.fragment_metadata import FragmentMetadata
 from lance_format.dataset.writing.fragment_sink import new_write_id, write_prefix
 from lance_format.errors import (
     DuplicateCommitError,
@@ -43,11 +43,10 @@ from lance_format.errors import (
     SchemaMismatchError,
 )
 from lance_format.io import ObjectStore, object_store_for
-from lance_format.proto import table_pb2
 from lance_format.spark.common import CommitResult, count_small_fragments
 from lance_format.spark.datasource import _flag, _int, _json, _path, _storage
 from lance_format.spark.tasks import schema_from_bytes, write_task
-from lance_format.spark.write import plan_write
+from lance_format.spark.write import commit_written, plan_write
 from lance_format.table.commit import latest_manifest
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import list_versions
@@ -100,7 +99,7 @@ class StreamCommitMessage(WriterCommitMessage):
     """What one task of a micro-batch wrote."""
 
     write_id: str
-    fragments: list[bytes]
+    fragments: list[str]  # pylance's FragmentMetadata JSON of each file written
     schema: bytes  # the fields the files hold (file_pb2.Schema)
     query_id: str | None  # Spark's streaming query id, as the task saw it
 
@@ -139,7 +138,7 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
     # -- executors ---------------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamCommitMessage:
         spec = replace(self.plan.spec(), write_id=new_write_id())  # one write id per task attempt
-        blobs: list[bytes] = []
+        blobs: list[str] = []
         for batch in write_task(spec)(iterator):
             blobs.extend(batch.column(0).to_pylist())
         return StreamCommitMessage(spec.write_id, blobs, spec.schema, _query_id())
@@ -188,12 +187,7 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
             writer._discard(store, written)
             return CommitResult(version=prior, rows=0, fragments=0, bytes=0, read_version=prior, operation="none",
                                 skipped=True)
-    fragments = []
-    for message in written:
-        for blob in message.fragments:
-            fragment = table_pb2.DataFragment()
-            fragment.ParseFromString(bytes(blob))
-            fragments.append(fragment)
+    fragments = [FragmentMetadata.from_json(blob) for message in written for blob in message.fragments]
     schemas = {m.schema for m in written}
     if len(schemas) > 1:
         raise SchemaMismatchError("the tasks of one micro-batch wrote different schemas", table=plan.uri)
@@ -209,8 +203,8 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
         properties[IDEMPOTENCY_KEY] = stream_key(app_id, batch_id)
     operation = "overwrite" if writer.complete or existing is None else "append"
     try:
-        committed = commit_fragments(
-            store, operation, read_version=read_version, new_fragments=fragments, schema=files_schema,
+        committed = commit_written(
+            store, operation, read_version=read_version, fragments=fragments, schema=files_schema,
             properties=properties, commit_message=plan.commit_message,
             enable_stable_row_ids=plan.enable_stable_row_ids, storage_version=plan.storage_version or None,
         )
@@ -224,7 +218,7 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
         raise
     return CommitResult(
         version=committed.version, rows=sum(f.physical_rows for f in fragments), fragments=len(fragments),
-        bytes=sum(d.file_size_bytes for f in fragments for d in f.files), retries=committed.retries,
+        bytes=sum(d.file_size_bytes or 0 for f in fragments for d in f.files), retries=committed.retries,
         read_version=read_version, operation=operation, rows_inserted=sum(f.physical_rows for f in fragments),
         small_fragments=count_small_fragments(fragments, plan.target_rows_per_file, plan.target_bytes_per_file),
     )

@@ -167,7 +167,7 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return partitions
 
     def _appended(self, previous: LanceDataset | None, current: LanceDataset) -> list[InputPartition]:
-        txn = current.read_transaction()
+        txn = current.read_transaction_message()
         operation = operation_name(txn) if txn is not None else None
         if operation in NO_CHANGE_OPERATIONS:
             return []

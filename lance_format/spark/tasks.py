@@ -6,7 +6,8 @@ driver (a URI, a version, a serialized schema, ...) and returns an iterator func
 ``mapInArrow`` / ``applyInArrow``. The specs are frozen dataclasses of plain values, so they
 are pickled by value, and the functions by reference (the package is installed on the
 workers). Workers open the table themselves; data never travels through the driver, only the
-small fragment descriptions the tasks emit.
+small fragment descriptions the tasks emit (pylance's ``FragmentMetadata`` JSON, which the
+driver commits with ``LanceOperation.Append``/``Overwrite``/``Update``, as a pylance job would).
 
 A task that fails removes the files it wrote; files of tasks that succeeded in a job that
 failed are removed by the driver (they share the write's file-name prefix).
@@ -14,6 +15,7 @@ failed are removed by the driver (they share the write's file-name prefix).
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Tuple
@@ -25,6 +27,7 @@ import pyarrow.compute as pc
 from lance_format.dataset.writing.commit_fragments import delete_rows
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import SYSTEM_COLUMNS
+from lance_format.dataset.fragment_metadata import fragment_from_proto
 from lance_format.dataset.writing.fragment_sink import FragmentSink, write_prefix
 from lance_format.dataset.sql.filter import referenced_columns, to_expression
 from lance_format.errors import CorruptFileError, InvalidInputError
@@ -32,16 +35,16 @@ from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
 from lance_format.spark.common import StorageOptions, task_store
 
-FRAGMENT_DDL = "fragment binary, num_rows long, num_bytes long, rewritten boolean"
-DELETION_DDL = "fragment_id long, fragment binary, removed boolean, deleted long, offsets binary"
+FRAGMENT_DDL = "fragment string, num_rows long, num_bytes long, rewritten boolean"
+DELETION_DDL = "fragment_id long, fragment string, removed boolean, deleted long, offsets binary"
 ROW_ID_COLUMN = "__lance_rowid"  # merge: set on rewritten rows (their stable row id, if kept)
 MAX_REPORTED_OFFSETS = 1 << 20  # per fragment; beyond it the commit cannot rebase, only retry
 
 _FRAGMENT_SCHEMA = pa.schema([
-    ("fragment", pa.binary()), ("num_rows", pa.int64()), ("num_bytes", pa.int64()), ("rewritten", pa.bool_()),
+    ("fragment", pa.string()), ("num_rows", pa.int64()), ("num_bytes", pa.int64()), ("rewritten", pa.bool_()),
 ])
 _DELETION_SCHEMA = pa.schema([
-    ("fragment_id", pa.int64()), ("fragment", pa.binary()), ("removed", pa.bool_()), ("deleted", pa.int64()),
+    ("fragment_id", pa.int64()), ("fragment", pa.string()), ("removed", pa.bool_()), ("deleted", pa.int64()),
     ("offsets", pa.binary()),
 ])
 
@@ -120,10 +123,16 @@ class WriteSpec:
     storage_options: StorageOptions = field(default=(), repr=False)  # executors re-open the table with it
 
 
+def fragment_json(fragment: table_pb2.DataFragment) -> str:
+    """What a task reports about a fragment it wrote or changed: pylance's ``FragmentMetadata``
+    JSON, the public protocol of distributed writes (pylance could commit it too)."""
+    return json.dumps(fragment_from_proto(fragment).to_json(), separators=(",", ":"))
+
+
 def _fragment_batch(fragments: list[table_pb2.DataFragment], rewritten: list[bool]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([f.SerializeToString() for f in fragments], pa.binary()),
+            pa.array([fragment_json(f) for f in fragments], pa.string()),
             pa.array([f.physical_rows for f in fragments], pa.int64()),
             pa.array([sum(d.file_size_bytes for d in f.files) for f in fragments], pa.int64()),
             pa.array(rewritten, pa.bool_()),
@@ -337,7 +346,7 @@ def _deletion_row(fragment_id: int, updated: table_pb2.DataFragment | None, adde
     return pa.RecordBatch.from_arrays(
         [
             pa.array([fragment_id], pa.int64()),
-            pa.array([updated.SerializeToString() if updated is not None else None], pa.binary()),
+            pa.array([fragment_json(updated) if updated is not None else None], pa.string()),
             pa.array([updated is None], pa.bool_()),
             pa.array([added], pa.int64()),
             pa.array([reported], pa.binary()),
@@ -353,9 +362,9 @@ def _apply_deletions(spec: DeleteSpec, fragment_id: int, offsets: np.ndarray) ->
         raise CorruptFileError(f"fragment {fragment_id} is not in version {spec.version}", table=spec.uri,
                                version=spec.version)
     offsets = np.unique(offsets.astype(np.int64))
-    updated, added = delete_rows(ds.object_store, fragment.metadata, offsets, read_version=spec.version,
+    updated, added = delete_rows(ds.object_store, fragment.proto, offsets, read_version=spec.version,
                                  write_id=spec.write_id,
-                                 deletion_store=ds.base_stores.deletion_store(fragment.metadata.deletion_file))
+                                 deletion_store=ds.base_stores.deletion_store(fragment.proto.deletion_file))
     if added == 0:
         return None
     return _deletion_row(fragment_id, updated, added, offsets)

@@ -9,7 +9,9 @@
    For ``replace_where`` a first job writes, per fragment, the deletion vector of the rows
    matching the predicate.
 3. Commit on the driver, in the caller's process (:func:`commit_write`): ONE transaction
-   (Append, Overwrite, or Update for ``replace_where``) through the engine's commit loop.
+   (Append, Overwrite, or Update for ``replace_where``) through the engine's commit loop, built
+   with pylance's public protocol: the tasks report ``FragmentMetadata`` JSON, the driver commits
+   a ``Transaction`` of ``LanceOperation.Append``/``Overwrite``/``Update`` (:func:`commit_written`).
 
 If the job or the commit fails, the write's files are removed unless a manifest references
 them (a commit that landed before an error was reported keeps its files), and no version
@@ -30,7 +32,6 @@ from lance_format.dataset.writing.commit_fragments import (
     IDEMPOTENCY_KEY,
     WRITE_ID_KEY,
     PriorCommit,
-    commit_fragments,
     discard_uncommitted,
     find_committed_version,
 )
@@ -41,13 +42,16 @@ from lance_format.dataset.writing.fragment_sink import (
     write_prefix,
 )
 from lance_format.dataset.evolution.base import next_field_id_of
+from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_to_proto
+from lance_format.dataset.transactions_api import LanceOperation, Transaction, commit_lance_transaction
 from lance_format.dataset.evolution.new_column_writes import commit_with_new_columns
 from lance_format.dataset.sql.filter import to_expression
 from lance_format.dataset.writing.fragment_sink import resolve_storage_version
 from lance_format.errors import DatasetAlreadyExistsError, DuplicateCommitError, InvalidInputError, SchemaMismatchError
 from lance_format.file import LanceFileWriter
 from lance_format.io import ObjectStore, object_store_for
-from lance_format.proto import table_pb2
+from lance_format.table.commit import CommittedVersion
+from lance_format.table.transaction import COMMIT_MESSAGE_KEY
 from lance_format.schema import LanceSchema
 from lance_format.spark.common import (
     DEFAULT_TARGET_BYTES_PER_FILE,
@@ -295,15 +299,14 @@ def plan_write(
 class Written:
     """Fragments the write tasks produced; ``rewritten`` holds a merge's updated rows."""
 
-    fragments: list[table_pb2.DataFragment]
+    fragments: list[FragmentMetadata]
     rewritten_rows: int = 0
 
     @staticmethod
     def from_rows(rows: list) -> "Written":
         fragments, rewritten = [], 0
         for row in rows:
-            fragment = table_pb2.DataFragment()
-            fragment.ParseFromString(bytes(row[0]))
+            fragment = FragmentMetadata.from_json(row[0])
             fragments.append(fragment)
             if row[3]:
                 rewritten += fragment.physical_rows
@@ -314,7 +317,7 @@ class Written:
 class Deletions:
     """Deletion vectors written by tasks for an Update: fragment id -> new state."""
 
-    updated: list[table_pb2.DataFragment] = field(default_factory=list)
+    updated: list[FragmentMetadata] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
     deleted_rows: int = 0
     affected: dict[int, np.ndarray] | None = field(default_factory=dict)
@@ -329,9 +332,7 @@ class Deletions:
             if is_removed:
                 removed.append(int(fragment_id))
             else:
-                fragment = table_pb2.DataFragment()
-                fragment.ParseFromString(bytes(blob))
-                updated.append(fragment)
+                updated.append(FragmentMetadata.from_json(blob))
             if offsets is None:
                 complete = False
             else:
@@ -363,9 +364,48 @@ def fail_write(plan: WritePlan, scope: JobScope, exc: BaseException) -> None:
     raise error from exc
 
 
+def commit_written(
+    store: ObjectStore,
+    kind: str,
+    *,
+    read_version: int,
+    fragments: list[FragmentMetadata],
+    schema: LanceSchema,
+    properties: Mapping[str, str],
+    commit_message: str | None,
+    deletions: "Deletions | None" = None,
+    enable_stable_row_ids: bool = False,
+    storage_version: str | None = None,
+) -> CommittedVersion:
+    """Commit what the tasks wrote with pylance's protocol: ``LanceOperation.Append``, ``Overwrite``
+    (a new table or ``mode="overwrite"``) or ``Update`` (new rows plus the deletion vectors of
+    ``replace_where``) in a :class:`Transaction` carrying the write's properties."""
+    operation: LanceOperation.BaseOperation
+    if kind == "append":
+        operation = LanceOperation.Append(list(fragments))
+    elif kind == "overwrite":
+        operation = LanceOperation.Overwrite(schema, list(fragments))
+    elif kind == "update":
+        removed = deletions.removed if deletions is not None else []
+        updated = deletions.updated if deletions is not None else []
+        # Like pylance's merge_insert: whole rows are rewritten, so every field may keep its index bitmap.
+        operation = LanceOperation.Update(removed_fragment_ids=sorted(set(removed)), updated_fragments=list(updated),
+                                          new_fragments=list(fragments),
+                                          fields_for_preserving_frag_bitmap=schema.field_ids())
+    else:
+        raise InvalidInputError(f"unknown write operation {kind!r}")
+    props = dict(properties)
+    if commit_message is not None:
+        props[COMMIT_MESSAGE_KEY] = commit_message
+    transaction = Transaction(read_version=read_version, operation=operation, transaction_properties=props)
+    affected = deletions.affected if deletions is not None and kind == "update" else None
+    return commit_lance_transaction(store, transaction, enable_stable_row_ids=enable_stable_row_ids,
+                                    data_storage_version=storage_version or None, affected_rows=affected)
+
+
 def commit_write(
     plan: WritePlan,
-    fragments: list[table_pb2.DataFragment],
+    fragments: list[FragmentMetadata],
     deletions: Deletions = Deletions(),
     *,
     operation: str | None = None,
@@ -374,7 +414,7 @@ def commit_write(
     """Commit the fragments (and deletion vectors) of a planned write as one transaction."""
     op = operation or plan.operation
     rows = sum(f.physical_rows for f in fragments)
-    size = sum(d.file_size_bytes for f in fragments for d in f.files)
+    size = sum(d.file_size_bytes or 0 for f in fragments for d in f.files)
     read_version = plan.read_version
     key = plan.properties.get(IDEMPOTENCY_KEY)
     try:
@@ -387,21 +427,20 @@ def commit_write(
             discard_write(plan)  # nothing to commit: no new version
             return CommitResult(version=read_version, rows=0, fragments=0, bytes=0, read_version=read_version,
                                 operation="none", skipped=True)
-        common: dict[str, Any] = dict(read_version=read_version, new_fragments=fragments, schema=plan.schema,
-                      properties=plan.properties, commit_message=plan.commit_message)
         if plan.adds_columns and op != "overwrite":
             # One Merge: the new columns, the new rows and any deletions land in one version.
-            committed = commit_with_new_columns(plan.store, removed_fragment_ids=deletions.removed,
-                                                updated_fragments=deletions.updated, **common)
-        elif op == "overwrite":
-            committed = commit_fragments(plan.store, "overwrite", enable_stable_row_ids=plan.enable_stable_row_ids,
-                                         storage_version=plan.storage_version, **common)
-        elif deletions:
-            committed = commit_fragments(plan.store, "update", removed_fragment_ids=deletions.removed,
-                                         updated_fragments=deletions.updated, affected_rows=deletions.affected,
-                                         **common)
+            committed = commit_with_new_columns(
+                plan.store, read_version=read_version, new_fragments=[fragment_to_proto(f) for f in fragments],
+                schema=plan.schema, removed_fragment_ids=deletions.removed,
+                updated_fragments=[fragment_to_proto(f) for f in deletions.updated], properties=plan.properties,
+                commit_message=plan.commit_message)
         else:
-            committed = commit_fragments(plan.store, "append", **common)
+            kind = "overwrite" if op == "overwrite" else "update" if deletions else "append"
+            committed = commit_written(plan.store, kind, read_version=read_version, fragments=fragments,
+                                       schema=plan.schema, properties=plan.properties,
+                                       commit_message=plan.commit_message, deletions=deletions,
+                                       enable_stable_row_ids=plan.enable_stable_row_ids,
+                                       storage_version=plan.storage_version)
     except DuplicateCommitError as duplicate:  # a concurrent run with the same key won the race
         discard_write(plan)
         # the commit loop raises it with the winning commit's version
@@ -562,5 +601,6 @@ def write_dataframe(
     return result
 
 
-__all__ = ["MODES", "SCHEMA_MODES", "WritePlan", "Written", "Deletions", "plan_write", "commit_write", "discard_write", "fail_write",
+__all__ = ["MODES", "SCHEMA_MODES", "WritePlan", "Written", "Deletions", "plan_write", "commit_write", "commit_written",
+           "discard_write", "fail_write",
            "run_write_job", "write_dataframe", "estimated_size", "planned_tasks", "coalesce_to_target"]

@@ -280,6 +280,13 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
     since = None if state.op == OperationKind.RESTORE else state.original.read_version
     for attempt in range(max_retries + 1):
         listing = list_versions(store, since=since)
+        if max_retries == 0 and (listing.latest or 0) > state.original.read_version:
+            # Like Lance: a commit first tries the version after its read version; building on
+            # the versions committed since is a retry, and none is allowed.
+            raise CommitConflictError(
+                f"Commit conflict for version {state.original.read_version + 1}: version {listing.latest} was "
+                "committed since the read version and max_retries is 0", table=store.uri,
+                version=state.original.read_version + 1)
         previous: ManifestFile | None = None
         if listing.latest is not None:
             previous = read_manifest(store, listing.versions[listing.latest])

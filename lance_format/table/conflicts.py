@@ -281,7 +281,11 @@ def check(
     if me == Op.OVERWRITE:
         if other in (Op.OVERWRITE, Op.UPDATE_CONFIG):
             shared = config_key_conflict(ours, theirs)
-            return _never(me, other, f"both change config keys {sorted(shared)}") if shared else _ok()
+            if shared:
+                return _never(me, other, f"both change config keys {sorted(shared)}")
+            # pylance 14 refuses an Overwrite over a concurrent one as retryable: the later
+            # writer must decide again on top of the table the other one wrote
+            return _retry(me, other) if other == Op.OVERWRITE else _ok()
         return _never(me, other) if other == Op.UPDATE_MEM_WAL_STATE else _ok()
     if me == Op.DATA_REPLACEMENT and other == Op.DATA_REPLACEMENT:
         mine = {(r.fragment_id, f) for r in ours.data_replacement.replacements for f in r.new_file.fields}

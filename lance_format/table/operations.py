@@ -275,6 +275,27 @@ def _restore(b: _Build) -> None:
     b.fragments = _copies(b.manifest.fragments)  # the restored version's
 
 
+def _data_replacement(b: _Build) -> None:
+    """Swap a fragment's data file for a new one holding the same fields; a file replacing only
+    some fields of existing files is added, and those files' copies of the fields tombstoned
+    (pylance's ``DataReplacement``)."""
+    by_id = {f.id: f for f in b.existing}
+    for group in b.txn.data_replacement.replacements:
+        fragment = by_id.get(group.fragment_id)
+        if fragment is None:
+            raise CommitConflictError(f"fragment {group.fragment_id} of a data replacement no longer exists",
+                                      version=b.version)
+        new_fields = set(group.new_file.fields)
+        same = [f for f in fragment.files if set(f.fields) == new_fields]
+        if same:
+            same[0].CopyFrom(group.new_file)
+            continue
+        for data_file in fragment.files:
+            data_file.fields[:] = [TOMBSTONE_FIELD_ID if i in new_fields else i for i in data_file.fields]
+        fragment.files.add().CopyFrom(group.new_file)
+    b.fragments = b.existing
+
+
 def _reserve_fragments(b: _Build) -> None:
     b.reserved_fragments = b.txn.reserve_fragments.num_fragments
 
@@ -314,6 +335,7 @@ _APPLY = {
     OperationKind.REWRITE: _rewrite,
     OperationKind.RESTORE: _restore,
     OperationKind.RESERVE_FRAGMENTS: _reserve_fragments,
+    OperationKind.DATA_REPLACEMENT: _data_replacement,
     OperationKind.UPDATE_CONFIG: _update_config,
     OperationKind.UPDATE_BASES: _update_bases,
 }

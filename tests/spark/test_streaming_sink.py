@@ -119,7 +119,7 @@ def test_complete_mode_overwrites_each_batch(spark, tmp_path):
     assert lance.dataset(uri).version == 2
     assert lance_rows(uri) == [{"id": 0, "n": 20}, {"id": 1, "n": 20}, {"id": 2, "n": 20}]
     assert lance_rows(uri, version=1) == [{"id": 0, "n": 10}, {"id": 1, "n": 10}, {"id": 2, "n": 10}]
-    assert lance_format.dataset(uri, 2).read_transaction().WhichOneof("operation") == "overwrite"
+    assert lance_format.dataset(uri, 2).read_transaction_message().WhichOneof("operation") == "overwrite"
 
 
 def test_update_mode_is_refused_by_spark(spark, tmp_path):

@@ -118,7 +118,7 @@ def test_add_columns(spark, tmp_path):
     rows = lance_rows(uri)
     assert [r["tag"] for r in rows] == [None] * 10 + ["new"] * 5
     assert result.version == ds.version == 2 and result.operation == "merge"  # ONE commit: columns and rows
-    assert lance_format.dataset(uri).read_transaction().WhichOneof("operation") == "merge"
+    assert lance_format.dataset(uri).read_transaction_message().WhichOneof("operation") == "merge"
     assert spark_rows(read_dataframe(spark, uri)) == rows
 
 
@@ -139,7 +139,7 @@ def test_replace_where(spark, tmp_path):
     write_dataframe(_frame(spark, 0, 100), uri, max_rows_per_file=30)
     result = write_dataframe(_frame(spark, 0, 30, "new"), uri, mode="overwrite", replace_where="id < 30")
     assert (result.operation, result.rows, result.rows_deleted) == ("update", 30, 30)
-    txn = lance_format.dataset(uri).read_transaction()
+    txn = lance_format.dataset(uri).read_transaction_message()
     assert txn.WhichOneof("operation") == "update" and list(txn.update.removed_fragment_ids) == [0]
     expected = spark_rows(_frame(spark, 0, 30, "new").union(_frame(spark, 30, 100)))
     assert lance_rows(uri) == expected

@@ -232,7 +232,7 @@ class DatasetDelta:
         for version in range(self._begin + 1, self._end + 1):
             new = end_ds if version == self._end else self._open(version)
             assert new is not None
-            txn = new.read_transaction()
+            txn = new.read_transaction_message()
             operation = operation_name(txn) if txn is not None else None
             if operation not in NO_CHANGE_OPERATIONS:
                 for ds in (old, new):

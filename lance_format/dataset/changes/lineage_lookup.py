@@ -46,7 +46,7 @@ def _run_versions(fragment: "LanceFragment", kind: str) -> _Runs:
     cached = fragment.__dict__.get(key)
     if cached is None:
         cached = fragment.__dict__[key] = _descriptor_runs(
-            fragment.object_store, fragment.metadata, kind, fragment.error_context()
+            fragment.object_store, fragment.proto, kind, fragment.error_context()
         )
     return cached
 
@@ -139,7 +139,7 @@ def row_ids_at(fragment: "LanceFragment", offsets: np.ndarray) -> np.ndarray:
         return decoded[offsets]
     segments = fragment.__dict__.get("_delta_segments")
     if segments is None:
-        data = read_sequence_bytes(fragment.object_store, fragment.metadata, "inline_row_ids", "external_row_ids")
+        data = read_sequence_bytes(fragment.object_store, fragment.proto, "inline_row_ids", "external_row_ids")
         if data is None:
             raise InvalidInputError(
                 f"fragment {fragment.fragment_id} has no row-id sequence (stable row ids are required)",

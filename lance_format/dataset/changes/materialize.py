@@ -91,7 +91,7 @@ class Projection:
             for out, src in zip(self._out, self._source)
         ]
         # Lineage from the sequences' touched segments only (take_physical would decode them whole).
-        if fragment.metadata.WhichOneof("row_id_sequence") is None:
+        if fragment.proto.WhichOneof("row_id_sequence") is None:
             row_ids = (np.uint64(fragment.fragment_id) << np.uint64(32)) | offsets.astype(np.uint64)  # = _rowaddr
         else:
             row_ids = row_ids_at(fragment, offsets)

@@ -85,14 +85,14 @@ def new_column_file(ds: "LanceDataset", fragment: "LanceFragment", schema: Lance
                    batches: Iterable[pa.RecordBatch], prepared: Prepared) -> table_pb2.DataFragment:
     arrow = schema.to_arrow()
     # a legacy (0.1) fragment's new file must have the same row groups as its existing files
-    with batches_like(fragment_batch_rows(ds.object_store, fragment.metadata)):
+    with batches_like(fragment_batch_rows(ds.object_store, fragment.proto)):
         written = write_new_fragments(ds, arrow, _to_physical(fragment, batches), prepared, lance_schema=schema,
                                       max_rows_per_file=max(1, fragment.physical_rows))
     if len(written) != 1 or written[0].physical_rows != fragment.physical_rows:
         raise InvalidInputError(f"new column data does not cover the {fragment.physical_rows} rows of fragment "
                                 f"{fragment.fragment_id}", table=ds.uri, version=ds.version)
     updated = table_pb2.DataFragment()
-    updated.CopyFrom(fragment.metadata)
+    updated.CopyFrom(fragment.proto)
     updated.files.add().CopyFrom(written[0].files[0])
     return updated
 

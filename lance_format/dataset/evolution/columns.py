@@ -119,7 +119,7 @@ def add_columns(
                 if not field.nullable:
                     raise InvalidInputError(f"column {field.name!r} added without data must be nullable",
                                             table=current.uri, column=field.name)
-            metas = [f.metadata for f in fragments]
+            metas = [f.proto for f in fragments]
         elif isinstance(transforms, Mapping):
             if not transforms:
                 raise InvalidInputError("add_columns needs at least one column", table=current.uri)

@@ -162,12 +162,12 @@ def _chunked(batches: Iterator[pa.RecordBatch], sizes: list[int]) -> Iterator[It
 def _sequences(ds: "LanceDataset", group: list["LanceFragment"], sizes: list[int], new: list[table_pb2.DataFragment]):
     store = ds.object_store
     deletions = [f.deleted_offsets if f.num_deletions else None for f in group]
-    row_ids = [read_sequence_bytes(store, f.metadata, "inline_row_ids", "external_row_ids") or b"" for f in group]
+    row_ids = [read_sequence_bytes(store, f.proto, "inline_row_ids", "external_row_ids") or b"" for f in group]
     created, updated = [], []
     for f in group:
-        c = read_sequence_bytes(store, f.metadata, "inline_created_at_versions", "external_created_at_versions")
+        c = read_sequence_bytes(store, f.proto, "inline_created_at_versions", "external_created_at_versions")
         c = c if c is not None else uniform_version_sequence(f.physical_rows, 1)
-        u = read_sequence_bytes(store, f.metadata, "inline_last_updated_at_versions",
+        u = read_sequence_bytes(store, f.proto, "inline_last_updated_at_versions",
                                 "external_last_updated_at_versions")
         created.append(c)
         updated.append(u if u is not None else c)
@@ -231,7 +231,7 @@ def compact_files(
         rewrite.SetInParent()
         for group, new in groups:
             pb = rewrite.groups.add()
-            pb.old_fragments.extend(f.metadata for f in group)
+            pb.old_fragments.extend(f.proto for f in group)
             for fragment in new:
                 fragment.id = next_id
                 next_id += 1
@@ -244,7 +244,7 @@ def compact_files(
     for group, new in groups:
         metrics.fragments_removed += len(group)
         metrics.fragments_added += len(new)
-        metrics.files_removed += sum(len(f.metadata.files) + int(f.metadata.HasField("deletion_file")) for f in group)
+        metrics.files_removed += sum(len(f.proto.files) + int(f.proto.HasField("deletion_file")) for f in group)
         metrics.files_added += sum(len(f.files) for f in new)
     ds._replace_version(committed.version)
     return metrics

@@ -193,7 +193,7 @@ def apply_deletions(
         pb = write_deletion_file(ds.object_store, fragment.fragment_id, ds.version, union)
         prepared.written.append(deletion_file_path(fragment.fragment_id, pb))
         copy = table_pb2.DataFragment()
-        copy.CopyFrom(fragment.metadata)
+        copy.CopyFrom(fragment.proto)
         copy.deletion_file.CopyFrom(pb)
         updated.append(copy)
     return updated, removed

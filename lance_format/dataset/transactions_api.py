@@ -1,0 +1,660 @@
+"""pylance's commit API: ``LanceOperation.*``, ``Transaction``, ``LanceDataset.commit`` /
+``commit_batch`` and the ``read_transaction`` / ``get_transactions`` readers.
+
+Operations are plain values (dataclasses with pylance's names and constructor arguments). A
+commit converts the operation into the transaction message of the manifest format and runs the
+engine's commit loop (:func:`lance_format.table.commit.commit_transaction`), so conflict
+detection, rebasing and retries are the same as for every other write; reading a transaction
+converts the message back. Operations this engine cannot apply (``CreateIndex``,
+``DataReplacement``, ``Clone``) are carried as data: they read back from pylance's tables,
+but committing them raises :class:`UnsupportedFeatureError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+import warnings
+from abc import ABC
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, TypedDict, cast
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf import unknown_fields
+
+from lance_format.dataset.fragment_metadata import (
+    DataFile,
+    FragmentMetadata,
+    data_file_from_proto,
+    data_file_to_proto,
+    fragment_from_proto,
+    fragment_to_proto,
+)
+from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
+from lance_format.io import ObjectStore, object_store_for
+from lance_format.proto import transaction_pb2
+from lance_format.schema import LanceSchema
+from lance_format.table.commit import DEFAULT_MAX_RETRIES, CommittedVersion, commit_transaction, latest_manifest
+from lance_format.table.naming import ManifestNaming
+from lance_format.table.operations import BuildOptions
+from lance_format.table.transaction import OperationKind, operation_name
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+# pylance 14 writes unnamed varint flags on Merge (field 4) and Project (field 2).
+_MERGE_PRESERVES_NULLABILITY = b"\x20\x01"
+_PROJECT_PRESERVES_NULLABILITY = b"\x10\x01"
+_UPDATE_MODES = {"": 0, "rewrite_rows": 0, "rewrite_columns": 1}
+
+
+def _fragments(value: Any, what: str = "fragments") -> list[FragmentMetadata]:
+    if not isinstance(value, list):
+        raise ArgumentTypeError(f"{what} must be list[FragmentMetadata], got {type(value)}")
+    bad = [f for f in value if not isinstance(f, FragmentMetadata)]
+    if bad:
+        raise ArgumentTypeError(f"{what} must be list[FragmentMetadata], got {type(bad[0])}")
+    return value
+
+
+class LanceOperation:
+    """The operations a :meth:`LanceDataset.commit` can apply (pylance's ``LanceOperation``)."""
+
+    class BaseOperation(ABC):  # noqa: B024 - a marker base, as in pylance
+        """Base class of the operations."""
+
+    @dataclass
+    class Overwrite(BaseOperation):
+        """Create the table or replace its contents: a new schema and new fragments."""
+
+        new_schema: LanceSchema | pa.Schema
+        fragments: Iterable[FragmentMetadata]
+        initial_bases: Optional[List[Any]] = None
+
+        def __post_init__(self) -> None:
+            _fragments(self.fragments)
+
+    @dataclass
+    class Append(BaseOperation):
+        """Add new fragments (rows) to the table."""
+
+        fragments: Iterable[FragmentMetadata]
+
+        def __post_init__(self) -> None:
+            _fragments(self.fragments)
+
+    @dataclass
+    class Delete(BaseOperation):
+        """Fragments with new deletion files, fragments removed entirely, and the predicate."""
+
+        updated_fragments: Iterable[FragmentMetadata]
+        deleted_fragment_ids: Iterable[int]
+        predicate: str
+
+        def __post_init__(self) -> None:
+            _fragments(self.updated_fragments, "updated_fragments")
+
+    @dataclass
+    class Update(BaseOperation):
+        """Rows rewritten: fragments removed, updated (new deletion files) and added."""
+
+        removed_fragment_ids: List[int] = dataclasses.field(default_factory=list)
+        updated_fragments: List[FragmentMetadata] = dataclasses.field(default_factory=list)
+        new_fragments: List[FragmentMetadata] = dataclasses.field(default_factory=list)
+        fields_modified: List[int] = dataclasses.field(default_factory=list)
+        fields_for_preserving_frag_bitmap: List[int] = dataclasses.field(default_factory=list)
+        update_mode: str = ""
+        updated_fragment_offsets: Optional[Dict[int, bytes]] = None
+
+        def __post_init__(self) -> None:
+            _fragments(self.updated_fragments, "updated_fragments")
+            _fragments(self.new_fragments, "new_fragments")
+
+    @dataclass
+    class Merge(BaseOperation):
+        """New columns: every fragment (with its new data files) and the widened schema."""
+
+        fragments: Iterable[FragmentMetadata]
+        schema: LanceSchema | pa.Schema
+        preserves_nullability: bool = False
+
+        def __post_init__(self) -> None:
+            if isinstance(self.schema, pa.Schema):
+                warnings.warn("Passing a pyarrow.Schema to Merge is deprecated. Please use a LanceSchema instead.",
+                              DeprecationWarning, stacklevel=3)
+            _fragments(self.fragments)
+
+    @dataclass
+    class Restore(BaseOperation):
+        """Make an old version the newest again."""
+
+        version: int
+
+    @dataclass
+    class Clone(BaseOperation):
+        """A clone or branch creation (read back from transactions; shallow clones only)."""
+
+        is_shallow: bool
+        ref_name: Optional[str]
+        ref_version: int
+        ref_path: str
+        branch_name: Optional[str]
+
+    @dataclass
+    class RewriteGroup:
+        """Fragments replaced by rewritten ones (compaction)."""
+
+        old_fragments: Iterable[FragmentMetadata]
+        new_fragments: Iterable[FragmentMetadata]
+
+    @dataclass
+    class RewrittenIndex:
+        """An index rewritten along with a compaction."""
+
+        old_id: str
+        new_id: str
+        new_details_type_url: str
+        new_details_value: bytes
+        new_index_version: int
+
+    @dataclass
+    class Rewrite(BaseOperation):
+        """Groups of fragments rewritten into new ones, and the indices rewritten with them."""
+
+        groups: Iterable["LanceOperation.RewriteGroup"]
+        rewritten_indices: Iterable["LanceOperation.RewrittenIndex"]
+
+        def __post_init__(self) -> None:
+            frags = [f for g in self.groups for f in list(g.old_fragments) + list(g.new_fragments)]
+            _fragments(frags)
+
+    @dataclass
+    class CreateIndex(BaseOperation):
+        """Indices added and removed (carried as data: this engine does not build indices)."""
+
+        new_indices: List[Any]
+        removed_indices: List[Any]
+
+    @dataclass
+    class DataReplacementGroup:
+        """A fragment's data file replaced by a new one holding the same fields."""
+
+        fragment_id: int
+        new_file: DataFile
+
+    @dataclass
+    class DataReplacement(BaseOperation):
+        """Data files replaced in place (carried as data: this engine does not commit it)."""
+
+        replacements: List["LanceOperation.DataReplacementGroup"]
+
+    @dataclass
+    class Project(BaseOperation):
+        """A new schema made of existing fields (drop, rename or reorder columns)."""
+
+        schema: LanceSchema | pa.Schema
+        preserves_nullability: bool = False
+
+    @dataclass
+    class UpdateMap:
+        """Updates of a metadata map: key -> value, or None to remove the key."""
+
+        updates: Dict[str, Optional[str]]
+        replace: bool = False
+
+    @dataclass
+    class UpdateConfig(BaseOperation):
+        """Updates of the table config, table metadata, schema metadata or field metadata."""
+
+        config_updates: Optional["LanceOperation.UpdateMap"] = None
+        table_metadata_updates: Optional["LanceOperation.UpdateMap"] = None
+        schema_metadata_updates: Optional["LanceOperation.UpdateMap"] = None
+        field_metadata_updates: Optional[Dict[int, "LanceOperation.UpdateMap"]] = None
+
+
+@dataclass
+class Transaction:
+    """A commit's description: the version it was built on, its operation and properties."""
+
+    read_version: int
+    operation: LanceOperation.BaseOperation
+    uuid: str = dataclasses.field(default_factory=lambda: str(uuid.uuid4()))
+    transaction_properties: Optional[Dict[str, str]] = dataclasses.field(default_factory=dict)
+
+
+class BulkCommitResult(TypedDict):
+    dataset: "LanceDataset"
+    merged: Transaction
+
+
+@dataclass
+class Index:
+    """An index of the table, as a ``CreateIndex`` operation carries it (pylance's ``Index``)."""
+
+    uuid: str
+    name: str
+    fields: List[int]
+    dataset_version: int
+    fragment_ids: Any
+    index_version: int
+    created_at: Optional[datetime] = None
+    base_id: Optional[int] = None
+    files: Optional[List[Any]] = None
+    index_details: Optional[tuple[str, bytes]] = None
+    covering_fields: List[int] = dataclasses.field(default_factory=list)
+
+
+# -- operation -> transaction message ---------------------------------------------------------------
+def _schema_protos(schema: Any, current: LanceSchema | None,
+                   first_new_id: int | None = None) -> tuple[list, dict[str, bytes]]:
+    """Field messages (with ids) of a LanceSchema, or of a pyarrow schema matched to ``current`` by
+    name; its new fields get ids from ``first_new_id`` (above every id on disk, as
+    ``merge_columns`` gives them)."""
+    if isinstance(schema, LanceSchema):
+        return schema.to_protos(), dict(schema.metadata)
+    if isinstance(schema, pa.Schema):
+        if current is None:
+            lance_schema = LanceSchema.from_arrow(schema)
+        else:
+            known = {f.name: f for f in current.fields}
+            next_id = [first_new_id if first_new_id is not None else current.max_field_id() + 1]
+            fields = []
+            for arrow_field in schema:
+                if arrow_field.name in known:
+                    fields.append(known[arrow_field.name])
+                else:
+                    new = LanceSchema.from_arrow(pa.schema([arrow_field]), first_id=next_id[0]).fields[0]
+                    next_id[0] = max(f.id for f in new.walk()) + 1
+                    fields.append(new)
+            lance_schema = LanceSchema(fields, {k.decode(): v for k, v in (schema.metadata or {}).items()})
+        return lance_schema.to_protos(), dict(lance_schema.metadata)
+    raise InvalidInputError(f"a schema must be a LanceSchema or a pyarrow.Schema, got {type(schema).__name__}")
+
+
+def _set_update_map(target: transaction_pb2.Transaction.UpdateMap, update: LanceOperation.UpdateMap) -> None:
+    target.replace = bool(update.replace)
+    for key, value in update.updates.items():
+        entry = target.update_entries.add(key=key)
+        if value is not None:
+            entry.value = value
+
+
+def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction_pb2.Transaction,
+                       current: LanceSchema | None, first_new_id: int | None = None) -> None:
+    """Set ``operation`` on ``txn`` (``current``: the table's schema, to give pyarrow fields ids;
+    ``first_new_id``: the id of a field new to the table)."""
+    L = LanceOperation
+    if isinstance(operation, L.Overwrite):
+        if operation.initial_bases:
+            raise UnsupportedFeatureError("Overwrite with initial_bases is not supported by this engine")
+        fragments = list(operation.fragments)
+        if any(f.deletion_file is not None for f in fragments):
+            raise InvalidInputError("an Overwrite cannot carry fragments with deletion files; commit deletions "
+                                    "with LanceOperation.Delete")
+        body = txn.overwrite
+        body.SetInParent()
+        fields, metadata = _schema_protos(operation.new_schema, None)
+        body.schema.extend(fields)
+        body.schema_metadata.update(metadata)
+        body.fragments.extend(fragment_to_proto(f) for f in fragments)
+    elif isinstance(operation, L.Append):
+        txn.append.SetInParent()
+        txn.append.fragments.extend(fragment_to_proto(f) for f in operation.fragments)
+    elif isinstance(operation, L.Delete):
+        body = txn.delete
+        body.SetInParent()
+        body.updated_fragments.extend(fragment_to_proto(f) for f in operation.updated_fragments)
+        body.deleted_fragment_ids.extend(int(i) for i in operation.deleted_fragment_ids)
+        body.predicate = operation.predicate
+    elif isinstance(operation, L.Update):
+        if operation.update_mode not in _UPDATE_MODES:
+            raise InvalidInputError(f"update_mode must be one of {sorted(_UPDATE_MODES)}, got "
+                                    f"{operation.update_mode!r}")
+        update = txn.update
+        update.SetInParent()
+        update.removed_fragment_ids.extend(int(i) for i in operation.removed_fragment_ids)
+        update.updated_fragments.extend(fragment_to_proto(f) for f in operation.updated_fragments)
+        update.new_fragments.extend(fragment_to_proto(f) for f in operation.new_fragments)
+        update.fields_modified.extend(operation.fields_modified)
+        update.fields_for_preserving_frag_bitmap.extend(operation.fields_for_preserving_frag_bitmap)
+        update.update_mode = _UPDATE_MODES[operation.update_mode]  # type: ignore[assignment]
+    elif isinstance(operation, L.Merge):
+        merge = txn.merge
+        merge.SetInParent()
+        fields, metadata = _schema_protos(operation.schema, current, first_new_id)
+        merge.schema.extend(fields)
+        merge.schema_metadata.update(metadata)
+        merge.fragments.extend(fragment_to_proto(f) for f in operation.fragments)
+        if operation.preserves_nullability:
+            merge.MergeFromString(_MERGE_PRESERVES_NULLABILITY)
+    elif isinstance(operation, L.Restore):
+        txn.restore.version = int(operation.version)
+    elif isinstance(operation, L.Rewrite):
+        if list(operation.rewritten_indices):
+            raise UnsupportedFeatureError("Rewrite with rewritten indices is not supported by this engine")
+        rewrite = txn.rewrite
+        rewrite.SetInParent()
+        for group in operation.groups:
+            pb = rewrite.groups.add()
+            pb.old_fragments.extend(fragment_to_proto(f) for f in group.old_fragments)
+            pb.new_fragments.extend(fragment_to_proto(f) for f in group.new_fragments)
+    elif isinstance(operation, L.Project):
+        project = txn.project
+        project.SetInParent()
+        fields, _metadata = _schema_protos(operation.schema, current)
+        project.schema.extend(fields)
+        if operation.preserves_nullability:
+            project.MergeFromString(_PROJECT_PRESERVES_NULLABILITY)
+    elif isinstance(operation, L.UpdateConfig):
+        config = txn.update_config
+        config.SetInParent()
+        for name in ("config_updates", "table_metadata_updates", "schema_metadata_updates"):
+            value = getattr(operation, name)
+            if value is not None:
+                _set_update_map(getattr(config, name), value)
+        for field_id, value in (operation.field_metadata_updates or {}).items():
+            _set_update_map(config.field_metadata_updates[int(field_id)], value)
+    elif isinstance(operation, L.DataReplacement):
+        body = txn.data_replacement
+        body.SetInParent()
+        for replacement in operation.replacements:
+            body.replacements.add(fragment_id=replacement.fragment_id,
+                                  new_file=data_file_to_proto(replacement.new_file))
+    elif isinstance(operation, (L.CreateIndex, L.Clone)):
+        raise UnsupportedFeatureError(f"committing a {type(operation).__name__} operation is not supported by "
+                                      "this engine")
+    else:
+        raise InvalidInputError(f"operation must be a LanceOperation.BaseOperation or Transaction, got "
+                                f"{type(operation)}")
+
+
+# -- transaction message -> operation ---------------------------------------------------------------
+def _frags(pbs: Iterable[Any]) -> list[FragmentMetadata]:
+    return [fragment_from_proto(pb) for pb in pbs]
+
+
+def _update_map(pb: transaction_pb2.Transaction.UpdateMap) -> LanceOperation.UpdateMap:
+    return LanceOperation.UpdateMap({e.key: e.value if e.HasField("value") else None for e in pb.update_entries},
+                                    pb.replace)
+
+
+def _preserves(body: Any, field_number: int) -> bool:
+    """Whether pylance's unnamed ``preserves_nullability`` flag (an unknown varint field) is set."""
+    return any(f.field_number == field_number and f.data == 1 for f in unknown_fields.UnknownFieldSet(body))
+
+
+def operation_from_proto(txn: transaction_pb2.Transaction) -> LanceOperation.BaseOperation:
+    """The operation of a transaction message (a bare ``BaseOperation`` for kinds pylance has no
+    class for, such as ReserveFragments, as pylance does)."""
+    L = LanceOperation
+    kind = operation_name(txn)
+    if kind == OperationKind.OVERWRITE:
+        o = txn.overwrite
+        return L.Overwrite(LanceSchema.from_protos(list(o.schema), dict(o.schema_metadata)), _frags(o.fragments))
+    if kind == OperationKind.APPEND:
+        return L.Append(_frags(txn.append.fragments))
+    if kind == OperationKind.DELETE:
+        d = txn.delete
+        return L.Delete(_frags(d.updated_fragments), list(d.deleted_fragment_ids), d.predicate)
+    if kind == OperationKind.UPDATE:
+        u = txn.update
+        return L.Update(list(u.removed_fragment_ids), _frags(u.updated_fragments), _frags(u.new_fragments),
+                        list(u.fields_modified), list(u.fields_for_preserving_frag_bitmap),
+                        "rewrite_columns" if u.update_mode == 1 else "rewrite_rows")
+    if kind == OperationKind.MERGE:
+        m = txn.merge
+        return L.Merge(_frags(m.fragments), LanceSchema.from_protos(list(m.schema), dict(m.schema_metadata)),
+                       _preserves(m, 4))
+    if kind == OperationKind.RESTORE:
+        return L.Restore(txn.restore.version)
+    if kind == OperationKind.REWRITE:
+        groups = [L.RewriteGroup(_frags(g.old_fragments), _frags(g.new_fragments)) for g in txn.rewrite.groups]
+        rewritten = [L.RewrittenIndex(_uuid(r.old_id), _uuid(r.new_id), r.new_index_details.type_url,
+                                      r.new_index_details.value, r.new_index_version)
+                     for r in txn.rewrite.rewritten_indices]
+        return L.Rewrite(groups, rewritten)
+    if kind == OperationKind.PROJECT:
+        return L.Project(LanceSchema.from_protos(list(txn.project.schema), {}),
+                         _preserves(txn.project, 2))
+    if kind == OperationKind.UPDATE_CONFIG:
+        c = txn.update_config
+        return L.UpdateConfig(
+            _update_map(c.config_updates) if c.HasField("config_updates") else None,
+            _update_map(c.table_metadata_updates) if c.HasField("table_metadata_updates") else None,
+            _update_map(c.schema_metadata_updates) if c.HasField("schema_metadata_updates") else None,
+            {int(k): _update_map(v) for k, v in c.field_metadata_updates.items()} or None,
+        )
+    if kind == OperationKind.DATA_REPLACEMENT:
+        return L.DataReplacement([L.DataReplacementGroup(r.fragment_id, data_file_from_proto(r.new_file))
+                                  for r in txn.data_replacement.replacements])
+    if kind == OperationKind.CREATE_INDEX:
+        ci = txn.create_index
+        return L.CreateIndex([_index(i) for i in ci.new_indices], [_index(i) for i in ci.removed_indices])
+    if kind == OperationKind.CLONE:
+        c = txn.clone
+        return L.Clone(c.is_shallow, c.ref_name if c.HasField("ref_name") else None, c.ref_version, c.ref_path,
+                       c.branch_name if c.HasField("branch_name") else None)
+    return L.BaseOperation()
+
+
+def _uuid(pb: Any) -> str:
+    return str(uuid.UUID(bytes=bytes(pb.uuid))) if len(pb.uuid) == 16 else ""
+
+
+def _index(pb: Any) -> Index:
+    from pyroaring import BitMap
+
+    created = None
+    if pb.HasField("created_at"):
+        created = datetime.fromtimestamp(pb.created_at / 1000, tz=timezone.utc)
+    return Index(uuid=_uuid(pb.uuid), name=pb.name, fields=list(pb.fields), dataset_version=pb.dataset_version,
+                 fragment_ids=set(BitMap.deserialize(bytes(pb.fragment_bitmap))) if pb.fragment_bitmap else set(), index_version=pb.index_version, created_at=created,
+                 base_id=pb.base_id if pb.HasField("base_id") else None,
+                 index_details=(pb.index_details.type_url, pb.index_details.value)
+                 if pb.HasField("index_details") else None)
+
+
+def transaction_from_proto(txn: transaction_pb2.Transaction) -> Transaction:
+    """pylance's view of a transaction message."""
+    return Transaction(read_version=txn.read_version, operation=operation_from_proto(txn),
+                       uuid=txn.uuid, transaction_properties=dict(txn.transaction_properties))
+
+
+def transaction_to_proto(transaction: Transaction, current: LanceSchema | None,
+                         first_new_id: int | None = None) -> transaction_pb2.Transaction:
+    txn = transaction_pb2.Transaction(read_version=int(transaction.read_version), uuid=transaction.uuid)
+    txn.transaction_properties.update({str(k): str(v) for k, v in (transaction.transaction_properties or {}).items()})
+    operation_to_proto(transaction.operation, txn, current, first_new_id)
+    return txn
+
+
+# -- commit ---------------------------------------------------------------------------------------
+def _store_of(base_uri: Any, storage_options: Dict[str, str] | None) -> ObjectStore:
+    from lance_format.dataset.dataset import LanceDataset
+
+    if isinstance(base_uri, LanceDataset):
+        return base_uri.object_store
+    if not isinstance(base_uri, (str, os.PathLike, ObjectStore)):
+        raise ArgumentTypeError(f"base_uri must be str, Path, or LanceDataset, got {type(base_uri)}")
+    return object_store_for(base_uri, storage_options)
+
+
+# pylance keywords this engine accepts only at their defaults (namespaces, per-base store options)
+_DEFAULT_ONLY = {"namespace_client": None, "table_id": None, "namespace_client_managed_versioning": False,
+                 "base_store_params": None}
+
+
+def _refuse_unsupported(kwargs: Dict[str, Any]) -> None:
+    kwargs = {k: v for k, v in kwargs.items() if k != "commit_timeout"}  # commits here do not block
+    unknown = sorted(k for k in kwargs if k not in _DEFAULT_ONLY)
+    if unknown:
+        raise InvalidInputError(f"unexpected commit arguments: {unknown}")
+    used = sorted(k for k, v in kwargs.items() if v != _DEFAULT_ONLY[k])
+    if used:
+        raise UnsupportedFeatureError(f"commit arguments not supported by this engine: {used}")
+
+
+def commit(
+    base_uri: "str | os.PathLike[str] | LanceDataset",
+    operation: LanceOperation.BaseOperation | Transaction,
+    read_version: Optional[int] = None,
+    commit_lock: Optional[Callable[..., Any]] = None,
+    storage_options: Optional[Dict[str, str]] = None,
+    enable_v2_manifest_paths: Optional[bool] = None,
+    detached: Optional[bool] = False,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    *,
+    commit_message: Optional[str] = None,
+    enable_stable_row_ids: Optional[bool] = None,
+    **kwargs: Any,
+) -> "LanceDataset":
+    """pylance's ``LanceDataset.commit``: apply ``operation`` as the next version of the table.
+
+    Raises
+    ------
+    InvalidInputError
+        No ``read_version`` for an operation that needs one, or an invalid operation.
+    CommitConflictError
+        A version committed after ``read_version`` conflicts (or the retries ran out).
+    UnsupportedFeatureError
+        ``commit_lock``, ``detached``, or an operation this engine cannot apply.
+    """
+    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.table.transaction import COMMIT_MESSAGE_KEY
+
+    if commit_lock is not None:
+        if not callable(commit_lock):
+            raise ArgumentTypeError(f"commit_lock must be a function, got {type(commit_lock)}")
+        raise UnsupportedFeatureError("custom commit locks are not supported: commits use put-if-not-exists")
+    if detached:
+        raise UnsupportedFeatureError("detached commits are not supported by this engine")
+    _refuse_unsupported(kwargs)
+    store = _store_of(base_uri, storage_options)
+    if isinstance(operation, Transaction):
+        if commit_message is not None:
+            raise InvalidInputError("commit_message is not supported when calling commit with a Transaction.  "
+                                    "Set the message on the transaction properties instead.")
+        transaction = operation
+    elif isinstance(operation, LanceOperation.BaseOperation):
+        if read_version is None and not isinstance(operation, (LanceOperation.Overwrite, LanceOperation.Restore)):
+            raise InvalidInputError("read_version is required for all operations except Overwrite and Restore")
+        if read_version is None:
+            existing = latest_manifest(store)
+            read_version = existing[1].manifest.version if existing is not None else 0
+        properties = {COMMIT_MESSAGE_KEY: commit_message} if commit_message is not None else {}
+        transaction = Transaction(read_version=int(read_version), operation=operation,
+                                  transaction_properties=properties)
+    else:
+        raise ArgumentTypeError(f"operation must be a LanceOperation.BaseOperation or Transaction, got "
+                                f"{type(operation)}")
+    committed = commit_lance_transaction(store, transaction, enable_stable_row_ids=bool(enable_stable_row_ids),
+                                         enable_v2_manifest_paths=enable_v2_manifest_paths is not False,
+                                         max_retries=max_retries)
+    return LanceDataset(store, committed.version)
+
+
+def commit_lance_transaction(
+    store: ObjectStore,
+    transaction: Transaction,
+    *,
+    enable_stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
+    enable_v2_manifest_paths: bool = True,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    affected_rows: Mapping[int, np.ndarray] | None = None,
+) -> CommittedVersion:
+    """Commit a :class:`Transaction` through the engine's commit loop; returns the loop's result
+    (version, retries). What :func:`commit` does, plus the settings an engine-side writer (the
+    Spark data source) needs: the file version of a new table, and ``affected_rows`` (fragment
+    id -> physical offsets an Update deleted) so an Update can be rebased over a concurrent one."""
+    from lance_format.dataset.evolution.base import next_field_id_of
+
+    existing = latest_manifest(store)
+    current, first_new_id = None, None
+    if existing is not None:
+        manifest = existing[1].manifest
+        current = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata))
+        first_new_id = next_field_id_of(manifest)
+    txn = transaction_to_proto(transaction, current, first_new_id)
+    options = BuildOptions(enable_stable_row_ids=enable_stable_row_ids,
+                           data_storage_version=data_storage_version or _overwrite_storage_version(txn))
+    naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
+    return commit_transaction(store, txn, options=options, new_table_naming=naming, max_retries=max_retries,
+                              affected_rows=affected_rows if operation_name(txn) == OperationKind.UPDATE else None)
+
+
+def _overwrite_storage_version(txn: transaction_pb2.Transaction) -> str | None:
+    """An Overwrite's file version: that of the files it commits (the table records it)."""
+    if operation_name(txn) != OperationKind.OVERWRITE:
+        return None
+    for fragment in txn.overwrite.fragments:
+        for data_file in fragment.files:
+            major, minor = data_file.file_major_version, data_file.file_minor_version
+            if (major, minor) in ((0, 1), (0, 2)):
+                return "0.1"
+            if (major, minor) == (0, 3):
+                return "2.0"
+            return f"{major}.{minor}"
+    return None
+
+
+def commit_batch(
+    dest: "str | os.PathLike[str] | LanceDataset",
+    transactions: Sequence[Transaction],
+    commit_lock: Optional[Callable[..., Any]] = None,
+    storage_options: Optional[Dict[str, str]] = None,
+    enable_v2_manifest_paths: Optional[bool] = None,
+    detached: Optional[bool] = False,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    **kwargs: Any,
+) -> BulkCommitResult:
+    """pylance's ``LanceDataset.commit_batch``: merge Append transactions into one and commit it.
+
+    Returns ``{"dataset": ..., "merged": Transaction}``. Raises :class:`InvalidInputError` for
+    an empty list or a transaction that is not an Append (pylance supports only those too).
+    """
+    transactions = list(transactions)
+    if not transactions:
+        raise InvalidInputError("commit_batch needs at least one transaction")
+    fragments: list[FragmentMetadata] = []
+    properties: dict[str, str] = {}
+    for transaction in transactions:
+        if not isinstance(transaction, Transaction) or not isinstance(transaction.operation, LanceOperation.Append):
+            raise InvalidInputError("commit_batch only supports Append transactions")
+        fragments.extend(transaction.operation.fragments)
+        properties.update(transaction.transaction_properties or {})
+    merged = Transaction(read_version=max(t.read_version for t in transactions),
+                         operation=LanceOperation.Append(fragments), transaction_properties=properties)
+    dataset = commit(dest, merged, commit_lock=commit_lock, storage_options=storage_options,
+                     enable_v2_manifest_paths=enable_v2_manifest_paths, detached=detached, max_retries=max_retries,
+                     **kwargs)
+    return BulkCommitResult(dataset=dataset, merged=merged)
+
+
+class TransactionMethods:
+    """Mixed into ``LanceDataset``: pylance's commit API and its transaction readers."""
+
+    commit = staticmethod(commit)
+    commit_batch = staticmethod(commit_batch)
+
+    def read_transaction(self, version: int | None = None) -> Transaction | None:
+        """The transaction that produced ``version`` (this object's if None), pylance-shaped;
+        None if the version recorded none. Raises :class:`VersionNotFoundError`."""
+        message = cast("LanceDataset", self).read_transaction_message(version)
+        return transaction_from_proto(message) if message is not None else None
+
+    def get_transactions(self, recent_transactions: int = 10) -> List[Optional[Transaction]]:
+        """The transactions of the ``recent_transactions`` versions up to this one, newest first."""
+        latest = cast("LanceDataset", self).version
+        first = max(1, latest - int(recent_transactions) + 1)
+        return [self.read_transaction(v) for v in range(latest, first - 1, -1)]
+
+
+__all__ = [
+    "TransactionMethods",
+    "LanceOperation", "Transaction", "BulkCommitResult", "Index", "commit", "commit_batch", "commit_lance_transaction",
+    "operation_to_proto", "operation_from_proto", "transaction_from_proto", "transaction_to_proto",
+]
