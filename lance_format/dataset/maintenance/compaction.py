@@ -17,7 +17,7 @@ physical address even with stable row ids, so moving them would need the index f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -71,8 +71,11 @@ def _bool(text: str) -> bool:
     raise ValueError(text)
 
 
-def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float) -> list[list["LanceFragment"]]:
-    """Groups of adjacent fragments to rewrite, in fragment order."""
+def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float,
+         excluded: Iterable[int] = ()) -> list[list["LanceFragment"]]:
+    """Groups of adjacent fragments to rewrite, in fragment order (``excluded`` ids are never
+    candidates: they end a run of candidates like a large fragment does)."""
+    excluded = set(excluded)
     if materialize and threshold >= 1.0:
         materialize = False
     bitmaps = indexed_fragment_ids(ds.manifest_file.index_section)
@@ -82,7 +85,7 @@ def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float) -
         physical = fragment.physical_rows
         deleted = fragment.num_deletions
         covering = tuple(i for i, b in enumerate(bitmaps) if b is None or fragment.fragment_id in b)
-        if covering:
+        if covering or fragment.fragment_id in excluded:
             candidacy = None  # pylance's index entries are row addresses, which this would move
         elif materialize and physical and deleted / physical > threshold:
             candidacy = "itself"
@@ -111,6 +114,23 @@ def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float) -
             continue
         tasks.extend(_split_for_size(b["fragments"], b["rows"], target))
     return tasks
+
+
+def within_budget(tasks: list[list["LanceFragment"]], max_fragments: int | None, max_rows: int | None,
+                  max_bytes: int | None) -> list[list["LanceFragment"]]:
+    """The first tasks whose source fragments, rows and data bytes stay within the budgets
+    (pylance's ``max_source_*``): planning stops at the first task that would exceed one."""
+    kept: list[list["LanceFragment"]] = []
+    fragments = rows = size = 0
+    for task in tasks:
+        fragments += len(task)
+        rows += sum(f.count_rows() for f in task)
+        size += sum(d.file_size_bytes for f in task for d in f.proto.files)
+        if (max_fragments is not None and fragments > max_fragments or max_rows is not None and rows > max_rows
+                or max_bytes is not None and size > max_bytes):
+            break
+        kept.append(task)
+    return kept
 
 
 def _split_for_size(fragments: list, rows: list[int], minimum: int) -> list[list]:
@@ -191,6 +211,10 @@ def compact_files(
     num_threads: int | None = None,
     batch_size: int | None = None,
     transaction_properties=None,
+    max_source_fragments: int | None = None,
+    max_source_rows: int | None = None,
+    max_source_bytes: int | None = None,
+    excluded_fragment_ids: Iterable[int] | None = None,
     **ignored,
 ) -> CompactionMetrics:
     """Compact ``ds`` (pylance's ``ds.optimize.compact_files``); ``ds`` moves to the new version."""
@@ -200,53 +224,71 @@ def compact_files(
     materialize = _option(ds, "materialize_deletions", materialize_deletions, True, _bool)
     threshold = float(_option(ds, "materialize_deletions_threshold", materialize_deletions_threshold,
                               DEFAULT_THRESHOLD, float))
-    tasks = plan(ds, target, bool(materialize), threshold)
-    metrics = CompactionMetrics()
+    tasks = within_budget(plan(ds, target, bool(materialize), threshold, excluded_fragment_ids or ()),
+                          max_source_fragments, max_source_rows, max_source_bytes)
     if not tasks:
-        return metrics
+        return CompactionMetrics()
 
     prepared = Prepared(new_transaction(ds.version, properties=transaction_properties), None,
                         storage_version=storage_version_of(ds))
-    groups: list[tuple[list, list[table_pb2.DataFragment]]] = []
     try:
-        for group in tasks:
-            sizes = chunk_sizes(sum(f.count_rows() for f in group), target)
-            batches = ds.scanner(fragments=group, batch_size=batch_size).to_batches()
-            new: list[table_pb2.DataFragment] = []
-            for piece in _chunked(iter(batches), sizes):
-                written = write_new_fragments(ds, ds.schema, piece, prepared, max_rows_per_file=max(sizes))
-                new.extend(written)
-            if [f.physical_rows for f in new] != sizes:
-                raise InvalidInputError("compaction wrote fragments of unexpected sizes", table=ds.uri)
-            if ds.has_stable_row_ids:
-                _sequences(ds, group, sizes, new)
-            groups.append((group, new))
-        total_new = sum(len(new) for _, new in groups)
-        reserve = new_transaction(ds.version, properties=transaction_properties)
-        reserve.reserve_fragments.num_fragments = total_new
-        reserved = commit_transaction(ds.object_store, reserve)
-        high = reserved.manifest_file.manifest.max_fragment_id
-        next_id = high - total_new + 1
-        rewrite = prepared.txn.rewrite
-        rewrite.SetInParent()
-        for group, new in groups:
-            pb = rewrite.groups.add()
-            pb.old_fragments.extend(f.proto for f in group)
-            for fragment in new:
-                fragment.id = next_id
-                next_id += 1
-            pb.new_fragments.extend(new)
-        committed = commit_transaction(ds.object_store, prepared.txn, options=BuildOptions(),
-                                       read_manifest_file=ds.manifest_file)
+        groups = [(group_protos(group), rewrite_group(ds, group, target, batch_size, prepared)) for group in tasks]
+        committed = commit_rewrites(ds, groups, prepared.txn, transaction_properties)
     except BaseException:
         prepared.discard(ds.object_store)
         raise
-    for group, new in groups:
-        metrics.fragments_removed += len(group)
-        metrics.fragments_added += len(new)
-        metrics.files_removed += sum(len(f.proto.files) + int(f.proto.HasField("deletion_file")) for f in group)
-        metrics.files_added += sum(len(f.files) for f in new)
     ds._replace_version(committed.version)
+    return group_metrics(groups)
+
+
+def group_protos(group: list["LanceFragment"]) -> list[table_pb2.DataFragment]:
+    return [f.proto for f in group]
+
+
+def rewrite_group(ds: "LanceDataset", group: list["LanceFragment"], target: int, batch_size: int | None,
+                  prepared: Prepared) -> list[table_pb2.DataFragment]:
+    """Write one planned group's live rows as new fragments (uncommitted, ids unassigned)."""
+    sizes = chunk_sizes(sum(f.count_rows() for f in group), target)
+    batches = ds.scanner(fragments=group, batch_size=batch_size).to_batches()
+    new: list[table_pb2.DataFragment] = []
+    for piece in _chunked(iter(batches), sizes):
+        new.extend(write_new_fragments(ds, ds.schema, piece, prepared, max_rows_per_file=max(sizes)))
+    if [f.physical_rows for f in new] != sizes:
+        raise InvalidInputError("compaction wrote fragments of unexpected sizes", table=ds.uri)
+    if ds.has_stable_row_ids:
+        _sequences(ds, group, sizes, new)
+    return new
+
+
+def commit_rewrites(ds: "LanceDataset", groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]],
+                    txn, transaction_properties=None):
+    """Reserve ids for the new fragments, then commit one ``Rewrite`` of every group, built on
+    ``txn``'s read version (a concurrent change to the same fragments is a conflict)."""
+    total_new = sum(len(new) for _, new in groups)
+    reserve = new_transaction(txn.read_version, properties=transaction_properties)
+    reserve.reserve_fragments.num_fragments = total_new
+    reserved = commit_transaction(ds.object_store, reserve)
+    next_id = reserved.manifest_file.manifest.max_fragment_id - total_new + 1
+    rewrite = txn.rewrite
+    rewrite.SetInParent()
+    for old, new in groups:
+        pb = rewrite.groups.add()
+        pb.old_fragments.extend(old)
+        for fragment in new:
+            fragment.id = next_id
+            next_id += 1
+        pb.new_fragments.extend(new)
+    read = ds.manifest_file if ds.version == txn.read_version else None
+    return commit_transaction(ds.object_store, txn, options=BuildOptions(), read_manifest_file=read)
+
+
+def group_metrics(groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]]) -> CompactionMetrics:
+    metrics = CompactionMetrics()
+    for old, new in groups:
+        metrics.fragments_removed += len(old)
+        metrics.fragments_added += len(new)
+        metrics.files_removed += sum(len(f.files) + int(f.HasField("deletion_file")) for f in old)
+        metrics.files_added += sum(len(f.files) for f in new)
     return metrics
 
 
@@ -265,4 +307,5 @@ class DatasetOptimizer:
         raise UnsupportedFeatureError("index optimization is not supported by this engine", table=self._dataset.uri)
 
 
-__all__ = ["compact_files", "CompactionMetrics", "DatasetOptimizer", "plan", "chunk_sizes"]
+__all__ = ["compact_files", "CompactionMetrics", "DatasetOptimizer", "plan", "chunk_sizes", "rewrite_group",
+           "commit_rewrites", "group_metrics", "within_budget"]
