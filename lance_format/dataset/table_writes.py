@@ -102,6 +102,31 @@ class TableWriteMethods:
                                       "drop_columns", table=self._as_dataset().uri)
 
     @staticmethod
+    def from_pydantic_model(model_class: type, data: list[Any], uri: str | os.PathLike[str] | None = None,
+                            mode: str = "create", **kwargs: Any) -> "LanceDataset":
+        """Write pydantic model instances as a table whose schema comes from the model class
+        (pylance's ``from_pydantic_model``; see :mod:`lance_format.pydantic` for the type mapping).
+        ``uri`` defaults to the class name in snake_case.
+
+        Raises
+        ------
+        TypeError
+            ``model_class`` is not a pydantic model, ``data`` holds other objects, or a field
+            type has no Arrow mapping.
+        ValueError
+            ``data`` is empty.
+        """
+        import re
+
+        from lance_format.dataset.writing.write_dataset import write_dataset
+        from lance_format.pydantic import models_to_table
+
+        table = models_to_table(model_class, data)
+        if uri is None:
+            uri = re.sub(r"(?<!^)(?=[A-Z])", "_", model_class.__name__).lower()
+        return write_dataset(table, uri, mode=mode, **kwargs)
+
+    @staticmethod
     def drop(base_uri: str | os.PathLike[str], storage_options: Mapping[str, str] | None = None,
              ignore_not_found: bool | None = None) -> None:
         """Delete the table at ``base_uri`` and everything under it (pylance's ``LanceDataset.drop``).
