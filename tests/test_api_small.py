@@ -79,3 +79,22 @@ def test_scanner_head_schema_and_pandas_like_pylance(uri):
         theirs.to_pandas(columns=["id", "s"], filter="id < 4"))
     with pytest.raises(InvalidInputError):
         ours.scanner().head(-1)
+
+
+def test_fragment_scan_options_and_physical_schema_like_pylance(tmp_path):
+    path = str(tmp_path / "f.lance")
+    lance.write_dataset(pa.table({"id": list(range(20)), "s": [f"v{i}" for i in range(20)]}), path,
+                        max_rows_per_file=10)
+    lance.dataset(path).delete("id % 3 = 0")
+    lance.dataset(path).add_columns(pa.field("empty", pa.int64()))  # a column without data files
+    for ours, theirs in zip(lance_format.dataset(path).get_fragments(), lance.dataset(path).get_fragments()):
+        assert ours.physical_schema == theirs.physical_schema
+        kwargs = dict(columns=["id", "s"], with_row_id=True, include_deleted_rows=True)
+        assert ours.to_table(**kwargs).equals(theirs.to_table(**kwargs))
+        assert [b.num_rows for b in ours.to_batches(batch_size=3, strict_batch_size=True)] == [
+            b.num_rows for b in theirs.to_batches(batch_size=3, strict_batch_size=True)]
+        assert ours.to_pandas(columns=["s"], filter="id > 4").equals(theirs.to_pandas(columns=["s"], filter="id > 4"))
+    with pytest.raises(ValueError):
+        lance.dataset(path).get_fragments(filter="id > 1")
+    with pytest.raises(InvalidInputError):
+        lance_format.dataset(path).get_fragments(filter="id > 1")

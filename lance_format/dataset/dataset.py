@@ -420,14 +420,21 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         self.__dict__.update(fresh.__dict__)
 
     # -- fragments ---------------------------------------------------------------------------
-    def get_fragments(self) -> list[LanceFragment]:
+    def get_fragments(self, filter: Any = None) -> list[LanceFragment]:
         """Every fragment of this version, in manifest order.
 
         Returns
         -------
         list of LanceFragment
             The same objects on every call, so per-fragment caches are shared.
+
+        Raises
+        ------
+        InvalidInputError
+            A ``filter`` was given (pylance does not support one either).
         """
+        if filter is not None:
+            raise InvalidInputError("get_fragments() does not support filter yet", table=self.uri)
         fragments: list[LanceFragment] | None = self.__dict__.get("_fragments")
         if fragments is None:
             made = self.__dict__.get("_fragments_made", {})

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -213,45 +213,78 @@ class LanceFragment:
     def scanner(
         self,
         *,
-        columns: list[str] | None = None,
+        columns: list[str] | Mapping[str, str] | None = None,
         batch_size: int | None = None,
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
         with_row_id: bool = False,
         with_row_address: bool = False,
+        batch_readahead: int = 16,
+        **scan_options: Any,
     ) -> LanceScanner:
-        """A scan of this fragment's live rows (see ``LanceDataset.scanner``)."""
+        """A scan of this fragment's live rows; takes ``LanceDataset.scanner``'s options
+        (``order_by``, ``include_deleted_rows``, ``strict_batch_size``, ...)."""
         return self._dataset.scanner(columns, filter, limit, offset, batch_size=batch_size, fragments=[self],
-                                     with_row_id=with_row_id, with_row_address=with_row_address)
+                                     with_row_id=with_row_id, with_row_address=with_row_address,
+                                     batch_readahead=batch_readahead, **scan_options)
 
     def to_table(
         self,
-        columns: list[str] | None = None,
+        columns: list[str] | Mapping[str, str] | None = None,
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
         with_row_id: bool = False,
         with_row_address: bool = False,
+        **scan_options: Any,
     ) -> pa.Table:
         """This fragment's live rows (those matching ``filter``) as one table."""
         return self.scanner(columns=columns, filter=filter, limit=limit, offset=offset, with_row_id=with_row_id,
-                            with_row_address=with_row_address).to_table()
+                            with_row_address=with_row_address, **scan_options).to_table()
 
     def to_batches(
         self,
         *,
-        columns: list[str] | None = None,
+        columns: list[str] | Mapping[str, str] | None = None,
         batch_size: int | None = None,
         filter: str | pc.Expression | None = None,
         limit: int | None = None,
         offset: int | None = None,
         with_row_id: bool = False,
         with_row_address: bool = False,
+        batch_readahead: int = 16,
+        **scan_options: Any,
     ) -> Iterator[pa.RecordBatch]:
         """This fragment's live rows, batch by batch."""
         return self.scanner(columns=columns, batch_size=batch_size, filter=filter, limit=limit, offset=offset,
-                            with_row_id=with_row_id, with_row_address=with_row_address).to_batches()
+                            with_row_id=with_row_id, with_row_address=with_row_address,
+                            batch_readahead=batch_readahead, **scan_options).to_batches()
+
+    def to_pandas(
+        self,
+        columns: list[str] | Mapping[str, str] | None = None,
+        filter: str | pc.Expression | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        blob_mode: str = "lazy",
+        **scan_options: Any,
+    ) -> Any:
+        """This fragment's live rows as a pandas DataFrame (blob columns as descriptions)."""
+        return self.scanner(columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
+                            with_row_id=with_row_id, with_row_address=with_row_address,
+                            **scan_options).to_table().to_pandas()
+
+    @property
+    def physical_schema(self) -> pa.Schema:
+        """The fields this fragment's data files hold (columns added without data excluded)."""
+        stored = {fid for data_file in self.proto.files for fid in data_file.fields if fid >= 0}
+        schema = self._dataset.lance_schema
+        names = [f.name for f in schema.fields if any(leaf.id in stored for leaf in f.walk())]
+        return read_arrow_schema(schema.project(names))
 
     def head(self, num_rows: int) -> pa.Table:
         """The fragment's first ``num_rows`` live rows."""
