@@ -258,6 +258,23 @@ class JobScope:
             for key, value in self._saved.items():
                 self._sc.setLocalProperty(key, value)
 
+    def had_failed_tasks(self) -> bool:
+        """Whether a task attempt of the group's jobs failed (a retried task, a lost executor):
+        such an attempt may have left files that no commit references. True when unknown."""
+        if self._sc is None:
+            return True
+        try:
+            tracker = self._sc.statusTracker()
+            for job_id in tracker.getJobIdsForGroup(self.group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job is not None else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage is None or stage.numFailedTasks or stage.currentAttemptId:
+                        return True
+        except Exception:
+            return True
+        return False
+
     def settle(self, timeout: float = 120.0) -> None:
         """Cancel the group's jobs and wait until their tasks (and Python workers) are gone."""
         if self._sc is None:

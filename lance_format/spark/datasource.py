@@ -297,6 +297,18 @@ class EmptyReader(DataSourceReader):
 @dataclass
 class LanceCommitMessage(WriterCommitMessage):
     fragments: list[bytes]
+    retried: bool = False  # an earlier attempt of this task failed (and may have left files)
+
+
+def task_retried() -> bool:
+    """Whether the running task is not the first attempt of its task (or of its stage)."""
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        return context is not None and (context.attemptNumber() > 0 or context.stageAttemptNumber() > 0)
+    except Exception:
+        return False
 
 
 class LanceWriter(DataSourceArrowWriter):
@@ -327,7 +339,7 @@ class LanceWriter(DataSourceArrowWriter):
         blobs: list[bytes] = []
         for batch in write_task(self.plan.spec())(iterator):
             blobs.extend(batch.column(0).to_pylist())
-        return LanceCommitMessage(blobs)
+        return LanceCommitMessage(blobs, task_retried())
 
     def _fragments(self, messages: list) -> list:
         rows = [(blob, 0, 0, False) for m in messages if m is not None for blob in m.fragments]
@@ -340,6 +352,8 @@ class LanceWriter(DataSourceArrowWriter):
         if self.plan.operation == "replace":
             deletions = _local_deletions(self.plan)
         commit_write(self.plan, self._fragments(messages), deletions)
+        if any(m is not None and m.retried for m in messages):
+            discard_write(self.plan)  # files of the failed attempts (the committed ones are kept)
 
     def abort(self, messages: list) -> None:
         if self.plan.skipped is None:

@@ -64,6 +64,7 @@ from lance_format.spark.write import (
     Deletions,
     WritePlan,
     commit_write,
+    discard_failed_attempts,
     fail_write,
     plan_write,
     run_write_job,
@@ -379,7 +380,9 @@ def merge_dataframe(
         finally:
             if joined is not None:
                 joined.unpersist()
-    return commit_write(plan, written.fragments, deletions, operation="replace", rows_updated=written.rewritten_rows)
+    result = commit_write(plan, written.fragments, deletions, operation="replace", rows_updated=written.rewritten_rows)
+    discard_failed_attempts(spark, plan, scope)
+    return result
 
 
 __all__ = ["merge_dataframe", "delete_matching", "join_with_table", "WHEN_MATCHED", "WHEN_NOT_MATCHED", "WHEN_NOT_MATCHED_BY_SOURCE"]

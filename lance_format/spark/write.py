@@ -351,6 +351,15 @@ def discard_write(plan: WritePlan) -> list[str]:
         return []  # cleanup is best effort; the original error matters more
 
 
+def discard_failed_attempts(spark: Any, plan: WritePlan, scope: JobScope) -> None:
+    """After a commit: remove the files of task attempts that failed or lost (a retried task,
+    a lost executor, a losing speculative attempt). Spark retried them, so the commit holds
+    each row once, but the failed attempt's finished files are on disk; the files the commit
+    references are kept. One listing of the table's data directory, only when needed."""
+    if scope.had_failed_tasks() or conf_flag(spark, "spark.speculation"):
+        discard_write(plan)
+
+
 def fail_write(plan: WritePlan, scope: JobScope, exc: BaseException) -> None:
     """After a failed job: remove the write's files once no task can still create any, and
     raise the error (as the engine's typed error when a task raised one)."""
@@ -557,10 +566,9 @@ def write_dataframe(
         except BaseException as exc:
             fail_write(plan, scope, exc)
     result = commit_write(plan, fragments, deletions)
-    if conf_flag(spark, "spark.speculation"):
-        discard_write(plan)  # files of losing speculative attempts (committed files are kept)
+    discard_failed_attempts(spark, plan, scope)
     return result
 
 
 __all__ = ["MODES", "SCHEMA_MODES", "WritePlan", "Written", "Deletions", "plan_write", "commit_write", "discard_write", "fail_write",
-           "run_write_job", "write_dataframe", "estimated_size", "planned_tasks", "coalesce_to_target"]
+           "run_write_job", "write_dataframe", "discard_failed_attempts", "estimated_size", "planned_tasks", "coalesce_to_target"]
