@@ -45,6 +45,7 @@ from lance_format.errors import (
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
 from lance_format.spark.common import CommitResult, count_small_fragments
+from lance_format.spark.compaction import compact_after_write, compaction_from_options
 from lance_format.spark.datasource import _flag, _int, _json, _path, _storage, task_retried
 from lance_format.spark.tasks import schema_from_bytes, write_task
 from lance_format.spark.write import plan_write
@@ -159,6 +160,7 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
             commit_message=options.get("commit_message"), data_storage_version=options.get("data_storage_version"),
             fixed_size_lists=sizes or None, storage_options=_storage(options), **extra,
         )
+        self.compaction = compaction_from_options(options, self.plan)
 
     # -- executors ---------------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamCommitMessage:
@@ -252,12 +254,14 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
                 discard_uncommitted(store, write_prefix(message.write_id), read_version=read_version)
             except Exception:
                 pass  # best effort: an orphan is harmless and cleanup_old_versions removes it
-    return CommitResult(
+    result = CommitResult(
         version=committed.version, rows=sum(f.physical_rows for f in fragments), fragments=len(fragments),
         bytes=sum(d.file_size_bytes for f in fragments for d in f.files), retries=committed.retries,
         read_version=read_version, operation=operation, rows_inserted=sum(f.physical_rows for f in fragments),
         small_fragments=count_small_fragments(fragments, plan.target_rows_per_file, plan.target_bytes_per_file),
+        table_fragments=len(committed.manifest_file.manifest.fragments),
     )
+    return compact_after_write(store, result, getattr(writer, "compaction", None))
 
 
 def _check_files_schema(files_schema: Any, plan: Any, version: int) -> None:

@@ -62,6 +62,7 @@ from lance_format.spark.common import (
     table_location,
     translate_task_error,
 )
+from lance_format.spark.compaction import auto_compaction, compact_after_write
 from lance_format.spark.tasks import (
     FRAGMENT_DDL,
     ROW_ID_COLUMN,
@@ -427,6 +428,7 @@ def commit_write(
         read_version=plan.read_version, operation=name, rows_inserted=rows - rows_updated, rows_updated=rows_updated,
         rows_deleted=deletions.deleted_rows - rows_updated,
         small_fragments=count_small_fragments(fragments, plan.target_rows_per_file, plan.target_bytes_per_file),
+        table_fragments=len(committed.manifest_file.manifest.fragments),
     )
 
 
@@ -511,6 +513,7 @@ def write_dataframe(
     target_rows_per_file: int | None = None,
     target_bytes_per_file: int | None = None,
     coalesce: bool = True,
+    compact_small_fragments: bool | int = False,
     transaction_properties: Mapping[str, str] | None = None,
     commit_message: str | None = None,
     data_storage_version: str | None = None,
@@ -539,7 +542,12 @@ def write_dataframe(
     capped by the ``max_*`` limits): with ``coalesce`` (default), a DataFrame whose estimated
     size (Spark's plan statistics) fills fewer files than it has partitions is coalesced to
     that many write tasks, so many small partitions do not leave many small fragments. The
-    result's ``small_fragments`` counts the new files below 1/8 of both targets.
+    result's ``small_fragments`` counts the new files below 1/8 of both targets, and
+    ``table_fragments`` the table's fragments after the write.
+    ``compact_small_fragments`` (off by default, like Delta's auto compaction): ``True``, or a
+    number of small fragments (default 50): once the table holds that many small files, they
+    are compacted to the targets in a second commit after the write
+    (:mod:`lance_format.spark.compaction`; ``compaction_version`` in the result).
     """
     plan = plan_write(
         df.schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,
@@ -549,6 +557,7 @@ def write_dataframe(
         commit_message=commit_message, data_storage_version=data_storage_version, fixed_size_lists=fixed_size_lists,
         storage_options=storage_options,
     )
+    compaction = auto_compaction(compact_small_fragments, plan.target_rows_per_file, plan.target_bytes_per_file)
     if plan.skipped is not None:
         return plan.skipped
     spark = df.sparkSession
@@ -567,7 +576,7 @@ def write_dataframe(
             fail_write(plan, scope, exc)
     result = commit_write(plan, fragments, deletions)
     discard_failed_attempts(spark, plan, scope)
-    return result
+    return compact_after_write(plan.store, result, compaction)
 
 
 __all__ = ["MODES", "SCHEMA_MODES", "WritePlan", "Written", "Deletions", "plan_write", "commit_write", "discard_write", "fail_write",

@@ -17,7 +17,7 @@ physical address even with stable row ids, so moving them would need the index f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Collection, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -71,8 +71,10 @@ def _bool(text: str) -> bool:
     raise ValueError(text)
 
 
-def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float) -> list[list["LanceFragment"]]:
-    """Groups of adjacent fragments to rewrite, in fragment order."""
+def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float,
+         only: Collection[int] | None = None) -> list[list["LanceFragment"]]:
+    """Groups of adjacent fragments to rewrite, in fragment order (only fragments whose ids are
+    in ``only`` take part, when given: the others end a run like large fragments do)."""
     if materialize and threshold >= 1.0:
         materialize = False
     bitmaps = indexed_fragment_ids(ds.manifest_file.index_section)
@@ -84,6 +86,8 @@ def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float) -
         covering = tuple(i for i, b in enumerate(bitmaps) if b is None or fragment.fragment_id in b)
         if covering:
             candidacy = None  # pylance's index entries are row addresses, which this would move
+        elif only is not None and fragment.fragment_id not in only:
+            candidacy = None
         elif materialize and physical and deleted / physical > threshold:
             candidacy = "itself"
         elif physical < target:
@@ -191,16 +195,20 @@ def compact_files(
     num_threads: int | None = None,
     batch_size: int | None = None,
     transaction_properties=None,
+    fragment_ids: Iterable[int] | None = None,
     **ignored,
 ) -> CompactionMetrics:
-    """Compact ``ds`` (pylance's ``ds.optimize.compact_files``); ``ds`` moves to the new version."""
+    """Compact ``ds`` (pylance's ``ds.optimize.compact_files``); ``ds`` moves to the new version.
+
+    ``fragment_ids`` (not in pylance): only these fragments may be rewritten (e.g. the small
+    files a write left), in runs of adjacent ones as usual."""
     target = int(_option(ds, "target_rows_per_fragment", target_rows_per_fragment, DEFAULT_TARGET_ROWS, int))
     if target <= 0:
         raise InvalidInputError("target_rows_per_fragment must be positive", table=ds.uri)
     materialize = _option(ds, "materialize_deletions", materialize_deletions, True, _bool)
     threshold = float(_option(ds, "materialize_deletions_threshold", materialize_deletions_threshold,
                               DEFAULT_THRESHOLD, float))
-    tasks = plan(ds, target, bool(materialize), threshold)
+    tasks = plan(ds, target, bool(materialize), threshold, None if fragment_ids is None else set(fragment_ids))
     metrics = CompactionMetrics()
     if not tasks:
         return metrics
