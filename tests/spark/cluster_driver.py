@@ -54,12 +54,17 @@ def session() -> SparkSession:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    wait_for_executors(spark)
+    return spark
+
+
+def wait_for_executors(spark, count: int = 2) -> None:
+    """Until ``count`` executors run (after a kill the master starts a new one)."""
     deadline = time.monotonic() + 90
-    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3:  # the driver and two executors
+    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < count + 1:  # + the driver
         if time.monotonic() > deadline:
             raise TimeoutError("the executors did not register")
         time.sleep(0.2)
-    return spark
 
 
 def importable_on_executors(spark) -> list:
@@ -109,7 +114,11 @@ def scenario_batch(spark) -> None:
                                           F.sum("id").alias("sum")).first()
     source = spark.read.format("lance").load(uri).where("s LIKE 'm%'").count()
     changes = read_changes(spark, uri, begin_version=2, end_version=3).groupBy("_change_type").count().collect()
-    report["batch"] = dict(
+    compacted = str(WORK / "compacted.lance")  # compaction in Spark's commit worker, from the zip
+    for i in range(2):
+        frame(spark, i * 400, (i + 1) * 400, partitions=4).write.format("lance").mode("append") \
+            .option("compactSmallFragments", "6").save(compacted)
+    report["batch"] = dict(compacted=table_facts(compacted),
         created=[created.version, created.rows], merged=[merged.version, merged.rows_updated, merged.rows_inserted],
         read=[read["n"], read["d"], read["sum"]], source_updated=source,
         changes={r["_change_type"]: r["count"] for r in changes}, table=table_facts(uri))
@@ -133,6 +142,7 @@ def scenario_streams(spark) -> None:
     rows = spark.sql("SELECT _commit_version, _change_type, count(*) AS n, count(DISTINCT id) AS d "
                      "FROM feed GROUP BY 1, 2 ORDER BY 1").collect()
     # a micro-batch whose task fails once: the retried batch commits once, the failed files go
+    wait_for_executors(spark)
     retry_uri = str(WORK / "stream-retry.lance")
     retry_in = WORK / "stream-retry-in"
     frame(spark, 0, 20_000, partitions=1).write.parquet(str(retry_in / "part0"))
@@ -146,7 +156,7 @@ def scenario_streams(spark) -> None:
     retried.awaitTermination()
     report["stream_retry"] = dict(
         error=str(retried.exception()) if retried.exception() else None,
-        failed_attempt_files=sorted({f for m in markers.iterdir() for f in json.loads(m.read_text())}),
+        failed_attempt_files=_failed_files(markers),
         table=table_facts(retry_uri))
     report["streams"] = dict(sink_error=str(sink.exception()) if sink.exception() else None,
                              feed=[[r[0], r[1], r[2], r[3]] for r in rows], table=table_facts(uri))
@@ -169,6 +179,7 @@ def scenario_kill_executor(spark) -> None:
     SIGKILLs that executor's JVM. Spark re-runs the task elsewhere; the write commits once."""
     from lance_format.spark import write_dataframe
 
+    wait_for_executors(spark)
     uri = str(WORK / "kill.lance")
     write_dataframe(frame(spark, 0, 1000), uri)
     markers = WORK / "kill-markers"
@@ -180,6 +191,8 @@ def scenario_kill_executor(spark) -> None:
 
         context = TaskContext.get()
         first = context.partitionId() == 0 and context.attemptNumber() == 0 and not (markers / "killed").exists()
+        if context.partitionId() != 0:
+            _wait_for(markers / "killed")  # so the files on disk at the kill are the killed attempt's
         for n, batch in enumerate(batches):
             yield batch
             if first and n == 10:  # past the worker's output buffer: the write task has files
@@ -238,6 +251,12 @@ def scenario_kill_executor(spark) -> None:
     report["kill_executor"] = facts
 
 
+def _wait_for(marker: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _data_files(uri: str) -> set:
     folder = os.path.join(uri, "data")
     return set(os.listdir(folder)) if os.path.isdir(folder) else set()
@@ -252,6 +271,8 @@ def _fail_once(uri: str, markers: Path, partition: int = 1, wait_for_files: bool
 
         context = TaskContext.get()
         failing = context.partitionId() == partition and context.attemptNumber() == 0
+        if context.partitionId() != partition:
+            _wait_for(markers / "released")  # so the files on disk at the failure are the failing attempt's
         before = _data_files(uri)
         for n, batch in enumerate(batches):
             yield batch
@@ -264,15 +285,21 @@ def _fail_once(uri: str, markers: Path, partition: int = 1, wait_for_files: bool
                         break
                     time.sleep(0.05)
                 (markers / f"failed-{context.stageId()}").write_text(json.dumps(sorted(new)))
+                (markers / "released").touch()
                 raise RuntimeError("first attempt fails on purpose")
 
     return hook
+
+
+def _failed_files(markers: Path) -> list:
+    return sorted({f for m in markers.glob("failed-*") for f in json.loads(m.read_text())})
 
 
 def scenario_task_retries(spark) -> None:
     """spark.task.maxFailures=4: one task attempt of each write fails after writing a file."""
     from lance_format.spark import merge_dataframe, write_dataframe
 
+    wait_for_executors(spark)  # the tasks of one stage wait for each other: both must run at once
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
     facts: dict = {}
     try:
@@ -288,8 +315,7 @@ def scenario_task_retries(spark) -> None:
             else:
                 df.write.format("lance").mode("append").option("max_rows_per_file", "1000").save(uri)
                 facts[path] = {}
-            facts[path]["failed_attempt_files"] = sorted(
-                {f for m in markers.iterdir() for f in json.loads(m.read_text())})
+            facts[path]["failed_attempt_files"] = _failed_files(markers)
             facts[path]["table"] = table_facts(uri)
         uri = str(WORK / "retry-merge.lance")
         write_dataframe(frame(spark, 0, 1000), uri)

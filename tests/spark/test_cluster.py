@@ -92,6 +92,10 @@ def test_write_merge_read_and_change_feed(cluster_report):
     assert batch["table"]["version"] == 3
     uri = os.path.join(cluster_report["work"], "batch.lance")
     assert lance.dataset(uri).to_table(filter="s LIKE 'm%'").num_rows == 2000  # pylance agrees
+    # two appends of 4 small files each, then a compaction (fragment ids reserved, rewrite)
+    compacted = batch["compacted"]
+    assert compacted["rows"] == compacted["distinct"] == 800 and (compacted["min"], compacted["max"]) == (0, 799)
+    assert (compacted["version"], compacted["fragments"]) == (4, 1)  # older versions keep the small files
 
 
 def test_streaming_sink_and_change_feed_source(cluster_report):
