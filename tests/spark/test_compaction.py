@@ -147,3 +147,30 @@ def test_wide_rows_are_compacted_to_the_byte_target():
     assert _rows_per_file([Fragment(100, 50_000), Fragment(100, 50_000)], policy) == 2000  # 500 bytes a row
     assert _rows_per_file([Fragment(100, 100)], policy) == 1_000_000  # narrow rows: the row target
     assert CommitResult(version=1, rows=0, fragments=0, bytes=0).compaction_version is None
+
+
+def test_a_failed_compaction_keeps_the_write_and_warns(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    import lance_format
+    from lance_format.errors import CommitConflictError
+    from lance_format.io import object_store_for
+    from lance_format.spark import compaction
+
+    uri = str(tmp_path / "t.lance")
+    for i in range(3):
+        lance_format.write_dataset(pa.table({"id": [i]}), uri, mode="append")
+    written = CommitResult(version=3, rows=1, fragments=1, bytes=1)
+
+    def conflict(*args, **kwargs):
+        raise CommitConflictError("a concurrent commit won")
+
+    monkeypatch.setattr(compaction, "compact_files", conflict)
+    with pytest.warns(RuntimeWarning, match="a concurrent commit won"):
+        result = compaction.compact_after_write(object_store_for(uri), written, AutoCompaction(3, 1000, 10**6))
+    assert result.compaction_version is None and result.table_fragments == 3
+    assert lance.dataset(uri).version == 3
+    monkeypatch.undo()
+    result = compaction.compact_after_write(object_store_for(uri), written, AutoCompaction(3, 1000, 10**6))
+    assert (result.compaction_version, result.table_fragments) == (5, 1)
+    assert sorted(lance.dataset(uri).to_table().column("id").to_pylist()) == [0, 1, 2]
