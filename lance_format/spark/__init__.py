@@ -10,6 +10,7 @@ driver plans, pins versions and commits once, in the caller's process.
 * :func:`read_dataframe` -- a pinned version as a DataFrame (projection and filter in the engine);
 * :func:`read_changes` -- the change feed between two versions as a DataFrame;
 * :func:`merge_each_batch` -- a ``foreachBatch`` function merging each micro-batch by key;
+* :func:`ship_to_executors` -- zip this package onto the Python path of a cluster's executors;
 * :func:`register` -- the ``lance`` data source for ``spark.read.format("lance")``,
   ``df.write.format("lance")``, ``readStream``/``writeStream`` and ``CREATE TABLE ... USING lance``.
 """
@@ -20,10 +21,11 @@ from lance_format.spark.common import CommitResult
 from lance_format.spark.datasource import register
 from lance_format.spark.merge import merge_dataframe
 from lance_format.spark.read import read_dataframe
+from lance_format.spark.shipping import ship_to_executors
 from lance_format.spark.streaming_sink import merge_each_batch
 from lance_format.spark.write import write_dataframe
 
 __all__ = [
     "CommitResult", "IDEMPOTENCY_KEY", "write_dataframe", "merge_dataframe", "read_dataframe", "read_changes",
-    "merge_each_batch", "register",
+    "merge_each_batch", "register", "ship_to_executors",
 ]

@@ -48,6 +48,10 @@ class CommitResult:
     ``rows_inserted`` / ``rows_updated`` / ``rows_deleted``: for merges and ``replace_where``.
     ``small_fragments``: how many of the new fragments are small files (below
     :data:`SMALL_FILE_FRACTION` of the target rows and of the target bytes per file).
+    ``table_fragments``: the table's fragments after the write (and its compaction).
+    With ``compact_small_fragments``: ``compaction_version`` is the version of the compaction
+    that followed the write (None if none ran), which rewrote ``fragments_compacted`` small
+    fragments as ``fragments_from_compaction`` new ones.
     """
 
     version: int
@@ -62,6 +66,10 @@ class CommitResult:
     rows_deleted: int = 0
     skipped: bool = False
     small_fragments: int = 0
+    table_fragments: int = 0
+    compaction_version: int | None = None
+    fragments_compacted: int = 0
+    fragments_from_compaction: int = 0
 
 
 # A file below 1/8 of the target rows and of the target bytes counts as small (a fixed share:
@@ -71,13 +79,20 @@ DEFAULT_TARGET_ROWS_PER_FILE = 1024 * 1024  # pylance's max_rows_per_file
 DEFAULT_TARGET_BYTES_PER_FILE = 256 * 1024 * 1024  # far below pylance's 90 GB limit: files a reader splits well
 
 
+def is_small_fragment(fragment: Any, target_rows: int = DEFAULT_TARGET_ROWS_PER_FILE,
+                      target_bytes: int = DEFAULT_TARGET_BYTES_PER_FILE) -> bool:
+    """Whether a fragment (``FragmentMetadata`` or ``DataFragment``) is a small file (below 1/8
+    of both targets)."""
+    rows_limit = max(int(target_rows) // SMALL_FILE_FRACTION, 1)
+    bytes_limit = max(int(target_bytes) // SMALL_FILE_FRACTION, 1)
+    return (fragment.physical_rows < rows_limit
+            and sum(d.file_size_bytes or 0 for d in fragment.files) < bytes_limit)
+
+
 def count_small_fragments(fragments: list, target_rows: int = DEFAULT_TARGET_ROWS_PER_FILE,
                           target_bytes: int = DEFAULT_TARGET_BYTES_PER_FILE) -> int:
     """How many of ``fragments`` (``FragmentMetadata`` or ``DataFragment`` messages) are small files."""
-    rows_limit = max(int(target_rows) // SMALL_FILE_FRACTION, 1)
-    bytes_limit = max(int(target_bytes) // SMALL_FILE_FRACTION, 1)
-    return sum(1 for f in fragments
-               if f.physical_rows < rows_limit and sum(d.file_size_bytes or 0 for d in f.files) < bytes_limit)
+    return sum(1 for f in fragments if is_small_fragment(f, target_rows, target_bytes))
 
 
 _TASK_ERROR = re.compile(r"lance_format\.errors\.([A-Za-z]+Error): (.*)")
@@ -258,6 +273,23 @@ class JobScope:
             for key, value in self._saved.items():
                 self._sc.setLocalProperty(key, value)
 
+    def had_failed_tasks(self) -> bool:
+        """Whether a task attempt of the group's jobs failed (a retried task, a lost executor):
+        such an attempt may have left files that no commit references. True when unknown."""
+        if self._sc is None:
+            return True
+        try:
+            tracker = self._sc.statusTracker()
+            for job_id in tracker.getJobIdsForGroup(self.group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job is not None else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage is None or stage.numFailedTasks or stage.currentAttemptId:
+                        return True
+        except Exception:
+            return True
+        return False
+
     def settle(self, timeout: float = 120.0) -> None:
         """Cancel the group's jobs and wait until their tasks (and Python workers) are gone."""
         if self._sc is None:
@@ -287,4 +319,4 @@ class JobScope:
 
 
 __all__ = ["CommitResult", "SMALL_FILE_FRACTION", "DEFAULT_TARGET_ROWS_PER_FILE", "DEFAULT_TARGET_BYTES_PER_FILE",
-           "count_small_fragments", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "conf_bytes", "is_connect", "table_location", "functions_for", "quoted"]
+           "count_small_fragments", "is_small_fragment", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "conf_bytes", "is_connect", "table_location", "functions_for", "quoted"]

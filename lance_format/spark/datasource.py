@@ -16,7 +16,9 @@ Write options: ``mode("append")`` or ``mode("overwrite")`` (Spark allows no othe
 for Python data sources), ``replace_where``, ``schema_mode``, ``enable_stable_row_ids``,
 ``max_rows_per_file``, ``max_bytes_per_file``, ``target_rows_per_file``, ``target_bytes_per_file``
 (they only set which files count as small: Spark decides the partitions here),
-``data_storage_version``, ``commit_message``,
+``data_storage_version``, ``commit_message``, ``compactSmallFragments`` (``true`` or a number of
+small fragments, default 50: compact the table's small fragments after the commit; off by
+default, see :mod:`lance_format.spark.compaction`), ``compactMinSmallFragments``,
 ``idempotency_key``, ``transaction_properties`` (JSON object), ``fixed_size_lists`` (JSON
 object). Spark runs ``commit()`` in a separate Python process, so the committed version is
 not returned to the caller: use :func:`write_dataframe` for that (or look the
@@ -66,6 +68,7 @@ from lance_format.spark.catalog_tables import (
     without_table_options,
 )
 from lance_format.spark.changes import ChangeSpec, plan_changes, version_changes
+from lance_format.spark.compaction import compact_after_write, compaction_from_options
 from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_task
 from lance_format.spark.write import Deletions, Written, commit_write, discard_write, plan_write
@@ -297,6 +300,18 @@ class EmptyReader(DataSourceReader):
 @dataclass
 class LanceCommitMessage(WriterCommitMessage):
     fragments: list[str]  # pylance's FragmentMetadata JSON of each file written
+    retried: bool = False  # an earlier attempt of this task failed (and may have left files)
+
+
+def task_retried() -> bool:
+    """Whether the running task is not the first attempt of its task."""
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        return context is not None and context.attemptNumber() > 0
+    except Exception:
+        return False
 
 
 class LanceWriter(DataSourceArrowWriter):
@@ -318,6 +333,7 @@ class LanceWriter(DataSourceArrowWriter):
             commit_message=options.get("commit_message"), data_storage_version=options.get("data_storage_version"),
             fixed_size_lists=sizes or None, storage_options=_storage(options), **extra,
         )
+        self.compaction = compaction_from_options(options, self.plan)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
         if self.plan.skipped is not None:
@@ -327,7 +343,7 @@ class LanceWriter(DataSourceArrowWriter):
         blobs: list[str] = []
         for batch in write_task(self.plan.spec())(iterator):
             blobs.extend(batch.column(0).to_pylist())
-        return LanceCommitMessage(blobs)
+        return LanceCommitMessage(blobs, task_retried())
 
     def _fragments(self, messages: list) -> list:
         rows = [(blob, 0, 0, False) for m in messages if m is not None for blob in m.fragments]
@@ -339,7 +355,10 @@ class LanceWriter(DataSourceArrowWriter):
         deletions = Deletions()
         if self.plan.operation == "replace":
             deletions = _local_deletions(self.plan)
-        commit_write(self.plan, self._fragments(messages), deletions)
+        result = commit_write(self.plan, self._fragments(messages), deletions)
+        if any(m is not None and m.retried for m in messages):
+            discard_write(self.plan)  # files of the failed attempts (the committed ones are kept)
+        compact_after_write(self.plan.store, result, self.compaction)
 
     def abort(self, messages: list) -> None:
         if self.plan.skipped is None:

@@ -46,6 +46,7 @@ from lance_format.spark.common import (
     parallelism,
     quoted,
 )
+from lance_format.spark.compaction import auto_compaction, compact_after_write
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, read_dataframe
 from lance_format.spark.tasks import (
     DELETION_DDL,
@@ -64,6 +65,7 @@ from lance_format.spark.write import (
     Deletions,
     WritePlan,
     commit_write,
+    discard_failed_attempts,
     fail_write,
     plan_write,
     run_write_job,
@@ -250,6 +252,9 @@ def merge_dataframe(
     max_rows_per_file: int | None = None,
     delete_not_matched_by_source: bool | str | None = None,
     storage_options: Mapping[str, str] | None = None,
+    target_rows_per_file: int | None = None,
+    target_bytes_per_file: int | None = None,
+    compact_small_fragments: bool | int = False,
 ) -> CommitResult:
     """Upsert ``df`` into the table at ``uri`` by the key columns ``on``, as one new version.
 
@@ -270,6 +275,9 @@ def merge_dataframe(
     (``spark.sql.autoBroadcastJoinThreshold``), else by sort-merge; with one integer key, only
     target rows within the source's key range are read into the join. ``storage_options``:
     object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables.
+    ``compact_small_fragments`` (off by default), ``target_rows_per_file`` and
+    ``target_bytes_per_file``: as for :func:`write_dataframe` (each merge adds small
+    fragments; with it they are compacted once the table holds enough of them).
     """
     from pyspark import StorageLevel
 
@@ -291,7 +299,9 @@ def merge_dataframe(
         raise DatasetNotFoundError("cannot merge into a table that does not exist (write it first)", table=store.uri)
     extra: dict[str, Any] = {} if max_rows_per_file is None else {"max_rows_per_file": max_rows_per_file}
     plan = plan_write(df.schema, store, mode="append", transaction_properties=transaction_properties,
-                      commit_message=commit_message, **extra)
+                      commit_message=commit_message, target_rows_per_file=target_rows_per_file,
+                      target_bytes_per_file=target_bytes_per_file, **extra)
+    compaction = auto_compaction(compact_small_fragments, plan.target_rows_per_file, plan.target_bytes_per_file)
     if plan.skipped is not None:
         return plan.skipped
     for key in keys:
@@ -379,7 +389,9 @@ def merge_dataframe(
         finally:
             if joined is not None:
                 joined.unpersist()
-    return commit_write(plan, written.fragments, deletions, operation="replace", rows_updated=written.rewritten_rows)
+    result = commit_write(plan, written.fragments, deletions, operation="replace", rows_updated=written.rewritten_rows)
+    discard_failed_attempts(spark, plan, scope)
+    return compact_after_write(plan.store, result, compaction)
 
 
 __all__ = ["merge_dataframe", "delete_matching", "join_with_table", "WHEN_MATCHED", "WHEN_NOT_MATCHED", "WHEN_NOT_MATCHED_BY_SOURCE"]

@@ -44,7 +44,8 @@ from lance_format.errors import (
 )
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.spark.common import CommitResult, count_small_fragments
-from lance_format.spark.datasource import _flag, _int, _json, _path, _storage
+from lance_format.spark.compaction import compact_after_write, compaction_from_options
+from lance_format.spark.datasource import _flag, _int, _json, _path, _storage, task_retried
 from lance_format.spark.tasks import schema_from_bytes, write_task
 from lance_format.spark.write import commit_written, plan_write
 from lance_format.table.commit import latest_manifest
@@ -102,6 +103,30 @@ class StreamCommitMessage(WriterCommitMessage):
     fragments: list[str]  # pylance's FragmentMetadata JSON of each file written
     schema: bytes  # the fields the files hold (file_pb2.Schema)
     query_id: str | None  # Spark's streaming query id, as the task saw it
+    retried: bool = False  # an earlier attempt of this task failed (its files share the prefix)
+
+
+BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's local property: the micro-batch a task belongs to
+
+
+def task_write_id(plan_write_id: str) -> str:
+    """The write id of one task attempt. Its file-name prefix (the first 8 bytes, see
+    ``write_prefix``) is the same for every attempt of one task of one micro-batch, so the
+    commit can remove the files a failed attempt left; the rest is random per attempt."""
+    import hashlib
+
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+        partition = context.partitionId() if context is not None else None
+    except Exception:
+        batch = partition = None
+    if batch is None or partition is None:
+        return new_write_id()
+    head = hashlib.sha256(f"{plan_write_id}:{batch}:{partition}".encode()).hexdigest()[:16]
+    return head + new_write_id()[16:]
 
 
 def _query_id() -> str | None:
@@ -134,14 +159,15 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
             commit_message=options.get("commit_message"), data_storage_version=options.get("data_storage_version"),
             fixed_size_lists=sizes or None, storage_options=_storage(options), **extra,
         )
+        self.compaction = compaction_from_options(options, self.plan)
 
     # -- executors ---------------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamCommitMessage:
-        spec = replace(self.plan.spec(), write_id=new_write_id())  # one write id per task attempt
+        spec = replace(self.plan.spec(), write_id=task_write_id(self.plan.write_id))  # one per task attempt
         blobs: list[str] = []
         for batch in write_task(spec)(iterator):
             blobs.extend(batch.column(0).to_pylist())
-        return StreamCommitMessage(spec.write_id, blobs, spec.schema, _query_id())
+        return StreamCommitMessage(spec.write_id, blobs, spec.schema, _query_id(), task_retried())
 
     # -- driver (commit worker) ----------------------------------------------------------------------
     def _stream_id(self, messages: Sequence[StreamCommitMessage | None]) -> str | None:
@@ -216,12 +242,20 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
     except BaseException:
         writer._discard(store, written)
         raise
-    return CommitResult(
+    for message in written:
+        if message.retried:  # the failed attempts' files (this attempt's are referenced now)
+            try:
+                discard_uncommitted(store, write_prefix(message.write_id), read_version=read_version)
+            except Exception:
+                pass  # best effort: an orphan is harmless and cleanup_old_versions removes it
+    result = CommitResult(
         version=committed.version, rows=sum(f.physical_rows for f in fragments), fragments=len(fragments),
         bytes=sum(d.file_size_bytes or 0 for f in fragments for d in f.files), retries=committed.retries,
         read_version=read_version, operation=operation, rows_inserted=sum(f.physical_rows for f in fragments),
         small_fragments=count_small_fragments(fragments, plan.target_rows_per_file, plan.target_bytes_per_file),
+        table_fragments=len(committed.manifest_file.manifest.fragments),
     )
+    return compact_after_write(store, result, getattr(writer, "compaction", None))
 
 
 def _check_files_schema(files_schema: Any, plan: Any, version: int) -> None:

@@ -66,6 +66,7 @@ from lance_format.spark.common import (
     table_location,
     translate_task_error,
 )
+from lance_format.spark.compaction import auto_compaction, compact_after_write
 from lance_format.spark.tasks import (
     FRAGMENT_DDL,
     ROW_ID_COLUMN,
@@ -352,6 +353,15 @@ def discard_write(plan: WritePlan) -> list[str]:
         return []  # cleanup is best effort; the original error matters more
 
 
+def discard_failed_attempts(spark: Any, plan: WritePlan, scope: JobScope) -> None:
+    """After a commit: remove the files of task attempts that failed or lost (a retried task,
+    a lost executor, a losing speculative attempt). Spark retried them, so the commit holds
+    each row once, but the failed attempt's finished files are on disk; the files the commit
+    references are kept. One listing of the table's data directory, only when needed."""
+    if scope.had_failed_tasks() or conf_flag(spark, "spark.speculation"):
+        discard_write(plan)
+
+
 def fail_write(plan: WritePlan, scope: JobScope, exc: BaseException) -> None:
     """After a failed job: remove the write's files once no task can still create any, and
     raise the error (as the engine's typed error when a task raised one)."""
@@ -457,6 +467,7 @@ def commit_write(
         read_version=plan.read_version, operation=name, rows_inserted=rows - rows_updated, rows_updated=rows_updated,
         rows_deleted=deletions.deleted_rows - rows_updated,
         small_fragments=count_small_fragments(fragments, plan.target_rows_per_file, plan.target_bytes_per_file),
+        table_fragments=len(committed.manifest_file.manifest.fragments),
     )
 
 
@@ -541,6 +552,7 @@ def write_dataframe(
     target_rows_per_file: int | None = None,
     target_bytes_per_file: int | None = None,
     coalesce: bool = True,
+    compact_small_fragments: bool | int = False,
     transaction_properties: Mapping[str, str] | None = None,
     commit_message: str | None = None,
     data_storage_version: str | None = None,
@@ -569,7 +581,12 @@ def write_dataframe(
     capped by the ``max_*`` limits): with ``coalesce`` (default), a DataFrame whose estimated
     size (Spark's plan statistics) fills fewer files than it has partitions is coalesced to
     that many write tasks, so many small partitions do not leave many small fragments. The
-    result's ``small_fragments`` counts the new files below 1/8 of both targets.
+    result's ``small_fragments`` counts the new files below 1/8 of both targets, and
+    ``table_fragments`` the table's fragments after the write.
+    ``compact_small_fragments`` (off by default, like Delta's auto compaction): ``True``, or a
+    number of small fragments (default 50): once the table holds that many small files, they
+    are compacted to the targets in a second commit after the write
+    (:mod:`lance_format.spark.compaction`; ``compaction_version`` in the result).
     """
     plan = plan_write(
         df.schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,
@@ -579,6 +596,7 @@ def write_dataframe(
         commit_message=commit_message, data_storage_version=data_storage_version, fixed_size_lists=fixed_size_lists,
         storage_options=storage_options,
     )
+    compaction = auto_compaction(compact_small_fragments, plan.target_rows_per_file, plan.target_bytes_per_file)
     if plan.skipped is not None:
         return plan.skipped
     spark = df.sparkSession
@@ -596,11 +614,10 @@ def write_dataframe(
         except BaseException as exc:
             fail_write(plan, scope, exc)
     result = commit_write(plan, fragments, deletions)
-    if conf_flag(spark, "spark.speculation"):
-        discard_write(plan)  # files of losing speculative attempts (committed files are kept)
-    return result
+    discard_failed_attempts(spark, plan, scope)
+    return compact_after_write(plan.store, result, compaction)
 
 
 __all__ = ["MODES", "SCHEMA_MODES", "WritePlan", "Written", "Deletions", "plan_write", "commit_write", "commit_written",
-           "discard_write", "fail_write",
-           "run_write_job", "write_dataframe", "estimated_size", "planned_tasks", "coalesce_to_target"]
+           "discard_write", "fail_write", "run_write_job", "write_dataframe", "discard_failed_attempts",
+           "estimated_size", "planned_tasks", "coalesce_to_target"]

@@ -17,7 +17,7 @@ physical address even with stable row ids, so moving them would need the index f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Collection, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -72,9 +72,10 @@ def _bool(text: str) -> bool:
 
 
 def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float,
-         excluded: Iterable[int] = ()) -> list[list["LanceFragment"]]:
-    """Groups of adjacent fragments to rewrite, in fragment order (``excluded`` ids are never
-    candidates: they end a run of candidates like a large fragment does)."""
+         excluded: Iterable[int] = (), only: Collection[int] | None = None) -> list[list["LanceFragment"]]:
+    """Groups of adjacent fragments to rewrite, in fragment order. ``excluded`` ids are never
+    candidates, and when ``only`` is given only fragments whose ids are in it take part: the
+    others end a run of candidates like a large fragment does."""
     excluded = set(excluded)
     if materialize and threshold >= 1.0:
         materialize = False
@@ -87,6 +88,8 @@ def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float,
         covering = tuple(i for i, b in enumerate(bitmaps) if b is None or fragment.fragment_id in b)
         if covering or fragment.fragment_id in excluded:
             candidacy = None  # pylance's index entries are row addresses, which this would move
+        elif only is not None and fragment.fragment_id not in only:
+            candidacy = None
         elif materialize and physical and deleted / physical > threshold:
             candidacy = "itself"
         elif physical < target:
@@ -215,16 +218,21 @@ def compact_files(
     max_source_rows: int | None = None,
     max_source_bytes: int | None = None,
     excluded_fragment_ids: Iterable[int] | None = None,
+    fragment_ids: Iterable[int] | None = None,
     **ignored,
 ) -> CompactionMetrics:
-    """Compact ``ds`` (pylance's ``ds.optimize.compact_files``); ``ds`` moves to the new version."""
+    """Compact ``ds`` (pylance's ``ds.optimize.compact_files``); ``ds`` moves to the new version.
+
+    ``fragment_ids`` (not in pylance): only these fragments may be rewritten (e.g. the small
+    files a write left), in runs of adjacent ones as usual."""
     target = int(_option(ds, "target_rows_per_fragment", target_rows_per_fragment, DEFAULT_TARGET_ROWS, int))
     if target <= 0:
         raise InvalidInputError("target_rows_per_fragment must be positive", table=ds.uri)
     materialize = _option(ds, "materialize_deletions", materialize_deletions, True, _bool)
     threshold = float(_option(ds, "materialize_deletions_threshold", materialize_deletions_threshold,
                               DEFAULT_THRESHOLD, float))
-    tasks = within_budget(plan(ds, target, bool(materialize), threshold, excluded_fragment_ids or ()),
+    tasks = within_budget(plan(ds, target, bool(materialize), threshold, excluded_fragment_ids or (),
+                               None if fragment_ids is None else set(fragment_ids)),
                           max_source_fragments, max_source_rows, max_source_bytes)
     if not tasks:
         return CompactionMetrics()
