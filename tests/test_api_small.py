@@ -88,7 +88,7 @@ def test_fragment_scan_options_and_physical_schema_like_pylance(tmp_path):
     lance.dataset(path).delete("id % 3 = 0")
     lance.dataset(path).add_columns(pa.field("empty", pa.int64()))  # a column without data files
     for ours, theirs in zip(lance_format.dataset(path).get_fragments(), lance.dataset(path).get_fragments()):
-        assert ours.physical_schema == theirs.physical_schema
+        assert ours.physical_schema.names == ["id", "s"]  # (pylance raises NotImplementedError here)
         kwargs = dict(columns=["id", "s"], with_row_id=True, include_deleted_rows=True)
         assert ours.to_table(**kwargs).equals(theirs.to_table(**kwargs))
         assert [b.num_rows for b in ours.to_batches(batch_size=3, strict_batch_size=True)] == [
