@@ -169,3 +169,35 @@ def test_add_columns_forms(tmp_path):
     manifest = ds.manifest
     assert [f.id for f in manifest.fields if f.parent_id == -1][-4:] == [8, 9, 10, 11]
     assert_same_history(uri)
+
+
+def test_merge_insert_uncommitted_then_committed_like_execute(tmp_path):
+    """execute_uncommitted writes the files, commits nothing; committing its transaction gives
+    what execute gives; explain_plan and analyze_plan describe it without changing the table."""
+    import os
+
+    import lance as pylance
+
+    import lance_format
+
+    source = pa.table({"id": [2, 5], "v": ["two", "five"]})
+    results = {}
+    for name in ("direct", "uncommitted"):
+        path = str(tmp_path / f"{name}.lance")
+        lance_format.write_dataset(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}), path)
+        ds = lance_format.dataset(path)
+        builder = ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+        if name == "direct":
+            stats = builder.execute(source)
+        else:
+            plan = builder.explain_plan(source.schema)
+            assert "when matched: update all columns" in plan and "when not matched: insert" in plan
+            files_before = sorted(os.listdir(os.path.join(path, "data")))
+            analyzed = builder.analyze_plan(source)
+            assert "num_inserted_rows=1" in analyzed and "num_updated_rows=1" in analyzed
+            assert sorted(os.listdir(os.path.join(path, "data"))) == files_before  # nothing left behind
+            transaction, stats = builder.execute_uncommitted(source)
+            assert lance_format.dataset(path).version == 1  # nothing committed yet
+            lance_format.LanceDataset.commit(path, transaction)
+        results[name] = (stats, sorted(pylance.dataset(path).to_table().to_pylist(), key=lambda r: r["id"]))
+    assert results["direct"] == results["uncommitted"]

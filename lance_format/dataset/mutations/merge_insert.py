@@ -235,6 +235,70 @@ class MergeInsertBuilder:
             A concurrent commit is incompatible, or the retries ran out.
         """
         ds = self._dataset
+        source = self._checked_source(data_obj, schema)
+
+        def prepare(current: "LanceDataset") -> Prepared:
+            return _Run(self, current, source, transaction_properties, commit_message).prepare()
+
+        result: dict[str, int] = run_mutation(ds, prepare, conflict_retries=self._retries,
+                                              retry_timeout=self._timeout)
+        return result
+
+    def execute_uncommitted(self, data_obj: Any, *, schema: pa.Schema | None = None) -> tuple[Any, dict[str, int]]:
+        """Write the merge's new files but commit nothing (pylance's ``execute_uncommitted``).
+
+        Returns
+        -------
+        (Transaction, dict)
+            The transaction to pass to ``LanceDataset.commit(uri, transaction)``, and the row
+            counts :meth:`execute` would report. Files of a transaction that is never committed
+            are removed by ``cleanup_old_versions`` once old enough.
+        """
+        from lance_format.dataset.transactions_api import transaction_from_proto
+
+        prepared = self._prepared_without_commit(data_obj, schema)
+        return transaction_from_proto(prepared.txn), prepared.result
+
+    def _prepared_without_commit(self, data_obj: Any, schema: pa.Schema | None) -> Prepared:
+        from lance_format.dataset.mutations.base import _prepare
+
+        source = self._checked_source(data_obj, schema)
+        return _prepare(lambda current: _Run(self, current, source, None, None).prepare(), self._dataset)
+
+    def explain_plan(self, schema: pa.Schema | None = None, verbose: bool = False) -> str:
+        """A readable description of what :meth:`execute` will do (this engine's plan)."""
+        ds = self._dataset
+        matched = {None: "keep", "update": "update all columns", "delete": "delete", "fail": "fail"}.get(
+            self._matched, str(self._matched))
+        lines = [
+            f"MergeInsert: uri={ds.uri}, version={ds.version}, on={self._on}",
+            f"  when matched: {matched}"
+            + (f" if {self._matched_condition}" if self._matched_condition is not None else ""),
+            f"  when not matched: {'insert' if self._insert else 'skip'}",
+            "  when not matched by source: "
+            + ("delete" + (f" if {self._delete_unmatched_expr}" if self._delete_unmatched_expr else "")
+               if self._delete_unmatched else "keep"),
+            f"  reads: the source into memory, then every fragment of the table, joining on {self._on}",
+            "  writes: changed rows as new fragments, deletion vectors for the rows they replace; one commit",
+        ]
+        if verbose and schema is not None:
+            lines.append(f"  source schema: {schema.to_string(show_schema_metadata=False)!r}")
+        return "\n".join(lines) + "\n"
+
+    def analyze_plan(self, data_obj: Any, *, schema: pa.Schema | None = None) -> str:
+        """Run the merge without committing and report the plan with what it would change."""
+        import time
+
+        started = time.perf_counter()
+        prepared = self._prepared_without_commit(data_obj, schema)
+        elapsed = time.perf_counter() - started
+        prepared.discard(self._dataset.object_store)  # an analysis leaves nothing behind
+        stats = prepared.result
+        return (self.explain_plan(schema) + f"Metrics: elapsed={elapsed * 1000:.3f}ms, "
+                + ", ".join(f"{k}={v}" for k, v in stats.items()) + "\n")
+
+    def _checked_source(self, data_obj: Any, schema: pa.Schema | None) -> pa.Table:
+        ds = self._dataset
         if self._matched is None and not self._insert and not self._delete_unmatched:
             raise InvalidInputError("The merge insert job is not configured to change the data in any way",
                                     table=ds.uri)
@@ -245,13 +309,7 @@ class MergeInsertBuilder:
                 to_expression(self._delete_unmatched_expr, ds.schema)
             if self._matched_condition is not None:
                 _check_condition(self._matched_condition, ds.schema, source.schema)
-
-        def prepare(current: "LanceDataset") -> Prepared:
-            return _Run(self, current, source, transaction_properties, commit_message).prepare()
-
-        result: dict[str, int] = run_mutation(ds, prepare, conflict_retries=self._retries,
-                                              retry_timeout=self._timeout)
-        return result
+        return source
 
     def _check_source(self, source: pa.Table) -> None:
         ds = self._dataset
