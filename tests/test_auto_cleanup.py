@@ -104,3 +104,26 @@ def test_write_options_accepted_like_pylance(tmp_path):
         assert ds.count_rows() == 10
     legacy = lance_format.write_dataset(pa.table({"x": [1, 2]}), str(tmp_path / "legacy"), use_legacy_format=True)
     assert legacy.data_storage_version == lance.dataset(str(tmp_path / "legacy")).data_storage_version
+
+
+def test_write_progress_is_called_per_file_like_pylance(tmp_path):
+    from lance.progress import FragmentWriteProgress
+
+    class Recorder(FragmentWriteProgress):
+        def __init__(self) -> None:
+            self.events: list[tuple[str, int]] = []
+
+        def begin(self, fragment, **kwargs) -> None:
+            self.events.append(("begin", len(fragment.files)))
+
+        def complete(self, fragment, **kwargs) -> None:
+            self.events.append(("complete", fragment.physical_rows))
+
+    ours = Recorder()
+    lance_format.write_dataset(pa.table({"x": list(range(10))}), str(tmp_path / "o"), max_rows_per_file=4,
+                               progress=ours)
+    assert ours.events == [("begin", 0), ("complete", 4), ("begin", 0), ("complete", 4), ("begin", 0),
+                           ("complete", 2)]
+    theirs = Recorder()
+    lance.write_dataset(pa.table({"x": list(range(10))}), str(tmp_path / "p"), max_rows_per_file=4, progress=theirs)
+    assert theirs.events[:4] == ours.events[:4]  # (pylance 14 does not report its last file's completion)

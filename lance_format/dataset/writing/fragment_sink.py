@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -136,6 +136,7 @@ class FragmentSink:
         max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
         targets: Sequence[WriteTarget] | None = None,
         new_table: bool = False,
+        on_file: Callable[[str, table_pb2.DataFragment], None] | None = None,
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise InvalidInputError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -158,6 +159,8 @@ class FragmentSink:
         self.fragments: list[table_pb2.DataFragment] = []
         self.rows = 0
         self.bytes = 0
+        # ("begin", fragment) when a file opens, ("complete", fragment) when it is finished
+        self._on_file = on_file
 
     @property
     def paths(self) -> list[str]:
@@ -174,6 +177,8 @@ class FragmentSink:
         self._current = _file_writer(target.store, path, self._schema, self._version, self._dictionaries)
         self._current_rows = 0
         self._current_bytes = 0
+        if self._on_file is not None:  # like pylance: the fragment to come, still without files
+            self._on_file("begin", table_pb2.DataFragment())
         return self._current
 
     def _close(self) -> None:
@@ -198,6 +203,8 @@ class FragmentSink:
             self._current_ids = []
         self.fragments.append(fragment)
         self.bytes += written.size_bytes
+        if self._on_file is not None:
+            self._on_file("complete", fragment)
 
     def write(self, batch: pa.RecordBatch, row_ids: np.ndarray | None = None) -> None:
         if row_ids is not None and len(row_ids) != batch.num_rows:
@@ -275,6 +282,7 @@ def write_fragments(
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
     targets: Sequence[WriteTarget] | None = None,
     new_table: bool = False,
+    on_file: Callable[[str, table_pb2.DataFragment], None] | None = None,
 ) -> tuple[list[table_pb2.DataFragment], FragmentSink]:
     """Write all batches of ``reader`` as new fragments (uncommitted; ids 0).
 
@@ -284,7 +292,7 @@ def write_fragments(
     target = schema.to_arrow()
     writer = FragmentSink(store, schema, storage_version, prefix=write_prefix(new_write_id()),
                           max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
-                          targets=targets, new_table=new_table)
+                          targets=targets, new_table=new_table, on_file=on_file)
     try:
         for batch in reader:
             if batch.num_rows:

@@ -11,8 +11,9 @@ turn, and the manifest records each file's base id.
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
@@ -51,6 +52,24 @@ _UNSUPPORTED_OPTIONS: dict[str, Any] = {
 }
 
 
+def _progress_hook(progress: Any) -> Callable[[str, table_pb2.DataFragment], None] | None:
+    """Calls of a pylance ``FragmentWriteProgress`` (through its JSON entry points, so it gets
+    its own ``FragmentMetadata``) or of any object with ``begin``/``complete``."""
+    if progress is None:
+        return None
+    from lance_format.dataset.fragment_metadata import fragment_from_proto
+
+    def on_file(hook: str, fragment: table_pb2.DataFragment) -> None:
+        metadata = fragment_from_proto(fragment)
+        via_json = getattr(progress, f"_do_{hook}", None)
+        if via_json is not None:
+            via_json(json.dumps(metadata.to_json()))
+        else:
+            getattr(progress, hook)(metadata)
+
+    return on_file
+
+
 def write_dataset(
     data: Any,
     uri: "str | os.PathLike[str] | ObjectStore | LanceDataset",
@@ -71,6 +90,7 @@ def write_dataset(
     max_rows_per_group: int = 1024,
     use_legacy_format: bool | None = None,
     auto_cleanup_options: Mapping[str, int] | None = None,
+    progress: Any = None,
     **options: Any,
 ) -> LanceDataset:
     """Write ``data`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
@@ -82,6 +102,8 @@ def write_dataset(
     ``max_rows_per_group``: rows per group of legacy (0.1) files, which this engine writes in
     groups of 1024 (pylance's default); file versions 2.x have no groups and ignore it.
     ``use_legacy_format``: True is ``data_storage_version="legacy"``, False ``"stable"``.
+    ``progress``: a pylance ``FragmentWriteProgress`` (or any object with ``begin(fragment)`` and
+    ``complete(fragment)``), called as each data file is opened and finished.
     ``auto_cleanup_options``: ``{"interval": N, "older_than_seconds": S}`` when creating a table:
     clean up versions older than S seconds after every N-th commit (see ``enable_auto_cleanup``).
     pylance's tuning options (``data_cache_bytes``, ``max_page_bytes``) are accepted; a
@@ -138,7 +160,7 @@ def write_dataset(
     fragments, writer = write_fragments(
         reader, store, table_schema, storage_version,
         max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file, targets=targets,
-        new_table=existing is None or mode != "append",
+        new_table=existing is None or mode != "append", on_file=_progress_hook(progress),
     )
     read_version = existing[1].manifest.version if existing is not None else 0
     txn = new_transaction(read_version, properties=transaction_properties, commit_message=commit_message)
