@@ -40,6 +40,8 @@ class LanceFileReader:
         self.store = store
         self.path = path
         self._file, self._mapped = _open(store, path)
+        # a remote file: its columns are fetched side by side (each read is a request)
+        self.remote: bool = self._mapped is None and store.local_path(path) is None
         try:
             # size 0 means unknown (manifests may record 0 for file_size_bytes)
             file_size = size if size else self._file.size()
