@@ -314,6 +314,8 @@ def test_throttled_listings_and_deletes_are_retried_then_typed(s3, bucket):
         proxy.throttle[:] = [(503, "SlowDown")] * 2  # DeleteObjects, retried
         assert store.delete_many(["junk/a.bin"]) == [] and not proxy.throttle
         assert s3.keys(bucket, "throttled.lance/junk/") == []
+        proxy.throttle[:] = [(503, "SlowDown")]  # the commit's conditional PUT, retried
+        assert store.put_if_not_exists("junk/c.bin", b"c") and not proxy.throttle
         proxy.throttle[:] = [(503, "SlowDown")] * 20
         tight = ObjectStore(uri, {**opts, "client_max_retries": "1"})
         with pytest.raises(StorageThrottledError, match="S3"):
@@ -322,5 +324,7 @@ def test_throttled_listings_and_deletes_are_retried_then_typed(s3, bucket):
             tight.delete_many(["junk/b.bin"])
         with pytest.raises(StorageThrottledError):
             tight.read_bytes("_versions/" + f"{U64_MAX - 1:020d}.manifest")
+        with pytest.raises(StorageThrottledError):
+            tight.put_if_not_exists("junk/d.bin", b"d")
     finally:
         proxy.stop()
