@@ -277,6 +277,8 @@ def test_credentials_refresh_when_the_key_is_rotated(s3, bucket):
         assert sorted(ds.to_table().column("id").to_pylist()) == [1, 2, 3]
         with pytest.raises(StorageAccessError):  # without a provider the old key stays refused
             stale.to_table()
+        # stores opened from this one (branches, base paths) keep the provider
+        assert ds.object_store.sibling(f"s3://{bucket}/other")._credential_provider is provider
     finally:
         _moto_auth(s3.endpoint, "inf")
 

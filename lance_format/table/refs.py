@@ -19,7 +19,7 @@ from typing import Any, Optional, Tuple, Union
 from urllib.parse import quote, unquote
 
 from lance_format.errors import BranchError, CorruptFileError, InvalidInputError, VersionNotFoundError
-from lance_format.io import ObjectStore, object_store_for
+from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import LATEST_ONLY, list_versions
@@ -66,7 +66,7 @@ def branch_store(root: ObjectStore, branch: str | None) -> ObjectStore:
     branch = normalize_branch(branch)
     if branch is None:
         return root
-    return object_store_for(f"{root.uri.rstrip('/')}/{TREE_DIR}/{branch}", root.storage_options)
+    return root.sibling(f"{root.uri.rstrip('/')}/{TREE_DIR}/{branch}")
 
 
 def root_of(store: ObjectStore, manifest: table_pb2.Manifest) -> ObjectStore:
@@ -78,7 +78,7 @@ def root_of(store: ObjectStore, manifest: table_pb2.Manifest) -> ObjectStore:
     uri = store.uri.rstrip("/")
     if not uri.endswith(suffix):
         raise CorruptFileError(f"a manifest of branch {branch!r} lies outside {suffix[1:]}/", table=store.uri)
-    return object_store_for(uri[: -len(suffix)], store.storage_options)
+    return store.sibling(uri[: -len(suffix)])
 
 
 def latest_branch_of(store: ObjectStore) -> str | None:
