@@ -19,6 +19,8 @@ import pytest
 
 import lance_format
 from lance_format.errors import CorruptFileError, StorageAccessError, StorageThrottledError
+from lance_format.file.plans import plans_for_schema, structural_plans_for_schema
+from lance_format.file.reader import LanceFileReader
 from lance_format.io import ObjectStore
 from lance_format.io.ranges import ReadPolicy, coalesce_ranges, read_ranges
 from lance_format.io.s3 import S3Objects
@@ -233,6 +235,11 @@ def test_cleanup_on_s3_deletes_in_batches(s3, bucket, s3_calls):
 
 
 # -- refreshing credentials -----------------------------------------------------------------------------
+def plans_for(reader: LanceFileReader):
+    schema = reader.lance_schema()
+    return structural_plans_for_schema(schema) if reader.structural else plans_for_schema(schema)
+
+
 def _moto_auth(endpoint: str, count: str) -> None:
     request = urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=count.encode(), method="POST",
                                      headers={"Content-Type": "text/plain"})
@@ -264,6 +271,8 @@ def test_credentials_refresh_when_the_key_is_rotated(s3, bucket):
         ds = lance_format.write_dataset(pa.table({"id": [1, 2]}), uri,
                                         storage_options={**plain, "credential_provider": provider})
         assert calls == [first["AccessKeyId"]]
+        data_file = ds.get_fragments()[0].data_files()[0].path
+        reader = LanceFileReader(ds.object_store, f"data/{data_file}")  # opened with the first key
         stale = lance_format.dataset(uri, storage_options={**plain, "aws_access_key_id": first["AccessKeyId"],
                                                            "aws_secret_access_key": first["SecretAccessKey"]})
         # rotation: the provider hands out the second key, the first one is deleted
@@ -277,6 +286,10 @@ def test_credentials_refresh_when_the_key_is_rotated(s3, bucket):
         assert sorted(ds.to_table().column("id").to_pylist()) == [1, 2, 3]
         with pytest.raises(StorageAccessError):  # without a provider the old key stays refused
             stale.to_table()
+        # a file opened before the rotation is reopened with the new key
+        assert reader.read_range(plans_for(reader), 0, 2)[0].to_pylist() == [1, 2]
+        # stores opened from this one (branches, base paths) keep the provider
+        assert ds.object_store.sibling(f"s3://{bucket}/other")._credential_provider is provider
     finally:
         _moto_auth(s3.endpoint, "inf")
 
@@ -314,6 +327,8 @@ def test_throttled_listings_and_deletes_are_retried_then_typed(s3, bucket):
         proxy.throttle[:] = [(503, "SlowDown")] * 2  # DeleteObjects, retried
         assert store.delete_many(["junk/a.bin"]) == [] and not proxy.throttle
         assert s3.keys(bucket, "throttled.lance/junk/") == []
+        proxy.throttle[:] = [(503, "SlowDown")]  # the commit's conditional PUT, retried
+        assert store.put_if_not_exists("junk/c.bin", b"c") and not proxy.throttle
         proxy.throttle[:] = [(503, "SlowDown")] * 20
         tight = ObjectStore(uri, {**opts, "client_max_retries": "1"})
         with pytest.raises(StorageThrottledError, match="S3"):
@@ -322,5 +337,7 @@ def test_throttled_listings_and_deletes_are_retried_then_typed(s3, bucket):
             tight.delete_many(["junk/b.bin"])
         with pytest.raises(StorageThrottledError):
             tight.read_bytes("_versions/" + f"{U64_MAX - 1:020d}.manifest")
+        with pytest.raises(StorageThrottledError):
+            tight.put_if_not_exists("junk/d.bin", b"d")
     finally:
         proxy.stop()

@@ -18,12 +18,14 @@ batch (:meth:`LanceFileReader.read_many`), coalesced and in parallel.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 from google.protobuf.message import Message
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.errors import CorruptFileError, InvalidInputError, LanceError
+from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, StorageAccessError
 from lance_format.file.container import FileMetadata, encoding_bytes, read_file_metadata, unpack_any
 from lance_format.file.plans import ColumnPlan
 from lance_format.file.reader_structural import StructuralReader
@@ -40,6 +42,10 @@ class LanceFileReader:
         self.store = store
         self.path = path
         self._file, self._mapped = _open(store, path)
+        self._reopen_lock = threading.Lock()
+        self._opened_with = store.filesystem  # credentials refreshed since: reopen on refusal
+        # a remote file: its columns are fetched side by side (each read is a request)
+        self.remote: bool = self._mapped is None and store.local_path(path) is None
         try:
             # size 0 means unknown (manifests may record 0 for file_size_bytes)
             file_size = size if size else self._file.size()
@@ -84,18 +90,53 @@ class LanceFileReader:
             if offset + length > len(self._mapped):
                 raise ctx.corrupt(f"read of {length} bytes at {offset} runs past the end of the file")
             return self._mapped.slice(offset, length)
-        data = self._file.read_at(length, offset)
+        data = self._read_remote(offset, length)
         if len(data) != length:
             raise ctx.corrupt(f"short read of {length} bytes at {offset}")
         return pa.py_buffer(data)
+
+    def _read_remote(self, offset: int, length: int) -> bytes:
+        """A ranged read of the open file, with the store's typed errors (see :meth:`_reopened`)."""
+        file = self._file
+        try:
+            return file.read_at(length, offset)
+        except LanceError:
+            raise
+        except OSError as exc:
+            fresh = self._reopened(file, exc)
+            return fresh.read_at(length, offset)
+
+    def _reopened(self, file: pa.NativeFile, exc: OSError) -> pa.NativeFile:
+        """After a failed read of ``file``: the file reopened, when the store's credentials were
+        refreshed since it was opened or its provider now gives new ones (a ranged GET refused
+        with 403 can surface as a mere stream failure, so any failure asks); else raises the
+        store's typed error for ``exc`` (or ``exc``)."""
+        typed = self.store.backend.translate_error(exc, f"reading {self.path!r}")
+        if typed is None or isinstance(typed, StorageAccessError):
+            with self._reopen_lock:  # column threads may fail together: one refresh
+                if self._file is file and (self.store.filesystem is not self._opened_with
+                                           or self.store.backend.refresh_credentials()):
+                    self._file, self._opened_with = self.store.open_input(self.path), self.store.filesystem
+                fresh = self._file
+            if fresh is not file:
+                return fresh
+        if typed is None:
+            raise exc
+        raise typed from exc
 
     def read_many(self, ranges: list[tuple[int, int]], ctx: DecodeContext) -> list[pa.Buffer]:
         """The bytes of each ``(offset, length)`` range, in order: slices of the mapping locally,
         coalesced parallel requests on object stores (a take's chunks from many places)."""
         if self._mapped is not None:
             return [self.read_bytes(offset, length, ctx) for offset, length in ranges]
+        file = self._file
         try:
-            return self.store.read_ranges(self.path, ranges, file=self._file)
+            try:
+                return self.store.read_ranges(self.path, ranges, file=file)
+            except LanceError:
+                raise
+            except OSError as exc:
+                return self.store.read_ranges(self.path, ranges, file=self._reopened(file, exc))
         except CorruptFileError as exc:
             raise ctx.corrupt(exc.reason) from exc
 

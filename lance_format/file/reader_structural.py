@@ -11,6 +11,9 @@ only opens the leaf columns and dispatches to :mod:`lance_format.encodings.struc
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,12 +21,30 @@ import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
 from lance_format.encodings.structural.column import StructuralColumn, assemble
+from lance_format.encodings.structural.repdef import LeafData
 from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.file.plans import ColumnPlan
 from lance_format.proto import encodings_v2_1_pb2
 
 if TYPE_CHECKING:
     from lance_format.file.reader import LanceFileReader
+
+_COLUMN_THREADS = 8  # leaf columns of one remote file fetched at once
+_COLUMN_POOL: ThreadPoolExecutor | None = None
+_COLUMN_POOL_PID = 0
+_COLUMN_POOL_LOCK = threading.Lock()
+
+
+def column_pool() -> ThreadPoolExecutor:
+    """The process-wide pool that fetches the leaf columns of remote files side by side (not the
+    I/O pool: its tasks wait on ranged reads, which run there; re-made after a fork)."""
+    global _COLUMN_POOL, _COLUMN_POOL_PID
+    with _COLUMN_POOL_LOCK:
+        if _COLUMN_POOL is None or _COLUMN_POOL_PID != os.getpid():
+            _COLUMN_POOL = ThreadPoolExecutor(max_workers=_COLUMN_THREADS, thread_name_prefix="lance-columns")
+            _COLUMN_POOL_PID = os.getpid()
+        return _COLUMN_POOL
+
 
 _RANGE_TAKE_ROWS = 1024  # contiguous takes at least this long use the sequential read path
 _SMALL_FILE_ROWS = 16384  # ... and so do all contiguous takes from files this small
@@ -60,13 +81,24 @@ class StructuralReader:
 
     def _structural(self, plans: list[ColumnPlan], fetch) -> list[pa.Array]:
         """Decode each plan's leaves with ``fetch(column, type)`` and assemble the fields."""
+        named_of = [self._named_leaves(plan, "") for plan in plans]
+        fetched: dict[int, LeafData] = {}
+        if self.num_rows and self.reader.remote:
+            # On an object store each page read is a request: the leaf columns (each decoded by
+            # its own decoders) go side by side, so their requests overlap.
+            todo = {lp.column: (self._leaf_column(lp, name), lp.field.type) for named in named_of
+                    for lp, name in named}
+            if len(todo) > 1:
+                pool = column_pool()
+                futures = {column: pool.submit(fetch, col, data_type) for column, (col, data_type) in todo.items()}
+                fetched = {column: future.result() for column, future in futures.items()}
         out = []
-        for plan in plans:
-            named = self._named_leaves(plan, "")
+        for plan, named in zip(plans, named_of):
             if self.num_rows == 0:
                 out.append(pa.array([], type=plan.field.type))
                 continue
-            leaves = {lp.column: fetch(self._leaf_column(lp, name), lp.field.type) for lp, name in named}
+            leaves = {lp.column: fetched[lp.column] if lp.column in fetched
+                      else fetch(self._leaf_column(lp, name), lp.field.type) for lp, name in named}
             names = {lp.field.name: name for lp, name in named}
             # assemble() calls the context factory before the loop moves on
             out.append(assemble(plan, leaves, lambda n: DecodeContext(self.path, names.get(n, n))))  # noqa: B023

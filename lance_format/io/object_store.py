@@ -89,6 +89,14 @@ class ObjectStore:
         """The options the store was opened with (normalized keys), to open it again elsewhere."""
         return dict(self._options)
 
+    def sibling(self, uri: str) -> "ObjectStore":
+        """Another table root (a branch, a base path) opened with this store's options and
+        credential provider."""
+        options: dict[str, Any] = dict(self._options)
+        if self._credential_provider is not None:
+            options[CREDENTIAL_PROVIDER] = self._credential_provider
+        return object_store_for(uri, options)
+
     @property
     def writes_version_hint(self) -> bool:
         """Whether commits keep ``_latest_version_hint.json`` (like pylance: on local disks only)."""

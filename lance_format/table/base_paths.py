@@ -15,7 +15,7 @@ import posixpath
 from typing import Any
 
 from lance_format.errors import CorruptFileError, InvalidInputError, PathEscapeError
-from lance_format.io import ObjectStore, check_relative_path, object_store_for
+from lance_format.io import ObjectStore, check_relative_path
 from lance_format.proto import table_pb2
 
 DATA_DIR = "data"
@@ -55,7 +55,7 @@ class BaseStores:
                 # a relative base would resolve against the reader's working directory
                 raise PathEscapeError(f"base path id {base_id} is not an absolute path or URI",
                                       table=self._store.uri, version=self._version, path=path)
-            store = self._store if path == self._store.uri else object_store_for(path, self._store.storage_options)
+            store = self._store if path == self._store.uri else self._store.sibling(path)
             self._opened[base_id] = store
         return store
 

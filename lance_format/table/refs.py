@@ -19,7 +19,7 @@ from typing import Any, Optional, Tuple, Union
 from urllib.parse import quote, unquote
 
 from lance_format.errors import BranchError, CorruptFileError, InvalidInputError, VersionNotFoundError
-from lance_format.io import ObjectStore, object_store_for
+from lance_format.io import ObjectStore
 from lance_format.io.manifest_store import split_uri_query
 from lance_format.proto import table_pb2
 from lance_format.table.manifest import read_manifest
@@ -68,7 +68,7 @@ def branch_store(root: ObjectStore, branch: str | None) -> ObjectStore:
     if branch is None:
         return root
     uri, query = split_uri_query(root.uri)
-    return object_store_for(f"{uri.rstrip('/')}/{TREE_DIR}/{branch}{query}", root.storage_options)
+    return root.sibling(f"{uri.rstrip('/')}/{TREE_DIR}/{branch}{query}")
 
 
 def root_of(store: ObjectStore, manifest: table_pb2.Manifest) -> ObjectStore:
@@ -81,7 +81,7 @@ def root_of(store: ObjectStore, manifest: table_pb2.Manifest) -> ObjectStore:
     uri = uri.rstrip("/")
     if not uri.endswith(suffix):
         raise CorruptFileError(f"a manifest of branch {branch!r} lies outside {suffix[1:]}/", table=store.uri)
-    return object_store_for(uri[: -len(suffix)] + query, store.storage_options)
+    return store.sibling(uri[: -len(suffix)] + query)
 
 
 def latest_branch_of(store: ObjectStore) -> str | None:
