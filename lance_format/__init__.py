@@ -12,11 +12,13 @@ so that they never import the subpackages, whose layout may change: ``replace_wh
 ``TableVersions`` (new versions after a known one, found without listing the history, and
 ``VersionSummary`` of one version from its manifest; ``NewVersions`` is a probe's result), and
 ``sql_expression_type`` (the Arrow type of a SQL expression over a schema, e.g. to render
-literals compared with ``CAST(ts AS DATE)``).
+literals compared with ``CAST(ts AS DATE)``), and ``publish_branch`` (move main to a branch's one
+commit atomically: write-audit-publish).
 """
 
 import pyarrow as _pa
 
+from lance_format.dataset.branch_publish import publish_branch
 from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
 from lance_format.dataset.fragment import LanceFragment
@@ -62,6 +64,7 @@ __all__ = [
     "write_dataset",
     "replace_where",
     "write_with_new_columns",
+    "publish_branch",
     "checked_reader",
     "TableVersions",
     "NewVersions",

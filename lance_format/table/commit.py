@@ -219,8 +219,13 @@ def commit_transaction(
     max_retries: int = DEFAULT_MAX_RETRIES,
     affected_rows: Mapping[int, np.ndarray] | None = None,
     read_manifest_file: ManifestFile | None = None,
+    require_unchanged: bool = False,
 ) -> CommittedVersion:
     """Commit ``txn`` as the next version of the table at ``store``.
+
+    ``require_unchanged``: refuse (:class:`CommitConflictError`) instead of rebasing when any
+    version was committed after ``txn.read_version`` (publishing an audited branch must land
+    exactly on the version that was audited).
 
     ``affected_rows`` (fragment id -> physical offsets a Delete/Update removed) lets a commit be
     rebased over a concurrent Delete/Update of the same fragments; without it such a commit is
@@ -228,7 +233,7 @@ def commit_transaction(
     """
     state = _Commit(store, txn, options, affected_rows, read_manifest_file)
     try:
-        committed, final = _commit_loop(state, new_table_naming, max_retries)
+        committed, final = _commit_loop(state, new_table_naming, max_retries, require_unchanged)
     except BaseException:
         state.discard(set())
         raise
@@ -254,11 +259,17 @@ def _discard_superseded_deletions(store: ObjectStore, original: transaction_pb2.
                     pass
 
 
-def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: int):
+def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: int,
+                 require_unchanged: bool = False):
     store = state.store
     checked_up_to = state.original.read_version
     for attempt in range(max_retries + 1):
         listing = list_versions(store)
+        if require_unchanged and listing.latest != state.original.read_version:
+            raise CommitConflictError(
+                f"the table moved from version {state.original.read_version} to {listing.latest} "
+                "since this commit was prepared", table=store.uri, version=state.original.read_version,
+            )
         previous: ManifestFile | None = None
         if listing.latest is not None:
             previous = read_manifest(store, listing.versions[listing.latest])
