@@ -33,10 +33,13 @@ class _Target:
             uri = resource.uri_for(key)
             options = getattr(resource, "table_storage_options", None)
         run = getattr(context, "run", None)
-        branch = wap.audited_branch(uri, run.run_id, storage_options=options) if run is not None else None
+        run_id: str | None = run.run_id if run is not None else None
+        branch = wap.audited_branch(uri, run_id, storage_options=options) if run_id is not None else None
         self.uri = branch.uri if branch is not None else uri
         self.options = options
-        self.metadata: dict[str, Any] = {wap.BRANCH: wap.audit_branch_name(run.run_id)} if branch is not None else {}
+        self.metadata: dict[str, Any] = {}
+        if branch is not None and run_id is not None:
+            self.metadata[wap.BRANCH] = wap.audit_branch_name(run_id)
 
 
 def _resolve(context: Any, key: dg.AssetKey, uri: str | None, resource_key: str) -> _Target:

@@ -216,7 +216,8 @@ def create_branch(ds: LanceDataset, name: str, metadata: Mapping[str, str] | Non
 
 def open_branch(uri: str, name: str, *, storage_options: Options = None) -> LanceDataset:
     """The latest version of branch ``name`` of the table at ``uri``."""
-    return LanceDataset(uri, (name, None), storage_options=storage_options)
+    latest_of_branch: Any = (name, None)  # a (branch, version) reference, which checkout_version takes
+    return LanceDataset(uri, storage_options=storage_options).checkout_version(latest_of_branch)
 
 
 def delete_branch(ds: LanceDataset, name: str) -> None:

@@ -239,7 +239,8 @@ class LanceIOManager(dg.ConfigurableIOManager):
         uri = self._uri_of(context)
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
         props = {**settings.commit_properties, **self._properties(context)}
-        if wap.is_enabled(self.write_audit_publish, context.definition_metadata, context.output_metadata):
+        if context.has_asset_key and wap.is_enabled(self.write_audit_publish, context.definition_metadata,
+                                                    context.output_metadata):
             context.add_output_metadata(self._write_to_audit_branch(context, obj, uri, settings, keys, props))
             return
         try:

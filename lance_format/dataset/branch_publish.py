@@ -17,7 +17,7 @@ that returns the first publish's version (two consumers of one run may both try)
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from lance_format.errors import BranchError, CommitConflictError, UnsupportedFeatureError
 from lance_format.io import ObjectStore
@@ -39,6 +39,8 @@ _REPLAYABLE = (OperationKind.APPEND, OperationKind.OVERWRITE, OperationKind.UPDA
 
 def _fragments(txn: transaction_pb2.Transaction) -> Iterator[table_pb2.DataFragment]:
     op = operation_name(txn)
+    if op is None:
+        return
     body = getattr(txn, op)
     for name in ("fragments", "updated_fragments", "new_fragments"):
         if hasattr(body, name):
@@ -111,7 +113,8 @@ def publish_branch(main: "LanceDataset", branch: str, *,
                           table=main.uri)
     parent = int(info["parent_version"])
     latest = main.open_latest()
-    staged = type(main)(main.uri, (branch, None), storage_options=main.object_store.storage_options)
+    latest_of_branch: Any = (branch, None)  # a (branch, version) reference, which checkout_version takes
+    staged = main.checkout_version(latest_of_branch)
     if staged.version == parent:
         return latest  # nothing was written to the branch
     if staged.version != parent + 1:

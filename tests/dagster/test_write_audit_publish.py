@@ -254,3 +254,4 @@ def test_wap_metadata_must_be_a_bool(root, instance):
 
     with pytest.raises(Exception, match="lance/write_audit_publish must be true or false"):
         dg.materialize([odd], instance=instance, resources={"io_manager": LanceIOManager(base_uri=root)})
+
