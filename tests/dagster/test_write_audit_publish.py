@@ -28,6 +28,11 @@ from lance_assets import (
     load_audited,
 )
 
+try:  # an optional extra
+    import polars as pl
+except ImportError:  # pragma: no cover
+    pl = None
+
 WAP = {"lance/write_audit_publish": True}
 
 
@@ -255,3 +260,50 @@ def test_wap_metadata_must_be_a_bool(root, instance):
     with pytest.raises(Exception, match="lance/write_audit_publish must be true or false"):
         dg.materialize([odd], instance=instance, resources={"io_manager": LanceIOManager(base_uri=root)})
 
+
+
+def test_partitioned_asset_publishes_each_partition(root, instance):
+    uri = f"{root}/daily_sales.lance"
+    daily = dg.DailyPartitionsDefinition(start_date="2024-01-01")
+    seen: dict[str, list] = {}
+
+    @dg.asset(partitions_def=daily, metadata={**WAP, "partition_expr": "day"})
+    def daily_sales(context) -> pa.Table:
+        day = context.partition_key
+        bad = seen.get("bad") == day
+        return pa.table({"day": [day, day], "amount": [-1.0 if bad else 1.0, 2.0]})
+
+    @dg.asset_check(asset=daily_sales, blocking=True)
+    def amounts_positive(context, daily_sales: pa.Table) -> dg.AssetCheckResult:
+        seen.setdefault("audited", []).append(sorted(set(daily_sales["day"].to_pylist())))
+        return dg.AssetCheckResult(passed=pc.min(daily_sales["amount"]).as_py() > 0)
+
+    defs = [daily_sales, amounts_positive, lance_publish_asset(daily_sales)]
+    resources = {"io_manager": LanceIOManager(base_uri=root)}
+    for day in ("2024-01-01", "2024-01-02", "2024-01-01"):
+        assert dg.materialize(defs, partition_key=day, instance=instance, resources=resources).success
+    main = lance.dataset(uri)
+    assert main.count_rows() == 4 and main.version == 4  # empty main, then one publish per run
+    assert type(main.read_transaction(4).operation).__name__ == "Update"  # the partition's replace-where
+    seen["bad"] = "2024-01-02"
+    failed = dg.materialize(defs, partition_key="2024-01-02", instance=instance, resources=resources,
+                            raise_on_error=False)
+    assert not failed.success and lance.dataset(uri).version == 4
+    assert sorted(lance.dataset(uri).to_table(filter="day = '2024-01-02'")["amount"].to_pylist()) == [1.0, 2.0]
+
+
+def test_polars_output_is_audited_and_published(root, instance):
+    if pl is None:
+        pytest.skip("polars is not installed (the optional extra 'polars')")
+
+    @dg.asset(metadata=WAP)
+    def frame() -> pl.DataFrame:
+        return pl.DataFrame({"id": [1, 2, 3]})
+
+    @dg.asset_check(asset=frame, blocking=True)
+    def three_rows(frame: pl.DataFrame) -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(passed=frame.height == 3)
+
+    result = dg.materialize([frame, three_rows, lance_publish_asset(frame)], instance=instance,
+                            resources={"io_manager": LanceIOManager(base_uri=root)})
+    assert result.success and _ids(f"{root}/frame.lance") == [1, 2, 3]
