@@ -9,7 +9,9 @@ table config come from the IO manager, then the asset's definition metadata, the
 metadata set at run time. A partitioned overwrite replaces exactly the partitions' rows in one
 commit (a Lance ``Update``). Every commit records the run id, asset key (or op output) and
 partition in its transaction properties, and every materialization reports Dagster's standard
-table metadata.
+table metadata. With write-audit-publish (``lance/write_audit_publish`` or ``write_audit_publish``)
+an asset's output goes to the run's branch ``audit/<run id>`` instead, its checks' inputs load
+that branch, and downstream inputs publish it first (:mod:`lance_assets.wap`).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ main after publishing, since the branch must hold exactly one commit.
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from datetime import timedelta
@@ -145,14 +146,22 @@ def publish_run(uri: str, run_id: str, *, transaction_properties: Mapping[str, s
     return meta
 
 
-def _io_manager(context: Any, io_manager: "LanceIOManager | None", io_manager_key: str) -> "LanceIOManager":
+def _io_manager(context: Any, io_manager: Any, io_manager_key: str) -> Any:
     if io_manager is not None:
         return io_manager
     resource = getattr(context.resources, io_manager_key, None)
     if resource is None or not hasattr(resource, "uri_for"):
-        raise InvalidInputError(f"resource {io_manager_key!r} is not a LanceIOManager (declare it in "
-                                "required_resource_keys, or pass io_manager=)")
+        raise InvalidInputError(f"resource {io_manager_key!r} is neither a LanceIOManager nor a LanceTableResource "
+                                "(declare it in required_resource_keys, or pass io_manager=)")
     return resource
+
+
+def _table_uri(resource: Any, key: dg.AssetKey, metadata: Mapping[str, Any]) -> str:
+    """The asset's table: the IO manager applies its namespace and ``lance/uri``/``lance/table``
+    metadata; a LanceTableResource lays keys out as ``{base_uri}/{key path}.lance``."""
+    if "definition_metadata" in inspect.signature(resource.uri_for).parameters:
+        return resource.uri_for(key, metadata)
+    return resource.uri_for(key)
 
 
 def _run_id(context: Any) -> str:
@@ -163,12 +172,14 @@ def _run_id(context: Any) -> str:
 def load_audited(context: Any, asset: Any, *, columns: list[str] | None = None, filter: str | None = None,
                  io_manager: "LanceIOManager | None" = None, io_manager_key: str = "io_manager") -> pa.Table:
     """The rows an asset check audits: the run's audit branch of ``asset``'s table when this run
-    wrote one, else main's latest version. ``context``: the check's (or an asset's) context."""
+    wrote one, else main's latest version. ``context``: the check's (or an asset's) context;
+    the table is found through ``io_manager`` or the resource at ``io_manager_key`` (a
+    ``LanceIOManager`` or a ``LanceTableResource``)."""
     key = asset.key if isinstance(asset, (dg.AssetsDefinition, dg.AssetSpec)) else dg.AssetKey.from_coercible(asset)
     metadata = dict(asset.specs_by_key[key].metadata) if isinstance(asset, dg.AssetsDefinition) else (
         dict(asset.metadata) if isinstance(asset, dg.AssetSpec) else {})
     manager = _io_manager(context, io_manager, io_manager_key)
-    uri = manager.uri_for(key, metadata)
+    uri = _table_uri(manager, key, metadata)
     options = manager.table_storage_options
     ds = audited_branch(uri, _run_id(context), storage_options=options) or engine.open_table(
         uri, storage_options=options)

@@ -21,6 +21,7 @@ import dagster as dg
 from lance_assets import (
     LanceIOManager,
     LanceMaintenancePolicy,
+    LanceTableResource,
     build_lance_maintenance_assets,
     lance_publish_asset,
     lance_row_count_check,
@@ -234,19 +235,28 @@ def test_maintenance_removes_old_audit_branches(root, instance):
     assert _meta(result, "lance_maintenance/orders")["lance/maintenance/audit_branches_removed"] == 0
 
 
-def test_wap_asset_without_checks_and_a_job(root, instance):
-    """A job run (not materialize) with no checks: the publish asset follows the write directly."""
+def test_a_job_with_a_table_resource_check(root, instance):
+    """A job run (not materialize); the check loads the branch through a LanceTableResource."""
+    seen = {}
 
     @dg.asset(metadata=WAP)
     def plain() -> pa.Table:
         return pa.table({"id": pa.array([1, 2], pa.int64())})
 
+    @dg.asset_check(asset=plain, blocking=True, required_resource_keys={"lance"})
+    def two_rows(context) -> dg.AssetCheckResult:
+        seen["rows"] = load_audited(context, plain, io_manager_key="lance").num_rows
+        seen["main"] = lance.dataset(f"{root}/plain.lance").count_rows()
+        return dg.AssetCheckResult(passed=seen["rows"] == 2)
+
     publish = lance_publish_asset(plain, key=dg.AssetKey(["published", "plain"]))
     job = dg.define_asset_job("wap_job", selection=[plain, publish])
-    defs = dg.Definitions(assets=[plain, publish], jobs=[job],
-                          resources={"io_manager": LanceIOManager(base_uri=root)})
+    defs = dg.Definitions(assets=[plain, publish], asset_checks=[two_rows], jobs=[job],
+                          resources={"io_manager": LanceIOManager(base_uri=root),
+                                     "lance": LanceTableResource(base_uri=root)})
     result = defs.resolve_job_def("wap_job").execute_in_process(instance=instance)
     assert result.success
+    assert seen == {"rows": 2, "main": 0}  # the check saw the branch while main was still empty
     assert lance.dataset(f"{root}/plain.lance").count_rows() == 2
     event = instance.get_latest_materialization_event(dg.AssetKey(["published", "plain"]))
     assert event.asset_materialization.metadata["lance/main_version"].value == 2
