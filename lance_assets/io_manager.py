@@ -356,12 +356,13 @@ class LanceIOManager(dg.ConfigurableIOManager):
             # A partition mapping that maps to no upstream partition (the first partition of an
             # asset that depends on its own previous one): an empty input, as in dagster-duckdb.
             return self._empty_input(uri, annotation, settings.columns)
+        # before a change feed too: a downstream consumer of this run's audited write publishes it first
+        audited = self._audited_input(context, uri, upstream_meta) if settings.version is None else None
         if annotation is LanceChangeFeed or settings.mode is ReadMode.CHANGES:
             kind = "feed" if annotation is LanceChangeFeed else load_kind(annotation)
             return load_changes(context, uri, settings, kind=kind, run_tags=self._run_tags, spark=self.spark,
                                 storage_options=self.table_storage_options)
         kind = load_kind(annotation)
-        audited = self._audited_input(context, uri, upstream_meta) if settings.version is None else None
         try:
             ds = audited or engine.open_table(uri, settings.version, storage_options=self.table_storage_options)
         except DatasetNotFoundError as exc:

@@ -48,6 +48,7 @@ def test_publish_replays_the_branch_commit_on_main(tmp_path, write):
     staged = lance_format.dataset(root).checkout_version(("audit/run-1", None))
     columns = ["id", "name"] + SYSTEM
     audited = staged.to_table(columns=columns)
+    branch_changes = staged.delta(begin_version=2, end_version=3).get_changes().read_all().drop(["_commit_timestamp"])
     assert lance_format.dataset(root).version == 2  # main untouched while audited
 
     published = publish_branch(lance_format.dataset(root), "audit/run-1", transaction_properties={"who": "test"})
@@ -57,6 +58,9 @@ def test_publish_replays_the_branch_commit_on_main(tmp_path, write):
     assert txn.transaction_properties["who"] == "test"
     assert txn.transaction_properties["lance/published_branch"] == "audit/run-1"
 
+    main_changes = lance_format.dataset(root).delta(begin_version=2, end_version=3).get_changes().read_all()
+    main_changes = main_changes.drop(["_commit_timestamp"])  # the publish commits later than the branch
+    assert main_changes.sort_by("_rowid").equals(branch_changes.sort_by("_rowid")), write  # same change feed
     lance_format.dataset(root).branches.delete("audit/run-1")  # main no longer needs the branch's files
     theirs = lance.dataset(root)
     assert theirs.version == 3 and theirs.branches.list() == {}
