@@ -225,10 +225,12 @@ def delete_branch(ds: LanceDataset, name: str) -> None:
     ds.branches.delete(name)
 
 
-def publish(main: LanceDataset, branch: str, *, transaction_properties: Mapping[str, str]) -> LanceDataset:
+def publish(main: LanceDataset, branch: str, *, transaction_properties: Mapping[str, str],
+            rebase: bool = False) -> LanceDataset:
     """Move main to ``branch``'s one commit atomically (CommitConflictError when main moved since
-    the branch was taken); idempotent. Returns main's publishing version."""
-    return publish_branch(main, branch, transaction_properties=dict(transaction_properties))
+    the branch was taken, unless ``rebase`` and the commits are compatible); idempotent.
+    Returns main's publishing version."""
+    return publish_branch(main, branch, transaction_properties=dict(transaction_properties), rebase=rebase)
 
 
 # -- maintenance ---------------------------------------------------------------------------------

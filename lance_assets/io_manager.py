@@ -132,6 +132,11 @@ class LanceIOManager(dg.ConfigurableIOManager):
         description="Write every asset to a branch audit/<run id> of its table; main moves to it only when "
                     "lance_publish_asset runs after the blocking checks passed (asset metadata "
                     "lance/write_audit_publish overrides it per asset)")
+    write_audit_publish_rebase: bool = Field(
+        default=False,
+        description="Publish by rebasing over main's commits made since the branch was taken when they are "
+                    "compatible (appends, other partitions; never under an overwrite) instead of refusing "
+                    "(asset metadata lance/write_audit_publish_rebase overrides it)")
     enable_stable_row_ids: bool = Field(default=True, description="For new tables; change feeds need it")
     data_storage_version: str | None = Field(default=None, description="Lance file version of new tables")
     maintenance_min_small_fragments: int | None = Field(
@@ -273,6 +278,8 @@ class LanceIOManager(dg.ConfigurableIOManager):
                 uri, context.run_id,
                 new_table_schema=lambda: self._writer(obj, uri, branch_settings, props).plan(None, full_overwrite=True),
                 table_config=settings.table_config, create_options=create, storage_options=storage,
+                rebase=wap.is_enabled(self.write_audit_publish_rebase, context.definition_metadata,
+                                      context.output_metadata, key=wap.PUBLISH_REBASE),
             )
             meta = write_output(context, self._writer(obj, branch.uri, branch_settings, props), branch.uri,
                                 branch_settings, keys, table_name=table_name_of(uri), storage_options=storage,

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from lance_assets.io_manager import LanceIOManager
 
 WRITE_AUDIT_PUBLISH = "lance/write_audit_publish"
+PUBLISH_REBASE = "lance/write_audit_publish_rebase"  # rebase the publish over compatible main commits
 AUDIT_PREFIX = "audit/"
 BRANCH = "lance/branch"
 BRANCH_VERSION = "lance/branch_version"
@@ -58,23 +59,24 @@ def audit_branch_name(run_id: str) -> str:
 
 
 def is_enabled(default: bool, definition_metadata: Mapping[str, Any] | None,
-               output_metadata: Mapping[str, Any] | None) -> bool:
-    """Whether an output is written, audited and published: run-time metadata, then the
-    definition's, then the IO manager's setting."""
+               output_metadata: Mapping[str, Any] | None, key: str = WRITE_AUDIT_PUBLISH) -> bool:
+    """Whether an output is written, audited and published (or, with ``key=PUBLISH_REBASE``,
+    published by rebasing): run-time metadata, then the definition's, then the IO manager's setting."""
     value: Any = default
     for layer in (definition_metadata or {}, output_metadata or {}):
-        if layer.get(WRITE_AUDIT_PUBLISH) is not None:
-            value = _plain(layer[WRITE_AUDIT_PUBLISH])
+        if layer.get(key) is not None:
+            value = _plain(layer[key])
     if not isinstance(value, bool):
-        raise InvalidInputError(f"{WRITE_AUDIT_PUBLISH} must be true or false; got {value!r}")
+        raise InvalidInputError(f"{key} must be true or false; got {value!r}")
     return value
 
 
 def start_branch(uri: str, run_id: str, *, new_table_schema: Callable[[], pa.Schema],
                  table_config: Mapping[str, str], create_options: Mapping[str, Any],
-                 storage_options: engine.Options) -> tuple[LanceDataset, int]:
+                 storage_options: engine.Options, rebase: bool = False) -> tuple[LanceDataset, int]:
     """The run's audit branch, freshly taken from main's latest version (a retried step starts
-    over); creates main, empty, when there is no table yet. Returns (branch, main version)."""
+    over); creates main, empty, when there is no table yet. Returns (branch, main version).
+    The branch's metadata records how it is to be published (table config, rebase)."""
     main = engine.try_open(uri, storage_options=storage_options)
     if main is None:
         empty = new_table_schema().empty_table().to_reader()
@@ -85,6 +87,8 @@ def start_branch(uri: str, run_id: str, *, new_table_schema: Callable[[], pa.Sch
     metadata = {_RUN_ID: run_id, "lance/created_at": str(time.time())}
     if table_config:
         metadata[TABLE_CONFIG] = json.dumps(dict(table_config), sort_keys=True)
+    if rebase:
+        metadata[PUBLISH_REBASE] = "true"
     return engine.create_branch(main, name, metadata), main.version
 
 
@@ -121,7 +125,8 @@ def publish_run(uri: str, run_id: str, *, transaction_properties: Mapping[str, s
     if info is None:
         return None
     try:
-        published = engine.publish(main, name, transaction_properties=transaction_properties)
+        published = engine.publish(main, name, transaction_properties=transaction_properties,
+                                   rebase=info["metadata"].get(PUBLISH_REBASE) == "true")
         branch_version = engine.open_branch(uri, name, storage_options=storage_options).version
         config = json.loads(info["metadata"].get(TABLE_CONFIG, "{}"))
         latest = published

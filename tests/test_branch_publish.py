@@ -99,3 +99,27 @@ def test_publish_refusals(tmp_path):
     with pytest.raises(BranchError, match="not from main"):
         publish_branch(ds, "child")
     assert lance_format.dataset(root).version == 2
+
+
+def test_rebase_publishes_over_compatible_main_commits(tmp_path):
+    root = _root(tmp_path)
+    appended = lance_format.dataset(root).create_branch("audit/append")
+    lance_format.write_dataset(_table([7, 8]), appended, mode="append")
+    replaced = lance_format.dataset(root).create_branch("audit/replace")
+    lance_format.replace_where(replaced, "id > 3", _table([4, 6]))  # the second fragment only
+    overwritten = lance_format.dataset(root).create_branch("audit/overwrite")
+    lance_format.write_dataset(_table([9]), overwritten, mode="overwrite")
+    lance.write_dataset(_table([10]), root, mode="append")  # main moves to version 3
+
+    published = publish_branch(lance_format.dataset(root), "audit/append", rebase=True)
+    assert published.version == 4
+    assert sorted(lance.dataset(root).to_table()["id"].to_pylist()) == [1, 2, 3, 4, 5, 7, 8, 10]
+    changes = lance_format.dataset(root).delta(begin_version=3, end_version=4).get_changes().read_all()
+    assert sorted(changes["id"].to_pylist()) == [7, 8]  # rows carry the version they were published at
+    assert publish_branch(lance_format.dataset(root), "audit/append", rebase=True).version == 4  # idempotent
+
+    publish_branch(lance_format.dataset(root), "audit/replace", rebase=True)
+    assert sorted(lance.dataset(root).to_table()["id"].to_pylist()) == [1, 2, 3, 4, 6, 7, 8, 10]
+    with pytest.raises(CommitConflictError, match="an overwrite is never rebased"):
+        publish_branch(lance_format.dataset(root), "audit/overwrite", rebase=True)
+    assert lance.dataset(root).version == 5

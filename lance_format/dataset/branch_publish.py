@@ -10,7 +10,10 @@ the branch held (same rows, row ids and row versions), or nothing at all.
 
 Publishing refuses (:class:`CommitConflictError`) when main has moved since the branch was taken,
 even by a compatible commit: the audited data is the branch's whole table, and main's other
-commit must never be silently superseded. Publishing the same branch version twice is a no-op
+commit must never be silently superseded. With ``rebase=True`` (like Iceberg's cherry-pick) the
+commit is instead rebased over main's newer commits when the commit protocol finds them
+compatible (appends; updates and deletes of other fragments, e.g. other partitions), and refused
+otherwise; an overwrite is never rebased, since it would replace them. Publishing the same branch version twice is a no-op
 that returns the first publish's version (two consumers of one run may both try).
 """
 
@@ -90,7 +93,7 @@ def _already_published(main: "LanceDataset", since: int, branch: str, branch_ver
 
 
 def publish_branch(main: "LanceDataset", branch: str, *,
-                   transaction_properties: Mapping[str, str] | None = None) -> "LanceDataset":
+                   transaction_properties: Mapping[str, str] | None = None, rebase: bool = False) -> "LanceDataset":
     """Move main to ``branch``'s latest version in one commit; main's new (or publishing) version.
 
     ``main`` is any version of the table's main branch. The branch must have been created from
@@ -101,7 +104,8 @@ def publish_branch(main: "LanceDataset", branch: str, *,
     BranchError
         The branch does not exist, was not created from main, or holds more than one commit.
     CommitConflictError
-        Main has moved since the branch was taken (the branch is left as it is).
+        Main has moved since the branch was taken (without ``rebase``, or incompatibly); the
+        branch is left as it is.
     UnsupportedFeatureError
         The branch's commit is not a data write (an index build, compaction, ...).
     """
@@ -123,17 +127,19 @@ def publish_branch(main: "LanceDataset", branch: str, *,
     done = _already_published(latest, parent, branch, staged.version)
     if done is not None:
         return type(main)(main.uri, done, storage_options=main.object_store.storage_options)
-    if latest.version != parent:
-        raise CommitConflictError(
-            f"cannot publish branch {branch!r}: it was taken from main version {parent}, and main has moved to "
-            f"version {latest.version} since; the branch is kept (re-run the write to audit it on the new main)",
-            table=main.uri, version=latest.version,
-        )
     source = staged.read_transaction()
     if source is None or operation_name(source) not in _REPLAYABLE:
         what = operation_name(source) if source is not None else "an unrecorded operation"
         raise UnsupportedFeatureError(f"branch {branch!r}'s commit is {what}; only data writes can be published",
                                       table=main.uri, version=staged.version)
+    moved = latest.version != parent
+    if moved and (not rebase or operation_name(source) == OperationKind.OVERWRITE):
+        why = "an overwrite is never rebased over them" if rebase else "publishing does not rebase"
+        raise CommitConflictError(
+            f"cannot publish branch {branch!r}: it was taken from main version {parent}, and main has moved to "
+            f"version {latest.version} since ({why}); the branch is kept (re-run the write to audit it on the "
+            "new main)", table=main.uri, version=latest.version,
+        )
     txn = transaction_pb2.Transaction()
     txn.CopyFrom(source)
     txn.read_version = parent
@@ -146,13 +152,16 @@ def publish_branch(main: "LanceDataset", branch: str, *,
     options = BuildOptions(enable_stable_row_ids=has_stable_row_ids(staged.manifest),
                            data_storage_version=staged.manifest.data_format.version or None)
     try:
-        committed = commit_transaction(latest.object_store, txn, options=options, require_unchanged=True)
-    except CommitConflictError:
+        committed = commit_transaction(latest.object_store, txn, options=options, require_unchanged=not rebase)
+    except CommitConflictError as exc:
         # a concurrent publish of this same branch version (another consumer of the run) won
         done = _already_published(main.open_latest(), parent, branch, staged.version)
-        if done is None:
-            raise
-        return type(main)(main.uri, done, storage_options=main.object_store.storage_options)
+        if done is not None:
+            return type(main)(main.uri, done, storage_options=main.object_store.storage_options)
+        raise CommitConflictError(
+            f"cannot publish branch {branch!r} (taken from main version {parent}): {exc}; the branch is kept",
+            table=main.uri, version=parent,
+        ) from exc
     return type(main)(main.uri, committed.version, storage_options=main.object_store.storage_options)
 
 

@@ -176,6 +176,24 @@ def test_main_moved_between_branch_and_publish_is_refused(root, instance):
     assert _ids(uri, (f"audit/{result.run_id}", None)) == [3, 4]
 
 
+def test_rebase_publishes_over_a_concurrent_append(root, instance):
+    uri = f"{root}/orders.lance"
+    state = {"ids": [1, 2], "uri": uri}
+    resources = {"io_manager": LanceIOManager(base_uri=root)}
+    dg.materialize(_scenario(state, metadata={"lance/write_mode": "append"}), instance=instance, resources=resources)
+
+    def concurrent_writer(table_uri: str) -> None:
+        lance.write_dataset(pa.table({"id": pa.array([99], pa.int64())}), table_uri, mode="append")
+
+    state.update(ids=[3, 4], concurrent_writer=concurrent_writer)
+    defs = _scenario(state, metadata={"lance/write_mode": "append", "lance/write_audit_publish_rebase": True})
+    result = dg.materialize(defs, instance=instance, resources=resources)
+    assert result.success
+    assert _ids(uri) == [1, 2, 3, 4, 99] and lance.dataset(uri).version == 4  # main's commit kept, then ours
+    assert _meta(result, "orders_published")["lance/main_version"] == 4
+    assert state["checked"][-1] == [1, 2, 3, 4]  # what was audited: the branch, without the concurrent row
+
+
 def test_io_manager_setting_pandas_merge_and_table_config(root, instance):
     uri = f"{root}/customers.lance"
     state = {"rows": pd.DataFrame({"id": [1, 2], "name": ["a", "b"]})}
