@@ -99,6 +99,8 @@ def test_passing_checks_publish_in_one_commit(root, instance):
     assert written["dagster/uri"] == uri and written["dagster/row_count"] == 2
     assert published["lance/published"] is True and published["lance/main_version"] == 3
     assert published["lance/branch"] == branch and published["dagster/row_count"] == 2
+    observed = [e for e in result.get_asset_observation_events() if e.asset_key == dg.AssetKey("orders")]
+    assert [e.asset_observation_data.asset_observation.metadata["lance/main_version"].value for e in observed] == [3]
 
     main = lance.dataset(uri)
     assert main.version == 3 and _ids(uri) == [4, 5]  # exactly one new main version
