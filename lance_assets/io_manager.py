@@ -371,7 +371,8 @@ class LanceIOManager(dg.ConfigurableIOManager):
                                 storage_options=self.table_storage_options)
         kind = load_kind(annotation)
         try:
-            ds = audited or engine.open_table(uri, settings.version, storage_options=self.table_storage_options)
+            ds = audited if audited is not None else engine.open_table(
+                uri, settings.version, storage_options=self.table_storage_options)
         except DatasetNotFoundError as exc:
             what = f"asset {context.asset_key.to_user_string()}" if context.has_asset_key else (
                 f"op output {'/'.join(output_path(upstream))}")
@@ -391,7 +392,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
         reader = ds.scanner(columns=settings.columns, filter=predicate).to_reader()
         return from_reader(reader, kind)
 
-    def _audited_input(self, context: dg.InputContext, uri: str, upstream_meta: Any) -> Any:
+    def _audited_input(self, context: dg.InputContext, uri: str, upstream_meta: Any) -> engine.LanceDataset | None:
         """For an input of a write-audit-publish asset written in this run: the run's branch when
         the reader is a check of that asset; otherwise (a downstream asset, which Dagster runs only
         after the blocking checks passed) the branch is published first and main is read (None)."""
