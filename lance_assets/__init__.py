@@ -11,6 +11,8 @@
   :class:`LanceMaintenancePolicy` (compaction and version cleanup; also a ``LanceIOManager`` option).
 * Check factories: :func:`lance_schema_change_check`, :func:`lance_row_count_check`,
   :func:`lance_version_freshness_check`.
+* Write-audit-publish on Lance branches (metadata ``lance/write_audit_publish``):
+  :func:`lance_publish_asset` (publishes after the blocking checks pass), :func:`load_audited`.
 """
 
 from lance_assets.change_feed import LanceChangeFeed, change_counts
@@ -26,6 +28,7 @@ from lance_assets.io_manager import LanceIOManager, lance_asset
 from lance_assets.partitions import partition_predicate, version_partitions
 from lance_assets.resources import LanceTableResource, SparkSessionConfig, SparkSessionResource, table_uri
 from lance_assets.sensors import LanceTableWatch, lance_version_sensor, observable_lance_table, version_metadata
+from lance_assets.wap import lance_publish_asset, load_audited
 
 __all__ = [
     "LanceIOManager",
@@ -49,6 +52,8 @@ __all__ = [
     "build_lance_maintenance_assets",
     "lance_maintenance_job",
     "maintain_table",
+    "lance_publish_asset",
+    "load_audited",
     "WriteMode",
     "SchemaMode",
     "ReadMode",

@@ -7,7 +7,9 @@
 
 The table is found from ``uri`` or, when omitted, from the asset key through a resource that has
 ``uri_for(asset_key)`` (``LanceTableResource`` or ``LanceIOManager``) under ``resource_key``.
-Each check reads at most two manifests; none scans rows.
+When the run wrote the asset to an audit branch (write-audit-publish, :mod:`lance_assets.wap`),
+the checks look at that branch's latest version instead of main's, and say so (``lance/branch``).
+Each check reads at most two manifests (plus the branch list); none scans rows.
 """
 
 from __future__ import annotations
@@ -17,20 +19,36 @@ from typing import Any
 
 import dagster as dg
 
-from lance_assets import engine
+from lance_assets import engine, wap
 from lance_assets.engine import TableVersions, VersionSummary
 
 
-def _resolve(context: Any, key: dg.AssetKey, uri: str | None, resource_key: str) -> str:
-    if uri is not None:
-        return uri
-    resource = getattr(context.resources, resource_key)
-    return resource.uri_for(key)
+class _Target:
+    """The table a check looks at: main, or the run's audit branch when the run wrote one."""
+
+    def __init__(self, context: Any, key: dg.AssetKey, uri: str | None, resource_key: str) -> None:
+        options = None
+        if uri is None:
+            resource = getattr(context.resources, resource_key)
+            uri = resource.uri_for(key)
+            options = getattr(resource, "table_storage_options", None)
+        run = getattr(context, "run", None)
+        run_id: str | None = run.run_id if run is not None else None
+        branch = wap.audited_branch(uri, run_id, storage_options=options) if run_id is not None else None
+        self.uri = branch.uri if branch is not None else uri
+        self.options = options
+        self.metadata: dict[str, Any] = {}
+        if branch is not None and run_id is not None:
+            self.metadata[wap.BRANCH] = wap.audit_branch_name(run_id)
 
 
-def _latest(uri: str) -> tuple[TableVersions, VersionSummary | None]:
+def _resolve(context: Any, key: dg.AssetKey, uri: str | None, resource_key: str) -> _Target:
+    return _Target(context, key, uri, resource_key)
+
+
+def _latest(target: _Target) -> tuple[TableVersions, VersionSummary | None]:
     """The table's versions and its latest version's summary (None when there is no table)."""
-    table = engine.table_versions(uri)
+    table = engine.table_versions(target.uri, storage_options=target.options)
     version = table.latest()
     return table, (table.summary(version) if version is not None else None)
 
@@ -55,12 +73,14 @@ def lance_schema_change_check(
     @dg.asset_check(**_check_kwargs(asset, "lance_schema_unchanged", uri, resource_key, blocking,
                                     "The latest Lance version has the previous version's columns"))
     def _check(context) -> dg.AssetCheckResult:
-        table, latest = _latest(_resolve(context, key, uri, resource_key))
+        target = _resolve(context, key, uri, resource_key)
+        table, latest = _latest(target)
         if latest is None:
             return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
         version = latest.version
         if version == 1 or not table.exists(version - 1):
-            return dg.AssetCheckResult(passed=True, metadata={"lance/version": version, "reason": "no previous version"})
+            return dg.AssetCheckResult(passed=True, metadata={"lance/version": version, "reason": "no previous version",
+                                                              **target.metadata})
         new = latest.schema
         old = table.summary(version - 1).schema
         added = [n for n in new.names if n not in old.names]
@@ -69,7 +89,8 @@ def lance_schema_change_check(
                    if n in old.names and not old.field(n).type.equals(new.field(n).type)]
         return dg.AssetCheckResult(
             passed=not (added or removed or retyped), severity=severity,
-            metadata={"lance/version": version, "added": added, "removed": removed, "retyped": retyped},
+            metadata={"lance/version": version, "added": added, "removed": removed, "retyped": retyped,
+                      **target.metadata},
         )
 
     return _check
@@ -87,13 +108,15 @@ def lance_row_count_check(
     @dg.asset_check(**_check_kwargs(asset, "lance_row_count_in_bounds", uri, resource_key, blocking,
                                     f"Row count of the latest Lance version within [{min_rows}, {max_rows}]"))
     def _check(context) -> dg.AssetCheckResult:
-        _, latest = _latest(_resolve(context, key, uri, resource_key))
+        target = _resolve(context, key, uri, resource_key)
+        _, latest = _latest(target)
         if latest is None:
             return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
         rows = latest.row_count
         ok = (min_rows is None or rows >= min_rows) and (max_rows is None or rows <= max_rows)
         return dg.AssetCheckResult(passed=ok, severity=severity,
-                                   metadata={"dagster/row_count": int(rows), "lance/version": latest.version})
+                                   metadata={"dagster/row_count": int(rows), "lance/version": latest.version,
+                                             **target.metadata})
 
     return _check
 
@@ -107,7 +130,8 @@ def lance_version_freshness_check(
     @dg.asset_check(**_check_kwargs(asset, "lance_version_fresh", uri, resource_key, blocking,
                                     f"The latest Lance commit is at most {max_age} old"))
     def _check(context) -> dg.AssetCheckResult:
-        _, latest = _latest(_resolve(context, key, uri, resource_key))
+        target = _resolve(context, key, uri, resource_key)
+        _, latest = _latest(target)
         if latest is None:
             return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
         committed = latest.timestamp
@@ -115,7 +139,7 @@ def lance_version_freshness_check(
         return dg.AssetCheckResult(
             passed=age <= max_age, severity=severity,
             metadata={"lance/version": latest.version, "age_seconds": round(age.total_seconds(), 3),
-                      "lance/commit_timestamp": dg.MetadataValue.timestamp(committed)},
+                      "lance/commit_timestamp": dg.MetadataValue.timestamp(committed), **target.metadata},
         )
 
     return _check

@@ -24,6 +24,7 @@ from lance_format import (
     TableVersions,
     VersionSummary,
     checked_reader,
+    publish_branch,
     replace_where,
     sql_expression_type,
     write_dataset,
@@ -196,6 +197,40 @@ def change_feed(
     """Changes of versions ``(begin_version, end_version]`` with ``_change_type`` etc."""
     ds = LanceDataset(uri, end_version, storage_options=storage_options)
     return ds.delta(begin_version=begin_version, end_version=end_version).get_changes(columns)
+
+
+# -- branches (write-audit-publish) -------------------------------------------------------------
+def branches(ds: LanceDataset) -> dict[str, dict[str, Any]]:
+    """The table's branches by name: ``parent_branch``, ``parent_version``, ``create_at`` (epoch
+    seconds), ``metadata``."""
+    return ds.branches.list()
+
+
+def create_branch(ds: LanceDataset, name: str, metadata: Mapping[str, str] | None = None) -> LanceDataset:
+    """A new branch taken from the version ``ds`` is at (its dataset, at its first version)."""
+    branch = ds.create_branch(name)
+    if metadata:
+        ds.branches.replace_metadata(name, dict(metadata))
+    return branch
+
+
+def open_branch(uri: str, name: str, *, storage_options: Options = None) -> LanceDataset:
+    """The latest version of branch ``name`` of the table at ``uri``."""
+    latest_of_branch: Any = (name, None)  # a (branch, version) reference, which checkout_version takes
+    return LanceDataset(uri, storage_options=storage_options).checkout_version(latest_of_branch)
+
+
+def delete_branch(ds: LanceDataset, name: str) -> None:
+    """Delete a branch (BranchError when tags or other branches still reference it)."""
+    ds.branches.delete(name)
+
+
+def publish(main: LanceDataset, branch: str, *, transaction_properties: Mapping[str, str],
+            rebase: bool = False) -> LanceDataset:
+    """Move main to ``branch``'s one commit atomically (CommitConflictError when main moved since
+    the branch was taken, unless ``rebase`` and the commits are compatible); idempotent.
+    Returns main's publishing version."""
+    return publish_branch(main, branch, transaction_properties=dict(transaction_properties), rebase=rebase)
 
 
 # -- maintenance ---------------------------------------------------------------------------------

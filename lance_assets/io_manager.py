@@ -9,11 +9,14 @@ table config come from the IO manager, then the asset's definition metadata, the
 metadata set at run time. A partitioned overwrite replaces exactly the partitions' rows in one
 commit (a Lance ``Update``). Every commit records the run id, asset key (or op output) and
 partition in its transaction properties, and every materialization reports Dagster's standard
-table metadata.
+table metadata. With write-audit-publish (``lance/write_audit_publish`` or ``write_audit_publish``)
+an asset's output goes to the run's branch ``audit/<run id>`` instead, its checks' inputs load
+that branch, and downstream inputs publish it first (:mod:`lance_assets.wap`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any, Mapping, Sequence, TypedDict
 
@@ -22,7 +25,7 @@ import pyarrow as pa
 from pydantic import Field, PrivateAttr, field_validator
 
 from lance_format.errors import DatasetNotFoundError, InvalidInputError, LanceError
-from lance_assets import engine, spark_io
+from lance_assets import engine, spark_io, wap
 from lance_assets.arrow_io import ArrowRows
 from lance_assets.change_feed import LanceChangeFeed, load_changes
 from lance_assets.config import (
@@ -124,6 +127,16 @@ class LanceIOManager(dg.ConfigurableIOManager):
                     "lance/table_config adds and overrides keys)")
     max_rows_per_file: int | None = Field(default=None, description="Writer property (lance/max_rows_per_file)")
     max_bytes_per_file: int | None = Field(default=None, description="Writer property (lance/max_bytes_per_file)")
+    write_audit_publish: bool = Field(
+        default=False,
+        description="Write every asset to a branch audit/<run id> of its table; main moves to it only when "
+                    "lance_publish_asset runs after the blocking checks passed (asset metadata "
+                    "lance/write_audit_publish overrides it per asset)")
+    write_audit_publish_rebase: bool = Field(
+        default=False,
+        description="Publish by rebasing over main's commits made since the branch was taken when they are "
+                    "compatible (appends, other partitions; never under an overwrite) instead of refusing "
+                    "(asset metadata lance/write_audit_publish_rebase overrides it)")
     enable_stable_row_ids: bool = Field(default=True, description="For new tables; change feeds need it")
     data_storage_version: str | None = Field(default=None, description="Lance file version of new tables")
     maintenance_min_small_fragments: int | None = Field(
@@ -233,6 +246,10 @@ class LanceIOManager(dg.ConfigurableIOManager):
         uri = self._uri_of(context)
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
         props = {**settings.commit_properties, **self._properties(context)}
+        if context.has_asset_key and wap.is_enabled(self.write_audit_publish, context.definition_metadata,
+                                                    context.output_metadata):
+            context.add_output_metadata(self._write_to_audit_branch(context, obj, uri, settings, keys, props))
+            return
         try:
             meta = write_output(context, self._writer(obj, uri, settings, props), uri, settings, keys,
                                 table_name=table_name_of(uri),
@@ -247,6 +264,49 @@ class LanceIOManager(dg.ConfigurableIOManager):
             except LanceError as exc:
                 raise exc.with_context(table=uri)
         context.add_output_metadata(meta)
+
+    def _write_to_audit_branch(self, context: dg.OutputContext, obj: Any, uri: str, settings: WriteSettings,
+                               keys: list[str] | None, props: dict[str, str]) -> dict[str, Any]:
+        """Write-audit-publish: the output becomes the one commit of the run's branch ``audit/<run id>``
+        (table config waits for the publish, which applies it to main)."""
+        storage = self.table_storage_options
+        branch_settings = dataclasses.replace(settings, table_config={})
+        create = dict(transaction_properties=props, enable_stable_row_ids=self.enable_stable_row_ids,
+                      data_storage_version=settings.data_storage_version)
+        try:
+            branch, base = wap.start_branch(
+                uri, context.run_id,
+                new_table_schema=lambda: self._writer(obj, uri, branch_settings, props).plan(None, full_overwrite=True),
+                table_config=settings.table_config, create_options=create, storage_options=storage,
+                rebase=wap.is_enabled(self.write_audit_publish_rebase, context.definition_metadata,
+                                      context.output_metadata, key=wap.PUBLISH_REBASE),
+            )
+            meta = write_output(context, self._writer(obj, branch.uri, branch_settings, props), branch.uri,
+                                branch_settings, keys, table_name=table_name_of(uri), storage_options=storage,
+                                transaction_properties=props)
+            written = engine.open_branch(uri, wap.audit_branch_name(context.run_id), storage_options=storage)
+        except LanceError as exc:
+            raise exc.with_context(table=uri)
+        meta.update(wap.branch_metadata(written, context.run_id, base, uri))
+        context.log.info(f"wrote {uri} to branch {wap.audit_branch_name(context.run_id)} (version "
+                         f"{written.version}); main stays at version {base} until it is published")
+        return meta
+
+    def publish_audited(self, uri: str, run_id: str, asset_key: dg.AssetKey | None = None) -> dict[str, Any] | None:
+        """Publish run ``run_id``'s audit branch of ``uri`` to main (idempotent), then apply the
+        maintenance policy; the publish metadata, or None when the run wrote no branch."""
+        props = {RUN_ID_PROPERTY: run_id, "lance/operation": "publish"}
+        if asset_key is not None:
+            props[ASSET_KEY_PROPERTY] = asset_key.to_user_string()
+        policy = self.maintenance_policy()
+        storage = self.table_storage_options
+
+        def maintain(table: str) -> dict[str, Any]:
+            if policy is None:
+                return {}
+            return maintain_table(table, policy, storage_options=storage, transaction_properties=props)
+
+        return wap.publish_run(uri, run_id, transaction_properties=props, storage_options=storage, after=maintain)
 
     def maintenance_policy(self) -> LanceMaintenancePolicy | None:
         """The policy applied after each write, or None when maintenance is off (the default)."""
@@ -303,13 +363,16 @@ class LanceIOManager(dg.ConfigurableIOManager):
             # A partition mapping that maps to no upstream partition (the first partition of an
             # asset that depends on its own previous one): an empty input, as in dagster-duckdb.
             return self._empty_input(uri, annotation, settings.columns)
+        # before a change feed too: a downstream consumer of this run's audited write publishes it first
+        audited = self._audited_input(context, uri, upstream_meta) if settings.version is None else None
         if annotation is LanceChangeFeed or settings.mode is ReadMode.CHANGES:
             kind = "feed" if annotation is LanceChangeFeed else load_kind(annotation)
             return load_changes(context, uri, settings, kind=kind, run_tags=self._run_tags, spark=self.spark,
                                 storage_options=self.table_storage_options)
         kind = load_kind(annotation)
         try:
-            ds = engine.open_table(uri, settings.version, storage_options=self.table_storage_options)
+            ds = audited if audited is not None else engine.open_table(
+                uri, settings.version, storage_options=self.table_storage_options)
         except DatasetNotFoundError as exc:
             what = f"asset {context.asset_key.to_user_string()}" if context.has_asset_key else (
                 f"op output {'/'.join(output_path(upstream))}")
@@ -324,9 +387,27 @@ class LanceIOManager(dg.ConfigurableIOManager):
                     context.asset_partitions_def, list(context.asset_partition_keys), partition_expr, ds.schema, table=uri
                 )
         if kind == "spark":
-            return spark_io.read_input(self, uri, ds.version, settings.columns, predicate)
+            return spark_io.read_input(self, ds.uri if audited is not None else uri, ds.version, settings.columns,
+                                       predicate)
         reader = ds.scanner(columns=settings.columns, filter=predicate).to_reader()
         return from_reader(reader, kind)
+
+    def _audited_input(self, context: dg.InputContext, uri: str, upstream_meta: Any) -> engine.LanceDataset | None:
+        """For an input of a write-audit-publish asset written in this run: the run's branch when
+        the reader is a check of that asset; otherwise (a downstream asset, which Dagster runs only
+        after the blocking checks passed) the branch is published first and main is read (None)."""
+        if not context.has_asset_key or not wap.is_enabled(self.write_audit_publish, upstream_meta, None):
+            return None
+        run_id = _run_id_of(context)
+        if run_id is None:
+            return None
+        if _is_check_of(context, context.asset_key):
+            return wap.audited_branch(uri, run_id, storage_options=self.table_storage_options)
+        meta = self.publish_audited(uri, run_id, context.asset_key)
+        if meta is not None:
+            context.log.info(f"published {meta[wap.BRANCH]} of {uri} (main version "
+                             f"{meta[wap.PUBLISHED_VERSION].value}) before reading it")
+        return None
 
     def _empty_input(self, uri: str, annotation: Any, columns: list[str] | None) -> Any:
         """No rows, in the input's type: the table's (projected) schema if the table exists, else no columns."""
@@ -339,6 +420,24 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return spark_io.empty_dataframe(self.spark, schema)
         return from_reader(schema.empty_table().to_reader(), kind)
 
+
+
+def _run_id_of(context: dg.InputContext) -> str | None:
+    try:
+        return context.step_context.run_id
+    except Exception:  # a context built outside a run (unit tests) has no step
+        return None
+
+
+def _is_check_of(context: dg.InputContext, asset_key: dg.AssetKey) -> bool:
+    """Whether the op loading this input evaluates a check of ``asset_key``."""
+    step = context.step_context
+    layer = step.job_def.asset_layer
+    for output in context.op_def.output_defs:
+        check_key = layer.get_asset_check_key_for_node_output(step.node_handle, output.name)
+        if check_key is not None and check_key.asset_key == asset_key:
+            return True
+    return False
 
 
 def lance_asset(fn: Any = None, **kwargs: Any) -> Any:

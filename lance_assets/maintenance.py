@@ -3,7 +3,8 @@
 Frequent small writes (a merge per sensor run) leave many small fragments and many versions.
 :func:`maintain_table` compacts a table when more than ``min_small_fragments`` of its fragments
 hold fewer than ``target_rows_per_fragment`` rows, then removes versions older than the
-retention. Cleanup never removes the latest version, tagged versions, versions a branch
+retention, and deletes old write-audit-publish branches (``audit/<run id>``) when the policy asks
+(before the version cleanup, so versions only those branches kept can go). Cleanup never removes the latest version, tagged versions, versions a branch
 references (the engine keeps those), nor versions at or after ``keep_versions_from``: the oldest
 version a change-feed consumer still needs (the feed of ``(v-1, v]`` reads version ``v-1``).
 
@@ -26,6 +27,7 @@ from lance_assets import engine
 from lance_assets.metadata import STORAGE_KIND, TABLE_NAME, URI, VERSION, table_name_of
 from lance_assets.partitions import versions_of_keys
 from lance_assets.sensors import LanceTableWatch, _asset_keys
+from lance_assets.wap import cleanup_audit_branches
 
 DEFAULT_TARGET_ROWS_PER_FRAGMENT = 1024 * 1024  # Lance's compaction default
 PREFIX = "lance/maintenance/"
@@ -38,13 +40,17 @@ class LanceMaintenancePolicy:
     ``min_small_fragments``: compact when MORE than this many fragments are smaller than
     ``target_rows_per_fragment``. ``cleanup_older_than``: remove versions older than this
     (None: by age no version goes); ``retain_versions``: always keep this many newest versions.
-    With neither set, nothing is cleaned up.
+    With neither set, nothing is cleaned up. ``audit_branches_older_than`` / ``audit_branches_keep``:
+    delete write-audit-publish branches (published or not) older than this, beyond the newest
+    ``audit_branches_keep`` (either alone works; neither: audit branches stay).
     """
 
     min_small_fragments: int = 8
     target_rows_per_fragment: int = DEFAULT_TARGET_ROWS_PER_FRAGMENT
     cleanup_older_than: timedelta | None = timedelta(days=7)
     retain_versions: int | None = None
+    audit_branches_older_than: timedelta | None = None
+    audit_branches_keep: int | None = None
 
     def __post_init__(self) -> None:
         if self.min_small_fragments < 0:
@@ -53,10 +59,16 @@ class LanceMaintenancePolicy:
             raise InvalidInputError(f"target_rows_per_fragment must be positive; got {self.target_rows_per_fragment}")
         if self.retain_versions is not None and self.retain_versions <= 0:
             raise InvalidInputError(f"retain_versions must be positive; got {self.retain_versions}")
+        if self.audit_branches_keep is not None and self.audit_branches_keep < 0:
+            raise InvalidInputError(f"audit_branches_keep must be >= 0; got {self.audit_branches_keep}")
 
     @property
     def cleans_up(self) -> bool:
         return self.cleanup_older_than is not None or self.retain_versions is not None
+
+    @property
+    def cleans_audit_branches(self) -> bool:
+        return self.audit_branches_older_than is not None or self.audit_branches_keep is not None
 
 
 def maintain_table(
@@ -79,6 +91,10 @@ def maintain_table(
     if compacted:
         ds, compaction = engine.compact(ds, target_rows_per_fragment=policy.target_rows_per_fragment,
                                         transaction_properties=transaction_properties or {})
+    branches: dict[str, int] = {}
+    if policy.cleans_audit_branches:
+        branches = cleanup_audit_branches(ds, older_than=policy.audit_branches_older_than,
+                                          keep=policy.audit_branches_keep)
     removed = {"versions_removed": 0, "bytes_removed": 0, "files_removed": 0, "data_files_removed": 0}
     if policy.cleans_up:
         candidates = None
@@ -99,6 +115,8 @@ def maintain_table(
         PREFIX + "bytes_removed": dg.MetadataValue.int(removed["bytes_removed"]),
         PREFIX + "version": dg.MetadataValue.int(ds.version),
     }
+    for name, count in branches.items():
+        meta[PREFIX + name] = dg.MetadataValue.int(count)
     if keep_versions_from is not None:
         meta[PREFIX + "keep_versions_from"] = dg.MetadataValue.int(keep_versions_from)
     return meta

@@ -15,7 +15,8 @@ so that they never import the subpackages, whose layout may change: ``replace_wh
 ``TableVersions`` (new versions after a known one, found without listing the history, and
 ``VersionSummary`` of one version from its manifest; ``NewVersions`` is a probe's result), and
 ``sql_expression_type`` (the Arrow type of a SQL expression over a schema, e.g. to render
-literals compared with ``CAST(ts AS DATE)``). External manifest stores (commits coordinated
+literals compared with ``CAST(ts AS DATE)``), and ``publish_branch`` (move main to a branch's one
+commit atomically: write-audit-publish). External manifest stores (commits coordinated
 through a key-value store, like official Lance's ``s3+ddb://`` DynamoDB store) plug in with
 ``register_manifest_store`` (a ``ManifestStore`` of ``ManifestLocation`` entries).
 """
@@ -24,6 +25,7 @@ from importlib import metadata as _metadata
 
 import pyarrow as _pa
 
+from lance_format.dataset.branch_publish import publish_branch
 from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
 from lance_format.dataset.fragment import LanceFragment
@@ -98,6 +100,7 @@ __all__ = [
     "write_dataset",
     "replace_where",
     "write_with_new_columns",
+    "publish_branch",
     "checked_reader",
     "TableVersions",
     "NewVersions",

@@ -233,8 +233,13 @@ def commit_transaction(
     max_retries: int = DEFAULT_MAX_RETRIES,
     affected_rows: Mapping[int, np.ndarray] | None = None,
     read_manifest_file: ManifestFile | None = None,
+    require_unchanged: bool = False,
 ) -> CommittedVersion:
     """Commit ``txn`` as the next version of the table at ``store``.
+
+    ``require_unchanged``: refuse (:class:`CommitConflictError`) instead of rebasing when any
+    version was committed after ``txn.read_version`` (publishing an audited branch must land
+    exactly on the version that was audited).
 
     ``affected_rows`` (fragment id -> physical offsets a Delete/Update removed) lets a commit be
     rebased over a concurrent Delete/Update of the same fragments; without it such a commit is
@@ -242,7 +247,7 @@ def commit_transaction(
     """
     state = _Commit(store, txn, options, affected_rows, read_manifest_file)
     try:
-        committed, final = _commit_loop(state, new_table_naming, max_retries)
+        committed, final = _commit_loop(state, new_table_naming, max_retries, require_unchanged)
     except BaseException:
         state.discard(set())
         raise
@@ -273,7 +278,8 @@ def _discard_superseded_deletions(store: ObjectStore, original: transaction_pb2.
                     pass
 
 
-def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: int):
+def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: int,
+                 require_unchanged: bool = False):
     store = state.store
     checked_up_to = state.original.read_version
     # versions before our read version matter only to a restore (V2 names: the listing stops there)
@@ -287,6 +293,11 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
                 f"Commit conflict for version {state.original.read_version + 1}: version {listing.latest} was "
                 "committed since the read version and max_retries is 0", table=store.uri,
                 version=state.original.read_version + 1)
+        if require_unchanged and listing.latest != state.original.read_version:
+            raise CommitConflictError(
+                f"the table moved from version {state.original.read_version} to {listing.latest} "
+                "since this commit was prepared", table=store.uri, version=state.original.read_version,
+            )
         previous: ManifestFile | None = None
         if listing.latest is not None:
             previous = read_manifest(store, listing.versions[listing.latest])
