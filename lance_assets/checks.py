@@ -35,7 +35,7 @@ class _Target:
         run = getattr(context, "run", None)
         run_id: str | None = run.run_id if run is not None else None
         branch = wap.audited_branch(uri, run_id, storage_options=options) if run_id is not None else None
-        self.uri = branch.uri if branch is not None else uri
+        self.uri = engine.location_of(branch) if branch is not None else uri
         self.options = options
         self.metadata: dict[str, Any] = {}
         if branch is not None and run_id is not None:

@@ -214,6 +214,12 @@ def create_branch(ds: LanceDataset, name: str, metadata: Mapping[str, str] | Non
     return branch
 
 
+def location_of(ds: LanceDataset) -> str:
+    """Where a dataset's own files are: a branch's folder (``tree/<name>``) for a branch checked
+    out by reference, whose ``uri`` reports the table root like pylance's."""
+    return ds.object_store.uri
+
+
 def open_branch(uri: str, name: str, *, storage_options: Options = None) -> LanceDataset:
     """The latest version of branch ``name`` of the table at ``uri``."""
     latest_of_branch: Any = (name, None)  # a (branch, version) reference, which checkout_version takes

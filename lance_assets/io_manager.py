@@ -281,7 +281,8 @@ class LanceIOManager(dg.ConfigurableIOManager):
                 rebase=wap.is_enabled(self.write_audit_publish_rebase, context.definition_metadata,
                                       context.output_metadata, key=wap.PUBLISH_REBASE),
             )
-            meta = write_output(context, self._writer(obj, branch.uri, branch_settings, props), branch.uri,
+            meta = write_output(context, self._writer(obj, engine.location_of(branch), branch_settings, props),
+                                engine.location_of(branch),
                                 branch_settings, keys, table_name=table_name_of(uri), storage_options=storage,
                                 transaction_properties=props)
             written = engine.open_branch(uri, wap.audit_branch_name(context.run_id), storage_options=storage)

@@ -100,7 +100,7 @@ def branch_metadata(branch: LanceDataset, run_id: str, base_version: int, uri: s
         BASE_VERSION: dg.MetadataValue.int(base_version),
         PUBLISHED: dg.MetadataValue.bool(False),
         URI: dg.MetadataValue.path(uri),
-        "lance/branch_uri": dg.MetadataValue.path(branch.uri),
+        "lance/branch_uri": dg.MetadataValue.path(engine.location_of(branch)),
     }
 
 
