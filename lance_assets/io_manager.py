@@ -388,7 +388,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
                     context.asset_partitions_def, list(context.asset_partition_keys), partition_expr, ds.schema, table=uri
                 )
         if kind == "spark":
-            return spark_io.read_input(self, ds.uri if audited is not None else uri, ds.version, settings.columns,
+            return spark_io.read_input(self, engine.location_of(ds) if audited is not None else uri, ds.version, settings.columns,
                                        predicate)
         reader = ds.scanner(columns=settings.columns, filter=predicate).to_reader()
         return from_reader(reader, kind)
