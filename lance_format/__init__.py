@@ -37,6 +37,7 @@ from lance_format.dataset.scanner import LanceScanner
 from lance_format.dataset.inspection import DataStatistics, FieldStatistics, LanceStats
 from lance_format.dataset.maintenance.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
 from lance_format.schema.json_schema import json_to_schema, schema_to_json
+from lance_format.udf import BatchUDF, batch_udf
 from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
     ArgumentTypeError,
@@ -90,6 +91,8 @@ __all__ = [
     "CleanupCandidateFile",
     "json_to_schema",
     "schema_to_json",
+    "batch_udf",
+    "BatchUDF",
     "LanceFragment",
     "DatasetBasePath",
     "LanceScanner",

@@ -352,3 +352,56 @@ def test_module_names_exist():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert lance_format.LanceStats and lance_format.CleanupExplanation and lance_format.DataStatistics
+
+
+def test_merge_insert_defaults_to_the_primary_key_like_pylance(tmp_path):
+    key = {"lance-schema:unenforced-primary-key": "true"}
+    schema = pa.schema([pa.field("id", pa.int64(), False, metadata=key), pa.field("v", pa.string())])
+    new = pa.table({"id": [2, 3], "v": ["B", "c"]}, schema=schema)
+    results = {}
+    for name, engine in ENGINES.items():
+        path = str(tmp_path / f"{name}.lance")
+        ds = engine.write_dataset(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=schema), path)
+        results[name] = ds.merge_insert().when_matched_update_all().when_not_matched_insert_all().execute(new)
+        assert sorted(lance.dataset(path).to_table().to_pylist(), key=lambda r: r["id"]) == [
+            {"id": 1, "v": "a"}, {"id": 2, "v": "B"}, {"id": 3, "v": "c"}]
+        # pylance reads our flag from the manifest, and we read its flag
+        assert [f.name() for f in lance.dataset(path).lance_schema.unenforced_primary_key()] == ["id"]
+        assert [f.name for f in lance_format.dataset(path).lance_schema.unenforced_primary_key()] == ["id"]
+    assert results["ours"] == results["pylance"]
+    plain = lance_format.write_dataset(pa.table({"id": [1]}), str(tmp_path / "plain.lance"))
+    with pytest.raises(InvalidInputError, match="primary key"):
+        plain.merge_insert()
+
+
+def test_batch_udf_like_pylance(tmp_path):
+    results = {}
+    for name, engine in ENGINES.items():
+        path = str(tmp_path / f"{name}.lance")
+        ds = engine.write_dataset(pa.table({"id": list(range(10))}), path, max_rows_per_file=4)
+
+        @engine.batch_udf(output_schema=pa.schema([pa.field("double", pa.int64())]))
+        def double(batch):
+            return pa.record_batch([pa.compute.multiply(batch.column("id"), 2)], names=["double"])
+
+        ds.add_columns(double, read_columns=["id"])
+        results[name] = lance.dataset(path).to_table()
+    assert results["ours"].equals(results["pylance"])
+    from lance_format.schema import LanceSchema
+
+    arrow = pa.schema([pa.field("a", pa.int64())])
+    assert LanceSchema.from_pyarrow(arrow).to_pyarrow() == arrow
+    with pytest.raises(UnsupportedFeatureError):
+        lance_format.batch_udf(checkpoint_file=str(tmp_path / "ckpt"))(lambda b: b)
+
+
+def test_batch_udf_output_is_checked(tmp_path):
+    ds = lance_format.write_dataset(pa.table({"id": [1, 2]}), str(tmp_path / "t.lance"))
+
+    @lance_format.batch_udf(output_schema=pa.schema([pa.field("x", pa.int64())]))
+    def wrong(batch):
+        return pa.record_batch([batch.column("id")], names=["y"])
+
+    with pytest.raises(SchemaMismatchError):
+        ds.add_columns(wrong)
+    assert lance_format.dataset(str(tmp_path / "t.lance")).version == 1

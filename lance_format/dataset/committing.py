@@ -122,13 +122,14 @@ class CommittingMethods:
                       data_storage_version=data_storage_version, transaction_properties=transaction_properties,
                       commit_message=commit_message)
 
-    def merge_insert(self, on: str | Iterable[str]) -> "MergeInsertBuilder":
+    def merge_insert(self, on: str | Iterable[str] | None = None) -> "MergeInsertBuilder":
         """Start a merge-insert (upsert) keyed on ``on``; configure it, then call ``execute``.
 
         Parameters
         ----------
         on
-            The key column, or several key columns.
+            The key column, or several key columns; the table's unenforced primary key (fields
+            marked ``lance-schema:unenforced-primary-key``) when None, like pylance.
 
         Returns
         -------
@@ -141,8 +142,16 @@ class CommittingMethods:
             No key is given, or a key column does not exist.
         """
         from lance_format.dataset.mutations.delete_update import merge_insert
+        from lance_format.errors import InvalidInputError
 
-        return merge_insert(self._as_dataset(), on)
+        ds = self._as_dataset()
+        if on is None:
+            keys = [f for f in ds.lance_schema.fields if f.is_unenforced_primary_key]
+            if not keys:
+                raise InvalidInputError("A merge insert operation requires join keys: specify `on` columns "
+                                        "explicitly or configure a primary key in the dataset schema", table=ds.uri)
+            on = [f.name for f in sorted(keys, key=lambda f: (f.primary_key_position, f.id))]
+        return merge_insert(ds, on)
 
     def add_columns(
         self,

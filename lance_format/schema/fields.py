@@ -16,6 +16,8 @@ from lance_format.proto import file_pb2
 from lance_format.schema.extensions import BFLOAT16, EXTENSION_NAME_KEY, has_extension, storage_field
 from lance_format.schema.logical_types import arrow_type_of, is_nested_logical_type, logical_type_of
 
+PRIMARY_KEY_KEY = "lance-schema:unenforced-primary-key"  # field metadata official Lance reads
+
 # file.proto Field.encoding values
 ENCODING_NONE = 0
 ENCODING_PLAIN = 1
@@ -122,12 +124,35 @@ class LanceField:
         pb.metadata.clear()
         for key, value in self.metadata.items():
             pb.metadata[key] = value
+        if self.is_unenforced_primary_key:  # official Lance mirrors the metadata flag in the proto
+            pb.unenforced_primary_key = True
+            pb.unenforced_primary_key_position = self.primary_key_position
         extension = self.metadata.get(EXTENSION_NAME_KEY.decode())
         if extension is not None:
             pb.extension_name = extension.decode() if isinstance(extension, bytes) else str(extension)
         yield pb
         for child in self.children:
             yield from child.to_protos()
+
+    @property
+    def is_unenforced_primary_key(self) -> bool:
+        """Whether the field is part of the table's unenforced primary key (official Lance's
+        ``lance-schema:unenforced-primary-key`` metadata, or the proto flag)."""
+        flag = self.metadata.get(PRIMARY_KEY_KEY)
+        if flag is not None:
+            text = flag.decode() if isinstance(flag, bytes) else str(flag)
+            return text.lower() in ("true", "1", "yes")
+        return bool(self.proto is not None and self.proto.unenforced_primary_key)
+
+    @property
+    def primary_key_position(self) -> int:
+        raw = self.metadata.get(PRIMARY_KEY_KEY + ":position")
+        if raw is not None:
+            try:
+                return int(raw.decode() if isinstance(raw, bytes) else raw)
+            except ValueError:
+                return 0
+        return int(self.proto.unenforced_primary_key_position) if self.proto is not None else 0
 
     # -- traversal ---------------------------------------------------------------------------
     def walk(self) -> Iterator["LanceField"]:
@@ -190,6 +215,20 @@ class LanceSchema:
 
     def to_protos(self) -> list[file_pb2.Field]:
         return [pb for f in self.fields for pb in f.to_protos()]
+
+    @classmethod
+    def from_pyarrow(cls, schema: pa.Schema) -> "LanceSchema":
+        """pylance's name for :meth:`from_arrow` (ids from 0)."""
+        return cls.from_arrow(schema)
+
+    def to_pyarrow(self) -> pa.Schema:
+        """pylance's name for :meth:`to_arrow`."""
+        return self.to_arrow()
+
+    def unenforced_primary_key(self) -> list[LanceField]:
+        """The fields of the table's unenforced primary key, in key order."""
+        keys = [f for f in self.walk() if f.is_unenforced_primary_key]
+        return sorted(keys, key=lambda f: (f.primary_key_position, f.id))
 
     def to_arrow(self) -> pa.Schema:
         metadata = {k.encode(): v for k, v in self.metadata.items()} or None
