@@ -31,7 +31,7 @@ def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) 
 
     import dagster as dg
 
-    from example_project.assets import ASSETS, CHECKS, DAILY, customer_totals
+    from example_project.assets import ASSETS, DAILY, customer_totals
     from example_project.definitions import build_definitions
     from example_project.source import expected_totals, orders_uri
     import lance_format
@@ -40,7 +40,7 @@ def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) 
     resources = defs.resources
     sensor = defs.resolve_sensor_def("raw_orders_versions_sensor")
     instance = instance or dg.DagsterInstance.ephemeral()
-    everything = [*ASSETS, *CHECKS]
+    everything = [*(defs.assets or []), *(defs.asset_checks or [])]  # as defs/lake/defs.yaml builds them
 
     def run(selection, **kwargs) -> dg.ExecuteInJobResult:
         return dg.materialize(everything, selection=selection, resources=resources, instance=instance,

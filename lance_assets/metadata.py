@@ -44,6 +44,13 @@ def table_name_of(uri: str) -> str:
     return uri
 
 
+def table_definition_metadata(uri: str) -> dict[str, Any]:
+    """Definition metadata locating an asset's table: ``dagster/table_name`` and ``dagster/uri``
+    as text, which the UI shows on the asset's Overview ("Storage"); it renders a text or URL
+    entry there, not a path entry."""
+    return {TABLE_NAME: table_name_of(uri), URI: dg.MetadataValue.text(uri)}
+
+
 def column_schema(schema: pa.Schema) -> dg.TableSchema:
     return dg.TableSchema(
         columns=[

@@ -25,7 +25,7 @@ from example_project.source import expected_totals, orders_table
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")
-LOCATION = "example_project.definitions"  # code_location_name in pyproject.toml
+LOCATION = "example_project"  # code_location_name in pyproject.toml
 SENSOR = "raw_orders_versions_sensor"
 
 
