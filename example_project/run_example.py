@@ -61,6 +61,9 @@ def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) 
     serve = f"{'' if root == served else f'LANCE_EXAMPLE_ROOT={root} '}DAGSTER_HOME={dagster_home(root)} .venv/bin/dg dev"
     if instance is None:
         os.makedirs(dagster_home(root), exist_ok=True)
+        config = os.path.join(dagster_home(root), "dagster.yaml")
+        if not os.path.exists(config):
+            open(config, "w").close()  # Dagster's defaults; without the file every start warns
         with dg.DagsterInstance.from_config(dagster_home(root)) as persistent:
             return _run(root, persistent, serve)
     return _run(root, instance, serve)
