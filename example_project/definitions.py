@@ -25,7 +25,9 @@ def build_definitions(root: str | None = None) -> dg.Definitions:
     if root is not None:
         os.environ[ROOT_ENV] = root
     defs = dg.components.load_from_defs_folder(path_within_project=Path(__file__).resolve().parent)
-    return _with_check_definitions(defs)
+    # One process per run: the example's steps are small, and a process per step (Dagster's
+    # default under dg dev) would start Python, and for Spark steps a JVM, for each of them.
+    return dagster_shared.record.replace(_with_check_definitions(defs), executor=dg.in_process_executor)
 
 
 def _with_check_definitions(defs: dg.Definitions) -> dg.Definitions:

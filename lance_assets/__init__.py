@@ -11,6 +11,8 @@
   :class:`LanceMaintenancePolicy` (compaction and version cleanup; also a ``LanceIOManager`` option).
 * Check factories: :func:`lance_schema_change_check`, :func:`lance_row_count_check`,
   :func:`lance_version_freshness_check`.
+* ``lance_assets.components``: ``LanceTablesComponent``, all of the above configured from a
+  ``dg`` ``defs.yaml`` (imported only by ``dg`` and by projects that use it).
 """
 
 from lance_assets.change_feed import LanceChangeFeed, change_counts
