@@ -1,4 +1,5 @@
-"""The example pipeline's assets, sensor and checks.
+"""The example pipeline's assets and its op job (``defs/lake/defs.yaml`` adds the IO manager,
+resources, checks, the version sensor and maintenance through ``LanceTablesComponent``).
 
 * ``raw_orders``: the raw source table, written by a Spark job (a Spark DataFrame output that
   the IO manager hands to ``lance_format.spark``; rows never reach the driver). Upserted on
@@ -8,8 +9,8 @@
 * ``customer_totals``: kept up to date incrementally from ``raw_orders``' change feed. It is
   partitioned by ``raw_orders``' versions, which ``raw_orders_versions_sensor`` adds as they are
   committed (by Dagster or by anyone else), one run per new version.
-* Checks on the raw table (row count, schema change, freshness) and Dagster's own column-schema
-  change checks, which work on the IO manager's standard metadata.
+* Checks (in ``defs.yaml``): on the raw table row count, schema change and freshness; Dagster's
+  own column-schema change checks on the others, which work on the IO manager's standard metadata.
 """
 
 # No ``from __future__ import annotations`` here: Dagster inspects the ``context`` annotations.
@@ -24,20 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster import AssetExecutionContext
 
-from example_project.source import change_orders, generate_orders, orders_uri
-from lance_assets import (
-    LanceChangeFeed,
-    LanceMaintenancePolicy,
-    LanceTableResource,
-    LanceTableWatch,
-    SparkSessionResource,
-    build_lance_maintenance_assets,
-    change_counts,
-    lance_row_count_check,
-    lance_schema_change_check,
-    lance_version_freshness_check,
-    lance_version_sensor,
-)
+from example_project.source import change_orders, generate_orders
+from lance_assets import LanceChangeFeed, LanceTableResource, SparkSessionResource, change_counts
 
 DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-04")
 RAW_ORDER_VERSIONS = dg.DynamicPartitionsDefinition(name="raw_orders_versions")
@@ -74,7 +63,7 @@ def daily_revenue(context: AssetExecutionContext, daily_orders: pd.DataFrame) ->
 
 @contextlib.contextmanager
 def _beta_api():
-    """Dagster 1.13 marks backfill policies and column-schema checks beta; that notice is for
+    """Dagster 1.13 marks backfill policies beta; that notice is for
     us, the example's authors, not for everyone who runs or serves the example."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
@@ -162,34 +151,5 @@ def change_raw_orders() -> None:
     report_source_changes(apply_source_changes())
 
 
-def orders_watch(root: str) -> LanceTableWatch:
-    """raw_orders' change feed, consumed by customer_totals one version partition at a time."""
-    return LanceTableWatch(name="raw_orders", uri=orders_uri(root), partitions_def=RAW_ORDER_VERSIONS,
-                           assets=[customer_totals])
-
-
-def maintenance_assets(root: str) -> list[dg.AssetsDefinition]:
-    """Compaction and version cleanup of raw_orders (keeping the versions customer_totals has not
-    read yet) and of customer_totals (one merge per sensor run leaves small fragments)."""
-    policy = LanceMaintenancePolicy(min_small_fragments=2, cleanup_older_than=dt.timedelta(days=7))
-    return build_lance_maintenance_assets([orders_watch(root), customer_totals.key], policy=policy)
-
-
-def version_sensor(root: str) -> dg.SensorDefinition:
-    return lance_version_sensor(
-        orders_watch(root),
-        name="raw_orders_versions_sensor",
-        minimum_interval_seconds=5,
-        description="One customer_totals run per new raw_orders version",
-    )
-
-
-with _beta_api():
-    SCHEMA_CHANGE_CHECKS = dg.build_column_schema_change_checks(assets=[daily_orders, daily_revenue, customer_totals])
-CHECKS = [
-    lance_row_count_check(raw_orders, min_rows=1),
-    lance_schema_change_check(raw_orders),
-    lance_version_freshness_check(raw_orders, max_age=dt.timedelta(days=1)),
-    *SCHEMA_CHANGE_CHECKS,
-]
-ASSETS = [raw_orders, daily_orders, daily_revenue, customer_totals]
+# A tuple: module loaders collect lists of assets, and every asset is collected on its own already.
+ASSETS = (raw_orders, daily_orders, daily_revenue, customer_totals)

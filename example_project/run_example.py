@@ -7,31 +7,72 @@
 3. Run the ``change_raw_orders`` job: it changes the source table outside the asset (an upsert
    and a cancellation: two new versions) and logs the commits to an op-output table.
 4. Tick the sensor again and run the change-feed runs it requests.
-5. Print the aggregate, the versions, and whether the incremental result equals a full recompute.
+5. Run the maintenance job; print the aggregate, the versions, whether the incremental result
+   equals a full recompute, and the command that serves all of it in the Dagster UI.
 
-Run: ``python -m example_project.run_example [TABLE_DIR]`` (default: a new temporary directory).
+Run: ``python -m example_project.run_example [TABLE_DIR]``. The default directory is the one
+``dg dev`` serves (``$LANCE_EXAMPLE_ROOT``, else ``<tmp>/lance-assets-example``), emptied first if
+an earlier run made it. The run history goes to a Dagster instance in ``TABLE_DIR/dagster_home``:
+with ``DAGSTER_HOME`` set to it, the UI shows these runs, materializations and check results.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
-import tempfile
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import dagster as dg
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+MARKER = ".lance-assets-example"  # marks a directory this example made (and may empty again)
+
+
+def prepare_root(root: str | None) -> str:
+    """The tables' directory: ``root``, or the default one ``dg dev`` serves, emptied first when
+    an earlier run of the example made it (so every run starts from scratch)."""
+    from example_project.source import example_root
+
+    if root is None:
+        root = example_root()
+        if os.path.isdir(root) and os.listdir(root):
+            if not os.path.exists(os.path.join(root, MARKER)):
+                raise SystemExit(f"{root} exists and was not made by this example: remove it, or pass a directory")
+            shutil.rmtree(root)
+    os.makedirs(root, exist_ok=True)
+    open(os.path.join(root, MARKER), "w").close()
+    return root
+
+
+def dagster_home(root: str) -> str:
+    """The Dagster instance directory of a run of the example (``DAGSTER_HOME`` for ``dg dev``)."""
+    return os.path.join(root, "dagster_home")
 
 
 def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) -> int:
-    root = root or tempfile.mkdtemp(prefix="lance-assets-example-")
-    os.environ["LANCE_EXAMPLE_ROOT"] = root  # before the definitions are built
-
     import dagster as dg
 
-    from example_project.assets import ASSETS, CHECKS, DAILY, customer_totals
+    from example_project.source import example_root
+
+    served = example_root()  # what `dg dev` serves without LANCE_EXAMPLE_ROOT
+    root = prepare_root(root)
+    serve = f"{'' if root == served else f'LANCE_EXAMPLE_ROOT={root} '}DAGSTER_HOME={dagster_home(root)} .venv/bin/dg dev"
+    if instance is None:
+        os.makedirs(dagster_home(root), exist_ok=True)
+        config = os.path.join(dagster_home(root), "dagster.yaml")
+        if not os.path.exists(config):
+            open(config, "w").close()  # Dagster's defaults; without the file every start warns
+        with dg.DagsterInstance.from_config(dagster_home(root)) as persistent:
+            return _run(root, persistent, serve)
+    return _run(root, instance, serve)
+
+
+def _run(root: str, instance: "dg.DagsterInstance", serve: str) -> int:
+    import dagster as dg
+
+    from example_project.assets import ASSETS, DAILY, customer_totals
     from example_project.definitions import build_definitions
     from example_project.source import expected_totals, orders_uri
     import lance_format
@@ -39,8 +80,7 @@ def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) 
     defs = build_definitions(root)
     resources = defs.resources
     sensor = defs.resolve_sensor_def("raw_orders_versions_sensor")
-    instance = instance or dg.DagsterInstance.ephemeral()
-    everything = [*ASSETS, *CHECKS]
+    everything = [*(defs.assets or []), *(defs.asset_checks or [])]  # as defs/lake/defs.yaml builds them
 
     def run(selection, **kwargs) -> dg.ExecuteInJobResult:
         return dg.materialize(everything, selection=selection, resources=resources, instance=instance,
@@ -103,6 +143,7 @@ def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) 
     incremental = {r["customer"]: (r["total"], r["orders"]) for r in rows if r["orders"]}
     consistent = incremental == expected_totals(orders_uri(root))
     print(f"incremental result equals a full recompute: {consistent}")
+    print(f"serve these tables and this run history in the Dagster UI (from the repository root):\n  {serve}")
     return 0 if consistent else 1
 
 

@@ -26,7 +26,7 @@ CUSTOMERS = ["ada", "bob", "cy", "dee"]
 def example_root() -> str:
     """Where the example's tables live: ``$LANCE_EXAMPLE_ROOT`` or a fixed temp-dir path.
 
-    The default must be the same in every process ``dagster dev`` starts (code server, daemon,
+    The default must be the same in every process ``dg dev`` starts (code server, daemon,
     run workers), so it is derived from the temp directory rather than created fresh.
     """
     return os.environ.get(ROOT_ENV) or os.path.join(tempfile.gettempdir(), "lance-assets-example")

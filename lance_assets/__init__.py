@@ -13,6 +13,8 @@
   :func:`lance_version_freshness_check`.
 * Write-audit-publish on Lance branches (metadata ``lance/write_audit_publish``):
   :func:`lance_publish_asset` (publishes after the blocking checks pass), :func:`load_audited`.
+* ``lance_assets.components``: ``LanceTablesComponent``, all of the above configured from a
+  ``dg`` ``defs.yaml`` (imported only by ``dg`` and by projects that use it).
 """
 
 from lance_assets.change_feed import LanceChangeFeed, change_counts

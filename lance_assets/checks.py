@@ -106,7 +106,7 @@ def lance_row_count_check(
     key = _asset_key(asset)
 
     @dg.asset_check(**_check_kwargs(asset, "lance_row_count_in_bounds", uri, resource_key, blocking,
-                                    f"Row count of the latest Lance version within [{min_rows}, {max_rows}]"))
+                                    _row_count_description(min_rows, max_rows)))
     def _check(context) -> dg.AssetCheckResult:
         target = _resolve(context, key, uri, resource_key)
         _, latest = _latest(target)
@@ -121,6 +121,26 @@ def lance_row_count_check(
     return _check
 
 
+def _row_count_description(min_rows: int | None, max_rows: int | None) -> str:
+    if max_rows is None:
+        bound = f"at least {min_rows:,}"
+    elif min_rows is None:
+        bound = f"at most {max_rows:,}"
+    else:
+        bound = f"between {min_rows:,} and {max_rows:,}"
+    return f"The latest Lance version has {bound} row{'' if (max_rows or min_rows) == 1 else 's'}"
+
+
+def _age(max_age: dt.timedelta) -> str:
+    """``1 day``, ``6 hours``, ``90 seconds``: the largest unit that divides the age."""
+    seconds = max_age.total_seconds()
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{seconds:g} second{'' if seconds == 1 else 's'}"
+
+
 def lance_version_freshness_check(
     asset: Any, *, max_age: dt.timedelta, uri: str | None = None, resource_key: str = "lance",
     blocking: bool = False, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN,
@@ -128,7 +148,7 @@ def lance_version_freshness_check(
     key = _asset_key(asset)
 
     @dg.asset_check(**_check_kwargs(asset, "lance_version_fresh", uri, resource_key, blocking,
-                                    f"The latest Lance commit is at most {max_age} old"))
+                                    f"The latest Lance commit is at most {_age(max_age)} old"))
     def _check(context) -> dg.AssetCheckResult:
         target = _resolve(context, key, uri, resource_key)
         _, latest = _latest(target)

@@ -44,6 +44,13 @@ def table_name_of(uri: str) -> str:
     return uri
 
 
+def table_definition_metadata(uri: str) -> dict[str, Any]:
+    """Definition metadata locating an asset's table: ``dagster/table_name`` and ``dagster/uri``
+    as text, which the UI shows on the asset's Overview ("Storage"); it renders a text or URL
+    entry there, not a path entry."""
+    return {TABLE_NAME: table_name_of(uri), URI: dg.MetadataValue.text(uri)}
+
+
 def column_schema(schema: pa.Schema) -> dg.TableSchema:
     return dg.TableSchema(
         columns=[
@@ -94,6 +101,17 @@ def table_metadata(ds: LanceDataset, *, table_name: str | None = None) -> dict[s
     }
 
 
+def operation_label(write_mode: str, operation: str, *, created: bool) -> str:
+    """``lance/operation`` of a write, worded so it never contradicts ``lance/write_mode``: Lance
+    commits a merge as an ``update``, an overwrite of new partitions as an ``append``, and the
+    write that creates a table as an ``overwrite`` whatever the mode."""
+    if created:
+        return f"create (the table's first version, by this {write_mode})"
+    if operation == write_mode:
+        return operation
+    return f"{operation} (Lance's commit for this {write_mode})"
+
+
 def write_metadata(
     ds: LanceDataset,
     *,
@@ -103,13 +121,16 @@ def write_metadata(
     updated: int | None,
     deleted: int | None,
     partition_row_count: int | None = None,
+    created: bool = False,
     preview_rows: int = 5,
     preview_filter: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Metadata of a materialization that committed ``ds.version``."""
+    """Metadata of a materialization that committed ``ds.version`` (``created``: the write made
+    the table)."""
     meta = table_metadata(ds, table_name=table_name)
     meta["lance/write_mode"] = write_mode
+    meta[OPERATION] = operation_label(write_mode, str(meta[OPERATION]), created=created)
     for key, value in ((ROWS_INSERTED, inserted), (ROWS_UPDATED, updated), (ROWS_DELETED, deleted)):
         if value is not None:
             meta[key] = dg.MetadataValue.int(int(value))

@@ -161,6 +161,6 @@ def write_output(
         extra["lance/merge_on"] = list(settings.merge.on)
     return metadata.write_metadata(
         written.ds, table_name=table_name, write_mode=mode.value, inserted=written.inserted,
-        updated=written.updated, deleted=written.deleted, partition_row_count=partition_rows,
+        updated=written.updated, deleted=written.deleted, partition_row_count=partition_rows, created=existing is None,
         preview_rows=settings.preview_rows, preview_filter=predicate, extra=extra,
     )

@@ -54,6 +54,8 @@ def test_headless_runner_end_to_end(spark, tmp_path, capsys, monkeypatch, instan
     assert "incremental result equals a full recompute: True" in out
     # customer_totals has one fragment per sensor run: 3 small ones, compacted into 1
     assert "lance_maintenance job: customer_totals fragments 3 -> 1" in out
+    # the last line: how to serve these tables (this root is not the default one dg dev serves)
+    assert out.rstrip().endswith(f"LANCE_EXAMPLE_ROOT={root} DAGSTER_HOME={root / 'dagster_home'} .venv/bin/dg dev")
 
 
 # `python -m example_project.run_example DIR`, with Dagster's beta/preview notices as errors too

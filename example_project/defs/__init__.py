@@ -1,0 +1,1 @@
+"""The example's ``dg`` defs folder: ``lake/defs.yaml`` configures the Lance tables."""

@@ -1,0 +1,13 @@
+"""Template variables of ``defs.yaml``: where the example's tables live."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from example_project.source import example_root as _example_root
+
+
+@dg.template_var
+def example_root() -> str:
+    """``$LANCE_EXAMPLE_ROOT``, or the same fixed temp-dir path in every process."""
+    return _example_root()
