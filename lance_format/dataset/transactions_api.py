@@ -640,6 +640,11 @@ class TransactionMethods:
     commit = staticmethod(commit)
     commit_batch = staticmethod(commit_batch)
 
+    def transaction_of(self, txn: transaction_pb2.Transaction) -> Transaction:
+        """A transaction message as pylance's ``Transaction`` (for operations that build one
+        without committing it, e.g. ``MergeInsertBuilder.execute_uncommitted``)."""
+        return transaction_from_proto(txn)
+
     def read_transaction(self, version: int | None = None) -> Transaction | None:
         """The transaction that produced ``version`` (this object's if None), pylance-shaped;
         None if the version recorded none. Raises :class:`VersionNotFoundError`."""

@@ -254,10 +254,8 @@ class MergeInsertBuilder:
             counts :meth:`execute` would report. Files of a transaction that is never committed
             are removed by ``cleanup_old_versions`` once old enough.
         """
-        from lance_format.dataset.transactions_api import transaction_from_proto
-
         prepared = self._prepared_without_commit(data_obj, schema)
-        return transaction_from_proto(prepared.txn), prepared.result
+        return self._dataset.transaction_of(prepared.txn), prepared.result
 
     def _prepared_without_commit(self, data_obj: Any, schema: pa.Schema | None) -> Prepared:
         from lance_format.dataset.mutations.base import _prepare
