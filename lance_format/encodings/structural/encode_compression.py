@@ -8,6 +8,8 @@ the chunks once the boundaries are fixed (vectorized over the whole page). Plans
 * ``rle`` (values + u8 run lengths, two buffers), chosen when runs < half the values;
 * ``variable`` (per chunk: n+1 u32/u64 offsets relative to the chunk, then the bytes, padded
   to the offset width with 0x48);
+* ``fsst``: strings FSST-compressed with one symbol table per page (in the encoding), then laid
+  out like ``variable``; chosen as pylance chooses it (see :func:`use_fsst`);
 * ``dictionary``: items replaced by u32 indices (compressed by one of the plans above) and the
   distinct values stored once in page buffer 2 (``flat`` or block ``variable``).
 """
@@ -20,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.encodings.structural import encode_fsst
 from lance_format.encodings.structural.encode_values import LeafValues, take_values, variable_values
 from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
 from lance_format.proto import encodings_v2_1_pb2 as pb
@@ -214,6 +217,30 @@ class VariablePlan(ValuePlan):
         return [(out, sizes)]
 
 
+class FsstPlan(VariablePlan):
+    """FSST-compressed strings in ``variable`` chunks (Lance's FsstMiniBlockEncoder layout)."""
+
+    def __init__(self, values: LeafValues) -> None:
+        # variable values always carry offsets and data
+        assert values.offsets is not None and values.data is not None
+        table = encode_fsst.train(values.data, values.offsets)
+        data, offsets = encode_fsst.compress(values.data, values.offsets, table)
+        super().__init__(LeafValues("variable", values.count, offsets=offsets, data=data,
+                                    offset_width=values.offset_width))
+        self.encoding = pb.CompressiveEncoding(
+            fsst=pb.Fsst(symbol_table=encode_fsst.symbol_table_bytes(table), values=self.encoding))
+
+
+def use_fsst(values: LeafValues, data_type: pa.DataType) -> bool:
+    """Lance's choice: strings (not binary) of at least 32 KiB (bytes and offsets) whose longest
+    value has at least 5 bytes."""
+    if values.kind != "variable" or not (pa.types.is_string(data_type) or pa.types.is_large_string(data_type)):
+        return False
+    assert values.offsets is not None  # variable values always carry offsets
+    data_size = int(values.offsets[-1]) + values.offset_width * (values.count + 1)
+    return data_size >= encode_fsst.MIN_INPUT_BYTES and values.max_value_bytes() >= encode_fsst.MIN_MAX_LENGTH
+
+
 def _run_starts(words: np.ndarray) -> np.ndarray:
     change = np.flatnonzero(words[1:] != words[:-1]) + 1
     return np.concatenate(([0], change)) if len(words) else change
@@ -253,7 +280,10 @@ def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
                                matrix=words.view(np.uint8).reshape(n, width)))
 
 
-def value_plan(values: LeafValues) -> ValuePlan:
+def value_plan(values: LeafValues, data_type: pa.DataType | None = None) -> ValuePlan:
+    """The mini-block plan of a page's values (``data_type``: the leaf's Arrow type, for FSST)."""
+    if data_type is not None and use_fsst(values, data_type):
+        return FsstPlan(values)
     if values.kind == "fixed" and values.words is not None:
         return word_plan(values.words)
     if values.kind in ("fixed", "bool"):
