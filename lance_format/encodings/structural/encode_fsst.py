@@ -63,7 +63,7 @@ def _make_table(values: np.ndarray, lengths: np.ndarray) -> _Table:
     # two bytes b0 b1 (key b0 | b1 << 8): the 2-byte symbol, else b0's token
     short_of = np.tile(single_of, 256)
     short_of[values[lengths == 2].astype(np.int64)] = ids[lengths == 2]
-    values256 = np.zeros(256, np.uint64)
+    values256 = np.ones(256, np.uint64)  # unused ids: 1 never equals a word masked to 0 bytes
     values256[: len(values)] = values
     lengths_of = np.zeros(512, np.uint8)
     lengths_of[: len(values)] = lengths
@@ -98,37 +98,43 @@ def _parse(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, table: _Table
     finished, then the step results are transposed into unit order and the rest go on.
     """
     n = len(data)
-    padded = np.zeros(n + 16, np.uint8)
+    padded = np.empty(n + 16, np.uint8)
     padded[:n] = data
+    padded[n:] = 0
     # the 8 bytes at each position, little-endian (an unaligned strided view, gathered per step)
     words = np.ndarray((n + 1,), "<u8", padded, 0, (1,))
     pos = starts.astype(np.int64)
     end = ends.astype(np.int64)
     unit = np.arange(len(pos))
+    low3, low2 = np.uint64(0xFFFFFF), np.uint64(0xFFFF)
     epochs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (units, their token counts, tokens)
     while len(pos):
-        step_codes, step_alive = [], []
+        step_codes = []
         alive = pos < end
+        taken = alive.astype(np.int64)
         while 2 * int(np.count_nonzero(alive)) > len(pos):
             word = words[pos]
-            remaining = end - pos
-            slot = table.long_of[(word & np.uint64(0xFFFFFF)).astype(np.intp)]
+            room = np.minimum(end - pos, 8).astype(np.uint8)  # bytes left in the unit (0 when finished)
+            slot = table.long_of[(word & low3).view(np.int64)]
             long_len = table.lengths_of[slot]
-            hit_long = (word & _MASKS[long_len]) == table.values256[slot]
-            hit_long &= (long_len > 0) & (long_len <= remaining)
-            code = table.short_of[(word & np.uint64(0xFFFF)).astype(np.intp)]
+            # _NONE's value never equals a masked word: no separate "is there a symbol" test
+            hit_long = ((word & _MASKS[long_len]) == table.values256[slot]) & (long_len <= room)
+            code = table.short_of[(word & low2).view(np.int64)]
             short_len = table.lengths_of[code]
-            cut = (short_len == 2) & (remaining < 2)  # a 2-byte symbol would run past the unit's end
+            cut = (short_len == 2) & (room == 1)  # a 2-byte symbol would run past the unit's end
             if cut.any():
-                code[cut] = table.single_of[(word[cut] & np.uint64(0xFF)).astype(np.intp)]
+                code[cut] = table.single_of[(word[cut] & np.uint64(0xFF)).view(np.int64)]
                 short_len = table.lengths_of[code]
             step_codes.append(np.where(hit_long, slot, code))
-            step_alive.append(alive)
-            pos = pos + np.where(alive, np.where(hit_long, long_len, short_len), 0)
+            pos += np.where(hit_long, long_len, short_len) * alive
             alive = pos < end
+            taken += alive
         if step_codes:
-            taken = np.stack(step_alive, axis=1)
-            epochs.append((unit, taken.sum(axis=1), np.stack(step_codes, axis=1)[taken]))
+            # unit u took a token at steps 0 .. counts[u]-1 of this epoch
+            counts_now = taken - alive
+            matrix = np.stack(step_codes, axis=1)
+            mask = np.arange(len(step_codes))[None, :] < counts_now[:, None]
+            epochs.append((unit, counts_now, matrix[mask]))
         pos, end, unit = pos[alive], end[alive], unit[alive]
     counts = np.zeros(len(starts), np.int64)
     if len(epochs) == 1:
@@ -262,8 +268,7 @@ def compress(data: np.ndarray, offsets: np.ndarray, table: _Table) -> tuple[np.n
     out[at[escaped] + 1] = (ids[escaped] - 256).astype(np.uint8)
     # output bytes per unit (every unit has at least one token), then per string
     unit_bytes = np.diff(np.concatenate(([0], out_end[np.cumsum(counts) - 1])))
-    per_string = np.zeros(nstrings, np.int64)
-    np.add.at(per_string, owner, unit_bytes)
+    per_string = np.bincount(owner, unit_bytes, nstrings).astype(np.int64)
     new_offsets = np.zeros(nstrings + 1, np.int64)
     np.cumsum(per_string, out=new_offsets[1:])
     return out, new_offsets
