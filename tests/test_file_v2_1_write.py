@@ -394,14 +394,18 @@ def realistic_strings(n: int, seed: int = 11) -> pa.Table:
         "struct_email": pa.array([{"e": e} for e in email], pa.struct([("e", pa.string())])),
         "binary": pa.array([u.encode() for u in url], pa.binary()),  # binary: never FSST
         "short": pa.array([str(i % 9999) for i in range(n)]),  # longest value under 5 bytes: never FSST
+        "category": pa.array([words[a] for a, _, _ in pick.tolist()]),  # few values: a dictionary
     })
 
 
 def compression_of(layout: pb.PageLayout) -> str:
-    """Layout and value compression (with FSST visible in both mini-block and full-zip pages)."""
+    """Layout and value compression (FSST visible in mini-block and full-zip pages, and how a
+    dictionary is stored: plain in 2.1, LZ4 ``general`` in 2.2)."""
     kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
-        return describe(layout)
+        mini = layout.mini_block_layout
+        dictionary = mini.dictionary.WhichOneof("compression") if mini.HasField("dictionary") else ""
+        return describe(layout) + (f"({dictionary})" if dictionary else "")
     if kind == "full_zip_layout":
         return "full_zip:" + layout.full_zip_layout.value_compression.WhichOneof("compression")
     return describe(layout)

@@ -11,7 +11,8 @@ the chunks once the boundaries are fixed (vectorized over the whole page). Plans
 * ``fsst``: strings FSST-compressed with one symbol table per page (in the encoding), then laid
   out like ``variable``; chosen as pylance chooses it (see :func:`use_fsst`);
 * ``dictionary``: items replaced by u32 indices (compressed by one of the plans above) and the
-  distinct values stored once in page buffer 2 (``flat`` or block ``variable``).
+  distinct values stored once in page buffer 2 (``flat`` or block ``variable``, LZ4-compressed
+  in 2.2 as pylance does).
 """
 
 from __future__ import annotations
@@ -373,8 +374,21 @@ def try_dictionary(values: LeafValues) -> tuple[np.ndarray, LeafValues] | None:
     return indices, dictionary
 
 
-def dictionary_block(dictionary: LeafValues) -> tuple[bytes, pb.CompressiveEncoding]:
-    """Page buffer 2 of a dictionary page: the distinct values in Lance's block form."""
+def dictionary_block(dictionary: LeafValues, minor: int = 2) -> tuple[bytes, pb.CompressiveEncoding]:
+    """Page buffer 2 of a dictionary page: the distinct values in Lance's block form.
+
+    In 2.2 pylance LZ4-compresses the dictionary (``general{lz4}``: u32 LE size, then a raw LZ4
+    block); 2.1 stores it plain.
+    """
+    block, encoding = _plain_dictionary_block(dictionary)
+    if minor < 2 or dictionary.kind == "bool":
+        return block, encoding
+    packed = len(block).to_bytes(4, "little") + pa.Codec("lz4_raw").compress(block).to_pybytes()
+    general = pb.General(compression=pb.BufferCompression(scheme=pb.COMPRESSION_ALGORITHM_LZ4), values=encoding)
+    return packed, pb.CompressiveEncoding(general=general)
+
+
+def _plain_dictionary_block(dictionary: LeafValues) -> tuple[bytes, pb.CompressiveEncoding]:
     if dictionary.kind == "variable":
         ow = dictionary.offset_width
         fmt = "<II" if ow == 4 else "<QQ"
