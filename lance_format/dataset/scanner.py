@@ -20,6 +20,7 @@ from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFrag
 from lance_format.dataset.arguments import column_names
 from lance_format.dataset.sql.filter import referenced_columns, to_expression
 from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.schema import LanceSchema
 from lance_format.schema.blob import read_arrow_schema
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class LanceScanner:
         self._read_system = [n for n in needed if n in SYSTEM_COLUMNS]
         # late materialization: the filter's columns first (with the row address to find the
         # passing rows again), then the rest for the passing rows only
-        self._late: tuple | None = None
+        self._late: tuple[LanceSchema, list[str], LanceSchema, list[str]] | None = None
         if self._filter is not None:
             used = set(referenced_columns(self._filter, _filter_schema(table_schema.to_arrow())))
             rest = [n for n in needed if n not in used]
@@ -168,8 +169,8 @@ class LanceScanner:
         if pending:
             yield self._complete(fragment, pending, rest_schema, rest_system)
 
-    def _complete_range(self, fragment: LanceFragment, batch: pa.RecordBatch, passing: pa.Array, rest_schema,
-                        rest_system) -> pa.RecordBatch:
+    def _complete_range(self, fragment: LanceFragment, batch: pa.RecordBatch, passing: pa.Array,
+                        rest_schema: LanceSchema, rest_system: list[str]) -> pa.RecordBatch:
         """A batch's passing rows, the other columns read for the batch's whole row range."""
         offsets = np.asarray(batch.column(ROW_ADDRESS).to_numpy()) & np.uint64(0xFFFFFFFF)
         span = (int(offsets[0]), int(offsets[-1]) + 1)
@@ -182,7 +183,8 @@ class LanceScanner:
         columns.update({name: rest.column(name).combine_chunks().take(passing) for name in rest.column_names})
         return pa.RecordBatch.from_pydict(columns)
 
-    def _complete(self, fragment: LanceFragment, parts: list[pa.RecordBatch], rest_schema, rest_system) -> pa.RecordBatch:
+    def _complete(self, fragment: LanceFragment, parts: list[pa.RecordBatch], rest_schema: LanceSchema,
+                  rest_system: list[str]) -> pa.RecordBatch:
         """The filter columns of ``parts`` joined with the other columns of the same rows."""
         first = pa.Table.from_batches(parts).combine_chunks()
         offsets = (np.asarray(first.column(ROW_ADDRESS).to_numpy()) & np.uint64(0xFFFFFFFF)).astype(np.uint64)

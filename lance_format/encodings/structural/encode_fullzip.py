@@ -109,9 +109,9 @@ def encode_fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLay
         layout.bits_per_offset = ow * 8
         if leaf.values is not None and use_fsst(values, leaf.values.type):
             values, encoding = _fsst_values(values)
-            assert values.offsets is not None and values.data is not None  # variable values carry both
         else:
             encoding = variable_encoding(ow * 8)
+        assert values.offsets is not None and values.data is not None  # variable values carry both
         layout.value_compression.CopyFrom(encoding)
         lengths = np.diff(values.offsets)
         valid = np.ones(n_items, np.bool_) if leaf.valid is None else leaf.valid

@@ -322,7 +322,9 @@ class MiniBlockPage(PageDecoder):
                                    f"{int(local.max()) + 1} were expected")
         if not isinstance(packed, Variable):
             raise self.ctx.corrupt("FSST values are not variable-width")
-        values = fsst.decompress(take_block(packed, local), self.values.table, self.ctx)
+        picked = take_block(packed, local)
+        assert isinstance(picked, Variable)  # take_block keeps the kind of its block
+        values = fsst.decompress(picked, self.values.table, self.ctx)
         return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
 
     def _empty(self, data_type: pa.DataType) -> LeafData:
