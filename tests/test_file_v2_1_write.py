@@ -462,3 +462,43 @@ def test_fsst_choice_matches_pylance_per_column(tmp_path, version):
         ours_kinds = [compression_of(p[0]) for p in layouts(ours, folder).values()]
         theirs_kinds = [compression_of(p[0]) for p in layouts(theirs, folder).values()]
         assert ours_kinds == theirs_kinds, name
+
+
+def dictionary_candidates(n: int, seed: int = 5) -> pa.Table:
+    """Columns around pylance's dictionary thresholds (kinds, widths, cardinalities, order)."""
+    import decimal
+
+    rng = np.random.default_rng(seed)
+    cats = np.array([f"kind-{k}" for k in range(40)])
+    sku = pa.array([f"sku-{k}" for k in rng.integers(0, 2500, n)])
+    return pa.table({
+        "cat_nulls": pa.array([None if i % 3 == 0 else cats[i % 40] for i in range(n)]),
+        "cat_large": pa.array(cats[rng.integers(0, 40, n)], pa.large_string()),
+        "bin_lowcard": pa.array([b"k%d" % (i % 30) for i in range(n)], pa.binary()),
+        "f64_lowcard": pa.array(rng.integers(0, 30, n) * 0.5),
+        "i32_lowcard": pa.array(rng.integers(0, 30, n).astype(np.int32) * 100_000),  # 32-bit: never
+        "i64_lowcard": pa.array(rng.integers(0, 30, n) * 1_000_000_007),  # 64-bit: 2.2 only
+        "ts_lowcard": pa.array(rng.integers(0, 30, n) * 1_000_000_000_000, pa.timestamp("us")),
+        "tags": pa.array([[cats[(i + j) % 40] for j in range(i % 3)] for i in range(n)], pa.list_(pa.string())),
+        "struct_cat": pa.array([{"c": cats[i % 7]} for i in range(n)], pa.struct([("c", pa.string())])),
+        "sku_mid": sku,  # about n / 2.4 distinct values: over the sample estimate's budget
+        "sku_sorted": sku.take(pa.compute.sort_indices(sku)),  # same values, few in the first 4096
+        "short_mid": pa.array([str(i % 1000) for i in range(n)]),  # saves too little
+        "dec_lowcard": pa.array([decimal.Decimal(i % 20) for i in range(n)], pa.decimal128(10, 2)),
+    })
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_dictionary_choice_matches_pylance_per_column(tmp_path, version):
+    from lance.file import LanceFileWriter as PyWriter
+
+    table = dictionary_candidates(6000)
+    ours = write_ours(tmp_path, table, version, batch_rows=table.num_rows)
+    theirs = str(tmp_path / "theirs.lance")
+    with PyWriter(theirs, table.schema, version=version) as writer:
+        for batch in table.to_batches():
+            writer.write_batch(batch)
+    ours_kinds = [compression_of(p[0]) for p in layouts(ours, tmp_path).values()]
+    assert ours_kinds == [compression_of(p[0]) for p in layouts(theirs, tmp_path).values()]
+    assert sum("+dictionary" in k for k in ours_kinds) >= 7
+    assert_same(read_back(ours), table)

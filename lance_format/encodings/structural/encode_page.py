@@ -117,7 +117,7 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
             return result
         values = take_values(values.dictionary, values.indices.astype(np.int64))
     if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES:
-        encoded = try_dictionary(values)
+        encoded = try_dictionary(values, minor)
         if encoded is not None:
             indices, dictionary = encoded
             result = encode_miniblock(leaf, word_plan(indices), minor, dictionary=dictionary)
