@@ -464,11 +464,16 @@ def test_fsst_choice_matches_pylance_per_column(tmp_path, version):
         assert ours_kinds == theirs_kinds, name
 
 
-def dictionary_candidates(n: int, seed: int = 5) -> pa.Table:
-    """Columns around pylance's dictionary thresholds (kinds, widths, cardinalities, order)."""
+def choice_candidates(n: int, seed: int = 5) -> pa.Table:
+    """Columns around pylance's dictionary, RLE and bit-packing thresholds."""
     import decimal
 
     rng = np.random.default_rng(seed)
+
+    def runs(mean_length: float) -> np.ndarray:
+        lengths = rng.geometric(1 / mean_length, n)
+        return np.repeat(rng.integers(-2**62, 2**62, len(lengths)), lengths)[:n]
+
     cats = np.array([f"kind-{k}" for k in range(40)])
     sku = pa.array([f"sku-{k}" for k in rng.integers(0, 2500, n)])
     return pa.table({
@@ -485,14 +490,19 @@ def dictionary_candidates(n: int, seed: int = 5) -> pa.Table:
         "sku_sorted": sku.take(pa.compute.sort_indices(sku)),  # same values, few in the first 4096
         "short_mid": pa.array([str(i % 1000) for i in range(n)]),  # saves too little
         "dec_lowcard": pa.array([decimal.Decimal(i % 20) for i in range(n)], pa.decimal128(10, 2)),
+        "runs_short": pa.array(runs(1.5)),  # RLE by size even with more runs than half the values
+        "runs_long": pa.array(runs(3.0)),
+        "unit_floats": pa.array(rng.random(n)),  # two zero high bits: bit-packed
+        "normal_floats": pa.array(rng.standard_normal(n)),  # sign bit set: flat
+        "wide_ints": pa.array(rng.integers(0, 2**60, n)),  # 60 bits of 64: bit-packed
     })
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_dictionary_choice_matches_pylance_per_column(tmp_path, version):
+def test_dictionary_rle_and_bitpacking_choices_match_pylance_per_column(tmp_path, version):
     from lance.file import LanceFileWriter as PyWriter
 
-    table = dictionary_candidates(6000)
+    table = choice_candidates(6000)
     ours = write_ours(tmp_path, table, version, batch_rows=table.num_rows)
     theirs = str(tmp_path / "theirs.lance")
     with PyWriter(theirs, table.schema, version=version) as writer:

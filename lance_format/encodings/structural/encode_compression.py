@@ -5,7 +5,7 @@ the chunks once the boundaries are fixed (vectorized over the whole page). Plans
 
 * ``flat`` (fixed width, bool bitmaps, fixed-size lists with per-level validity bitmaps);
 * ``inline_bitpacking`` (FastLanes, 1024 values per chunk, per-chunk bit width);
-* ``rle`` (values + u8 run lengths, two buffers), chosen when runs < half the values;
+* ``rle`` (values + u8 run lengths, two buffers), chosen by size (see :func:`word_plan`);
 * ``variable`` (per chunk: n+1 u32/u64 offsets relative to the chunk, then the bytes, padded
   to the offset width with 0x48);
 * ``fsst``: strings FSST-compressed with one symbol table per page (in the encoding), then laid
@@ -31,8 +31,6 @@ from lance_format.proto import encodings_v2_1_pb2 as pb
 TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk
 MAX_CHUNK_VALUES = 4096
 RLE_MAX_CHUNK_VALUES = 2048
-MIN_BITPACK_SAVING = 1 / 16  # fraction of the flat bytes bit-packing must save to be chosen
-RLE_THRESHOLD = 0.5  # runs / values below which RLE wins (Lance's default)
 DICT_MIN_VALUES = 100
 DICT_SIZE_RATIO = 0.8
 DICT_SAMPLE = 4096
@@ -249,19 +247,14 @@ def _run_starts(words: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], change)) if len(words) else change
 
 
-def _may_have_runs(words: np.ndarray, windows: int = 16, size: int = 256) -> bool:
-    """Cheap pre-check on a few windows: could runs be fewer than half the values?"""
-    n = len(words)
-    if n <= windows * size * 4:
-        return True
-    starts = np.linspace(0, n - size, windows).astype(np.int64)
-    sample = words[starts[:, None] + np.arange(size)[None, :]]
-    changes = int(np.count_nonzero(sample[:, 1:] != sample[:, :-1]))
-    return changes < 0.75 * windows * (size - 1)
-
-
 def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
-    """Pick RLE, inline bit-packing or flat for 8/16/32/64-bit words."""
+    """Pick RLE, inline bit-packing or flat for 8/16/32/64-bit words, by pylance 14's size model.
+
+    Bit-packing is estimated at one word plus ``1024 * bit_width / bits`` words per block of
+    1024 values (the last block counted whole) and chosen when that is under the plain bytes;
+    RLE at ``(runs + n / 255)`` pairs of a value and a u8 length, chosen when under the plain
+    bytes and not above the bit-packing estimate.
+    """
     n = len(words)
     width = words.dtype.itemsize
     if n == 0:
@@ -270,14 +263,15 @@ def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
     widths = bit_widths(words[:full].reshape(-1, BLOCK)) if full else np.zeros(0, np.int64)
     if full < n:
         widths = np.append(widths, bit_widths(words[full:][None, :]))
-    packed_bytes = float((widths.sum() * BLOCK) / 8 + len(widths) * width)
-    if allow_rle and _may_have_runs(words):
+    raw = n * width
+    packed = int(((1 + BLOCK * widths // (8 * width)) * width).sum())
+    bitpack = packed < raw
+    if allow_rle:
         run_starts = _run_starts(words)
-        if len(run_starts) < RLE_THRESHOLD * n and len(run_starts) * (width + 1) < packed_bytes:
+        rle = min(len(run_starts) + n // 255, n) * (width + 1)
+        if rle < raw and not (bitpack and packed < rle):
             return RlePlan(words, run_starts)
-    # Bit-packing that saves less than 1/16 of the bytes (floats, whose exponent bits are set,
-    # typically save one bit in 64) is not worth its encode and decode time: store them flat.
-    if widths.max() < width * 8 and packed_bytes <= n * width * (1 - MIN_BITPACK_SAVING):
+    if bitpack:
         return BitpackPlan(words)
     return FlatPlan(LeafValues("fixed", n, bytes_per_value=width, words=words,
                                matrix=words.view(np.uint8).reshape(n, width)))
