@@ -7,16 +7,12 @@ clear the strings are stored raw. Otherwise each compressed byte ``c < 255`` emi
 
 Decoding is done for all strings of a block at once: escapes are found with run arithmetic (the
 bytes of a run of 255s alternate escape/literal from the run's start), every input byte becomes
-a (length, symbol bytes) pair, and Arrow's binary-view to binary cast concatenates them. Large
-blocks are decoded in passes, on a few threads.
+a (length, symbol bytes) pair, and Arrow's binary-view to binary cast concatenates them.
 """
 
 from __future__ import annotations
 
-import os
 import struct
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,18 +63,6 @@ def parse_symbol_table(raw: bytes, ctx: DecodeContext) -> SymbolTable:
 
 # Codes decoded per pass: bounds the 16-byte-per-code temporaries to a few MiB.
 _PASS_CODES = 1 << 18
-# Passes run on this many threads: Arrow's take and cast, which do the work, release the GIL.
-_THREADS = max(1, min(4, os.cpu_count() or 1))
-_pool: tuple[int, ThreadPoolExecutor] | None = None  # (process id, pool): a forked child makes its own
-_pool_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(_THREADS, thread_name_prefix="lance-fsst"))
-        return _pool[1]
 
 
 def decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Variable:
@@ -91,11 +75,8 @@ def decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Varia
         marks = np.searchsorted(offsets, offsets[0] + np.arange(1, (offsets[-1] - offsets[0]) // _PASS_CODES + 1)
                                 * _PASS_CODES)
         cuts = np.unique(np.concatenate([[0], np.clip(marks, 1, len(offsets) - 1), [len(offsets) - 1]]))
-        pieces = [Variable(offsets[a : b + 1], block.data) for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
-        if _THREADS > 1 and len(pieces) > 1:
-            parts = list(_executor().map(lambda piece: _decompress(piece, table, ctx), pieces))
-        else:
-            parts = [_decompress(piece, table, ctx) for piece in pieces]
+        parts = [_decompress(Variable(offsets[a : b + 1], block.data), table, ctx)
+                 for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
         joined = concat(parts)
         assert isinstance(joined, Variable)  # concat keeps the kind of its blocks
         return joined
