@@ -136,20 +136,24 @@ def _parse(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, table: _Table
             mask = np.arange(len(step_codes))[None, :] < counts_now[:, None]
             epochs.append((unit, counts_now, matrix[mask]))
         pos, end, unit = pos[alive], end[alive], unit[alive]
-    counts = np.zeros(len(starts), np.int64)
+    # the first epoch ran every unit, in order: its tokens are the bulk, already in unit order
+    units0, counts0, tokens0 = epochs[0]
+    assert len(units0) == len(starts)  # every unit is non-empty, so the first epoch ran them all
     if len(epochs) == 1:
-        counts[epochs[0][0]] = epochs[0][1]
-        return epochs[0][2], counts
-    for units, unit_counts, _ in epochs:
-        counts[units] += unit_counts
-    # later epochs continue the units of earlier ones: place each token after its unit's earlier ones
-    done = np.cumsum(counts) - counts
-    ids = np.empty(int(counts.sum()), np.uint16)
-    for units, unit_counts, tokens in epochs:
+        return tokens0, counts0
+    extra_counts = np.zeros(len(starts), np.int64)
+    for units, unit_counts, _ in epochs[1:]:
+        extra_counts[units] += unit_counts
+    # later epochs continue units of earlier ones: order their (few) tokens by unit, then insert
+    # each unit's after its first-epoch tokens
+    done = np.cumsum(extra_counts) - extra_counts
+    extra = np.empty(int(extra_counts.sum()), np.uint16)
+    for units, unit_counts, tokens in epochs[1:]:
         first = np.cumsum(unit_counts) - unit_counts
-        ids[np.repeat(done[units] - first, unit_counts) + np.arange(len(tokens))] = tokens
+        extra[np.repeat(done[units] - first, unit_counts) + np.arange(len(tokens))] = tokens
         done[units] += unit_counts
-    return ids, counts
+    ids = np.insert(tokens0, np.repeat(np.cumsum(counts0), extra_counts), extra)
+    return ids, counts0 + extra_counts
 
 
 def _sample(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
