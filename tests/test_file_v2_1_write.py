@@ -234,7 +234,7 @@ def test_layout_choices_2_2(tmp_path):
     assert got == {
         "ids": "mini_block:inline_bitpacking",
         "floats": "mini_block:flat",
-        "names": "mini_block:variable",
+        "names": "mini_block:fsst",
         "cats": "mini_block:inline_bitpacking+dictionary",
         "runs": "mini_block:rle",
         "runs_low_card": "mini_block:rle+dictionary",
@@ -368,3 +368,147 @@ def test_constant_pages_of_every_kind(tmp_path, version):
     assert_same(read_back(path), table)
     kinds = {describe(pages[0]).split(":")[0] for pages in layouts(path, tmp_path).values()}
     assert kinds == ({"constant"} if version == "2.2" else {"mini_block"})
+
+
+# -- FSST --------------------------------------------------------------------------------------------
+
+
+def realistic_strings(n: int, seed: int = 11) -> pa.Table:
+    """String shapes pylance compresses with FSST (and a few it does not)."""
+    rng = np.random.default_rng(seed)
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "naïve", "café", "東京", "Grüße", "✓ok", "🚀x"]
+    pick = rng.integers(0, len(words), (n, 3))
+    url = [f"https://shop.example.com/{words[a]}/item-{i:06d}?ref={words[b]}" for i, (a, b, _) in enumerate(pick)]
+    email = [None if i % 13 == 0 else ("" if i % 17 == 0 else f"customer-{i:06d}@{words[c]}.example.org")
+             for i, (_, _, c) in enumerate(pick)]
+    json_text = [f'{{"id": {i}, "kind": "{words[a]}", "score": {rng.random():.3f}, "tags": ["{words[b]}"]}}'
+                 for i, (a, b, _) in enumerate(pick)]
+    return pa.table({
+        "url": pa.array(url),
+        "email_nulls_empty": pa.array(email),
+        "json": pa.array(json_text, pa.large_string()),
+        "utf8": pa.array([" ".join(words[k] for k in row) for row in pick.tolist()]),
+        "escapes": pa.array(["\x7f\u00ff" + chr(0x100 + i % 500) + "ÿ" * (i % 4) for i in range(n)]),
+        "long_text": pa.array([None if i % 5 == 0 else (url[i] + " ") * (5 + i % 20) for i in range(n)]),
+        "list_urls": pa.array([[u, u[::-1]] if i % 4 else None for i, u in enumerate(url)], pa.list_(pa.string())),
+        "struct_email": pa.array([{"e": e} for e in email], pa.struct([("e", pa.string())])),
+        "binary": pa.array([u.encode() for u in url], pa.binary()),  # binary: never FSST
+        "short": pa.array([str(i % 9999) for i in range(n)]),  # longest value under 5 bytes: never FSST
+        "category": pa.array([words[a] for a, _, _ in pick.tolist()]),  # few values: a dictionary
+    })
+
+
+def compression_of(layout: pb.PageLayout) -> str:
+    """Layout and value compression (FSST visible in mini-block and full-zip pages, and how a
+    dictionary is stored: plain in 2.1, LZ4 ``general`` in 2.2)."""
+    kind = layout.WhichOneof("layout")
+    if kind == "mini_block_layout":
+        mini = layout.mini_block_layout
+        dictionary = mini.dictionary.WhichOneof("compression") if mini.HasField("dictionary") else ""
+        return describe(layout) + (f"({dictionary})" if dictionary else "")
+    if kind == "full_zip_layout":
+        return "full_zip:" + layout.full_zip_layout.value_compression.WhichOneof("compression")
+    return describe(layout)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fsst_strings_read_back_in_pylance(tmp_path, version):
+    table = realistic_strings(4000)
+    path = write_ours(tmp_path, table, version, batch_rows=1500)
+    kinds = [compression_of(p[0]) for p in layouts(path, tmp_path).values()]
+    assert kinds.count("mini_block:fsst") >= 5 and "full_zip:fsst" in kinds
+    reader = PyReader(path)
+    assert_same(reader.read_all(batch_size=333).to_table(), table)
+    rows = [0, 1, 13, 17, 999, 1500, 2047, 2048, 3999]
+    assert_same(reader.take_rows(rows).to_table(), table.take(rows))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fsst_pages_of_pylance_read_back_in_ours(tmp_path, version):
+    """The other direction: pylance's FSST pages of the same strings decode identically here."""
+    from lance.file import LanceFileWriter as PyWriter
+
+    from lance_format.file import LanceFileReader
+    from lance_format.file.plans import structural_plans_for_schema
+
+    table = realistic_strings(4000)
+    with PyWriter(str(tmp_path / "theirs.lance"), table.schema, version=version) as writer:
+        for batch in table.to_batches(max_chunksize=1500):
+            writer.write_batch(batch)
+    kinds = [compression_of(p[0]) for p in layouts(str(tmp_path / "theirs.lance"), tmp_path).values()]
+    assert kinds.count("mini_block:fsst") >= 5 and "full_zip:fsst" in kinds
+    with LanceFileReader(ObjectStore(tmp_path), "theirs.lance") as ours:
+        plans = structural_plans_for_schema(ours.lance_schema())
+        arrays = ours.read_range(plans, 0, table.num_rows)
+        assert_same(pa.table(arrays, names=table.column_names), table)
+        rows = np.array([0, 13, 17, 2048, 3999])
+        assert_same(pa.table(ours.take(plans, rows), names=table.column_names), table.take(rows))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fsst_choice_matches_pylance_per_column(tmp_path, version):
+    from lance.file import LanceFileWriter as PyWriter
+
+    table = realistic_strings(4000)
+    small = realistic_strings(300)  # under 32 KiB per column: pylance keeps the strings plain
+    for name, data in (("big", table), ("small", small)):
+        folder = tmp_path / name
+        folder.mkdir()
+        ours = write_ours(folder, data, version, batch_rows=data.num_rows)
+        theirs = str(folder / "theirs.lance")
+        with PyWriter(theirs, data.schema, version=version) as writer:
+            for batch in data.to_batches():
+                writer.write_batch(batch)
+        ours_kinds = [compression_of(p[0]) for p in layouts(ours, folder).values()]
+        theirs_kinds = [compression_of(p[0]) for p in layouts(theirs, folder).values()]
+        assert ours_kinds == theirs_kinds, name
+
+
+def choice_candidates(n: int, seed: int = 5) -> pa.Table:
+    """Columns around pylance's dictionary, RLE and bit-packing thresholds."""
+    import decimal
+
+    rng = np.random.default_rng(seed)
+
+    def runs(mean_length: float) -> np.ndarray:
+        lengths = rng.geometric(1 / mean_length, n)
+        return np.repeat(rng.integers(-2**62, 2**62, len(lengths)), lengths)[:n]
+
+    cats = np.array([f"kind-{k}" for k in range(40)])
+    sku = pa.array([f"sku-{k}" for k in rng.integers(0, 2500, n)])
+    return pa.table({
+        "cat_nulls": pa.array([None if i % 3 == 0 else cats[i % 40] for i in range(n)]),
+        "cat_large": pa.array(cats[rng.integers(0, 40, n)], pa.large_string()),
+        "bin_lowcard": pa.array([b"k%d" % (i % 30) for i in range(n)], pa.binary()),
+        "f64_lowcard": pa.array(rng.integers(0, 30, n) * 0.5),
+        "i32_lowcard": pa.array(rng.integers(0, 30, n).astype(np.int32) * 100_000),  # 32-bit: never
+        "i64_lowcard": pa.array(rng.integers(0, 30, n) * 1_000_000_007),  # 64-bit: 2.2 only
+        "ts_lowcard": pa.array(rng.integers(0, 30, n) * 1_000_000_000_000, pa.timestamp("us")),
+        "tags": pa.array([[cats[(i + j) % 40] for j in range(i % 3)] for i in range(n)], pa.list_(pa.string())),
+        "struct_cat": pa.array([{"c": cats[i % 7]} for i in range(n)], pa.struct([("c", pa.string())])),
+        "sku_mid": sku,  # about n / 2.4 distinct values: over the sample estimate's budget
+        "sku_sorted": sku.take(pa.compute.sort_indices(sku)),  # same values, few in the first 4096
+        "short_mid": pa.array([str(i % 1000) for i in range(n)]),  # saves too little
+        "dec_lowcard": pa.array([decimal.Decimal(i % 20) for i in range(n)], pa.decimal128(10, 2)),
+        "runs_short": pa.array(runs(1.5)),  # RLE by size even with more runs than half the values
+        "runs_long": pa.array(runs(3.0)),
+        "unit_floats": pa.array(rng.random(n)),  # two zero high bits: bit-packed
+        "normal_floats": pa.array(rng.standard_normal(n)),  # sign bit set: flat
+        "wide_ints": pa.array(rng.integers(0, 2**60, n)),  # 60 bits of 64: bit-packed
+    })
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_dictionary_rle_and_bitpacking_choices_match_pylance_per_column(tmp_path, version):
+    from lance.file import LanceFileWriter as PyWriter
+
+    table = choice_candidates(6000)
+    ours = write_ours(tmp_path, table, version, batch_rows=table.num_rows)
+    theirs = str(tmp_path / "theirs.lance")
+    with PyWriter(theirs, table.schema, version=version) as writer:
+        for batch in table.to_batches():
+            writer.write_batch(batch)
+    ours_kinds = [compression_of(p[0]) for p in layouts(ours, tmp_path).values()]
+    assert ours_kinds == [compression_of(p[0]) for p in layouts(theirs, tmp_path).values()]
+    assert sum("+dictionary" in k for k in ours_kinds) >= 7
+    assert_same(read_back(ours), table)

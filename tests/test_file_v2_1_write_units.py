@@ -253,3 +253,63 @@ def test_pages_are_written_while_streaming(tmp_path):
     assert written.num_rows == 200_000 and written.field_ids == [0, 1] and written.column_indices == [0, 1]
     table = lance.file.LanceFileReader(str(tmp_path / "f.lance")).read_all().to_table()
     assert table.column("s").to_pylist()[-1] == "199999"
+
+
+# -- FSST ------------------------------------------------------------------------------------------
+
+
+def _fsst_round_trip(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, bytes]:
+    from lance_format.encodings.buffers import DecodeContext
+    from lance_format.encodings.structural import encode_fsst, fsst
+    from lance_format.encodings.structural.blocks import Variable
+
+    offsets = np.concatenate(([0], np.cumsum([len(s) for s in strings]))).astype(np.int64)
+    data = np.frombuffer(b"".join(strings), np.uint8)
+    table = encode_fsst.train(data, offsets)
+    packed, packed_offsets = encode_fsst.compress(data, offsets, table)
+    raw_table = encode_fsst.symbol_table_bytes(table)
+    ctx = DecodeContext("unit", "s")
+    back = fsst.decompress(Variable(packed_offsets, packed), fsst.parse_symbol_table(raw_table, ctx), ctx)
+    assert [bytes(back.data[a:b]) for a, b in zip(back.offsets[:-1], back.offsets[1:])] == strings
+    return packed, packed_offsets, raw_table
+
+
+def test_fsst_symbol_table_layout():
+    strings = [f"https://example.com/item-{i:05d}".encode() for i in range(3000)]
+    packed, offsets, raw = _fsst_round_trip(strings)
+    assert len(raw) == 2312
+    header = struct.unpack_from("<Q", raw)[0]
+    count = header & 0xFF
+    assert header >> 32 == 0x46535354 and (header >> 24) & 1 == 1 and 0 < count <= 255
+    lengths = np.frombuffer(raw, np.uint8, count, 8 + 8 * count)
+    assert lengths.min() >= 1 and lengths.max() <= 8
+    assert not any(raw[8 + 9 * count:])  # zero padding after the lengths
+    assert offsets[-1] == len(packed) < sum(map(len, strings)) / 3
+
+
+@pytest.mark.parametrize("kind", ["escapes", "binary", "long", "empty", "tiny", "utf8"])
+def test_fsst_round_trips(kind):
+    rng = np.random.default_rng(4)
+    strings = {
+        "escapes": [bytes([255, 255, i % 256, 255]) * (i % 5) for i in range(2000)],
+        "binary": [rng.bytes(int(k)) for k in rng.integers(0, 60, 3000)],
+        "long": [(b"lorem ipsum %d " % i) * 200 for i in range(60)],  # beyond the parse unit
+        "empty": [b""] * 50 + [b"abc"] + [b""] * 50,
+        "tiny": [b"x"],
+        "utf8": [("naïve café 東京 🚀 %d" % i).encode() for i in range(2000)],
+    }[kind]
+    _fsst_round_trip(strings)
+
+
+def test_fsst_training_is_reproducible():
+    strings = [f"customer-{i:06d}@example.com/echo".encode() for i in range(20_000)]
+    assert _fsst_round_trip(strings)[2] == _fsst_round_trip(strings)[2]
+
+
+def test_fsst_decodes_large_blocks_in_passes(monkeypatch):
+    from lance_format.encodings.structural import fsst
+
+    monkeypatch.setattr(fsst, "_PASS_CODES", 1 << 9)  # many passes from a small block
+    rng = np.random.default_rng(2)
+    strings = [b"%d-" % i + rng.bytes(int(k)) + b"\xff" * (i % 3) for i, k in enumerate(rng.integers(0, 30, 4000))]
+    _fsst_round_trip(strings)

@@ -2,6 +2,10 @@
 
 Batches stream fragment by fragment; nothing holds more than one batch of a fragment at a time
 (plus the rows a filter keeps from it).
+
+Filters are late-materialized: the filter's columns are read first, and the other columns only
+for the rows that pass (taken by physical offset, so pages decode just the chunks, and FSST
+strings just the values, those rows need), unless most rows of a batch pass.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from lance_format.dataset.scan_options import (
 )
 from lance_format.dataset.arguments import column_names
 from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
-from lance_format.errors import InvalidInputError
+from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.schema import LanceSchema
 from lance_format.schema.blob import read_arrow_schema
 from lance_format.schema.extensions import as_extension_arrays, with_extension_types
 
@@ -37,6 +42,8 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 DEFAULT_BATCH_SIZE = 65536
+_POSITION = "__lance_format_position"  # a batch's row positions, carried through the filter
+_DENSE = 0.25  # above this fraction of a batch's rows passing, its other columns are read, not taken
 
 
 def _filter_schema(arrow_schema: pa.Schema) -> pa.Schema:
@@ -127,6 +134,23 @@ class LanceScanner:
         self._read_system = [n for n in needed if n in SYSTEM_COLUMNS]
         if self._row_offsets and ROW_ADDRESS not in self._read_system:
             self._read_system.append(ROW_ADDRESS)  # _rowoffset is computed from the address
+        # late materialization: the filter's columns first (with the row address to find the
+        # passing rows again), then the rest for the passing rows only
+        self._late: tuple[LanceSchema, list[str], LanceSchema, list[str]] | None = None
+        # (not with row offsets or deleted rows, which need every row's address on the first read)
+        if self._filter is not None and not self._row_offsets and not self._include_deleted:
+            used = set(referenced_columns(self._filter, _filter_schema(table_schema.to_arrow())))
+            rest = [n for n in needed if n not in used]
+            if rest:
+                first = [n for n in needed if n in used]
+                first_system = [n for n in first if n in SYSTEM_COLUMNS]
+                if ROW_ADDRESS not in first_system:
+                    first_system.append(ROW_ADDRESS)
+                self._late = (
+                    table_schema.project([n for n in first if n not in SYSTEM_COLUMNS]), first_system,
+                    table_schema.project([n for n in rest if n not in SYSTEM_COLUMNS]),
+                    [n for n in rest if n in SYSTEM_COLUMNS],
+                )
 
     @property
     def projected_schema(self) -> pa.Schema:
@@ -167,6 +191,10 @@ class LanceScanner:
         return bases
 
     def _filtered_batches(self) -> Iterator[pa.RecordBatch]:
+        if self._late is not None:
+            for fragment in self._fragments:
+                yield from self._late_batches(fragment)
+            return
         bases = self._fragment_bases() if self._row_offsets else {}
         for fragment in self._fragments:
             for batch in fragment.read_batches(self._read_schema, self._read_system, self._batch_size,
@@ -197,6 +225,58 @@ class LanceScanner:
             return
         ordered = sorted_table(pa.Table.from_batches(matching), self._order_by, uri=self._dataset.uri)
         yield from ordered.combine_chunks().to_batches(max_chunksize=self._batch_size)
+
+    def _late_batches(self, fragment: LanceFragment) -> Iterator[pa.RecordBatch]:
+        """A filtered scan of one fragment, reading the non-filter columns of passing rows only.
+
+        Passing rows of several batches are gathered (up to a batch) before their other columns
+        are taken, so a selective filter costs one take per output batch, not per input batch.
+        """
+        assert self._filter is not None and self._late is not None  # set together in __init__
+        first_schema, first_system, rest_schema, rest_system = self._late
+        pending: list[pa.RecordBatch] = []  # passing rows' filter columns, not yet completed
+        pending_rows = 0
+        for batch in fragment.read_batches(first_schema, first_system, self._batch_size):
+            table = pa.Table.from_batches([batch])
+            positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
+            passing = table.append_column(_POSITION, positions).filter(self._filter).column(_POSITION).combine_chunks()
+            if not len(passing):
+                continue
+            if pending and (pending_rows + len(passing) > self._batch_size or len(passing) > _DENSE * batch.num_rows):
+                yield self._complete(fragment, pending, rest_schema, rest_system)
+                pending, pending_rows = [], 0
+            if len(passing) > _DENSE * batch.num_rows:
+                # most rows pass: reading the batch's rows in order beats taking them
+                yield self._complete_range(fragment, batch, passing, rest_schema, rest_system)
+                continue
+            pending.append(batch.take(passing))
+            pending_rows += len(passing)
+        if pending:
+            yield self._complete(fragment, pending, rest_schema, rest_system)
+
+    def _complete_range(self, fragment: LanceFragment, batch: pa.RecordBatch, passing: pa.Array,
+                        rest_schema: LanceSchema, rest_system: list[str]) -> pa.RecordBatch:
+        """A batch's passing rows, the other columns read for the batch's whole row range."""
+        offsets = np.asarray(batch.column(ROW_ADDRESS).to_numpy()) & np.uint64(0xFFFFFFFF)
+        span = (int(offsets[0]), int(offsets[-1]) + 1)
+        rest = pa.Table.from_batches(list(fragment.read_batches(rest_schema, rest_system, span[1] - span[0],
+                                                                row_range=span)))
+        if rest.num_rows != batch.num_rows:
+            raise CorruptFileError(f"fragment {fragment.fragment_id} read {rest.num_rows} rows of a range holding "
+                                   f"{batch.num_rows}", table=self._dataset.uri)
+        columns = {name: batch.column(name).take(passing) for name in batch.schema.names}
+        columns.update({name: rest.column(name).combine_chunks().take(passing) for name in rest.column_names})
+        return pa.RecordBatch.from_pydict(columns)
+
+    def _complete(self, fragment: LanceFragment, parts: list[pa.RecordBatch], rest_schema: LanceSchema,
+                  rest_system: list[str]) -> pa.RecordBatch:
+        """The filter columns of ``parts`` joined with the other columns of the same rows."""
+        first = pa.Table.from_batches(parts).combine_chunks()
+        offsets = (np.asarray(first.column(ROW_ADDRESS).to_numpy()) & np.uint64(0xFFFFFFFF)).astype(np.uint64)
+        rest = fragment.take_physical(rest_schema, rest_system, offsets)
+        columns = {name: first.column(name).combine_chunks() for name in first.column_names}
+        columns.update({name: rest.column(name) for name in rest.schema.names})
+        return pa.RecordBatch.from_pydict(columns)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Run the scan lazily, fragment by fragment.

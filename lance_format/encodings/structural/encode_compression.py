@@ -5,11 +5,14 @@ the chunks once the boundaries are fixed (vectorized over the whole page). Plans
 
 * ``flat`` (fixed width, bool bitmaps, fixed-size lists with per-level validity bitmaps);
 * ``inline_bitpacking`` (FastLanes, 1024 values per chunk, per-chunk bit width);
-* ``rle`` (values + u8 run lengths, two buffers), chosen when runs < half the values;
+* ``rle`` (values + u8 run lengths, two buffers), chosen by size (see :func:`word_plan`);
 * ``variable`` (per chunk: n+1 u32/u64 offsets relative to the chunk, then the bytes, padded
   to the offset width with 0x48);
+* ``fsst``: strings FSST-compressed with one symbol table per page (in the encoding), then laid
+  out like ``variable``; chosen as pylance chooses it (see :func:`use_fsst`);
 * ``dictionary``: items replaced by u32 indices (compressed by one of the plans above) and the
-  distinct values stored once in page buffer 2 (``flat`` or block ``variable``).
+  distinct values stored once in page buffer 2 (``flat`` or block ``variable``, LZ4-compressed
+  in 2.2 as pylance does).
 """
 
 from __future__ import annotations
@@ -20,18 +23,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.encodings.structural.encode_values import LeafValues, take_values, variable_values
+from lance_format.encodings.structural import encode_fsst
+from lance_format.encodings.structural.encode_values import LeafValues, variable_values
 from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk
 MAX_CHUNK_VALUES = 4096
 RLE_MAX_CHUNK_VALUES = 2048
-MIN_BITPACK_SAVING = 1 / 16  # fraction of the flat bytes bit-packing must save to be chosen
-RLE_THRESHOLD = 0.5  # runs / values below which RLE wins (Lance's default)
 DICT_MIN_VALUES = 100
 DICT_SIZE_RATIO = 0.8
 DICT_SAMPLE = 4096
+DICT_DIVISOR = 2
+DICT_MAX_CARDINALITY = 100_000
 PAD_VARIABLE = 0x48
 
 
@@ -214,24 +218,43 @@ class VariablePlan(ValuePlan):
         return [(out, sizes)]
 
 
+class FsstPlan(VariablePlan):
+    """FSST-compressed strings in ``variable`` chunks (Lance's FsstMiniBlockEncoder layout)."""
+
+    def __init__(self, values: LeafValues) -> None:
+        # variable values always carry offsets and data
+        assert values.offsets is not None and values.data is not None
+        table = encode_fsst.train(values.data, values.offsets)
+        data, offsets = encode_fsst.compress(values.data, values.offsets, table)
+        super().__init__(LeafValues("variable", values.count, offsets=offsets, data=data,
+                                    offset_width=values.offset_width))
+        self.encoding = pb.CompressiveEncoding(
+            fsst=pb.Fsst(symbol_table=encode_fsst.symbol_table_bytes(table), values=self.encoding))
+
+
+def use_fsst(values: LeafValues, data_type: pa.DataType) -> bool:
+    """Lance's choice: strings (not binary) of at least 32 KiB (bytes and offsets) whose longest
+    value has at least 5 bytes."""
+    if values.kind != "variable" or not (pa.types.is_string(data_type) or pa.types.is_large_string(data_type)):
+        return False
+    assert values.offsets is not None  # variable values always carry offsets
+    data_size = int(values.offsets[-1]) + values.offset_width * (values.count + 1)
+    return data_size >= encode_fsst.MIN_INPUT_BYTES and values.max_value_bytes() >= encode_fsst.MIN_MAX_LENGTH
+
+
 def _run_starts(words: np.ndarray) -> np.ndarray:
     change = np.flatnonzero(words[1:] != words[:-1]) + 1
     return np.concatenate(([0], change)) if len(words) else change
 
 
-def _may_have_runs(words: np.ndarray, windows: int = 16, size: int = 256) -> bool:
-    """Cheap pre-check on a few windows: could runs be fewer than half the values?"""
-    n = len(words)
-    if n <= windows * size * 4:
-        return True
-    starts = np.linspace(0, n - size, windows).astype(np.int64)
-    sample = words[starts[:, None] + np.arange(size)[None, :]]
-    changes = int(np.count_nonzero(sample[:, 1:] != sample[:, :-1]))
-    return changes < 0.75 * windows * (size - 1)
-
-
 def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
-    """Pick RLE, inline bit-packing or flat for 8/16/32/64-bit words."""
+    """Pick RLE, inline bit-packing or flat for 8/16/32/64-bit words, by pylance 14's size model.
+
+    Bit-packing is estimated at one word plus ``1024 * bit_width / bits`` words per block of
+    1024 values (the last block counted whole) and chosen when that is under the plain bytes;
+    RLE at ``(runs + n / 255)`` pairs of a value and a u8 length, chosen when under the plain
+    bytes and not above the bit-packing estimate.
+    """
     n = len(words)
     width = words.dtype.itemsize
     if n == 0:
@@ -240,20 +263,24 @@ def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
     widths = bit_widths(words[:full].reshape(-1, BLOCK)) if full else np.zeros(0, np.int64)
     if full < n:
         widths = np.append(widths, bit_widths(words[full:][None, :]))
-    packed_bytes = float((widths.sum() * BLOCK) / 8 + len(widths) * width)
-    if allow_rle and _may_have_runs(words):
+    raw = n * width
+    packed = int(((1 + BLOCK * widths // (8 * width)) * width).sum())
+    bitpack = packed < raw
+    if allow_rle:
         run_starts = _run_starts(words)
-        if len(run_starts) < RLE_THRESHOLD * n and len(run_starts) * (width + 1) < packed_bytes:
+        rle = min(len(run_starts) + n // 255, n) * (width + 1)
+        if rle < raw and not (bitpack and packed < rle):
             return RlePlan(words, run_starts)
-    # Bit-packing that saves less than 1/16 of the bytes (floats, whose exponent bits are set,
-    # typically save one bit in 64) is not worth its encode and decode time: store them flat.
-    if widths.max() < width * 8 and packed_bytes <= n * width * (1 - MIN_BITPACK_SAVING):
+    if bitpack:
         return BitpackPlan(words)
     return FlatPlan(LeafValues("fixed", n, bytes_per_value=width, words=words,
                                matrix=words.view(np.uint8).reshape(n, width)))
 
 
-def value_plan(values: LeafValues) -> ValuePlan:
+def value_plan(values: LeafValues, data_type: pa.DataType | None = None) -> ValuePlan:
+    """The mini-block plan of a page's values (``data_type``: the leaf's Arrow type, for FSST)."""
+    if data_type is not None and use_fsst(values, data_type):
+        return FsstPlan(values)
     if values.kind == "fixed" and values.words is not None:
         return word_plan(values.words)
     if values.kind in ("fixed", "bool"):
@@ -275,76 +302,85 @@ def _as_arrow(values: LeafValues) -> pa.Array:
         offsets = values.offsets.astype(np.int64 if values.offset_width == 8 else np.int32)
         data_type = pa.large_binary() if values.offset_width == 8 else pa.binary()
         return pa.Array.from_buffers(data_type, values.count, [None, pa.py_buffer(offsets), pa.py_buffer(values.data)])
+    if values.words is None:  # 16-byte values (decimal128): one fixed-size binary each
+        assert values.matrix is not None  # fixed values always carry the byte matrix
+        matrix = np.ascontiguousarray(values.matrix)
+        return pa.Array.from_buffers(pa.binary(values.bytes_per_value), values.count, [None, pa.py_buffer(matrix)])
     return pa.array(values.words)
 
 
 def _from_arrow(array: pa.Array, like: LeafValues) -> LeafValues:
     if like.kind == "variable":
         return variable_values(array, None)
-    assert like.words is not None  # only word-sized fixed values are dictionary-encoded
+    if like.words is None:  # 16-byte values
+        width = like.bytes_per_value
+        buf = array.buffers()[1]
+        matrix = np.frombuffer(buf, np.uint8, len(array) * width, array.offset * width).reshape(len(array), width)
+        return LeafValues("fixed", len(array), bytes_per_value=width, matrix=matrix)
     words = np.asarray(array.to_numpy(zero_copy_only=False)).astype(like.words.dtype)
     width = like.bytes_per_value
     return LeafValues("fixed", len(words), bytes_per_value=width, words=words,
                       matrix=words.view(np.uint8).reshape(len(words), width))
 
 
-def _plain_estimate(values: LeafValues) -> float:
-    if values.kind == "fixed":
-        assert values.words is not None  # only word-sized fixed values are dictionary-encoded
-        plan = word_plan(values.words, allow_rle=False)
-        if isinstance(plan, BitpackPlan):
-            full = values.count // BLOCK * BLOCK
-            sample = values.words[:full].reshape(-1, BLOCK) if full else values.words[None, :]
-            return float(bit_widths(sample).mean()) * values.count / 8
-    return float(values.raw_bytes())
+def try_dictionary(values: LeafValues, minor: int = 2) -> tuple[np.ndarray, LeafValues] | None:
+    """Dictionary-encode a page's items where pylance 14 does: (u32 indices, dictionary), or None.
 
-
-def try_dictionary(values: LeafValues) -> tuple[np.ndarray, LeafValues] | None:
-    """Dictionary-encode low-cardinality items when it saves enough space: (u32 indices, dictionary)."""
+    Its rule (fitted to pylance 14's choices over string and int64 pages of 1,000 to 400,000
+    values, every choice matched): strings and binaries, and 64-bit values in 2.2, of at least
+    100 values; the distinct values among the first 4,096, scaled to the page, and the actual
+    number of distinct values must both stay within ``min(n / 2, 100,000)``; and the dictionary
+    plus u32 indices (and the dictionary's offsets) must take at most 0.8 of the plain bytes.
+    128-bit values (decimals) are dictionary-encoded in 2.1 too, as pylance does.
+    """
     n = values.count
     if n < DICT_MIN_VALUES:
         return None
     if values.kind == "fixed":
-        if values.words is None or values.bytes_per_value < 4:
+        if not (values.bytes_per_value == 16 or values.bytes_per_value == 8 and values.words is not None and minor >= 2):
             return None
     elif values.kind != "variable":
         return None
-    # A cheap look at a random sample first: hashing every value of a high-cardinality page
-    # costs far more than the rest of its encoding. The number of repeated pairs in a sample
-    # of s distinct positions estimates the cardinality (birthday bound: D ~ s^2 / (2 pairs));
-    # a strided sample would be fooled by periodic data.
-    if n <= DICT_SAMPLE:
-        sample_index = np.arange(n)
-    else:
-        sample_index = np.sort(np.random.default_rng(n).choice(n, DICT_SAMPLE, replace=False))
-    if values.kind == "fixed":
-        assert values.words is not None  # checked above
-        _, counts = np.unique(values.words[sample_index], return_counts=True)
-    else:
-        counts = np.asarray(pc.value_counts(_as_arrow(take_values(values, sample_index))).field(1))
-    s = len(sample_index)
-    pairs = float((counts * (counts - 1)).sum()) / 2
-    if s < n:
-        if pairs == 0:
-            return None
-        estimated = min(float(n), max(float(len(counts)), s * s / (2 * pairs)))
-        per_value = values.raw_bytes() / n
-        guess = estimated * per_value + n * max(1.0, np.log2(max(estimated, 2))) / 8
-        if guess >= DICT_SIZE_RATIO * values.raw_bytes():
-            return None
-    encoded = _as_arrow(values).dictionary_encode()
+    limit = min(n // DICT_DIVISOR, DICT_MAX_CARDINALITY)
+    arrow = _as_arrow(values)
+    # a cheap look at the first values first: hashing a whole high-cardinality page is costly
+    sample = min(n, DICT_SAMPLE)
+    if pc.count_distinct(arrow.slice(0, sample)).as_py() * n / sample > limit:
+        return None
+    encoded = arrow.dictionary_encode()
+    cardinality = len(encoded.dictionary)
+    if cardinality > limit:
+        return None
     dictionary = _from_arrow(encoded.dictionary, values)
-    cardinality = dictionary.count
-    index_bits = max(1, int(cardinality - 1).bit_length())
-    estimate = dictionary.raw_bytes() + n * index_bits / 8
-    if estimate >= DICT_SIZE_RATIO * _plain_estimate(values):
+    if values.kind == "variable":
+        assert values.offsets is not None and dictionary.offsets is not None  # variable values carry offsets
+        width = values.offset_width
+        size = int(dictionary.offsets[-1]) + (cardinality + 1) * width + 4 * n
+        plain = int(values.offsets[-1]) + (n + 1) * width
+    else:
+        width = values.bytes_per_value
+        size, plain = width * cardinality + 4 * n, width * n
+    if size > DICT_SIZE_RATIO * plain:
         return None
     indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False)).astype(np.uint32)
     return indices, dictionary
 
 
-def dictionary_block(dictionary: LeafValues) -> tuple[bytes, pb.CompressiveEncoding]:
-    """Page buffer 2 of a dictionary page: the distinct values in Lance's block form."""
+def dictionary_block(dictionary: LeafValues, minor: int = 2) -> tuple[bytes, pb.CompressiveEncoding]:
+    """Page buffer 2 of a dictionary page: the distinct values in Lance's block form.
+
+    In 2.2 pylance LZ4-compresses the dictionary (``general{lz4}``: u32 LE size, then a raw LZ4
+    block); 2.1 stores it plain.
+    """
+    block, encoding = _plain_dictionary_block(dictionary)
+    if minor < 2 or dictionary.kind == "bool":
+        return block, encoding
+    packed = len(block).to_bytes(4, "little") + pa.Codec("lz4_raw").compress(block).to_pybytes()
+    general = pb.General(compression=pb.BufferCompression(scheme=pb.COMPRESSION_ALGORITHM_LZ4), values=encoding)
+    return packed, pb.CompressiveEncoding(general=general)
+
+
+def _plain_dictionary_block(dictionary: LeafValues) -> tuple[bytes, pb.CompressiveEncoding]:
     if dictionary.kind == "variable":
         ow = dictionary.offset_width
         fmt = "<II" if ow == 4 else "<QQ"

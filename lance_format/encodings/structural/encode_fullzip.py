@@ -7,7 +7,8 @@ Page buffers: ``[zipped data, (repetition index)]``. For every level entry, in o
 * then, for an entry that is an item: fixed-width values store their bytes always (null items
   too, as zeros; a fixed-size list with item nulls prefixes each value with its validity bytes,
   one bitmap per level); variable-width values store ``length`` (u32, or u64 for large types)
-  and the bytes, but only for valid items.
+  and the bytes, but only for valid items. Strings are FSST-compressed value by value where
+  Lance does so (``fsst{symbol_table, variable}``; the length is the compressed length).
 
 The repetition index (variable-width values, or any list) holds the byte offset of every row
 start plus the end, each 1, 2, 4 or 8 bytes wide (the reader infers the width from the size).
@@ -19,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_format.encodings.structural.encode_compression import flat_encoding, variable_encoding
+from lance_format.encodings.structural import encode_fsst
+from lance_format.encodings.structural.encode_compression import flat_encoding, use_fsst, variable_encoding
 from lance_format.encodings.structural.encode_repdef import LeafPage
 from lance_format.encodings.structural.encode_values import LeafValues
 from lance_format.proto import encodings_v2_1_pb2 as pb
@@ -66,6 +68,16 @@ def _scatter_le(out: np.ndarray, positions: np.ndarray, values: np.ndarray, nbyt
         out[positions + k] = ((values >> np.uint64(8 * k)) & np.uint64(0xFF)).astype(np.uint8)
 
 
+def _fsst_values(values: LeafValues) -> tuple[LeafValues, pb.CompressiveEncoding]:
+    """Strings FSST-compressed value by value with one page-wide table (Lance's FsstPerValueEncoder)."""
+    assert values.offsets is not None and values.data is not None  # variable values carry both
+    table = encode_fsst.train(values.data, values.offsets)
+    data, offsets = encode_fsst.compress(values.data, values.offsets, table)
+    inner = variable_encoding(values.offset_width * 8)
+    encoding = pb.CompressiveEncoding(fsst=pb.Fsst(symbol_table=encode_fsst.symbol_table_bytes(table), values=inner))
+    return LeafValues("variable", values.count, offsets=offsets, data=data, offset_width=values.offset_width), encoding
+
+
 def encode_fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLayout]:
     n_items = values.count
     rep, defs = leaf.rep, leaf.defs
@@ -95,7 +107,12 @@ def encode_fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLay
         assert values.offsets is not None and values.data is not None
         ow = values.offset_width
         layout.bits_per_offset = ow * 8
-        layout.value_compression.CopyFrom(variable_encoding(ow * 8))
+        if leaf.values is not None and use_fsst(values, leaf.values.type):
+            values, encoding = _fsst_values(values)
+        else:
+            encoding = variable_encoding(ow * 8)
+        assert values.offsets is not None and values.data is not None  # variable values carry both
+        layout.value_compression.CopyFrom(encoding)
         lengths = np.diff(values.offsets)
         valid = np.ones(n_items, np.bool_) if leaf.valid is None else leaf.valid
         item_bytes = np.where(valid, ow + lengths, 0)

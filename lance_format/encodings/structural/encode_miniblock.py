@@ -266,7 +266,7 @@ def encode_miniblock(
     meta = words.astype("<u2" if minor < 2 else "<u4").tobytes()
     buffers = [meta, body]
     if dictionary is not None:
-        block, encoding = dictionary_block(dictionary)
+        block, encoding = dictionary_block(dictionary, minor)
         layout.dictionary.CopyFrom(encoding)
         layout.num_dictionary_items = dictionary.count
         buffers.append(block)

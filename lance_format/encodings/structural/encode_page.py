@@ -6,7 +6,7 @@ For each leaf page (see ``encode_repdef``) the layout is chosen the way pylance 
 2. (2.2) all non-null items share one value -> constant layout with that value;
 3. Arrow dictionary columns -> mini-block over the indices, dictionary in page buffer 2;
 4. values narrower than 256 bytes -> mini-block (dictionary-encoded when the page has few
-   distinct values; else RLE / FastLanes bit-packing / flat / variable);
+   distinct values; else RLE / FastLanes bit-packing / flat / FSST / variable);
 5. wide values (vectors, long strings, big binaries) -> full-zip.
 
 ``StructuralFieldWriter`` buffers the arrays of one top-level field and cuts them into pages of
@@ -117,13 +117,13 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
             return result
         values = take_values(values.dictionary, values.indices.astype(np.int64))
     if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES:
-        encoded = try_dictionary(values)
+        encoded = try_dictionary(values, minor)
         if encoded is not None:
             indices, dictionary = encoded
             result = encode_miniblock(leaf, word_plan(indices), minor, dictionary=dictionary)
             if result is not None:
                 return result
-        result = encode_miniblock(leaf, value_plan(values), minor)
+        result = encode_miniblock(leaf, value_plan(values, leaf.values.type), minor)
         if result is not None:
             return result
     return _fullzip(leaf, values)

@@ -21,8 +21,9 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
-from lance_format.encodings.structural.blocks import Dictionary, Fixed, gather, ranges_index, read_uint, take_block
-from lance_format.encodings.structural.chunk_codecs import chunk_codec
+from lance_format.encodings.structural.blocks import Dictionary, Fixed, Variable, gather, ranges_index, read_uint, take_block
+from lance_format.encodings.structural import fsst
+from lance_format.encodings.structural.chunk_codecs import FsstChunks, chunk_codec
 from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, empty_leaf
 from lance_format.encodings.structural.repdef import LeafData, check_layers, max_rep, max_visible_def
 from lance_format.proto import encodings_v2_1_pb2 as pb
@@ -170,8 +171,9 @@ class MiniBlockPage(PageDecoder):
         rep, defs, values, _ = self._decode_raw(chunks)
         return build_leaf(rep, defs, values, self.meanings, data_type, self.ctx)
 
-    def _decode_raw(self, chunks: np.ndarray):
-        """Levels, values and per-chunk level counts of the given chunks."""
+    def _decode_raw(self, chunks: np.ndarray, values_codec=None):
+        """Levels, values and per-chunk level counts of the given chunks (``values_codec``: to
+        decode the values with another codec than the page's, e.g. FSST's inner one)."""
         ctx = self.ctx
         buf, starts, ends = self._chunk_bytes(chunks)
         counts = self.chunk_counts[chunks]
@@ -214,7 +216,7 @@ class MiniBlockPage(PageDecoder):
             defs = decode_levels(self.def_codec, buf, def_at, def_size, num_levels, ctx)
         if not (has_rep or has_def) and bool((num_levels != 0).any()):
             raise ctx.corrupt("mini-block chunk has levels but the page has no rep/def compression")
-        values = self.values.decode(buf, buf_starts, sizes, counts, ctx)
+        values = (values_codec or self.values).decode(buf, buf_starts, sizes, counts, ctx)
         if values.n != int(counts.sum()):
             raise ctx.corrupt(f"mini-block chunks decoded to {values.n} values instead of {int(counts.sum())}")
         if self.dictionary is not None:
@@ -263,11 +265,13 @@ class MiniBlockPage(PageDecoder):
         if self.rep_codec is None:
             # one row per value: decode all the chunks holding the rows together
             chunk = np.clip(np.searchsorted(self.first_row, rows, side="right") - 1, 0, len(self.chunk_counts) - 1)
-            chosen = np.unique(chunk)
-            leaf = self._decode_chunks(chosen, data_type)
+            chosen = chunk[np.append(True, chunk[1:] != chunk[:-1])]  # rows are sorted
             base = np.zeros(len(chosen), np.int64)
             np.cumsum(self.chunk_counts[chosen][:-1], out=base[1:])
             local = base[np.searchsorted(chosen, chunk)] + rows - self.first_row[chunk]
+            if isinstance(self.values, FsstChunks) and self.dictionary is None:
+                return self._take_fsst(chosen, local, data_type)
+            leaf = self._decode_chunks(chosen, data_type)
             self._check_rows(leaf, int(chosen[0]), int(chosen[-1]), int(local.max()) + 1)
             return leaf.take(local)
         if self.whole_page:
@@ -308,6 +312,20 @@ class MiniBlockPage(PageDecoder):
         local = row_base[run_of_row] + rows - self.first_row[run_c0][run_of_row]
         self._check_rows(leaf, int(chunks[0]), int(chunks[-1]), int(local.max()) + 1)
         return leaf.take(local)
+
+    def _take_fsst(self, chosen: np.ndarray, local: np.ndarray, data_type: pa.DataType) -> LeafData:
+        """Take from FSST chunks without lists: decompress only the strings of the rows taken."""
+        assert isinstance(self.values, FsstChunks)  # checked by the caller
+        _, defs, packed, _ = self._decode_raw(chosen, self.values.inner)
+        if packed.n <= int(local.max()):
+            raise self.ctx.corrupt(f"chunks {int(chosen[0])}..{int(chosen[-1])} hold {packed.n} values, "
+                                   f"{int(local.max()) + 1} were expected")
+        if not isinstance(packed, Variable):
+            raise self.ctx.corrupt("FSST values are not variable-width")
+        picked = take_block(packed, local)
+        assert isinstance(picked, Variable)  # take_block keeps the kind of its block
+        values = fsst.decompress(picked, self.values.table, self.ctx)
+        return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
 
     def _empty(self, data_type: pa.DataType) -> LeafData:
         return empty_leaf(self.meanings, data_type)
