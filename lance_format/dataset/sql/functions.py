@@ -222,7 +222,8 @@ class FunctionTranslations:
     def _visit_Nullif(self, node: exp.Nullif) -> "_Node":
         value, other = self.visit(node.this), self.visit(node.expression)
         dtype = self._type_of(value)
-        same = pc.coalesce(pc.equal(value.expr, other.expr), pc.scalar(False))  # null compares as "differs"
+        equal = self._compare("equal", value, other).expr  # type: ignore[attr-defined]  # Translator's
+        same = pc.coalesce(equal, pc.scalar(False))  # null compares as "differs"
         return self._node(pc.if_else(same, pc.scalar(pa.scalar(None, dtype)), value.expr), dtype)
 
     def _visit_Greatest(self, node: exp.Greatest) -> "_Node":
