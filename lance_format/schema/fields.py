@@ -13,7 +13,13 @@ import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.proto import file_pb2
-from lance_format.schema.extensions import BFLOAT16, EXTENSION_NAME_KEY, has_extension, storage_field
+from lance_format.schema.extensions import (
+    BFLOAT16,
+    EXTENSION_NAME_KEY,
+    has_extension,
+    is_lance_json,
+    storage_field,
+)
 from lance_format.schema.logical_types import arrow_type_of, is_nested_logical_type, logical_type_of
 
 # file.proto Field.encoding values
@@ -83,6 +89,8 @@ class LanceField:
         if pa.types.is_fixed_size_list(data_type) and (data_type.value_field.metadata or {}).get(
                 EXTENSION_NAME_KEY) == BFLOAT16.encode():
             logical_type = f"fixed_size_list:{BFLOAT16}:{data_type.list_size}"  # pylance's bfloat16 vectors
+        elif is_lance_json(arrow_field):
+            logical_type = "json"  # JSONB in large_binary, as pylance stores arrow.json
         lance_field = cls(
             name=arrow_field.name,
             id=field_id,
