@@ -130,3 +130,100 @@ def test_throughput_of_the_per_document_codec():
     # documents per second, printed for the report (pytest -s); a floor catches pathological slowdowns
     print(f"JSONB encode {len(docs) / (middle - start):,.0f} docs/s, decode {len(docs) / (end - middle):,.0f} docs/s")
     assert len(docs) / (end - start) > 2000
+
+
+# ------------------------------------------------------------------------------------ JSON functions
+FUNCTION_DOCS = [
+    '{"name":"Ann","age":30,"score":9.5,"active":true,"tags":["x","y"],"addr":{"city":"Oslo","zip":[1,2]},'
+    '"s_int":"12","s_float":"1.25","s_bool":"yes","n":null,"f":1.5,"neg":-2.5,"big":1e20,"mixed":[1,"x",true,1.0,null]}',
+    '{"name":"Bob","age":"41","score":7,"active":"false","tags":[],"addr":{"city":"Rome"},"f":2.5,"neg":-1.4}',
+    '[10,20,[30]]', '"plain"', "5", "null", None, '{"tags":"notalist","age":null,"name":null}',
+]
+
+EXPRESSIONS = [
+    "json_extract(j, '$.name')", "json_extract(j, 'name')", "json_extract(j, '$.addr.zip[1]')",
+    "json_extract(j, '$.addr')", "json_extract(j, '$')", "json_extract(j, '$[1]')", "json_extract(j, '$[2][0]')",
+    "json_extract(j, '$.tags[*]')", "json_extract(j, '$.addr.*')", "json_extract(j, '$[*]')",
+    "json_extract(j, '$.mixed[last]')", "json_extract(j, '$[\"age\"]')", "json_extract(j, '$.missing')",
+    "json_extract(j, '$.n')", "json_get(j, 'addr')", "json_get(j, 'name')", "json_get(j, '1')", "json_get(j, 'n')",
+    "json_get_string(json_get(j, 'addr'), 'city')", "json_get_int(json_get(j, '2'), '0')",
+    "json_get_int(j, 'age')", "json_get_int(j, 'f')", "json_get_int(j, 'neg')", "json_get_int(j, 's_int')",
+    "json_get_int(j, 'n')", "json_get_int(j, '0')",
+    "json_get_float(j, 'score')", "json_get_float(j, 'age')", "json_get_float(j, 's_float')",
+    "json_get_float(j, 'big')", "json_get_bool(j, 'active')", "json_get_bool(j, 's_bool')",
+    "json_get_string(j, 'name')", "json_get_string(j, 'age')", "json_get_string(j, 'score')",
+    "json_get_string(j, 'big')", "json_get_string(j, 'active')",
+    "json_exists(j, '$.name')", "json_exists(j, '$.n')", "json_exists(j, '$.addr.zip[1]')", "json_exists(j, '$')",
+    "json_exists(j, '$[1]')", "json_exists(j, 'tags')",
+    "json_array_contains(j, '$.tags', 'x')", "json_array_contains(j, '$.tags', 'z')",
+    "json_array_contains(j, '$.mixed', 1)", "json_array_contains(j, '$.mixed', true)",
+    "json_array_contains(j, '$.mixed', 'null')", "json_array_contains(j, '$.mixed', NULL)",
+    "json_array_contains(j, '$', 10)", "json_array_contains(j, '$.missing', 1)",
+    "json_array_contains(j, '$.tags', 1.0)",
+    "json_array_length(j, '$.tags')", "json_array_length(j, 'tags')", "json_array_length(j, '$')",
+    "json_array_length(j, '$.name')", "json_array_length(j, '$.missing')", "json_array_length(j, '$.n')",
+]
+
+FILTERS = [
+    "json_get_string(j, 'name') = 'Ann'",
+    "json_extract(j, '$.name') = '\"Bob\"'", "json_exists(j, '$.tags')", "NOT json_exists(j, '$.tags')",
+    "json_array_contains(j, '$.tags', 'y')", "json_array_length(j, '$.tags') >= 1",
+    "json_get_float(j, 'score') > 8", "json_get_string(json_get(j, 'addr'), 'city') LIKE 'R%'",
+    "json_extract(j, '$.addr.city') IS NOT NULL AND json_get_int(j, 'f') = 2",
+]
+
+
+@pytest.fixture(scope="module")
+def function_tables(tmp_path_factory):
+    root = tmp_path_factory.mktemp("jsonfn")
+    table = _table(FUNCTION_DOCS)
+    lance.write_dataset(table, str(root / "pylance"))
+    lance_format.write_dataset(table, str(root / "ours"))
+    return lance.dataset(str(root / "pylance")), lance_format.dataset(str(root / "ours")), root
+
+
+@pytest.mark.parametrize("expression", EXPRESSIONS)
+def test_json_function_values_match_pylance(function_tables, expression):
+    oracle, ours, root = function_tables
+    expected = oracle.to_table(columns={"v": expression})
+    for table in (ours, lance_format.dataset(str(root / "pylance"))):  # our table and pylance's, read by us
+        got = table.to_table(columns={"v": expression})
+        assert got.schema.field("v").type == expected.schema.field("v").type
+        assert got["v"].to_pylist() == expected["v"].to_pylist()
+
+
+@pytest.mark.parametrize("sql", FILTERS)
+def test_json_filters_match_pylance(function_tables, sql):
+    oracle, ours, _ = function_tables
+    expected = oracle.to_table(filter=sql)
+    got = ours.to_table(filter=sql)
+    assert got["id"].to_pylist() == expected["id"].to_pylist()
+    assert got["j"].to_pylist() == expected["j"].to_pylist()
+
+
+@pytest.mark.parametrize("expression", ["json_get_int(j, 'name')", "json_get_float(j, 'name')",
+                                        "json_get_bool(j, 'age')", "json_get_string(j, 'addr')"])
+def test_json_conversions_that_fail_in_pylance_fail_here(function_tables, expression):
+    oracle, ours, _ = function_tables
+    with pytest.raises(ValueError):
+        oracle.to_table(columns={"v": expression})
+    with pytest.raises(InvalidInputError, match="Failed to convert"):
+        ours.to_table(columns={"v": expression})
+
+
+def test_json_functions_need_a_json_column(function_tables):
+    _, ours, _ = function_tables
+    with pytest.raises(InvalidInputError, match="JSON"):
+        ours.to_table(filter="json_get(CAST(id AS VARCHAR), 'a') IS NULL")
+
+
+def test_delete_and_update_with_json_predicates_match_pylance(tmp_path):
+    table = _table(FUNCTION_DOCS)
+    results = []
+    for engine in (lance, lance_format):
+        path = str(tmp_path / engine.__name__)
+        ds = engine.write_dataset(table, path)
+        ds.delete("json_array_length(j, '$.tags') = 0")
+        ds.update({"id": "id + 100"}, where="json_get_string(j, 'name') = 'Ann'")
+        results.append(engine.dataset(path).to_table().sort_by("id").to_pylist())
+    assert results[0] == results[1]

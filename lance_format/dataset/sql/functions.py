@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from lance_format.dataset.sql.json_functions import PATH_FUNCTIONS
+
 if TYPE_CHECKING:
     from lance_format.dataset.sql.translate import _Node
 
@@ -339,8 +341,35 @@ class FunctionTranslations:
         return self._call_udf("array_element", _element, [lists, index], dtype.value_type)
 
     # -- functions sqlglot leaves anonymous -------------------------------------------------------
+    def _json_call(self, name: str, args: list["_Node"]) -> "_Node":
+        function, out_type = PATH_FUNCTIONS[name]
+        arity = 3 if name == "json_array_contains" else 2
+        if len(args) != arity:
+            raise self._invalid(f"{name} takes {arity} arguments")
+        dtype = self._type_of(args[0])
+        if isinstance(dtype, pa.BaseExtensionType) and dtype.extension_name == "arrow.json":
+            # a decoded arrow.json column (delete/update see these): its JSON text
+            args = [self._node(args[0].expr.cast(dtype.storage_type), dtype.storage_type)] + args[1:]
+        elif not (pa.types.is_large_binary(dtype) or pa.types.is_binary(dtype)):
+            raise self._invalid(f"{name} needs a JSON column (JSONB), got {dtype}")
+        if not all(a.is_literal for a in args[1:]):
+            raise self._unsupported(f"{name} with a non-constant path, key or value")
+        return self._call_udf(name, function, args, out_type)
+
+    def _visit_JSONExtract(self, node: exp.JSONExtract) -> "_Node":
+        if node.expressions:
+            raise self._unsupported("json_extract with more than one path")
+        return self._json_call("json_extract", [self.visit(node.this), self.visit(node.expression)])
+
+    def _visit_JSONArrayContains(self, node: exp.JSONArrayContains) -> "_Node":
+        needle = node.args.get("json_type")
+        parts = [node.this, node.expression] + ([needle] if isinstance(needle, exp.Expr) else [])
+        return self._json_call("json_array_contains", [self.visit(p) for p in parts])
+
     def anonymous_function(self, name: str, node: exp.Anonymous) -> "_Node | None":
         args = [self.visit(a) for a in node.expressions]
+        if name in PATH_FUNCTIONS:
+            return self._json_call(name, args)
         if name == "regexp_match" and len(args) == 2:
             return self._node(pc.match_substring_regex(args[0].expr,
                                                        pattern=self._literal_value(args[1], "a pattern")))

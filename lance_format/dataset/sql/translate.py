@@ -40,6 +40,10 @@ class LanceFilterDialect(Dialect):
         IDENTIFIERS = ["`"]
         HEX_STRINGS = [("x'", "'"), ("X'", "'")]  # binary literals, X'616263'
 
+    def to_json_path(self, path: exp.Expr | None) -> exp.Expr | None:
+        # keep json_extract's path a string literal; sql.json_functions reads it like pylance
+        return path
+
 
 
 _COMPARISONS: dict[type, str] = {
