@@ -227,3 +227,19 @@ def test_delete_and_update_with_json_predicates_match_pylance(tmp_path):
         ds.update({"id": "id + 100"}, where="json_get_string(j, 'name') = 'Ann'")
         results.append(engine.dataset(path).to_table().sort_by("id").to_pylist())
     assert results[0] == results[1]
+
+
+def test_update_merge_insert_and_add_columns_keep_json_like_pylance(tmp_path):
+    table = _table(['{"a":1}', "[2]", None])
+    source = pa.table({"id": pa.array([1, 4], pa.int64()),
+                       "j": pa.array(['{"b":true}', "3.5"], pa.string()).cast(JSON)})
+    results = []
+    for engine in (lance, lance_format):
+        path = str(tmp_path / engine.__name__)
+        engine.write_dataset(table, path).update({"id": "id + 10"}, where="id = 0")
+        engine.dataset(path).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+            source)
+        engine.dataset(path).add_columns({"k": "json_extract(j, '$.a')"})
+        results += [reader.dataset(path).to_table().sort_by("id").to_pylist() for reader in (lance, lance_format)]
+    assert all(r == results[0] for r in results)
+    assert results[0][0] == {"id": 1, "j": '{"b":true}', "k": None}

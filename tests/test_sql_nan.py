@@ -51,6 +51,9 @@ FILTERS = [
     "f = cast('NaN' as double)", "f IN (0.0, 1.0)", "f IN (cast('NaN' as float))",
     "s.a > 1", "s.a = s.a", "s.a = s.b", "s.b > 1", "s.a < s.b", "s.a IN (0.0, 2.0)",
     "x > 1 AND f < 2", "x = x OR y = y", "isnan(x) AND x > 0",
+    "greatest(x, 1) > 5", "least(x, 1) < 0", "greatest(x, y) = x", "least(x, y) = y", "nullif(x, 0.0) IS NULL",
+    "greatest(x, y, 1.5) > 1.5", "least(id, x) < 1", "coalesce(x, y) > 1", "greatest(f, 1) > 5",
+    "least(f, g) = g", "abs(x) > 1", "x + 1 > 2", "greatest(s.a, s.b) > 1",
 ]
 
 
