@@ -109,3 +109,19 @@ def test_merge_insert_condition_matches_pylance(tmp_path, condition):
         ds.merge_insert("id").when_matched_update_all(condition).execute(source)
         results.append(engine.dataset(str(tmp_path / name)).to_table().sort_by("id")["x"].to_pylist())
     assert [repr(v) for v in results[1]] == [repr(v) for v in results[0]]
+
+
+@pytest.mark.parametrize("column", ["x", "f", "y"])
+@pytest.mark.parametrize("ascending", [True, False])
+@pytest.mark.parametrize("nulls_first", [True, False])
+def test_order_by_floats_matches_pylance(datasets, column, ascending, nulls_first):
+    from lance.dataset import ColumnOrdering as PylanceOrdering
+
+    from lance_format.dataset.scan_options import ColumnOrdering
+
+    oracle, ours = datasets
+    expected = oracle.to_table(order_by=[PylanceOrdering(column, ascending=ascending, nulls_first=nulls_first),
+                                         PylanceOrdering("id")])["id"].to_pylist()
+    got = ours.to_table(order_by=[ColumnOrdering(column, ascending=ascending, nulls_first=nulls_first),
+                                  ColumnOrdering("id")])["id"].to_pylist()
+    assert got == expected
