@@ -243,3 +243,18 @@ def test_update_merge_insert_and_add_columns_keep_json_like_pylance(tmp_path):
         results += [reader.dataset(path).to_table().sort_by("id").to_pylist() for reader in (lance, lance_format)]
     assert all(r == results[0] for r in results)
     assert results[0][0] == {"id": 1, "j": '{"b":true}', "k": None}
+
+
+def test_appends_refuse_plain_binary_into_json_and_json_into_binary(tmp_path):
+    path = str(tmp_path / "t")
+    table = _table(['{"a":1}']).append_column("b", pa.array([b"1"], pa.large_binary()))
+    lance_format.write_dataset(table, path)
+    raw = pa.table({"id": [2], "j": pa.array([b"xx"], pa.large_binary()), "b": pa.array([b"2"], pa.large_binary())})
+    as_json = pa.table({"id": [3], "j": pa.array(["[1]"], pa.string()).cast(JSON),
+                        "b": pa.array(["2"], pa.string()).cast(JSON)})
+    for data in (raw, as_json):
+        with pytest.raises(OSError):  # pylance: "should have type json" / "should have type large_binary"
+            lance.write_dataset(data, path, mode="append")
+        with pytest.raises(lance_format.errors.SchemaMismatchError, match="JSON"):
+            lance_format.write_dataset(data, path, mode="append")
+    assert lance_format.dataset(path).to_table()["j"].to_pylist() == ['{"a":1}']

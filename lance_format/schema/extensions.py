@@ -83,6 +83,19 @@ def storage_field(field: pa.Field) -> pa.Field:
     return field
 
 
+def json_paths(field: pa.Field, prefix: str = "") -> set[str]:
+    """Dotted paths of the JSONB (``lance.json``) fields in a storage field, itself included."""
+    path = prefix + field.name
+    found = {path} if is_lance_json(field) else set()
+    data_type = field.type
+    if pa.types.is_struct(data_type):
+        for i in range(data_type.num_fields):
+            found |= json_paths(data_type.field(i), path + ".")
+    elif pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_fixed_size_list(data_type):
+        found |= json_paths(data_type.value_field, path + ".")
+    return found
+
+
 def has_extension(data_type: pa.DataType) -> bool:
     """Whether a type is or contains an extension type."""
     if isinstance(data_type, pa.BaseExtensionType):

@@ -18,6 +18,7 @@ from lance_format.schema.extensions import (
     EXTENSION_NAME_KEY,
     has_extension,
     is_lance_json,
+    json_paths,
     storage_field,
 )
 from lance_format.schema.logical_types import arrow_type_of, is_nested_logical_type, logical_type_of
@@ -242,8 +243,14 @@ def check_arrow_compatible(table_schema: pa.Schema, data_schema: pa.Schema, *, t
         df = data_fields.get(name)
         if df is not None and has_extension(df.type):
             df = storage_field(df)  # compared as stored
+        if has_extension(tf.type):
+            tf = storage_field(tf)
         if df is not None and not df.type.equals(tf.type):
             problems.append(f"column {name!r} has type {df.type}, table has {tf.type}")
+        elif df is not None and json_paths(df) != json_paths(tf):
+            # JSONB and plain binary share a storage type; writing one into the other corrupts reads
+            problems.append(f"column {name!r}: JSON fields {sorted(json_paths(df))}, table has "
+                            f"{sorted(json_paths(tf))} (arrow.json data for JSON fields only)")
     if problems:
         raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems), table=table)
 
