@@ -73,3 +73,39 @@ def order_key(expr: pc.Expression, dtype: pa.DataType, zeros_equal: bool) -> pc.
 
 def is_float(dtype: pa.DataType) -> bool:
     return pa.types.is_float32(dtype) or pa.types.is_float64(dtype)
+
+
+def is_number(dtype: pa.DataType) -> bool:
+    return pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_decimal(dtype)
+
+
+#: one side of a comparison: its expression, its type and its value when it is a literal
+Operand = tuple[pc.Expression, pa.DataType, "pa.Scalar | None"]
+
+
+def compare_floats(function: str, left: Operand, right: Operand) -> pc.Expression | None:
+    """``function`` (``equal``, ``less``, ...) by totalOrder when a side is a float, else None.
+
+    Against a literal the zeros are equal and the literal takes the column's float type (pylance
+    casts it: a float32 column equals ``1.1``); between two expressions -0.0 < 0.0.
+    """
+    (left_expr, left_type, left_literal), (right_expr, right_type, right_literal) = left, right
+    if not (is_float(left_type) or is_float(right_type)) or (left_literal is not None and right_literal is not None):
+        return None
+    if left_literal is not None or right_literal is not None:
+        column_is_left = right_literal is not None
+        column_expr, column_type = (left_expr, left_type) if column_is_left else (right_expr, right_type)
+        scalar = right_literal if column_is_left else left_literal
+        assert scalar is not None
+        if not is_float(column_type) or not is_number(scalar.type):
+            return None
+        if not scalar.is_valid:
+            return pc.scalar(pa.scalar(None, pa.bool_()))
+        key = pc.scalar(pa.scalar(literal_key(float(scalar.as_py()), column_type), pa.int64()))
+        column_key = order_key(column_expr, column_type, zeros_equal=True)
+        return pc.Expression._call(function, [column_key, key] if column_is_left else [key, column_key])
+    if not (is_number(left_type) and is_number(right_type)):
+        return None
+    common = pa.float32() if pa.types.is_float32(left_type) and pa.types.is_float32(right_type) else pa.float64()
+    keys = [order_key(expr.cast(common), common, zeros_equal=False) for expr in (left_expr, right_expr)]
+    return pc.Expression._call(function, keys)

@@ -19,7 +19,7 @@ from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
-from lance_format.dataset.sql.floats import is_float, literal_key, order_key
+from lance_format.dataset.sql.floats import compare_floats, is_float, is_number, literal_key, order_key
 from lance_format.dataset.sql.functions import FunctionTranslations
 from lance_format.errors import InvalidInputError
 
@@ -323,27 +323,9 @@ class Translator(FunctionTranslations):
 
     def _float_compare(self, function: str, left: _Node, right: _Node) -> _Node | None:
         """A comparison involving floats, by DataFusion's totalOrder (see ``sql.floats``)."""
-        lt, rt = self._type_of(left), self._type_of(right)
-        if not (is_float(lt) or is_float(rt)) or (left.is_literal and right.is_literal):
-            return None
-        if left.is_literal or right.is_literal:
-            column, constant = (right, left) if left.is_literal else (left, right)
-            ctype = self._type_of(column)
-            scalar = constant.literal
-            if not is_float(ctype) or not _is_number(scalar.type):
-                return None
-            if not scalar.is_valid:
-                return _Node(pc.scalar(_NULL_BOOL))
-            # the literal takes the column's float type, as pylance casts it (f32 = 1.1 matches)
-            key = pc.scalar(pa.scalar(literal_key(float(scalar.as_py()), ctype), pa.int64()))
-            column_key = order_key(column.expr, ctype, zeros_equal=True)
-            operands = [column_key, key] if column is left else [key, column_key]
-            return _Node(pc.Expression._call(function, operands))
-        if not (_is_number(lt) and _is_number(rt)):
-            return None
-        common = pa.float32() if pa.types.is_float32(lt) and pa.types.is_float32(rt) else pa.float64()
-        keys = [order_key(side.expr.cast(common), common, zeros_equal=False) for side in (left, right)]
-        return _Node(pc.Expression._call(function, keys))
+        sides = [(n.expr, self._type_of(n), n.scalar) for n in (left, right)]
+        expr = compare_floats(function, sides[0], sides[1])
+        return None if expr is None else _Node(expr)
 
     def _coerce_pair(self, left: _Node, right: _Node) -> tuple[_Node, _Node]:
         """Make literals take the type of the column side; align date vs timestamp operands."""
@@ -450,7 +432,7 @@ class Translator(FunctionTranslations):
         values = [s for s in coerced if s.is_valid]
         if not values:
             return _Node(pc.scalar(_NULL_BOOL))
-        if is_float(target) and all(_is_number(s.type) for s in values):
+        if is_float(target) and all(is_number(s.type) for s in values):
             keys = pa.array([literal_key(float(s.as_py()), target) for s in values], pa.int64())
             found = pc.is_in(order_key(value.expr, target, zeros_equal=True), value_set=keys, skip_nulls=True)
             result = pc.if_else(pc.is_null(value.expr), pc.scalar(_NULL_BOOL), found)
@@ -610,10 +592,6 @@ def syntax_detail(err: SqlglotError) -> str:
 
 def _literal(scalar: pa.Scalar) -> _Node:
     return _Node(pc.scalar(scalar), scalar=scalar, dtype=scalar.type)
-
-
-def _is_number(dtype: pa.DataType) -> bool:
-    return pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_decimal(dtype)
 
 
 def _parses_from_string(dtype: pa.DataType) -> bool:
