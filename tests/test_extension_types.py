@@ -13,7 +13,6 @@ import pytest
 from lance.arrow import bfloat16_array
 
 import lance_format
-from lance_format.errors import UnsupportedFeatureError
 
 ENGINES = {"ours": lance_format, "pylance": lance}
 
@@ -110,10 +109,3 @@ def test_without_the_extension_registered_nothing_is_lost(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "fixed_size_binary[2]" and out[1] == "lance.bfloat16"
-
-
-def test_json_columns_are_refused_with_a_clear_error(tmp_path):
-    data = pa.table({"j": pa.array(['{"a": 1}'], type=pa.json_(pa.string()))})
-    with pytest.raises(UnsupportedFeatureError, match="JSONB"):
-        lance_format.write_dataset(data, str(tmp_path / "j.lance"))
-    assert not (tmp_path / "j.lance" / "_versions").exists()

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.dataset.sql.floats import is_float, total_order_keys
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 
 ROW_OFFSET = "_rowoffset"
@@ -75,6 +76,13 @@ def orderings(order_by: Iterable[ColumnOrdering | str] | None, *, table: str) ->
     return result
 
 
+def float_sort_keys(values: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """int64 keys ordering a float column by IEEE totalOrder (nulls keep key 0; placed separately)."""
+    combined = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    numbers = np.asarray(combined.fill_null(0).to_numpy(zero_copy_only=False))
+    return pa.array(total_order_keys(numbers, zeros_equal=False), pa.int64())
+
+
 def sorted_table(table: pa.Table, keys: list[ColumnOrdering], *, uri: str) -> pa.Table:
     """``table`` sorted by ``keys``, each with its own null placement (stable for ties)."""
     columns: dict[str, pa.ChunkedArray] = {}
@@ -83,7 +91,8 @@ def sorted_table(table: pa.Table, keys: list[ColumnOrdering], *, uri: str) -> pa
         values = table.column(key.column_name)
         # nulls are placed by a leading is-null key, so every column can put them either way
         columns[f"n{i}"] = pc.is_null(values, nan_is_null=False)
-        columns[f"v{i}"] = values
+        # floats sort by totalOrder like pylance (-NaN, -inf, ..., -0.0, 0.0, ..., inf, NaN)
+        columns[f"v{i}"] = float_sort_keys(values) if is_float(values.type) else values
         sort_keys += [(f"n{i}", "descending" if key.nulls_first else "ascending"),
                       (f"v{i}", "ascending" if key.ascending else "descending")]
     try:

@@ -13,7 +13,14 @@ import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.proto import file_pb2
-from lance_format.schema.extensions import BFLOAT16, EXTENSION_NAME_KEY, has_extension, storage_field
+from lance_format.schema.extensions import (
+    BFLOAT16,
+    EXTENSION_NAME_KEY,
+    has_extension,
+    is_lance_json,
+    json_paths,
+    storage_field,
+)
 from lance_format.schema.logical_types import arrow_type_of, is_nested_logical_type, logical_type_of
 
 PRIMARY_KEY_KEY = "lance-schema:unenforced-primary-key"  # field metadata official Lance reads
@@ -85,6 +92,8 @@ class LanceField:
         if pa.types.is_fixed_size_list(data_type) and (data_type.value_field.metadata or {}).get(
                 EXTENSION_NAME_KEY) == BFLOAT16.encode():
             logical_type = f"fixed_size_list:{BFLOAT16}:{data_type.list_size}"  # pylance's bfloat16 vectors
+        elif is_lance_json(arrow_field):
+            logical_type = "json"  # JSONB in large_binary, as pylance stores arrow.json
         lance_field = cls(
             name=arrow_field.name,
             id=field_id,
@@ -273,8 +282,14 @@ def check_arrow_compatible(table_schema: pa.Schema, data_schema: pa.Schema, *, t
         df = data_fields.get(name)
         if df is not None and has_extension(df.type):
             df = storage_field(df)  # compared as stored
+        if has_extension(tf.type):
+            tf = storage_field(tf)
         if df is not None and not df.type.equals(tf.type):
             problems.append(f"column {name!r} has type {df.type}, table has {tf.type}")
+        elif df is not None and json_paths(df) != json_paths(tf):
+            # JSONB and plain binary share a storage type; writing one into the other corrupts reads
+            problems.append(f"column {name!r}: JSON fields {sorted(json_paths(df))}, table has "
+                            f"{sorted(json_paths(tf))} (arrow.json data for JSON fields only)")
     if problems:
         raise SchemaMismatchError("data does not match the table schema: " + "; ".join(problems), table=table)
 

@@ -17,6 +17,11 @@ Lance's planner (``rust/lance-datafusion/src/planner.rs``):
   with a tz-aware column is read as UTC, like DataFusion; a literal with an offset is converted to
   UTC first.
 * Integer ``/`` truncates, ``%`` takes the dividend's sign, float division by zero gives +-inf.
+* Floats compare by DataFusion's totalOrder, not IEEE (:mod:`lance_format.dataset.sql.floats`):
+  NaN equals NaN and sorts above +inf; against a literal, -0.0 equals 0.0.
+* pylance's JSON functions (``json_extract``, ``json_get*``, ``json_exists``,
+  ``json_array_contains``, ``json_array_length``) apply to JSON columns
+  (:mod:`lance_format.dataset.sql.json_functions`).
 
 System columns ``_rowid``, ``_rowaddr``, ``_row_created_at_version`` and
 ``_row_last_updated_at_version`` (uint64) may be referenced even when ``schema`` lacks them.

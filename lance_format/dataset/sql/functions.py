@@ -21,6 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from lance_format.dataset.sql.floats import is_float, order_key
+from lance_format.dataset.sql.json_functions import PATH_FUNCTIONS
+
 if TYPE_CHECKING:
     from lance_format.dataset.sql.translate import _Node
 
@@ -219,19 +222,47 @@ class FunctionTranslations:
         parts = [self.visit(node.this)] + [self.visit(e) for e in node.expressions]
         return self._node(pc.coalesce(*[p.expr for p in parts]))
 
+    def _signed_float_keys(self, parts: list["_Node"]) -> tuple[pa.DataType, list[pc.Expression]] | None:
+        """totalOrder keys (-0.0 below 0.0) of numeric operands when one is a float, else None."""
+        types = [self._type_of(p) for p in parts]
+        if not any(is_float(t) for t in types) or not all(
+                pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t) for t in types):
+            return None
+        common = pa.float32() if all(pa.types.is_float32(t) for t in types) else pa.float64()
+        return common, [order_key(p.expr.cast(common), common, zeros_equal=False) for p in parts]
+
     def _visit_Nullif(self, node: exp.Nullif) -> "_Node":
         value, other = self.visit(node.this), self.visit(node.expression)
         dtype = self._type_of(value)
-        same = pc.coalesce(pc.equal(value.expr, other.expr), pc.scalar(False))  # null compares as "differs"
+        keyed = self._signed_float_keys([value, other])
+        if keyed is not None:  # DataFusion: NaN equals NaN, and -0.0 differs from 0.0 even for a literal
+            equal = pc.equal(*keyed[1])
+        else:
+            equal = self._compare("equal", value, other).expr  # type: ignore[attr-defined]  # Translator's
+        same = pc.coalesce(equal, pc.scalar(False))  # null compares as "differs"
         return self._node(pc.if_else(same, pc.scalar(pa.scalar(None, dtype)), value.expr), dtype)
 
+    def _extreme(self, parts: list["_Node"], pick: str) -> "_Node":
+        """greatest/least skipping nulls; floats by totalOrder like DataFusion (NaN above inf)."""
+        keyed = self._signed_float_keys(parts)
+        if keyed is None:
+            kernel = pc.max_element_wise if pick == "greater" else pc.min_element_wise
+            return self._node(kernel(*[p.expr for p in parts], skip_nulls=True))
+        common, keys = keyed
+        best, best_key = parts[0].expr.cast(common), keys[0]
+        for part, key in zip(parts[1:], keys[1:]):
+            better = pc.or_kleene(pc.is_null(best_key), pc.coalesce(pc.Expression._call(pick, [key, best_key]),
+                                                                    pc.scalar(False)))
+            better = pc.and_kleene(better, pc.is_valid(key))
+            best = pc.if_else(better, part.expr.cast(common), best)
+            best_key = pc.if_else(better, key, best_key)
+        return self._node(best, common)
+
     def _visit_Greatest(self, node: exp.Greatest) -> "_Node":
-        parts = [self.visit(node.this)] + [self.visit(e) for e in node.expressions]
-        return self._node(pc.max_element_wise(*[p.expr for p in parts], skip_nulls=True))
+        return self._extreme([self.visit(node.this)] + [self.visit(e) for e in node.expressions], "greater")
 
     def _visit_Least(self, node: exp.Least) -> "_Node":
-        parts = [self.visit(node.this)] + [self.visit(e) for e in node.expressions]
-        return self._node(pc.min_element_wise(*[p.expr for p in parts], skip_nulls=True))
+        return self._extreme([self.visit(node.this)] + [self.visit(e) for e in node.expressions], "less")
 
     # -- math ------------------------------------------------------------------------------------
     def _visit_Round(self, node: exp.Round) -> "_Node":
@@ -338,8 +369,35 @@ class FunctionTranslations:
         return self._call_udf("array_element", _element, [lists, index], dtype.value_type)
 
     # -- functions sqlglot leaves anonymous -------------------------------------------------------
+    def _json_call(self, name: str, args: list["_Node"]) -> "_Node":
+        function, out_type = PATH_FUNCTIONS[name]
+        arity = 3 if name == "json_array_contains" else 2
+        if len(args) != arity:
+            raise self._invalid(f"{name} takes {arity} arguments")
+        dtype = self._type_of(args[0])
+        if isinstance(dtype, pa.BaseExtensionType) and dtype.extension_name == "arrow.json":
+            # a decoded arrow.json column (delete/update see these): its JSON text
+            args = [self._node(args[0].expr.cast(dtype.storage_type), dtype.storage_type)] + args[1:]
+        elif not (pa.types.is_large_binary(dtype) or pa.types.is_binary(dtype)):
+            raise self._invalid(f"{name} needs a JSON column (JSONB), got {dtype}")
+        if not all(a.is_literal for a in args[1:]):
+            raise self._unsupported(f"{name} with a non-constant path, key or value")
+        return self._call_udf(name, function, args, out_type)
+
+    def _visit_JSONExtract(self, node: exp.JSONExtract) -> "_Node":
+        if node.expressions:
+            raise self._unsupported("json_extract with more than one path")
+        return self._json_call("json_extract", [self.visit(node.this), self.visit(node.expression)])
+
+    def _visit_JSONArrayContains(self, node: exp.JSONArrayContains) -> "_Node":
+        needle = node.args.get("json_type")
+        parts = [node.this, node.expression] + ([needle] if isinstance(needle, exp.Expr) else [])
+        return self._json_call("json_array_contains", [self.visit(p) for p in parts])
+
     def anonymous_function(self, name: str, node: exp.Anonymous) -> "_Node | None":
         args = [self.visit(a) for a in node.expressions]
+        if name in PATH_FUNCTIONS:
+            return self._json_call(name, args)
         if name == "regexp_match" and len(args) == 2:
             return self._node(pc.match_substring_regex(args[0].expr,
                                                        pattern=self._literal_value(args[1], "a pattern")))

@@ -19,6 +19,7 @@ from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
+from lance_format.dataset.sql.floats import compare_floats, is_float, is_number, literal_key, order_key
 from lance_format.dataset.sql.functions import FunctionTranslations
 from lance_format.errors import InvalidInputError
 
@@ -38,6 +39,10 @@ class LanceFilterDialect(Dialect):
         QUOTES = ["'", '"']
         IDENTIFIERS = ["`"]
         HEX_STRINGS = [("x'", "'"), ("X'", "'")]  # binary literals, X'616263'
+
+    def to_json_path(self, path: exp.Expr | None) -> exp.Expr | None:
+        # keep json_extract's path a string literal; sql.json_functions reads it like pylance
+        return path
 
 
 
@@ -311,7 +316,16 @@ class Translator(FunctionTranslations):
     # ------------------------------------------------------------------ comparisons
     def _compare(self, function: str, left: _Node, right: _Node) -> _Node:
         left, right = self._coerce_pair(left, right)
+        by_total_order = self._float_compare(function, left, right)
+        if by_total_order is not None:
+            return by_total_order
         return _Node(pc.Expression._call(function, [left.expr, right.expr]))
+
+    def _float_compare(self, function: str, left: _Node, right: _Node) -> _Node | None:
+        """A comparison involving floats, by DataFusion's totalOrder (see ``sql.floats``)."""
+        sides = [(n.expr, self._type_of(n), n.scalar) for n in (left, right)]
+        expr = compare_floats(function, sides[0], sides[1])
+        return None if expr is None else _Node(expr)
 
     def _coerce_pair(self, left: _Node, right: _Node) -> tuple[_Node, _Node]:
         """Make literals take the type of the column side; align date vs timestamp operands."""
@@ -418,6 +432,13 @@ class Translator(FunctionTranslations):
         values = [s for s in coerced if s.is_valid]
         if not values:
             return _Node(pc.scalar(_NULL_BOOL))
+        if is_float(target) and all(is_number(s.type) for s in values):
+            keys = pa.array([literal_key(float(s.as_py()), target) for s in values], pa.int64())
+            found = pc.is_in(order_key(value.expr, target, zeros_equal=True), value_set=keys, skip_nulls=True)
+            result = pc.if_else(pc.is_null(value.expr), pc.scalar(_NULL_BOOL), found)
+            if has_null:
+                result = pc.if_else(result, pc.scalar(True), pc.scalar(_NULL_BOOL))
+            return _Node(result)
         try:
             # Safe scalar casts: 2.5 must not silently become 2 in an int value set.
             value_set = pa.array([s.cast(target) for s in values], type=target)
