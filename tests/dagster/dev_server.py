@@ -98,6 +98,7 @@ def dg_dev(home: Path, lake: Path, log: Path) -> Iterator[DevServer]:
         server.wait_loaded()
         yield server
     finally:
+        served = log.read_text(errors="replace")  # what it logged while serving, before the stop
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)
             try:
@@ -105,4 +106,8 @@ def dg_dev(home: Path, lake: Path, log: Path) -> Iterator[DevServer]:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=30)
-    assert process.returncode == 0, server.tail()
+    # Its exit status after SIGINT, and whether a child prints a KeyboardInterrupt traceback,
+    # depend on which of its processes sees the signal first (both varied from run to run on a
+    # loaded machine); a failure of dg dev while serving shows as a traceback before the stop.
+    assert process.returncode is not None, server.tail()
+    assert "Traceback (most recent call last)" not in served, served[-4000:]
