@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import InvalidInputError
 from lance_format.table.auto_cleanup import format_duration, parse_duration
 
 ENGINES = {"ours": lance_format, "pylance": lance}
@@ -88,7 +88,6 @@ def test_options_only_apply_to_a_new_table(tmp_path):
     ({"max_rows_per_group": 0}, InvalidInputError),
     ({"commit_lock": object()}, InvalidInputError),
     ({"no_such_option": 1}, InvalidInputError),
-    ({"use_legacy_format": True, "max_rows_per_group": 100}, UnsupportedFeatureError),
     ({"use_legacy_format": True, "data_storage_version": "2.1"}, InvalidInputError),
 ])
 def test_write_options_refused(tmp_path, kwargs, error):

@@ -207,3 +207,18 @@ def test_legacy_dictionary_nulls_that_cannot_be_written_are_refused(tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="null"):  # integer values cannot be null in legacy files
         lance_format.write_dataset(integers, str(tmp_path / "ints"), data_storage_version="legacy")
     assert not list((tmp_path / "ints").rglob("*.*"))
+
+
+def test_max_rows_per_group_sets_legacy_batches_like_pylance(tmp_path):
+    data = pa.table({"id": list(range(250)), "s": [f"v{i}" for i in range(250)]})
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance_format.write_dataset(data, ours, data_storage_version="legacy", max_rows_per_group=100)
+    lance.write_dataset(data, theirs, data_storage_version="legacy", max_rows_per_group=100)
+    def lengths(uri: str) -> list[int]:
+        (fragment,) = lance.dataset(uri).get_fragments()
+        return _batch_rows(uri, fragment.metadata.files[0])
+
+    assert lengths(ours) == lengths(theirs) == [100, 100, 50]
+    assert lance.dataset(ours).to_table().equals(data) and lance_format.dataset(ours).to_table().equals(data)
+    lance_format.write_dataset(data, ours, mode="append", max_rows_per_group=60)  # a new fragment, 60 per batch
+    assert lance.dataset(ours).count_rows() == 500

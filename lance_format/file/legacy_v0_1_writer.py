@@ -44,6 +44,19 @@ from lance_format.schema import LanceField, LanceSchema
 ROWS_PER_BATCH = 1024
 FOOTER_VERSION = (0, 2)
 _LAYOUT: contextvars.ContextVar[Sequence[int] | None] = contextvars.ContextVar("legacy_batch_layout", default=None)
+# rows per batch (pylance's ``max_rows_per_group``) of legacy files opened in this context
+_ROWS_PER_GROUP: contextvars.ContextVar[int] = contextvars.ContextVar("legacy_rows_per_group", default=ROWS_PER_BATCH)
+
+
+@contextlib.contextmanager
+def rows_per_group(rows: int) -> Iterator[None]:
+    """Legacy files opened inside this block write batches of ``rows`` rows (``write_dataset``'s
+    ``max_rows_per_group``); a fragment's existing layout (:func:`batches_like`) still comes first."""
+    token = _ROWS_PER_GROUP.set(int(rows))
+    try:
+        yield
+    finally:
+        _ROWS_PER_GROUP.reset(token)
 
 
 @contextlib.contextmanager
@@ -105,6 +118,7 @@ class LegacyFileWriter:
         self._batch_offsets = [0]
         self._table_dictionaries: dict[int, pa.Array] | None = None
         self._layout = list(_LAYOUT.get() or [])
+        self._rows_per_batch = _ROWS_PER_GROUP.get()
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self._pos = 0
@@ -139,7 +153,7 @@ class LegacyFileWriter:
 
     def _next_batch_rows(self) -> int:
         index = len(self._batch_offsets) - 1
-        return self._layout[index] if index < len(self._layout) else ROWS_PER_BATCH
+        return self._layout[index] if index < len(self._layout) else self._rows_per_batch
 
     def _drain(self, *, final: bool) -> None:
         """Write the pending rows as whole batches (and, when ``final``, the rest as the last)."""

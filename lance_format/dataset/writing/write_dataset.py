@@ -27,7 +27,8 @@ from lance_format.dataset.writing.fragment_sink import (
     resolve_storage_version,
     write_fragments,
 )
-from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError
+from lance_format.file.legacy_v0_1_writer import rows_per_group
 from lance_format.table.auto_cleanup import config_values
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
@@ -99,8 +100,8 @@ def write_dataset(
     bases). ``initial_bases`` (mode ``create`` only): base paths the new table registers.
     ``target_bases``: names or paths of registered bases the new data files go to, in turn;
     ``target_all_bases``: every registered base, after the table's own root when True.
-    ``max_rows_per_group``: rows per group of legacy (0.1) files, which this engine writes in
-    groups of 1024 (pylance's default); file versions 2.x have no groups and ignore it.
+    ``max_rows_per_group``: rows per group of legacy (0.1) files (1024 by default, like
+    pylance's); file versions 2.x have no groups and ignore it.
     ``use_legacy_format``: True is ``data_storage_version="legacy"``, False ``"stable"``.
     ``progress``: a pylance ``FragmentWriteProgress`` (or any object with ``begin(fragment)`` and
     ``complete(fragment)``), called as each data file is opened and finished.
@@ -153,15 +154,13 @@ def write_dataset(
         previous = existing[1].manifest.data_format.version if existing is not None else None
         storage_version = resolve_storage_version(data_storage_version, None if data_storage_version else previous,
                                                    table=store.uri)
-    if storage_version == "0.1" and max_rows_per_group != 1024:
-        raise UnsupportedFeatureError("legacy files are written in groups of 1024 rows; max_rows_per_group "
-                                      f"{max_rows_per_group} is not supported", table=store.uri)
 
-    fragments, writer = write_fragments(
-        reader, store, table_schema, storage_version,
-        max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file, targets=targets,
-        new_table=existing is None or mode != "append", on_file=_progress_hook(progress),
-    )
+    with rows_per_group(max_rows_per_group):  # legacy (0.1) files only: 2.x files have no groups
+        fragments, writer = write_fragments(
+            reader, store, table_schema, storage_version,
+            max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file, targets=targets,
+            new_table=existing is None or mode != "append", on_file=_progress_hook(progress),
+        )
     read_version = existing[1].manifest.version if existing is not None else 0
     txn = new_transaction(read_version, properties=transaction_properties, commit_message=commit_message)
     if existing is not None and mode == "append":
