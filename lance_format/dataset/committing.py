@@ -10,26 +10,22 @@ inherits them, so they are kept apart from the reading API only to keep each mod
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, cast
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.dataset.mixin import DatasetMixin
 from lance_format.dataset.mutations.base import DEFAULT_CONFLICT_RETRIES, DEFAULT_RETRY_TIMEOUT
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
     from lance_format.dataset.maintenance.cleanup import CleanupStats
     from lance_format.dataset.maintenance.compaction import DatasetOptimizer
     from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
 
 
-class CommittingMethods:
+class CommittingMethods(DatasetMixin):
     """Mixed into ``LanceDataset``: every method here commits a new version of the table."""
-
-    def _as_dataset(self) -> LanceDataset:
-        # the LanceDataset this class is mixed into (only ever that), for the type checker
-        return cast("LanceDataset", self)
 
     def delete(
         self,

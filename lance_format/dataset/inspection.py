@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import pyarrow as pa
 from pyroaring import BitMap
 
+from lance_format.dataset.mixin import DatasetMixin
 from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.proto import table_pb2
 from lance_format.table.deletion import deleted_row_count, deletion_file_path
@@ -126,11 +127,8 @@ class LanceStats:
         raise InvalidInputError(f"Index not found: {index_name}", table=self._dataset.uri)
 
 
-class InspectionMethods:
+class InspectionMethods(DatasetMixin):
     """The read-only extras of :class:`LanceDataset` (see the module docstring)."""
-
-    def _as_dataset(self) -> "LanceDataset":
-        return self  # type: ignore[return-value]
 
     def get_version(self) -> dict[str, Any]:
         """This version as ``{"version", "timestamp", "metadata"}``, like one entry of ``versions()``.

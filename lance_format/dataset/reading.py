@@ -7,12 +7,13 @@ method plans a :class:`~lance_format.dataset.scanner.LanceScanner` and runs it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.dataset.mixin import DatasetMixin
 from lance_format.dataset.arguments import row_positions
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.scan_options import ColumnOrdering
@@ -20,14 +21,11 @@ from lance_format.dataset.scanner import LanceScanner
 from lance_format.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+    pass
 
 
-class ReadingMethods:
+class ReadingMethods(DatasetMixin):
     """Mixed into ``LanceDataset``: the scans and takes of one version."""
-
-    def _as_dataset(self) -> "LanceDataset":
-        return cast("LanceDataset", self)
 
     def scanner(
         self,

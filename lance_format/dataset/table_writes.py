@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import TYPE_CHECKING, Any, Mapping, cast
+from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
+from lance_format.dataset.mixin import DatasetMixin
 from lance_format.errors import DatasetNotFoundError, InvalidInputError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 
-class TableWriteMethods:
+class TableWriteMethods(DatasetMixin):
     """Mixed into ``LanceDataset`` (see the module docstring)."""
-
-    def _as_dataset(self) -> "LanceDataset":
-        return cast("LanceDataset", self)
 
     def insert(self, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
         """Write ``data`` to this table (``write_dataset(data, self, mode=mode, **kwargs)``) and
