@@ -24,11 +24,12 @@ from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     resolve_storage_version,
+    write_target,
     write_fragments as write_fragment_protos,
 )
 from lance_format.errors import ArgumentTypeError, EmptyDataError, InvalidInputError
 from lance_format.io import ObjectStore, object_store_for
-from lance_format.schema import LanceSchema, check_arrow_compatible
+from lance_format.schema import LanceSchema
 from lance_format.table import feature_flags
 from lance_format.table.commit import latest_manifest
 
@@ -77,14 +78,9 @@ def _write(
         path, manifest_file = existing
         feature_flags.check_writable(manifest_file.manifest, table=store.uri, path=path)
         read_version = manifest_file.manifest.version
-    if existing is not None and mode == "append":
-        manifest = existing[1].manifest
-        table_schema = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata))
-        check_arrow_compatible(table_schema.to_arrow(), reader.schema, table=store.uri)
-        storage_version = resolve_storage_version(None, manifest.data_format.version or "2.0", table=store.uri)
-    else:
-        table_schema = LanceSchema.from_arrow(reader.schema)
-        storage_version = resolve_storage_version(data_storage_version, None, table=store.uri)
+    append_to = existing[1].manifest if existing is not None and mode == "append" else None
+    table_schema, storage_version = write_target(append_to, reader.schema, data_storage_version, None,
+                                                 table=store.uri)
     protos, _sink = write_fragment_protos(reader, store, table_schema, storage_version,
                                           max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file)
     fragments = [fragment_from_proto(p) for p in protos]

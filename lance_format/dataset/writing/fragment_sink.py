@@ -30,7 +30,7 @@ from lance_format.table.legacy_dictionaries import latest_table_dictionaries
 from lance_format.file.writer import LanceFileWriter, WrittenFile
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
-from lance_format.schema import LanceSchema
+from lance_format.schema import LanceSchema, check_arrow_compatible
 from lance_format.table.rowids import encode_row_ids
 
 DATA_DIR = "data"
@@ -54,6 +54,19 @@ def resolve_storage_version(requested: str | None, existing: str | None, *, tabl
             table=table,
         )
     return version
+
+
+def write_target(append_to: table_pb2.Manifest | None, data_schema: pa.Schema, requested: str | None,
+                 previous: str | None, *, table: str) -> tuple[LanceSchema, str]:
+    """The schema and file version new data files get: the table's when appending to
+    ``append_to`` (the data must fit its columns), else the data's, at ``requested`` or, when
+    none is requested, ``previous`` (the version of a table being overwritten) or the default."""
+    if append_to is not None:
+        table_schema = LanceSchema.from_protos(list(append_to.fields), dict(append_to.schema_metadata))
+        check_arrow_compatible(table_schema.to_arrow(), data_schema, table=table)
+        return table_schema, resolve_storage_version(None, append_to.data_format.version or "2.0", table=table)
+    return LanceSchema.from_arrow(data_schema), resolve_storage_version(requested, None if requested else previous,
+                                                                        table=table)
 
 
 def new_write_id() -> str:
@@ -306,5 +319,6 @@ def write_fragments(
 __all__ = [
     "FragmentSink", "WriteTarget", "new_write_id", "write_prefix", "data_file_name", "FILE_VERSION_NUMBERS",
     "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_STORAGE_VERSION", "resolve_storage_version",
+    "write_target",
     "write_fragments",
 ]

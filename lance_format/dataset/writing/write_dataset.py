@@ -24,7 +24,7 @@ from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteTarget,
-    resolve_storage_version,
+    write_target,
     write_fragments,
 )
 from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError
@@ -32,7 +32,6 @@ from lance_format.file.legacy_v0_1_writer import rows_per_group
 from lance_format.table.auto_cleanup import config_values
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
-from lance_format.schema import LanceSchema, check_arrow_compatible
 from lance_format.table import feature_flags
 from lance_format.table.base_paths import BaseStores, DatasetBasePath, new_base_protos, target_bases_of
 from lance_format.table.commit import commit_transaction, latest_manifest
@@ -144,16 +143,10 @@ def write_dataset(
     registered = bases if existing is None else list(existing[1].manifest.base_paths)
     targets = _targets(store, registered, target_bases, target_all_bases)
     reader = as_reader(data, schema)
-    if existing is not None and mode == "append":
-        manifest = existing[1].manifest
-        table_schema = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata))
-        check_arrow_compatible(table_schema.to_arrow(), reader.schema, table=store.uri)
-        storage_version = resolve_storage_version(None, manifest.data_format.version or "2.0", table=store.uri)
-    else:
-        table_schema = LanceSchema.from_arrow(reader.schema)
-        previous = existing[1].manifest.data_format.version if existing is not None else None
-        storage_version = resolve_storage_version(data_storage_version, None if data_storage_version else previous,
-                                                   table=store.uri)
+    append_to = existing[1].manifest if existing is not None and mode == "append" else None
+    previous = existing[1].manifest.data_format.version if existing is not None else None
+    table_schema, storage_version = write_target(append_to, reader.schema, data_storage_version, previous,
+                                                 table=store.uri)
 
     with rows_per_group(max_rows_per_group):  # legacy (0.1) files only: 2.x files have no groups
         fragments, writer = write_fragments(
