@@ -151,6 +151,15 @@ class LegacyFileWriter:
             self._pending_rows += batch.num_rows
         self._drain(final=False)
 
+    def tell(self) -> int:
+        """Bytes written to the file so far (pending rows not included)."""
+        return self._pos
+
+    def room_in_batch(self) -> int:
+        """Rows that complete the batch (row group) being collected: pylance's writers hand a
+        legacy file one whole group at a time and look at the file's size after each."""
+        return max(1, self._next_batch_rows() - self._pending_rows)
+
     def _next_batch_rows(self) -> int:
         index = len(self._batch_offsets) - 1
         return self._layout[index] if index < len(self._layout) else self._rows_per_batch

@@ -203,6 +203,11 @@ class LanceFileWriter:
             raise exc.with_context(path=self.path)
         self._num_rows += batch.num_rows
 
+    def tell(self) -> int:
+        """Bytes written to the file so far (buffered pages not included), like pylance's
+        ``FileWriter::tell``, which its writers compare with ``max_bytes_per_file``."""
+        return self._pos
+
     def finish(self) -> WrittenFile:
         """Flush every column, write the metadata and footer, close the file."""
         if self._closed:

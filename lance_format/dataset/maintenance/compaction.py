@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
 DEFAULT_THRESHOLD = 0.1
+DEFAULT_SCAN_BATCH_ROWS = 8192  # pylance's scanner batch size, which its compaction reads with
 _CONFIG_PREFIX = "lance.compaction."
 
 
@@ -240,7 +241,8 @@ def compact_files(
     prepared = Prepared(new_transaction(ds.version, properties=transaction_properties), None,
                         storage_version=storage_version_of(ds))
     try:
-        groups = [(group_protos(group), rewrite_group(ds, group, target, batch_size, prepared)) for group in tasks]
+        groups = [(group_protos(group), rewrite_group(ds, group, target, batch_size, prepared, max_bytes_per_file))
+                  for group in tasks]
         committed = commit_rewrites(ds, groups, prepared.txn, transaction_properties)
     except BaseException:
         prepared.discard(ds.object_store)
@@ -254,17 +256,24 @@ def group_protos(group: list["LanceFragment"]) -> list[table_pb2.DataFragment]:
 
 
 def rewrite_group(ds: "LanceDataset", group: list["LanceFragment"], target: int, batch_size: int | None,
-                  prepared: Prepared) -> list[table_pb2.DataFragment]:
-    """Write one planned group's live rows as new fragments (uncommitted, ids unassigned)."""
+                  prepared: Prepared, max_bytes_per_file: int | None = None) -> list[table_pb2.DataFragment]:
+    """Write one planned group's live rows as new fragments (uncommitted, ids unassigned).
+
+    Each planned chunk is written on its own; like pylance, a chunk's file is also cut once the
+    bytes written reach ``max_bytes_per_file``, and the chunk's remaining rows start a new file.
+    The rows are read in pylance's default batches (8192 rows, restarting at each fragment),
+    since where a file is cut by bytes depends on where the writer flushed its pages."""
     sizes = chunk_sizes(sum(f.count_rows() for f in group), target)
-    batches = ds.scanner(fragments=group, batch_size=batch_size).to_batches()
+    batches = ds.scanner(fragments=group, batch_size=batch_size or DEFAULT_SCAN_BATCH_ROWS).to_batches()
     new: list[table_pb2.DataFragment] = []
-    for piece in _chunked(iter(batches), sizes):
-        new.extend(write_new_fragments(ds, ds.schema, piece, prepared, max_rows_per_file=max(sizes)))
-    if [f.physical_rows for f in new] != sizes:
-        raise InvalidInputError("compaction wrote fragments of unexpected sizes", table=ds.uri)
+    for size, piece in zip(sizes, _chunked(iter(batches), sizes)):
+        written = write_new_fragments(ds, ds.schema, piece, prepared, max_rows_per_file=size,
+                                      max_bytes_per_file=max_bytes_per_file)
+        if sum(f.physical_rows for f in written) != size:
+            raise InvalidInputError("compaction wrote fragments of unexpected sizes", table=ds.uri)
+        new.extend(written)
     if ds.has_stable_row_ids:
-        _sequences(ds, group, sizes, new)
+        _sequences(ds, group, [f.physical_rows for f in new], new)
     return new
 
 

@@ -164,7 +164,8 @@ class CompactionTask:
         prepared = Prepared(new_transaction(self.read_version), None, storage_version=storage_version_of(ds))
         target = int(self.options.get("target_rows_per_fragment") or DEFAULT_TARGET_ROWS)
         try:
-            new = rewrite_group(ds, group, target, self.options.get("batch_size"), prepared)
+            new = rewrite_group(ds, group, target, self.options.get("batch_size"), prepared,
+                                self.options.get("max_bytes_per_file"))
         except BaseException:
             prepared.discard(ds.object_store)
             raise

@@ -162,7 +162,6 @@ class FragmentSink:
         self._max_bytes = int(max_bytes_per_file)
         self._current: LanceFileWriter | LegacyFileWriter | None = None
         self._current_rows = 0
-        self._current_bytes = 0
         self._current_ids: list[np.ndarray] | None = None
         self._targets = list(targets) if targets else [WriteTarget(self._store)]
         self._dictionaries = _LegacyDictionaries(self._store, new_table)
@@ -189,7 +188,6 @@ class FragmentSink:
         self._written.append((target.store, path))
         self._current = _file_writer(target.store, path, self._schema, self._version, self._dictionaries)
         self._current_rows = 0
-        self._current_bytes = 0
         if self._on_file is not None:  # like pylance: the fragment to come, still without files
             self._on_file("begin", table_pb2.DataFragment())
         return self._current
@@ -230,6 +228,8 @@ class FragmentSink:
         while offset < batch.num_rows:
             writer = self._current or self._open()
             take = min(batch.num_rows - offset, self._max_rows - self._current_rows)
+            if isinstance(writer, LegacyFileWriter):
+                take = min(take, writer.room_in_batch())
             piece = batch.slice(offset, take)
             writer.write_batch(piece)
             if self._current_ids is not None:
@@ -237,10 +237,11 @@ class FragmentSink:
                     raise InvalidInputError("a sink takes row ids for every batch or for none", table=self._store.uri)
                 self._current_ids.append(np.asarray(row_ids[offset:offset + take], dtype=np.uint64))
             self._current_rows += take
-            self._current_bytes += piece.nbytes
             self.rows += take
             offset += take
-            if self._current_rows >= self._max_rows or self._current_bytes >= self._max_bytes:
+            # like pylance: a file is cut once the bytes it has written reach the limit (pages
+            # still buffered in the writer do not count)
+            if self._current_rows >= self._max_rows or writer.tell() >= self._max_bytes:
                 self._close()
 
     def finish(self) -> list[table_pb2.DataFragment]:
