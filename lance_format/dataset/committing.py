@@ -372,6 +372,23 @@ class CommittingMethods(DatasetMixin):
         return update_config(self._as_dataset(), values, replace=replace, transaction_properties=transaction_properties,
                              commit_message=commit_message)
 
+    def migrate_manifest_paths_v2(self) -> None:
+        """Rename the table's manifests from V1 names (``{version}.manifest``) to V2 names
+        (``{u64::MAX - version:020}.manifest``) as pylance's ``migrate_manifest_paths_v2`` does,
+        then move this object to the latest version. Idempotent; must not run while other
+        processes write the table. Later commits keep the V2 names.
+
+        Raises
+        ------
+        UnsupportedFeatureError
+            The table commits through an external manifest store.
+        """
+        from lance_format.table.naming import migrate_to_v2_names
+
+        ds = self._as_dataset()
+        migrate_to_v2_names(ds.object_store)
+        ds._replace_version(ds.latest_version)
+
     def delete_config_keys(
         self,
         keys: list[str],

@@ -13,7 +13,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from lance_format.errors import CorruptFileError, PathEscapeError
+from lance_format.errors import CorruptFileError, PathEscapeError, UnsupportedFeatureError
 from lance_format.io import ObjectStore, check_relative_path
 
 VERSIONS_DIR = "_versions"
@@ -99,6 +99,30 @@ def list_versions(store: ObjectStore, *, since: int | None = None) -> VersionLis
             path=VERSIONS_DIR,
         )
     return VersionListing(versions, schemes.pop() if schemes else None)
+
+
+def migrate_to_v2_names(store: ObjectStore) -> int:
+    """Rename every V1 manifest of ``store``'s ``_versions/`` to its V2 name (Lance's
+    ``migrate_scheme_to_v2``); the number renamed. Idempotent: a run that stopped halfway is
+    finished by the next. Like Lance's, it must not run alongside other writers.
+
+    A rename is a copy then a delete (what object stores do anyway); a V2 copy that already
+    exists is one an interrupted run made, so only the V1 name is removed.
+    """
+    if store.manifest_store is not None:
+        raise UnsupportedFeatureError("migrating manifest names of a table whose commits go through an external "
+                                      "manifest store is not supported (the store records the V1 paths)",
+                                      table=store.uri)
+    renamed = 0
+    for info in store.list_dir(VERSIONS_DIR):
+        parsed = parse_manifest_name(info.base_name)
+        if parsed is None or parsed[1] is not ManifestNaming.V1:
+            continue
+        old = f"{VERSIONS_DIR}/{info.base_name}"
+        store.put_if_not_exists(manifest_path(parsed[0], ManifestNaming.V2), store.read_bytes(old))
+        store.delete(old)
+        renamed += 1
+    return renamed
 
 
 def data_file_path(path: str, *, table: str) -> str:
