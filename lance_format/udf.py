@@ -1,19 +1,76 @@
 """pylance's ``batch_udf``: a function of a record batch that ``add_columns`` runs per batch.
 
 ``@batch_udf(output_schema=...)`` wraps the function in a :class:`BatchUDF`, which checks each
-output against the declared schema (names and types, cast where Arrow casts safely). pylance's
-``checkpoint_file`` (resuming a failed ``add_columns``) is not supported: a failed
-``add_columns`` here commits nothing, and running it again recomputes every batch.
+output against the declared schema (names and types, cast where Arrow casts safely).
+
+``checkpoint_file`` (pylance's :class:`BatchUDFCheckpoint`, the same SQLite tables): ``add_columns``
+saves each batch's result, and each fragment's finished new data file, as it goes; run again
+after a failure with the same file, it reuses them instead of calling the function again, and
+removes the file once the commit succeeded. The data files of finished fragments are kept when
+an ``add_columns`` fails so that the next run can use them.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+import pickle
+import sqlite3
+from contextlib import closing
+from typing import Any, Callable, NamedTuple
 
 import pyarrow as pa
 
-from lance_format.errors import SchemaMismatchError, UnsupportedFeatureError
+from lance_format.errors import SchemaMismatchError
+
+
+class BatchUDFCheckpoint:
+    """Results of a :class:`BatchUDF` saved while ``add_columns`` runs (pylance's class of the
+    same name and tables: ``batches(fragment_id, batch_index, result)`` holds pickled record
+    batches, ``fragments(fragment_id, data)`` a finished fragment's metadata as JSON)."""
+
+    class BatchInfo(NamedTuple):
+        fragment_id: int
+        batch_index: int
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = path
+        with closing(self._connect()) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS batches (fragment_id INT, batch_index INT, result BLOB)")
+            conn.execute("CREATE TABLE IF NOT EXISTS fragments (fragment_id INT, data BLOB)")
+            conn.commit()
+
+    def _connect(self) -> sqlite3.Connection:
+        # a connection per call: sqlite3 connections may not cross threads
+        return sqlite3.connect(self.path)
+
+    def cleanup(self) -> None:
+        """Remove the checkpoint file (after a successful commit)."""
+        os.remove(self.path)
+
+    def get_batch(self, info: "BatchUDFCheckpoint.BatchInfo") -> pa.RecordBatch | None:
+        with closing(self._connect()) as conn:
+            row = conn.execute("SELECT result FROM batches WHERE fragment_id = ? AND batch_index = ?",
+                               (info.fragment_id, info.batch_index)).fetchone()
+        return None if row is None else pickle.loads(row[0])
+
+    def insert_batch(self, info: "BatchUDFCheckpoint.BatchInfo", batch: pa.RecordBatch) -> None:
+        with closing(self._connect()) as conn:
+            conn.execute("INSERT INTO batches (fragment_id, batch_index, result) VALUES (?, ?, ?)",
+                         (info.fragment_id, info.batch_index, pickle.dumps(batch)))
+            conn.commit()
+
+    def get_fragment(self, fragment_id: int) -> str | None:
+        """A finished fragment's metadata (JSON), if saved."""
+        with closing(self._connect()) as conn:
+            row = conn.execute("SELECT data FROM fragments WHERE fragment_id = ?", (fragment_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def insert_fragment(self, fragment_id: int, fragment: str) -> None:
+        """Save a finished fragment; its batches are no longer needed."""
+        with closing(self._connect()) as conn:
+            conn.execute("INSERT INTO fragments (fragment_id, data) VALUES (?, ?)", (fragment_id, fragment))
+            conn.execute("DELETE FROM batches WHERE fragment_id = ?", (fragment_id,))
+            conn.commit()
 
 
 class BatchUDF:
@@ -21,12 +78,9 @@ class BatchUDF:
 
     def __init__(self, func: Callable[[pa.RecordBatch], Any], output_schema: pa.Schema | None = None,
                  checkpoint_file: str | os.PathLike[str] | None = None) -> None:
-        if checkpoint_file is not None:
-            raise UnsupportedFeatureError("batch_udf(checkpoint_file=...) is not supported: a failed add_columns "
-                                          "commits nothing and is simply run again")
         self.func = func
         self.output_schema = output_schema
-        self.checkpoint_file = None
+        self.cache = BatchUDFCheckpoint(checkpoint_file) if checkpoint_file is not None else None
         self.__name__ = getattr(func, "__name__", "batch_udf")
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -58,4 +112,4 @@ def batch_udf(output_schema: pa.Schema | None = None,
     return inner
 
 
-__all__ = ["BatchUDF", "batch_udf"]
+__all__ = ["BatchUDF", "BatchUDFCheckpoint", "batch_udf"]

@@ -391,8 +391,6 @@ def test_batch_udf_like_pylance(tmp_path):
 
     arrow = pa.schema([pa.field("a", pa.int64())])
     assert LanceSchema.from_pyarrow(arrow).to_pyarrow() == arrow
-    with pytest.raises(UnsupportedFeatureError):
-        lance_format.batch_udf(checkpoint_file=str(tmp_path / "ckpt"))(lambda b: b)
 
 
 def test_batch_udf_output_is_checked(tmp_path):

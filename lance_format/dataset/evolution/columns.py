@@ -12,12 +12,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.evolution.alterations import apply_alterations
+from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto, fragment_to_proto
 from lance_format.dataset.evolution.base import new_column_file, next_field_id_of, resolve_field, set_merge, set_project
 from lance_format.dataset.mutations.base import (
     DEFAULT_CONFLICT_RETRIES,
@@ -53,7 +55,13 @@ def _sql_batches(ds, fragment, exprs: dict[str, Any], reads: list[str], arrow: p
 
 def _udf_batches(ds, fragment, udf: Callable, reads: list[str] | None, batch_size):
     scanner = ds.scanner(columns=reads, fragments=[fragment], batch_size=batch_size)
-    for batch in scanner.to_batches():
+    cache = getattr(udf, "cache", None)  # a BatchUDF's checkpoint (pylance's BatchUDFCheckpoint)
+    for index, batch in enumerate(scanner.to_batches()):
+        info = None if cache is None else cache.BatchInfo(fragment.fragment_id, index)
+        saved = None if info is None else cache.get_batch(info)
+        if saved is not None:
+            yield saved
+            continue
         out = udf(batch)
         if not isinstance(out, pa.RecordBatch):
             out = pa.RecordBatch.from_pandas(out, preserve_index=False) if hasattr(out, "to_numpy") else \
@@ -61,7 +69,45 @@ def _udf_batches(ds, fragment, udf: Callable, reads: list[str] | None, batch_siz
         if out.num_rows != batch.num_rows:
             raise InvalidInputError(f"the UDF returned {out.num_rows} rows for a batch of {batch.num_rows}",
                                     table=ds.uri)
+        if info is not None:
+            cache.insert_batch(info, out)
         yield out
+
+
+def _udf_fragment_files(current: "LanceDataset", udf: Callable, read_columns: list[str] | None, batch_size,
+                        prepared: Prepared) -> tuple[list, LanceSchema | None]:
+    """Each fragment with a new data file of the UDF's columns, and the new fields' schema.
+
+    With a checkpoint, a fragment finished by an earlier, failed run is taken from it, and a
+    fragment finished now is saved to it; its data file is then no longer removed if this run
+    fails (the next run needs it)."""
+    cache = getattr(udf, "cache", None)
+    metas: list = []
+    new = None
+    declared = getattr(udf, "output_schema", None)
+    if declared is not None:
+        new = _new_schema(current, declared)
+    for fragment in current.get_fragments():
+        saved = None if cache is None else cache.get_fragment(fragment.fragment_id)
+        if saved is not None:
+            metas.append(fragment_to_proto(FragmentMetadata.from_json(saved)))
+            continue
+        gen = _udf_batches(current, fragment, udf, read_columns, batch_size)
+        first = next(gen, None)
+        if first is None:
+            raise InvalidInputError("the UDF produced no data", table=current.uri)
+        new = new or _new_schema(current, first.schema)
+
+        def chain(head=first, rest=gen):
+            yield head
+            yield from rest
+
+        kept = len(prepared.aborts)
+        metas.append(new_column_file(current, fragment, new, chain(), prepared))
+        if cache is not None:
+            cache.insert_fragment(fragment.fragment_id, json.dumps(fragment_from_proto(metas[-1]).to_json()))
+            del prepared.aborts[kept:]
+    return metas, new
 
 
 class _AlignedReader:
@@ -137,19 +183,7 @@ def add_columns(
             metas = [new_column_file(current, f, new, _sql_batches(current, f, exprs, reads, arrow, batch_size),
                                     prepared) for f in fragments]
         elif callable(transforms):
-            batches = [(_udf_batches(current, f, transforms, read_columns, batch_size), f) for f in fragments]
-            metas, new = [], None
-            for gen, fragment in batches:
-                first = next(gen, None)
-                if first is None:
-                    raise InvalidInputError("the UDF produced no data", table=current.uri)
-                new = new or _new_schema(current, first.schema)
-
-                def chain(head=first, rest=gen):
-                    yield head
-                    yield from rest
-
-                metas.append(new_column_file(current, fragment, new, chain(), prepared))
+            metas, new = _udf_fragment_files(current, transforms, read_columns, batch_size, prepared)
             if new is None:
                 raise InvalidInputError("cannot add columns with a UDF to a table without rows", table=current.uri)
         else:
@@ -165,7 +199,11 @@ def add_columns(
 
     # Arrow data is consumed by the first attempt, so only recomputable transforms are retried.
     recomputable = isinstance(transforms, (pa.Schema, Mapping)) or callable(transforms)
-    run_mutation(ds, prepare, conflict_retries=DEFAULT_CONFLICT_RETRIES if recomputable else 0)
+    cache = getattr(transforms, "cache", None)
+    # a checkpoint's fragments belong to the version it was made on: no retries on a later one
+    run_mutation(ds, prepare, conflict_retries=DEFAULT_CONFLICT_RETRIES if recomputable and cache is None else 0)
+    if cache is not None:
+        cache.cleanup()
 
 
 # -- merge (pylance's LanceDataset.merge: new columns joined on a key) ---------------------------

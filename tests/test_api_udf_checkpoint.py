@@ -1,0 +1,84 @@
+"""``batch_udf(checkpoint_file=...)`` against pylance 14: an ``add_columns`` whose UDF raises
+midway leaves a checkpoint; run again with the same file, only the batches not saved are
+computed, the finished fragment's data file is reused, and the checkpoint is removed."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import closing
+from types import ModuleType
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lance_format
+from lance_format.udf import BatchUDFCheckpoint
+
+ENGINES = [lance, lance_format]
+OUTPUT = pa.schema([pa.field("double", pa.int64())])
+
+
+def _run(engine: ModuleType, tmp_path, fail_at: int, declare_schema: bool = True) -> list:
+    uri, checkpoint = str(tmp_path / engine.__name__), str(tmp_path / f"{engine.__name__}.sqlite")
+    ds = engine.write_dataset(pa.table({"id": list(range(30))}), uri, max_rows_per_file=10)
+    calls: list[int] = []
+
+    def udf(fail: bool):
+        @engine.batch_udf(output_schema=OUTPUT if declare_schema else None, checkpoint_file=checkpoint)
+        def double(batch):
+            calls.append(batch["id"][0].as_py())
+            if fail and len(calls) == fail_at:
+                raise RuntimeError("the UDF failed")
+            return pa.record_batch([pc.multiply(batch["id"], 2)], names=["double"])
+        return double
+
+    with pytest.raises((RuntimeError, OSError), match="the UDF failed"):
+        ds.add_columns(udf(True), read_columns=["id"], batch_size=4)
+    with closing(sqlite3.connect(checkpoint)) as conn:
+        saved = (conn.execute("SELECT fragment_id, batch_index FROM batches ORDER BY 1, 2").fetchall(),
+                 [r[0] for r in conn.execute("SELECT fragment_id FROM fragments")])
+    first = (list(calls), saved, engine.dataset(uri).version, len(os.listdir(os.path.join(uri, "data"))))
+    calls.clear()
+    engine.dataset(uri).add_columns(udf(False), read_columns=["id"], batch_size=4)
+    second = (list(calls), os.path.exists(checkpoint), len(os.listdir(os.path.join(uri, "data"))))
+    return [first, second, lance.dataset(uri).to_table(), lance_format.dataset(uri).to_table()]
+
+
+@pytest.mark.parametrize("fail_at", [2, 5, 8])
+def test_resume_after_a_failing_udf_like_pylance(tmp_path, fail_at):
+    ours = _run(lance_format, tmp_path, fail_at)
+    assert ours == _run(lance, tmp_path, fail_at)
+    assert ours[2] == ours[3] == pa.table({"id": list(range(30)), "double": [2 * i for i in range(30)]})
+    assert ours[1][1] is False  # the checkpoint is removed after the commit
+
+
+def test_finished_fragment_is_reused_not_recomputed(tmp_path):
+    (calls, saved, version, files), (resumed, exists, files_after), *_ = _run(lance_format, tmp_path, 5)
+    assert calls == [0, 4, 8, 10, 14] and saved == ([(1, 0)], [0]) and version == 1
+    assert files == 4  # the three fragments and fragment 0's new file, kept for the next run
+    assert resumed == [14, 18, 20, 24, 28]  # fragment 1's first batch came from the checkpoint
+    assert files_after == 6
+
+
+def test_checkpoint_file_has_pylances_tables(tmp_path):
+    ours, theirs = str(tmp_path / "ours.sqlite"), str(tmp_path / "theirs.sqlite")
+    BatchUDFCheckpoint(ours)
+    lance.udf.BatchUDFCheckpoint(theirs)
+
+    def tables(path: str) -> list:
+        with closing(sqlite3.connect(path)) as conn:
+            return conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall()
+
+    assert [t[0] for t in tables(ours)] == [t[0] for t in tables(theirs)] == ["batches", "fragments"]
+    checkpoint = BatchUDFCheckpoint(ours)
+    batch = pa.record_batch([pa.array([1, 2])], names=["x"])
+    checkpoint.insert_batch(checkpoint.BatchInfo(3, 0), batch)
+    assert checkpoint.get_batch(checkpoint.BatchInfo(3, 0)) == batch
+    assert checkpoint.get_batch(checkpoint.BatchInfo(3, 1)) is None
+    checkpoint.insert_fragment(3, "{}")
+    assert checkpoint.get_fragment(3) == "{}" and checkpoint.get_batch(checkpoint.BatchInfo(3, 0)) is None
+    checkpoint.cleanup()
+    assert not os.path.exists(ours)
