@@ -33,6 +33,7 @@ EXPIRED_TOKEN = "expired-token"
 class Faults:
     throttle: list[int] = field(default_factory=list)  # statuses for the next requests
     requests: int = 0
+    listings: list[dict] = field(default_factory=list)  # the query of each JSON API object listing
 
 
 class _Refused(Exception):
@@ -236,8 +237,36 @@ def start_server() -> GcsServer:
                 self._send(200, data, "application/octet-stream", headers)
             return True
 
+        def _json_list(self) -> bool:
+            """Object listings of the JSON API with GCS's paging (``maxResults``, ``pageToken``,
+            ``startOffset``), which the emulator ignores (it answers everything at once)."""
+            parsed = urlparse(self.path)
+            match = re.fullmatch(r"/storage/v1/b/([^/]+)/o", parsed.path)
+            if match is None:
+                return False
+            query = {k: v[0] for k, v in parse_qs(parsed.query).items()}
+            faults.listings.append(query)
+            try:
+                objs, prefixes = self.storage.get_file_list(unquote(match.group(1)), query.get("prefix") or None,
+                                                            query.get("delimiter") or None)
+            except NotFound:
+                self._reply(404, "Not Found")
+                return True
+            entries = sorted([(o["name"], o) for o in objs] + [(p, None) for p in prefixes], key=lambda e: e[0])
+            after = query.get("pageToken")
+            start = query.get("startOffset")
+            entries = [e for e in entries if (after is None or e[0] > after) and (start is None or e[0] >= start)]
+            limit = int(query.get("maxResults") or 1000)
+            page, rest = entries[:limit], entries[limit:]
+            body: dict = {"kind": "storage#objects", "items": [o for _, o in page if o is not None],
+                          "prefixes": [name for name, o in page if o is None]}
+            if rest:
+                body["nextPageToken"] = page[-1][0]
+            self._send(200, json.dumps(body).encode(), "application/json")
+            return True
+
         def do_GET(self):
-            if not self._fault() and not self._xml_list() and not self._xml_get():
+            if not self._fault() and not self._xml_list() and not self._xml_get() and not self._json_list():
                 super().do_GET()
 
         def do_HEAD(self):

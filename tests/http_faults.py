@@ -19,6 +19,7 @@ class FaultProxy:
         parsed = urlparse(target)
         self.throttle: list[int] = []
         self.forwarded = 0
+        self.requests: list[str] = []  # "METHOD /path?query" of each forwarded request
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,6 +43,7 @@ class FaultProxy:
                     self.wfile.write(message)
                     return
                 proxy.forwarded += 1
+                proxy.requests.append(f"{self.command} {self.path}")
                 conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
                 conn.request(self.command, self.path, body=body, headers=headers)

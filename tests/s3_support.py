@@ -60,3 +60,35 @@ def start_server():
     server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     return server, S3Server(f"http://127.0.0.1:{port}")
+
+
+def moto_auth(endpoint: str, enabled: bool) -> None:
+    """Turn moto's IAM checks of every request's key and signature on or off (server-wide)."""
+    import urllib.request
+
+    request = urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=(b"0" if enabled else b"inf"),
+                                     method="POST", headers={"Content-Type": "text/plain"})
+    urllib.request.urlopen(request).read()
+
+
+def iam_access_keys(s3: S3Server, user: str, count: int) -> list[dict[str, str]]:
+    """``count`` access keys of a new IAM user allowed everything (as Lance option keys)."""
+    import json
+
+    import boto3
+
+    iam = boto3.client("iam", endpoint_url=s3.endpoint, aws_access_key_id=ACCESS_KEY,
+                       aws_secret_access_key=SECRET_KEY, region_name=REGION)
+    iam.create_user(UserName=user)
+    iam.put_user_policy(UserName=user, PolicyName="all", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+    keys = [iam.create_access_key(UserName=user)["AccessKey"] for _ in range(count)]
+    return [{"aws_access_key_id": k["AccessKeyId"], "aws_secret_access_key": k["SecretAccessKey"]} for k in keys]
+
+
+def delete_access_key(s3: S3Server, user: str, key: dict[str, str], *, using: dict[str, str]) -> None:
+    import boto3
+
+    boto3.client("iam", endpoint_url=s3.endpoint, aws_access_key_id=using["aws_access_key_id"],
+                 aws_secret_access_key=using["aws_secret_access_key"], region_name=REGION,
+                 ).delete_access_key(UserName=user, AccessKeyId=key["aws_access_key_id"])

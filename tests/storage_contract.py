@@ -132,6 +132,32 @@ def check_tags(uri: str, opts: dict | None) -> None:
     assert lance_format.dataset(uri, version="first", storage_options=opts).count_rows() == 1
 
 
+def many_versions(uri: str, opts: dict | None, count: int, *, v2_names: bool = True) -> None:
+    """A table with ``count`` versions: one real commit, its manifest re-encoded for the others
+    (uploaded in parallel through this engine's store)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lance_format.table.manifest import encode_manifest, read_manifest
+    from lance_format.table.naming import U64_MAX
+
+    def name(version: int) -> str:
+        return f"_versions/{U64_MAX - version:020d}.manifest" if v2_names else f"_versions/{version}.manifest"
+
+    lance_format.write_dataset(pa.table({"id": [1]}), uri, storage_options=opts,
+                               enable_v2_manifest_paths=v2_names)
+    store = ObjectStore(uri, opts)
+    base = read_manifest(store, name(1))
+
+    def put(version: int) -> None:
+        manifest = type(base.manifest)()
+        manifest.CopyFrom(base.manifest)
+        manifest.version = version
+        store.write_bytes(name(version), encode_manifest(manifest, base.transaction, base.index_section))
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, range(2, count + 1)))
+
+
 def check_pickles(store: ObjectStore) -> None:
     store.write_bytes("a.bin", b"x")
     again = pickle.loads(pickle.dumps(store))

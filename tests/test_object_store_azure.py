@@ -146,6 +146,39 @@ def test_concurrent_committers_ours_and_pylance(azurite, container):
 
 
 # -- failure paths ------------------------------------------------------------------------------
+def test_latest_of_many_versions_with_one_small_listing(azurite, container):
+    from lance_format.table.naming import list_versions
+
+    uri = f"az://{container}/versions.lance"
+    contract.many_versions(uri, azurite.options(), 1500)
+    proxy = FaultProxy(azurite.endpoint)  # counts the requests Azurite answers
+    try:
+        opts = azurite.options(azure_storage_endpoint=proxy.endpoint)
+
+        def listings() -> list[str]:
+            return [r for r in proxy.requests if "comp=list" in r]
+
+        ds = lance_format.dataset(uri, storage_options=opts)
+        assert ds.version == 1500 and ds.count_rows() == 1
+        # one page of 100 names (a full listing read all 1500 names at once)
+        assert len(listings()) == 1 and "maxresults=100" in listings()[0], listings()
+        proxy.requests.clear()
+        assert lance_format.dataset(uri, version=1450, storage_options=opts).version == 1450
+        assert len(listings()) <= 2
+        ds = lance_format.write_dataset(pa.table({"id": [2]}), ds, mode="append")
+        assert ds.version == 1501 and lance.dataset(uri, storage_options=azurite.options()).version == 1501
+        assert sorted(list_versions(ObjectStore(uri, opts)).versions) == list(range(1, 1502))
+        # V1 names do not sort by version: listed in full, page after page (continuation markers)
+        v1 = f"az://{container}/v1.lance"
+        contract.many_versions(v1, opts, 250, v2_names=False)
+        proxy.requests.clear()
+        assert lance_format.dataset(v1, storage_options=opts).version == 250
+        assert lance.dataset(v1, storage_options=azurite.options()).version == 250
+        assert len(listings()) == 2 and "marker=" in listings()[1], listings()
+    finally:
+        proxy.stop()
+
+
 def test_throttling_is_retried_with_a_bound(azurite, container):
     uri = f"az://{container}/throttled.lance"
     lance_format.write_dataset(pa.table({"id": [1, 2]}), uri, storage_options=azurite.options())

@@ -208,6 +208,36 @@ def test_spark_write_and_read_on_gcs(spark, gcs, bucket):
     assert lance.dataset(uri, storage_options=opts).count_rows() == 20
 
 
+def test_latest_of_many_versions_with_one_small_listing(gcs, bucket):
+    from lance_format.table.naming import list_versions
+
+    opts = gcs.options()
+    uri = f"gs://{bucket}/versions.lance"
+    contract.many_versions(uri, opts, 1500)
+    gcs.faults.listings.clear()
+    ds = lance_format.dataset(uri, storage_options=opts)
+    assert ds.version == 1500 and ds.count_rows() == 1
+    # one page of 100 names (a full listing took 2 requests of 1000 names, 15 at 15k versions)
+    assert [q.get("maxResults") for q in gcs.faults.listings] == ["100"], gcs.faults.listings
+    assert gcs.faults.listings[0]["prefix"] == "versions.lance/_versions/"
+    gcs.faults.listings.clear()
+    assert lance_format.dataset(uri, version=1450, storage_options=opts).version == 1450
+    assert len(gcs.faults.listings) <= 2
+    gcs.faults.listings.clear()
+    ds = lance_format.write_dataset(pa.table({"id": [2]}), ds, mode="append")
+    assert ds.version == 1501 and lance.dataset(uri, storage_options=opts).version == 1501
+    assert sorted(list_versions(ObjectStore(uri, opts)).versions) == list(range(1, 1502))  # the full listing pages
+    # V1 names do not sort by version: listed in full, page after page
+    v1 = f"gs://{bucket}/v1.lance"
+    contract.many_versions(v1, opts, 250, v2_names=False)
+    gcs.faults.listings.clear()
+    assert lance_format.dataset(v1, storage_options=opts).version == 250
+    assert lance.dataset(v1, storage_options=opts).version == 250
+    assert [q.get("maxResults") for q in gcs.faults.listings] == ["100", "1000"]
+    # the option shared with s3+ddb:// tables is ignored here too
+    assert lance_format.dataset(v1, storage_options={**opts, "dynamodb_endpoint": "x"}).version == 250
+
+
 def test_a_table_at_the_bucket_root(gcs, bucket):
     opts = gcs.options()
     uri = f"gs://{bucket}"

@@ -201,6 +201,22 @@ def test_store_pickles_with_its_options(s3, bucket):
     assert again.read_bytes("a.bin") == b"x"
 
 
+def test_dynamodb_options_shared_with_s3_ddb_tables_are_ignored_on_plain_s3(s3, bucket):
+    # pylance takes one storage_options dict for every table, s3+ddb:// or not, and ignores the
+    # DynamoDB endpoint where no manifest store is involved; so does this engine.
+    opts = {**s3.options(), "dynamodb_endpoint": "http://127.0.0.1:9", "DynamoDB_Endpoint": "http://127.0.0.1:9"}
+    ours, theirs = f"s3://{bucket}/ours.lance", f"s3://{bucket}/theirs.lance"
+    lance_format.write_dataset(pa.table({"id": [1, 2]}), ours, storage_options=opts)
+    lance.write_dataset(pa.table({"id": [1, 2]}), theirs, storage_options=opts)
+    assert lance.dataset(ours, storage_options=opts).to_table().column("id").to_pylist() == [1, 2]
+    assert lance_format.dataset(theirs, storage_options=opts).to_table().column("id").to_pylist() == [1, 2]
+    assert ObjectStore(ours, opts).storage_options["dynamodb_endpoint"] == "http://127.0.0.1:9"  # still shipped
+    # a bad value is not checked where it is not used, but a misspelt key still is
+    ObjectStore("memory://ddb-shared", {"dynamodb_endpoint": "not a url"})
+    with pytest.raises(InvalidInputError, match="dynamodb_endpiont"):
+        ObjectStore(ours, {**opts, "dynamodb_endpiont": "http://127.0.0.1:9"})
+
+
 # -- storage options: validation (no server needed) ---------------------------------------------
 def test_unknown_and_unsupported_options_are_named():
     with pytest.raises(InvalidInputError, match="aws_acess_key_id"):

@@ -22,14 +22,17 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 from urllib.parse import ParseResult
+
+import pyarrow.fs as pafs
 
 from lance_format.errors import InvalidInputError, StorageAccessError, UnsupportedFeatureError
 from lance_format.io.backend import DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, split_bucket_uri, with_retries
 from lance_format.io.storage_options import ClientSettings, OptionSpec, check_endpoint, client_settings, truthy
 
 T = TypeVar("T")
+FIRST_LIST_PAGE, LIST_PAGE = 100, 5000  # blobs per listing request: a small first page, then Azure's maximum
 AZURE_REQUIREMENT = "azure-storage-blob>=12.19,<13"
 # Azurite's well-known development account (public, documented by Microsoft)
 EMULATOR_ACCOUNT = "devstoreaccount1"
@@ -249,6 +252,30 @@ class AzureBackend(BlobBackend):
         return self._call(f"listing {prefix!r}", lambda: [
             ObjectInfo(f"{container}/{b.name}", int(b.size), b.last_modified)
             for b in client.list_blobs(name_starts_with=key_prefix)])
+
+    def list_sorted(self, path: str) -> Iterator[pafs.FileInfo]:
+        """Blobs directly under ``path`` in lexical order, one List Blobs page at a time (Azure
+        lists names in that order and continues from a marker): a caller that wants the first
+        names (the newest V2 manifests) stops after one small request."""
+        container, _, key_prefix = (path.rstrip("/") + "/").partition("/")
+        client = self._client()
+        token: str | None = None
+        page_size = FIRST_LIST_PAGE
+        while True:
+            def page(token: str | None = token, page_size: int = page_size) -> tuple[list[Any], str | None]:
+                pages = client.walk_blobs(name_starts_with=key_prefix, delimiter="/",
+                                          results_per_page=page_size).by_page(continuation_token=token)
+                return list(next(pages, ())), pages.continuation_token
+
+            blobs, token = self._call(f"listing {path!r}", page)
+            for blob in blobs:
+                if blob.name.endswith("/"):  # a "directory" (BlobPrefix) below the listed one
+                    continue
+                yield pafs.FileInfo(f"{container}/{blob.name}", pafs.FileType.File, size=int(blob.size),
+                                    mtime=blob.last_modified)
+            if not token:
+                return
+            page_size = LIST_PAGE
 
     def write(self, path: str, data: bytes) -> None:
         blob = self._blob(path)

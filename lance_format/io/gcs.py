@@ -21,14 +21,17 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 from urllib.parse import ParseResult
+
+import pyarrow.fs as pafs
 
 from lance_format.errors import InvalidInputError, StorageAccessError, UnsupportedFeatureError
 from lance_format.io.backend import DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, split_bucket_uri, with_retries
 from lance_format.io.storage_options import ClientSettings, OptionSpec, check_endpoint, client_settings, truthy
 
 T = TypeVar("T")
+FIRST_LIST_PAGE, LIST_PAGE = 100, 1000  # objects per listing request: a small first page, then GCS's maximum
 GCS_REQUIREMENT = "google-cloud-storage>=2.18,<4"
 _SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
 _DEFAULT_BASE_URL = "https://storage.googleapis.com"
@@ -214,6 +217,28 @@ class GcsBackend(BlobBackend):
                     for b in bucket.client.list_blobs(bucket, prefix=key_prefix, retry=None, timeout=self._timeout)]
 
         return self._call(f"listing {prefix!r}", listing)
+
+    def list_sorted(self, path: str) -> Iterator[pafs.FileInfo]:
+        """Objects directly under ``path`` in lexical order, one listing page at a time (GCS
+        lists names in that order): a caller that wants the first names (the newest V2
+        manifests) stops after one small request."""
+        bucket_name, _, key_prefix = (path.rstrip("/") + "/").partition("/")
+        bucket = self._client_bucket()
+        token: str | None = None
+        page_size = FIRST_LIST_PAGE
+        while True:
+            def page(token: str | None = token, page_size: int = page_size) -> tuple[list[Any], str | None]:
+                listing = bucket.client.list_blobs(bucket, prefix=key_prefix, delimiter="/", page_size=page_size,
+                                                   page_token=token, retry=None, timeout=self._timeout)
+                return list(next(listing.pages, ())), listing.next_page_token
+
+            blobs, token = self._call(f"listing {path!r}", page)
+            for blob in blobs:
+                yield pafs.FileInfo(f"{bucket_name}/{blob.name}", pafs.FileType.File, size=int(blob.size or 0),
+                                    mtime=blob.updated)
+            if not token:
+                return
+            page_size = LIST_PAGE
 
     def write(self, path: str, data: bytes) -> None:
         blob = self._blob(path)

@@ -20,25 +20,11 @@ import pyarrow.fs as pafs
 
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, PathEscapeError, StorageAccessError
 from lance_format.io.backend import SUPPORTED_SCHEMES, StorageBackend, open_backend  # noqa: F401 (re-export)
+from lance_format.io.credentials import CREDENTIAL_PROVIDER, split_credential_provider  # noqa: F401 (re-export)
 from lance_format.io.manifest_store import ExternalManifests, open_external_manifests
 from lance_format.io.storage_options import normalize_storage_options
 
 T = TypeVar("T")
-CREDENTIAL_PROVIDER = "credential_provider"
-
-
-def split_credential_provider(
-    options: Mapping[str, Any] | None,
-) -> tuple[dict[str, Any], Callable[[], Mapping[str, Any]] | None]:
-    """(the other options, the ``credential_provider`` callable or None)."""
-    rest = dict(options or {})
-    provider = None
-    for key in [k for k in rest if isinstance(k, str) and k.strip().lower() == CREDENTIAL_PROVIDER]:
-        provider = rest.pop(key)
-        if not callable(provider):
-            raise InvalidInputError("storage option 'credential_provider' must be a callable that returns "
-                                    "credentials as storage options")
-    return rest, provider
 
 
 def check_relative_path(relative: str, *, table: str | None = None) -> str:
@@ -62,18 +48,24 @@ class ObjectStore:
     (``aws_access_key_id``, ``aws_secret_access_key``, optionally ``aws_session_token`` and
     ``expires_at_millis``); it is called when the store opens, again a minute before the
     credentials expire, and again when the store refuses them (then the refused request is
-    retried once with the new credentials).
+    retried once with the new credentials). Where options must be strings (Spark task options,
+    Dagster config), ``credential_provider`` names a factory of the provider instead,
+    ``"package.module:factory"``, with its arguments in ``credential_provider_args``; each
+    process that opens the store makes the provider itself (:mod:`lance_format.io.credentials`).
     """
 
     def __init__(self, uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
-        options, self._credential_provider = split_credential_provider(storage_options)
-        self._options = normalize_storage_options(options, table=os.fspath(uri))
+        options, self._credential_provider, named = split_credential_provider(storage_options,
+                                                                              table=os.fspath(uri))
+        store_options = normalize_storage_options(options, table=os.fspath(uri))
+        self._options = {**store_options, **named}  # a named provider travels with the options
+        self._provider_is_named = bool(named)
         # A manifest-store URI (s3+ddb://...) names the object store of the files and the
         # key-value store that coordinates commits (lance_format.io.manifest_store).
-        self.manifest_store: ExternalManifests | None = open_external_manifests(os.fspath(uri), self._options)
+        self.manifest_store: ExternalManifests | None = open_external_manifests(os.fspath(uri), store_options)
         target = self.manifest_store.target if self.manifest_store is not None else None
         self.backend: StorageBackend = open_backend(
-            target.object_uri if target else os.fspath(uri), target.storage_options if target else self._options)
+            target.object_uri if target else os.fspath(uri), target.storage_options if target else store_options)
         if self._credential_provider is not None:
             self.backend.use_credential_provider(self._credential_provider)
         self.root: str = self.backend.root
@@ -89,13 +81,16 @@ class ObjectStore:
         """The options the store was opened with (normalized keys), to open it again elsewhere."""
         return dict(self._options)
 
+    def _reopen_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = dict(self._options)
+        if self._credential_provider is not None and not self._provider_is_named:
+            options[CREDENTIAL_PROVIDER] = self._credential_provider
+        return options
+
     def sibling(self, uri: str) -> "ObjectStore":
         """Another table root (a branch, a base path) opened with this store's options and
         credential provider."""
-        options: dict[str, Any] = dict(self._options)
-        if self._credential_provider is not None:
-            options[CREDENTIAL_PROVIDER] = self._credential_provider
-        return object_store_for(uri, options)
+        return object_store_for(uri, self._reopen_options())
 
     @property
     def writes_version_hint(self) -> bool:
@@ -103,11 +98,9 @@ class ObjectStore:
         return self.backend.writes_version_hint
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Spark ships stores to executors: re-open there rather than pickling live clients.
-        options: dict[str, Any] = dict(self._options)
-        if self._credential_provider is not None:
-            options[CREDENTIAL_PROVIDER] = self._credential_provider
-        return (ObjectStore, (self.uri, options))
+        # Spark ships stores to executors: re-open there rather than pickling live clients
+        # (a named credential provider is made again there).
+        return (ObjectStore, (self.uri, self._reopen_options()))
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.uri!r})"
@@ -274,8 +267,8 @@ def object_store_for(
 ) -> ObjectStore:
     """The store of ``uri`` (an already open store is reused as it is)."""
     if isinstance(uri, ObjectStore):
-        options, provider = split_credential_provider(storage_options)
-        if (options and normalize_storage_options(options) != uri.storage_options) or \
+        options, provider, named = split_credential_provider(storage_options, table=uri.uri)
+        if ((options or named) and {**normalize_storage_options(options), **named} != uri.storage_options) or \
                 (provider is not None and provider is not uri._credential_provider):
             raise InvalidInputError("storage_options were given together with an already opened store that "
                                     "uses other options", table=uri.uri)

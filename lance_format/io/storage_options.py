@@ -36,6 +36,11 @@ CLIENT_ALIASES: dict[str, tuple[str, ...]] = {
     "expires_at_millis": ("expires_at_millis",),
 }
 
+# Keys meant for another part of a Lance deployment than the table's object store: the
+# DynamoDB endpoint of ``s3+ddb://`` tables. pylance takes one ``storage_options`` dict for all
+# tables and ignores these where they do not apply, so shared options must not be refused.
+IGNORED_KEYS = frozenset({"dynamodb_endpoint"})
+
 # Generic keys Lance accepts whose effect this engine does not implement.
 CLIENT_UNSUPPORTED = frozenset({
     "allow_invalid_certificates", "use_opendal", "user_agent", "default_content_type", "pool_idle_timeout",
@@ -113,6 +118,8 @@ class OptionSpec:
         names = self._key_names()
         settings: dict[str, str] = {}
         for key, value in options.items():
+            if key in IGNORED_KEYS and key not in names:
+                continue
             name = names.get(key)
             if name is None:
                 if key in self._unsupported():
@@ -182,6 +189,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "CLIENT_ALIASES", "ClientSettings", "OptionSpec", "check_endpoint", "client_settings", "duration",
+    "CLIENT_ALIASES", "ClientSettings", "IGNORED_KEYS", "OptionSpec", "check_endpoint", "client_settings", "duration",
     "normalize_storage_options", "truthy",
 ]

@@ -100,3 +100,55 @@ def test_version_sensor_and_observable_table_on_s3(s3, instance):
     assert defs.resolve_job_def("observe_ext").execute_in_process(instance=instance).success
     (record,) = instance.fetch_observations(dg.AssetKey("ext_source"), limit=1).records
     assert record.asset_observation.tags["dagster/data_version"] == "2"
+
+
+def test_io_manager_configured_from_yaml_takes_a_named_credential_provider(s3, instance, tmp_path):
+    # Dagster resource config is strings (YAML, dg.EnvVar): the provider is named, made by the
+    # run's own process, and keeps handing out the current key of the IAM user.
+    import json
+
+    import yaml
+
+    from tests.s3_support import delete_access_key, iam_access_keys, moto_auth
+
+    bucket = s3.new_bucket()
+    user = f"dagster-{bucket}"
+    first, second = iam_access_keys(s3, user, 2)
+    key_file, log = tmp_path / "key.json", tmp_path / "calls.log"
+    key_file.write_text(json.dumps(first))
+    plain = {k: v for k, v in s3.options().items() if "access" not in k}
+    base = f"s3://{bucket}/lake"
+    run_config = yaml.safe_load(f"""
+resources:
+  io_manager:
+    config:
+      base_uri: {base}
+      storage_options:
+        aws_endpoint: {plain['aws_endpoint']}
+        aws_region: {plain['aws_region']}
+        allow_http: "true"
+        credential_provider: "tests.credential_factories:key_file_provider"
+        credential_provider_args: '{json.dumps({"key_file": str(key_file), "log_file": str(log)})}'
+""")
+
+    @dg.asset(metadata={"lance/write_mode": "append"})
+    def events() -> pa.Table:
+        return pa.table({"id": [1, 2]})
+
+    moto_auth(s3.endpoint, True)
+    try:
+        for key in (first, second):
+            key_file.write_text(json.dumps(key))
+            if key is second:
+                delete_access_key(s3, user, first, using=second)  # rotated between the runs
+            result = dg.materialize([events], resources={"io_manager": LanceIOManager.configure_at_launch()},
+                                    run_config=run_config, instance=instance)
+            assert result.success
+        assert {line.split()[1] for line in log.read_text().splitlines()} == {
+            first["aws_access_key_id"], second["aws_access_key_id"]}
+        assert lance.dataset(f"{base}/events.lance", storage_options={**plain, **second}).count_rows() == 4
+        tables = LanceTableResource(base_uri=base, storage_options=run_config["resources"]["io_manager"]["config"][
+            "storage_options"])
+        assert tables.read("events").num_rows == 4
+    finally:
+        moto_auth(s3.endpoint, False)
