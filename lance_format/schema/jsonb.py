@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import struct
 from decimal import Decimal
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError
+from lance_format.schema.json_lenient import parse_lenient
 
 ARRAY_HEADER = 0x80000000
 OBJECT_HEADER = 0x40000000
@@ -98,43 +98,42 @@ def _container(value: Any) -> bytes:
     return struct.pack(">II", SCALAR_HEADER, code | len(payload)) + payload
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
 def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     members = dict(pairs)
     if len(members) != len(pairs):
         seen: set[str] = set()
         duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise InvalidInputError(f"Failed to encode JSON: duplicate object attribute {duplicate!r}")
+        raise _DuplicateKey(f"duplicate object attribute {duplicate!r}")
     return members
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _surrogate_escapes(value: Any) -> Any:
-    """Strings with lone surrogates (``"\\ud83d"`` in the text) keep the escape as text, like pylance."""
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
-    if isinstance(value, list):
-        return [_surrogate_escapes(v) for v in value]
-    if isinstance(value, dict):
-        return {_surrogate_escapes(k): _surrogate_escapes(v) for k, v in value.items()}
-    return value
-
-
 def parse_text(text: str) -> Any:
-    """A JSON document as Python values (ints stay ints); duplicate keys are errors.
+    """A JSON document as Python values (ints stay ints), read like pylance 14 reads it.
 
-    Like the ``jsonb`` crate's parser this accepts ``NaN`` / ``Infinity``, raw control characters
-    in strings and an empty document (null); its other leniencies (``+1``, ``01``, ``.5``,
-    ``nan``) are refused here.
+    Standard JSON is read by Python's parser; what it refuses, and documents with ``\\u``
+    escapes (whose lone surrogates pylance keeps as written), go to pylance's lenient grammar
+    (:mod:`lance_format.schema.json_lenient`: ``+1``, ``01``, ``.5``, ``nan``, ``[1,]``,
+    ``{a:1}``, ``'text'``, ...), which yields the same values for standard JSON.
+
+    Raises
+    ------
+    InvalidInputError
+        The document is not JSON even in the lenient grammar, or repeats an object key.
     """
     if not text.strip():
         return None
-    try:
-        value = json.loads(text, object_pairs_hook=_unique_members, strict=False)
-    except json.JSONDecodeError as err:
-        raise InvalidInputError(f"Failed to encode JSON: {err}") from None
-    return _surrogate_escapes(value) if _LONE_SURROGATE.search(text) or "\\u" in text else value
+    if "\\u" not in text:
+        try:
+            return json.loads(text, object_pairs_hook=_unique_members, strict=False)
+        except _DuplicateKey as err:
+            raise InvalidInputError(f"Failed to encode JSON: {err}") from None
+        except ValueError:
+            pass
+    return parse_lenient(text)
 
 
 def encode_value(value: Any) -> bytes:
