@@ -212,7 +212,7 @@ def lance_publish_asset(asset: dg.AssetsDefinition | dg.AssetSpec, *, key: dg.As
     def _publish(context) -> dg.MaterializeResult:  # Dagster rejects a string annotation on context
         manager = _io_manager(context, None, io_manager_key)
         uri = manager.uri_for(source, metadata)
-        meta = manager.publish_audited(uri, context.run.run_id, source)
+        meta = manager.publish_audited(uri, context.run.run_id, source, context)
         if meta is None:
             context.log.info(f"run wrote no audit branch of {uri}; nothing to publish")
             return dg.MaterializeResult(metadata={PUBLISHED: dg.MetadataValue.bool(False), URI: dg.MetadataValue.path(uri)})
