@@ -16,7 +16,6 @@ that branch, and downstream inputs publish it first (:mod:`lance_assets.wap`).
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 from typing import Any, Mapping, Sequence, TypedDict
 
@@ -296,24 +295,24 @@ class LanceIOManager(dg.ConfigurableIOManager):
 
     def _write_to_audit_branch(self, context: dg.OutputContext, obj: Any, uri: str, settings: WriteSettings,
                                keys: list[str] | None, props: dict[str, str]) -> dict[str, Any]:
-        """Write-audit-publish: the output becomes the one commit of the run's branch ``audit/<run id>``
-        (table config waits for the publish, which applies it to main)."""
+        """Write-audit-publish: the output (and the table config it sets) is committed to the run's
+        branch ``audit/<run id>``, beside what the run's other outputs wrote to the table."""
         storage = self.table_storage_options
-        branch_settings = dataclasses.replace(settings, table_config={})
         create = dict(transaction_properties=props, enable_stable_row_ids=self.enable_stable_row_ids,
                       data_storage_version=settings.data_storage_version)
+        writer = "|".join(str(props.get(k, "")) for k in (ASSET_KEY_PROPERTY, PARTITION_PROPERTY,
+                                                          PARTITION_RANGE_PROPERTY))
         try:
             branch, base = wap.start_branch(
-                uri, context.run_id,
-                new_table_schema=lambda: self._writer(obj, uri, branch_settings, props).plan(None, full_overwrite=True),
-                table_config=settings.table_config, create_options=create, storage_options=storage,
+                uri, context.run_id, writer,
+                new_table_schema=lambda: self._writer(obj, uri, settings, props).plan(None, full_overwrite=True),
+                create_options=create, storage_options=storage,
                 rebase=wap.is_enabled(self.write_audit_publish_rebase, context.definition_metadata,
                                       context.output_metadata, key=wap.PUBLISH_REBASE),
             )
-            meta = write_output(context, self._writer(obj, engine.location_of(branch), branch_settings, props),
-                                engine.location_of(branch),
-                                branch_settings, keys, table_name=table_name_of(uri), storage_options=storage,
-                                transaction_properties=props)
+            meta = write_output(context, self._writer(obj, engine.location_of(branch), settings, props),
+                                engine.location_of(branch), settings, keys, table_name=table_name_of(uri),
+                                storage_options=storage, transaction_properties=props)
             written = engine.open_branch(uri, wap.audit_branch_name(context.run_id), storage_options=storage)
         except LanceError as exc:
             raise exc.with_context(table=uri)
@@ -339,7 +338,16 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return maintain_table(table, policy, storage_options=storage, transaction_properties=props,
                                   keep_versions_from=self.change_feed_floor(table, context))
 
-        return wap.publish_run(uri, run_id, transaction_properties=props, storage_options=storage, after=maintain)
+        instance = _instance_of(context) if context is not None else None
+
+        def unaudited_writers(keys: list[dg.AssetKey]) -> list[str]:
+            # Dagster runs this publish only after asset_key's blocking checks passed; the other
+            # assets that wrote to the same branch must have passed theirs too.
+            others = [k for k in keys if k != asset_key]
+            return wap.unaudited(instance, run_id, others) if instance is not None and others else []
+
+        return wap.publish_run(uri, run_id, transaction_properties=props, storage_options=storage, after=maintain,
+                               unaudited_writers=unaudited_writers)
 
     def change_feed_watches(self, uri: str, repository_def: dg.RepositoryDefinition | None = None,
                             ) -> list[LanceTableWatch]:
@@ -463,7 +471,10 @@ class LanceIOManager(dg.ConfigurableIOManager):
         if _is_check_of(context, context.asset_key):
             return wap.audited_branch(uri, run_id, storage_options=self.table_storage_options)
         meta = self.publish_audited(uri, run_id, context.asset_key, context)
-        if meta is not None:
+        if meta is not None and wap.WAITING_FOR in meta:
+            context.log.warning(f"{uri}: the run's branch is not published yet (checks still to pass: "
+                                f"{meta[wap.WAITING_FOR]}); reading main as it is")
+        elif meta is not None:
             context.log.info(f"published {meta[wap.BRANCH]} of {uri} (main version "
                              f"{meta[wap.PUBLISHED_VERSION].value}) before reading it")
         return None
