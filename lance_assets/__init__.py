@@ -8,7 +8,9 @@
 * :func:`lance_version_sensor`, :func:`observable_lance_table`: react to new Lance versions.
 * :class:`LanceChangeFeed`: the change feed of a version range (lazy input type).
 * Maintenance: :func:`build_lance_maintenance_assets`, :func:`lance_maintenance_job`,
-  :class:`LanceMaintenancePolicy` (compaction and version cleanup; also a ``LanceIOManager`` option).
+  :class:`LanceMaintenancePolicy` (compaction and version cleanup; also a ``LanceIOManager`` option,
+  which keeps what unfinished change feeds need: :class:`LanceChangeFeedConsumers`,
+  :func:`registered_watches`).
 * Check factories: :func:`lance_schema_change_check`, :func:`lance_row_count_check`,
   :func:`lance_version_freshness_check`.
 * Write-audit-publish on Lance branches (metadata ``lance/write_audit_publish``):
@@ -26,14 +28,21 @@ from lance_assets.maintenance import (
     lance_maintenance_job,
     maintain_table,
 )
-from lance_assets.io_manager import LanceIOManager, lance_asset
+from lance_assets.io_manager import LanceChangeFeedConsumers, LanceIOManager, lance_asset
 from lance_assets.partitions import partition_predicate, version_partitions
 from lance_assets.resources import LanceTableResource, SparkSessionConfig, SparkSessionResource, table_uri
-from lance_assets.sensors import LanceTableWatch, lance_version_sensor, observable_lance_table, version_metadata
+from lance_assets.sensors import (
+    LanceTableWatch,
+    lance_version_sensor,
+    observable_lance_table,
+    registered_watches,
+    version_metadata,
+)
 from lance_assets.wap import lance_publish_asset, load_audited
 
 __all__ = [
     "LanceIOManager",
+    "LanceChangeFeedConsumers",
     "lance_asset",
     "LanceTableResource",
     "SparkSessionResource",
@@ -42,6 +51,7 @@ __all__ = [
     "LanceTableWatch",
     "lance_version_sensor",
     "observable_lance_table",
+    "registered_watches",
     "version_metadata",
     "version_partitions",
     "partition_predicate",

@@ -214,6 +214,11 @@ def create_branch(ds: LanceDataset, name: str, metadata: Mapping[str, str] | Non
     return branch
 
 
+def set_branch_metadata(ds: LanceDataset, name: str, metadata: Mapping[str, str]) -> None:
+    """Replace a branch's metadata."""
+    ds.branches.replace_metadata(name, dict(metadata))
+
+
 def location_of(ds: LanceDataset) -> str:
     """Where a dataset's own files are: a branch's folder (``tree/<name>``) for a branch checked
     out by reference, whose ``uri`` reports the table root like pylance's."""
@@ -233,9 +238,9 @@ def delete_branch(ds: LanceDataset, name: str) -> None:
 
 def publish(main: LanceDataset, branch: str, *, transaction_properties: Mapping[str, str],
             rebase: bool = False) -> LanceDataset:
-    """Move main to ``branch``'s one commit atomically (CommitConflictError when main moved since
-    the branch was taken, unless ``rebase`` and the commits are compatible); idempotent.
-    Returns main's publishing version."""
+    """Move main to ``branch``'s latest version in one atomic commit, however many commits the
+    branch holds (CommitConflictError when main moved since the branch was taken, unless
+    ``rebase`` and the commits are compatible); idempotent. Returns main's publishing version."""
     return publish_branch(main, branch, transaction_properties=dict(transaction_properties), rebase=rebase)
 
 

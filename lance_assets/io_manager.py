@@ -16,7 +16,6 @@ that branch, and downstream inputs publish it first (:mod:`lance_assets.wap`).
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 from typing import Any, Mapping, Sequence, TypedDict
 
@@ -51,10 +50,18 @@ from lance_assets.config import (
     resolve_read_settings,
     resolve_write_settings,
 )
-from lance_assets.maintenance import DEFAULT_TARGET_ROWS_PER_FRAGMENT, LanceMaintenancePolicy, maintain_table
+from lance_assets.maintenance import (
+    DEFAULT_TARGET_ROWS_PER_FRAGMENT,
+    LanceMaintenancePolicy,
+    change_feeds_floor,
+    maintain_table,
+    repository_of,
+    watches_of_table,
+)
 from lance_assets.metadata import table_name_of
 from lance_assets.partitions import partition_predicate
 from lance_assets.resources import SparkSessionConfig, SparkSessionResource, table_uri
+from lance_assets.sensors import LanceTableWatch
 from lance_assets.type_handlers import from_reader, is_spark_dataframe, load_kind
 from lance_assets.write_modes import RowWriter, write_output
 
@@ -87,6 +94,17 @@ class _RowWriterOptions(TypedDict):
     storage_options: engine.Options
     max_rows_per_file: int | None
     max_bytes_per_file: int | None
+
+
+class LanceChangeFeedConsumers(dg.Config):
+    """A table's change feed as its consumers read it: the dynamic partitions a version sensor
+    fills (one key per version) and the assets partitioned by them. Maintenance keeps every
+    version an unmaterialized partition still needs."""
+
+    table: str = Field(description="The table: an asset key ('a/b') stored by this IO manager, or a table URI "
+                                   "(containing '://', or ending in '.lance')")
+    partitions: str = Field(description="Name of the consumers' DynamicPartitionsDefinition")
+    consumers: list[str] = Field(description="Asset keys ('a/b') that read one version partition each")
 
 
 class LanceIOManager(dg.ConfigurableIOManager):
@@ -148,10 +166,19 @@ class LanceIOManager(dg.ConfigurableIOManager):
     maintenance_cleanup_older_than_seconds: float | None = Field(
         default=None,
         description="With maintenance on: also remove versions older than this many seconds (never the latest, "
-                    "tagged or branch-referenced ones). Tables whose change feed is consumed need a retention "
-                    "longer than the consumers lag, or build_lance_maintenance_assets with a LanceTableWatch")
+                    "tagged or branch-referenced ones, nor those an unfinished change feed needs: see "
+                    "maintenance_keep_change_feeds)")
     maintenance_retain_versions: int | None = Field(
         default=None, description="With maintenance on: always keep this many newest versions")
+    maintenance_keep_change_feeds: bool = Field(
+        default=True,
+        description="With maintenance on: never clean up versions an unfinished change-feed partition of the table "
+                    "still needs; the change feeds are found in the run's code location (the lance_version_sensor "
+                    "sensors watching the table) and in maintenance_change_feeds")
+    maintenance_change_feeds: list[LanceChangeFeedConsumers] = Field(
+        default_factory=list,
+        description="Change feeds of this IO manager's tables to keep versions for, beside those the code "
+                    "location's version sensors declare (for feeds filled without a lance_version_sensor)")
     spark: SparkSessionConfig | None = Field(
         default=None,
         description="Session settings for Spark inputs/outputs (a SparkSessionResource is accepted and "
@@ -260,31 +287,32 @@ class LanceIOManager(dg.ConfigurableIOManager):
         if policy is not None:
             try:
                 meta.update(maintain_table(uri, policy, storage_options=self.table_storage_options,
-                                           transaction_properties=props))
+                                           transaction_properties=props,
+                                           keep_versions_from=self.change_feed_floor(uri, context)))
             except LanceError as exc:
                 raise exc.with_context(table=uri)
         context.add_output_metadata(meta)
 
     def _write_to_audit_branch(self, context: dg.OutputContext, obj: Any, uri: str, settings: WriteSettings,
                                keys: list[str] | None, props: dict[str, str]) -> dict[str, Any]:
-        """Write-audit-publish: the output becomes the one commit of the run's branch ``audit/<run id>``
-        (table config waits for the publish, which applies it to main)."""
+        """Write-audit-publish: the output (and the table config it sets) is committed to the run's
+        branch ``audit/<run id>``, beside what the run's other outputs wrote to the table."""
         storage = self.table_storage_options
-        branch_settings = dataclasses.replace(settings, table_config={})
         create = dict(transaction_properties=props, enable_stable_row_ids=self.enable_stable_row_ids,
                       data_storage_version=settings.data_storage_version)
+        writer = "|".join(str(props.get(k, "")) for k in (ASSET_KEY_PROPERTY, PARTITION_PROPERTY,
+                                                          PARTITION_RANGE_PROPERTY))
         try:
             branch, base = wap.start_branch(
-                uri, context.run_id,
-                new_table_schema=lambda: self._writer(obj, uri, branch_settings, props).plan(None, full_overwrite=True),
-                table_config=settings.table_config, create_options=create, storage_options=storage,
+                uri, context.run_id, writer,
+                new_table_schema=lambda: self._writer(obj, uri, settings, props).plan(None, full_overwrite=True),
+                create_options=create, storage_options=storage,
                 rebase=wap.is_enabled(self.write_audit_publish_rebase, context.definition_metadata,
                                       context.output_metadata, key=wap.PUBLISH_REBASE),
             )
-            meta = write_output(context, self._writer(obj, engine.location_of(branch), branch_settings, props),
-                                engine.location_of(branch),
-                                branch_settings, keys, table_name=table_name_of(uri), storage_options=storage,
-                                transaction_properties=props)
+            meta = write_output(context, self._writer(obj, engine.location_of(branch), settings, props),
+                                engine.location_of(branch), settings, keys, table_name=table_name_of(uri),
+                                storage_options=storage, transaction_properties=props)
             written = engine.open_branch(uri, wap.audit_branch_name(context.run_id), storage_options=storage)
         except LanceError as exc:
             raise exc.with_context(table=uri)
@@ -293,9 +321,11 @@ class LanceIOManager(dg.ConfigurableIOManager):
                          f"{written.version}); main stays at version {base} until it is published")
         return meta
 
-    def publish_audited(self, uri: str, run_id: str, asset_key: dg.AssetKey | None = None) -> dict[str, Any] | None:
+    def publish_audited(self, uri: str, run_id: str, asset_key: dg.AssetKey | None = None,
+                        context: Any = None) -> dict[str, Any] | None:
         """Publish run ``run_id``'s audit branch of ``uri`` to main (idempotent), then apply the
-        maintenance policy; the publish metadata, or None when the run wrote no branch."""
+        maintenance policy (keeping what the change feeds found through ``context``, a Dagster
+        context of the run, still need); the publish metadata, or None when the run wrote no branch."""
         props = {RUN_ID_PROPERTY: run_id, "lance/operation": "publish"}
         if asset_key is not None:
             props[ASSET_KEY_PROPERTY] = asset_key.to_user_string()
@@ -305,9 +335,45 @@ class LanceIOManager(dg.ConfigurableIOManager):
         def maintain(table: str) -> dict[str, Any]:
             if policy is None:
                 return {}
-            return maintain_table(table, policy, storage_options=storage, transaction_properties=props)
+            return maintain_table(table, policy, storage_options=storage, transaction_properties=props,
+                                  keep_versions_from=self.change_feed_floor(table, context))
 
-        return wap.publish_run(uri, run_id, transaction_properties=props, storage_options=storage, after=maintain)
+        instance = _instance_of(context) if context is not None else None
+
+        def unaudited_writers(keys: list[dg.AssetKey]) -> list[str]:
+            # Dagster runs this publish only after asset_key's blocking checks passed; the other
+            # assets that wrote to the same branch must have passed theirs too.
+            others = [k for k in keys if k != asset_key]
+            return wap.unaudited(instance, run_id, others) if instance is not None and others else []
+
+        return wap.publish_run(uri, run_id, transaction_properties=props, storage_options=storage, after=maintain,
+                               unaudited_writers=unaudited_writers)
+
+    def change_feed_watches(self, uri: str, repository_def: dg.RepositoryDefinition | None = None,
+                            ) -> list[LanceTableWatch]:
+        """The change feeds of the table at ``uri``: ``maintenance_change_feeds`` naming it, and the
+        watches of the version sensors of ``repository_def``."""
+        configured = []
+        for feed in self.maintenance_change_feeds:
+            table = feed.table
+            if "://" not in table and not table.rstrip("/").endswith(".lance"):
+                table = self.uri_for(dg.AssetKey.from_user_string(table))
+            configured.append(LanceTableWatch(
+                name=feed.partitions, uri=table, partitions_def=dg.DynamicPartitionsDefinition(name=feed.partitions),
+                assets=[dg.AssetKey.from_user_string(k) for k in feed.consumers]))
+        return watches_of_table(uri, configured, repository_def)
+
+    def change_feed_floor(self, uri: str, context: Any) -> int | None:
+        """The oldest version of ``uri`` an unfinished change feed still needs (None: no limit).
+        The partitions' state comes from the Dagster instance of ``context`` (an output, input or
+        asset context of a run), the sensors from its code location; without an instance (a
+        context built outside a run) nothing can be known, and there is no limit."""
+        if not self.maintenance_keep_change_feeds or context is None:
+            return None
+        instance = _instance_of(context)
+        if instance is None:
+            return None
+        return change_feeds_floor(instance, self.change_feed_watches(uri, repository_of(context)))
 
     def maintenance_policy(self) -> LanceMaintenancePolicy | None:
         """The policy applied after each write, or None when maintenance is off (the default)."""
@@ -404,8 +470,11 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return None
         if _is_check_of(context, context.asset_key):
             return wap.audited_branch(uri, run_id, storage_options=self.table_storage_options)
-        meta = self.publish_audited(uri, run_id, context.asset_key)
-        if meta is not None:
+        meta = self.publish_audited(uri, run_id, context.asset_key, context)
+        if meta is not None and wap.WAITING_FOR in meta:
+            context.log.warning(f"{uri}: the run's branch is not published yet (checks still to pass: "
+                                f"{meta[wap.WAITING_FOR]}); reading main as it is")
+        elif meta is not None:
             context.log.info(f"published {meta[wap.BRANCH]} of {uri} (main version "
                              f"{meta[wap.PUBLISHED_VERSION].value}) before reading it")
         return None
@@ -421,6 +490,19 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return spark_io.empty_dataframe(self.spark, schema)
         return from_reader(schema.empty_table().to_reader(), kind)
 
+
+
+def _instance_of(context: Any) -> dg.DagsterInstance | None:
+    for path in (("instance",), ("step_context", "instance")):
+        target = context
+        try:
+            for name in path:
+                target = getattr(target, name)
+        except Exception:  # contexts built outside a run have no instance
+            continue
+        if isinstance(target, dg.DagsterInstance):
+            return target
+    return None
 
 
 def _run_id_of(context: dg.InputContext) -> str | None:

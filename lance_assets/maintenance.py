@@ -11,6 +11,9 @@ version a change-feed consumer still needs (the feed of ``(v-1, v]`` reads versi
 :func:`build_lance_maintenance_assets` makes one asset per table whose materialization performs
 this and reports the outcome; :func:`lance_maintenance_job` selects them (schedule it).
 ``LanceIOManager`` can apply the same policy after each write (its ``maintenance_*`` fields).
+Both find the change feeds of a table in the code location by themselves: the runs-mode
+``lance_version_sensor`` sensors carry their watches (:func:`watches_of_table`), so versions an
+unfinished change-feed partition still needs survive whichever way maintenance runs.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from lance_format.errors import InvalidInputError
 from lance_assets import engine
 from lance_assets.metadata import STORAGE_KIND, TABLE_NAME, URI, VERSION, table_name_of
 from lance_assets.partitions import versions_of_keys
-from lance_assets.sensors import LanceTableWatch, _asset_keys
+from lance_assets.sensors import LanceTableWatch, _asset_keys, registered_watches
 from lance_assets.wap import cleanup_audit_branches
 
 DEFAULT_TARGET_ROWS_PER_FRAGMENT = 1024 * 1024  # Lance's compaction default
@@ -144,6 +147,41 @@ def change_feed_floor(instance: dg.DagsterInstance, watch: LanceTableWatch) -> i
     return floor
 
 
+def watches_of_table(uri: str, watches: Sequence[LanceTableWatch] = (),
+                     repository_def: dg.RepositoryDefinition | None = None) -> list[LanceTableWatch]:
+    """The watches among ``watches`` and those the version sensors of ``repository_def`` carry
+    (see :func:`lance_assets.registered_watches`) whose table is the one at ``uri``."""
+    found = list(watches)
+    if repository_def is not None:
+        found.extend(registered_watches(repository_def.sensor_defs))
+    name = table_name_of(uri)
+    unique: dict[tuple[str, str], LanceTableWatch] = {}
+    for watch in found:
+        if table_name_of(watch.uri) == name and watch.partitions_def is not None and watch.partitions_def.name:
+            unique.setdefault((watch.partitions_def.name, repr(_asset_keys(watch.assets))), watch)
+    return list(unique.values())
+
+
+def change_feeds_floor(instance: dg.DagsterInstance, watches: Sequence[LanceTableWatch]) -> int | None:
+    """The oldest version any of ``watches``' change feeds still needs (None: none is known)."""
+    floors = [f for f in (change_feed_floor(instance, w) for w in watches) if f is not None]
+    return min(floors) if floors else None
+
+
+def repository_of(context: Any) -> dg.RepositoryDefinition | None:
+    """The code location's definitions an (output, input or asset) context runs in, if known."""
+    for path in (("repository_def",), ("step_context", "repository_def")):
+        target = context
+        try:
+            for name in path:
+                target = getattr(target, name)
+        except Exception:  # Dagster raises an invariant error where none was set
+            continue
+        if isinstance(target, dg.RepositoryDefinition):
+            return target
+    return None
+
+
 MaintainedTable = dg.AssetKey | dg.AssetsDefinition | LanceTableWatch | str
 
 
@@ -235,10 +273,10 @@ def _maintenance_asset(target: _Target, policy: LanceMaintenancePolicy, io_manag
             if target.watch is not None:
                 options = target.watch.storage_options
         floors = [f for f in (fixed_floor,) if f is not None]
-        if target.watch is not None:
-            feed_floor = change_feed_floor(context.instance, target.watch)
-            if feed_floor is not None:
-                floors.append(feed_floor)
+        watches = watches_of_table(uri, [target.watch] if target.watch is not None else [], repository_of(context))
+        feed_floor = change_feeds_floor(context.instance, watches)
+        if feed_floor is not None:
+            floors.append(feed_floor)
         props = {"dagster/run_id": context.run.run_id}
         meta = maintain_table(uri, policy, keep_versions_from=min(floors) if floors else None,
                               storage_options=engine.storage_options_of(options), transaction_properties=props)

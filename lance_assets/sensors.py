@@ -10,6 +10,10 @@ does not grow with the table's history. Two modes:
 * ``observe`` (tables the pipeline does not own): an ``AssetObservation`` per new version whose
   data version is the Lance version, with the version's row count, schema and operation.
 
+In runs mode the sensor carries its watches as definition metadata (``lance/change_feeds``), so
+that maintenance (the IO manager's policy, the maintenance assets) finds the change-feed
+consumers of a table in the code location without being told (:func:`registered_watches`).
+
 ``observable_lance_table`` builds an observable asset (an ``AssetSpec`` observed by a function,
 not the deprecated ``SourceAsset``) whose data version is the latest Lance version, for
 ``AutomationCondition``-driven pipelines.
@@ -21,7 +25,7 @@ import json
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 import dagster as dg
 
@@ -42,6 +46,7 @@ from lance_assets.metadata import (
 DATA_VERSION_TAG = "dagster/data_version"
 KIND_TAG = "dagster/kind/lance"
 TABLE_TAG = "lance/table"
+WATCHES_METADATA = "lance/change_feeds"  # a runs-mode sensor's watches (uri, partitions, consumer assets)
 VERSION_TAG = "lance/version"
 
 
@@ -71,6 +76,31 @@ def _asset_keys(assets: Sequence[Any]) -> list[dg.AssetKey]:
         else:
             keys.append(dg.AssetKey.from_coercible(item))
     return keys
+
+
+def _watches_metadata(watches: Sequence[LanceTableWatch]) -> list[dict[str, Any]]:
+    return [{"name": w.name, "uri": w.uri, "partitions": w.partitions_def.name if w.partitions_def else None,
+             "consumers": [k.to_user_string() for k in _asset_keys(w.assets)]} for w in watches]
+
+
+def registered_watches(sensors: Iterable[dg.SensorDefinition]) -> list[LanceTableWatch]:
+    """The change feeds the runs-mode version sensors among ``sensors`` feed (e.g. a code
+    location's ``repository_def.sensor_defs``), as watches with their partitions and consumers."""
+    found: list[LanceTableWatch] = []
+    for sensor in sensors:
+        entry = sensor.metadata.get(WATCHES_METADATA) if sensor.metadata else None
+        value = getattr(entry, "value", entry)
+        if not isinstance(value, list):
+            continue
+        for item in value:
+            if not isinstance(item, dict) or not item.get("partitions"):
+                continue
+            found.append(LanceTableWatch(
+                name=str(item["name"]), uri=str(item["uri"]),
+                partitions_def=dg.DynamicPartitionsDefinition(name=str(item["partitions"])),
+                assets=[dg.AssetKey.from_user_string(k) for k in item.get("consumers", [])],
+            ))
+    return found
 
 
 def version_metadata(table: str | TableVersions, version: int) -> dict[str, Any]:
@@ -186,6 +216,7 @@ def lance_version_sensor(
         default_status=default_status,
         description=description or f"New versions of Lance tables {[w.name for w in watches]} ({mode})",
         target=target_keys if mode == "runs" else None,
+        metadata={WATCHES_METADATA: dg.MetadataValue.json(_watches_metadata(watches))} if mode == "runs" else None,
     )(evaluate)
 
 

@@ -10,16 +10,22 @@ schema is created first for a new table). Main is untouched until the data is *p
   check factories of :mod:`lance_assets.checks` look at it when it exists.
 * **Publish.** :func:`lance_publish_asset` makes an asset downstream of the audited one; Dagster
   runs it only once the audited asset's *blocking* checks have passed, and it moves main to the
-  branch in one atomic commit (:func:`lance_format.publish_branch`: the branch's commit replayed
-  on main, refused when main has moved since the branch was taken). A downstream asset that
-  loads the audited asset in the same run publishes first too (publishing is idempotent), so it
-  reads main, never the branch.
+  branch in one atomic commit (:func:`lance_format.publish_branch`: the branch's commits, however
+  many, become one commit on main; refused when main has moved since the branch was taken, or
+  rebased over main's compatible commits when asked). A downstream asset that loads the audited
+  asset in the same run publishes first too (publishing is idempotent), so it reads main, never
+  the branch.
+* **Several writes, one branch.** Every output of a run written to one table goes to the same
+  branch (several assets stored in one table, the table config set after the rows, ...); a step
+  that is retried starts its branch over unless another output of the run wrote to it too. What
+  the branch gained after an earlier publish of the run is published by the next publish.
 * A failed blocking check skips both: main is unchanged and the branch stays for inspection.
   ``LanceMaintenancePolicy(audit_branches_older_than=..., audit_branches_keep=...)`` removes
   old audit branches.
 
-Table config (``lance/table_config``) and the IO manager's maintenance policy are applied to
-main after publishing, since the branch must hold exactly one commit.
+Table config (``lance/table_config``) is set on the branch, so the checks see it and the publish
+brings it to main in the same commit as the rows. The IO manager's maintenance policy runs on
+main after publishing.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, LanceError
 from lance_assets import engine
-from lance_assets.config import TABLE_CONFIG, _plain
+from lance_assets.config import _plain
 from lance_assets.engine import LanceDataset
 from lance_assets.metadata import TABLE_NAME, URI, VERSION, table_name_of
 
@@ -51,6 +57,8 @@ BASE_VERSION = "lance/main_version_before"
 PUBLISHED = "lance/published"
 PUBLISHED_VERSION = "lance/main_version"
 _RUN_ID = "dagster/run_id"
+WAITING_FOR = "lance/waiting_for_checks"  # a publish held back: the checks still to pass
+WRITERS = "lance/writers"  # branch metadata: the outputs of the run that wrote to the branch (JSON list)
 
 
 def audit_branch_name(run_id: str) -> str:
@@ -71,22 +79,28 @@ def is_enabled(default: bool, definition_metadata: Mapping[str, Any] | None,
     return value
 
 
-def start_branch(uri: str, run_id: str, *, new_table_schema: Callable[[], pa.Schema],
-                 table_config: Mapping[str, str], create_options: Mapping[str, Any],
-                 storage_options: engine.Options, rebase: bool = False) -> tuple[LanceDataset, int]:
-    """The run's audit branch, freshly taken from main's latest version (a retried step starts
-    over); creates main, empty, when there is no table yet. Returns (branch, main version).
-    The branch's metadata records how it is to be published (table config, rebase)."""
+def start_branch(uri: str, run_id: str, writer: str, *, new_table_schema: Callable[[], pa.Schema],
+                 create_options: Mapping[str, Any], storage_options: engine.Options,
+                 rebase: bool = False) -> tuple[LanceDataset, int]:
+    """The run's audit branch for output ``writer``: the branch another output of the run already
+    wrote to, else one freshly taken from main's latest version (a retried step, the only writer,
+    starts over); creates main, empty, when there is no table yet. Returns (branch, the main
+    version it was taken from). The branch's metadata records its writers and how to publish it."""
     main = engine.try_open(uri, storage_options=storage_options)
     if main is None:
         empty = new_table_schema().empty_table().to_reader()
         main = engine.write(uri, empty, mode="create", storage_options=storage_options, **create_options)
     name = audit_branch_name(run_id)
-    if name in engine.branches(main):
+    existing = engine.branches(main).get(name)
+    if existing is not None:
+        writers = json.loads(existing["metadata"].get(WRITERS, "[]"))
+        if writers and writers != [writer]:  # another output of this run: write on top of it
+            if writer not in writers:
+                engine.set_branch_metadata(main, name, {**existing["metadata"],
+                                                        WRITERS: json.dumps([*writers, writer])})
+            return engine.open_branch(uri, name, storage_options=storage_options), int(existing["parent_version"])
         engine.delete_branch(main, name)
-    metadata = {_RUN_ID: run_id, "lance/created_at": str(time.time())}
-    if table_config:
-        metadata[TABLE_CONFIG] = json.dumps(dict(table_config), sort_keys=True)
+    metadata = {_RUN_ID: run_id, "lance/created_at": str(time.time()), WRITERS: json.dumps([writer])}
     if rebase:
         metadata[PUBLISH_REBASE] = "true"
     return engine.create_branch(main, name, metadata), main.version
@@ -112,11 +126,47 @@ def audited_branch(uri: str, run_id: str, *, storage_options: engine.Options = N
     return engine.open_branch(uri, audit_branch_name(run_id), storage_options=storage_options)
 
 
+def writer_keys(info: Mapping[str, Any]) -> list[dg.AssetKey]:
+    """The assets whose outputs a branch (its ``branches()`` entry) holds."""
+    writers = json.loads(info["metadata"].get(WRITERS, "[]"))
+    keys = {w.split("|", 1)[0] for w in writers}
+    return [dg.AssetKey.from_user_string(k) for k in sorted(keys) if k]
+
+
+def unaudited(instance: dg.DagsterInstance, run_id: str, keys: list[dg.AssetKey]) -> list[str]:
+    """The checks of ``keys`` planned in run ``run_id`` that have not passed yet: not evaluated
+    (still to run, or crashed), or failed and blocking. Data they audit must not reach main."""
+    planned = {(e.asset_key, e.check_name) for e in _run_events(
+        instance, run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED)}
+    evaluated = {(e.asset_key, e.check_name): e for e in _run_events(
+        instance, run_id, dg.DagsterEventType.ASSET_CHECK_EVALUATION)}
+    wanted = set(keys)
+    missing = []
+    for key, name in sorted(planned, key=lambda item: (item[0].to_user_string(), item[1])):
+        if key not in wanted:
+            continue
+        evaluation = evaluated.get((key, name))
+        if evaluation is None or (not evaluation.passed and evaluation.blocking is not False):
+            missing.append(f"{key.to_user_string()}:{name}")
+    return missing
+
+
+def _run_events(instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType) -> list[Any]:
+    records = instance.get_records_for_run(run_id, of_type=kind, limit=10_000).records
+    return [r.event_log_entry.dagster_event.event_specific_data for r in records
+            if r.event_log_entry.dagster_event is not None]
+
+
 def publish_run(uri: str, run_id: str, *, transaction_properties: Mapping[str, str],
                 storage_options: engine.Options = None,
-                after: Callable[[str], Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
+                after: Callable[[str], Mapping[str, Any]] | None = None,
+                unaudited_writers: Callable[[list[dg.AssetKey]], list[str]] | None = None,
+                ) -> dict[str, Any] | None:
     """Publish the run's audit branch of ``uri`` (idempotent); its metadata, or None when the run
-    wrote no branch. ``after(uri)``: what to do to main once published (maintenance)."""
+    wrote no branch. ``after(uri)``: what to do to main once published (maintenance).
+    ``unaudited_writers(keys)``: the checks of the branch's writer assets that have not passed;
+    while there are any, nothing is published (metadata ``lance/published`` false says why): a
+    branch several assets wrote to goes to main only when all of them passed their checks."""
     main = engine.try_open(uri, storage_options=storage_options)
     name = audit_branch_name(run_id)
     if main is None:
@@ -124,15 +174,14 @@ def publish_run(uri: str, run_id: str, *, transaction_properties: Mapping[str, s
     info = engine.branches(main).get(name)
     if info is None:
         return None
+    waiting = unaudited_writers(writer_keys(info)) if unaudited_writers is not None else []
+    if waiting:
+        return {BRANCH: name, PUBLISHED: dg.MetadataValue.bool(False), URI: dg.MetadataValue.path(uri),
+                WAITING_FOR: ", ".join(waiting)}
     try:
         published = engine.publish(main, name, transaction_properties=transaction_properties,
                                    rebase=info["metadata"].get(PUBLISH_REBASE) == "true")
         branch_version = engine.open_branch(uri, name, storage_options=storage_options).version
-        config = json.loads(info["metadata"].get(TABLE_CONFIG, "{}"))
-        latest = published
-        if config:
-            latest = engine.apply_table_config(engine.open_table(uri, storage_options=storage_options), config,
-                                               transaction_properties=transaction_properties)
     except LanceError as exc:
         raise exc.with_context(table=uri)
     meta: dict[str, Any] = {
@@ -141,7 +190,7 @@ def publish_run(uri: str, run_id: str, *, transaction_properties: Mapping[str, s
         BASE_VERSION: dg.MetadataValue.int(int(info["parent_version"])),
         PUBLISHED: dg.MetadataValue.bool(True),
         PUBLISHED_VERSION: dg.MetadataValue.int(published.version),
-        VERSION: dg.MetadataValue.int(latest.version),
+        VERSION: dg.MetadataValue.int(published.version),
         "dagster/row_count": dg.MetadataValue.int(published.count_rows()),
         TABLE_NAME: table_name_of(uri),
         URI: dg.MetadataValue.path(uri),
@@ -212,10 +261,14 @@ def lance_publish_asset(asset: dg.AssetsDefinition | dg.AssetSpec, *, key: dg.As
     def _publish(context) -> dg.MaterializeResult:  # Dagster rejects a string annotation on context
         manager = _io_manager(context, None, io_manager_key)
         uri = manager.uri_for(source, metadata)
-        meta = manager.publish_audited(uri, context.run.run_id, source)
+        meta = manager.publish_audited(uri, context.run.run_id, source, context)
         if meta is None:
             context.log.info(f"run wrote no audit branch of {uri}; nothing to publish")
             return dg.MaterializeResult(metadata={PUBLISHED: dg.MetadataValue.bool(False), URI: dg.MetadataValue.path(uri)})
+        if WAITING_FOR in meta:
+            context.log.warning(f"{meta[BRANCH]} of {uri} also holds other assets' writes whose checks have not "
+                                f"passed ({meta[WAITING_FOR]}); main is left as it is")
+            return dg.MaterializeResult(metadata=meta)
         context.log.info(f"published {meta[BRANCH]} of {uri} as main version {meta[PUBLISHED_VERSION].value}")
         context.log_event(dg.AssetObservation(asset_key=source, metadata=meta))
         return dg.MaterializeResult(metadata=meta)

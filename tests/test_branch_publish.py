@@ -1,15 +1,18 @@
-"""publish_branch: main moves to a branch's one commit atomically, and pylance reads the result.
+"""publish_branch: main moves to a branch's commits atomically, and pylance reads the result.
 
 Every data write a branch can hold (append, overwrite, delete, update, merge_insert, a write
 adding columns) is published; the published table equals the branch's (rows, stable row ids,
 row versions), stays readable by pylance after the branch is deleted, and a main that moved
-since the branch was taken is refused without touching either side.
+since the branch was taken is refused without touching either side. A branch of several
+commits (writes, columns added, config set) is published as ONE commit whose rows carry the
+publishing version; rebasing it over main's compatible commits moves its row ids past main's.
 """
 
 from __future__ import annotations
 
 import lance
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lance_format
@@ -89,11 +92,6 @@ def test_publish_refusals(tmp_path):
         publish_branch(ds, "nope")
     empty = ds.create_branch("empty")
     assert publish_branch(ds, "empty").version == 2  # nothing written: nothing published
-    two = ds.create_branch("two")
-    lance_format.write_dataset(_table([7]), two, mode="append")
-    lance_format.write_dataset(_table([8]), two, mode="append")
-    with pytest.raises(BranchError, match="holds 2 commits"):
-        publish_branch(ds, "two")
     child = empty.create_branch("child")
     lance_format.write_dataset(_table([9]), child, mode="append")
     with pytest.raises(BranchError, match="not from main"):
@@ -137,3 +135,130 @@ def test_racing_publishers_of_one_branch_agree(tmp_path):
                                  range(4)))
     assert versions == [3, 3, 3, 3]
     assert lance.dataset(root).version == 3 and lance.dataset(root).count_rows() == 6
+
+
+def _restamped(table: pa.Table, parent: int, version: int) -> pa.Table:
+    """``table`` with every row version the branch made (> ``parent``) replaced by ``version``."""
+    for name in ("_row_created_at_version", "_row_last_updated_at_version"):
+        column = table.column(name)
+        table = table.set_column(table.schema.get_field_index(name), name,
+                                 pc.if_else(pc.greater(column, parent), pa.scalar(version, column.type), column))
+    return table
+
+
+SEVERAL = {
+    "appends": [lambda b: lance_format.write_dataset(_table([7, 8]), b, mode="append"),
+                lambda b: lance_format.write_dataset(_table([9]), b, mode="append")],
+    "mixed": [lambda b: lance_format.write_dataset(_table([7, 8]), b, mode="append"),
+              lambda b: b.delete("id = 2 OR id = 8"),
+              lambda b: b.update({"name": "'changed'"}, where="id >= 4"),
+              lambda b: b.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+              .execute(_table([3, 9])),
+              lambda b: b.update_config({"audit.owner": "qa"})],
+    "deletes": [lambda b: b.delete("id = 1"), lambda b: b.delete("id >= 4")],
+    "columns": [lambda b: lance_format.replace_where(b, "id > 3", _table([4, 6])),
+                lambda b: b.add_columns(pa.schema([pa.field("score", pa.float64())])),
+                lambda b: lance_format.write_dataset(
+                    _table([10]).append_column("score", pa.array([0.5])), b, mode="append")],
+    "overwrite": [lambda b: lance_format.write_dataset(_table([7, 8]), b, mode="overwrite"),
+                  lambda b: lance_format.write_dataset(_table([9]), b, mode="append")],
+}
+
+
+@pytest.mark.parametrize("writes", sorted(SEVERAL))
+def test_several_commits_publish_as_one(tmp_path, writes):
+    root = _root(tmp_path)
+    before = lance.dataset(root).to_table(columns=["_rowid"])["_rowid"].to_pylist()
+    lance_format.dataset(root).create_branch("audit/run-n")
+    for write in SEVERAL[writes]:
+        write(lance_format.dataset(root).checkout_version(("audit/run-n", None)))
+    staged = lance_format.dataset(root).checkout_version(("audit/run-n", None))
+    assert staged.version == 2 + len(SEVERAL[writes]) and lance_format.dataset(root).version == 2
+    audited = staged.to_table(columns=[f.name for f in staged.schema] + SYSTEM)
+
+    published = publish_branch(lance_format.dataset(root), "audit/run-n", transaction_properties={"who": "test"})
+    assert published.version == 3  # one commit, whatever the branch held
+    assert publish_branch(lance_format.dataset(root), "audit/run-n").version == 3  # idempotent
+    props = published.read_transaction().transaction_properties
+    assert props["lance/published_commits"] == str(len(SEVERAL[writes])) and props["who"] == "test"
+    lance_format.dataset(root).branches.delete("audit/run-n")
+    theirs = lance.dataset(root)  # the oracle reads main alone
+    assert theirs.version == 3 and theirs.schema == staged.schema
+    expected = _restamped(audited, 2, 3)
+    assert_tables_equal(theirs.to_table(columns=expected.column_names), expected, writes)
+    assert theirs.config() == staged.config
+    # main's change feed of the publish: the branch's net effect, by stable row id
+    changes = lance_format.dataset(root).delta(begin_version=2, end_version=3).get_changes().read_all()
+    after = audited["_rowid"].to_pylist()
+    kinds = dict(zip(changes["_rowid"].to_pylist(), changes["_change_type"].to_pylist()))
+    assert {r for r, k in kinds.items() if k == "insert"} == set(after) - set(before)
+    assert {r for r, k in kinds.items() if k == "delete"} == set(before) - set(after)
+    changed = {r for r, v in zip(after, audited["_row_last_updated_at_version"].to_pylist()) if v > 2}
+    assert {r for r, k in kinds.items() if k == "update_postimage"} == changed & set(before)
+    lance.write_dataset(_table([11]), root, mode="append")  # pylance writes on top of it
+    ours = lance_format.dataset(root)
+    assert ours.count_rows() == audited.num_rows + 1
+    assert len(set(ours.to_table(columns=["_rowid"])["_rowid"].to_pylist())) == ours.count_rows()
+
+
+def test_several_commits_rebase_over_main(tmp_path):
+    root = _root(tmp_path)
+    branch = lance_format.dataset(root).create_branch("audit/two")
+    lance_format.write_dataset(_table([7, 8]), branch, mode="append")
+    lance_format.replace_where(lance_format.dataset(root).checkout_version(("audit/two", None)),
+                               "id > 3 AND id < 7", _table([4, 6]))  # main's second fragment
+    lance_format.write_dataset(_table([9]), lance_format.dataset(root).checkout_version(("audit/two", None)),
+                               mode="append")
+    lance.write_dataset(_table([10, 11]), root, mode="append")  # main moves to version 3
+    with pytest.raises(CommitConflictError, match="main has moved to version 3"):
+        publish_branch(lance_format.dataset(root), "audit/two")
+    assert lance.dataset(root).version == 3
+
+    published = publish_branch(lance_format.dataset(root), "audit/two", rebase=True)
+    assert published.version == 4
+    theirs = lance.dataset(root)
+    table = theirs.to_table(columns=["id", "name"] + SYSTEM)
+    assert sorted(table["id"].to_pylist()) == [1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
+    assert len(set(table["_rowid"].to_pylist())) == table.num_rows  # the branch's new rows moved past main's
+    by_id = {i: (c, u) for i, c, u in zip(table["id"].to_pylist(), table["_row_created_at_version"].to_pylist(),
+                                          table["_row_last_updated_at_version"].to_pylist())}
+    assert by_id[10] == (3, 3) and by_id[7] == (4, 4) and by_id[1] == (1, 1)
+    changes = lance_format.dataset(root).delta(begin_version=3, end_version=4).get_changes().read_all()
+    kinds = {k: sorted(changes.filter(pc.equal(changes["_change_type"], k))["id"].to_pylist())
+             for k in ("insert", "delete")}
+    assert kinds == {"insert": [4, 6, 7, 8, 9], "delete": [4, 5]}  # replace_where replaces rows (new row ids)
+
+    overwritten = lance_format.dataset(root).create_branch("audit/over")
+    lance_format.write_dataset(_table([1]), overwritten, mode="overwrite")
+    lance_format.write_dataset(_table([2]), lance_format.dataset(root).checkout_version(("audit/over", None)),
+                               mode="append")
+    lance.write_dataset(_table([12]), root, mode="append")
+    with pytest.raises(CommitConflictError, match="an overwrite is never rebased"):
+        publish_branch(lance_format.dataset(root), "audit/over", rebase=True)
+    configured = lance_format.dataset(root).create_branch("audit/config")
+    configured.update_config({"k": "branch"})
+    configured.update_config({"other": "x"})
+    lance_format.dataset(root).update_config({"k": "main"})
+    with pytest.raises(CommitConflictError, match="changing \\['k'\\]"):
+        publish_branch(lance_format.dataset(root), "audit/config", rebase=True)
+    assert lance.dataset(root).version == 6 and lance.dataset(root).config()["k"] == "main"
+
+
+def test_commits_after_a_publish_are_published_next(tmp_path):
+    root = _root(tmp_path)
+    branch = lance_format.dataset(root).create_branch("audit/again")
+    lance_format.write_dataset(_table([7]), branch, mode="append")
+    lance_format.write_dataset(_table([8]), lance_format.dataset(root).checkout_version(("audit/again", None)),
+                               mode="append")
+    assert publish_branch(lance_format.dataset(root), "audit/again").version == 3
+    lance_format.dataset(root).checkout_version(("audit/again", None)).delete("id = 7")
+    lance_format.write_dataset(_table([9]), lance_format.dataset(root).checkout_version(("audit/again", None)),
+                               mode="append")
+    assert publish_branch(lance_format.dataset(root), "audit/again").version == 4
+    assert publish_branch(lance_format.dataset(root), "audit/again").version == 4
+    staged = lance_format.dataset(root).checkout_version(("audit/again", None))
+    expected = staged.to_table(columns=["id", "name", "_rowid"])
+    assert_tables_equal(lance.dataset(root).to_table(columns=["id", "name", "_rowid"]), expected, "again")
+    versions = dict(zip(*lance.dataset(root).to_table(columns=["id", "_row_created_at_version"]).to_pydict()
+                        .values()))
+    assert versions[8] == 3 and versions[9] == 4 and 7 not in versions

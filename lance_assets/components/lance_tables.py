@@ -9,7 +9,9 @@ One component instance holds everything the tables under one ``base_uri`` need:
   definition metadata, which the UI shows on the asset's Overview ("Storage");
 * ``tables``: per table (an asset key, and a URI for tables not under the IO manager): checks,
   a change feed (a version sensor adding dynamic partitions for the consumer assets),
-  observation of an external table, maintenance.
+  observation of an external table, maintenance. The IO manager's maintenance policy
+  (``io_manager.settings.maintenance_*``) and the maintenance assets keep every version an
+  unfinished change-feed partition of a table still needs.
 
 Example (``defs.yaml``)::
 
@@ -38,7 +40,7 @@ import dagster_shared.record
 from pydantic import Field
 
 from lance_assets.checks import lance_row_count_check, lance_schema_change_check, lance_version_freshness_check
-from lance_assets.io_manager import LanceIOManager
+from lance_assets.io_manager import LanceChangeFeedConsumers, LanceIOManager
 from lance_assets.maintenance import (
     DEFAULT_TARGET_ROWS_PER_FRAGMENT,
     LanceMaintenancePolicy,
@@ -145,8 +147,15 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
         spark = None
         if self.spark is not None:
             spark = SparkSessionConfig(master=self.spark.master, app_name=self.spark.app_name, conf=self.spark.conf)
-        return LanceIOManager(base_uri=self.base_uri, storage_options=self.storage_options, spark=spark,
-                              **self.io_manager.settings)
+        settings = dict(self.io_manager.settings)
+        # The tables' change feeds, so the IO manager's maintenance policy keeps the versions their
+        # unfinished partitions need even where the run's code location is not at hand.
+        feeds = [LanceChangeFeedConsumers(table=table.uri or table.key, partitions=table.change_feed.partitions,
+                                          consumers=list(table.change_feed.consumers))
+                 for table in self.tables if table.change_feed is not None]
+        if feeds:
+            settings["maintenance_change_feeds"] = [*settings.get("maintenance_change_feeds", []), *feeds]
+        return LanceIOManager(base_uri=self.base_uri, storage_options=self.storage_options, spark=spark, **settings)
 
     def build_resources(self) -> dict[str, Any]:
         resources: dict[str, Any] = {self.io_manager.key: self.build_io_manager()}

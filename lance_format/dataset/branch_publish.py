@@ -1,7 +1,8 @@
-"""Publish a branch onto main: main's next version is the branch's one commit, in one atomic commit.
+"""Publish a branch onto main: main moves to the branch's latest version in one atomic commit.
 
 Write-audit-publish writes a table's new data to a branch taken from main, checks it there, and
-then *publishes* it. Publishing replays the branch's single data commit (an Append, Overwrite,
+then *publishes* it. A branch of several commits is published as their net effect, in one commit
+(:mod:`lance_format.dataset.branch_compose`). A branch of one data commit has it replayed (an Append, Overwrite,
 Update, Delete or Merge) on main, at the version the branch was taken from: the files the branch
 wrote are copied into main's ``data/`` and ``_deletions/`` (so the branch can be deleted
 afterwards), the files it inherited from main are referenced where they already are, and the
@@ -22,20 +23,24 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from lance_format.errors import BranchError, CommitConflictError, UnsupportedFeatureError
+from lance_format.dataset.branch_compose import (
+    PUBLISHED_BRANCH,
+    PUBLISHED_BRANCH_VERSION,
+    PUBLISHED_COMMITS,
+    publish_commits,
+    publishes_of,
+    relocate_fragment,
+)
+from lance_format.errors import BranchError, CommitConflictError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2, transaction_pb2
-from lance_format.table.base_paths import base_uri, contained_path
 from lance_format.table.commit import commit_transaction
-from lance_format.table.deletion import deletion_file_path
 from lance_format.table.operations import BuildOptions, has_stable_row_ids
 from lance_format.table.transaction import OperationKind, operation_name
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
-PUBLISHED_BRANCH = "lance/published_branch"
-PUBLISHED_BRANCH_VERSION = "lance/published_branch_version"
 _REPLAYABLE = (OperationKind.APPEND, OperationKind.OVERWRITE, OperationKind.UPDATE, OperationKind.DELETE,
                OperationKind.MERGE)
 
@@ -50,36 +55,10 @@ def _fragments(txn: transaction_pb2.Transaction) -> Iterator[table_pb2.DataFragm
             yield from getattr(body, name)
 
 
-def _copy(source: ObjectStore, source_path: str, target: ObjectStore, target_path: str) -> None:
-    if not target.exists(target_path):  # a second attempt after a crash finds it there already
-        target.write_bytes(target_path, source.read_bytes(source_path))
-
-
 def _relocate(txn: transaction_pb2.Transaction, branch: "LanceDataset", main: ObjectStore) -> None:
-    """Make ``txn``'s files reachable from main, in place: files inherited from main lose the
-    base id that pointed at main's root; files the branch wrote are copied into main."""
-    root_ids = {b.id for b in branch.manifest.base_paths if b.is_dataset_root and b.path == base_uri(main)}
-    bases = branch.base_stores
+    """Make ``txn``'s files reachable from main, in place (see :func:`relocate_fragment`)."""
     for fragment in _fragments(txn):
-        if fragment.HasField("external_row_ids") or fragment.HasField("external_created_at_versions") or \
-                fragment.HasField("external_last_updated_at_versions"):
-            raise UnsupportedFeatureError("publishing fragments with external row-id files is not supported",
-                                          table=branch.uri)
-        for data_file in fragment.files:
-            if data_file.HasField("base_id"):
-                if data_file.base_id in root_ids:
-                    data_file.ClearField("base_id")
-                continue  # a base main has itself: the same id in main's manifest
-            store, path = bases.data_file(data_file)
-            _copy(store, path, main, contained_path("data", data_file.path, table=main.uri))
-        if fragment.HasField("deletion_file"):
-            deletion = fragment.deletion_file
-            if deletion.HasField("base_id"):
-                if deletion.base_id in root_ids:
-                    deletion.ClearField("base_id")
-                continue
-            path = deletion_file_path(fragment.id, deletion)
-            _copy(bases.deletion_store(deletion), path, main, path)
+        relocate_fragment(fragment, fragment.id, branch, main)
 
 
 def _already_published(main: "LanceDataset", since: int, branch: str, branch_version: int) -> int | None:
@@ -97,17 +76,20 @@ def publish_branch(main: "LanceDataset", branch: str, *,
     """Move main to ``branch``'s latest version in one commit; main's new (or publishing) version.
 
     ``main`` is any version of the table's main branch. The branch must have been created from
-    main and hold at most one commit since (none: nothing to publish, main is returned).
+    main; it may hold any number of commits since (none: nothing to publish, main is returned).
+    One commit is replayed as it is; several are published as their net effect
+    (:mod:`lance_format.dataset.branch_compose`), as are commits made after an earlier publish
+    of the same branch.
 
     Raises
     ------
     BranchError
-        The branch does not exist, was not created from main, or holds more than one commit.
+        The branch does not exist or was not created from main.
     CommitConflictError
         Main has moved since the branch was taken (without ``rebase``, or incompatibly); the
         branch is left as it is.
     UnsupportedFeatureError
-        The branch's commit is not a data write (an index build, compaction, ...).
+        A commit of the branch is neither a data write nor a config change (an index build, ...).
     """
     info = main.branches.list().get(branch)
     if info is None:
@@ -121,17 +103,14 @@ def publish_branch(main: "LanceDataset", branch: str, *,
     staged = main.checkout_version(latest_of_branch)
     if staged.version == parent:
         return latest  # nothing was written to the branch
-    if staged.version != parent + 1:
-        raise BranchError(f"branch {branch!r} holds {staged.version - parent} commits since version {parent}; "
-                          "publishing replays exactly one", table=main.uri, version=staged.version)
     done = _already_published(latest, parent, branch, staged.version)
     if done is not None:
         return type(main)(main.uri, done, storage_options=main.object_store.storage_options)
     source = staged.read_transaction_message()
-    if source is None or operation_name(source) not in _REPLAYABLE:
-        what = operation_name(source) if source is not None else "an unrecorded operation"
-        raise UnsupportedFeatureError(f"branch {branch!r}'s commit is {what}; only data writes can be published",
-                                      table=main.uri, version=staged.version)
+    if staged.version != parent + 1 or publishes_of(latest, parent, branch) or source is None or \
+            operation_name(source) not in _REPLAYABLE:
+        return publish_commits(main, branch, parent, staged, transaction_properties=transaction_properties or {},
+                               rebase=rebase)
     moved = latest.version != parent
     if moved and (not rebase or operation_name(source) == OperationKind.OVERWRITE):
         why = "an overwrite is never rebased over them" if rebase else "publishing does not rebase"
@@ -148,6 +127,7 @@ def publish_branch(main: "LanceDataset", branch: str, *,
         txn.transaction_properties[str(key)] = str(value)
     txn.transaction_properties[PUBLISHED_BRANCH] = branch
     txn.transaction_properties[PUBLISHED_BRANCH_VERSION] = str(staged.version)
+    txn.transaction_properties[PUBLISHED_COMMITS] = "1"
     _relocate(txn, staged, latest.object_store)
     options = BuildOptions(enable_stable_row_ids=has_stable_row_ids(staged.manifest),
                            data_storage_version=staged.manifest.data_format.version or None)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from lance_format.errors import CommitConflictError, InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import table_pb2, transaction_pb2
@@ -36,6 +36,9 @@ class BuildOptions:
 
     enable_stable_row_ids: bool = False
     data_storage_version: str | None = None  # None: keep the table's (or "2.0" for new tables)
+    # Completes the built manifest (publishing a branch of several commits: their lineage, config
+    # and row-id high-water mark, which no single operation carries); runs on every attempt.
+    after_build: Callable[[table_pb2.Manifest], None] | None = None
 
 
 @dataclass
@@ -439,7 +442,10 @@ def build_version(
     if apply is None:
         raise UnsupportedFeatureError(f"operation {op!r} is not supported by this engine's commits")
     apply(build)
-    return _finish(build)
+    built = _finish(build)
+    if options.after_build is not None:
+        options.after_build(built.manifest)
+    return built
 
 
 def build_manifest(

@@ -17,11 +17,13 @@ import dagster as dg
 import lance_format
 from lance_assets import (
     LanceChangeFeed,
+    LanceChangeFeedConsumers,
     LanceIOManager,
     LanceMaintenancePolicy,
     LanceTableWatch,
     build_lance_maintenance_assets,
     lance_maintenance_job,
+    lance_version_sensor,
 )
 from lance_format.errors import InvalidInputError
 
@@ -203,3 +205,144 @@ def test_retain_versions_alone_keeps_the_newest(root, instance):
     assert dg.materialize(build_lance_maintenance_assets([uri], policy=policy), instance=instance).success
     assert _versions(uri) == [4, 5]
     assert lance_format.dataset(uri).count_rows() == 10
+
+
+# -- the IO manager's policy and change feeds ----------------------------------------------------
+FEED_VERSIONS = dg.DynamicPartitionsDefinition(name="clicks_versions")
+
+
+@dg.asset(metadata={"lance/write_mode": "append"})
+def clicks(context) -> pa.Table:  # Dagster rejects a string annotation on context
+    return pa.table({"n": [int(context.run.tags.get("n", "0"))]})
+
+
+@dg.asset(partitions_def=FEED_VERSIONS)
+def click_changes(clicks: LanceChangeFeed) -> None:
+    changes = clicks.to_table()
+    assert changes.num_rows == 1 and changes.column("_change_type").to_pylist() == ["insert"]  # the version's row
+
+
+def _clicks_defs(root: str, *, with_sensor: bool, **settings) -> dg.Definitions:
+    manager = LanceIOManager(base_uri=root, maintenance_min_small_fragments=1000,
+                             maintenance_cleanup_older_than_seconds=0, **settings)
+    sensors = []
+    if with_sensor:
+        watch = LanceTableWatch("clicks", f"{root}/clicks.lance", partitions_def=FEED_VERSIONS, assets=[click_changes])
+        sensors.append(lance_version_sensor(watch, name="clicks_versions_sensor"))
+    return dg.Definitions(assets=[clicks, click_changes], sensors=sensors, resources={"io_manager": manager},
+                          executor=dg.in_process_executor)
+
+
+FEED_ROOT_ENV = "LANCE_TEST_FEED_ROOT"
+
+
+@dg.definitions
+def clicks_code_location() -> dg.Definitions:
+    """The definitions as a code location holds them (what dagster dev / dg dev serve): runs of
+    it know their code location, so the IO manager finds the version sensor by itself."""
+    return _clicks_defs(os.environ[FEED_ROOT_ENV], with_sensor=True)
+
+
+class _Runner:
+    """Runs assets in process (no code location) or, like a deployment, from the code location."""
+
+    def __init__(self, defs: dg.Definitions | None, instance) -> None:
+        self.defs, self.instance = defs, instance
+
+    def __call__(self, asset: dg.AssetsDefinition, *, partition_key: str | None = None,
+                 tags: dict[str, str] | None = None) -> None:
+        tags = dict(tags or {})
+        if self.defs is not None:
+            result = self.defs.resolve_implicit_global_asset_job_def().execute_in_process(
+                instance=self.instance, asset_selection=[asset.key], partition_key=partition_key, tags=tags)
+        else:
+            from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+            job = ReconstructableRepository.for_module(__name__, "clicks_code_location").get_reconstructable_job(
+                "__ASSET_JOB")
+            if partition_key is not None:
+                tags["dagster/partition"] = partition_key
+            result = dg.execute_job(job, self.instance, tags=tags, asset_selection=[asset.key])
+        assert result.success
+
+
+@pytest.mark.parametrize("found_by", ["sensor", "setting"])
+def test_io_manager_policy_keeps_what_unfinished_change_feeds_need(root, instance, found_by, monkeypatch):
+    """Retention 0 would remove every old version after each write; the versions an unmaterialized
+    change-feed partition reads survive, and go once its partitions are materialized."""
+    if found_by == "sensor":  # runs of the code location: its version sensor declares the feed
+        monkeypatch.setenv(FEED_ROOT_ENV, root)
+        run = _Runner(None, instance)
+    else:  # in process, no sensor: the IO manager is told (by the asset key of its own table)
+        run = _Runner(_clicks_defs(root, with_sensor=False, maintenance_change_feeds=[
+            LanceChangeFeedConsumers(table="clicks", partitions="clicks_versions", consumers=["click_changes"])]),
+            instance)
+    uri = f"{root}/clicks.lance"
+
+    def write(n: int) -> None:  # a write of clicks, and the sensor adding its version as a partition
+        run(clicks, tags={"n": str(n)})
+        instance.add_dynamic_partitions("clicks_versions", [str(lance_format.dataset(uri).version)])
+
+    for n in range(1, 5):
+        write(n)
+    assert _versions(uri) == [1, 2, 3, 4]  # partitions 1..4 unfinished: (0,1] needs nothing, (1,2] needs 1, ...
+    assert _metadata(instance, clicks.key)["lance/maintenance/keep_versions_from"] == 0
+    for key in ["1", "2"]:
+        run(click_changes, partition_key=key)
+    write(5)  # partitions 3..5 unfinished: the oldest, (2,3], reads version 2
+    assert _versions(uri) == [2, 3, 4, 5]
+    assert _metadata(instance, clicks.key)["lance/maintenance/keep_versions_from"] == 2
+    assert _metadata(instance, clicks.key)["lance/maintenance/versions_removed"] == 1
+    for key in ["3", "4", "5"]:
+        run(click_changes, partition_key=key)
+    write(6)  # every partition the sensor added (up to 5) is done: (5, 6] needs 5
+    assert _versions(uri) == [5, 6]
+    run(click_changes, partition_key="6")
+    write(7)
+    assert _versions(uri) == [6, 7]
+    assert lance_format.dataset(uri).to_table().column("n").to_pylist() == list(range(1, 8))
+
+
+def test_without_the_feed_known_the_retention_alone_decides(root, instance):
+    """The control case: neither a sensor nor the setting names the feed (or keeping is off, or
+    in-process runs, which have no code location to find the sensor in), and the same writes
+    leave only the latest version."""
+    for defs in (_clicks_defs(root, with_sensor=False),
+                 _clicks_defs(f"{root}/in_process", with_sensor=True),
+                 _clicks_defs(f"{root}/off", with_sensor=False, maintenance_keep_change_feeds=False,
+                              maintenance_change_feeds=[LanceChangeFeedConsumers(
+                                  table="clicks", partitions="clicks_versions", consumers=["click_changes"])])):
+        uri = f"{defs.resources['io_manager'].base_uri}/clicks.lance"
+        for n in range(1, 4):
+            _Runner(defs, instance)(clicks, tags={"n": str(n)})
+            instance.add_dynamic_partitions("clicks_versions", [str(lance_format.dataset(uri).version)])
+        assert _versions(uri) == [3]
+
+
+def test_component_tables_tell_the_io_manager_their_change_feeds(root, instance):
+    """A LanceTablesComponent whose YAML turns the IO manager's maintenance on: the tables'
+    change_feed entries reach the IO manager, so even in-process runs keep what the feed needs."""
+    from lance_assets.components import LanceTablesComponent
+
+    component = LanceTablesComponent.resolve_from_yaml(f"""
+base_uri: {root}
+io_manager:
+  settings: {{maintenance_min_small_fragments: 1000, maintenance_cleanup_older_than_seconds: 0}}
+tables:
+  - key: clicks
+    change_feed: {{partitions: clicks_versions, consumers: [click_changes]}}
+""")
+    built = component.build_defs(None)  # type: ignore[arg-type]  # the context is not used
+    manager = (built.resources or {})["io_manager"]
+    uri = f"{root}/clicks.lance"
+    assert [(w.uri, w.partitions_def.name, w.assets) for w in manager.change_feed_watches(uri)] == [
+        (uri, "clicks_versions", [click_changes.key])]
+    run = _Runner(dg.Definitions(assets=[clicks, click_changes], resources=built.resources), instance)
+    for n in range(1, 4):
+        run(clicks, tags={"n": str(n)})
+        instance.add_dynamic_partitions("clicks_versions", [str(lance_format.dataset(uri).version)])
+    assert _versions(uri) == [1, 2, 3]
+    for key in ["1", "2", "3"]:
+        run(click_changes, partition_key=key)
+    run(clicks, tags={"n": "4"})
+    assert _versions(uri) == [3, 4]

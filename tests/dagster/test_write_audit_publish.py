@@ -221,12 +221,17 @@ def test_io_manager_setting_pandas_merge_and_table_config(root, instance):
     assert table["name"].tolist() == ["a", "B", "c"]
     assert main.config()["wap.audited"] == "yes"
     published = _meta(result, "customers_published")
-    assert published["lance/main_version"] == 4 and published["lance/version"] == main.version
-    assert type(main.read_transaction(4).operation).__name__ == "Update"  # the merge, replayed on main
+    assert published["lance/main_version"] == 3 and published["lance/version"] == main.version == 3
+    assert type(main.read_transaction(3).operation).__name__ == "Update"  # the merge, replayed on main
+    # the first run's branch held the rows and the table config: main got both in ONE commit
+    first = lance.dataset(uri, version=2)
+    assert first.config()["wap.audited"] == "yes" and first.count_rows() == 2
+    assert lance.dataset(uri, version=1).count_rows() == 0 and "wap.audited" not in lance.dataset(uri, version=1).config()
+    assert first.read_transaction(2).transaction_properties["lance/published_commits"] == "2"
 
     state["rows"] = pd.DataFrame({"id": [4], "name": [None]})
     failed = dg.materialize(defs, instance=instance, resources=resources, raise_on_error=False)
-    assert not failed.success and lance.dataset(uri).count_rows() == 3
+    assert not failed.success and lance.dataset(uri).count_rows() == 3 and lance.dataset(uri).version == 3
 
 
 def test_maintenance_removes_old_audit_branches(root, instance):
@@ -337,3 +342,93 @@ def test_polars_output_is_audited_and_published(root, instance):
     result = dg.materialize([frame, three_rows, lance_publish_asset(frame)], instance=instance,
                             resources={"io_manager": LanceIOManager(base_uri=root)})
     assert result.success and _ids(f"{root}/frame.lance") == [1, 2, 3]
+
+
+def test_several_assets_of_one_table_publish_in_one_commit(root, instance):
+    """Two assets (pyarrow and pandas) stored in one table, written in one run: both go to the
+    run's one branch, each asset's checks see both, and main gets them in ONE commit."""
+    uri = f"{root}/orders_all.lance"
+    shared = {**WAP, "lance/uri": uri, "lance/write_mode": "append", "lance/table_config": {"source": "regions"}}
+    seen: dict[str, list] = {}
+
+    @dg.asset(metadata=shared)
+    def eu_orders() -> pa.Table:
+        return pa.table({"id": pa.array([1, 2], pa.int64()), "region": ["eu", "eu"]})
+
+    @dg.asset(metadata=shared)
+    def us_orders() -> pd.DataFrame:
+        return pd.DataFrame({"id": pd.array([3], dtype="int64"), "region": ["us"]})
+
+    def region_check(asset, region):
+        @dg.asset_check(asset=asset, blocking=True, name=f"{region}_rows", required_resource_keys={"io_manager"})
+        def _check(context) -> dg.AssetCheckResult:
+            audited = load_audited(context, asset)  # the run's branch: both assets' rows
+            seen.setdefault(region, []).append(sorted(audited["id"].to_pylist()))
+            ids = audited.filter(pc.equal(audited["region"], region))["id"]
+            return dg.AssetCheckResult(passed=len(ids) > 0 and pc.min(ids).as_py() > 0)
+        return _check
+
+    defs = [eu_orders, us_orders, region_check(eu_orders, "eu"), region_check(us_orders, "us"),
+            lance_publish_asset(eu_orders), lance_publish_asset(us_orders)]
+    resources = {"io_manager": LanceIOManager(base_uri=root)}
+    result = dg.materialize(defs, instance=instance, resources=resources)
+    assert result.success
+    branch = f"audit/{result.run_id}"
+    main = lance.dataset(uri)
+    assert main.version == 2  # main created empty, then ONE publish of everything the run wrote
+    assert main.read_transaction(2).transaction_properties["lance/published_commits"] == "3"  # 2 appends + config
+    table = main.to_table(columns=["id", "region", "_row_created_at_version", "_row_last_updated_at_version"])
+    assert sorted(table["id"].to_pylist()) == [1, 2, 3]
+    assert set(table["_row_created_at_version"].to_pylist()) == {2} == set(table["_row_last_updated_at_version"]
+                                                                         .to_pylist())
+    assert main.config()["source"] == "regions"
+    assert seen == {"eu": [[1, 2, 3]], "us": [[1, 2, 3]]}  # each check audited the whole branch
+    publishes = [_meta(result, k) for k in ("eu_orders_published", "us_orders_published")]
+    # one publish brought everything; the other found it done (or, run first, waited for the other's checks)
+    assert all(m.get("lance/main_version") == 2 or "lance/waiting_for_checks" in m for m in publishes)
+    assert _ids(uri, (branch, None)) == [1, 2, 3]
+
+    # the next run: a failing check of one asset keeps BOTH out of main (they share the branch)
+    @dg.asset(metadata=shared, name="eu_orders")
+    def bad_eu() -> pa.Table:
+        return pa.table({"id": pa.array([-1], pa.int64()), "region": ["eu"]})
+
+    failed = dg.materialize([bad_eu, *defs[1:]], instance=instance, resources=resources, raise_on_error=False)
+    assert not failed.success  # eu_rows failed: eu_orders_published is skipped
+    held = _meta(failed, "us_orders_published")  # us_rows passed, but the branch holds eu's write too
+    assert held["lance/published"] is False and held["lance/waiting_for_checks"] == "eu_orders:eu_rows"
+    assert lance.dataset(uri).version == 2 and _ids(uri) == [1, 2, 3]
+    assert _ids(uri, (f"audit/{failed.run_id}", None)) == [-1, 1, 2, 3, 3]  # kept for inspection
+
+
+def test_single_run_backfill_publishes_its_partitions_in_one_commit(root, instance):
+    uri = f"{root}/daily_totals.lance"
+    daily = dg.DailyPartitionsDefinition(start_date="2024-01-01")
+    bad = False
+
+    @dg.asset(partitions_def=daily, backfill_policy=dg.BackfillPolicy.single_run(),
+              metadata={**WAP, "partition_expr": "day", "lance/table_config": {"backfilled": "true"}})
+    def daily_totals(context) -> pd.DataFrame:
+        days = context.partition_keys
+        return pd.DataFrame({"day": days, "total": [-1.0 if bad else float(i) for i in range(len(days))]})
+
+    @dg.asset_check(asset=daily_totals, blocking=True)
+    def totals_present(daily_totals: pd.DataFrame) -> dg.AssetCheckResult:  # (the whole audited table)
+        return dg.AssetCheckResult(passed=len(daily_totals) == 3 and bool((daily_totals["total"] >= 0).all()))
+
+    defs = dg.Definitions(assets=[daily_totals, lance_publish_asset(daily_totals)], asset_checks=[totals_present],
+                          resources={"io_manager": LanceIOManager(base_uri=root)})
+    tags = {"dagster/asset_partition_range_start": "2024-01-01", "dagster/asset_partition_range_end": "2024-01-03"}
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance, tags=tags)
+    assert result.success
+    main = lance.dataset(uri)
+    assert main.version == 2 and main.config()["backfilled"] == "true"
+    assert sorted(main.to_table()["day"].to_pylist()) == ["2024-01-01", "2024-01-02", "2024-01-03"]
+    assert main.read_transaction(2).transaction_properties["lance/published_commits"] == "2"  # rows + config
+    # a backfill of two of the days with a bad total fails its check: nothing is published
+    tags["dagster/asset_partition_range_end"] = "2024-01-02"
+    bad = True
+    again = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance, tags=tags,
+                                                                            raise_on_error=False)
+    assert not again.success and lance.dataset(uri).version == 2
+    assert sorted(lance.dataset(uri).to_table()["total"].to_pylist()) == [0.0, 1.0, 2.0]
