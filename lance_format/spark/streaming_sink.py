@@ -126,10 +126,12 @@ def _derived_write_id(plan_write_id: str, *parts: object) -> str:
     return head + new_write_id()[16:]
 
 
-def commit_write_id(plan_write_id: str, batch_id: int) -> str:
-    """The write id of the files a micro-batch's commit writes (its coalesced small outputs):
-    the prefix is known to the commit and to the abort of the same batch."""
-    return _derived_write_id(plan_write_id, int(batch_id), "commit")
+def commit_write_id(messages: Sequence[StreamCommitMessage | None], batch_id: int) -> str:
+    """The write id of the files a micro-batch's commit writes (its coalesced small outputs).
+    Spark builds a new writer for the commit and another for the abort, so the prefix comes
+    from what both receive: the tasks' messages (their write ids) and the batch id."""
+    ids = sorted(m.write_id for m in messages if m is not None)
+    return _derived_write_id(ids[0] if ids else "", int(batch_id), "commit")
 
 
 def task_write_id(plan_write_id: str) -> str:
@@ -203,7 +205,7 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
         latest = list_versions(store).latest or 0
         prefixes = [write_prefix(m.write_id) for m in messages if m is not None]
         if batch_id is not None:
-            prefixes.append(write_prefix(commit_write_id(self.plan.write_id, batch_id)))
+            prefixes.append(write_prefix(commit_write_id(messages, batch_id)))
         for prefix in prefixes:
             try:
                 discard_uncommitted(store, prefix, read_version=latest)
@@ -257,7 +259,7 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
     outputs = None
     try:
         outputs = coalesce_outputs(store, fragments, staged, files_schema, plan.storage_version,
-                                   prefix=write_prefix(commit_write_id(plan.write_id, batch_id)),
+                                   prefix=write_prefix(commit_write_id(written, batch_id)),
                                    target_rows=plan.target_rows_per_file, target_bytes=plan.target_bytes_per_file)
         fragments = outputs.fragments
         properties.update(outputs.properties)

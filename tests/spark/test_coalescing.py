@@ -210,3 +210,45 @@ def test_streaming_micro_batches_coalesce(spark, tmp_path):
 def test_bad_option_is_refused_before_any_task(tmp_path):
     with pytest.raises(InvalidInputError, match="coalesceSmallFragments"):
         LanceWriter({"path": str(tmp_path / "t.lance"), "coalesceSmallFragments": "maybe"}, SCHEMA, False)
+
+
+def test_stream_commit_that_fails_or_dies_leaves_no_files(spark, tmp_path, monkeypatch):
+    """The coalesced files of a micro-batch whose commit fails are removed by the commit, and
+    those of a commit process that died are removed by Spark's abort (a new writer: the prefix
+    comes from the messages and the batch id)."""
+    from lance_format.spark import streaming_sink
+    from lance_format.spark.coalesce import coalesce_outputs
+    from lance_format.spark.streaming_sink import LanceStreamWriter, commit_batch, commit_write_id
+    from lance_format.dataset.writing.fragment_sink import write_prefix
+
+    uri = str(tmp_path / "t.lance")
+    options = {"path": uri, "txnAppId": "app-1"}
+    commit_batch(LanceStreamWriter(options, SCHEMA, False),
+                 [LanceStreamWriter(options, SCHEMA, False).write(iter([_batch(range(10))]))], 0)
+    before = data_files(uri)
+    writer = LanceStreamWriter(options, SCHEMA, False)
+    messages = [writer.write(iter([_batch(range(start, start + 10))])) for start in (10, 20, 30)]
+    assert len(data_files(uri) - before) == 3  # three staged outputs
+
+    def refuse(*args, **kwargs):
+        raise OSError("the store refused the commit")
+
+    monkeypatch.setattr(streaming_sink, "commit_written", refuse)
+    with pytest.raises(OSError, match="refused"):
+        commit_batch(LanceStreamWriter(options, SCHEMA, False), messages, 1)
+    monkeypatch.undo()
+    assert data_files(uri) == before and lance.dataset(uri).version == 1
+
+    messages = [writer.write(iter([_batch(range(start, start + 10))])) for start in (10, 20, 30)]
+    plan = writer.plan
+    staged = [m.staged for m in messages]
+    coalesce_outputs(plan.store, [], staged, plan.schema, plan.storage_version,  # a commit that then died
+                     prefix=write_prefix(commit_write_id(messages, 1)), target_rows=1000, target_bytes=1 << 20)
+    assert len(data_files(uri) - before) == 4
+    LanceStreamWriter(options, SCHEMA, False).abort(messages, 1)
+    assert data_files(uri) == before
+    result = commit_batch(LanceStreamWriter(options, SCHEMA, False),
+                          [writer.write(iter([_batch(range(start, start + 10))])) for start in (10, 20, 30)], 1)
+    assert (result.version, result.fragments, result.small_outputs_coalesced) == (2, 1, 3)
+    assert [r["id"] for r in lance_rows(uri)] == list(range(40))
+    assert data_files(uri) == _referenced(uri)
