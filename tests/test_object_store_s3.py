@@ -286,12 +286,22 @@ def test_spark_write_and_read_on_s3(spark, s3, bucket):
 
     # the data source takes the same options as storage.<key>
     reader = spark.read.format("lance")
-    writer = spark.createDataFrame([(100, "x")], "id long, name string").write.format("lance").mode("append")
+    small = spark.createDataFrame([(100 + i, "x") for i in range(4)], "id long, name string").repartition(4)
+    writer = small.write.format("lance").mode("append")
     for key, value in opts.items():
         reader = reader.option(f"storage.{key}", value)
         writer = writer.option(f"storage.{key}", value)
     writer.save(uri)
-    assert reader.load(uri).count() == 22
+    assert reader.load(uri).count() == 25
+    # the tasks' small outputs were staged on S3 and coalesced into one file by the commit
+    ds = lance.dataset(uri, storage_options=opts)
+    assert ds.version == 3
+    assert len(ds.get_fragments()) == len(lance.dataset(uri, version=2, storage_options=opts).get_fragments()) + 1
+    from lance_format.io import object_store_for
+
+    referenced = {d.path for v in (1, 2, 3) for f in lance.dataset(uri, version=v, storage_options=opts)
+                  .get_fragments() for d in f.data_files()}
+    assert {info.base_name for info in object_store_for(uri, opts).list_dir("data")} == referenced
 
 
 # -- failure paths (refused conditional put, throttling, refused credentials) ------------------------

@@ -49,6 +49,10 @@ class CommitResult:
     ``small_fragments``: how many of the new fragments are small files (below
     :data:`SMALL_FILE_FRACTION` of the target rows and of the target bytes per file).
     ``table_fragments``: the table's fragments after the write (and its compaction).
+    ``fragments_before_coalescing``: the fragments the tasks' outputs would have made on their
+    own; ``small_outputs_coalesced``: how many small task outputs the commit coalesced into
+    files of the target size (``df.write.format("lance")`` and the streaming sink; see
+    :mod:`lance_format.spark.coalesce`). Without coalescing it equals ``fragments``.
     With ``compact_small_fragments``: ``compaction_version`` is the version of the compaction
     that followed the write (None if none ran), which rewrote ``fragments_compacted`` small
     fragments as ``fragments_from_compaction`` new ones.
@@ -70,6 +74,8 @@ class CommitResult:
     compaction_version: int | None = None
     fragments_compacted: int = 0
     fragments_from_compaction: int = 0
+    fragments_before_coalescing: int = 0
+    small_outputs_coalesced: int = 0
 
 
 # A file below 1/8 of the target rows and of the target bytes counts as small (a fixed share:

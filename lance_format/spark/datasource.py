@@ -68,10 +68,13 @@ from lance_format.spark.catalog_tables import (
     without_table_options,
 )
 from lance_format.spark.changes import ChangeSpec, plan_changes, version_changes
+from lance_format.dataset.fragment_metadata import FragmentMetadata
+from lance_format.spark.coalesce import StagedOutput, coalesce_outputs, coalescing_from_options, delete_staged
+from lance_format.spark.common import CommitResult
 from lance_format.spark.compaction import compact_after_write, compaction_from_options
 from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
-from lance_format.spark.tasks import read_split, write_task
-from lance_format.spark.write import Deletions, Written, commit_write, discard_write, plan_write
+from lance_format.spark.tasks import read_split, write_partition
+from lance_format.spark.write import Deletions, commit_write, discard_write, plan_write
 
 NAME = "lance"
 ABORT_GRACE_SECONDS = 2.5
@@ -301,6 +304,24 @@ class EmptyReader(DataSourceReader):
 class LanceCommitMessage(WriterCommitMessage):
     fragments: list[str]  # pylance's FragmentMetadata JSON of each file written
     retried: bool = False  # an earlier attempt of this task failed (and may have left files)
+    staged: StagedOutput | None = None  # a small output, for the commit to coalesce
+
+
+# File-size options: pylance's write parameter names, or Spark-style camelCase ones.
+SIZE_OPTIONS = {"max_rows_per_file": "maxRowsPerFile", "max_bytes_per_file": "maxBytesPerFile",
+                "target_rows_per_file": "targetRowsPerFile", "target_bytes_per_file": "targetBytesPerFile"}
+
+
+def file_size_options(options: Any) -> dict[str, int]:
+    """The file-size options given (``max_rows_per_file`` or ``maxRowsPerFile``, ...)."""
+    sizes: dict[str, int] = {}
+    for key, alias in SIZE_OPTIONS.items():
+        given = {name: int(_int(options, name, 0)) for name in (key, alias) if options.get(name)}
+        if len(set(given.values())) > 1:
+            raise InvalidInputError(f"options {key!r} and {alias!r} disagree: {given}")
+        if given:
+            sizes[key] = next(iter(given.values()))
+    return sizes
 
 
 def task_retried() -> bool:
@@ -322,10 +343,8 @@ class LanceWriter(DataSourceArrowWriter):
         if options.get("idempotency_key"):
             properties[IDEMPOTENCY_KEY] = options["idempotency_key"]
         sizes = {str(k): int(v) for k, v in _json(options, "fixed_size_lists").items()}
-        extra: dict[str, Any] = {}
-        for key in ("max_rows_per_file", "max_bytes_per_file", "target_rows_per_file", "target_bytes_per_file"):
-            if options.get(key):
-                extra[key] = _int(options, key)
+        extra: dict[str, Any] = file_size_options(options)
+        self.coalesce = coalescing_from_options(options)
         self.plan = plan_write(
             schema, _path(options), mode="overwrite" if overwrite else "append",
             replace_where=options.get("replace_where"), schema_mode=options.get("schema_mode", "error"),
@@ -340,25 +359,11 @@ class LanceWriter(DataSourceArrowWriter):
             for _ in iterator:
                 pass
             return LanceCommitMessage([])
-        blobs: list[str] = []
-        for batch in write_task(self.plan.spec())(iterator):
-            blobs.extend(batch.column(0).to_pylist())
-        return LanceCommitMessage(blobs, task_retried())
-
-    def _fragments(self, messages: list) -> list:
-        rows = [(blob, 0, 0, False) for m in messages if m is not None for blob in m.fragments]
-        return Written.from_rows(rows).fragments
+        output = write_partition(self.plan.spec(stage_small_outputs=self.coalesce), iterator)
+        return LanceCommitMessage(output.fragments, task_retried(), output.staged)
 
     def commit(self, messages: list) -> None:
-        if self.plan.skipped is not None:
-            return
-        deletions = Deletions()
-        if self.plan.operation == "replace":
-            deletions = _local_deletions(self.plan)
-        result = commit_write(self.plan, self._fragments(messages), deletions)
-        if any(m is not None and m.retried for m in messages):
-            discard_write(self.plan)  # files of the failed attempts (the committed ones are kept)
-        compact_after_write(self.plan.store, result, self.compaction)
+        commit_data_source_write(self, messages)
 
     def abort(self, messages: list) -> None:
         if self.plan.skipped is None:
@@ -368,6 +373,32 @@ class LanceWriter(DataSourceArrowWriter):
             discard_write(self.plan)
             time.sleep(ABORT_GRACE_SECONDS)
             discard_write(self.plan)
+
+
+def commit_data_source_write(writer: LanceWriter, messages: list) -> CommitResult | None:
+    """The commit of ``df.write.format("lance")``: the tasks' fragments and their small outputs
+    coalesced to the target file size (:mod:`lance_format.spark.coalesce`), in ONE transaction
+    that records the fragment counts; then the staged outputs (and the files of failed task
+    attempts) are removed, and the optional compaction runs."""
+    plan = writer.plan
+    if plan.skipped is not None:
+        return None
+    written = [m for m in messages if m is not None]
+    deletions = Deletions()
+    if plan.operation == "replace":
+        deletions = _local_deletions(plan)
+    fragments = [FragmentMetadata.from_json(blob) for m in written for blob in m.fragments]
+    staged = [m.staged for m in written if m.staged is not None]
+    outputs = coalesce_outputs(plan.store, fragments, staged, plan.schema, plan.storage_version, prefix=plan.prefix,
+                               target_rows=plan.target_rows_per_file, target_bytes=plan.target_bytes_per_file)
+    # on failure commit_write removes every file of the write (coalesced and staged ones too)
+    result = commit_write(plan, outputs.fragments, deletions, extra_properties=outputs.properties)
+    delete_staged(plan.store, staged)
+    if any(m.retried for m in written):
+        discard_write(plan)  # files of the failed attempts (the committed ones are kept)
+    result = replace(result, fragments_before_coalescing=outputs.fragments_before,
+                     small_outputs_coalesced=outputs.coalesced)
+    return compact_after_write(plan.store, result, getattr(writer, "compaction", None))
 
 
 def _local_deletions(plan: Any) -> Deletions:

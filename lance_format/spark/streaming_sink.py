@@ -43,10 +43,17 @@ from lance_format.errors import (
     SchemaMismatchError,
 )
 from lance_format.io import ObjectStore, object_store_for
+from lance_format.spark.coalesce import (
+    CoalescedOutputs,
+    StagedOutput,
+    coalesce_outputs,
+    coalescing_from_options,
+    delete_staged,
+)
 from lance_format.spark.common import CommitResult, count_small_fragments
 from lance_format.spark.compaction import compact_after_write, compaction_from_options
-from lance_format.spark.datasource import _flag, _int, _json, _path, _storage, task_retried
-from lance_format.spark.tasks import schema_from_bytes, write_task
+from lance_format.spark.datasource import _flag, _int, _json, _path, _storage, file_size_options, task_retried
+from lance_format.spark.tasks import schema_from_bytes, write_partition
 from lance_format.spark.write import commit_written, plan_write
 from lance_format.table.commit import latest_manifest
 from lance_format.table.manifest import read_manifest
@@ -104,17 +111,33 @@ class StreamCommitMessage(WriterCommitMessage):
     schema: bytes  # the fields the files hold (file_pb2.Schema)
     query_id: str | None  # Spark's streaming query id, as the task saw it
     retried: bool = False  # an earlier attempt of this task failed (its files share the prefix)
+    staged: StagedOutput | None = None  # a small output, for the commit to coalesce
 
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's local property: the micro-batch a task belongs to
+
+
+def _derived_write_id(plan_write_id: str, *parts: object) -> str:
+    """A write id whose file-name prefix (the first 8 bytes, see ``write_prefix``) is fixed by
+    ``parts``; the rest is random."""
+    import hashlib
+
+    head = hashlib.sha256(":".join([plan_write_id, *map(str, parts)]).encode()).hexdigest()[:16]
+    return head + new_write_id()[16:]
+
+
+def commit_write_id(messages: Sequence[StreamCommitMessage | None], batch_id: int) -> str:
+    """The write id of the files a micro-batch's commit writes (its coalesced small outputs).
+    Spark builds a new writer for the commit and another for the abort, so the prefix comes
+    from what both receive: the tasks' messages (their write ids) and the batch id."""
+    ids = sorted(m.write_id for m in messages if m is not None)
+    return _derived_write_id(ids[0] if ids else "", int(batch_id), "commit")
 
 
 def task_write_id(plan_write_id: str) -> str:
     """The write id of one task attempt. Its file-name prefix (the first 8 bytes, see
     ``write_prefix``) is the same for every attempt of one task of one micro-batch, so the
     commit can remove the files a failed attempt left; the rest is random per attempt."""
-    import hashlib
-
     try:
         from pyspark import TaskContext
 
@@ -125,8 +148,7 @@ def task_write_id(plan_write_id: str) -> str:
         batch = partition = None
     if batch is None or partition is None:
         return new_write_id()
-    head = hashlib.sha256(f"{plan_write_id}:{batch}:{partition}".encode()).hexdigest()[:16]
-    return head + new_write_id()[16:]
+    return _derived_write_id(plan_write_id, batch, partition)
 
 
 def _query_id() -> str | None:
@@ -148,8 +170,8 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
         self.window = _int(options, "idempotencyWindow", DEFAULT_IDEMPOTENCY_WINDOW)
         properties = {str(k): str(v) for k, v in _json(options, "transaction_properties").items()}
         sizes = {str(k): int(v) for k, v in _json(options, "fixed_size_lists").items()}
-        sizing = ("max_rows_per_file", "max_bytes_per_file", "target_rows_per_file", "target_bytes_per_file")
-        extra: dict[str, Any] = {key: _int(options, key) for key in sizing if options.get(key)}
+        extra: dict[str, Any] = file_size_options(options)
+        self.coalesce = coalescing_from_options(options)
         # Planned when the query starts (tasks) and again for every commit (its own process):
         # a table created by batch 0 is appended to by the commits that follow.
         self.plan = plan_write(
@@ -163,11 +185,11 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
 
     # -- executors ---------------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamCommitMessage:
-        spec = replace(self.plan.spec(), write_id=task_write_id(self.plan.write_id))  # one per task attempt
-        blobs: list[str] = []
-        for batch in write_task(spec)(iterator):
-            blobs.extend(batch.column(0).to_pylist())
-        return StreamCommitMessage(spec.write_id, blobs, spec.schema, _query_id(), task_retried())
+        spec = replace(self.plan.spec(stage_small_outputs=getattr(self, "coalesce", False)),
+                       write_id=task_write_id(self.plan.write_id))  # one per task attempt
+        output = write_partition(spec, iterator)
+        return StreamCommitMessage(spec.write_id, output.fragments, spec.schema, _query_id(), task_retried(),
+                                   output.staged)
 
     # -- driver (commit worker) ----------------------------------------------------------------------
     def _stream_id(self, messages: Sequence[StreamCommitMessage | None]) -> str | None:
@@ -176,14 +198,19 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
         ids = {m.query_id for m in messages if m is not None and m.query_id}
         return ids.pop() if len(ids) == 1 else None
 
-    def _discard(self, store: ObjectStore, messages: Sequence[StreamCommitMessage | None]) -> None:
+    def _discard(self, store: ObjectStore, messages: Sequence[StreamCommitMessage | None],
+                 batch_id: int | None = None) -> None:
+        """Remove the batch's uncommitted files: the tasks' (staged outputs too) and, given
+        ``batch_id``, those its commit wrote."""
         latest = list_versions(store).latest or 0
-        for message in messages:
-            if message is not None:
-                try:
-                    discard_uncommitted(store, write_prefix(message.write_id), read_version=latest)
-                except Exception:
-                    pass  # best effort: an orphan is harmless and cleanup_old_versions removes it
+        prefixes = [write_prefix(m.write_id) for m in messages if m is not None]
+        if batch_id is not None:
+            prefixes.append(write_prefix(commit_write_id(messages, batch_id)))
+        for prefix in prefixes:
+            try:
+                discard_uncommitted(store, prefix, read_version=latest)
+            except Exception:
+                pass  # best effort: an orphan is harmless and cleanup_old_versions removes it
 
     def commit(self, messages: list, batchId: int) -> None:
         commit_batch(self, messages, batchId)
@@ -193,7 +220,7 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
         app_id = self._stream_id(messages)
         if app_id is not None and batch_committed(store, app_id, batchId, window=self.window) is not None:
             return  # the commit landed before the error: its files are the table's now
-        self._discard(store, messages)
+        self._discard(store, messages, batchId)
 
 
 def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessage | None],
@@ -214,13 +241,14 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
             return CommitResult(version=prior, rows=0, fragments=0, bytes=0, read_version=prior, operation="none",
                                 skipped=True)
     fragments = [FragmentMetadata.from_json(blob) for message in written for blob in message.fragments]
+    staged = [m.staged for m in written if m.staged is not None]
     schemas = {m.schema for m in written}
     if len(schemas) > 1:
         raise SchemaMismatchError("the tasks of one micro-batch wrote different schemas", table=plan.uri)
     files_schema = schema_from_bytes(schemas.pop()) if schemas else plan.schema
     if existing is not None and not writer.complete:
         _check_files_schema(files_schema, plan, read_version)
-    if not fragments and not writer.complete:
+    if not fragments and not staged and not writer.complete:
         return CommitResult(version=read_version, rows=0, fragments=0, bytes=0, read_version=read_version,
                             operation="none", skipped=True)  # an empty append adds no version
     properties = {k: v for k, v in plan.properties.items() if k != WRITE_ID_KEY}
@@ -228,20 +256,28 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
         properties.update(stream_properties(app_id, batch_id))
         properties[IDEMPOTENCY_KEY] = stream_key(app_id, batch_id)
     operation = "overwrite" if writer.complete or existing is None else "append"
+    outputs = None
     try:
+        outputs = coalesce_outputs(store, fragments, staged, files_schema, plan.storage_version,
+                                   prefix=write_prefix(commit_write_id(written, batch_id)),
+                                   target_rows=plan.target_rows_per_file, target_bytes=plan.target_bytes_per_file)
+        fragments = outputs.fragments
+        properties.update(outputs.properties)
         committed = commit_written(
             store, operation, read_version=read_version, fragments=fragments, schema=files_schema,
             properties=properties, commit_message=plan.commit_message,
             enable_stable_row_ids=plan.enable_stable_row_ids, storage_version=plan.storage_version or None,
         )
     except DuplicateCommitError as duplicate:  # another attempt of this batch won the race
-        writer._discard(store, written)
+        _abandon(writer, store, written, outputs)
         assert duplicate.version is not None  # the commit loop names the winning version
         return CommitResult(version=duplicate.version, rows=0, fragments=0, bytes=0, read_version=read_version,
                             operation="none", skipped=True)
     except BaseException:
-        writer._discard(store, written)
+        _abandon(writer, store, written, outputs)
         raise
+    assert outputs is not None  # set before the commit
+    delete_staged(store, staged)
     for message in written:
         if message.retried:  # the failed attempts' files (this attempt's are referenced now)
             try:
@@ -254,8 +290,17 @@ def commit_batch(writer: LanceStreamWriter, messages: Sequence[StreamCommitMessa
         read_version=read_version, operation=operation, rows_inserted=sum(f.physical_rows for f in fragments),
         small_fragments=count_small_fragments(fragments, plan.target_rows_per_file, plan.target_bytes_per_file),
         table_fragments=len(committed.manifest_file.manifest.fragments),
+        fragments_before_coalescing=outputs.fragments_before, small_outputs_coalesced=outputs.coalesced,
     )
     return compact_after_write(store, result, getattr(writer, "compaction", None))
+
+
+def _abandon(writer: LanceStreamWriter, store: ObjectStore, written: Sequence[StreamCommitMessage],
+             outputs: CoalescedOutputs | None) -> None:
+    """A commit that did not happen: remove the coalesced files and the tasks' files."""
+    if outputs is not None:
+        outputs.abort()
+    writer._discard(store, written)
 
 
 def _check_files_schema(files_schema: Any, plan: Any, version: int) -> None:

@@ -33,6 +33,7 @@ from lance_format.dataset.sql.filter import referenced_columns, to_expression
 from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
+from lance_format.spark.coalesce import StagedOutput, StagingFile
 from lance_format.spark.common import StorageOptions, task_store
 
 FRAGMENT_DDL = "fragment string, num_rows long, num_bytes long, rewritten boolean"
@@ -120,6 +121,10 @@ class WriteSpec:
     check_filter: str | None = None  # replace_where: every new row must satisfy it
     split_rewritten: bool = False  # merge: rows with ROW_ID_COLUMN set go to fragments of their own
     keep_row_ids: bool = False  # ... and keep that column's value as their stable row id
+    # > 0: stage the task's rows (coalesce.StagingFile) until they reach this many rows or
+    # bytes; a task that stays below both hands its rows to the commit instead of writing files
+    stage_rows: int = 0
+    stage_bytes: int = 0
     storage_options: StorageOptions = field(default=(), repr=False)  # executors re-open the table with it
 
 
@@ -145,7 +150,9 @@ class PartitionWriter:
     """Writes one Spark partition's rows as fragments: converts each batch to the table's
     Arrow types, checks nulls (and the ``replace_where`` predicate), and streams the rows into
     rolled files; a merge's rewritten rows go to fragments of their own (keeping their stable
-    row ids when asked: a fragment's kept ids must cover all its rows)."""
+    row ids when asked: a fragment's kept ids must cover all its rows). With ``stage_rows`` /
+    ``stage_bytes`` the rows are staged until they reach either limit, and a partition that
+    never does is handed to the commit as a staged output (:mod:`lance_format.spark.coalesce`)."""
 
     def __init__(self, spec: WriteSpec) -> None:
         from lance_format.spark.types import BatchConverter
@@ -164,6 +171,10 @@ class PartitionWriter:
 
         self._plain = sink()
         self._kept = sink() if spec.split_rewritten else None
+        self._stage: StagingFile | None = None
+        self.staged: StagedOutput | None = None  # after finish(): the small output handed to the commit
+        if spec.stage_rows > 0 and spec.stage_bytes > 0 and not spec.split_rewritten:
+            self._stage = StagingFile(store, prefix, self.target)
 
     def write(self, raw: pa.RecordBatch) -> None:
         if raw.num_rows == 0:
@@ -171,6 +182,11 @@ class PartitionWriter:
         batch = self._convert(raw)
         if self._check is not None:
             _check_rows(batch, self._check, self.spec)
+        if self._stage is not None:
+            self._stage.write(batch)
+            if self._stage.rows >= self.spec.stage_rows or self._stage.bytes >= self.spec.stage_bytes:
+                self._spill()
+            return
         if self._kept is None:
             self._plain.write(batch)
             return
@@ -182,8 +198,19 @@ class PartitionWriter:
         if ids.null_count:
             self._plain.write(batch.filter(pc.invert(has_id)))
 
+    def _spill(self) -> None:
+        """The output is no longer small: its staged rows go to data files, and so do the rest."""
+        stage, self._stage = self._stage, None
+        assert stage is not None  # only called while staging
+        try:
+            for batch in stage.replay():
+                self._plain.write(batch)
+        finally:
+            stage.abort()  # the staged copy is not needed any more (or the task fails)
+
     def finish(self) -> tuple[list[table_pb2.DataFragment], list[bool]]:
-        """(fragments, rewritten flags) of every file written."""
+        """(fragments, rewritten flags) of every file written (see :attr:`staged` too)."""
+        self.staged = self._stage.finish() if self._stage is not None else None
         inserted = self._plain.finish()
         rewritten = self._kept.finish() if self._kept is not None else []
         return inserted + rewritten, [False] * len(inserted) + [True] * len(rewritten)
@@ -192,6 +219,8 @@ class PartitionWriter:
         self._plain.abort()
         if self._kept is not None:
             self._kept.abort()
+        if self._stage is not None:
+            self._stage.abort()
 
 
 def write_task(spec: WriteSpec, names: Tuple[str, ...] | None = None
@@ -221,6 +250,27 @@ def write_task(spec: WriteSpec, names: Tuple[str, ...] | None = None
                 raise
 
     return run
+
+
+@dataclass(frozen=True)
+class PartitionOutput:
+    """What one task of ``df.write.format("lance")`` or of the streaming sink wrote."""
+
+    fragments: list[str]  # pylance's FragmentMetadata JSON of each data file
+    staged: StagedOutput | None  # its rows, staged for the commit to coalesce (a small output)
+
+
+def write_partition(spec: WriteSpec, batches: Iterator[pa.RecordBatch]) -> PartitionOutput:
+    """Write one partition (a data-source writer task); see :class:`PartitionWriter`."""
+    writer = PartitionWriter(spec)
+    try:
+        for batch in batches:
+            writer.write(batch)
+        fragments, _ = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    return PartitionOutput([fragment_json(f) for f in fragments], writer.staged)
 
 
 def _check_rows(batch: pa.RecordBatch, check: pc.Expression, spec: WriteSpec) -> None:
@@ -478,5 +528,5 @@ __all__ = [
     "schema_to_bytes", "schema_from_bytes", "arrow_schema_to_bytes", "arrow_schema_from_bytes", "open_version",
     "manifest_identity", "ConditionSpec", "ConditionEvaluator", "condition_pair_schema", "condition_udf",
     "condition_task",
-    "PartitionWriter", "write_task", "delete_matching_task", "delete_addresses_task", "read_split", "read_task",
+    "PartitionWriter", "PartitionOutput", "write_partition", "write_task", "delete_matching_task", "delete_addresses_task", "read_split", "read_task",
 ]

@@ -66,6 +66,7 @@ from lance_format.spark.common import (
     table_location,
     translate_task_error,
 )
+from lance_format.spark.coalesce import staging_limits
 from lance_format.spark.compaction import auto_compaction, compact_after_write
 from lance_format.spark.tasks import (
     FRAGMENT_DDL,
@@ -124,13 +125,17 @@ class WritePlan:
     def packed_options(self) -> StorageOptions:
         return pack_options(self.storage_options)
 
-    def spec(self, *, split_rewritten: bool = False) -> WriteSpec:
+    def spec(self, *, split_rewritten: bool = False, stage_small_outputs: bool = False) -> WriteSpec:
+        """What the tasks need; ``stage_small_outputs``: a task whose rows stay below 1/8 of the
+        target file size hands them to the commit to coalesce (:mod:`lance_format.spark.coalesce`)."""
+        stage_rows, stage_bytes = (staging_limits(self.target_rows_per_file, self.target_bytes_per_file)
+                                   if stage_small_outputs else (0, 0))
         return WriteSpec(
             uri=self.uri, write_id=self.write_id, schema=schema_to_bytes(self.schema),
             storage_version=self.storage_version, max_rows_per_file=self.max_rows_per_file,
             max_bytes_per_file=self.max_bytes_per_file, check_filter=self.replace_where,
             split_rewritten=split_rewritten, keep_row_ids=split_rewritten and self.stable_row_ids,
-            storage_options=self.packed_options,
+            stage_rows=stage_rows, stage_bytes=stage_bytes, storage_options=self.packed_options,
         )
 
 
@@ -420,12 +425,15 @@ def commit_write(
     *,
     operation: str | None = None,
     rows_updated: int = 0,
+    extra_properties: Mapping[str, str] | None = None,
 ) -> CommitResult:
-    """Commit the fragments (and deletion vectors) of a planned write as one transaction."""
+    """Commit the fragments (and deletion vectors) of a planned write as one transaction
+    (``extra_properties`` join the plan's transaction properties)."""
     op = operation or plan.operation
     rows = sum(f.physical_rows for f in fragments)
     size = sum(d.file_size_bytes or 0 for f in fragments for d in f.files)
     read_version = plan.read_version
+    properties = {**plan.properties, **(extra_properties or {})}
     key = plan.properties.get(IDEMPOTENCY_KEY)
     try:
         if key is not None and read_version:
@@ -442,12 +450,12 @@ def commit_write(
             committed = commit_with_new_columns(
                 plan.store, read_version=read_version, new_fragments=[fragment_to_proto(f) for f in fragments],
                 schema=plan.schema, removed_fragment_ids=deletions.removed,
-                updated_fragments=[fragment_to_proto(f) for f in deletions.updated], properties=plan.properties,
+                updated_fragments=[fragment_to_proto(f) for f in deletions.updated], properties=properties,
                 commit_message=plan.commit_message)
         else:
             kind = "overwrite" if op == "overwrite" else "update" if deletions else "append"
             committed = commit_written(plan.store, kind, read_version=read_version, fragments=fragments,
-                                       schema=plan.schema, properties=plan.properties,
+                                       schema=plan.schema, properties=properties,
                                        commit_message=plan.commit_message, deletions=deletions,
                                        enable_stable_row_ids=plan.enable_stable_row_ids,
                                        storage_version=plan.storage_version)
@@ -467,7 +475,7 @@ def commit_write(
         read_version=plan.read_version, operation=name, rows_inserted=rows - rows_updated, rows_updated=rows_updated,
         rows_deleted=deletions.deleted_rows - rows_updated,
         small_fragments=count_small_fragments(fragments, plan.target_rows_per_file, plan.target_bytes_per_file),
-        table_fragments=len(committed.manifest_file.manifest.fragments),
+        table_fragments=len(committed.manifest_file.manifest.fragments), fragments_before_coalescing=len(fragments),
     )
 
 

@@ -117,8 +117,11 @@ def scenario_batch(spark) -> None:
     compacted = str(WORK / "compacted.lance")  # compaction in Spark's commit worker, from the zip
     for i in range(2):
         frame(spark, i * 400, (i + 1) * 400, partitions=4).write.format("lance").mode("append") \
-            .option("compactSmallFragments", "6").save(compacted)
-    report["batch"] = dict(compacted=table_facts(compacted),
+            .option("coalesceSmallFragments", "false").option("compactSmallFragments", "6").save(compacted)
+    coalesced = str(WORK / "coalesced.lance")  # small outputs staged by executors, coalesced by the commit
+    frame(spark, 0, 2000, partitions=40).write.format("lance").mode("append").save(coalesced)
+    report["batch"] = dict(compacted=table_facts(compacted), coalesced=table_facts(coalesced),
+        coalesced_counts=dict(lance.dataset(coalesced).read_transaction(1).transaction_properties),
         created=[created.version, created.rows], merged=[merged.version, merged.rows_updated, merged.rows_inserted],
         read=[read["n"], read["d"], read["sum"]], source_updated=source,
         changes={r["_change_type"]: r["count"] for r in changes}, table=table_facts(uri))
@@ -303,7 +306,7 @@ def scenario_task_retries(spark) -> None:
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
     facts: dict = {}
     try:
-        for path in ("write_dataframe", "data_source"):
+        for path in ("write_dataframe", "data_source", "data_source_coalesced"):
             uri = str(WORK / f"retry-{path}.lance")
             write_dataframe(frame(spark, 0, 1000), uri)
             markers = WORK / f"retry-{path}"
@@ -312,9 +315,12 @@ def scenario_task_retries(spark) -> None:
             if path == "write_dataframe":
                 result = write_dataframe(df, uri, mode="append", max_rows_per_file=1000)
                 facts[path] = dict(result=[result.version, result.rows])
-            else:
+            elif path == "data_source":
                 df.write.format("lance").mode("append").option("max_rows_per_file", "1000").save(uri)
                 facts[path] = {}
+            else:  # each task's 10,000 rows stay below 1/8 of the target: staged, coalesced by the commit
+                df.write.format("lance").mode("append").option("targetRowsPerFile", "100000").save(uri)
+                facts[path] = dict(counts=dict(lance.dataset(uri).read_transaction(2).transaction_properties))
             facts[path]["failed_attempt_files"] = _failed_files(markers)
             facts[path]["table"] = table_facts(uri)
         uri = str(WORK / "retry-merge.lance")

@@ -21,6 +21,8 @@ from pathlib import Path
 import lance
 import pytest
 
+from lance_format.spark.coalesce import COALESCED_KEY, FRAGMENTS_BEFORE_KEY, FRAGMENTS_KEY
+
 from .cluster import StandaloneCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,6 +98,12 @@ def test_write_merge_read_and_change_feed(cluster_report):
     compacted = batch["compacted"]
     assert compacted["rows"] == compacted["distinct"] == 800 and (compacted["min"], compacted["max"]) == (0, 799)
     assert (compacted["version"], compacted["fragments"]) == (4, 1)  # older versions keep the small files
+    # 40 tasks of 50 rows: their outputs staged on the executors and coalesced by the commit worker
+    coalesced = batch["coalesced"]
+    _consistent(coalesced, 2000)
+    assert (coalesced["version"], coalesced["fragments"]) == (1, 1)
+    counts = batch["coalesced_counts"]
+    assert (counts[FRAGMENTS_BEFORE_KEY], counts[FRAGMENTS_KEY], counts[COALESCED_KEY]) == ("40", "1", "40")
 
 
 def test_streaming_sink_and_change_feed_source(cluster_report):
@@ -123,7 +131,7 @@ def test_killed_executor_mid_write_commits_once(cluster_report):
     assert lance.dataset(uri).version == 2 and lance.dataset(uri).count_rows() == 41_000
 
 
-@pytest.mark.parametrize("path", ["write_dataframe", "data_source"])
+@pytest.mark.parametrize("path", ["write_dataframe", "data_source", "data_source_coalesced"])
 def test_a_task_failing_once_is_retried_and_committed_exactly_once(cluster_report, path):
     _no_errors(cluster_report, "scenario_task_retries")
     facts = cluster_report["task_retries"][path]
@@ -131,6 +139,10 @@ def test_a_task_failing_once_is_retried_and_committed_exactly_once(cluster_repor
         assert facts["result"] == [2, 20_000]
     _consistent(facts["table"], 21_000)
     assert facts["table"]["version"] == 2
+    if path == "data_source_coalesced":  # the two tasks' staged outputs became one file
+        assert facts["table"]["fragments"] == 2
+        counts = facts["counts"]
+        assert (counts[FRAGMENTS_BEFORE_KEY], counts[FRAGMENTS_KEY], counts[COALESCED_KEY]) == ("2", "1", "2")
     # the failed attempt finished files before it failed: they are not referenced, and gone
     failed = set(facts["failed_attempt_files"])
     assert failed - set(facts["table"]["referenced"])

@@ -88,9 +88,10 @@ def test_merge_compacts_its_small_fragments(spark, tmp_path):
 
 def test_data_source_option(spark, tmp_path):
     uri = str(tmp_path / "t.lance")
-    _frame(spark, 0, 400, 4).write.format("lance").mode("append").save(uri)
+    # without coalescing in the commit: one small fragment per task
+    _frame(spark, 0, 400, 4).write.format("lance").mode("append").option("coalesceSmallFragments", "false").save(uri)
     assert len(lance.dataset(uri).get_fragments()) == 4
-    _frame(spark, 400, 800, 4).write.format("lance").mode("append") \
+    _frame(spark, 400, 800, 4).write.format("lance").mode("append").option("coalesceSmallFragments", "false") \
         .option("compactSmallFragments", "true").option("compactMinSmallFragments", "6").save(uri)
     ds = lance.dataset(uri)
     assert ds.version == 4 and len(ds.get_fragments()) == 1 and ds.count_rows() == 800
@@ -106,7 +107,8 @@ def test_streaming_sink_option(spark, tmp_path):
     query = (spark.readStream.schema("id long, s string").option("maxFilesPerTrigger", 1)
              .option("recursiveFileLookup", "true").parquet(str(source)).repartition(2)
              .writeStream.format("lance").option("checkpointLocation", str(tmp_path / "ck"))
-             .option("compactSmallFragments", "3").trigger(availableNow=True).start(uri))
+             .option("compactSmallFragments", "3").option("coalesceSmallFragments", "false")
+             .trigger(availableNow=True).start(uri))
     query.awaitTermination()
     assert query.exception() is None
     ds = lance.dataset(uri)

@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from lance_format.errors import InvalidInputError
+from lance_format.spark.coalesce import COALESCED_KEY, FRAGMENTS_BEFORE_KEY, FRAGMENTS_KEY
 from lance_format.spark import write_dataframe
 from lance_format.spark.write import estimated_size, plan_write, planned_tasks
 
@@ -133,8 +134,10 @@ def test_stream_sink_reports_fragment_counts(spark, tmp_path):
     assert query.exception() is None
     ds = lance.dataset(uri)
     assert ds.count_rows() == 1000
-    # the sink writes Spark's partitions as they are (one fragment per task): 4 of ~250 rows
+    # ~250 rows per task are not small for a 400-row target (1/8 of it is): one fragment per task
     assert len(ds.get_fragments()) == 4
+    props = ds.read_transaction(1).transaction_properties
+    assert (props[FRAGMENTS_BEFORE_KEY], props[FRAGMENTS_KEY], props[COALESCED_KEY]) == ("4", "4", "0")
 
 
 def test_stream_sink_commit_counts_small_fragments(spark, tmp_path):
@@ -155,5 +158,16 @@ def test_stream_sink_commit_counts_small_fragments(spark, tmp_path):
 
     messages = [attempt(i * 250, 250) for i in range(4)] + [attempt(1000, 600)]
     result = commit_batch(LanceStreamWriter(options, schema, False), messages, 0)
+    # the four small outputs (below 500 rows) were coalesced into one file
+    assert (result.version, result.rows, result.fragments, result.small_fragments) == (1, 1600, 2, 0)
+    assert (result.fragments_before_coalescing, result.small_outputs_coalesced) == (5, 4)
+    assert sorted(f.count_rows() for f in lance.dataset(uri).get_fragments()) == [600, 1000]
+    assert lance.dataset(uri).count_rows() == 1600
+
+    # without coalescing: one fragment per task, four of them small
+    options = {**options, "path": str(tmp_path / "u.lance"), "coalesceSmallFragments": "false"}
+    messages = [attempt(i * 250, 250) for i in range(4)] + [attempt(1000, 600)]
+    result = commit_batch(LanceStreamWriter(options, schema, False), messages, 0)
     assert (result.version, result.rows, result.fragments, result.small_fragments) == (1, 1600, 5, 4)
-    assert len(lance.dataset(uri).get_fragments()) == 5 and lance.dataset(uri).count_rows() == 1600
+    assert (result.fragments_before_coalescing, result.small_outputs_coalesced) == (5, 0)
+    assert len(lance.dataset(options["path"]).get_fragments()) == 5

@@ -26,6 +26,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from lance_format.dataset.writing.fragment_sink import STAGED_MARK
 from lance_format.errors import InvalidInputError, LanceError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
@@ -173,13 +174,15 @@ def discard_uncommitted(
 ) -> list[str]:
     """Remove a write's files that no manifest after ``read_version`` references.
 
-    Data files are found by ``prefix`` (see :func:`fragment_sink.write_prefix`); deletion files
+    Data files (and the write's staged outputs, :func:`fragment_sink.staged_file_name`) are
+    found by ``prefix`` (see :func:`fragment_sink.write_prefix`); deletion files
     by the ids :func:`deletion_file_id` derives for ``write_id`` and ``fragment_ids``. Files are
     listed before manifests are read, so a file of a commit that lands meanwhile is kept.
     Returns the removed paths.
     """
     store = object_store_for(uri)
-    candidates = [f"data/{info.base_name}" for info in store.list_dir("data") if info.base_name.startswith(prefix)]
+    names = (prefix, STAGED_MARK + prefix)
+    candidates = [f"data/{info.base_name}" for info in store.list_dir("data") if info.base_name.startswith(names)]
     if write_id is not None:
         wanted = {f"{fid}-{read_version}-{deletion_file_id(write_id, fid)}" for fid in fragment_ids}
         for info in store.list_dir(DELETIONS_DIR):

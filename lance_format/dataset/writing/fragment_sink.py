@@ -86,6 +86,17 @@ def data_file_name(prefix: str) -> str:
     return f"{prefix}{os.urandom(8).hex()}.lance"
 
 
+# A write's staged outputs (rows a worker hands to the committing process, not Lance files):
+# ``data/.tmp<write prefix><16 hex>.arrow``. Like official Lance's ``data/.tmp*`` staging files
+# they are never referenced, so readers ignore them and cleanup removes stale ones; the write
+# prefix after the mark lets the write that made them find and remove them.
+STAGED_MARK = ".tmp"
+
+
+def staged_file_name(prefix: str) -> str:
+    return f"{STAGED_MARK}{prefix}{os.urandom(8).hex()}.arrow"
+
+
 @dataclass(frozen=True)
 class WriteTarget:
     """Where a new data file goes: a store, the base id the manifest records for it (None: the
@@ -318,7 +329,7 @@ def write_fragments(
 
 
 __all__ = [
-    "FragmentSink", "WriteTarget", "new_write_id", "write_prefix", "data_file_name", "FILE_VERSION_NUMBERS",
+    "FragmentSink", "WriteTarget", "new_write_id", "write_prefix", "data_file_name", "staged_file_name", "STAGED_MARK", "FILE_VERSION_NUMBERS",
     "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_STORAGE_VERSION", "resolve_storage_version",
     "write_target",
     "write_fragments",

@@ -1,0 +1,216 @@
+"""Coalescing small task outputs in the commit of ``df.write.format("lance")`` and the streaming sink.
+
+A Python data source cannot change Spark's partitioning, and its ``commit()`` runs in a Python
+worker on the driver host with no SparkSession (no second job can run there). So a write of
+2,000 small partitions would commit 2,000 small fragments. Instead, by default:
+
+1. Each task streams its rows into a *staged output* first: an Arrow IPC file
+   ``data/.tmp<write prefix><random>.arrow`` (:func:`staged_file_name`). Once the task's rows
+   reach 1/8 of the target rows or bytes per file (no longer a small file, see
+   :func:`lance_format.spark.common.is_small_fragment`), the staged rows are replayed into Lance
+   data files and the task goes on writing those, as without coalescing. Memory stays bounded
+   by Spark's batch size either way.
+2. The task reports its fragments and, if it stayed small, its staged output.
+3. The commit streams the staged outputs, batch by batch, into new data files rolled at the
+   target rows and bytes (:func:`coalesce_staged`: bin-packing in task order, so every file but
+   the last is full), and commits them with the tasks' large fragments in ONE transaction.
+   The staged files are never referenced: readers never see them, a failed or duplicate commit
+   removes them with the write's other files (they share its prefix), and after the commit they
+   are deleted. Rows are rewritten at most once, and only small outputs: at most 1/8 of the
+   target per task.
+
+The transaction records the counts (:func:`coalescing_properties`): the fragments the tasks'
+outputs would have made, the fragments committed, and the small outputs coalesced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+
+from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto
+from lance_format.dataset.writing.fragment_sink import DATA_DIR, FragmentSink, staged_file_name
+from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.io import ObjectStore
+from lance_format.schema import LanceSchema
+from lance_format.spark.common import SMALL_FILE_FRACTION
+
+COALESCE_OPTION = "coalesceSmallFragments"
+# Transaction properties of a data-source or streaming-sink commit.
+FRAGMENTS_BEFORE_KEY = "lance_format.write.fragments_before_coalescing"
+FRAGMENTS_KEY = "lance_format.write.fragments"
+COALESCED_KEY = "lance_format.write.small_outputs_coalesced"
+
+
+def coalescing_from_options(options: Any) -> bool:
+    """``coalesceSmallFragments`` (default true)."""
+    value = str(options.get(COALESCE_OPTION, "true")).strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidInputError(f"option {COALESCE_OPTION!r} must be true or false, got {value!r}")
+    return value == "true"
+
+
+def staging_limits(target_rows: int, target_bytes: int) -> tuple[int, int]:
+    """(rows, bytes) at which a task's output stops being small and is written as Lance files."""
+    return max(int(target_rows) // SMALL_FILE_FRACTION, 1), max(int(target_bytes) // SMALL_FILE_FRACTION, 1)
+
+
+@dataclass(frozen=True)
+class StagedOutput:
+    """A task's small output: its staged file (relative to the table), rows and Arrow bytes."""
+
+    path: str
+    rows: int
+    bytes: int
+
+
+class StagingFile:
+    """Streams one task's batches into a staged Arrow IPC file (uncompressed: it is read once)."""
+
+    def __init__(self, store: ObjectStore, prefix: str, schema: pa.Schema) -> None:
+        self.store = store
+        self.schema = schema
+        self.path = f"{DATA_DIR}/{staged_file_name(prefix)}"
+        self.rows = 0
+        self.bytes = 0
+        self._sink: Any = None
+        self._writer: pa.ipc.RecordBatchFileWriter | None = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._writer is None:
+            self._sink = self.store.open_output(self.path)
+            self._writer = pa.ipc.new_file(self._sink, self.schema)
+        self._writer.write_batch(batch)
+        self.rows += batch.num_rows
+        self.bytes += batch.nbytes
+
+    def _close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+            self._writer = self._sink = None
+
+    def finish(self) -> StagedOutput | None:
+        """The staged output (None when no row was written)."""
+        self._close()
+        return StagedOutput(self.path, self.rows, self.bytes) if self.rows else None
+
+    def replay(self) -> Iterator[pa.RecordBatch]:
+        """The staged batches, one at a time (the file is closed first)."""
+        self._close()
+        if self.rows:
+            yield from read_staged(self.store, self.path, self.schema)
+
+    def abort(self) -> None:
+        try:
+            self._close()
+        except Exception:
+            pass
+        try:
+            self.store.delete(self.path)
+        except OSError:
+            pass  # best effort: the write's prefix finds it later
+
+
+def read_staged(store: ObjectStore, path: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """A staged file's batches, one at a time, with exactly ``schema``."""
+    try:
+        reader = pa.ipc.open_file(store.open_input(path))
+    except pa.ArrowInvalid as exc:
+        raise CorruptFileError(f"staged output is not an Arrow IPC file: {exc}", table=store.uri, path=path) from None
+    for index in range(reader.num_record_batches):
+        batch = reader.get_batch(index)
+        if not batch.schema.equals(schema, check_metadata=True):
+            batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+        yield batch
+
+
+def coalesce_staged(
+    store: ObjectStore,
+    staged: Sequence[StagedOutput],
+    schema: LanceSchema,
+    storage_version: str,
+    *,
+    prefix: str,
+    target_rows: int,
+    target_bytes: int,
+) -> tuple[list[FragmentMetadata], FragmentSink]:
+    """The staged outputs' rows as new fragments of about the target size (uncommitted).
+
+    Streams every staged file in order into one sink that rolls its files at ``target_rows`` /
+    ``target_bytes``: all files but the last are full. Returns the fragments and the sink, whose
+    ``abort()`` removes the new files if the commit does not happen.
+    """
+    sink = FragmentSink(store, schema, storage_version, prefix=prefix, max_rows_per_file=target_rows,
+                        max_bytes_per_file=target_bytes)
+    arrow = schema.to_arrow()
+    try:
+        for output in staged:
+            for batch in read_staged(store, output.path, arrow):
+                if batch.num_rows:
+                    sink.write(batch)
+        fragments = sink.finish()
+    except BaseException:
+        sink.abort()
+        raise
+    return [fragment_from_proto(f) for f in fragments], sink
+
+
+def delete_staged(store: ObjectStore, staged: Iterable[StagedOutput]) -> None:
+    """Remove staged files once their rows are committed (best effort: the prefix finds orphans)."""
+    paths = [s.path for s in staged]
+    if paths:
+        try:
+            store.delete_many(paths)
+        except Exception:
+            pass
+
+
+@dataclass(frozen=True)
+class CoalescedOutputs:
+    """What a commit commits: the tasks' fragments plus the coalesced small outputs."""
+
+    fragments: list[FragmentMetadata]
+    fragments_before: int  # the fragments the tasks' outputs would have made on their own
+    coalesced: int  # the small outputs coalesced
+    sink: FragmentSink | None  # the coalesced files' sink (abort() removes them)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return coalescing_properties(self.fragments_before, len(self.fragments), self.coalesced)
+
+    def abort(self) -> None:
+        if self.sink is not None:
+            self.sink.abort()
+
+
+def coalesce_outputs(
+    store: ObjectStore,
+    fragments: Sequence[FragmentMetadata],
+    staged: Sequence[StagedOutput],
+    schema: LanceSchema,
+    storage_version: str,
+    *,
+    prefix: str,
+    target_rows: int,
+    target_bytes: int,
+) -> CoalescedOutputs:
+    """The tasks' ``fragments`` followed by their ``staged`` small outputs coalesced."""
+    if not staged:
+        return CoalescedOutputs(list(fragments), len(fragments), 0, None)
+    coalesced, sink = coalesce_staged(store, staged, schema, storage_version, prefix=prefix,
+                                      target_rows=target_rows, target_bytes=target_bytes)
+    return CoalescedOutputs(list(fragments) + coalesced, len(fragments) + len(staged), len(staged), sink)
+
+
+def coalescing_properties(fragments_before: int, fragments: int, coalesced: int) -> dict[str, str]:
+    """The fragment counts a commit records in its transaction properties."""
+    return {FRAGMENTS_BEFORE_KEY: str(int(fragments_before)), FRAGMENTS_KEY: str(int(fragments)),
+            COALESCED_KEY: str(int(coalesced))}
+
+
+__all__ = ["COALESCE_OPTION", "FRAGMENTS_BEFORE_KEY", "FRAGMENTS_KEY", "COALESCED_KEY", "StagedOutput",
+           "StagingFile", "CoalescedOutputs", "coalesce_outputs", "coalesce_staged", "coalescing_from_options", "coalescing_properties", "delete_staged",
+           "read_staged", "staging_limits"]
