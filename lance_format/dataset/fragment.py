@@ -8,7 +8,6 @@ are dropped and system columns are attached before a batch leaves this module.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.fragment_metadata import DataFile, FragmentMetadata, data_file_from_proto, fragment_from_proto
-from lance_format.dataset.overlays import check_overlay_fields, coverages, layered
+from lance_format.dataset.overlays import overlaid, overlay_layers
 from lance_format.dataset.partial_fields import fill_missing_children, narrowed_type
 from lance_format.encodings.array_v2_0.packed_struct import is_packed_struct_leaf
 from lance_format.dataset.arguments import row_positions
@@ -568,7 +567,7 @@ class LanceFragment:
         if include_deleted and keep is not None:
             deleted_mask, keep = ~keep, None
         file_plans = self._file_plans(schema.fields)
-        layers = self._overlay_layers(schema)
+        layers = overlay_layers(self, schema)
         first, last = (0, self.physical_rows) if row_range is None else (
             max(0, int(row_range[0])), min(self.physical_rows, int(row_range[1])))
         for start in range(first, last, batch_size):
@@ -590,7 +589,7 @@ class LanceFragment:
                 if array is None:
                     array = pa.nulls(stop - start, field.type)
                 if field.name in layers:
-                    array = self._overlaid(array, np.arange(start, stop, dtype=np.int64), layers[field.name])
+                    array = overlaid(array, np.arange(start, stop, dtype=np.int64), layers[field.name])
                 arrays.append(array.filter(mask) if mask is not None else array)
             for name in system_columns:
                 values = self.system_column(name, offsets)
@@ -607,61 +606,13 @@ class LanceFragment:
         arrays = [
             columns[f.name] if columns[f.name] is not None else pa.nulls(len(offsets), f.type) for f in arrow_schema
         ]
-        layers = self._overlay_layers(schema)
+        layers = overlay_layers(self, schema)
         if layers:
             rows = np.asarray(offsets, dtype=np.int64)
-            arrays = [self._overlaid(a, rows, layers[f.name]) if f.name in layers else a
+            arrays = [overlaid(a, rows, layers[f.name]) if f.name in layers else a
                       for a, f in zip(arrays, arrow_schema)]
         arrays.extend(self.system_column(name, offsets) for name in system_columns)
         return pa.RecordBatch.from_arrays(arrays, schema=_with_system_columns(arrow_schema, system_columns))
-
-    # -- data overlays -----------------------------------------------------------------------------
-    def _overlay_layers(self, schema: LanceSchema) -> dict[str, list[tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]]]:
-        """For each column of ``schema`` that overlays cover: (covered offsets, values at ranks)
-        per overlay, oldest first (see :mod:`lance_format.dataset.overlays`)."""
-        if not self.proto.overlays:
-            return {}
-        top = {f.id: f for f in schema.fields}
-        nested = {c.id for f in schema.fields for c in f.walk() if c.id != f.id}
-        layers: dict[str, list[tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]]] = {}
-        for overlay in self.proto.overlays:
-            data_file = overlay.data_file
-            check_overlay_fields(overlay, nested, path=data_file.path)
-            version = (data_file.file_major_version, data_file.file_minor_version)
-            if is_legacy_version(*version):
-                raise UnsupportedFeatureError("a data overlay in a legacy (0.1) file is not supported",
-                                              path=data_file.path, **self.error_context())
-            positions = dict(zip(data_file.fields, data_file.column_indices))
-            covered = coverages(overlay)
-            for index, field_id in enumerate(data_file.fields):
-                field = top.get(field_id)
-                if field is None:
-                    continue  # not read, or no longer in the schema
-                if index >= len(covered):
-                    raise InvalidInputError(f"overlay per-field coverage has {len(covered)} bitmaps but field "
-                                            f"position {index} was requested", path=data_file.path,
-                                            **self.error_context())
-                plan = self._column_plan(field, positions, data_file.path, version >= (2, 1))
-                layers.setdefault(field.name, []).append(
-                    (covered[index], functools.partial(self._overlay_values, data_file, plan)))
-        return layers
-
-    def _overlay_values(self, data_file: table_pb2.DataFile, plan: ColumnPlan, ranks: np.ndarray) -> pa.Array:
-        readers: dict[str, LanceFileReader] = self.__dict__.setdefault("_overlay_readers", {})
-        store, path = self._dataset.base_stores.data_file(data_file)
-        reader = readers.get(path)
-        if reader is None:
-            reader = readers[path] = LanceFileReader(store, path, size=data_file.file_size_bytes or None)
-        try:
-            return reader.take([plan], ranks)[0]
-        except LanceError as exc:
-            raise exc.with_context(**self.error_context())
-
-    @staticmethod
-    def _overlaid(array: pa.Array, rows: np.ndarray, layers: list[tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]]) -> pa.Array:
-        for covered, values_at in layers:
-            array = layered(array, rows, covered, values_at)
-        return array
 
     # -- integrity -------------------------------------------------------------------------------
     def column_sizes(self, data_file: table_pb2.DataFile) -> list[int]:

@@ -18,15 +18,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
-from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import ArgumentTypeError, InvalidInputError, LanceError, UnsupportedFeatureError
+from lance_format.file.legacy_v0_1 import is_legacy_version
+from lance_format.file.reader import LanceFileReader
 from lance_format.proto import table_pb2
 
 if TYPE_CHECKING:
+    from lance_format.dataset.fragment import LanceFragment
     from lance_format.dataset.fragment_metadata import DataFile
+    from lance_format.file.plans import ColumnPlan
+    from lance_format.schema import LanceSchema
 
 
 @dataclass
@@ -163,5 +170,62 @@ def check_overlay_fields(pb: table_pb2.DataOverlayFile, nested_ids: set[int], *,
                                       "engine", path=path)
 
 
+# -- reading ---------------------------------------------------------------------------------------
+Layers = dict[str, list[tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]]]
+
+
+def overlay_layers(fragment: "LanceFragment", schema: "LanceSchema") -> Layers:
+    """For each column of ``schema`` that the fragment's overlays cover: (covered offsets, values
+    at ranks) per overlay, oldest first."""
+    overlays = fragment.proto.overlays
+    if not overlays:
+        return {}
+    top = {f.id: f for f in schema.fields}
+    nested = {c.id for f in schema.fields for c in f.walk() if c.id != f.id}
+    layers: Layers = {}
+    for overlay in overlays:
+        data_file = overlay.data_file
+        check_overlay_fields(overlay, nested, path=data_file.path)
+        version = (data_file.file_major_version, data_file.file_minor_version)
+        if is_legacy_version(*version):
+            raise UnsupportedFeatureError("a data overlay in a legacy (0.1) file is not supported",
+                                          path=data_file.path, **fragment.error_context())
+        positions = dict(zip(data_file.fields, data_file.column_indices))
+        covered = coverages(overlay)
+        for index, field_id in enumerate(data_file.fields):
+            field = top.get(field_id)
+            if field is None:
+                continue  # not read, or no longer in the schema
+            if index >= len(covered):
+                raise InvalidInputError(f"overlay per-field coverage has {len(covered)} bitmaps but field "
+                                        f"position {index} was requested", path=data_file.path,
+                                        **fragment.error_context())
+            plan = fragment._column_plan(field, positions, data_file.path, version >= (2, 1))
+            layers.setdefault(field.name, []).append(
+                (covered[index], functools.partial(_overlay_values, fragment, data_file, plan)))
+    return layers
+
+
+def _overlay_values(fragment: "LanceFragment", data_file: table_pb2.DataFile, plan: "ColumnPlan",
+                    ranks: np.ndarray) -> pa.Array:
+    readers: dict[str, LanceFileReader] = fragment.__dict__.setdefault("_overlay_readers", {})
+    store, path = fragment._dataset.base_stores.data_file(data_file)
+    reader = readers.get(path)
+    if reader is None:
+        reader = readers[path] = LanceFileReader(store, path, size=data_file.file_size_bytes or None)
+    try:
+        return reader.take([plan], ranks)[0]
+    except LanceError as exc:
+        raise exc.with_context(**fragment.error_context())
+
+
+def overlaid(array: pa.Array, rows: np.ndarray, layers: list[tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]]
+             ) -> pa.Array:
+    """``array`` (the values of physical ``rows``) with each overlay layered on, oldest first."""
+    for covered, values_at in layers:
+        array = layered(array, rows, covered, values_at)
+    return array
+
+
 __all__ = ["DataOverlayFile", "DataOverlayGroup", "overlay_to_proto", "overlay_from_proto", "overlay_to_json",
-           "overlay_from_json", "coverages", "layered", "check_overlay_fields"]
+           "overlay_from_json", "coverages", "layered", "check_overlay_fields", "overlay_layers", "overlaid"]
