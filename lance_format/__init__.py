@@ -34,6 +34,7 @@ from lance_format.dataset.transactions_api import LanceOperation, Transaction
 from lance_format.dataset.mutations.base import checked_reader
 from lance_format.dataset.mutations.replace_where import replace_where
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.session import Session
 from lance_format.dataset.inspection import DataStatistics, FieldStatistics, LanceStats
 from lance_format.dataset.maintenance.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
 from lance_format.schema.json_schema import json_to_schema, schema_to_json
@@ -48,6 +49,7 @@ from lance_format.errors import (
     DatasetNotFoundError,
     DuplicateCommitError,
     InvalidInputError,
+    InvalidRowSelectionError,
     LanceError,
     PathEscapeError,
     RetryableCommitConflictError,
@@ -96,6 +98,7 @@ __all__ = [
     "LanceFragment",
     "DatasetBasePath",
     "LanceScanner",
+    "Session",
     "FragmentMetadata",
     "LanceOperation",
     "Transaction",
@@ -122,6 +125,7 @@ __all__ = [
     "DatasetNotFoundError",
     "DuplicateCommitError",
     "InvalidInputError",
+    "InvalidRowSelectionError",
     "PathEscapeError",
     "RetryableCommitConflictError",
     "SchemaMismatchError",

@@ -41,6 +41,7 @@ from lance_format.table.row_versions import read_created_at, read_last_updated_a
 from lance_format.table.rowids import read_row_ids
 
 if TYPE_CHECKING:
+    from lance_format.dataset.fragment_session import FragmentSession
     from lance_format.dataset.scanner import LanceScanner
 
     from lance_format.dataset.dataset import LanceDataset
@@ -307,6 +308,13 @@ class LanceFragment:
                                     f"{len(live)} rows", **self.error_context())
         scanner = self._dataset.scanner(columns=columns)
         return pa.Table.from_batches([scanner.take_physical(self, live[positions])], schema=scanner.projected_schema)
+
+    def open_session(self, columns: list[str] | Mapping[str, str] | None = None,
+                     with_row_address: bool | None = None) -> "FragmentSession":
+        """A session for many takes of ``columns`` from this fragment (pylance's ``open_session``)."""
+        from lance_format.dataset.fragment_session import FragmentSession
+
+        return FragmentSession(self, columns, bool(with_row_address))
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
