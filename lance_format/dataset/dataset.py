@@ -43,6 +43,7 @@ from lance_format.table.transaction import load_transaction
 if TYPE_CHECKING:
     from lance_format.dataset.branches import Branches
     from lance_format.dataset.changes.feed import DatasetDelta
+    from lance_format.dataset.file_session import LanceFileSession
 
 
 def _open_listing(store: ObjectStore, since: int | None = None) -> VersionListing:
@@ -130,6 +131,13 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         return ds
 
     # -- identity ----------------------------------------------------------------------------
+    def new_file_session(self) -> "LanceFileSession":
+        """A :class:`~lance_format.dataset.file_session.LanceFileSession` at the table's root,
+        with its storage options (pylance's ``new_file_session``)."""
+        from lance_format.dataset.file_session import LanceFileSession
+
+        return LanceFileSession(self._store.uri, self._store.storage_options)
+
     def session(self) -> Session:
         """The cache this dataset shares with the others opened with it (pylance's ``session``)."""
         return self._session
