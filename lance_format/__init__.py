@@ -34,6 +34,9 @@ from lance_format.dataset.transactions_api import LanceOperation, Transaction
 from lance_format.dataset.mutations.base import checked_reader
 from lance_format.dataset.mutations.replace_where import replace_where
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
+from lance_format.io.counters import bytes_read_counter, iops_counter
+from lance_format.log import set_logger
 from lance_format.dataset.session import Session
 from lance_format.dataset.inspection import DataStatistics, FieldStatistics, LanceStats
 from lance_format.dataset.maintenance.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
@@ -98,6 +101,10 @@ __all__ = [
     "LanceFragment",
     "DatasetBasePath",
     "LanceScanner",
+    "MergeInsertBuilder",
+    "bytes_read_counter",
+    "iops_counter",
+    "set_logger",
     "Session",
     "FragmentMetadata",
     "LanceOperation",

@@ -312,9 +312,9 @@ class LanceFragment:
     def open_session(self, columns: list[str] | Mapping[str, str] | None = None,
                      with_row_address: bool | None = None) -> "FragmentSession":
         """A session for many takes of ``columns`` from this fragment (pylance's ``open_session``)."""
-        from lance_format.dataset.fragment_session import FragmentSession
+        from lance_format.dataset.fragment_session import FragmentSession, OpenFragment
 
-        return FragmentSession(self, columns, bool(with_row_address))
+        return FragmentSession(OpenFragment(self, columns, bool(with_row_address)))
 
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"

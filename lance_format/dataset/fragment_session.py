@@ -20,14 +20,23 @@ if TYPE_CHECKING:
     from lance_format.dataset.fragment import LanceFragment
 
 
-class FragmentSession:
-    """Takes from one fragment with fixed columns (pylance's ``lance.fragment.FragmentSession``)."""
+class OpenFragment:
+    """A fragment with its columns planned and its live rows listed, for repeated takes."""
 
     def __init__(self, fragment: "LanceFragment", columns: Any = None, with_row_address: bool = False) -> None:
-        self._fragment = fragment
+        self.fragment = fragment
         # planned once: unknown columns are refused when the session opens, as in pylance
-        self._scanner = fragment._dataset.scanner(columns=columns, with_row_address=with_row_address)
-        self._live = fragment.live_offsets()
+        self.scanner = fragment._dataset.scanner(columns=columns, with_row_address=with_row_address)
+        self.live = fragment.live_offsets()
+
+
+class FragmentSession:
+    """Takes from one fragment with fixed columns (pylance's ``lance.fragment.FragmentSession``;
+    made by :meth:`LanceFragment.open_session`, which hands it the opened fragment)."""
+
+    def __init__(self, session: OpenFragment) -> None:
+        self._session = session
+        self._fragment, self._scanner, self._live = session.fragment, session.scanner, session.live
 
     def take(self, indices: Any) -> pa.Table:
         """The rows at these positions among the fragment's live rows (in non-decreasing order).
@@ -54,4 +63,4 @@ class FragmentSession:
         return pa.Table.from_batches([batch], schema=self._scanner.projected_schema)
 
 
-__all__ = ["FragmentSession"]
+__all__ = ["FragmentSession", "OpenFragment"]
