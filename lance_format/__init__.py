@@ -34,6 +34,7 @@ from lance_format.dataset.transactions_api import LanceOperation, Transaction
 from lance_format.dataset.mutations.base import checked_reader
 from lance_format.dataset.mutations.replace_where import replace_where
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.scan_stats import ScanStatistics
 from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
 from lance_format.io.counters import bytes_read_counter, iops_counter
 from lance_format.log import set_logger
@@ -101,6 +102,7 @@ __all__ = [
     "LanceFragment",
     "DatasetBasePath",
     "LanceScanner",
+    "ScanStatistics",
     "MergeInsertBuilder",
     "bytes_read_counter",
     "iops_counter",
