@@ -34,6 +34,11 @@ from lance_format.dataset.transactions_api import LanceOperation, Transaction
 from lance_format.dataset.mutations.base import checked_reader
 from lance_format.dataset.mutations.replace_where import replace_where
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.scan_stats import ScanStatistics
+from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
+from lance_format.io.counters import bytes_read_counter, iops_counter
+from lance_format.log import set_logger
+from lance_format.dataset.session import Session
 from lance_format.dataset.inspection import DataStatistics, FieldStatistics, LanceStats
 from lance_format.dataset.maintenance.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
 from lance_format.schema.json_schema import json_to_schema, schema_to_json
@@ -48,6 +53,7 @@ from lance_format.errors import (
     DatasetNotFoundError,
     DuplicateCommitError,
     InvalidInputError,
+    InvalidRowSelectionError,
     LanceError,
     PathEscapeError,
     RetryableCommitConflictError,
@@ -96,6 +102,12 @@ __all__ = [
     "LanceFragment",
     "DatasetBasePath",
     "LanceScanner",
+    "ScanStatistics",
+    "MergeInsertBuilder",
+    "bytes_read_counter",
+    "iops_counter",
+    "set_logger",
+    "Session",
     "FragmentMetadata",
     "LanceOperation",
     "Transaction",
@@ -122,6 +134,7 @@ __all__ = [
     "DatasetNotFoundError",
     "DuplicateCommitError",
     "InvalidInputError",
+    "InvalidRowSelectionError",
     "PathEscapeError",
     "RetryableCommitConflictError",
     "SchemaMismatchError",

@@ -116,6 +116,11 @@ class EmptyDataError(InvalidInputError, OSError):
     (pylance: ``OSError``)."""
 
 
+class InvalidRowSelectionError(InvalidInputError, OSError):
+    """Rows asked of a file-level read that it cannot serve: out of range, or not in strictly
+    increasing order where the read needs it (``FragmentSession.take``; pylance: ``OSError``)."""
+
+
 class ArgumentTypeError(InvalidInputError, TypeError):
     """An argument has the wrong type, e.g. a fragment list holding something else (pylance: ``TypeError``)."""
 
@@ -134,6 +139,7 @@ class StorageThrottledError(LanceError, OSError):
 
 __all__ = [
     "LanceError",
+    "InvalidRowSelectionError",
     "DatasetNotFoundError",
     "DatasetAlreadyExistsError",
     "VersionNotFoundError",

@@ -14,10 +14,11 @@ from lance_format.dataset.fragment_metadata import (
     RowIdMeta,
     RowIdSequence,
 )
+from lance_format.dataset.fragment_session import FragmentSession
 from lance_format.dataset.fragment_writes import write_fragments
 from lance_format.dataset.writing.fragment_sink import DEFAULT_MAX_BYTES_PER_FILE
 
 __all__ = [
     "LanceFragment", "FragmentMetadata", "DataFile", "DeletionFile", "RowIdMeta", "RowDatasetVersionMeta",
-    "RowIdSequence", "write_fragments", "DEFAULT_MAX_BYTES_PER_FILE",
+    "RowIdSequence", "write_fragments", "DEFAULT_MAX_BYTES_PER_FILE", "FragmentSession",
 ]

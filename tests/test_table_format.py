@@ -156,8 +156,8 @@ def test_feature_flags_match_pylance(tmp_path):
 @pytest.mark.parametrize("which", ["reader", "writer"])
 def test_unknown_flags_are_refused(which):
     manifest = table_pb2.Manifest(version=4)
-    setattr(manifest, f"{which}_feature_flags", 64)
-    with pytest.raises(UnsupportedFeatureError, match="unknown bits 0x40"):
+    setattr(manifest, f"{which}_feature_flags", 128)
+    with pytest.raises(UnsupportedFeatureError, match="unknown bits 0x80"):
         feature_flags.check_writable(manifest, table="t", path="p")
     if which == "writer":
         feature_flags.check_readable(manifest, table="t", path="p")  # readers may ignore writer flags

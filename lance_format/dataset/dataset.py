@@ -14,6 +14,7 @@ from lance_format.dataset.committing import CommittingMethods
 from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.inspection import InspectionMethods, version_entry
+from lance_format.dataset.session import Session
 from lance_format.dataset.reading import ReadingMethods
 from lance_format.dataset.table_writes import TableWriteMethods
 from lance_format.dataset.transactions_api import TransactionMethods
@@ -42,6 +43,7 @@ from lance_format.table.transaction import load_transaction
 if TYPE_CHECKING:
     from lance_format.dataset.branches import Branches
     from lance_format.dataset.changes.feed import DatasetDelta
+    from lance_format.dataset.file_session import LanceFileSession
 
 
 def _open_listing(store: ObjectStore, since: int | None = None) -> VersionListing:
@@ -81,8 +83,12 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
 
     def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None, *,
                  storage_options: Mapping[str, str] | None = None,
-                 default_scan_options: Mapping[str, Any] | None = None) -> None:
+                 default_scan_options: Mapping[str, Any] | None = None,
+                 session: Session | None = None) -> None:
         self._default_scan_options = dict(default_scan_options or {})
+        if session is not None and not isinstance(session, Session):
+            raise InvalidInputError(f"session must be a lance_format.Session, got {type(session).__name__}")
+        self._session = session if session is not None else Session()
         self._store = object_store_for(uri, storage_options)
         # what ``uri`` reports: the location opened, also when a reference moved to a branch
         self._uri = self._store.uri
@@ -103,7 +109,8 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
                 f"version {version} does not exist (latest is {listing.latest})", table=self._store.uri
             )
         self._manifest_path = listing.versions[version]
-        self._manifest_file: ManifestFile = read_manifest(self._store, self._manifest_path)
+        self._manifest_file: ManifestFile = read_manifest(self._store, self._manifest_path,
+                                                          read_bytes=self._session.read_manifest_bytes)
         manifest = self._manifest_file.manifest
         if manifest.version != version:
             raise LanceError(
@@ -119,10 +126,22 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         ds = cls.__new__(cls)
         ds._store, ds._manifest_path, ds._manifest_file = store, path, manifest_file
         ds._uri = store.uri
+        ds._session = Session()
         feature_flags.check_readable(manifest_file.manifest, table=store.uri, path=path)
         return ds
 
     # -- identity ----------------------------------------------------------------------------
+    def new_file_session(self) -> "LanceFileSession":
+        """A :class:`~lance_format.dataset.file_session.LanceFileSession` at the table's root,
+        with its storage options (pylance's ``new_file_session``)."""
+        from lance_format.dataset.file_session import LanceFileSession
+
+        return LanceFileSession(self._store.uri, self._store.storage_options)
+
+    def session(self) -> Session:
+        """The cache this dataset shares with the others opened with it (pylance's ``session``)."""
+        return self._session
+
     @property
     def uri(self) -> str:
         """The location this dataset was opened at (pylance's ``uri``): a branch checked out by
@@ -331,13 +350,14 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         TagError
             The tag does not exist.
         """
-        checked_out = LanceDataset(self._store, version, default_scan_options=self.default_scan_options)
+        checked_out = LanceDataset(self._store, version, default_scan_options=self.default_scan_options,
+                                   session=self.session())
         checked_out._uri = self._uri
         return checked_out
 
     def open_latest(self) -> "LanceDataset":
         """A new object at the table's latest version (this one stays where it is)."""
-        return LanceDataset(self._store, default_scan_options=self.default_scan_options)
+        return LanceDataset(self._store, default_scan_options=self.default_scan_options, session=self.session())
 
     def checkout_latest(self) -> None:
         """Move this object to the latest version of its branch (pylance's ``checkout_latest``)."""
@@ -414,7 +434,8 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
     # -- mutations (each commits a new version and moves this object to it, like pylance) ------
     def _replace_version(self, version: int) -> None:
         """Point this object at ``version`` of the same table, dropping every cached view."""
-        fresh = LanceDataset(self._store, version, default_scan_options=self.default_scan_options)
+        fresh = LanceDataset(self._store, version, default_scan_options=self.default_scan_options,
+                             session=self.session())
         fresh._uri = self._uri
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
@@ -537,7 +558,9 @@ def dataset(
         :meth:`LanceDataset.scanner` arguments every scan of the dataset starts from.
     block_size, index_cache_size, metadata_cache_size_bytes, index_cache_size_bytes, read_params
         Official Lance's cache and decoder settings; accepted, with no effect here.
-    commit_lock, session, namespace_client, table_id, base_store_params
+    session
+        A :class:`Session` whose cache the dataset shares (a new one if None).
+    commit_lock, namespace_client, table_id, base_store_params
         Not supported: refused unless None.
 
     Raises
@@ -549,7 +572,7 @@ def dataset(
     InvalidInputError
         An unsupported option, an unknown ``read_params`` key, or an ``asof`` that is not a time.
     """
-    unsupported = {"commit_lock": commit_lock, "session": session, "namespace_client": namespace_client,
+    unsupported = {"commit_lock": commit_lock, "namespace_client": namespace_client,
                    "table_id": table_id, "base_store_params": base_store_params}
     for name, value in unsupported.items():
         if value is not None:
@@ -558,7 +581,8 @@ def dataset(
         if key not in _READ_PARAMS:
             raise InvalidInputError(f"unknown read_params key {key!r} (known: {list(_READ_PARAMS)})",
                                     table=os.fspath(uri))
-    ds = LanceDataset(uri, version, storage_options=storage_options, default_scan_options=default_scan_options)
+    ds = LanceDataset(uri, version, storage_options=storage_options, default_scan_options=default_scan_options,
+                      session=session)
     if version is not None or asof is None:
         return ds
     cutoff = _as_local_datetime(asof, table=ds.uri)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.fragment_metadata import DataFile, FragmentMetadata, data_file_from_proto, fragment_from_proto
+from lance_format.dataset.overlays import overlaid, overlay_layers
 from lance_format.dataset.partial_fields import fill_missing_children, narrowed_type
 from lance_format.encodings.array_v2_0.packed_struct import is_packed_struct_leaf
 from lance_format.dataset.arguments import row_positions
@@ -40,6 +41,7 @@ from lance_format.table.row_versions import read_created_at, read_last_updated_a
 from lance_format.table.rowids import read_row_ids
 
 if TYPE_CHECKING:
+    from lance_format.dataset.fragment_session import FragmentSession
     from lance_format.dataset.scanner import LanceScanner
 
     from lance_format.dataset.dataset import LanceDataset
@@ -307,6 +309,13 @@ class LanceFragment:
         scanner = self._dataset.scanner(columns=columns)
         return pa.Table.from_batches([scanner.take_physical(self, live[positions])], schema=scanner.projected_schema)
 
+    def open_session(self, columns: list[str] | Mapping[str, str] | None = None,
+                     with_row_address: bool | None = None) -> "FragmentSession":
+        """A session for many takes of ``columns`` from this fragment (pylance's ``open_session``)."""
+        from lance_format.dataset.fragment_session import FragmentSession, OpenFragment
+
+        return FragmentSession(OpenFragment(self, columns, bool(with_row_address)))
+
     def __repr__(self) -> str:
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
 
@@ -566,6 +575,7 @@ class LanceFragment:
         if include_deleted and keep is not None:
             deleted_mask, keep = ~keep, None
         file_plans = self._file_plans(schema.fields)
+        layers = overlay_layers(self, schema)
         first, last = (0, self.physical_rows) if row_range is None else (
             max(0, int(row_range[0])), min(self.physical_rows, int(row_range[1])))
         for start in range(first, last, batch_size):
@@ -586,6 +596,8 @@ class LanceFragment:
                 array = columns[field.name]
                 if array is None:
                     array = pa.nulls(stop - start, field.type)
+                if field.name in layers:
+                    array = overlaid(array, np.arange(start, stop, dtype=np.int64), layers[field.name])
                 arrays.append(array.filter(mask) if mask is not None else array)
             for name in system_columns:
                 values = self.system_column(name, offsets)
@@ -602,6 +614,11 @@ class LanceFragment:
         arrays = [
             columns[f.name] if columns[f.name] is not None else pa.nulls(len(offsets), f.type) for f in arrow_schema
         ]
+        layers = overlay_layers(self, schema)
+        if layers:
+            rows = np.asarray(offsets, dtype=np.int64)
+            arrays = [overlaid(a, rows, layers[f.name]) if f.name in layers else a
+                      for a, f in zip(arrays, arrow_schema)]
         arrays.extend(self.system_column(name, offsets) for name in system_columns)
         return pa.RecordBatch.from_arrays(arrays, schema=_with_system_columns(arrow_schema, system_columns))
 

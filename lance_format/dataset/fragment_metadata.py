@@ -18,6 +18,7 @@ from typing import Any, Iterable, List, Optional
 import numpy as np
 import pyarrow as pa
 
+from lance_format.dataset.overlays import overlay_from_json, overlay_from_proto, overlay_to_json, overlay_to_proto
 from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import table_pb2
 from lance_format.table.deletion import deletion_file_path
@@ -272,7 +273,7 @@ class FragmentMetadata:
     row_id_meta: Optional[RowIdMeta] = None
     created_at_version_meta: Optional[RowDatasetVersionMeta] = None
     last_updated_at_version_meta: Optional[RowDatasetVersionMeta] = None
-    overlays: List[Any] = field(default_factory=list)  # data overlays: not supported by this engine
+    overlays: List[Any] = field(default_factory=list)  # LanceOperation.DataOverlayFile, oldest first
 
     @property
     def num_deletions(self) -> int:
@@ -289,15 +290,10 @@ class FragmentMetadata:
 
     def to_json(self) -> dict:
         """This description as a JSON-serializable dict (pylance's shape)."""
-        files = []
-        for f in self.files:
-            d = asdict(f)
-            d["path"] = d.pop("_path")
-            files.append(d)
         return {
             "id": self.id,
-            "files": files,
-            "overlays": [],
+            "files": [data_file_json(f) for f in self.files],
+            "overlays": [overlay_to_json(o) for o in self.overlays],
             "physical_rows": self.physical_rows,
             "deletion_file": self.deletion_file.asdict() if self.deletion_file is not None else None,
             "row_id_meta": self.row_id_meta.asdict() if self.row_id_meta is not None else None,
@@ -315,8 +311,6 @@ class FragmentMetadata:
         """
         data = _loads(json_data, "FragmentMetadata")
         try:
-            if data.get("overlays"):
-                raise UnsupportedFeatureError("fragments with data overlays are not supported by this engine")
             deletion = data.get("deletion_file")
             row_ids = data.get("row_id_meta")
             created = data.get("created_at_version_meta")
@@ -330,6 +324,7 @@ class FragmentMetadata:
                 created_at_version_meta=RowDatasetVersionMeta.from_dict(created) if created is not None else None,
                 last_updated_at_version_meta=(RowDatasetVersionMeta.from_dict(updated)
                                               if updated is not None else None),
+                overlays=[overlay_from_json(o) for o in data.get("overlays") or []],
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise InvalidInputError(f"invalid fragment metadata JSON: {exc!r}") from exc
@@ -343,6 +338,13 @@ def _loads(json_str: str, what: str) -> Any:
 
 
 # -- conversion to and from the manifest's messages -------------------------------------------------
+def data_file_json(data_file: DataFile) -> dict:
+    """A data file as pylance's ``FragmentMetadata.to_json`` writes it."""
+    d = asdict(data_file)
+    d["path"] = d.pop("_path")
+    return d
+
+
 def data_file_to_proto(data_file: DataFile) -> table_pb2.DataFile:
     pb = table_pb2.DataFile(path=data_file._path, fields=list(data_file.fields),
                             column_indices=list(data_file.column_indices),
@@ -363,9 +365,8 @@ def fragment_to_proto(fragment: FragmentMetadata) -> table_pb2.DataFragment:
     """The manifest message for a fragment description (raises for what the engine cannot store)."""
     if not isinstance(fragment, FragmentMetadata):
         raise ArgumentTypeError(f"expected FragmentMetadata, got {type(fragment).__name__}")
-    if fragment.overlays:
-        raise UnsupportedFeatureError("fragments with data overlays are not supported by this engine")
     pb = table_pb2.DataFragment(id=fragment.id, physical_rows=fragment.physical_rows)
+    pb.overlays.extend(overlay_to_proto(o) for o in fragment.overlays)
     pb.files.extend(data_file_to_proto(f) for f in fragment.files)
     if fragment.deletion_file is not None:
         pb.deletion_file.CopyFrom(fragment.deletion_file.to_proto())
@@ -391,10 +392,11 @@ def fragment_from_proto(pb: table_pb2.DataFragment) -> FragmentMetadata:
                                                             "inline_created_at_versions"),
         last_updated_at_version_meta=RowDatasetVersionMeta._from(pb, "last_updated_at_version_sequence",
                                                                  "inline_last_updated_at_versions"),
+        overlays=[overlay_from_proto(o) for o in pb.overlays],
     )
 
 
 __all__ = [
     "DataFile", "DeletionFile", "RowIdMeta", "RowDatasetVersionMeta", "RowIdSequence", "FragmentMetadata",
-    "data_file_to_proto", "data_file_from_proto", "fragment_to_proto", "fragment_from_proto",
+    "data_file_to_proto", "data_file_from_proto", "fragment_to_proto", "fragment_from_proto", "data_file_json",
 ]

@@ -28,8 +28,7 @@ EXECUTION_HINTS = (
 )
 # Options that ask for something this engine cannot do (vector and full-text search over
 # indices, row-address lists in Rust's serialized treemap format): refused when set.
-UNSUPPORTED_OPTIONS = ("nearest", "full_text_query", "index_segments", "row_addr_allowlist", "row_addr_blocklist",
-                       "scan_stats_callback")
+UNSUPPORTED_OPTIONS = ("nearest", "full_text_query", "index_segments", "row_addr_allowlist", "row_addr_blocklist")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.scan_stats import ScanCounts, reporting
 from lance_format.dataset.scan_options import (
     ROW_OFFSET,
     ColumnOrdering,
@@ -83,6 +84,10 @@ class LanceScanner:
     ) -> None:
         self._dataset = dataset
         uri = dataset.uri
+        self._stats_callback = options.pop("scan_stats_callback", None)
+        if self._stats_callback is not None and not callable(self._stats_callback):
+            raise InvalidInputError("scan_stats_callback must be callable", table=uri)
+        self._counts = ScanCounts()
         check_options(options, table=uri)
         table_schema = dataset.lance_schema
         known = _filter_schema(table_schema.to_arrow())
@@ -197,9 +202,11 @@ class LanceScanner:
             return
         bases = self._fragment_bases() if self._row_offsets else {}
         for fragment in self._fragments:
+            self._counts.fragments += 1
             for batch in fragment.read_batches(self._read_schema, self._read_system, self._batch_size,
                                                include_deleted=self._include_deleted,
                                                keep_addresses=self._row_offsets):
+                self._counts.rows += batch.num_rows
                 if self._row_offsets:
                     offsets = row_offsets(batch.column(ROW_ADDRESS), fragment.live_offsets(),
                                           bases.get(fragment.fragment_id, 0))
@@ -236,7 +243,9 @@ class LanceScanner:
         first_schema, first_system, rest_schema, rest_system = self._late
         pending: list[pa.RecordBatch] = []  # passing rows' filter columns, not yet completed
         pending_rows = 0
+        self._counts.fragments += 1
         for batch in fragment.read_batches(first_schema, first_system, self._batch_size):
+            self._counts.rows += batch.num_rows
             table = pa.Table.from_batches([batch])
             positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
             passing = table.append_column(_POSITION, positions).filter(self._filter).column(_POSITION).combine_chunks()
@@ -291,7 +300,10 @@ class LanceScanner:
         CorruptFileError
             A data, deletion or row-id file is malformed.
         """
-        batches = (self._project(batch) for batch in self._limited_batches())
+        batches: Iterator[pa.RecordBatch] = (self._project(batch) for batch in self._limited_batches())
+        if self._stats_callback is not None:
+            self._counts = ScanCounts()
+            batches = reporting(batches, self._counts, self._stats_callback)
         yield from exact_batches(batches, self._batch_size) if self._strict_batch_size else batches
 
     def _limited_batches(self) -> Iterator[pa.RecordBatch]:

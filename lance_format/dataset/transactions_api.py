@@ -33,6 +33,7 @@ from lance_format.dataset.fragment_metadata import (
     fragment_from_proto,
     fragment_to_proto,
 )
+from lance_format.dataset.overlays import DataOverlayFile, DataOverlayGroup, overlay_from_proto, overlay_to_proto
 from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import transaction_pb2
@@ -190,6 +191,16 @@ class LanceOperation:
         """Data files replaced in place (carried as data: this engine does not commit it)."""
 
         replacements: List["LanceOperation.DataReplacementGroup"]
+
+    DataOverlayFile = DataOverlayFile
+    DataOverlayGroup = DataOverlayGroup
+
+    @dataclass
+    class DataOverlay(BaseOperation):
+        """Overlay files appended to fragments' overlays (see :mod:`lance_format.dataset.overlays`);
+        when several target the same cells, the latest group's values win."""
+
+        groups: List[DataOverlayGroup]
 
     @dataclass
     class Project(BaseOperation):
@@ -363,6 +374,16 @@ def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction
         for replacement in operation.replacements:
             body.replacements.add(fragment_id=replacement.fragment_id,
                                   new_file=data_file_to_proto(replacement.new_file))
+    elif isinstance(operation, L.DataOverlay):
+        body = txn.data_overlay
+        body.SetInParent()
+        for overlay_group in operation.groups:
+            if not isinstance(overlay_group, DataOverlayGroup):
+                raise ArgumentTypeError(f"DataOverlay groups must be LanceOperation.DataOverlayGroup, got "
+                                        f"{type(overlay_group).__name__}")
+            pb = body.groups.add(fragment_id=int(overlay_group.fragment_id))
+            for overlay in overlay_group.overlays:
+                pb.overlays.add().CopyFrom(overlay_to_proto(dataclasses.replace(overlay, committed_version=None)))
     elif isinstance(operation, (L.CreateIndex, L.Clone)):
         raise UnsupportedFeatureError(f"committing a {type(operation).__name__} operation is not supported by "
                                       "this engine")
@@ -430,6 +451,9 @@ def operation_from_proto(txn: transaction_pb2.Transaction) -> LanceOperation.Bas
     if kind == OperationKind.DATA_REPLACEMENT:
         return L.DataReplacement([L.DataReplacementGroup(r.fragment_id, data_file_from_proto(r.new_file))
                                   for r in txn.data_replacement.replacements])
+    if kind == OperationKind.DATA_OVERLAY:
+        return L.DataOverlay([L.DataOverlayGroup(g.fragment_id, [overlay_from_proto(o) for o in g.overlays])
+                              for g in txn.data_overlay.groups])
     if kind == OperationKind.CREATE_INDEX:
         ci = txn.create_index
         return L.CreateIndex([_index(i) for i in ci.new_indices], [_index(i) for i in ci.removed_indices])

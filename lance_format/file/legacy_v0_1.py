@@ -29,6 +29,7 @@ from lance_format.encodings.legacy_v0_1 import fixed_stride_bits, read_binary, r
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_format.file.container import MAGIC, TAIL_READ_BYTES
 from lance_format.file.reader import ColumnPlan, _open
+from lance_format.io.counters import count_reads
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import file_pb2, table_pb2
 
@@ -151,6 +152,7 @@ class LegacyFileReader:
         return self._read_exact(offset, length)
 
     def _read_exact(self, offset: int, length: int) -> bytes:
+        count_reads(length)
         data = self._file.read_at(length, offset)
         if len(data) != length:
             raise CorruptFileError(f"short read of {length} bytes at {offset}", path=self.path)
@@ -163,6 +165,7 @@ class LegacyFileReader:
             if offset < 0 or length < 0 or offset + length > limit:
                 raise ctx.corrupt(f"read of {length} bytes at {offset} leaves the data region (ends at {limit})")
             if self._mapped is not None:
+                count_reads(length)
                 return self._mapped.slice(offset, length)
             return pa.py_buffer(self._read_exact(offset, length))
 

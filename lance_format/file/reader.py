@@ -28,6 +28,7 @@ from lance_format.encodings.buffers import DecodeContext
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, StorageAccessError
 from lance_format.file.container import FileMetadata, encoding_bytes, read_file_metadata, unpack_any
 from lance_format.file.plans import ColumnPlan
+from lance_format.io.counters import count_reads
 from lance_format.file.reader_structural import StructuralReader
 from lance_format.file.reader_v2_0 import ArrayEncodedReader
 from lance_format.io.object_store import ObjectStore
@@ -84,6 +85,7 @@ class LanceFileReader:
 
     def read_bytes(self, offset: int, length: int, ctx: DecodeContext) -> pa.Buffer:
         """``length`` bytes at ``offset`` (zero-copy for mapped files); short reads are corruption."""
+        count_reads(length)
         if self._mapped is not None:
             # zero-copy: pages are decoded straight from the mapping, and a take only
             # touches the memory pages of the rows it needs

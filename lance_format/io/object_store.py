@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, PathEscapeError, StorageAccessError
+from lance_format.io.counters import count_reads
 from lance_format.io.backend import SUPPORTED_SCHEMES, StorageBackend, open_backend  # noqa: F401 (re-export)
 from lance_format.io.credentials import CREDENTIAL_PROVIDER, split_credential_provider  # noqa: F401 (re-export)
 from lance_format.io.manifest_store import ExternalManifests, open_external_manifests
@@ -167,17 +168,21 @@ class ObjectStore:
         :class:`CorruptFileError`."""
         try:
             full = self.full_path(relative)
-            return self._run(f"reading {relative!r}", lambda retried: self.backend.read_ranges(
+            buffers = self._run(f"reading {relative!r}", lambda retried: self.backend.read_ranges(
                 full, ranges, file=None if retried else file))
         except FileNotFoundError as exc:
             raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
+        count_reads(sum(length for _, length in ranges), len(ranges))
+        return buffers
 
     def read_bytes(self, relative: str) -> bytes:
         full = self.full_path(relative)
         try:
-            return self._run(f"reading {relative!r}", lambda _: self.backend.read_all(full))
+            data = self._run(f"reading {relative!r}", lambda _: self.backend.read_all(full))
         except FileNotFoundError as exc:
             raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
+        count_reads(len(data))
+        return data
 
     def list_dir(self, relative: str) -> list[pafs.FileInfo]:
         """Files directly under a table-relative directory (empty when it does not exist)."""

@@ -167,7 +167,7 @@ class IndexSection(_message.Message):
     def __init__(self, indices: _Optional[_Iterable[_Union[IndexMetadata, _Mapping]]] = ...) -> None: ...
 
 class DataFragment(_message.Message):
-    __slots__ = ("id", "files", "deletion_file", "physical_rows", "inline_row_ids", "external_row_ids", "inline_last_updated_at_versions", "external_last_updated_at_versions", "inline_created_at_versions", "external_created_at_versions")
+    __slots__ = ("id", "files", "deletion_file", "physical_rows", "inline_row_ids", "external_row_ids", "inline_last_updated_at_versions", "external_last_updated_at_versions", "inline_created_at_versions", "external_created_at_versions", "overlays")
     ID_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     DELETION_FILE_FIELD_NUMBER: _ClassVar[int]
@@ -178,6 +178,7 @@ class DataFragment(_message.Message):
     EXTERNAL_LAST_UPDATED_AT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     INLINE_CREATED_AT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     EXTERNAL_CREATED_AT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    OVERLAYS_FIELD_NUMBER: _ClassVar[int]
     id: int
     files: _containers.RepeatedCompositeFieldContainer[DataFile]
     deletion_file: DeletionFile
@@ -188,7 +189,26 @@ class DataFragment(_message.Message):
     external_last_updated_at_versions: ExternalFile
     inline_created_at_versions: bytes
     external_created_at_versions: ExternalFile
-    def __init__(self, id: _Optional[int] = ..., files: _Optional[_Iterable[_Union[DataFile, _Mapping]]] = ..., deletion_file: _Optional[_Union[DeletionFile, _Mapping]] = ..., physical_rows: _Optional[int] = ..., inline_row_ids: _Optional[bytes] = ..., external_row_ids: _Optional[_Union[ExternalFile, _Mapping]] = ..., inline_last_updated_at_versions: _Optional[bytes] = ..., external_last_updated_at_versions: _Optional[_Union[ExternalFile, _Mapping]] = ..., inline_created_at_versions: _Optional[bytes] = ..., external_created_at_versions: _Optional[_Union[ExternalFile, _Mapping]] = ...) -> None: ...
+    overlays: _containers.RepeatedCompositeFieldContainer[DataOverlayFile]
+    def __init__(self, id: _Optional[int] = ..., files: _Optional[_Iterable[_Union[DataFile, _Mapping]]] = ..., deletion_file: _Optional[_Union[DeletionFile, _Mapping]] = ..., physical_rows: _Optional[int] = ..., inline_row_ids: _Optional[bytes] = ..., external_row_ids: _Optional[_Union[ExternalFile, _Mapping]] = ..., inline_last_updated_at_versions: _Optional[bytes] = ..., external_last_updated_at_versions: _Optional[_Union[ExternalFile, _Mapping]] = ..., inline_created_at_versions: _Optional[bytes] = ..., external_created_at_versions: _Optional[_Union[ExternalFile, _Mapping]] = ..., overlays: _Optional[_Iterable[_Union[DataOverlayFile, _Mapping]]] = ...) -> None: ...
+
+class DataOverlayFile(_message.Message):
+    __slots__ = ("data_file", "dense_offsets", "sparse_offsets", "committed_version")
+    DATA_FILE_FIELD_NUMBER: _ClassVar[int]
+    DENSE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    SPARSE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    data_file: DataFile
+    dense_offsets: bytes
+    sparse_offsets: SparseOverlayCoverage
+    committed_version: int
+    def __init__(self, data_file: _Optional[_Union[DataFile, _Mapping]] = ..., dense_offsets: _Optional[bytes] = ..., sparse_offsets: _Optional[_Union[SparseOverlayCoverage, _Mapping]] = ..., committed_version: _Optional[int] = ...) -> None: ...
+
+class SparseOverlayCoverage(_message.Message):
+    __slots__ = ("field_offsets",)
+    FIELD_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    field_offsets: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, field_offsets: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class DataFile(_message.Message):
     __slots__ = ("path", "fields", "column_indices", "file_major_version", "file_minor_version", "file_size_bytes", "base_id")

@@ -142,12 +142,12 @@ class _Parser:
         significant = fraction = 0
         has_fraction = False
         while True:
-            c = self.peek()
-            if c is not None and c in _DIGITS:
+            ahead = self.peek()
+            if ahead is not None and ahead in _DIGITS:
                 significant += 1
                 fraction += has_fraction
                 self.i += 1
-            elif c == ord("."):
+            elif ahead == ord("."):
                 if has_fraction:
                     raise self.refuse("invalid number")
                 has_fraction = True
@@ -155,11 +155,11 @@ class _Parser:
             else:
                 break
         if zeros == 0 and significant == 0:
-            c = self.peek()
-            if not has_fraction and c is not None and c in b"iI":
+            ahead = self.peek()
+            if not has_fraction and ahead is not None and ahead in b"iI":
                 self.word(b"infinity")
                 return -math.inf if negative else math.inf
-            if not has_fraction and c is not None and c in b"nN":
+            if not has_fraction and ahead is not None and ahead in b"nN":
                 self.word(b"nan")
                 if negative:
                     raise self.refuse("invalid number")

@@ -230,13 +230,15 @@ def _check_update_config(ours: Txn, theirs: Txn) -> Verdict:
 _SIMPLE: dict[str, dict[str, set[str]]] = {
     # our op -> {outcome: their ops}; ops not listed are incompatible.
     Op.APPEND: {COMPATIBLE: {Op.APPEND, Op.REWRITE, Op.CREATE_INDEX, Op.DELETE, Op.UPDATE, Op.RESERVE_FRAGMENTS,
-                             Op.PROJECT, Op.UPDATE_BASES, Op.MERGE, Op.UPDATE_CONFIG, Op.CLONE, Op.DATA_REPLACEMENT}},
+                             Op.PROJECT, Op.UPDATE_BASES, Op.MERGE, Op.UPDATE_CONFIG, Op.CLONE, Op.DATA_REPLACEMENT,
+                             Op.DATA_OVERLAY}},
     Op.RESTORE: {COMPATIBLE: {Op.APPEND, Op.DELETE, Op.OVERWRITE, Op.CREATE_INDEX, Op.REWRITE, Op.DATA_REPLACEMENT,
                               Op.MERGE, Op.RESTORE, Op.RESERVE_FRAGMENTS, Op.UPDATE_BASES, Op.UPDATE, Op.PROJECT,
                               Op.CLONE, Op.UPDATE_CONFIG}},
     Op.RESERVE_FRAGMENTS: {COMPATIBLE: {Op.APPEND, Op.DELETE, Op.CREATE_INDEX, Op.REWRITE, Op.DATA_REPLACEMENT,
                                         Op.MERGE, Op.RESERVE_FRAGMENTS, Op.UPDATE, Op.PROJECT, Op.CLONE,
-                                        Op.UPDATE_CONFIG, Op.UPDATE_MEM_WAL_STATE, Op.UPDATE_BASES}},
+                                        Op.UPDATE_CONFIG, Op.UPDATE_MEM_WAL_STATE, Op.UPDATE_BASES,
+                                        Op.DATA_OVERLAY}},
     Op.PROJECT: {COMPATIBLE: {Op.APPEND, Op.UPDATE, Op.DELETE, Op.UPDATE_CONFIG, Op.CREATE_INDEX, Op.DATA_REPLACEMENT,
                               Op.REWRITE, Op.CLONE, Op.RESERVE_FRAGMENTS, Op.UPDATE_BASES},
                  RETRYABLE: {Op.MERGE, Op.PROJECT}},
@@ -245,6 +247,10 @@ _SIMPLE: dict[str, dict[str, set[str]]] = {
     Op.DATA_REPLACEMENT: {COMPATIBLE: {Op.APPEND, Op.CLONE, Op.DELETE, Op.UPDATE, Op.MERGE, Op.UPDATE_CONFIG,
                                        Op.RESERVE_FRAGMENTS, Op.PROJECT, Op.UPDATE_BASES}},
     Op.CLONE: {COMPATIBLE: set()},
+    # overlays are appended to the fragments of the version committed on (concurrent overlays
+    # stay); a concurrent rewrite, deletion or update of the fragments is refused (conservative)
+    Op.DATA_OVERLAY: {COMPATIBLE: {Op.APPEND, Op.DATA_OVERLAY, Op.RESERVE_FRAGMENTS, Op.UPDATE_CONFIG,
+                                   Op.CREATE_INDEX, Op.PROJECT, Op.CLONE, Op.UPDATE_BASES}},
     # Never produced here; Lance's rules, without the MemWAL-id comparisons (conservative).
     Op.UPDATE_MEM_WAL_STATE: {COMPATIBLE: {Op.UPDATE_CONFIG, Op.REWRITE, Op.CREATE_INDEX, Op.RESERVE_FRAGMENTS,
                                            Op.UPDATE_BASES}},

@@ -15,6 +15,7 @@ STABLE_ROW_IDS = 2
 USE_V2_FORMAT_DEPRECATED = 4
 TABLE_CONFIG = 8
 BASE_PATHS = 16
+DATA_OVERLAYS = 64  # a fragment has data overlay files (pylance 14's DataOverlay)
 
 _NAMES = {
     DELETION_FILES: "deletion files",
@@ -22,9 +23,10 @@ _NAMES = {
     USE_V2_FORMAT_DEPRECATED: "v2 format (deprecated)",
     TABLE_CONFIG: "table config",
     BASE_PATHS: "multiple base paths",
+    DATA_OVERLAYS: "data overlays",
 }
 # Flags this engine implements.
-SUPPORTED = DELETION_FILES | STABLE_ROW_IDS | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | BASE_PATHS
+SUPPORTED = DELETION_FILES | STABLE_ROW_IDS | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | BASE_PATHS | DATA_OVERLAYS
 
 
 def compute_flags(manifest: table_pb2.Manifest, *, stable_row_ids: bool) -> tuple[int, int]:
@@ -36,6 +38,8 @@ def compute_flags(manifest: table_pb2.Manifest, *, stable_row_ids: bool) -> tupl
         reader |= STABLE_ROW_IDS
     if len(manifest.base_paths) > 0:
         reader |= BASE_PATHS
+    if any(len(f.overlays) for f in manifest.fragments):
+        reader |= DATA_OVERLAYS
     writer = reader
     if len(manifest.config) > 0:
         writer |= TABLE_CONFIG

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Callable
 
 from google.protobuf.message import DecodeError
 
@@ -160,9 +161,12 @@ def encode_manifest(
     return b"".join(parts)
 
 
-def read_manifest(store: ObjectStore, path: str, *, repair: bool = True) -> ManifestFile:
-    """Read a manifest file; ``repair`` completes manifests of early releases (see legacy_manifest)."""
-    manifest_file = decode_manifest(store.read_bytes(path), table=store.uri, path=path)
+def read_manifest(store: ObjectStore, path: str, *, repair: bool = True,
+                  read_bytes: Callable[[ObjectStore, str], bytes] | None = None) -> ManifestFile:
+    """Read a manifest file; ``repair`` completes manifests of early releases (see legacy_manifest).
+    ``read_bytes``: where the file's bytes come from (a session's cache), the store if None."""
+    data = read_bytes(store, path) if read_bytes is not None else store.read_bytes(path)
+    manifest_file = decode_manifest(data, table=store.uri, path=path)
     if repair:
         repair_old_manifest(store, manifest_file.manifest)
     return manifest_file

@@ -299,6 +299,22 @@ def _data_replacement(b: _Build) -> None:
     b.fragments = b.existing
 
 
+def _data_overlay(b: _Build) -> None:
+    """Append overlay files to fragments' overlays, stamped with the new version (pylance's
+    ``DataOverlay``); overlays committed concurrently stay (they come with the fragments)."""
+    by_id = {f.id: f for f in b.existing}
+    for group in b.txn.data_overlay.groups:
+        fragment = by_id.get(group.fragment_id)
+        if fragment is None:
+            raise InvalidInputError(f"fragment {group.fragment_id} of a data overlay does not exist",
+                                    version=b.version)
+        for overlay in group.overlays:
+            added = fragment.overlays.add()
+            added.CopyFrom(overlay)
+            added.committed_version = b.version
+    b.fragments = b.existing
+
+
 def _reserve_fragments(b: _Build) -> None:
     b.reserved_fragments = b.txn.reserve_fragments.num_fragments
 
@@ -341,6 +357,7 @@ _APPLY = {
     OperationKind.DATA_REPLACEMENT: _data_replacement,
     OperationKind.UPDATE_CONFIG: _update_config,
     OperationKind.UPDATE_BASES: _update_bases,
+    OperationKind.DATA_OVERLAY: _data_overlay,
 }
 
 

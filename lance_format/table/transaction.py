@@ -44,6 +44,7 @@ class OperationKind(StrEnum):
     UPDATE_MEM_WAL_STATE = "update_mem_wal_state"
     CLONE = "clone"
     UPDATE_BASES = "update_bases"
+    DATA_OVERLAY = "data_overlay"
 
 
 def new_transaction(

@@ -55,7 +55,7 @@ def _sql_batches(ds, fragment, exprs: dict[str, Any], reads: list[str], arrow: p
 
 def _udf_batches(ds, fragment, udf: Callable, reads: list[str] | None, batch_size):
     scanner = ds.scanner(columns=reads, fragments=[fragment], batch_size=batch_size)
-    cache = getattr(udf, "cache", None)  # a BatchUDF's checkpoint (pylance's BatchUDFCheckpoint)
+    cache: Any = getattr(udf, "cache", None)  # a BatchUDF's checkpoint (pylance's BatchUDFCheckpoint)
     for index, batch in enumerate(scanner.to_batches()):
         info = None if cache is None else cache.BatchInfo(fragment.fragment_id, index)
         saved = None if info is None else cache.get_batch(info)
@@ -81,9 +81,9 @@ def _udf_fragment_files(current: "LanceDataset", udf: Callable, read_columns: li
     With a checkpoint, a fragment finished by an earlier, failed run is taken from it, and a
     fragment finished now is saved to it; its data file is then no longer removed if this run
     fails (the next run needs it)."""
-    cache = getattr(udf, "cache", None)
+    cache: Any = getattr(udf, "cache", None)
     metas: list = []
-    new = None
+    new: LanceSchema | None = None
     declared = getattr(udf, "output_schema", None)
     if declared is not None:
         new = _new_schema(current, declared)
@@ -183,9 +183,10 @@ def add_columns(
             metas = [new_column_file(current, f, new, _sql_batches(current, f, exprs, reads, arrow, batch_size),
                                     prepared) for f in fragments]
         elif callable(transforms):
-            metas, new = _udf_fragment_files(current, transforms, read_columns, batch_size, prepared)
-            if new is None:
+            metas, udf_schema = _udf_fragment_files(current, transforms, read_columns, batch_size, prepared)
+            if udf_schema is None:
                 raise InvalidInputError("cannot add columns with a UDF to a table without rows", table=current.uri)
+            new = udf_schema
         else:
             reader = as_reader(transforms, reader_schema)
             new = _new_schema(current, reader.schema)

@@ -1,0 +1,75 @@
+"""pylance's ``lance.Session``: the cache datasets opened with the same session share.
+
+Here it caches the bytes of manifest files, which never change once committed, so opening or
+checking out a version that a dataset of the session already read costs no object-store read.
+The cache is least-recently-used and bounded by ``metadata_cache_size_bytes`` (pylance's
+default, 1 GiB). This engine has no indices to cache: ``index_cache_size_bytes()`` is 0.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from lance_format.errors import InvalidInputError
+from lance_format.io import ObjectStore
+
+DEFAULT_METADATA_CACHE_BYTES = 1024 * 1024 * 1024
+
+
+class Session:
+    """A cache shared by the datasets opened with it (``dataset(uri, session=...)``)."""
+
+    def __init__(self, index_cache_size_bytes: int | None = None, metadata_cache_size_bytes: int | None = None,
+                 index_cache_backend: Any = None, metadata_cache_backend: Any = None,
+                 store_registry: Any = None) -> None:
+        if index_cache_size_bytes is not None and index_cache_backend is not None:
+            raise InvalidInputError("index_cache_backend and index_cache_size_bytes are mutually exclusive")
+        if metadata_cache_size_bytes is not None and metadata_cache_backend is not None:
+            raise InvalidInputError("metadata_cache_backend and metadata_cache_size_bytes are mutually exclusive")
+        for name, value in (("index_cache_size_bytes", index_cache_size_bytes),
+                            ("metadata_cache_size_bytes", metadata_cache_size_bytes)):
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise InvalidInputError(f"{name} must be a non-negative int, got {value!r}")
+        self._capacity = DEFAULT_METADATA_CACHE_BYTES if metadata_cache_size_bytes is None \
+            else metadata_cache_size_bytes
+        self._manifests: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def read_manifest_bytes(self, store: ObjectStore, path: str) -> bytes:
+        """The bytes of a committed manifest, from the cache or (then cached) from the store."""
+        key = (store.uri, path)
+        with self._lock:
+            data = self._manifests.get(key)
+            if data is not None:
+                self._manifests.move_to_end(key)
+                return data
+        data = store.read_bytes(path)
+        with self._lock:
+            if key not in self._manifests and len(data) <= self._capacity:
+                self._manifests[key] = data
+                self._size += len(data)
+                while self._size > self._capacity:
+                    _, evicted = self._manifests.popitem(last=False)
+                    self._size -= len(evicted)
+        return data
+
+    def size_bytes(self) -> int:
+        """Bytes held by the session's caches."""
+        return self._size
+
+    def index_cache_size_bytes(self) -> int:
+        """Bytes of cached indices (always 0: this engine reads no indices)."""
+        return 0
+
+    def is_same_as(self, other: "Session") -> bool:
+        """Whether ``other`` is this very session (datasets opened with it share its cache)."""
+        return other is self
+
+    def __repr__(self) -> str:
+        return f"Session(index_cache_size_bytes=0, metadata_cache_size_bytes={self._size})"
+
+
+__all__ = ["Session", "DEFAULT_METADATA_CACHE_BYTES"]
