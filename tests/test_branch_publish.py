@@ -207,8 +207,9 @@ def test_several_commits_rebase_over_main(tmp_path):
     lance_format.write_dataset(_table([7, 8]), branch, mode="append")
     lance_format.replace_where(lance_format.dataset(root).checkout_version(("audit/two", None)),
                                "id > 3 AND id < 7", _table([4, 6]))  # main's second fragment
-    lance_format.write_dataset(_table([9]), lance_format.dataset(root).checkout_version(("audit/two", None)),
+    lance_format.write_dataset(_table([9, 12]), lance_format.dataset(root).checkout_version(("audit/two", None)),
                                mode="append")
+    lance_format.dataset(root).checkout_version(("audit/two", None)).delete("id = 12")  # a new fragment's deletion
     lance.write_dataset(_table([10, 11]), root, mode="append")  # main moves to version 3
     with pytest.raises(CommitConflictError, match="main has moved to version 3"):
         publish_branch(lance_format.dataset(root), "audit/two")
@@ -262,3 +263,18 @@ def test_commits_after_a_publish_are_published_next(tmp_path):
     versions = dict(zip(*lance.dataset(root).to_table(columns=["id", "_row_created_at_version"]).to_pydict()
                         .values()))
     assert versions[8] == 3 and versions[9] == 4 and 7 not in versions
+
+
+def test_several_commits_without_stable_row_ids(tmp_path):
+    root = str(tmp_path / "plain")
+    lance_format.write_dataset(_table([1, 2, 3]), root)
+    branch = lance_format.dataset(root).create_branch("audit/plain")
+    lance_format.write_dataset(_table([4, 5]), branch, mode="append")
+    lance_format.dataset(root).checkout_version(("audit/plain", None)).delete("id = 1 OR id = 5")
+    lance.write_dataset(_table([6]), root, mode="append")
+    with pytest.raises(CommitConflictError):
+        publish_branch(lance_format.dataset(root), "audit/plain")
+    assert publish_branch(lance_format.dataset(root), "audit/plain", rebase=True).version == 3
+    lance_format.dataset(root).branches.delete("audit/plain")
+    assert sorted(lance.dataset(root).to_table()["id"].to_pylist()) == [2, 3, 4, 6]
+    assert lance.dataset(root).version == 3
