@@ -117,6 +117,10 @@ class MaintenanceModel(dg.Model):
     target_rows_per_fragment: int = DEFAULT_TARGET_ROWS_PER_FRAGMENT
     cleanup_older_than_days: float | None = 7.0
     retain_versions: int | None = None
+    audit_branches_older_than_days: float | None = Field(
+        default=None, description="Delete write-audit-publish branches (audit/<run id>) older than this")
+    audit_branches_keep: int | None = Field(
+        default=None, description="Keep this many newest audit branches (with or without the age limit)")
     job_name: str = "lance_maintenance"
 
 
@@ -198,6 +202,9 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
                 target_rows_per_fragment=settings.target_rows_per_fragment,
                 cleanup_older_than=dt.timedelta(days=older) if older is not None else None,
                 retain_versions=settings.retain_versions,
+                audit_branches_older_than=(dt.timedelta(days=settings.audit_branches_older_than_days)
+                                           if settings.audit_branches_older_than_days is not None else None),
+                audit_branches_keep=settings.audit_branches_keep,
             )
             maintenance = build_lance_maintenance_assets(maintained, policy=policy, io_manager_key=self.io_manager.key,
                                                          storage_options=self.storage_options or None)
