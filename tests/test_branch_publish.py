@@ -123,18 +123,21 @@ def test_rebase_publishes_over_compatible_main_commits(tmp_path):
     assert lance.dataset(root).version == 5
 
 
-def test_racing_publishers_of_one_branch_agree(tmp_path):
+@pytest.mark.parametrize("commits", [1, 3])
+def test_racing_publishers_of_one_branch_agree(tmp_path, commits):
     """Two consumers of one run (the publish asset and a downstream asset) publish at once."""
     from concurrent.futures import ThreadPoolExecutor
 
     root = _root(tmp_path)
-    branch = lance_format.dataset(root).create_branch("audit/race")
-    lance_format.write_dataset(_table([7]), branch, mode="append")
+    lance_format.dataset(root).create_branch("audit/race")
+    for i in range(commits):
+        lance_format.write_dataset(_table([7 + i]), lance_format.dataset(root).checkout_version(("audit/race", None)),
+                                   mode="append")
     with ThreadPoolExecutor(4) as pool:
         versions = list(pool.map(lambda _: publish_branch(lance_format.dataset(root), "audit/race").version,
                                  range(4)))
     assert versions == [3, 3, 3, 3]
-    assert lance.dataset(root).version == 3 and lance.dataset(root).count_rows() == 6
+    assert lance.dataset(root).version == 3 and lance.dataset(root).count_rows() == 5 + commits
 
 
 def _restamped(table: pa.Table, parent: int, version: int) -> pa.Table:
