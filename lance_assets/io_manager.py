@@ -16,6 +16,7 @@ that branch, and downstream inputs publish it first (:mod:`lance_assets.wap`).
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any, Mapping, Sequence, TypedDict
 
@@ -101,8 +102,9 @@ class LanceChangeFeedConsumers(dg.Config):
     fills (one key per version) and the assets partitioned by them. Maintenance keeps every
     version an unmaterialized partition still needs."""
 
-    table: str = Field(description="The table: an asset key ('a/b') stored by this IO manager, or a table URI "
-                                   "(containing '://', or ending in '.lance')")
+    table: str = Field(description="The table: a table URI (containing '://', ending in '.lance' or an absolute "
+                                   "path), or an "
+                                   "asset key ('a/b') whose table is at its key path under base_uri (and namespace)")
     partitions: str = Field(description="Name of the consumers' DynamicPartitionsDefinition")
     consumers: list[str] = Field(description="Asset keys ('a/b') that read one version partition each")
 
@@ -356,7 +358,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
         configured = []
         for feed in self.maintenance_change_feeds:
             table = feed.table
-            if "://" not in table and not table.rstrip("/").endswith(".lance"):
+            if "://" not in table and not table.rstrip("/").endswith(".lance") and not os.path.isabs(table):
                 table = self.uri_for(dg.AssetKey.from_user_string(table))
             configured.append(LanceTableWatch(
                 name=feed.partitions, uri=table, partitions_def=dg.DynamicPartitionsDefinition(name=feed.partitions),

@@ -123,18 +123,21 @@ def test_rebase_publishes_over_compatible_main_commits(tmp_path):
     assert lance.dataset(root).version == 5
 
 
-def test_racing_publishers_of_one_branch_agree(tmp_path):
+@pytest.mark.parametrize("commits", [1, 3])
+def test_racing_publishers_of_one_branch_agree(tmp_path, commits):
     """Two consumers of one run (the publish asset and a downstream asset) publish at once."""
     from concurrent.futures import ThreadPoolExecutor
 
     root = _root(tmp_path)
-    branch = lance_format.dataset(root).create_branch("audit/race")
-    lance_format.write_dataset(_table([7]), branch, mode="append")
+    lance_format.dataset(root).create_branch("audit/race")
+    for i in range(commits):
+        lance_format.write_dataset(_table([7 + i]), lance_format.dataset(root).checkout_version(("audit/race", None)),
+                                   mode="append")
     with ThreadPoolExecutor(4) as pool:
         versions = list(pool.map(lambda _: publish_branch(lance_format.dataset(root), "audit/race").version,
                                  range(4)))
     assert versions == [3, 3, 3, 3]
-    assert lance.dataset(root).version == 3 and lance.dataset(root).count_rows() == 6
+    assert lance.dataset(root).version == 3 and lance.dataset(root).count_rows() == 5 + commits
 
 
 def _restamped(table: pa.Table, parent: int, version: int) -> pa.Table:
@@ -207,8 +210,9 @@ def test_several_commits_rebase_over_main(tmp_path):
     lance_format.write_dataset(_table([7, 8]), branch, mode="append")
     lance_format.replace_where(lance_format.dataset(root).checkout_version(("audit/two", None)),
                                "id > 3 AND id < 7", _table([4, 6]))  # main's second fragment
-    lance_format.write_dataset(_table([9]), lance_format.dataset(root).checkout_version(("audit/two", None)),
+    lance_format.write_dataset(_table([9, 12]), lance_format.dataset(root).checkout_version(("audit/two", None)),
                                mode="append")
+    lance_format.dataset(root).checkout_version(("audit/two", None)).delete("id = 12")  # a new fragment's deletion
     lance.write_dataset(_table([10, 11]), root, mode="append")  # main moves to version 3
     with pytest.raises(CommitConflictError, match="main has moved to version 3"):
         publish_branch(lance_format.dataset(root), "audit/two")
@@ -262,3 +266,18 @@ def test_commits_after_a_publish_are_published_next(tmp_path):
     versions = dict(zip(*lance.dataset(root).to_table(columns=["id", "_row_created_at_version"]).to_pydict()
                         .values()))
     assert versions[8] == 3 and versions[9] == 4 and 7 not in versions
+
+
+def test_several_commits_without_stable_row_ids(tmp_path):
+    root = str(tmp_path / "plain")
+    lance_format.write_dataset(_table([1, 2, 3]), root)
+    branch = lance_format.dataset(root).create_branch("audit/plain")
+    lance_format.write_dataset(_table([4, 5]), branch, mode="append")
+    lance_format.dataset(root).checkout_version(("audit/plain", None)).delete("id = 1 OR id = 5")
+    lance.write_dataset(_table([6]), root, mode="append")
+    with pytest.raises(CommitConflictError):
+        publish_branch(lance_format.dataset(root), "audit/plain")
+    assert publish_branch(lance_format.dataset(root), "audit/plain", rebase=True).version == 3
+    lance_format.dataset(root).branches.delete("audit/plain")
+    assert sorted(lance.dataset(root).to_table()["id"].to_pylist()) == [2, 3, 4, 6]
+    assert lance.dataset(root).version == 3

@@ -117,6 +117,10 @@ class MaintenanceModel(dg.Model):
     target_rows_per_fragment: int = DEFAULT_TARGET_ROWS_PER_FRAGMENT
     cleanup_older_than_days: float | None = 7.0
     retain_versions: int | None = None
+    audit_branches_older_than_days: float | None = Field(
+        default=None, description="Delete write-audit-publish branches (audit/<run id>) older than this")
+    audit_branches_keep: int | None = Field(
+        default=None, description="Keep this many newest audit branches (with or without the age limit)")
     job_name: str = "lance_maintenance"
 
 
@@ -143,22 +147,25 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
     tables: list[TableModel] = Field(default_factory=list)
     maintenance: MaintenanceModel | None = None
 
-    def build_io_manager(self) -> LanceIOManager:
+    def build_io_manager(self, uris: dict[str, str] | None = None) -> LanceIOManager:
+        """The IO manager; ``uris`` (table key -> URI, as :meth:`build_defs` resolves them) place
+        the tables' change feeds, else a table is its ``uri`` or its key under ``base_uri``."""
         spark = None
         if self.spark is not None:
             spark = SparkSessionConfig(master=self.spark.master, app_name=self.spark.app_name, conf=self.spark.conf)
         settings = dict(self.io_manager.settings)
         # The tables' change feeds, so the IO manager's maintenance policy keeps the versions their
         # unfinished partitions need even where the run's code location is not at hand.
-        feeds = [LanceChangeFeedConsumers(table=table.uri or table.key, partitions=table.change_feed.partitions,
+        feeds = [LanceChangeFeedConsumers(table=(uris or {}).get(table.key) or table.uri or table.key,
+                                          partitions=table.change_feed.partitions,
                                           consumers=list(table.change_feed.consumers))
                  for table in self.tables if table.change_feed is not None]
         if feeds:
             settings["maintenance_change_feeds"] = [*settings.get("maintenance_change_feeds", []), *feeds]
         return LanceIOManager(base_uri=self.base_uri, storage_options=self.storage_options, spark=spark, **settings)
 
-    def build_resources(self) -> dict[str, Any]:
-        resources: dict[str, Any] = {self.io_manager.key: self.build_io_manager()}
+    def build_resources(self, uris: dict[str, str] | None = None) -> dict[str, Any]:
+        resources: dict[str, Any] = {self.io_manager.key: self.build_io_manager(uris)}
         if self.table_resource_key:
             resources[self.table_resource_key] = LanceTableResource(base_uri=self.base_uri,
                                                                     storage_options=self.storage_options)
@@ -198,13 +205,16 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
                 target_rows_per_fragment=settings.target_rows_per_fragment,
                 cleanup_older_than=dt.timedelta(days=older) if older is not None else None,
                 retain_versions=settings.retain_versions,
+                audit_branches_older_than=(dt.timedelta(days=settings.audit_branches_older_than_days)
+                                           if settings.audit_branches_older_than_days is not None else None),
+                audit_branches_keep=settings.audit_branches_keep,
             )
             maintenance = build_lance_maintenance_assets(maintained, policy=policy, io_manager_key=self.io_manager.key,
                                                          storage_options=self.storage_options or None)
             assets.extend(maintenance)
             jobs.append(lance_maintenance_job(maintenance, name=settings.job_name))
         own = dg.Definitions(assets=assets, asset_checks=checks, sensors=sensors, jobs=jobs,
-                             resources=self.build_resources())
+                             resources=self.build_resources(uris))
         return dg.Definitions.merge(module_defs, own)
 
     # -- parts ------------------------------------------------------------------------------

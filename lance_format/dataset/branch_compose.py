@@ -12,6 +12,7 @@ the difference as one transaction:
   fragment list with the new schema) when the branch changed the schema;
 * the config and table metadata keys the branch changed, in the same manifest (recorded as an
   ``UpdateConfig`` when nothing else changed, else listed in the transaction properties);
+* the transaction properties of the branch's commits (later ones winning), then the publisher's;
 * the branch's stable row ids and row versions, except that every version the branch made
   becomes the publishing version: rows the branch inserted or updated are inserted or updated
   *by the publish*, which is what main's change feed and pylance's lineage columns then report.
@@ -41,7 +42,7 @@ from lance_format.table.deletion import deletion_file_path
 from lance_format.table.operations import BuildOptions, has_stable_row_ids
 from lance_format.table.row_versions import decode_version_sequence, encode_version_sequence
 from lance_format.table.rowids import decode_row_ids, encode_row_ids
-from lance_format.table.transaction import OperationKind, operation_name
+from lance_format.table.transaction import IDEMPOTENCY_KEY, OperationKind, operation_name
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -146,21 +147,28 @@ class _Composer:
         self.version = latest.version + 1
         self.moved = latest.version != self.base_main
         self.stable = has_stable_row_ids(self.F)
+        self.properties: dict[str, str] = {}  # the branch commits' transaction properties (operations())
         if done and sorted(f.id for f in latest.checkout_version(self.base_main).manifest.fragments) != \
                 sorted(f.id for f in self.P.fragments):
             raise BranchError(f"branch {branch!r} was last published by a rebase, which moved its fragments; "
                               "its later commits cannot be published on top (write them again)", table=main.uri)
 
     def operations(self) -> list[str]:
+        """The operations of the commits to publish (refusing those that cannot be); their
+        transaction properties are gathered in ``self.properties`` (later commits win)."""
         ops = []
+        self.properties.clear()
         for version in range(self.base_branch + 1, self.staged.version + 1):
             txn = self.staged.checkout_version((self.branch, version)).read_transaction_message()  # type: ignore[arg-type]
             op = operation_name(txn) if txn is not None else None
+            if txn is not None:
+                self.properties.update(txn.transaction_properties)
             if op not in _PUBLISHABLE:
                 raise UnsupportedFeatureError(
                     f"branch {self.branch!r}'s commit {version} is {op or 'an unrecorded operation'}; only data "
                     "writes and config changes can be published", table=self.staged.uri, version=version)
             ops.append(str(op))
+        self.properties.pop(IDEMPOTENCY_KEY, None)  # a key of one branch write, not of the publish
         return ops
 
     def _versions(self, data: bytes, rows: int) -> bytes:
@@ -232,7 +240,8 @@ class _Composer:
                         entry.value = value
         else:
             return None  # the branch's commits changed nothing main would see
-        for key, value in transaction_properties.items():
+        # what the branch's commits recorded (who wrote them, commit properties), then the publisher's
+        for key, value in {**self.properties, **transaction_properties}.items():
             txn.transaction_properties[str(key)] = str(value)
         txn.transaction_properties[PUBLISHED_BRANCH] = self.branch
         txn.transaction_properties[PUBLISHED_BRANCH_VERSION] = str(self.staged.version)

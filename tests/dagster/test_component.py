@@ -113,3 +113,26 @@ def test_wrong_attributes_are_refused(tmp_path):
 ])
 def test_operation_label_agrees_with_write_mode(mode, operation, created, label):
     assert operation_label(mode, operation, created=created) == label
+
+
+def test_maintenance_yaml_cleans_up_audit_branches(tmp_path, instance):
+    root = tmp_path / "lake"
+    component = LanceTablesComponent.resolve_from_yaml(f"""
+base_uri: {root}
+tables:
+  - key: t
+    maintain: true
+maintenance: {{min_small_fragments: 100, cleanup_older_than_days: null, audit_branches_keep: 1}}
+""")
+    defs = component.build_defs(None)  # type: ignore[arg-type]  # the context is not used
+    uri = str(root / "t.lance")
+    ds = lance_format.write_dataset(pa.table({"id": [1]}), uri)
+    for run in ("a", "b", "c"):
+        lance_format.dataset(uri).create_branch(f"audit/{run}")
+    ds.create_branch("dev")  # not an audit branch: kept
+    assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
+    result = dg.materialize(assets, selection=["lance_maintenance/t"], resources=defs.resources, instance=instance)
+    (event,) = result.get_asset_materialization_events()
+    assert event.materialization.metadata["lance/maintenance/audit_branches_removed"].value == 2
+    left = sorted(lance_format.dataset(uri).branches.list())
+    assert len(left) == 2 and left[0].startswith("audit/") and left[1] == "dev"  # the newest (same second: any)

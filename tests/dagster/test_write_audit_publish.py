@@ -348,7 +348,8 @@ def test_several_assets_of_one_table_publish_in_one_commit(root, instance):
     """Two assets (pyarrow and pandas) stored in one table, written in one run: both go to the
     run's one branch, each asset's checks see both, and main gets them in ONE commit."""
     uri = f"{root}/orders_all.lance"
-    shared = {**WAP, "lance/uri": uri, "lance/write_mode": "append", "lance/table_config": {"source": "regions"}}
+    shared = {**WAP, "lance/uri": uri, "lance/write_mode": "append", "lance/table_config": {"source": "regions"},
+              "lance/commit_properties": {"team": "orders"}}
     seen: dict[str, list] = {}
 
     @dg.asset(metadata=shared)
@@ -376,7 +377,9 @@ def test_several_assets_of_one_table_publish_in_one_commit(root, instance):
     branch = f"audit/{result.run_id}"
     main = lance.dataset(uri)
     assert main.version == 2  # main created empty, then ONE publish of everything the run wrote
-    assert main.read_transaction(2).transaction_properties["lance/published_commits"] == "3"  # 2 appends + config
+    props = main.read_transaction(2).transaction_properties
+    assert props["lance/published_commits"] == "3"  # 2 appends + config
+    assert props["team"] == "orders" and props["dagster/run_id"] == result.run_id  # the writes' commit properties
     table = main.to_table(columns=["id", "region", "_row_created_at_version", "_row_last_updated_at_version"])
     assert sorted(table["id"].to_pylist()) == [1, 2, 3]
     assert set(table["_row_created_at_version"].to_pylist()) == {2} == set(table["_row_last_updated_at_version"]
