@@ -128,6 +128,19 @@ def test_rle_and_variable_blocks():
 # -- FSST ----------------------------------------------------------------------------------------
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def fsst_kernels(request):
+    """Run a test on the numpy FSST decoder and on the numba-compiled one (the `fast` extra)."""
+    from lance_format.encodings.structural import fsst_accel
+
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+    fsst_accel.set_enabled(request.param == "compiled")
+    assert (fsst_accel.kernels() is not None) == (request.param == "compiled")
+    yield request.param
+    fsst_accel.set_enabled(True)
+
+
 def symbol_table(symbols: list[bytes], enabled: bool = True) -> bytes:
     header = (fsst.FSST_MAGIC << 32) | (int(enabled) << 24) | len(symbols)
     body = b"".join(s.ljust(8, b"\0") for s in symbols) + bytes(len(s) for s in symbols)
@@ -141,7 +154,7 @@ def decode_strings(table: bytes, parts: list[bytes]) -> list[bytes]:
     return to_arrow(out, pa.binary(), None, CTX).to_pylist()
 
 
-def test_fsst_symbols_and_escapes():
+def test_fsst_symbols_and_escapes(fsst_kernels):
     table = symbol_table([b"hello", b" ", b"world!!!", b"x"])
     strings = [bytes([0, 1, 2]), bytes([255, 65, 3, 255, 255]), b"", bytes([255, 255, 255, 255, 0, 3])]
     assert decode_strings(table, strings) == [b"hello world!!!", b"Ax\xff", b"", b"\xff\xffhellox"]
@@ -149,7 +162,7 @@ def test_fsst_symbols_and_escapes():
     assert decode_strings(raw, [b"plain", b"bytes"]) == [b"plain", b"bytes"]
 
 
-def test_fsst_corruption_is_detected():
+def test_fsst_corruption_is_detected(fsst_kernels):
     with pytest.raises(CorruptFileError, match="magic"):
         fsst.parse_symbol_table(b"\0" * fsst.SYMBOL_TABLE_SIZE, CTX)
     table = symbol_table([b"a"])

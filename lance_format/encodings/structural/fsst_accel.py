@@ -1,0 +1,39 @@
+"""Whether FSST runs on the numba-compiled kernels (:mod:`.fsst_numba`) or on numpy alone.
+
+numba is an optional dependency (the ``fast`` extra): with it, FSST compression and decoding are
+several times faster; without it, the numpy code produces the same bytes. It is imported on the
+first FSST page, not with the package (importing numba takes a noticeable fraction of a second).
+``LANCE_FORMAT_NO_JIT=1`` in the environment keeps the numpy code even where numba is installed.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+DISABLE_ENV = "LANCE_FORMAT_NO_JIT"
+
+_kernels: ModuleType | None = None
+_loaded = False
+
+
+def kernels() -> ModuleType | None:
+    """The compiled kernels module, or None where numba is missing or disabled."""
+    global _kernels, _loaded
+    if not _loaded:
+        _loaded = True
+        if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+            _kernels = None
+        else:
+            try:
+                from lance_format.encodings.structural import fsst_numba
+            except ImportError:
+                fsst_numba = None  # type: ignore[assignment]
+            _kernels = fsst_numba
+    return _kernels
+
+
+def set_enabled(enabled: bool) -> None:
+    """Use (when importable) or bypass the compiled kernels from now on; for tests and benchmarks."""
+    global _kernels, _loaded
+    _kernels, _loaded = None, not enabled

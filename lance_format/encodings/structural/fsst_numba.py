@@ -1,0 +1,192 @@
+"""FSST kernels compiled with numba: the optional accelerator of :mod:`.encode_fsst` and :mod:`.fsst`.
+
+Imported only through :func:`lance_format.encodings.structural.fsst_accel.kernels`, which falls
+back to the numpy code when numba is missing (``pip install lance-assets[fast]`` adds it). Each
+kernel computes exactly what its numpy counterpart computes (the tests compare the bytes): the
+greedy parse of ``encode_fsst._parse`` (same look-up tables, same cuts every ``unit`` bytes) and
+the decoding of ``fsst._decompress`` with its corruption checks, but in one pass over the bytes
+instead of many passes over arrays.
+
+Compiled code is cached on disk (``cache=True``): next to this file when that is writable, else
+in numba's per-user cache directory, else (both read-only) in the system's temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import numba
+import numpy as np
+
+_config: Any = numba.config  # its settings are set at run time: no attributes for a type checker
+
+
+def _cache_dir_fallback() -> None:
+    """Point numba's cache at a writable place when neither its default locations are."""
+    if _config.CACHE_DIR:
+        return
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
+    user = os.path.join(os.path.expanduser("~"), ".cache")
+    if os.access(os.path.dirname(here), os.W_OK) or os.access(user, os.W_OK):
+        return
+    _config.CACHE_DIR = os.path.join(tempfile.gettempdir(), f"lance-format-numba-{os.getuid()}")
+
+
+_cache_dir_fallback()
+_jit = numba.njit(cache=True, nogil=True)
+
+# status codes of the decoder (the caller raises the matching typed error)
+OK = 0
+ENDS_WITH_ESCAPE = 1
+UNKNOWN_CODE = 2
+BAD_OFFSETS = 3
+
+
+HASH_SLOTS = 1024  # open addressing for at most 255 keys: probes stay short
+_EMPTY = 0xFFFFFFFF
+_NONE = 0xFF
+_MASKS = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [(1 << 64) - 1], np.uint64)
+
+
+@_jit
+def _hash_slot(key):  # type: ignore[no-untyped-def]
+    return ((key * 2654435761) >> 16) & (HASH_SLOTS - 1)
+
+
+@_jit
+def prefix_hash(prefixes, ids):  # type: ignore[no-untyped-def]
+    """A small table from the 3-byte prefixes of the long symbols to their ids.
+
+    It answers exactly like ``_Table.long_of`` (16 MiB, one random cache miss per token when
+    parsing sequentially) but fits in the L1 cache: (keys, ids), linear probing.
+    """
+    keys = np.full(HASH_SLOTS, _EMPTY, np.uint32)
+    slots = np.full(HASH_SLOTS, _NONE, np.uint8)
+    for i in range(prefixes.shape[0]):
+        h = _hash_slot(np.int64(prefixes[i]))
+        while keys[h] != _EMPTY and keys[h] != prefixes[i]:
+            h = (h + 1) & (HASH_SLOTS - 1)
+        keys[h] = prefixes[i]
+        slots[h] = ids[i]
+    return keys, slots
+
+
+@_jit
+def parse(data, starts, ends, keys, slots, short_of, single_of, values256, lengths_of):  # type: ignore[no-untyped-def]
+    """``encode_fsst._parse``: the tokens of the units ``[starts, ends)`` and their counts.
+
+    The token step is written out here rather than in a helper function: numba compiles a
+    helper's early returns into code several times slower.
+    """
+    n = data.shape[0]
+    # the data and 8 zero bytes: the 8 bytes at any position are read without bounds tests
+    padded = np.zeros(n + 8, np.uint8)
+    padded[:n] = data
+    total = 0
+    for u in range(starts.shape[0]):
+        total += ends[u] - starts[u]
+    tokens = np.empty(total, np.uint16)
+    counts = np.zeros(starts.shape[0], np.int64)
+    t = 0
+    for u in range(starts.shape[0]):
+        p = starts[u]
+        end = ends[u]
+        first = t
+        while p < end:
+            room = min(end - p, 8)
+            word = (np.uint64(padded[p]) | (np.uint64(padded[p + 1]) << np.uint64(8))
+                    | (np.uint64(padded[p + 2]) << np.uint64(16)) | (np.uint64(padded[p + 3]) << np.uint64(24))
+                    | (np.uint64(padded[p + 4]) << np.uint64(32)) | (np.uint64(padded[p + 5]) << np.uint64(40))
+                    | (np.uint64(padded[p + 6]) << np.uint64(48)) | (np.uint64(padded[p + 7]) << np.uint64(56)))
+            key = np.int64(word & np.uint64(0xFFFFFF))
+            h = _hash_slot(key)
+            while keys[h] != key and keys[h] != _EMPTY:
+                h = (h + 1) & (HASH_SLOTS - 1)
+            slot = np.int64(slots[h])
+            long_len = np.int64(lengths_of[slot])
+            if long_len >= 3 and long_len <= room and (word & _MASKS[long_len]) == values256[slot]:
+                code = slot
+                length = long_len
+            else:
+                code = np.int64(short_of[np.int64(word & np.uint64(0xFFFF))])
+                length = np.int64(lengths_of[code])
+                if length == 2 and room == 1:  # a 2-byte symbol would run past the unit's end
+                    code = np.int64(single_of[np.int64(word & np.uint64(0xFF))])
+                    length = np.int64(lengths_of[code])
+            tokens[t] = code
+            t += 1
+            p += length
+        counts[u] = t - first
+    return tokens[:t].copy(), counts
+
+
+@_jit
+def emit(tokens, counts, owner, nstrings):  # type: ignore[no-untyped-def]
+    """The code bytes of parsed units (escapes for tokens >= 256) and the offsets of their strings."""
+    out = np.empty(2 * tokens.shape[0], np.uint8)
+    new_offsets = np.zeros(nstrings + 1, np.int64)
+    o = 0
+    t = 0
+    for u in range(counts.shape[0]):
+        for _ in range(counts[u]):
+            code = tokens[t]
+            t += 1
+            if code >= 256:
+                out[o] = 255
+                out[o + 1] = code - 256
+                o += 2
+            else:
+                out[o] = code
+                o += 1
+        new_offsets[owner[u] + 1] = o
+    # strings without units (empty ones) end where the previous string ends
+    for i in range(1, nstrings + 1):
+        if new_offsets[i] < new_offsets[i - 1]:
+            new_offsets[i] = new_offsets[i - 1]
+    return out[:o].copy(), new_offsets
+
+
+@_jit
+def decompress(codes, bounds, symbols, lengths, count):  # type: ignore[no-untyped-def]
+    """``fsst._decompress``: (status, decoded bytes, their offsets) for codes cut at ``bounds``."""
+    nstrings = bounds.shape[0] - 1
+    m = codes.shape[0]
+    out_offsets = np.zeros(nstrings + 1, np.int64)
+    size = 0
+    for i in range(nstrings):
+        j = bounds[i]
+        stop = bounds[i + 1]
+        if j < 0 or stop < j or stop > m:
+            return BAD_OFFSETS, np.zeros(0, np.uint8), out_offsets
+        while j < stop:
+            c = codes[j]
+            if c == 255:
+                if j + 1 >= stop:
+                    return ENDS_WITH_ESCAPE, np.zeros(0, np.uint8), out_offsets
+                size += 1
+                j += 2
+            elif c >= count:
+                return UNKNOWN_CODE, np.zeros(0, np.uint8), out_offsets
+            else:
+                size += lengths[c]
+                j += 1
+        out_offsets[i + 1] = size
+    # every symbol is written as 8 bytes (the next one overwrites the excess): room for the last
+    out = np.empty(size + 8, np.uint8)
+    o = 0
+    j = bounds[0]
+    stop = bounds[nstrings]
+    while j < stop:
+        c = codes[j]
+        if c == 255:
+            out[o] = codes[j + 1]
+            o += 1
+            j += 2
+        else:
+            for k in range(8):
+                out[o + k] = symbols[c, k]
+            o += lengths[c]
+            j += 1
+    return OK, out[:size], out_offsets
