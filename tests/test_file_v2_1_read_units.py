@@ -131,14 +131,14 @@ def test_rle_and_variable_blocks():
 @pytest.fixture(params=["numpy", "compiled"])
 def fsst_kernels(request):
     """Run a test on the numpy FSST decoder and on the numba-compiled one (the `fast` extra)."""
-    from lance_format.encodings.structural import fsst_accel
+    from lance_format.encodings.structural import accel
 
     if request.param == "compiled":
         pytest.importorskip("numba")
-    fsst_accel.set_enabled(request.param == "compiled")
-    assert (fsst_accel.kernels() is not None) == (request.param == "compiled")
+    accel.set_enabled(request.param == "compiled")
+    assert (accel.kernels() is not None) == (request.param == "compiled")
     yield request.param
-    fsst_accel.set_enabled(True)
+    accel.set_enabled(True)
 
 
 def symbol_table(symbols: list[bytes], enabled: bool = True) -> bytes:

@@ -262,14 +262,14 @@ def test_pages_are_written_while_streaming(tmp_path):
 @pytest.fixture(params=["numpy", "compiled"])
 def fsst_kernels(request):
     """Run a test on the numpy FSST code and on the numba-compiled kernels (the `fast` extra)."""
-    from lance_format.encodings.structural import fsst_accel
+    from lance_format.encodings.structural import accel
 
     if request.param == "compiled":
         pytest.importorskip("numba")
-    fsst_accel.set_enabled(request.param == "compiled")
-    assert (fsst_accel.kernels() is not None) == (request.param == "compiled")
+    accel.set_enabled(request.param == "compiled")
+    assert (accel.kernels() is not None) == (request.param == "compiled")
     yield request.param
-    fsst_accel.set_enabled(True)
+    accel.set_enabled(True)
 
 
 def _fsst_round_trip(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, bytes]:
@@ -321,11 +321,11 @@ def test_fsst_training_is_reproducible(fsst_kernels):
 
 
 def test_fsst_decodes_large_blocks_in_passes(monkeypatch):
-    from lance_format.encodings.structural import fsst, fsst_accel
+    from lance_format.encodings.structural import accel, fsst
 
     # the passes are the numpy decoder's (the compiled one writes its output once, at its size)
-    monkeypatch.setattr(fsst_accel, "_kernels", None)
-    monkeypatch.setattr(fsst_accel, "_loaded", True)
+    monkeypatch.setattr(accel, "_kernels", None)
+    monkeypatch.setattr(accel, "_loaded", True)
     monkeypatch.setattr(fsst, "_PASS_CODES", 1 << 9)  # many passes from a small block
     rng = np.random.default_rng(2)
     strings = [b"%d-" % i + rng.bytes(int(k)) + b"\xff" * (i % 3) for i, k in enumerate(rng.integers(0, 30, 4000))]
@@ -348,16 +348,16 @@ def test_fsst_compiled_kernels_write_and_read_the_same_bytes(kind):
     """The numba kernels are an accelerator only: same symbol table, same codes, same offsets,
     same decoded strings as the numpy code."""
     pytest.importorskip("numba")
-    from lance_format.encodings.structural import fsst_accel
+    from lance_format.encodings.structural import accel
 
     results = {}
     try:
         for compiled in (False, True):
-            fsst_accel.set_enabled(compiled)
-            assert (fsst_accel.kernels() is not None) == compiled
+            accel.set_enabled(compiled)
+            assert (accel.kernels() is not None) == compiled
             results[compiled] = _fsst_round_trip(FSST_SHAPES[kind])
     finally:
-        fsst_accel.set_enabled(True)
+        accel.set_enabled(True)
     (numpy_codes, numpy_offsets, numpy_table), (codes, offsets, table) = results[False], results[True]
     assert table == numpy_table
     assert np.array_equal(offsets, numpy_offsets) and offsets.dtype == numpy_offsets.dtype
@@ -365,13 +365,13 @@ def test_fsst_compiled_kernels_write_and_read_the_same_bytes(kind):
 
 
 def test_fsst_jit_can_be_disabled_from_the_environment(monkeypatch):
-    from lance_format.encodings.structural import fsst_accel
+    from lance_format.encodings.structural import accel
 
-    monkeypatch.setenv(fsst_accel.DISABLE_ENV, "1")
-    fsst_accel.set_enabled(True)
+    monkeypatch.setenv(accel.DISABLE_ENV, "1")
+    accel.set_enabled(True)
     try:
-        assert fsst_accel.kernels() is None
+        assert accel.kernels() is None
     finally:
-        monkeypatch.delenv(fsst_accel.DISABLE_ENV)
-        fsst_accel.set_enabled(True)
-    assert (fsst_accel.kernels() is not None) == (importlib.util.find_spec("numba") is not None)
+        monkeypatch.delenv(accel.DISABLE_ENV)
+        accel.set_enabled(True)
+    assert (accel.kernels() is not None) == (importlib.util.find_spec("numba") is not None)

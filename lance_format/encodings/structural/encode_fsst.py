@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lance_format.encodings.structural import fsst_accel
+from lance_format.encodings.structural import accel
 
 FSST_MAGIC = 0x46535354
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
@@ -117,7 +117,7 @@ def _parse(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, table: _Table
     All units step together; finished ones idle in place until more than half of them are
     finished, then the step results are transposed into unit order and the rest go on.
     """
-    compiled = fsst_accel.kernels()
+    compiled = accel.kernels()
     if compiled is not None:
         return compiled.parse(np.ascontiguousarray(data, np.uint8), starts.astype(np.int64), ends.astype(np.int64),
                               *_lookups(table, compiled))
@@ -287,7 +287,7 @@ def compress(data: np.ndarray, offsets: np.ndarray, table: _Table) -> tuple[np.n
         return np.zeros(0, np.uint8), np.zeros(nstrings + 1, np.int64)
     starts, ends, owner = _units(offsets)
     ids, counts = _parse(data, starts, ends, table)
-    compiled = fsst_accel.kernels()
+    compiled = accel.kernels()
     if compiled is not None:
         out, new_offsets = compiled.emit(ids, counts, owner.astype(np.int64), nstrings)
         return out, new_offsets

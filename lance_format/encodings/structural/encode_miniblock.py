@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_format.encodings.structural import accel
 from lance_format.encodings.structural.encode_compression import ValuePlan, dictionary_block, flat_encoding
 from lance_format.encodings.structural.encode_repdef import LeafPage
 from lance_format.encodings.structural.fastlanes_pack import out_of_line_pack
@@ -124,6 +125,9 @@ class _Chunker:
         if k is not None:
             starts = np.arange(0, n, k, dtype=np.int64)
             return starts, np.minimum(k, n - starts)
+        compiled = accel.kernels()
+        if compiled is not None and self.cost is not None:
+            return self._compiled_chunks(compiled)
         chunk_starts: list[int] = []
         p = 0
         while p < n:
@@ -137,6 +141,19 @@ class _Chunker:
             p += step
         starts_arr = np.asarray(chunk_starts, np.int64)
         return starts_arr, np.diff(np.append(starts_arr, n))
+
+    def _compiled_chunks(self, compiled) -> tuple[np.ndarray, np.ndarray] | None:  # type: ignore[no-untyped-def]
+        """:meth:`chunks` by the compiled walk (same starts: the tests compare them)."""
+        assert self.cost is not None  # the caller checks
+        cost = self.cost.astype(np.int64 if self.cost.dtype.kind in "iu" else np.float64, copy=False)
+        end_of = self.end_of if self.end_of is not None else np.zeros(1, np.int64)
+        starts = compiled.chunk_starts(
+            cost, end_of, self.end_of is not None, self.total_levels, self.n, self.plan.max_chunk,
+            self.plan.min_chunk, float(self.plan.target_bytes), float(self.plan.chunk_overhead), self.header,
+            self.level_streams, self.plan.num_buffers, self.hard, MAX_LEVELS_PER_CHUNK)
+        if starts is None:
+            return None
+        return starts, np.diff(np.append(starts, self.n))
 
 
 def _compress_levels(levels: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:

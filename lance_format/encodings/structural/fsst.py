@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural import fsst_accel
+from lance_format.encodings.structural import accel
 from lance_format.encodings.structural.blocks import Variable, concat
 
 FSST_MAGIC = 0x46535354
@@ -72,7 +72,7 @@ def decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Varia
     """Decode every string of ``block`` (its offsets index the compressed bytes)."""
     if not table.enabled:
         return block
-    compiled = fsst_accel.kernels()
+    compiled = accel.kernels()
     if compiled is not None:
         return _decompress_compiled(compiled, block, table, ctx)
     offsets = block.offsets

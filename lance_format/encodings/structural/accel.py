@@ -1,8 +1,9 @@
-"""Whether FSST runs on the numba-compiled kernels (:mod:`.fsst_numba`) or on numpy alone.
+"""Whether the hot loops of the 2.1/2.2 codecs run as numba-compiled kernels (:mod:`.numba_kernels`).
 
-numba is an optional dependency (the ``fast`` extra): with it, FSST compression and decoding are
-several times faster; without it, the numpy code produces the same bytes. It is imported on the
-first FSST page, not with the package (importing numba takes a noticeable fraction of a second).
+numba is an optional dependency (the ``fast`` extra): with it, FSST compression and decoding and
+the mini-block writer's chunking are several times faster; without it, the numpy code produces
+the same bytes. It is imported on first use, not with the package (importing numba takes a
+noticeable fraction of a second).
 ``LANCE_FORMAT_NO_JIT=1`` in the environment keeps the numpy code even where numba is installed.
 """
 
@@ -26,10 +27,10 @@ def kernels() -> ModuleType | None:
             _kernels = None
         else:
             try:
-                from lance_format.encodings.structural import fsst_numba
+                from lance_format.encodings.structural import numba_kernels
             except ImportError:
-                fsst_numba = None  # type: ignore[assignment]
-            _kernels = fsst_numba
+                numba_kernels = None  # type: ignore[assignment]
+            _kernels = numba_kernels
     return _kernels
 
 

@@ -1,11 +1,13 @@
-"""FSST kernels compiled with numba: the optional accelerator of :mod:`.encode_fsst` and :mod:`.fsst`.
+"""Kernels compiled with numba: the optional accelerator of :mod:`.encode_fsst`, :mod:`.fsst` and
+:mod:`.encode_miniblock`.
 
-Imported only through :func:`lance_format.encodings.structural.fsst_accel.kernels`, which falls
+Imported only through :func:`lance_format.encodings.structural.accel.kernels`, which falls
 back to the numpy code when numba is missing (``pip install lance-assets[fast]`` adds it). Each
 kernel computes exactly what its numpy counterpart computes (the tests compare the bytes): the
-greedy parse of ``encode_fsst._parse`` (same look-up tables, same cuts every ``unit`` bytes) and
-the decoding of ``fsst._decompress`` with its corruption checks, but in one pass over the bytes
-instead of many passes over arrays.
+greedy parse of ``encode_fsst._parse`` (same look-up tables, same cuts every ``unit`` bytes),
+the decoding of ``fsst._decompress`` with its corruption checks and the greedy chunk walk of
+``encode_miniblock._Chunker``, but in one pass instead of many passes over arrays (or a Python
+loop over chunks).
 
 Compiled code is cached on disk (``cache=True``): next to this file when that is writable, else
 in numba's per-user cache directory, else (both read-only) in the system's temporary directory.
@@ -190,3 +192,44 @@ def decompress(codes, bounds, symbols, lengths, count):  # type: ignore[no-untyp
             o += lengths[c]
             j += 1
     return OK, out[:size], out_offsets
+
+
+@_jit
+def chunk_starts(cost, end_of, has_levels, total_levels, n, max_chunk, min_chunk, target_bytes,  # type: ignore[no-untyped-def]
+                 chunk_overhead, header, level_streams, num_buffers, hard, max_levels):
+    """``encode_miniblock._Chunker.chunks`` for a cost prefix: the chunk starts, or None when an
+    item cannot fit."""
+    starts = np.empty(n + 1, np.int64)
+    count = 0
+    fixed = header + 7 + 8 * level_streams + 8 * num_buffers
+    p = 0
+    while p < n:
+        starts[count] = p
+        count += 1
+        if n - p <= max_chunk:  # the rest as the final chunk?
+            smallest = n - p <= min_chunk
+            value_bytes = np.float64(cost[n] - cost[p]) + chunk_overhead
+            levels = total_levels - end_of[p] if has_levels else 0
+            if ((value_bytes <= target_bytes or smallest) and levels <= max_levels
+                    and fixed + 2 * levels * level_streams + value_bytes <= hard):
+                break
+        k = max_chunk
+        budget = cost[p] + (target_bytes - chunk_overhead)
+        within = np.searchsorted(cost, budget, side="right") - 1 - p
+        while k > min_chunk and k > within:
+            k //= 2
+        step = 0
+        while k >= min_chunk:
+            if p + k < n:
+                smallest = k <= min_chunk
+                value_bytes = np.float64(cost[p + k] - cost[p]) + chunk_overhead
+                levels = end_of[p + k] - end_of[p] if has_levels else 0
+                if ((value_bytes <= target_bytes or smallest) and levels <= max_levels
+                        and fixed + 2 * levels * level_streams + value_bytes <= hard):
+                    step = k
+                    break
+            k //= 2
+        if step == 0:
+            return None
+        p += step
+    return starts[:count].copy()
