@@ -10,6 +10,7 @@ noticeable fraction of a second).
 from __future__ import annotations
 
 import os
+import sys
 from types import ModuleType
 
 DISABLE_ENV = "LANCE_FORMAT_NO_JIT"
@@ -23,7 +24,8 @@ def kernels() -> ModuleType | None:
     global _kernels, _loaded
     if not _loaded:
         _loaded = True
-        if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        # the kernels read and write little-endian words directly
+        if os.environ.get(DISABLE_ENV, "") not in ("", "0") or sys.byteorder != "little":
             _kernels = None
         else:
             try:

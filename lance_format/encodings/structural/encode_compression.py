@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.encodings.structural import encode_fsst
+from lance_format.encodings.structural import accel, encode_fsst
 from lance_format.encodings.structural.encode_values import LeafValues, variable_values
 from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
 from lance_format.proto import encodings_v2_1_pb2 as pb
@@ -211,6 +211,11 @@ class VariablePlan(ValuePlan):
         word[(chunk_pos[chunk_of] // ow) + k] = rel
         # bytes: one slice copy per chunk (chunks hold ~4 KiB, so the loop is short)
         data = self.values.data
+        compiled = accel.kernels()
+        if compiled is not None:
+            compiled.copy_ranges(out, chunk_pos + head, np.ascontiguousarray(data, np.uint8),
+                                 offsets[starts].astype(np.int64), data_bytes.astype(np.int64))
+            return [(out, sizes)]
         dst = (chunk_pos + head).tolist()
         src = offsets[starts].tolist()
         for d, a, size in zip(dst, src, data_bytes.tolist()):

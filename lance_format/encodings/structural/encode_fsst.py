@@ -286,11 +286,13 @@ def compress(data: np.ndarray, offsets: np.ndarray, table: _Table) -> tuple[np.n
     if not len(data):
         return np.zeros(0, np.uint8), np.zeros(nstrings + 1, np.int64)
     starts, ends, owner = _units(offsets)
-    ids, counts = _parse(data, starts, ends, table)
     compiled = accel.kernels()
     if compiled is not None:
-        out, new_offsets = compiled.emit(ids, counts, owner.astype(np.int64), nstrings)
+        out, new_offsets = compiled.compress(np.ascontiguousarray(data, np.uint8), starts.astype(np.int64),
+                                             ends.astype(np.int64), owner.astype(np.int64), nstrings,
+                                             *_lookups(table, compiled))
         return out, new_offsets
+    ids, counts = _parse(data, starts, ends, table)
     escaped = ids >= 256
     out_sizes = 1 + escaped.astype(np.int64)
     out_end = np.cumsum(out_sizes)

@@ -188,14 +188,15 @@ def _repetition_index(rep: np.ndarray, max_rep: int, lstarts: np.ndarray, lcount
     return np.column_stack([rows, leftovers]).astype("<u8").reshape(-1)
 
 
-def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks: int, minor: int) -> tuple[bytes, np.ndarray]:
+def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks: int,
+                     minor: int) -> tuple[bytes | np.ndarray, np.ndarray]:
     """Lay the chunks out: per chunk a header (level count, then every stream's byte size),
     padded to 8 bytes, then each stream's bytes for that chunk, each padded to 8 bytes.
 
     Streams (rep, def, then the value buffers) are ``(data, sizes)`` pairs whose chunks lie back
     to back in ``data``; level byte counts are u16, value buffer sizes u16 (2.1) or u32 (2.2).
     Headers are built as one structured array and every piece is a view, so the per-chunk work
-    is a join.
+    is a join (or, with the compiled kernels, one copy pass per stream into the final buffer).
     Returns the bytes and each chunk's size.
     """
     streams = level_parts + value_buffers
@@ -206,12 +207,18 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
     header["levels"] = num_levels
     columns: list[list] = []
     chunk_bytes = np.zeros(nchunks, np.int64)
+    compiled = accel.kernels()
+    raws: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (bytes, sizes, offset in the chunk)
     for i, (data, sizes) in enumerate(streams):
         sizes = np.asarray(sizes, np.int64)
         if len(sizes) and int(sizes.max()) > np.iinfo(header.dtype[f"s{i}"]).max:  # the chunker's limits prevent it
             raise ValueError(f"mini-block stream {i} holds {int(sizes.max())} bytes, more than its header field")
         header[f"s{i}"] = sizes
         pads = (-sizes) % 8
+        if compiled is not None:
+            raws.append((np.ascontiguousarray(data).view(np.uint8).reshape(-1), sizes, chunk_bytes.copy()))
+            chunk_bytes += sizes + pads
+            continue
         chunk_bytes += sizes + pads
         # numpy's stubs declare ndarray.__buffer__ only for Python >= 3.12, hence the ignores below
         raw = memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))  # type: ignore[arg-type]
@@ -223,6 +230,15 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
     heads = np.full((nchunks, header_block), CHUNK_PAD, np.uint8)
     heads[:, :header_len] = header.view(np.uint8).reshape(nchunks, header_len)
     chunk_bytes += header_block
+    if compiled is not None:
+        # every piece copied to its place in one compiled pass per stream; pads stay CHUNK_PAD
+        chunk_pos = np.cumsum(chunk_bytes) - chunk_bytes
+        out = np.full(int(chunk_bytes.sum()), CHUNK_PAD, np.uint8)
+        compiled.copy_ranges(out, chunk_pos, heads.reshape(-1), np.arange(nchunks, dtype=np.int64) * header_block,
+                             np.full(nchunks, header_block, np.int64))
+        for raw_bytes, sizes, within in raws:
+            compiled.copy_ranges(out, chunk_pos + header_block + within, raw_bytes, np.cumsum(sizes) - sizes, sizes)
+        return out, chunk_bytes
     flat = memoryview(heads.reshape(-1))  # type: ignore[arg-type]  # numpy stubs: __buffer__ needs 3.12
     head_views = [flat[c : c + header_block] for c in range(0, nchunks * header_block, header_block)]
     body = b"".join([piece for row in zip(head_views, *columns) for piece in row])

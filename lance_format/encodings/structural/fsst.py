@@ -34,7 +34,7 @@ class SymbolTable:
     views: pa.FixedSizeBinaryArray  # 513 16-byte Arrow binary views (u32 length, inline bytes)
     lengths: np.ndarray  # (513,) uint8: output bytes (0 for unused codes and the escape)
     count: int
-    symbols: np.ndarray  # (513, 8) uint8: the bytes of each code's output, zero-padded
+    words: np.ndarray  # (256,) uint64: symbols 0-255 as little-endian words, zero-padded
 
 
 def parse_symbol_table(raw: bytes, ctx: DecodeContext) -> SymbolTable:
@@ -60,7 +60,7 @@ def parse_symbol_table(raw: bytes, ctx: DecodeContext) -> SymbolTable:
     views[:, :4] = lengths.astype("<u4").view(np.uint8).reshape(513, 4)
     views[:, 4:12] = symbols
     view_array = pa.Array.from_buffers(pa.binary(16), 513, [None, pa.py_buffer(views)])
-    return SymbolTable(enabled, view_array, lengths, count, symbols)
+    return SymbolTable(enabled, view_array, lengths, count, symbols[:256].copy().view("<u8").reshape(256))
 
 
 # Codes decoded per pass: bounds the 16-byte-per-code temporaries to 16 MiB (a scan batch of
@@ -94,7 +94,7 @@ def _decompress_compiled(compiled, block: Variable, table: SymbolTable,  # type:
     offsets = block.offsets
     lo = int(offsets[0])
     codes = np.ascontiguousarray(block.data[lo: int(offsets[-1])], np.uint8)
-    status, data, new_offsets = compiled.decompress(codes, (offsets - lo).astype(np.int64), table.symbols,
+    status, data, new_offsets = compiled.decompress(codes, (offsets - lo).astype(np.int64), table.words,
                                                     table.lengths, table.count)
     if status == compiled.ENDS_WITH_ESCAPE:
         raise ctx.corrupt("FSST data ends a string with an escape byte")

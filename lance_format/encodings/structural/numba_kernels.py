@@ -21,6 +21,9 @@ from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 _config: Any = numba.config  # its settings are set at run time: no attributes for a type checker
 
@@ -38,6 +41,30 @@ def _cache_dir_fallback() -> None:
 
 _cache_dir_fallback()
 _jit = numba.njit(cache=True, nogil=True)
+
+
+
+@intrinsic
+def _load_u64(typingctx, array, index):  # type: ignore[no-untyped-def]
+    """The 8 bytes at ``array[index]`` as one little-endian word, unaligned, without bounds tests
+    (callers pad their buffers). One load instead of eight byte loads and shifts."""
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        data = context.make_array(signature.args[0])(context, builder, args[0])
+        pointer = builder.bitcast(builder.gep(data.data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(pointer, align=1)
+    return types.uint64(array, types.intp), codegen
+
+
+@intrinsic
+def _store_u64(typingctx, array, index, value):  # type: ignore[no-untyped-def]
+    """Write a word as 8 little-endian bytes at ``array[index]``, unaligned, without bounds tests."""
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        data = context.make_array(signature.args[0])(context, builder, args[0])
+        pointer = builder.bitcast(builder.gep(data.data, [args[1]]), ir.IntType(64).as_pointer())
+        builder.store(args[2], pointer, align=1)
+        return context.get_dummy_value()
+    return types.void(array, types.intp, types.uint64), codegen
+
 
 # status codes of the decoder (the caller raises the matching typed error)
 OK = 0
@@ -76,9 +103,13 @@ def prefix_hash(prefixes, ids):  # type: ignore[no-untyped-def]
 
 
 @_jit
-def parse(data, starts, ends, keys, slots, short_of, single_of, values256, lengths_of):  # type: ignore[no-untyped-def]
-    """``encode_fsst._parse``: the tokens of the units ``[starts, ends)`` and their counts.
+def _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of, values256, lengths_of,  # type: ignore[no-untyped-def]
+          emit):
+    """The greedy parse of the units ``[starts, ends)`` (:func:`parse` and :func:`compress`).
 
+    Returns (tokens, their counts per unit, code bytes, string offsets); with ``emit`` false the
+    first two are filled (a token is a symbol id, or 256 + an escaped byte), with ``emit`` true
+    the last two (255 before an escaped byte; unit ``u`` belongs to string ``owner[u]``).
     The token step is written out here rather than in a helper function: numba compiles a
     helper's early returns into code several times slower.
     """
@@ -89,8 +120,10 @@ def parse(data, starts, ends, keys, slots, short_of, single_of, values256, lengt
     total = 0
     for u in range(starts.shape[0]):
         total += ends[u] - starts[u]
-    tokens = np.empty(total, np.uint16)
-    counts = np.zeros(starts.shape[0], np.int64)
+    tokens = np.empty(0 if emit else total, np.uint16)
+    counts = np.zeros(0 if emit else starts.shape[0], np.int64)
+    out = np.empty(2 * total if emit else 0, np.uint8)
+    new_offsets = np.zeros(nstrings + 1 if emit else 0, np.int64)
     t = 0
     for u in range(starts.shape[0]):
         p = starts[u]
@@ -98,10 +131,7 @@ def parse(data, starts, ends, keys, slots, short_of, single_of, values256, lengt
         first = t
         while p < end:
             room = min(end - p, 8)
-            word = (np.uint64(padded[p]) | (np.uint64(padded[p + 1]) << np.uint64(8))
-                    | (np.uint64(padded[p + 2]) << np.uint64(16)) | (np.uint64(padded[p + 3]) << np.uint64(24))
-                    | (np.uint64(padded[p + 4]) << np.uint64(32)) | (np.uint64(padded[p + 5]) << np.uint64(40))
-                    | (np.uint64(padded[p + 6]) << np.uint64(48)) | (np.uint64(padded[p + 7]) << np.uint64(56)))
+            word = _load_u64(padded, p)
             key = np.int64(word & np.uint64(0xFFFFFF))
             h = _hash_slot(key)
             while keys[h] != key and keys[h] != _EMPTY:
@@ -117,42 +147,53 @@ def parse(data, starts, ends, keys, slots, short_of, single_of, values256, lengt
                 if length == 2 and room == 1:  # a 2-byte symbol would run past the unit's end
                     code = np.int64(single_of[np.int64(word & np.uint64(0xFF))])
                     length = np.int64(lengths_of[code])
-            tokens[t] = code
-            t += 1
-            p += length
-        counts[u] = t - first
-    return tokens[:t].copy(), counts
-
-
-@_jit
-def emit(tokens, counts, owner, nstrings):  # type: ignore[no-untyped-def]
-    """The code bytes of parsed units (escapes for tokens >= 256) and the offsets of their strings."""
-    out = np.empty(2 * tokens.shape[0], np.uint8)
-    new_offsets = np.zeros(nstrings + 1, np.int64)
-    o = 0
-    t = 0
-    for u in range(counts.shape[0]):
-        for _ in range(counts[u]):
-            code = tokens[t]
-            t += 1
-            if code >= 256:
-                out[o] = 255
-                out[o + 1] = code - 256
-                o += 2
+            if not emit:
+                tokens[t] = code
+                t += 1
+            elif code >= 256:
+                out[t] = 255
+                out[t + 1] = code - 256
+                t += 2
             else:
-                out[o] = code
-                o += 1
-        new_offsets[owner[u] + 1] = o
+                out[t] = code
+                t += 1
+            p += length
+        if emit:
+            new_offsets[owner[u] + 1] = t
+        else:
+            counts[u] = t - first
+    if not emit:
+        return tokens[:t].copy(), counts, out, new_offsets
     # strings without units (empty ones) end where the previous string ends
     for i in range(1, nstrings + 1):
         if new_offsets[i] < new_offsets[i - 1]:
             new_offsets[i] = new_offsets[i - 1]
-    return out[:o].copy(), new_offsets
+    return tokens, counts, out[:t].copy(), new_offsets
 
 
 @_jit
-def decompress(codes, bounds, symbols, lengths, count):  # type: ignore[no-untyped-def]
-    """``fsst._decompress``: (status, decoded bytes, their offsets) for codes cut at ``bounds``."""
+def parse(data, starts, ends, keys, slots, short_of, single_of, values256, lengths_of):  # type: ignore[no-untyped-def]
+    """``encode_fsst._parse``: the tokens of the units ``[starts, ends)`` and their counts."""
+    tokens, counts, _, _ = _walk(data, starts, ends, starts, 0, keys, slots, short_of, single_of, values256,
+                                 lengths_of, False)
+    return tokens, counts
+
+
+@_jit
+def compress(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of, values256,  # type: ignore[no-untyped-def]
+             lengths_of):
+    """``encode_fsst.compress``: the code bytes of all strings and their offsets."""
+    _, _, out, new_offsets = _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of, values256,
+                                   lengths_of, True)
+    return out, new_offsets
+
+
+@_jit
+def decompress(codes, bounds, words, lengths, count):  # type: ignore[no-untyped-def]
+    """``fsst._decompress``: (status, decoded bytes, their offsets) for codes cut at ``bounds``.
+
+    ``words`` are the symbols as little-endian u64 (zero-padded), ``lengths`` their lengths.
+    """
     nstrings = bounds.shape[0] - 1
     m = codes.shape[0]
     out_offsets = np.zeros(nstrings + 1, np.int64)
@@ -187,8 +228,7 @@ def decompress(codes, bounds, symbols, lengths, count):  # type: ignore[no-untyp
             o += 1
             j += 2
         else:
-            for k in range(8):
-                out[o + k] = symbols[c, k]
+            _store_u64(out, o, words[c])
             o += lengths[c]
             j += 1
     return OK, out[:size], out_offsets
@@ -233,3 +273,12 @@ def chunk_starts(cost, end_of, has_levels, total_levels, n, max_chunk, min_chunk
             return None
         p += step
     return starts[:count].copy()
+
+
+@_jit
+def copy_ranges(out, dst, data, src, sizes):  # type: ignore[no-untyped-def]
+    """``out[dst[i]:dst[i] + sizes[i]] = data[src[i]:src[i] + sizes[i]]`` for every i."""
+    for i in range(dst.shape[0]):
+        d = dst[i]
+        s = src[i]
+        out[d : d + sizes[i]] = data[s : s + sizes[i]]
