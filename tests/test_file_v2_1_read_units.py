@@ -135,10 +135,10 @@ def fsst_kernels(request):
 
     if request.param == "compiled":
         pytest.importorskip("numba")
-    accel.set_enabled(request.param == "compiled")
+    accel.use_compiled(request.param == "compiled")
     assert (accel.kernels() is not None) == (request.param == "compiled")
     yield request.param
-    accel.set_enabled(True)
+    accel.use_compiled(None)
 
 
 def symbol_table(symbols: list[bytes], enabled: bool = True) -> bytes:

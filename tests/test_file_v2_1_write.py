@@ -528,14 +528,14 @@ def test_compiled_kernels_write_the_same_file_bytes(tmp_path, version):
     files = {}
     try:
         for compiled in (False, True):
-            accel.set_enabled(compiled)
+            accel.use_compiled(compiled)
             assert (accel.kernels() is not None) == compiled
             folder = tmp_path / str(compiled)
             folder.mkdir()
             path = write_ours(folder, table, version, batch_rows=2500)
             files[compiled] = (folder / "ours.lance").read_bytes()
     finally:
-        accel.set_enabled(True)
+        accel.use_compiled(None)
     kinds = [compression_of(p[0]) for p in layouts(path, tmp_path / "True").values()]
     assert "mini_block:fsst" in kinds and "full_zip:fsst" in kinds
     assert files[True] == files[False]

@@ -266,10 +266,10 @@ def fsst_kernels(request):
 
     if request.param == "compiled":
         pytest.importorskip("numba")
-    accel.set_enabled(request.param == "compiled")
+    accel.use_compiled(request.param == "compiled")
     assert (accel.kernels() is not None) == (request.param == "compiled")
     yield request.param
-    accel.set_enabled(True)
+    accel.use_compiled(None)
 
 
 def _fsst_round_trip(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, bytes]:
@@ -353,11 +353,11 @@ def test_fsst_compiled_kernels_write_and_read_the_same_bytes(kind):
     results = {}
     try:
         for compiled in (False, True):
-            accel.set_enabled(compiled)
+            accel.use_compiled(compiled)
             assert (accel.kernels() is not None) == compiled
             results[compiled] = _fsst_round_trip(FSST_SHAPES[kind])
     finally:
-        accel.set_enabled(True)
+        accel.use_compiled(None)
     (numpy_codes, numpy_offsets, numpy_table), (codes, offsets, table) = results[False], results[True]
     assert table == numpy_table
     assert np.array_equal(offsets, numpy_offsets) and offsets.dtype == numpy_offsets.dtype
@@ -368,10 +368,29 @@ def test_fsst_jit_can_be_disabled_from_the_environment(monkeypatch):
     from lance_format.encodings.structural import accel
 
     monkeypatch.setenv(accel.DISABLE_ENV, "1")
-    accel.set_enabled(True)
+    accel.use_compiled(True)
     try:
-        assert accel.kernels() is None
+        assert accel.kernels(1 << 40) is None
     finally:
         monkeypatch.delenv(accel.DISABLE_ENV)
-        accel.set_enabled(True)
-    assert (accel.kernels() is not None) == (importlib.util.find_spec("numba") is not None)
+        accel.use_compiled(None)
+    accel.use_compiled(True)
+    try:
+        assert (accel.kernels() is not None) == (importlib.util.find_spec("numba") is not None)
+    finally:
+        accel.use_compiled(None)
+
+
+def test_kernels_load_only_after_enough_work():
+    """Importing numba costs ~0.3 s: small one-off jobs stay on numpy."""
+    pytest.importorskip("numba")
+    from lance_format.encodings.structural import accel
+
+    accel.use_compiled(None)
+    try:
+        assert accel.kernels(accel.WORTH_LOADING // 2) is None
+        assert accel.kernels() is None
+        assert accel.kernels(accel.WORTH_LOADING // 2) is not None  # the work adds up
+        assert accel.kernels() is not None  # loaded: used from now on
+    finally:
+        accel.use_compiled(None)

@@ -286,7 +286,7 @@ def compress(data: np.ndarray, offsets: np.ndarray, table: _Table) -> tuple[np.n
     if not len(data):
         return np.zeros(0, np.uint8), np.zeros(nstrings + 1, np.int64)
     starts, ends, owner = _units(offsets)
-    compiled = accel.kernels()
+    compiled = accel.kernels(len(data))
     if compiled is not None:
         out, new_offsets = compiled.compress(np.ascontiguousarray(data, np.uint8), starts.astype(np.int64),
                                              ends.astype(np.int64), owner.astype(np.int64), nstrings,

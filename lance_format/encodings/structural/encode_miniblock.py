@@ -125,7 +125,7 @@ class _Chunker:
         if k is not None:
             starts = np.arange(0, n, k, dtype=np.int64)
             return starts, np.minimum(k, n - starts)
-        compiled = accel.kernels()
+        compiled = accel.kernels(int(self.cost[-1]) if self.cost is not None else 0)
         if compiled is not None and self.cost is not None:
             return self._compiled_chunks(compiled)
         chunk_starts: list[int] = []

@@ -72,7 +72,7 @@ def decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Varia
     """Decode every string of ``block`` (its offsets index the compressed bytes)."""
     if not table.enabled:
         return block
-    compiled = accel.kernels()
+    compiled = accel.kernels(int(block.offsets[-1] - block.offsets[0]))
     if compiled is not None:
         return _decompress_compiled(compiled, block, table, ctx)
     offsets = block.offsets

@@ -282,3 +282,16 @@ def copy_ranges(out, dst, data, src, sizes):  # type: ignore[no-untyped-def]
         d = dst[i]
         s = src[i]
         out[d : d + sizes[i]] = data[s : s + sizes[i]]
+
+
+@_jit
+def chunk_offsets(words, offsets, starts, counts, first_word, head):  # type: ignore[no-untyped-def]
+    """The offsets of every ``variable`` chunk, relative to the chunk's start
+    (``encode_compression.VariablePlan.encode``): chunk ``c`` writes ``counts[c] + 1`` words
+    from ``words[first_word[c]]``."""
+    for c in range(starts.shape[0]):
+        s = starts[c]
+        base = offsets[s] - head[c]
+        w = first_word[c]
+        for k in range(counts[c] + 1):
+            words[w + k] = offsets[s + k] - base
