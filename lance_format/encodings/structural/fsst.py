@@ -94,12 +94,23 @@ def _decompress_compiled(compiled, block: Variable, table: SymbolTable,  # type:
     offsets = block.offsets
     lo = int(offsets[0])
     codes = np.ascontiguousarray(block.data[lo: int(offsets[-1])], np.uint8)
-    status, data, new_offsets = compiled.decompress(codes, (offsets - lo).astype(np.int64), table.words,
-                                                    table.lengths, table.count)
+    result = compiled.decompress(codes, (offsets - lo).astype(np.int64), table.words, table.lengths, table.count)
+    return compiled_result(compiled, result, ctx)
+
+
+def compiled_result(compiled, result: tuple, ctx: DecodeContext) -> Variable:  # type: ignore[no-untyped-def]
+    """The block a compiled FSST decoder returned, or the typed error its status stands for."""
+    status, data, new_offsets = result
     if status == compiled.ENDS_WITH_ESCAPE:
         raise ctx.corrupt("FSST data ends a string with an escape byte")
     if status == compiled.UNKNOWN_CODE:
         raise ctx.corrupt("FSST data uses a code that is not in the symbol table")
+    if status == compiled.SHORT_BUFFER:
+        raise ctx.corrupt("a mini-block string buffer is shorter than its offsets")
+    if status == compiled.OUTSIDE:
+        raise ctx.corrupt("mini-block string offsets point outside their buffer")
+    if status == compiled.NOT_INCREASING:
+        raise ctx.corrupt("mini-block string offsets are not increasing")
     if status != compiled.OK:
         raise ctx.corrupt("FSST string offsets decrease or run past the data")
     return Variable(new_offsets, data)

@@ -71,6 +71,9 @@ OK = 0
 ENDS_WITH_ESCAPE = 1
 UNKNOWN_CODE = 2
 BAD_OFFSETS = 3
+SHORT_BUFFER = 4
+OUTSIDE = 5
+NOT_INCREASING = 6
 
 
 HASH_SLOTS = 1024  # open addressing for at most 255 keys: probes stay short
@@ -189,22 +192,17 @@ def compress(data, starts, ends, owner, nstrings, keys, slots, short_of, single_
 
 
 @_jit
-def decompress(codes, bounds, words, lengths, count):  # type: ignore[no-untyped-def]
-    """``fsst._decompress``: (status, decoded bytes, their offsets) for codes cut at ``bounds``.
-
-    ``words`` are the symbols as little-endian u64 (zero-padded), ``lengths`` their lengths.
-    """
-    nstrings = bounds.shape[0] - 1
-    m = codes.shape[0]
+def _decode_ranges(buf, lo, hi, words, lengths, count):  # type: ignore[no-untyped-def]
+    """FSST-decode the strings whose codes are ``buf[lo[i]:hi[i]]`` (ranges already checked):
+    (status, decoded bytes, their offsets). Two passes: sizes (and corruption), then bytes."""
+    nstrings = lo.shape[0]
     out_offsets = np.zeros(nstrings + 1, np.int64)
     size = 0
     for i in range(nstrings):
-        j = bounds[i]
-        stop = bounds[i + 1]
-        if j < 0 or stop < j or stop > m:
-            return BAD_OFFSETS, np.zeros(0, np.uint8), out_offsets
+        j = lo[i]
+        stop = hi[i]
         while j < stop:
-            c = codes[j]
+            c = buf[j]
             if c == 255:
                 if j + 1 >= stop:
                     return ENDS_WITH_ESCAPE, np.zeros(0, np.uint8), out_offsets
@@ -219,19 +217,75 @@ def decompress(codes, bounds, words, lengths, count):  # type: ignore[no-untyped
     # every symbol is written as 8 bytes (the next one overwrites the excess): room for the last
     out = np.empty(size + 8, np.uint8)
     o = 0
-    j = bounds[0]
-    stop = bounds[nstrings]
-    while j < stop:
-        c = codes[j]
-        if c == 255:
-            out[o] = codes[j + 1]
-            o += 1
-            j += 2
-        else:
-            _store_u64(out, o, words[c])
-            o += lengths[c]
-            j += 1
+    for i in range(nstrings):
+        j = lo[i]
+        stop = hi[i]
+        while j < stop:
+            c = buf[j]
+            if c == 255:
+                out[o] = buf[j + 1]
+                o += 1
+                j += 2
+            else:
+                _store_u64(out, o, words[c])
+                o += lengths[c]
+                j += 1
     return OK, out[:size], out_offsets
+
+
+@_jit
+def decompress(codes, bounds, words, lengths, count):  # type: ignore[no-untyped-def]
+    """``fsst._decompress``: (status, decoded bytes, their offsets) for codes cut at ``bounds``.
+
+    ``words`` are the symbols as little-endian u64 (zero-padded), ``lengths`` their lengths.
+    """
+    nstrings = bounds.shape[0] - 1
+    for i in range(nstrings):
+        if bounds[i] < 0 or bounds[i + 1] < bounds[i] or bounds[i + 1] > codes.shape[0]:
+            return BAD_OFFSETS, np.zeros(0, np.uint8), np.zeros(nstrings + 1, np.int64)
+    return _decode_ranges(codes, bounds[:-1], bounds[1:], words, lengths, count)
+
+
+@_jit
+def _read_offset(buf, at, width):  # type: ignore[no-untyped-def]
+    if width == 4:
+        return (np.int64(buf[at]) | (np.int64(buf[at + 1]) << 8) | (np.int64(buf[at + 2]) << 16)
+                | (np.int64(buf[at + 3]) << 24))
+    return np.int64(_load_u64(buf, at))
+
+
+@_jit
+def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # type: ignore[no-untyped-def]
+    """``chunk_codecs.FsstChunks`` over ``VariableChunks``: the mini-block chunks' string offsets
+    checked as ``VariableChunks.decode`` checks them (same order, same errors), then the codes
+    decoded straight from the chunks (no gathered copy of codes and offsets).
+    Returns (status, decoded bytes, their offsets)."""
+    n = starts.shape[0]
+    nstrings = 0
+    for c in range(n):
+        if sizes[c] < (counts[c] + 1) * width or starts[c] < 0 or starts[c] + sizes[c] > buf.shape[0]:
+            return SHORT_BUFFER, np.zeros(0, np.uint8), np.zeros(1, np.int64)
+        nstrings += counts[c]
+    for c in range(n):
+        first = _read_offset(buf, starts[c], width)
+        last = _read_offset(buf, starts[c] + counts[c] * width, width)
+        if first < (counts[c] + 1) * width or last > sizes[c]:
+            return OUTSIDE, np.zeros(0, np.uint8), np.zeros(1, np.int64)
+    lo = np.empty(nstrings, np.int64)
+    hi = np.empty(nstrings, np.int64)
+    i = 0
+    for c in range(n):
+        s = starts[c]
+        previous = s + _read_offset(buf, s, width)
+        for k in range(1, counts[c] + 1):
+            current = s + _read_offset(buf, s + k * width, width)
+            if current < previous:
+                return NOT_INCREASING, np.zeros(0, np.uint8), np.zeros(1, np.int64)
+            lo[i] = previous
+            hi[i] = current
+            i += 1
+            previous = current
+    return _decode_ranges(buf, lo, hi, words, lengths, count)
 
 
 @_jit
