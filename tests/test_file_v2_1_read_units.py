@@ -128,6 +128,19 @@ def test_rle_and_variable_blocks():
 # -- FSST ----------------------------------------------------------------------------------------
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def fsst_kernels(request):
+    """Run a test on the numpy FSST decoder and on the numba-compiled one (the `fast` extra)."""
+    from lance_format.encodings.structural import accel
+
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+    accel.use_compiled(request.param == "compiled")
+    assert (accel.kernels() is not None) == (request.param == "compiled")
+    yield request.param
+    accel.use_compiled(None)
+
+
 def symbol_table(symbols: list[bytes], enabled: bool = True) -> bytes:
     header = (fsst.FSST_MAGIC << 32) | (int(enabled) << 24) | len(symbols)
     body = b"".join(s.ljust(8, b"\0") for s in symbols) + bytes(len(s) for s in symbols)
@@ -141,7 +154,7 @@ def decode_strings(table: bytes, parts: list[bytes]) -> list[bytes]:
     return to_arrow(out, pa.binary(), None, CTX).to_pylist()
 
 
-def test_fsst_symbols_and_escapes():
+def test_fsst_symbols_and_escapes(fsst_kernels):
     table = symbol_table([b"hello", b" ", b"world!!!", b"x"])
     strings = [bytes([0, 1, 2]), bytes([255, 65, 3, 255, 255]), b"", bytes([255, 255, 255, 255, 0, 3])]
     assert decode_strings(table, strings) == [b"hello world!!!", b"Ax\xff", b"", b"\xff\xffhellox"]
@@ -149,7 +162,7 @@ def test_fsst_symbols_and_escapes():
     assert decode_strings(raw, [b"plain", b"bytes"]) == [b"plain", b"bytes"]
 
 
-def test_fsst_corruption_is_detected():
+def test_fsst_corruption_is_detected(fsst_kernels):
     with pytest.raises(CorruptFileError, match="magic"):
         fsst.parse_symbol_table(b"\0" * fsst.SYMBOL_TABLE_SIZE, CTX)
     table = symbol_table([b"a"])
@@ -163,6 +176,56 @@ def test_fsst_corruption_is_detected():
         decode_strings(table, [bytes([255, 9, 9])])
     with pytest.raises(CorruptFileError, match="escape"):
         decode_strings(table, [bytes([255, 255, 255]), bytes([0])])
+
+
+def fsst_chunk_page(chunks: list[list[bytes]], width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A mini-block value buffer of ``variable`` chunks (offsets, then codes), 8-byte aligned:
+    (buffer, chunk starts, chunk sizes, counts)."""
+    page, starts, sizes = b"", [], []
+    for strings in chunks:
+        head = (len(strings) + 1) * width
+        offsets = np.cumsum([head] + [len(s) for s in strings]).astype(f"<u{width}")
+        chunk = offsets.tobytes() + b"".join(strings)
+        starts.append(len(page))
+        sizes.append(len(chunk))
+        page += chunk + b"\0" * (-len(chunk) % 8)
+    column = np.asarray
+    return (np.frombuffer(page, np.uint8).copy(), column(starts, np.int64)[:, None], column(sizes, np.int64)[:, None],
+            column([len(c) for c in chunks], np.int64))
+
+
+@pytest.mark.parametrize("width", [4, 8])
+def test_fsst_chunks_decode_and_corruption(fsst_kernels, width):
+    """FSST over variable chunks: the compiled path decodes straight from the chunks and must
+    decode and refuse exactly as the gather-then-decode numpy path does."""
+    from lance_format.encodings.structural.chunk_codecs import FsstChunks, VariableChunks
+
+    table = fsst.parse_symbol_table(symbol_table([b"hello", b" ", b"world!!!", b"x"]), CTX)
+    codec = FsstChunks(table, VariableChunks(width * 8))
+    chunks = [[bytes([0, 1, 2]), b"", bytes([255, 65, 3])], [bytes([3, 3]), bytes([255, 255, 255, 255, 0])]]
+    buf, starts, sizes, counts = fsst_chunk_page(chunks, width)
+    out = codec.decode(buf, starts, sizes, counts, CTX)
+    assert to_arrow(out, pa.binary(), None, CTX).to_pylist() == [b"hello world!!!", b"", b"Ax", b"xx",
+                                                                  b"\xff\xffhello"]
+
+    def corrupt(change) -> str:
+        page = buf.copy()
+        chunk_sizes = sizes.copy()
+        change(page, chunk_sizes)
+        with pytest.raises(CorruptFileError) as info:
+            codec.decode(page, starts, chunk_sizes, counts, CTX)
+        return str(info.value)
+
+    def put(page, at, value):
+        page[at: at + width] = np.frombuffer(np.array([value], f"<u{width}").tobytes(), np.uint8)
+
+    second = int(starts[1, 0])
+    assert "shorter than its offsets" in corrupt(lambda page, z: z.__setitem__((1, 0), width))
+    assert "outside their buffer" in corrupt(lambda page, z: put(page, second, 1))
+    assert "outside their buffer" in corrupt(lambda page, z: put(page, second + 2 * width, 999))
+    assert "not increasing" in corrupt(lambda page, z: put(page, 2 * width, 4 * width + 1))
+    assert "escape" in corrupt(lambda page, z: put(page, 3 * width, 4 * width + 4))  # first chunk ends in 255
+    assert "not in the symbol table" in corrupt(lambda page, z: page.__setitem__(second + 3 * width, 9))
 
 
 # -- rep/def --------------------------------------------------------------------------------------

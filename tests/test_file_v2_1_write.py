@@ -512,3 +512,30 @@ def test_dictionary_rle_and_bitpacking_choices_match_pylance_per_column(tmp_path
     assert ours_kinds == [compression_of(p[0]) for p in layouts(theirs, tmp_path).values()]
     assert sum("+dictionary" in k for k in ours_kinds) >= 7
     assert_same(read_back(ours), table)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_compiled_kernels_write_the_same_file_bytes(tmp_path, version):
+    """numba (the `fast` extra) only accelerates: FSST pages, RLE, dictionaries, lists and the
+    mini-block chunking come out byte for byte as with numpy alone."""
+    pytest.importorskip("numba")
+    from lance_format.encodings.structural import accel
+
+    strings = realistic_strings(6000)
+    candidates = choice_candidates(6000)
+    table = pa.table({**{name: strings.column(name) for name in strings.column_names},
+                      **{f"c_{name}": candidates.column(name) for name in candidates.column_names}})
+    files = {}
+    try:
+        for compiled in (False, True):
+            accel.use_compiled(compiled)
+            assert (accel.kernels() is not None) == compiled
+            folder = tmp_path / str(compiled)
+            folder.mkdir()
+            path = write_ours(folder, table, version, batch_rows=2500)
+            files[compiled] = (folder / "ours.lance").read_bytes()
+    finally:
+        accel.use_compiled(None)
+    kinds = [compression_of(p[0]) for p in layouts(path, tmp_path / "True").values()]
+    assert "mini_block:fsst" in kinds and "full_zip:fsst" in kinds
+    assert files[True] == files[False]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import struct
 
 import lance
@@ -258,6 +259,19 @@ def test_pages_are_written_while_streaming(tmp_path):
 # -- FSST ------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def fsst_kernels(request):
+    """Run a test on the numpy FSST code and on the numba-compiled kernels (the `fast` extra)."""
+    from lance_format.encodings.structural import accel
+
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+    accel.use_compiled(request.param == "compiled")
+    assert (accel.kernels() is not None) == (request.param == "compiled")
+    yield request.param
+    accel.use_compiled(None)
+
+
 def _fsst_round_trip(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, bytes]:
     from lance_format.encodings.buffers import DecodeContext
     from lance_format.encodings.structural import encode_fsst, fsst
@@ -274,7 +288,7 @@ def _fsst_round_trip(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, byte
     return packed, packed_offsets, raw_table
 
 
-def test_fsst_symbol_table_layout():
+def test_fsst_symbol_table_layout(fsst_kernels):
     strings = [f"https://example.com/item-{i:05d}".encode() for i in range(3000)]
     packed, offsets, raw = _fsst_round_trip(strings)
     assert len(raw) == 2312
@@ -288,7 +302,7 @@ def test_fsst_symbol_table_layout():
 
 
 @pytest.mark.parametrize("kind", ["escapes", "binary", "long", "empty", "tiny", "utf8"])
-def test_fsst_round_trips(kind):
+def test_fsst_round_trips(kind, fsst_kernels):
     rng = np.random.default_rng(4)
     strings = {
         "escapes": [bytes([255, 255, i % 256, 255]) * (i % 5) for i in range(2000)],
@@ -301,15 +315,82 @@ def test_fsst_round_trips(kind):
     _fsst_round_trip(strings)
 
 
-def test_fsst_training_is_reproducible():
+def test_fsst_training_is_reproducible(fsst_kernels):
     strings = [f"customer-{i:06d}@example.com/echo".encode() for i in range(20_000)]
     assert _fsst_round_trip(strings)[2] == _fsst_round_trip(strings)[2]
 
 
 def test_fsst_decodes_large_blocks_in_passes(monkeypatch):
-    from lance_format.encodings.structural import fsst
+    from lance_format.encodings.structural import accel, fsst
 
+    # the passes are the numpy decoder's (the compiled one writes its output once, at its size)
+    monkeypatch.setattr(accel, "_kernels", None)
+    monkeypatch.setattr(accel, "_loaded", True)
     monkeypatch.setattr(fsst, "_PASS_CODES", 1 << 9)  # many passes from a small block
     rng = np.random.default_rng(2)
     strings = [b"%d-" % i + rng.bytes(int(k)) + b"\xff" * (i % 3) for i, k in enumerate(rng.integers(0, 30, 4000))]
     _fsst_round_trip(strings)
+
+
+FSST_SHAPES = {
+    "urls": [f"https://shop.example.com/item-{i:06d}?ref={i % 7}".encode() for i in range(20_000)],
+    "escapes": [bytes([255, 255, i % 256, 255]) * (i % 5) for i in range(2000)],
+    "binary": [np.random.default_rng(4).bytes(int(k)) for k in np.random.default_rng(5).integers(0, 60, 3000)],
+    "long": [(b"lorem ipsum %d " % i) * 200 for i in range(60)],
+    "empty_and_short": [b""] * 50 + [b"ab", b"abc", b"x"] * 300 + [b""] * 50,
+    "utf8": [("naïve café 東京 🚀 %d" % i).encode() for i in range(2000)],
+    "json": [b'{"id": %d, "kind": "k%d", "score": 0.%03d}' % (i, i % 10, i % 997) for i in range(30_000)],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FSST_SHAPES))
+def test_fsst_compiled_kernels_write_and_read_the_same_bytes(kind):
+    """The numba kernels are an accelerator only: same symbol table, same codes, same offsets,
+    same decoded strings as the numpy code."""
+    pytest.importorskip("numba")
+    from lance_format.encodings.structural import accel
+
+    results = {}
+    try:
+        for compiled in (False, True):
+            accel.use_compiled(compiled)
+            assert (accel.kernels() is not None) == compiled
+            results[compiled] = _fsst_round_trip(FSST_SHAPES[kind])
+    finally:
+        accel.use_compiled(None)
+    (numpy_codes, numpy_offsets, numpy_table), (codes, offsets, table) = results[False], results[True]
+    assert table == numpy_table
+    assert np.array_equal(offsets, numpy_offsets) and offsets.dtype == numpy_offsets.dtype
+    assert np.array_equal(codes, numpy_codes) and codes.dtype == numpy_codes.dtype
+
+
+def test_fsst_jit_can_be_disabled_from_the_environment(monkeypatch):
+    from lance_format.encodings.structural import accel
+
+    monkeypatch.setenv(accel.DISABLE_ENV, "1")
+    accel.use_compiled(True)
+    try:
+        assert accel.kernels(1 << 40) is None
+    finally:
+        monkeypatch.delenv(accel.DISABLE_ENV)
+        accel.use_compiled(None)
+    accel.use_compiled(True)
+    try:
+        assert (accel.kernels() is not None) == (importlib.util.find_spec("numba") is not None)
+    finally:
+        accel.use_compiled(None)
+
+
+def test_kernels_load_only_after_enough_work():
+    """Importing numba costs ~0.3 s: small one-off jobs stay on numpy."""
+    pytest.importorskip("numba")
+    from lance_format.encodings.structural import accel
+
+    accel.use_compiled(None)
+    try:
+        assert accel.kernels(accel.WORTH_LOADING // 2) is None
+        assert accel.kernels() is None
+        assert accel.kernels(accel.WORTH_LOADING // 2) is not None  # the work adds up
+        assert accel.kernels() is not None  # loaded: used from now on
+    finally:
+        accel.use_compiled(None)

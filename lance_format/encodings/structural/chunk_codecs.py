@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural import fsst
+from lance_format.encodings.structural import accel, fsst
 from lance_format.encodings.structural.block_codecs import InlineBitpackedBlock, RleBlock, decompress_bytes
 from lance_format.encodings.structural.blocks import (
     Block,
@@ -126,6 +126,14 @@ class FsstChunks(ChunkCodec):
         self.num_buffers = inner.num_buffers
 
     def decode(self, buf, starts, sizes, counts, ctx):
+        if self.table.enabled and isinstance(self.inner, VariableChunks):
+            compiled = accel.kernels(int(sizes[:, 0].sum()))
+            if compiled is not None:
+                # one pass over the chunks' own bytes: no gathered copy of offsets and codes
+                result = compiled.fsst_chunks(np.ascontiguousarray(buf, np.uint8), starts[:, 0].astype(np.int64),
+                                              sizes[:, 0].astype(np.int64), np.asarray(counts, np.int64),
+                                              self.inner.ow, self.table.words, self.table.lengths, self.table.count)
+                return fsst.compiled_result(compiled, result, ctx)
         block = self.inner.decode(buf, starts, sizes, counts, ctx)
         if not isinstance(block, Variable):
             raise ctx.corrupt("FSST values are not variable-width")

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.encodings.structural import encode_fsst
+from lance_format.encodings.structural import accel, encode_fsst
 from lance_format.encodings.structural.encode_values import LeafValues, variable_values
 from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
 from lance_format.proto import encodings_v2_1_pb2 as pb
@@ -202,15 +202,22 @@ class VariablePlan(ValuePlan):
         chunk_pos = np.cumsum(sizes) - sizes
         total = int(sizes.sum())
         out = np.full(total, PAD_VARIABLE, np.uint8)
+        word = out.view(np.uint32 if ow == 4 else np.uint64)
+        data = self.values.data
+        compiled = accel.kernels(total)
+        if compiled is not None:
+            compiled.chunk_offsets(word, offsets.astype(np.int64, copy=False), starts.astype(np.int64, copy=False),
+                                   counts.astype(np.int64, copy=False), chunk_pos // ow, head.astype(np.int64))
+            compiled.copy_ranges(out, chunk_pos + head, np.ascontiguousarray(data, np.uint8),
+                                 offsets[starts].astype(np.int64), data_bytes.astype(np.int64))
+            return [(out, sizes)]
         # offsets: chunk c writes counts[c]+1 offsets relative to its own start
         n_off = counts + 1
         chunk_of = np.repeat(np.arange(len(starts)), n_off)
         k = np.arange(int(n_off.sum())) - np.repeat(np.cumsum(n_off) - n_off, n_off)
         rel = offsets[starts[chunk_of] + k] - offsets[starts[chunk_of]] + head[chunk_of]
-        word = out.view(np.uint32 if ow == 4 else np.uint64)
         word[(chunk_pos[chunk_of] // ow) + k] = rel
         # bytes: one slice copy per chunk (chunks hold ~4 KiB, so the loop is short)
-        data = self.values.data
         dst = (chunk_pos + head).tolist()
         src = offsets[starts].tolist()
         for d, a, size in zip(dst, src, data_bytes.tolist()):

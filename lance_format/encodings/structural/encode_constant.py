@@ -36,8 +36,40 @@ def encode_all_null(leaf: LeafPage) -> tuple[list, pb.PageLayout]:
     return buffers, pb.PageLayout(constant_layout=layout)
 
 
+_PROBE = 64  # items compared first: most pages differ early, and then the full pass is skipped
+
+
+def _differs_early(items: np.ndarray) -> bool:
+    """Whether the first few items already differ from the first one."""
+    head = items[:_PROBE]
+    return not bool((head == head[0]).all())
+
+
+def _first_valid(valid: np.ndarray | None) -> np.ndarray | None:
+    """The indices of the first _PROBE valid items (None: all items are valid)."""
+    if valid is None:
+        return None
+    head = np.flatnonzero(valid[: 64 * _PROBE])[:_PROBE]
+    return head if len(head) == _PROBE else np.flatnonzero(valid)[:_PROBE]
+
+
 def constant_value(values: LeafValues, valid: np.ndarray | None) -> bytes | None:
     """The raw bytes of the single value all valid items share, or None."""
+    probe = _first_valid(valid)
+    if values.kind == "variable" and values.offsets is not None:
+        at = np.arange(min(_PROBE, values.count)) if probe is None else probe
+        starts, lengths = values.offsets[at], values.offsets[at + 1] - values.offsets[at]
+        if _differs_early(lengths):
+            return None
+        size = int(lengths[0])
+        if values.data is not None and 0 < size <= MAX_VARIABLE_CONSTANT_BYTES:
+            if _differs_early(values.data[starts[:, None] + np.arange(size)[None, :]]):
+                return None
+    elif values.kind == "fixed" and values.bytes_per_value <= MAX_INLINE_BYTES:
+        items = values.words if values.words is not None else values.matrix
+        assert items is not None  # fixed values always carry the byte matrix
+        if _differs_early(items if probe is None else items[probe]):
+            return None
     index = np.flatnonzero(valid) if valid is not None else None
     if values.kind == "fixed":
         if values.bytes_per_value > MAX_INLINE_BYTES:

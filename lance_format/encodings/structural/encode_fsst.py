@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lance_format.encodings.structural import accel
+
 FSST_MAGIC = 0x46535354
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 MIN_INPUT_BYTES = 32 * 1024  # Lance compresses a page with FSST from this many bytes of strings...
@@ -43,21 +45,30 @@ class _Table:
 
     values: np.ndarray  # (n,) uint64
     lengths: np.ndarray  # (n,) uint8, 1..8
-    long_of: np.ndarray  # (1 << 24,) uint8: the symbol of >= 3 bytes starting with these 3 bytes
     short_of: np.ndarray  # (1 << 16,) uint16: token for the next two bytes (2-byte symbol, else 1-byte)
     single_of: np.ndarray  # (256,) uint16: token for one byte (1-byte symbol, else its escape)
     # by token (escapes are 256 + the byte); _NONE is a zero-length symbol that never matches
     values256: np.ndarray
     lengths_of: np.ndarray
+    # the symbol of >= 3 bytes starting with given 3 bytes, built on first use: for the numpy
+    # parse a dense (1 << 24,) uint8 table, for the compiled one a small hash table (keys, ids)
+    dense_long_of: np.ndarray | None = None
+    prefix_hash: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def long_of(self) -> np.ndarray:
+        if self.dense_long_of is None:
+            self.dense_long_of = np.full(1 << 24, _NONE, np.uint8)
+            is_long = self.lengths >= 3
+            self.dense_long_of[(self.values[is_long] & np.uint64(0xFFFFFF)).astype(np.int64)] = (
+                np.flatnonzero(is_long).astype(np.uint8))
+        return self.dense_long_of
 
 
 def _make_table(values: np.ndarray, lengths: np.ndarray) -> _Table:
     values = values.astype(np.uint64)
     lengths = lengths.astype(np.uint8)
     ids = np.arange(len(values), dtype=np.uint16)
-    long_of = np.full(1 << 24, _NONE, np.uint8)
-    is_long = lengths >= 3
-    long_of[(values[is_long] & np.uint64(0xFFFFFF)).astype(np.int64)] = ids[is_long]
     single_of = np.arange(256, 512, dtype=np.uint16)
     single_of[values[lengths == 1].astype(np.int64)] = ids[lengths == 1]
     # two bytes b0 b1 (key b0 | b1 << 8): the 2-byte symbol, else b0's token
@@ -68,7 +79,16 @@ def _make_table(values: np.ndarray, lengths: np.ndarray) -> _Table:
     lengths_of = np.zeros(512, np.uint8)
     lengths_of[: len(values)] = lengths
     lengths_of[256:512] = 1
-    return _Table(values, lengths, long_of, short_of, single_of, values256, lengths_of)
+    return _Table(values, lengths, short_of, single_of, values256, lengths_of)
+
+
+def _lookups(table: _Table, compiled) -> tuple[np.ndarray, ...]:  # type: ignore[no-untyped-def]
+    """The look-up tables in the order the compiled kernels take them."""
+    if table.prefix_hash is None:
+        is_long = table.lengths >= 3
+        prefixes = (table.values[is_long] & np.uint64(0xFFFFFF)).astype(np.uint32)
+        table.prefix_hash = compiled.prefix_hash(prefixes, np.flatnonzero(is_long).astype(np.uint8))
+    return (*table.prefix_hash, table.short_of, table.single_of, table.values256, table.lengths_of)
 
 
 def _units(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -97,6 +117,10 @@ def _parse(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, table: _Table
     All units step together; finished ones idle in place until more than half of them are
     finished, then the step results are transposed into unit order and the rest go on.
     """
+    compiled = accel.kernels()
+    if compiled is not None:
+        return compiled.parse(np.ascontiguousarray(data, np.uint8), starts.astype(np.int64), ends.astype(np.int64),
+                              *_lookups(table, compiled))
     n = len(data)
     padded = np.empty(n + 16, np.uint8)
     padded[:n] = data
@@ -262,6 +286,12 @@ def compress(data: np.ndarray, offsets: np.ndarray, table: _Table) -> tuple[np.n
     if not len(data):
         return np.zeros(0, np.uint8), np.zeros(nstrings + 1, np.int64)
     starts, ends, owner = _units(offsets)
+    compiled = accel.kernels(len(data))
+    if compiled is not None:
+        out, new_offsets = compiled.compress(np.ascontiguousarray(data, np.uint8), starts.astype(np.int64),
+                                             ends.astype(np.int64), owner.astype(np.int64), nstrings,
+                                             *_lookups(table, compiled))
+        return out, new_offsets
     ids, counts = _parse(data, starts, ends, table)
     escaped = ids >= 256
     out_sizes = 1 + escaped.astype(np.int64)

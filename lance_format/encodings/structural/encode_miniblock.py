@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_format.encodings.structural import accel
 from lance_format.encodings.structural.encode_compression import ValuePlan, dictionary_block, flat_encoding
 from lance_format.encodings.structural.encode_repdef import LeafPage
 from lance_format.encodings.structural.fastlanes_pack import out_of_line_pack
@@ -124,6 +125,9 @@ class _Chunker:
         if k is not None:
             starts = np.arange(0, n, k, dtype=np.int64)
             return starts, np.minimum(k, n - starts)
+        compiled = accel.kernels(int(self.cost[-1]) if self.cost is not None else 0)
+        if compiled is not None and self.cost is not None:
+            return self._compiled_chunks(compiled)
         chunk_starts: list[int] = []
         p = 0
         while p < n:
@@ -137,6 +141,19 @@ class _Chunker:
             p += step
         starts_arr = np.asarray(chunk_starts, np.int64)
         return starts_arr, np.diff(np.append(starts_arr, n))
+
+    def _compiled_chunks(self, compiled) -> tuple[np.ndarray, np.ndarray] | None:  # type: ignore[no-untyped-def]
+        """:meth:`chunks` by the compiled walk (same starts: the tests compare them)."""
+        assert self.cost is not None  # the caller checks
+        cost = self.cost.astype(np.int64 if self.cost.dtype.kind in "iu" else np.float64, copy=False)
+        end_of = self.end_of if self.end_of is not None else np.zeros(1, np.int64)
+        starts = compiled.chunk_starts(
+            cost, end_of, self.end_of is not None, self.total_levels, self.n, self.plan.max_chunk,
+            self.plan.min_chunk, float(self.plan.target_bytes), float(self.plan.chunk_overhead), self.header,
+            self.level_streams, self.plan.num_buffers, self.hard, MAX_LEVELS_PER_CHUNK)
+        if starts is None:
+            return None
+        return starts, np.diff(np.append(starts, self.n))
 
 
 def _compress_levels(levels: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
@@ -171,14 +188,15 @@ def _repetition_index(rep: np.ndarray, max_rep: int, lstarts: np.ndarray, lcount
     return np.column_stack([rows, leftovers]).astype("<u8").reshape(-1)
 
 
-def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks: int, minor: int) -> tuple[bytes, np.ndarray]:
+def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks: int,
+                     minor: int) -> tuple[bytes | np.ndarray, np.ndarray]:
     """Lay the chunks out: per chunk a header (level count, then every stream's byte size),
     padded to 8 bytes, then each stream's bytes for that chunk, each padded to 8 bytes.
 
     Streams (rep, def, then the value buffers) are ``(data, sizes)`` pairs whose chunks lie back
     to back in ``data``; level byte counts are u16, value buffer sizes u16 (2.1) or u32 (2.2).
     Headers are built as one structured array and every piece is a view, so the per-chunk work
-    is a join.
+    is a join (or, with the compiled kernels, one copy pass per stream into the final buffer).
     Returns the bytes and each chunk's size.
     """
     streams = level_parts + value_buffers
@@ -189,12 +207,18 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
     header["levels"] = num_levels
     columns: list[list] = []
     chunk_bytes = np.zeros(nchunks, np.int64)
+    compiled = accel.kernels()
+    raws: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (bytes, sizes, offset in the chunk)
     for i, (data, sizes) in enumerate(streams):
         sizes = np.asarray(sizes, np.int64)
         if len(sizes) and int(sizes.max()) > np.iinfo(header.dtype[f"s{i}"]).max:  # the chunker's limits prevent it
             raise ValueError(f"mini-block stream {i} holds {int(sizes.max())} bytes, more than its header field")
         header[f"s{i}"] = sizes
         pads = (-sizes) % 8
+        if compiled is not None:
+            raws.append((np.ascontiguousarray(data).view(np.uint8).reshape(-1), sizes, chunk_bytes.copy()))
+            chunk_bytes += sizes + pads
+            continue
         chunk_bytes += sizes + pads
         # numpy's stubs declare ndarray.__buffer__ only for Python >= 3.12, hence the ignores below
         raw = memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))  # type: ignore[arg-type]
@@ -206,6 +230,15 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
     heads = np.full((nchunks, header_block), CHUNK_PAD, np.uint8)
     heads[:, :header_len] = header.view(np.uint8).reshape(nchunks, header_len)
     chunk_bytes += header_block
+    if compiled is not None:
+        # every piece copied to its place in one compiled pass per stream; pads stay CHUNK_PAD
+        chunk_pos = np.cumsum(chunk_bytes) - chunk_bytes
+        out = np.full(int(chunk_bytes.sum()), CHUNK_PAD, np.uint8)
+        compiled.copy_ranges(out, chunk_pos, heads.reshape(-1), np.arange(nchunks, dtype=np.int64) * header_block,
+                             np.full(nchunks, header_block, np.int64))
+        for raw_bytes, sizes, within in raws:
+            compiled.copy_ranges(out, chunk_pos + header_block + within, raw_bytes, np.cumsum(sizes) - sizes, sizes)
+        return out, chunk_bytes
     flat = memoryview(heads.reshape(-1))  # type: ignore[arg-type]  # numpy stubs: __buffer__ needs 3.12
     head_views = [flat[c : c + header_block] for c in range(0, nchunks * header_block, header_block)]
     body = b"".join([piece for row in zip(head_views, *columns) for piece in row])

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
+from lance_format.encodings.structural import accel
 from lance_format.encodings.structural.blocks import Variable, concat
 
 FSST_MAGIC = 0x46535354
@@ -33,6 +34,7 @@ class SymbolTable:
     views: pa.FixedSizeBinaryArray  # 513 16-byte Arrow binary views (u32 length, inline bytes)
     lengths: np.ndarray  # (513,) uint8: output bytes (0 for unused codes and the escape)
     count: int
+    words: np.ndarray  # (256,) uint64: symbols 0-255 as little-endian words, zero-padded
 
 
 def parse_symbol_table(raw: bytes, ctx: DecodeContext) -> SymbolTable:
@@ -58,7 +60,7 @@ def parse_symbol_table(raw: bytes, ctx: DecodeContext) -> SymbolTable:
     views[:, :4] = lengths.astype("<u4").view(np.uint8).reshape(513, 4)
     views[:, 4:12] = symbols
     view_array = pa.Array.from_buffers(pa.binary(16), 513, [None, pa.py_buffer(views)])
-    return SymbolTable(enabled, view_array, lengths, count)
+    return SymbolTable(enabled, view_array, lengths, count, symbols[:256].copy().view("<u8").reshape(256))
 
 
 # Codes decoded per pass: bounds the 16-byte-per-code temporaries to 16 MiB (a scan batch of
@@ -70,6 +72,9 @@ def decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Varia
     """Decode every string of ``block`` (its offsets index the compressed bytes)."""
     if not table.enabled:
         return block
+    compiled = accel.kernels(int(block.offsets[-1] - block.offsets[0]))
+    if compiled is not None:
+        return _decompress_compiled(compiled, block, table, ctx)
     offsets = block.offsets
     if int(offsets[-1] - offsets[0]) > 2 * _PASS_CODES and len(offsets) > 2:
         # split at string boundaries into passes of about _PASS_CODES codes
@@ -82,6 +87,33 @@ def decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Varia
         assert isinstance(joined, Variable)  # concat keeps the kind of its blocks
         return joined
     return _decompress(block, table, ctx)
+
+
+def _decompress_compiled(compiled, block: Variable, table: SymbolTable,  # type: ignore[no-untyped-def]
+                         ctx: DecodeContext) -> Variable:
+    offsets = block.offsets
+    lo = int(offsets[0])
+    codes = np.ascontiguousarray(block.data[lo: int(offsets[-1])], np.uint8)
+    result = compiled.decompress(codes, (offsets - lo).astype(np.int64), table.words, table.lengths, table.count)
+    return compiled_result(compiled, result, ctx)
+
+
+def compiled_result(compiled, result: tuple, ctx: DecodeContext) -> Variable:  # type: ignore[no-untyped-def]
+    """The block a compiled FSST decoder returned, or the typed error its status stands for."""
+    status, data, new_offsets = result
+    if status == compiled.ENDS_WITH_ESCAPE:
+        raise ctx.corrupt("FSST data ends a string with an escape byte")
+    if status == compiled.UNKNOWN_CODE:
+        raise ctx.corrupt("FSST data uses a code that is not in the symbol table")
+    if status == compiled.SHORT_BUFFER:
+        raise ctx.corrupt("a mini-block string buffer is shorter than its offsets")
+    if status == compiled.OUTSIDE:
+        raise ctx.corrupt("mini-block string offsets point outside their buffer")
+    if status == compiled.NOT_INCREASING:
+        raise ctx.corrupt("mini-block string offsets are not increasing")
+    if status != compiled.OK:
+        raise ctx.corrupt("FSST string offsets decrease or run past the data")
+    return Variable(new_offsets, data)
 
 
 def _decompress(block: Variable, table: SymbolTable, ctx: DecodeContext) -> Variable:

@@ -1,0 +1,351 @@
+"""Kernels compiled with numba: the optional accelerator of :mod:`.encode_fsst`, :mod:`.fsst` and
+:mod:`.encode_miniblock`.
+
+Imported only through :func:`lance_format.encodings.structural.accel.kernels`, which falls
+back to the numpy code when numba is missing (``pip install lance-assets[fast]`` adds it). Each
+kernel computes exactly what its numpy counterpart computes (the tests compare the bytes): the
+greedy parse of ``encode_fsst._parse`` (same look-up tables, same cuts every ``unit`` bytes),
+the decoding of ``fsst._decompress`` with its corruption checks and the greedy chunk walk of
+``encode_miniblock._Chunker``, but in one pass instead of many passes over arrays (or a Python
+loop over chunks).
+
+Compiled code is cached on disk (``cache=True``): next to this file when that is writable, else
+in numba's per-user cache directory, else (both read-only) in the system's temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+
+_config: Any = numba.config  # its settings are set at run time: no attributes for a type checker
+
+
+def _cache_dir_fallback() -> None:
+    """Point numba's cache at a writable place when neither its default locations are."""
+    if _config.CACHE_DIR:
+        return
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
+    user = os.path.join(os.path.expanduser("~"), ".cache")
+    if os.access(os.path.dirname(here), os.W_OK) or os.access(user, os.W_OK):
+        return
+    _config.CACHE_DIR = os.path.join(tempfile.gettempdir(), f"lance-format-numba-{os.getuid()}")
+
+
+_cache_dir_fallback()
+_jit = numba.njit(cache=True, nogil=True)
+
+
+
+@intrinsic
+def _load_u64(typingctx, array, index):  # type: ignore[no-untyped-def]
+    """The 8 bytes at ``array[index]`` as one little-endian word, unaligned, without bounds tests
+    (callers pad their buffers). One load instead of eight byte loads and shifts."""
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        data = context.make_array(signature.args[0])(context, builder, args[0])
+        pointer = builder.bitcast(builder.gep(data.data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(pointer, align=1)
+    return types.uint64(array, types.intp), codegen
+
+
+@intrinsic
+def _store_u64(typingctx, array, index, value):  # type: ignore[no-untyped-def]
+    """Write a word as 8 little-endian bytes at ``array[index]``, unaligned, without bounds tests."""
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        data = context.make_array(signature.args[0])(context, builder, args[0])
+        pointer = builder.bitcast(builder.gep(data.data, [args[1]]), ir.IntType(64).as_pointer())
+        builder.store(args[2], pointer, align=1)
+        return context.get_dummy_value()
+    return types.void(array, types.intp, types.uint64), codegen
+
+
+# status codes of the decoder (the caller raises the matching typed error)
+OK = 0
+ENDS_WITH_ESCAPE = 1
+UNKNOWN_CODE = 2
+BAD_OFFSETS = 3
+SHORT_BUFFER = 4
+OUTSIDE = 5
+NOT_INCREASING = 6
+
+
+HASH_SLOTS = 1024  # open addressing for at most 255 keys: probes stay short
+_EMPTY = 0xFFFFFFFF
+_NONE = 0xFF
+_MASKS = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [(1 << 64) - 1], np.uint64)
+
+
+@_jit
+def _hash_slot(key):  # type: ignore[no-untyped-def]
+    return ((key * 2654435761) >> 16) & (HASH_SLOTS - 1)
+
+
+@_jit
+def prefix_hash(prefixes, ids):  # type: ignore[no-untyped-def]
+    """A small table from the 3-byte prefixes of the long symbols to their ids.
+
+    It answers exactly like ``_Table.long_of`` (16 MiB, one random cache miss per token when
+    parsing sequentially) but fits in the L1 cache: (keys, ids), linear probing.
+    """
+    keys = np.full(HASH_SLOTS, _EMPTY, np.uint32)
+    slots = np.full(HASH_SLOTS, _NONE, np.uint8)
+    for i in range(prefixes.shape[0]):
+        h = _hash_slot(np.int64(prefixes[i]))
+        while keys[h] != _EMPTY and keys[h] != prefixes[i]:
+            h = (h + 1) & (HASH_SLOTS - 1)
+        keys[h] = prefixes[i]
+        slots[h] = ids[i]
+    return keys, slots
+
+
+@_jit
+def _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of, values256, lengths_of,  # type: ignore[no-untyped-def]
+          emit):
+    """The greedy parse of the units ``[starts, ends)`` (:func:`parse` and :func:`compress`).
+
+    Returns (tokens, their counts per unit, code bytes, string offsets); with ``emit`` false the
+    first two are filled (a token is a symbol id, or 256 + an escaped byte), with ``emit`` true
+    the last two (255 before an escaped byte; unit ``u`` belongs to string ``owner[u]``).
+    The token step is written out here rather than in a helper function: numba compiles a
+    helper's early returns into code several times slower.
+    """
+    n = data.shape[0]
+    # the data and 8 zero bytes: the 8 bytes at any position are read without bounds tests
+    padded = np.zeros(n + 8, np.uint8)
+    padded[:n] = data
+    total = 0
+    for u in range(starts.shape[0]):
+        total += ends[u] - starts[u]
+    tokens = np.empty(0 if emit else total, np.uint16)
+    counts = np.zeros(0 if emit else starts.shape[0], np.int64)
+    out = np.empty(2 * total if emit else 0, np.uint8)
+    new_offsets = np.zeros(nstrings + 1 if emit else 0, np.int64)
+    t = 0
+    for u in range(starts.shape[0]):
+        p = starts[u]
+        end = ends[u]
+        first = t
+        while p < end:
+            room = min(end - p, 8)
+            word = _load_u64(padded, p)
+            key = np.int64(word & np.uint64(0xFFFFFF))
+            h = _hash_slot(key)
+            while keys[h] != key and keys[h] != _EMPTY:
+                h = (h + 1) & (HASH_SLOTS - 1)
+            slot = np.int64(slots[h])
+            long_len = np.int64(lengths_of[slot])
+            if long_len >= 3 and long_len <= room and (word & _MASKS[long_len]) == values256[slot]:
+                code = slot
+                length = long_len
+            else:
+                code = np.int64(short_of[np.int64(word & np.uint64(0xFFFF))])
+                length = np.int64(lengths_of[code])
+                if length == 2 and room == 1:  # a 2-byte symbol would run past the unit's end
+                    code = np.int64(single_of[np.int64(word & np.uint64(0xFF))])
+                    length = np.int64(lengths_of[code])
+            if not emit:
+                tokens[t] = code
+                t += 1
+            elif code >= 256:
+                out[t] = 255
+                out[t + 1] = code - 256
+                t += 2
+            else:
+                out[t] = code
+                t += 1
+            p += length
+        if emit:
+            new_offsets[owner[u] + 1] = t
+        else:
+            counts[u] = t - first
+    if not emit:
+        return tokens[:t].copy(), counts, out, new_offsets
+    # strings without units (empty ones) end where the previous string ends
+    for i in range(1, nstrings + 1):
+        if new_offsets[i] < new_offsets[i - 1]:
+            new_offsets[i] = new_offsets[i - 1]
+    return tokens, counts, out[:t].copy(), new_offsets
+
+
+@_jit
+def parse(data, starts, ends, keys, slots, short_of, single_of, values256, lengths_of):  # type: ignore[no-untyped-def]
+    """``encode_fsst._parse``: the tokens of the units ``[starts, ends)`` and their counts."""
+    tokens, counts, _, _ = _walk(data, starts, ends, starts, 0, keys, slots, short_of, single_of, values256,
+                                 lengths_of, False)
+    return tokens, counts
+
+
+@_jit
+def compress(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of, values256,  # type: ignore[no-untyped-def]
+             lengths_of):
+    """``encode_fsst.compress``: the code bytes of all strings and their offsets."""
+    _, _, out, new_offsets = _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of, values256,
+                                   lengths_of, True)
+    return out, new_offsets
+
+
+@_jit
+def _decode_ranges(buf, lo, hi, words, lengths, count):  # type: ignore[no-untyped-def]
+    """FSST-decode the strings whose codes are ``buf[lo[i]:hi[i]]`` (ranges already checked):
+    (status, decoded bytes, their offsets). Two passes: sizes (and corruption), then bytes."""
+    nstrings = lo.shape[0]
+    out_offsets = np.zeros(nstrings + 1, np.int64)
+    size = 0
+    for i in range(nstrings):
+        j = lo[i]
+        stop = hi[i]
+        while j < stop:
+            c = buf[j]
+            if c == 255:
+                if j + 1 >= stop:
+                    return ENDS_WITH_ESCAPE, np.zeros(0, np.uint8), out_offsets
+                size += 1
+                j += 2
+            elif c >= count:
+                return UNKNOWN_CODE, np.zeros(0, np.uint8), out_offsets
+            else:
+                size += lengths[c]
+                j += 1
+        out_offsets[i + 1] = size
+    # every symbol is written as 8 bytes (the next one overwrites the excess): room for the last
+    out = np.empty(size + 8, np.uint8)
+    o = 0
+    for i in range(nstrings):
+        j = lo[i]
+        stop = hi[i]
+        while j < stop:
+            c = buf[j]
+            if c == 255:
+                out[o] = buf[j + 1]
+                o += 1
+                j += 2
+            else:
+                _store_u64(out, o, words[c])
+                o += lengths[c]
+                j += 1
+    return OK, out[:size], out_offsets
+
+
+@_jit
+def decompress(codes, bounds, words, lengths, count):  # type: ignore[no-untyped-def]
+    """``fsst._decompress``: (status, decoded bytes, their offsets) for codes cut at ``bounds``.
+
+    ``words`` are the symbols as little-endian u64 (zero-padded), ``lengths`` their lengths.
+    """
+    nstrings = bounds.shape[0] - 1
+    for i in range(nstrings):
+        if bounds[i] < 0 or bounds[i + 1] < bounds[i] or bounds[i + 1] > codes.shape[0]:
+            return BAD_OFFSETS, np.zeros(0, np.uint8), np.zeros(nstrings + 1, np.int64)
+    return _decode_ranges(codes, bounds[:-1], bounds[1:], words, lengths, count)
+
+
+@_jit
+def _read_offset(buf, at, width):  # type: ignore[no-untyped-def]
+    if width == 4:
+        return (np.int64(buf[at]) | (np.int64(buf[at + 1]) << 8) | (np.int64(buf[at + 2]) << 16)
+                | (np.int64(buf[at + 3]) << 24))
+    return np.int64(_load_u64(buf, at))
+
+
+@_jit
+def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # type: ignore[no-untyped-def]
+    """``chunk_codecs.FsstChunks`` over ``VariableChunks``: the mini-block chunks' string offsets
+    checked as ``VariableChunks.decode`` checks them (same order, same errors), then the codes
+    decoded straight from the chunks (no gathered copy of codes and offsets).
+    Returns (status, decoded bytes, their offsets)."""
+    n = starts.shape[0]
+    nstrings = 0
+    for c in range(n):
+        if sizes[c] < (counts[c] + 1) * width or starts[c] < 0 or starts[c] + sizes[c] > buf.shape[0]:
+            return SHORT_BUFFER, np.zeros(0, np.uint8), np.zeros(1, np.int64)
+        nstrings += counts[c]
+    for c in range(n):
+        first = _read_offset(buf, starts[c], width)
+        last = _read_offset(buf, starts[c] + counts[c] * width, width)
+        if first < (counts[c] + 1) * width or last > sizes[c]:
+            return OUTSIDE, np.zeros(0, np.uint8), np.zeros(1, np.int64)
+    lo = np.empty(nstrings, np.int64)
+    hi = np.empty(nstrings, np.int64)
+    i = 0
+    for c in range(n):
+        s = starts[c]
+        previous = s + _read_offset(buf, s, width)
+        for k in range(1, counts[c] + 1):
+            current = s + _read_offset(buf, s + k * width, width)
+            if current < previous:
+                return NOT_INCREASING, np.zeros(0, np.uint8), np.zeros(1, np.int64)
+            lo[i] = previous
+            hi[i] = current
+            i += 1
+            previous = current
+    return _decode_ranges(buf, lo, hi, words, lengths, count)
+
+
+@_jit
+def chunk_starts(cost, end_of, has_levels, total_levels, n, max_chunk, min_chunk, target_bytes,  # type: ignore[no-untyped-def]
+                 chunk_overhead, header, level_streams, num_buffers, hard, max_levels):
+    """``encode_miniblock._Chunker.chunks`` for a cost prefix: the chunk starts, or None when an
+    item cannot fit."""
+    starts = np.empty(n + 1, np.int64)
+    count = 0
+    fixed = header + 7 + 8 * level_streams + 8 * num_buffers
+    p = 0
+    while p < n:
+        starts[count] = p
+        count += 1
+        if n - p <= max_chunk:  # the rest as the final chunk?
+            smallest = n - p <= min_chunk
+            value_bytes = np.float64(cost[n] - cost[p]) + chunk_overhead
+            levels = total_levels - end_of[p] if has_levels else 0
+            if ((value_bytes <= target_bytes or smallest) and levels <= max_levels
+                    and fixed + 2 * levels * level_streams + value_bytes <= hard):
+                break
+        k = max_chunk
+        budget = cost[p] + (target_bytes - chunk_overhead)
+        within = np.searchsorted(cost, budget, side="right") - 1 - p
+        while k > min_chunk and k > within:
+            k //= 2
+        step = 0
+        while k >= min_chunk:
+            if p + k < n:
+                smallest = k <= min_chunk
+                value_bytes = np.float64(cost[p + k] - cost[p]) + chunk_overhead
+                levels = end_of[p + k] - end_of[p] if has_levels else 0
+                if ((value_bytes <= target_bytes or smallest) and levels <= max_levels
+                        and fixed + 2 * levels * level_streams + value_bytes <= hard):
+                    step = k
+                    break
+            k //= 2
+        if step == 0:
+            return None
+        p += step
+    return starts[:count].copy()
+
+
+@_jit
+def copy_ranges(out, dst, data, src, sizes):  # type: ignore[no-untyped-def]
+    """``out[dst[i]:dst[i] + sizes[i]] = data[src[i]:src[i] + sizes[i]]`` for every i."""
+    for i in range(dst.shape[0]):
+        d = dst[i]
+        s = src[i]
+        out[d : d + sizes[i]] = data[s : s + sizes[i]]
+
+
+@_jit
+def chunk_offsets(words, offsets, starts, counts, first_word, head):  # type: ignore[no-untyped-def]
+    """The offsets of every ``variable`` chunk, relative to the chunk's start
+    (``encode_compression.VariablePlan.encode``): chunk ``c`` writes ``counts[c] + 1`` words
+    from ``words[first_word[c]]``."""
+    for c in range(starts.shape[0]):
+        s = starts[c]
+        base = offsets[s] - head[c]
+        w = first_word[c]
+        for k in range(counts[c] + 1):
+            words[w + k] = offsets[s + k] - base
