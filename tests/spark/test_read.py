@@ -54,7 +54,16 @@ def test_pylance_tables_at_every_version(spark, tmp_path, file_version):
     assert spark_rows(df) == _as_spark_sees(expected, df)
 
 
-def test_splits_pack_small_and_cut_large_fragments(spark, tmp_path):
+def _live_rows(uri: str, split) -> int:
+    ds = lance.dataset(uri)
+    fragments = {f.fragment_id: f for f in ds.get_fragments()}
+    return sum(fragments[f].scanner(columns=[], with_row_address=True).to_table()
+               .filter(pa.compute.field("_rowaddr").isin(
+                   [(f << 32) + i for i in range(begin, end)])).num_rows
+               for f, begin, end in split)
+
+
+def test_splits_are_equal_cuts_of_the_live_rows(spark, tmp_path):
     uri = str(tmp_path / "t.lance")
     table = pa.table({"id": pa.array(np.arange(10_000), pa.int64())})
     lance.write_dataset(table, uri, max_rows_per_file=6_000, data_storage_version="2.0")
@@ -62,14 +71,38 @@ def test_splits_pack_small_and_cut_large_fragments(spark, tmp_path):
                         max_rows_per_file=10)
     lance.dataset(uri).delete("id % 3 = 0")
     ds = lance_format.dataset(uri)
+    # 6,700 live rows (fragments of 4000 and 2667 live rows, then five of about 7) in splits of
+    # at most 2,000: four equal cuts, which may cross fragment edges; the 10-row fragments are
+    # never cut (a piece would be below a quarter of a split)
     splits = plan_splits(ds, target_splits=1, rows_per_split=2_000)
-    # fragments 0 and 1 (4000 and 2667 live rows) are cut in two physical ranges each; the
-    # five 10-row fragments are packed into one split
-    assert splits[:4] == [((0, 0, 3000),), ((0, 3000, 6000),), ((1, 0, 2000),), ((1, 2000, 4000),)]
-    assert splits[4:] == [tuple((i, 0, 10) for i in range(2, 7))]
+    assert splits == [
+        ((0, 0, 2512),), ((0, 2512, 5025),), ((0, 5025, 6000), (1, 0, 1538)),
+        ((1, 1538, 4000),) + tuple((i, 0, 10) for i in range(2, 7)),
+    ]
+    assert all(1_600 <= _live_rows(uri, split) <= 1_750 for split in splits)
+    # a multiple of the tasks the session runs at once, covering every physical row once, in order
+    three = plan_splits(ds, target_splits=3, rows_per_split=2_000)
+    assert len(three) == 6
+    pieces = [piece for split in three for piece in split]
+    for fragment in ds.manifest.fragments:
+        ranges = [(b, e) for f, b, e in pieces if f == fragment.id]
+        assert ranges[0][0] == 0 and ranges[-1][1] == fragment.physical_rows
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert [f for f, _, _ in pieces] == sorted(f for f, _, _ in pieces)
+    # a small table is one split
+    assert plan_splits(ds, target_splits=2) == [tuple((f.id, 0, f.physical_rows) for f in ds.manifest.fragments)]
     df = read_dataframe(spark, uri, rows_per_split=2_000)
-    assert df.rdd.getNumPartitions() == len(plan_splits(ds, target_splits=2, rows_per_split=2_000))
+    assert df.rdd.getNumPartitions() == len(plan_splits(ds, target_splits=2, rows_per_split=2_000)) == 4
     assert spark_rows(df) == lance_rows(uri)
+
+
+def test_three_fragments_on_two_cores_are_four_equal_splits(tmp_path):
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"id": pa.array(np.arange(300_000), pa.int64())}), uri,
+                               max_rows_per_file=100_000)
+    splits = plan_splits(lance_format.dataset(uri), target_splits=2, rows_per_split=100_000)
+    assert splits == [((0, 0, 75_000),), ((0, 75_000, 100_000), (1, 0, 50_000)),
+                      ((1, 50_000, 100_000), (2, 0, 25_000)), ((2, 25_000, 100_000),)]
 
 
 def test_unrepresentable_types_are_refused(spark, tmp_path):
