@@ -60,36 +60,62 @@ def plan_splits(
     rows_per_split: int = DEFAULT_ROWS_PER_SPLIT,
     bytes_per_split: int = DEFAULT_BYTES_PER_SPLIT,
 ) -> list[Split]:
-    """Cut a version's fragments into splits of about ``rows_per_split`` live rows and at most
-    ``bytes_per_split`` data bytes; aims for at least ``target_splits`` splits."""
-    fragments = [f for f in ds.manifest.fragments if f.physical_rows > 0]
-    live = [live_row_count(f) for f in fragments]
-    total_rows = sum(live)
-    total_bytes = sum(d.file_size_bytes for f in fragments for d in f.files)
+    """Cut a version's live rows into equal splits of at most about ``rows_per_split`` rows and
+    ``bytes_per_split`` data bytes.
+
+    The table's fragments are laid end to end and cut at equal distances, so a split may end
+    inside one fragment and go on in the next: each split is a list of physical row ranges.
+    The number of splits is a multiple of ``target_splits`` (the tasks the session runs at
+    once), so every core gets the same share of rows and none idles while another finishes
+    (3 fragments on 2 cores would otherwise cost 2 fragments' time). A cut that would leave a
+    piece of a fragment smaller than a quarter of a split (at most ``MIN_ROWS_PER_SPLIT / 4``
+    rows) moves to the fragment's edge, so small fragments are packed whole. Fragments with
+    deletions are cut as if their deleted rows were spread evenly.
+    """
+    fragments = [(f, live_row_count(f)) for f in ds.manifest.fragments if f.physical_rows > 0]
+    fragments = [(f, rows) for f, rows in fragments if rows > 0]
+    total_rows = sum(rows for _, rows in fragments)
     if total_rows == 0:
         return []
-    target = min(rows_per_split, max(MIN_ROWS_PER_SPLIT, math.ceil(total_rows / max(1, target_splits))))
+    total_bytes = sum(d.file_size_bytes for f, _ in fragments for d in f.files)
+    largest = max(1, int(rows_per_split))
     if total_bytes:
-        target = max(1, min(target, int(bytes_per_split * total_rows / total_bytes)))
+        largest = max(1, min(largest, int(bytes_per_split * total_rows / total_bytes)))
+    count = math.ceil(total_rows / largest)
+    per_core = max(1, int(target_splits))
+    # at least one split per core when each would still be worth a task
+    count = max(count, min(per_core, total_rows // MIN_ROWS_PER_SPLIT))
+    if count > 1:
+        count = math.ceil(count / per_core) * per_core
+    min_piece = max(1, min(MIN_ROWS_PER_SPLIT // 4, total_rows // count // 4))
+    # the ideal cut points, in live rows from the start of the table
+    cuts = [total_rows * k // count for k in range(1, count)]
     splits: list[Split] = []
-    pending: list[tuple[int, int, int]] = []
-    pending_rows = 0
-    for fragment, rows in zip(fragments, live):
-        if rows <= 0:
-            continue
-        if rows > target:
-            pieces = math.ceil(rows / target)
-            step = math.ceil(fragment.physical_rows / pieces)
-            for begin in range(0, fragment.physical_rows, step):
-                splits.append(((fragment.id, begin, min(begin + step, fragment.physical_rows)),))
-            continue
-        if pending and pending_rows + rows > target:
-            splits.append(tuple(pending))
-            pending, pending_rows = [], 0
-        pending.append((fragment.id, 0, fragment.physical_rows))
-        pending_rows += rows
-    if pending:
-        splits.append(tuple(pending))
+    current: list[tuple[int, int, int]] = []
+    seen = 0  # live rows before the fragment being cut
+    cut = 0  # index of the next cut point
+    for fragment, rows in fragments:
+        physical = fragment.physical_rows
+        begin = 0  # physical row where the fragment's next piece starts
+        while cut < len(cuts) and cuts[cut] <= seen + rows:
+            inside = cuts[cut] - seen
+            cut += 1
+            if inside < min_piece:
+                inside = 0  # the cut moves to the fragment's start
+            elif rows - inside < min_piece:
+                inside = rows  # ... or to its end
+            position = min(physical, round(inside * physical / rows))
+            if position > begin:
+                current.append((fragment.id, begin, position))
+                begin = position
+            if current:
+                splits.append(tuple(current))
+                current = []
+        if begin < physical:
+            current.append((fragment.id, begin, physical))
+        seen += rows
+    if current:
+        splits.append(tuple(current))
     return splits
 
 

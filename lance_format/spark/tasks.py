@@ -482,7 +482,9 @@ Split = tuple[tuple[int, int, int], ...]  # (fragment id, first physical row, en
 
 
 def read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
-    """The live rows of one split, filtered and projected, in Spark's Arrow types."""
+    """The live rows of one split, filtered and projected, in Spark's Arrow types (a filter
+    is late-materialized: see :mod:`lance_format.spark.split_scan`)."""
+    from lance_format.spark.split_scan import late_columns, late_filtered_batches
     from lance_format.spark.types import BatchConverter
 
     ds = open_version(spec.uri, spec.version, spec.identity, spec.storage_options)
@@ -492,8 +494,11 @@ def read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
         filter_schema = filter_schema.append(pa.field(name, pa.uint64()))
     expr = to_expression(spec.filter, filter_schema) if spec.filter else None
     needed = list(spec.columns)
+    late = None
     if expr is not None:
-        needed += [n for n in referenced_columns(expr, filter_schema) if n not in needed]
+        used = referenced_columns(expr, filter_schema)
+        needed += [n for n in used if n not in needed]
+        late = late_columns(table_schema, needed, set(used))
     read_schema = table_schema.project([n for n in needed if n not in SYSTEM_COLUMNS])
     system = [n for n in needed if n in SYSTEM_COLUMNS]
     convert = BatchConverter(arrow_schema_from_bytes(spec.target), table=spec.uri, check_nulls=False)
@@ -502,6 +507,10 @@ def read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
         if fragment is None:
             raise CorruptFileError(f"fragment {fragment_id} is not in version {spec.version}", table=spec.uri,
                                    version=spec.version)
+        if expr is not None and late is not None:
+            for batch in late_filtered_batches(fragment, expr, late, spec.batch_size, (begin, end)):
+                yield convert(batch)
+            continue
         for batch in fragment.read_batches(read_schema, system, spec.batch_size, row_range=(begin, end)):
             if expr is not None:
                 batch = pa.Table.from_batches([batch]).filter(expr).combine_chunks()

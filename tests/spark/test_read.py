@@ -18,15 +18,15 @@ from lance_format.spark.read import plan_splits
 from lance_format.spark.types import spark_arrow_schema
 
 from ..type_matrix import type_matrix
-from .helpers import lance_rows, spark_rows
+from .helpers import lance_rows, sorted_table, spark_rows
 
 
-def _as_spark_sees(table: pa.Table, df) -> list[dict]:
-    """pylance's rows converted to the Arrow types Spark holds them in (sorted by ``id``)."""
+def _as_spark_sees(table: pa.Table, df, key: str = "id") -> list[dict]:
+    """pylance's rows converted to the Arrow types Spark holds them in (sorted by ``key``)."""
     target = spark_arrow_schema(df.schema)
     arrays = [table.column(f.name).cast(f.type, safe=False) for f in target]
     converted = pa.Table.from_arrays(arrays, schema=target)
-    return converted.sort_by("id").to_pylist()
+    return converted.sort_by(key).to_pylist()
 
 
 def _matrix(n: int, start: int) -> pa.Table:
@@ -54,7 +54,16 @@ def test_pylance_tables_at_every_version(spark, tmp_path, file_version):
     assert spark_rows(df) == _as_spark_sees(expected, df)
 
 
-def test_splits_pack_small_and_cut_large_fragments(spark, tmp_path):
+def _live_rows(uri: str, split) -> int:
+    ds = lance.dataset(uri)
+    fragments = {f.fragment_id: f for f in ds.get_fragments()}
+    return sum(fragments[f].scanner(columns=[], with_row_address=True).to_table()
+               .filter(pa.compute.field("_rowaddr").isin(
+                   [(f << 32) + i for i in range(begin, end)])).num_rows
+               for f, begin, end in split)
+
+
+def test_splits_are_equal_cuts_of_the_live_rows(spark, tmp_path):
     uri = str(tmp_path / "t.lance")
     table = pa.table({"id": pa.array(np.arange(10_000), pa.int64())})
     lance.write_dataset(table, uri, max_rows_per_file=6_000, data_storage_version="2.0")
@@ -62,14 +71,38 @@ def test_splits_pack_small_and_cut_large_fragments(spark, tmp_path):
                         max_rows_per_file=10)
     lance.dataset(uri).delete("id % 3 = 0")
     ds = lance_format.dataset(uri)
+    # 6,700 live rows (fragments of 4000 and 2667 live rows, then five of about 7) in splits of
+    # at most 2,000: four equal cuts, which may cross fragment edges; the 10-row fragments are
+    # never cut (a piece would be below a quarter of a split)
     splits = plan_splits(ds, target_splits=1, rows_per_split=2_000)
-    # fragments 0 and 1 (4000 and 2667 live rows) are cut in two physical ranges each; the
-    # five 10-row fragments are packed into one split
-    assert splits[:4] == [((0, 0, 3000),), ((0, 3000, 6000),), ((1, 0, 2000),), ((1, 2000, 4000),)]
-    assert splits[4:] == [tuple((i, 0, 10) for i in range(2, 7))]
+    assert splits == [
+        ((0, 0, 2512),), ((0, 2512, 5025),), ((0, 5025, 6000), (1, 0, 1538)),
+        ((1, 1538, 4000),) + tuple((i, 0, 10) for i in range(2, 7)),
+    ]
+    assert all(1_600 <= _live_rows(uri, split) <= 1_750 for split in splits)
+    # a multiple of the tasks the session runs at once, covering every physical row once, in order
+    three = plan_splits(ds, target_splits=3, rows_per_split=2_000)
+    assert len(three) == 6
+    pieces = [piece for split in three for piece in split]
+    for fragment in ds.manifest.fragments:
+        ranges = [(b, e) for f, b, e in pieces if f == fragment.id]
+        assert ranges[0][0] == 0 and ranges[-1][1] == fragment.physical_rows
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert [f for f, _, _ in pieces] == sorted(f for f, _, _ in pieces)
+    # a small table is one split
+    assert plan_splits(ds, target_splits=2) == [tuple((f.id, 0, f.physical_rows) for f in ds.manifest.fragments)]
     df = read_dataframe(spark, uri, rows_per_split=2_000)
-    assert df.rdd.getNumPartitions() == len(plan_splits(ds, target_splits=2, rows_per_split=2_000))
+    assert df.rdd.getNumPartitions() == len(plan_splits(ds, target_splits=2, rows_per_split=2_000)) == 4
     assert spark_rows(df) == lance_rows(uri)
+
+
+def test_three_fragments_on_two_cores_are_four_equal_splits(tmp_path):
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"id": pa.array(np.arange(300_000), pa.int64())}), uri,
+                               max_rows_per_file=100_000)
+    splits = plan_splits(lance_format.dataset(uri), target_splits=2, rows_per_split=100_000)
+    assert splits == [((0, 0, 75_000),), ((0, 75_000, 100_000), (1, 0, 50_000)),
+                      ((1, 50_000, 100_000), (2, 0, 25_000)), ((2, 25_000, 100_000),)]
 
 
 def test_unrepresentable_types_are_refused(spark, tmp_path):
@@ -175,3 +208,61 @@ def test_maps_round_trip_in_file_version_2_2(spark, tmp_path):
     df = spark.createDataFrame([(11, {"b": 2})], "id long, m map<string,int>")
     write_dataframe(df, uri, mode="append")
     assert lance_rows(uri)[2] == {"id": 11, "m": [("b", 2)]}
+
+
+@pytest.mark.parametrize("file_version", ["2.0", "2.2"])
+def test_filtered_splits_read_filter_columns_first_and_match_pylance(spark, tmp_path, file_version):
+    """Filters are late-materialized inside each split's row range (sparse filters take the
+    passing rows' other columns, dense ones read them); the rows are pylance's."""
+    uri = str(tmp_path / "t.lance")
+    n = 12_000
+    ids = np.arange(n)
+    table = pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "cat": pa.array(np.array(["a", "b", "c", "d"])[ids % 4]),
+        "s": pa.array([f"user-{i}@example.com" if i % 5 else None for i in ids]),
+        "tags": pa.array([[f"t{i % 3}"] * (i % 3) for i in ids], pa.list_(pa.string())),
+        "point": pa.StructArray.from_arrays([pa.array(ids * 0.5), pa.array(ids % 7, pa.int32())], ["lat", "zone"]),
+    })
+    lance.write_dataset(table, uri, data_storage_version=file_version, max_rows_per_file=5_000)
+    lance.dataset(uri).delete("id % 11 = 4 OR (id >= 3000 AND id < 3500)")
+    ds = lance_format.dataset(uri)
+    assert len(plan_splits(ds, rows_per_split=1_500)) >= 7  # cuts inside fragments
+    for where in ("id % 97 = 1", "cat = 'b' AND id > 100", "id % 3 <> 0", "s IS NULL", "point.zone = 2"):
+        for columns, with_row_id in ((None, False), (["s", "tags"], True), (["id"], False)):
+            df = read_dataframe(spark, uri, filter=where, columns=columns, with_row_id=with_row_id,
+                                rows_per_split=1_500, batch_size=700)
+            expected = lance.dataset(uri).to_table(filter=where, columns=columns, with_row_id=with_row_id)
+            key = "id" if "id" in expected.column_names else "_rowid"
+            assert df.columns == expected.column_names, (where, columns)
+            assert sorted_table(df.toArrow(), key).to_pylist() == \
+                _as_spark_sees(sorted_table(expected, key), df, key), (where, columns)
+
+
+def test_a_selective_filter_takes_only_the_passing_rows_other_columns(tmp_path, monkeypatch):
+    from lance_format.dataset.fragment import LanceFragment
+    from lance_format.spark.read import plan_read
+    from lance_format.spark.tasks import read_split
+
+    uri = str(tmp_path / "t.lance")
+    ids = np.arange(20_000)
+    lance_format.write_dataset(pa.table({"id": ids, "s": pa.array([f"row {i}" for i in ids])}), uri,
+                               data_storage_version="2.2")
+    taken: list[int] = []
+    take_physical = LanceFragment.take_physical
+
+    def counting(self, schema, system_columns, offsets):
+        taken.append(len(offsets))
+        return take_physical(self, schema, system_columns, offsets)
+
+    monkeypatch.setattr(LanceFragment, "take_physical", counting)
+
+    def read(where: str) -> list[int]:
+        plan = plan_read(uri, filter=where, batch_size=1_000)
+        return [i for split in plan.splits for b in read_split(plan.spec, split) for i in b.column("id").to_pylist()]
+
+    assert read("id % 1000 = 7") == list(range(7, 20_000, 1000))
+    assert sum(taken) == 20  # only the 20 passing rows' "s" was decoded
+    taken.clear()
+    assert read("id % 2 = 0") == list(range(0, 20_000, 2))
+    assert taken == []  # most rows pass: "s" is read in ranges, not taken

@@ -1,0 +1,239 @@
+"""Spark reads of a realistic table: ``lance_format.spark`` against Spark's built-in parquet.
+
+The table is ``bench_realistic.realistic_table`` (int64 id, float64, a 10-value category, a
+skewed high-cardinality category, an e-mail/URL-like string, JSON-ish text, a nullable string,
+a timestamp, a list of tags, a struct), written once as a Lance table per file version (by this
+engine) and once as parquet by Spark itself (its defaults: snappy, dictionary pages). Every
+query then runs on both, in one local[2] session, interleaved (parquet, lance, lance, ... per
+round), ``--repeat`` rounds; the first round warms up (JIT, Python workers), the median of the
+others counts. Printed: median seconds and the ratio lance / parquet.
+
+Queries (each touches every byte it reads: an aggregate over each selected column, so neither
+side can return before decoding; Spark's ``noop`` sink would let parquet skip decoding its
+dictionary-encoded strings):
+
+* ``full``: all columns, aggregated;
+* ``filter``: ``cat = 'echo' AND x > 0.5``, then all columns aggregated (Lance: the engine
+  evaluates the filter in the tasks; the data source gets it through Spark's filter pushdown);
+* ``project``: the URL-like column alone (Lance: ``columns=[...]``; the data source: option
+  ``columns``, since Python data sources get no column pruning from Spark).
+
+Lance is read two ways: ``read_dataframe`` (``df``) and ``spark.read.format("lance")`` (``ds``).
+
+    python benchmarks/bench_spark_read.py [--rows 3000000] [--repeat 5] [--versions 2.2 2.0]
+        [--only full,filter,project] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+FILTER = "cat = 'echo' AND x > 0.5"
+PROJECTED = ["url"]
+
+
+def session(base: str):
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]").appName("bench_spark_read")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.local.dir", f"{base}/local").config("spark.sql.warehouse.dir", f"{base}/warehouse")
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={base} -Dderby.system.home={base}")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def aggregates(df):
+    """One aggregate per column (every value decoded), collected to the driver."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    exprs = []
+    for field in df.schema:
+        c = F.col(field.name)
+        t = field.dataType
+        if isinstance(t, T.StringType):
+            exprs.append(F.sum(F.length(c)))
+        elif isinstance(t, (T.TimestampType, T.TimestampNTZType)):
+            exprs.append(F.max(c))
+        elif isinstance(t, T.ArrayType):
+            exprs.append(F.sum(F.size(c)))
+        elif isinstance(t, T.StructType):
+            exprs.extend(F.sum(c.getField(f.name)) for f in t)
+        else:
+            exprs.append(F.sum(c))
+        exprs.append(F.count(c))
+    return df.agg(*exprs).collect()[0]
+
+
+def _table(rows: int):
+    """``realistic_table`` built in pieces of at most 1M rows (pyarrow chunks larger numpy
+    string conversions, which the list column's constructor refuses), ids made global."""
+    import numpy as np
+    import pyarrow as pa
+    from bench_realistic import realistic_table
+
+    step = 1_000_000
+    table = pa.concat_tables([realistic_table(min(step, rows - s), seed=3 + s // step)
+                              for s in range(0, rows, step)]).combine_chunks()
+    ids = np.arange(rows, dtype=np.int64)
+    table = table.set_column(0, "id", pa.array(ids))
+    return table.set_column(table.schema.get_field_index("ts"), "ts",
+                            pa.array(1_700_000_000_000_000 + ids * 1_000_000, pa.timestamp("us")))
+
+
+def tree_cpu() -> float:
+    """CPU seconds used so far by this process and all its descendants (the JVM, its Python
+    workers): steadier than wall time when other work shares the machine. Python workers are
+    reused across tasks, so their counters keep growing between two readings."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        stats[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+    total, todo = 0.0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, 0.0)
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9)
+    return a == b
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=3_000_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--versions", nargs="+", default=["2.2", "2.0"])
+    parser.add_argument("--only", default="full,filter,project")
+    parser.add_argument("--ways", default="df,ds", help="Lance entry points: df (read_dataframe), ds (format)")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    queries = args.only.split(",")
+    ways = args.ways.split(",")
+
+    import lance_format
+
+    base = tempfile.mkdtemp(prefix="bench_spark_read_")
+    try:
+        spark = session(base)
+        from lance_format.spark import read_dataframe, register
+
+        register(spark)
+        table = _table(args.rows)
+        paths = {}
+        for version in args.versions:
+            paths[version] = f"{base}/t{version}.lance"
+            lance_format.write_dataset(table, paths[version], data_storage_version=version)
+        parquet = f"{base}/t.parquet"
+        read_dataframe(spark, paths[args.versions[0]]).write.parquet(parquet)
+        del table
+
+        def parquet_query(query: str):
+            df = spark.read.parquet(parquet)
+            if query == "filter":
+                df = df.where(FILTER)
+            elif query == "project":
+                df = df.select(*PROJECTED)
+            return aggregates(df)
+
+        def lance_query(way: str, version: str, query: str):
+            path = paths[version]
+            if way == "df":
+                kwargs: dict = {}
+                if query == "filter":
+                    kwargs["filter"] = FILTER
+                elif query == "project":
+                    kwargs["columns"] = PROJECTED
+                df = read_dataframe(spark, path, **kwargs)
+            else:
+                reader = spark.read.format("lance")
+                if query == "project":
+                    reader = reader.option("columns", ",".join(PROJECTED))
+                df = reader.load(path)
+                if query == "filter":
+                    df = df.where(FILTER)
+            return aggregates(df)
+
+        cases: list[tuple[str, object]] = []
+        for query in queries:
+            cases.append((f"{query}/parquet", lambda q=query: parquet_query(q)))
+            for version in args.versions:
+                for way in ways:
+                    cases.append((f"{query}/lance {version} {way}",
+                                  lambda w=way, v=version, q=query: lance_query(w, v, q)))
+
+        # the answers must agree (a faster wrong read is no result)
+        for query in queries:
+            expected = parquet_query(query)
+            for name, run in cases:
+                if name.startswith(query + "/lance"):
+                    got = run()
+                    if len(got) != len(expected) or not all(_same(a, b) for a, b in zip(got, expected)):
+                        raise SystemExit(f"{name} disagrees with parquet: {got} != {expected}")
+
+        times: dict[str, list[float]] = {name: [] for name, _ in cases}
+        cpu: dict[str, list[float]] = {name: [] for name, _ in cases}
+        for _ in range(args.repeat):
+            for name, run in cases:
+                start, start_cpu = time.perf_counter(), tree_cpu()
+                run()  # type: ignore[operator]
+                times[name].append(time.perf_counter() - start)
+                cpu[name].append(tree_cpu() - start_cpu)
+        spark.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+    median = {k: statistics.median(v[1:] or v) for k, v in times.items()}
+    median_cpu = {k: statistics.median(v[1:] or v) for k, v in cpu.items()}
+    print(f"rows={args.rows}  repeat={args.repeat} (median of warm rounds)  local[2]  "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'query':30}{'wall s':>9}{'ratio':>8}{'cpu s':>9}{'ratio':>8}")
+    for query in queries:
+        reference, reference_cpu = median[f"{query}/parquet"], median_cpu[f"{query}/parquet"]
+        for name in times:
+            if name.startswith(query + "/"):
+                print(f"{name:30}{median[name]:>9.3f}{median[name] / reference:>8.2f}"
+                      f"{median_cpu[name]:>9.2f}{median_cpu[name] / reference_cpu:>8.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": args.rows, "seconds": times, "cpu": cpu, "median": median,
+                       "median_cpu": median_cpu}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
