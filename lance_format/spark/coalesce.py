@@ -1,4 +1,11 @@
-"""Coalescing small task outputs in the commit of ``df.write.format("lance")`` and the streaming sink.
+"""File sizes of Spark writes: fewer, fuller files than Spark has partitions.
+
+``write_dataframe`` plans its tasks from Spark's size estimate (:func:`coalesce_to_target`:
+``coalesce()`` to as many tasks as the estimate fills files). Where that is not possible, small
+task outputs are coalesced in the commit, described below.
+
+Coalescing small task outputs in the commit of ``df.write.format("lance")`` and the streaming
+sink (and of ``write_dataframe``, for DataFrames without an estimate):
 
 A Python data source cannot change Spark's partitioning, and its ``commit()`` runs in a Python
 worker on the driver host with no SparkSession (no second job can run there). So a write of
@@ -26,7 +33,7 @@ outputs would have made, the fragments committed, and the small outputs coalesce
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -36,6 +43,9 @@ from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.io import ObjectStore
 from lance_format.schema import LanceSchema
 from lance_format.spark.common import SMALL_FILE_FRACTION
+
+if TYPE_CHECKING:
+    from lance_format.spark.write import WritePlan
 
 COALESCE_OPTION = "coalesceSmallFragments"
 # Transaction properties of a data-source or streaming-sink commit.
@@ -205,6 +215,59 @@ def coalesce_outputs(
     return CoalescedOutputs(list(fragments) + coalesced, len(fragments) + len(staged), len(staged), sink)
 
 
+def estimated_size(df: Any) -> tuple[int | None, int | None]:
+    """(rows, bytes) Spark's optimizer estimates for ``df``, each None when unknown.
+
+    Read from the optimized plan's statistics (no job runs). Spark reports an unknown size as
+    ``Long.MaxValue`` (e.g. a DataFrame made from a Python list); Spark Connect exposes none.
+    """
+    try:
+        stats = df._jdf.queryExecution().optimizedPlan().stats()
+        size = int(stats.sizeInBytes())
+        count = stats.rowCount()
+        rows = int(str(count.get())) if count.isDefined() else None
+        row_width = 8 + int(df._jdf.schema().defaultSize())  # Spark's own estimate of a row's size
+    except Exception:
+        return None, None
+    if not 0 <= size < (1 << 63) - 1:
+        return rows, None
+    if rows is None:  # most operators keep only the size: Spark derives it from rows x row width
+        rows = size // max(row_width, 1)
+    return rows, size
+
+
+def planned_tasks(df: Any, plan: "WritePlan") -> int | None:
+    """How many write tasks bring each task's output near the target file size, or None
+    when Spark has no estimate (the DataFrame's partitions are then kept)."""
+    rows, size = estimated_size(df)
+    if rows is None and size is None:
+        return None
+    wanted = 1
+    if rows is not None:
+        wanted = max(wanted, -(-rows // plan.target_rows_per_file))
+    if size is not None:
+        wanted = max(wanted, -(-size // plan.target_bytes_per_file))
+    return int(wanted)
+
+
+def coalesce_to_target(df: Any, plan: "WritePlan") -> Any:
+    """``df`` with fewer partitions when its estimated size fills fewer files than it has
+    partitions: without it, a DataFrame of 2,000 tiny partitions leaves 2,000 tiny fragments.
+
+    ``coalesce`` merges partitions without a shuffle (a shuffle before it keeps its own
+    parallelism); the rows stay on the executors. Files still roll at ``max_rows_per_file`` /
+    ``max_bytes_per_file``, so an underestimate makes fewer, fuller tasks, never larger files.
+    """
+    wanted = planned_tasks(df, plan)
+    if wanted is None:
+        return df
+    try:
+        partitions = df.rdd.getNumPartitions()
+    except Exception:
+        return df
+    return df.coalesce(wanted) if wanted < partitions else df
+
+
 def coalescing_properties(fragments_before: int, fragments: int, coalesced: int) -> dict[str, str]:
     """The fragment counts a commit records in its transaction properties."""
     return {FRAGMENTS_BEFORE_KEY: str(int(fragments_before)), FRAGMENTS_KEY: str(int(fragments)),
@@ -213,4 +276,4 @@ def coalescing_properties(fragments_before: int, fragments: int, coalesced: int)
 
 __all__ = ["COALESCE_OPTION", "FRAGMENTS_BEFORE_KEY", "FRAGMENTS_KEY", "COALESCED_KEY", "StagedOutput",
            "StagingFile", "CoalescedOutputs", "coalesce_outputs", "coalesce_staged", "coalescing_from_options", "coalescing_properties", "delete_staged",
-           "read_staged", "staging_limits"]
+           "read_staged", "staging_limits", "estimated_size", "planned_tasks", "coalesce_to_target"]

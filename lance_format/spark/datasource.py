@@ -14,8 +14,13 @@ Spark's own filters are pushed into the engine when the session has
 
 Write options: ``mode("append")`` or ``mode("overwrite")`` (Spark allows no other save mode
 for Python data sources), ``replace_where``, ``schema_mode``, ``enable_stable_row_ids``,
-``max_rows_per_file``, ``max_bytes_per_file``, ``target_rows_per_file``, ``target_bytes_per_file``
-(they only set which files count as small: Spark decides the partitions here),
+``max_rows_per_file`` / ``maxRowsPerFile``, ``max_bytes_per_file`` / ``maxBytesPerFile`` (hard
+limits, as in pylance), ``target_rows_per_file`` / ``targetRowsPerFile``,
+``target_bytes_per_file`` / ``targetBytesPerFile`` (default 1,048,576 rows / 256 MiB of Arrow
+data, capped by the limits), ``coalesceSmallFragments`` (default true: a task whose output stays
+below 1/8 of a target hands it to the commit, which coalesces all such outputs into files of
+the target size in the same single version, see :mod:`lance_format.spark.coalesce`; the
+transaction records the fragment counts before and after),
 ``data_storage_version``, ``commit_message``, ``compactSmallFragments`` (``true`` or a number of
 small fragments, default 50: compact the table's small fragments after the commit; off by
 default, see :mod:`lance_format.spark.compaction`), ``compactMinSmallFragments``,
@@ -69,12 +74,12 @@ from lance_format.spark.catalog_tables import (
 )
 from lance_format.spark.changes import ChangeSpec, plan_changes, version_changes
 from lance_format.dataset.fragment_metadata import FragmentMetadata
-from lance_format.spark.coalesce import StagedOutput, coalesce_outputs, coalescing_from_options, delete_staged
+from lance_format.spark.coalesce import StagedOutput, coalescing_from_options
 from lance_format.spark.common import CommitResult
 from lance_format.spark.compaction import compact_after_write, compaction_from_options
 from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_partition
-from lance_format.spark.write import Deletions, commit_write, discard_write, plan_write
+from lance_format.spark.write import Deletions, Written, commit_coalesced, discard_write, plan_write
 
 NAME = "lance"
 ABORT_GRACE_SECONDS = 2.5
@@ -389,15 +394,9 @@ def commit_data_source_write(writer: LanceWriter, messages: list) -> CommitResul
         deletions = _local_deletions(plan)
     fragments = [FragmentMetadata.from_json(blob) for m in written for blob in m.fragments]
     staged = [m.staged for m in written if m.staged is not None]
-    outputs = coalesce_outputs(plan.store, fragments, staged, plan.schema, plan.storage_version, prefix=plan.prefix,
-                               target_rows=plan.target_rows_per_file, target_bytes=plan.target_bytes_per_file)
-    # on failure commit_write removes every file of the write (coalesced and staged ones too)
-    result = commit_write(plan, outputs.fragments, deletions, extra_properties=outputs.properties)
-    delete_staged(plan.store, staged)
+    result = commit_coalesced(plan, Written(fragments, staged=staged), deletions)
     if any(m.retried for m in written):
         discard_write(plan)  # files of the failed attempts (the committed ones are kept)
-    result = replace(result, fragments_before_coalescing=outputs.fragments_before,
-                     small_outputs_coalesced=outputs.coalesced)
     return compact_after_write(plan.store, result, getattr(writer, "compaction", None))
 
 

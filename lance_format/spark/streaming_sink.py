@@ -6,7 +6,9 @@ the fragment descriptions; ``commit(messages, batch_id)`` then runs in a fresh P
 on the driver host and commits ONE transaction: an Append (``outputMode("append")``) or an
 Overwrite (``outputMode("complete")``: the whole result replaces the table). ``update`` mode
 is refused by Spark for Python data sources; merge each batch on keys with
-:func:`merge_each_batch` in ``foreachBatch`` instead.
+:func:`merge_each_batch` in ``foreachBatch`` instead. Small task outputs are coalesced into
+files of the target size within the batch's commit (:mod:`lance_format.spark.coalesce`), unless
+``coalesceSmallFragments=false``.
 
 Exactly once: every commit carries the query's id (``txnAppId`` option, else Spark's query id,
 stable across restarts from one checkpoint) and the batch id in its transaction properties.

@@ -36,13 +36,15 @@ from lance_format.schema import LanceSchema
 from lance_format.spark.coalesce import StagedOutput, StagingFile
 from lance_format.spark.common import StorageOptions, task_store
 
-FRAGMENT_DDL = "fragment string, num_rows long, num_bytes long, rewritten boolean"
+# one row per fragment written; a small output staged for the commit has no fragment, its path in "staged"
+FRAGMENT_DDL = "fragment string, num_rows long, num_bytes long, rewritten boolean, staged string"
 DELETION_DDL = "fragment_id long, fragment string, removed boolean, deleted long, offsets binary"
 ROW_ID_COLUMN = "__lance_rowid"  # merge: set on rewritten rows (their stable row id, if kept)
 MAX_REPORTED_OFFSETS = 1 << 20  # per fragment; beyond it the commit cannot rebase, only retry
 
 _FRAGMENT_SCHEMA = pa.schema([
     ("fragment", pa.string()), ("num_rows", pa.int64()), ("num_bytes", pa.int64()), ("rewritten", pa.bool_()),
+    ("staged", pa.string()),
 ])
 _DELETION_SCHEMA = pa.schema([
     ("fragment_id", pa.int64()), ("fragment", pa.string()), ("removed", pa.bool_()), ("deleted", pa.int64()),
@@ -134,13 +136,17 @@ def fragment_json(fragment: table_pb2.DataFragment) -> str:
     return json.dumps(fragment_from_proto(fragment).to_json(), separators=(",", ":"))
 
 
-def _fragment_batch(fragments: list[table_pb2.DataFragment], rewritten: list[bool]) -> pa.RecordBatch:
+def _fragment_batch(fragments: list[table_pb2.DataFragment], rewritten: list[bool],
+                    staged: StagedOutput | None = None) -> pa.RecordBatch:
+    extra = [staged] if staged is not None else []
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([fragment_json(f) for f in fragments], pa.string()),
-            pa.array([f.physical_rows for f in fragments], pa.int64()),
-            pa.array([sum(d.file_size_bytes for d in f.files) for f in fragments], pa.int64()),
-            pa.array(rewritten, pa.bool_()),
+            pa.array([fragment_json(f) for f in fragments] + [None for _ in extra], pa.string()),
+            pa.array([f.physical_rows for f in fragments] + [s.rows for s in extra], pa.int64()),
+            pa.array([sum(d.file_size_bytes for d in f.files) for f in fragments] + [s.bytes for s in extra],
+                     pa.int64()),
+            pa.array(rewritten + [False for _ in extra], pa.bool_()),
+            pa.array([None for _ in fragments] + [s.path for s in extra], pa.string()),
         ],
         schema=_FRAGMENT_SCHEMA,
     )
@@ -242,9 +248,9 @@ def write_task(spec: WriteSpec, names: Tuple[str, ...] | None = None
         except BaseException:
             writer.abort()
             raise
-        if fragments:
+        if fragments or writer.staged is not None:
             try:
-                yield _fragment_batch(fragments, rewritten)
+                yield _fragment_batch(fragments, rewritten, writer.staged)
             except BaseException:
                 writer.abort()  # Spark could not take the result (task cancelled): nobody commits it
                 raise

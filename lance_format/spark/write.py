@@ -21,7 +21,7 @@ appears. The Python data source (:mod:`lance_format.spark.datasource`) reuses th
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -66,7 +66,15 @@ from lance_format.spark.common import (
     table_location,
     translate_task_error,
 )
-from lance_format.spark.coalesce import staging_limits
+from lance_format.spark.coalesce import (
+    StagedOutput,
+    coalesce_outputs,
+    coalesce_to_target,
+    delete_staged,
+    estimated_size,
+    planned_tasks,
+    staging_limits,
+)
 from lance_format.spark.compaction import auto_compaction, compact_after_write
 from lance_format.spark.tasks import (
     FRAGMENT_DDL,
@@ -303,20 +311,25 @@ def plan_write(
 
 @dataclass(frozen=True)
 class Written:
-    """Fragments the write tasks produced; ``rewritten`` holds a merge's updated rows."""
+    """Fragments the write tasks produced; ``rewritten`` holds a merge's updated rows;
+    ``staged``: the tasks' small outputs, for the commit to coalesce."""
 
     fragments: list[FragmentMetadata]
     rewritten_rows: int = 0
+    staged: list[StagedOutput] = field(default_factory=list)
 
     @staticmethod
     def from_rows(rows: list) -> "Written":
-        fragments, rewritten = [], 0
+        fragments, rewritten, staged = [], 0, []
         for row in rows:
+            if row[0] is None:  # a staged output (FRAGMENT_DDL's last column)
+                staged.append(StagedOutput(str(row[4]), int(row[1]), int(row[2])))
+                continue
             fragment = FragmentMetadata.from_json(row[0])
             fragments.append(fragment)
             if row[3]:
                 rewritten += fragment.physical_rows
-        return Written(fragments, rewritten)
+        return Written(fragments, rewritten, staged)
 
 
 @dataclass(frozen=True)
@@ -479,60 +492,25 @@ def commit_write(
     )
 
 
-def estimated_size(df: Any) -> tuple[int | None, int | None]:
-    """(rows, bytes) Spark's optimizer estimates for ``df``, each None when unknown.
-
-    Read from the optimized plan's statistics (no job runs). Spark reports an unknown size as
-    ``Long.MaxValue`` (e.g. a DataFrame made from a Python list); Spark Connect exposes none.
-    """
+def commit_coalesced(plan: WritePlan, written: Written, deletions: Deletions = Deletions()) -> CommitResult:
+    """Commit the tasks' fragments and their small outputs coalesced to the target file size
+    (:mod:`lance_format.spark.coalesce`) in ONE transaction recording the fragment counts, then
+    remove the staged outputs. If anything fails, every file of the write is removed."""
     try:
-        stats = df._jdf.queryExecution().optimizedPlan().stats()
-        size = int(stats.sizeInBytes())
-        count = stats.rowCount()
-        rows = int(str(count.get())) if count.isDefined() else None
-        row_width = 8 + int(df._jdf.schema().defaultSize())  # Spark's own estimate of a row's size
-    except Exception:
-        return None, None
-    if not 0 <= size < (1 << 63) - 1:
-        return rows, None
-    if rows is None:  # most operators keep only the size: Spark derives it from rows x row width
-        rows = size // max(row_width, 1)
-    return rows, size
+        outputs = coalesce_outputs(plan.store, written.fragments, written.staged, plan.schema, plan.storage_version,
+                                   prefix=plan.prefix, target_rows=plan.target_rows_per_file,
+                                   target_bytes=plan.target_bytes_per_file)
+    except BaseException:
+        discard_write(plan)
+        raise
+    result = commit_write(plan, outputs.fragments, deletions, extra_properties=outputs.properties)
+    delete_staged(plan.store, written.staged)
+    return replace(result, fragments_before_coalescing=outputs.fragments_before,
+                   small_outputs_coalesced=outputs.coalesced)
 
 
-def planned_tasks(df: Any, plan: WritePlan) -> int | None:
-    """How many write tasks bring each task's output near the target file size, or None
-    when Spark has no estimate (the DataFrame's partitions are then kept)."""
-    rows, size = estimated_size(df)
-    if rows is None and size is None:
-        return None
-    wanted = 1
-    if rows is not None:
-        wanted = max(wanted, -(-rows // plan.target_rows_per_file))
-    if size is not None:
-        wanted = max(wanted, -(-size // plan.target_bytes_per_file))
-    return int(wanted)
-
-
-def coalesce_to_target(df: Any, plan: WritePlan) -> Any:
-    """``df`` with fewer partitions when its estimated size fills fewer files than it has
-    partitions: without it, a DataFrame of 2,000 tiny partitions leaves 2,000 tiny fragments.
-
-    ``coalesce`` merges partitions without a shuffle (a shuffle before it keeps its own
-    parallelism); the rows stay on the executors. Files still roll at ``max_rows_per_file`` /
-    ``max_bytes_per_file``, so an underestimate makes fewer, fuller tasks, never larger files.
-    """
-    wanted = planned_tasks(df, plan)
-    if wanted is None:
-        return df
-    try:
-        partitions = df.rdd.getNumPartitions()
-    except Exception:
-        return df
-    return df.coalesce(wanted) if wanted < partitions else df
-
-
-def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False) -> Written:
+def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False,
+                  stage_small_outputs: bool = False) -> Written:
     """The Spark job writing ``df``'s rows as fragments; returns their descriptions.
 
     ``split_rewritten``: ``df`` also has ``ROW_ID_COLUMN`` (set on a merge's updated rows).
@@ -541,7 +519,7 @@ def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False) ->
     row-bounded batches Spark spends most of the job re-measuring each batch after every row.
     """
     names = tuple(plan.columns) + ((ROW_ID_COLUMN,) if split_rewritten else ())
-    task = write_task(plan.spec(split_rewritten=split_rewritten), names)
+    task = write_task(plan.spec(split_rewritten=split_rewritten, stage_small_outputs=stage_small_outputs), names)
     # Plain stand-in names: PySpark's classic mapInArrow cannot resolve names such as "a.b".
     columns = df.selectExpr(*[f"{quoted(n)} AS _c{i}" for i, n in enumerate(names)])
     return Written.from_rows(columns.mapInArrow(task, FRAGMENT_DDL).collect())
@@ -618,14 +596,14 @@ def write_dataframe(
 
                 # a "replace" plan always has its replace_where predicate
                 deletions = delete_matching(spark, plan, plan.replace_where)  # type: ignore[arg-type]
-            fragments = run_write_job(df, plan).fragments
+            written = run_write_job(df, plan, stage_small_outputs=coalesce)
         except BaseException as exc:
             fail_write(plan, scope, exc)
-    result = commit_write(plan, fragments, deletions)
+    result = commit_coalesced(plan, written, deletions)
     discard_failed_attempts(spark, plan, scope)
     return compact_after_write(plan.store, result, compaction)
 
 
 __all__ = ["MODES", "SCHEMA_MODES", "WritePlan", "Written", "Deletions", "plan_write", "commit_write", "commit_written",
            "discard_write", "fail_write", "run_write_job", "write_dataframe", "discard_failed_attempts",
-           "estimated_size", "planned_tasks", "coalesce_to_target"]
+           "estimated_size", "planned_tasks", "coalesce_to_target", "commit_coalesced"]

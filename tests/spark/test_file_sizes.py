@@ -9,10 +9,10 @@ from pyspark.sql import functions as F
 
 from lance_format.errors import InvalidInputError
 from lance_format.spark.coalesce import COALESCED_KEY, FRAGMENTS_BEFORE_KEY, FRAGMENTS_KEY
-from lance_format.spark import write_dataframe
+from lance_format.spark import merge_dataframe, write_dataframe
 from lance_format.spark.write import estimated_size, plan_write, planned_tasks
 
-from .helpers import lance_rows, spark_rows
+from .helpers import data_files, lance_rows, spark_rows
 
 
 def _many_partitions(spark, rows: int = 10_000, partitions: int = 200):
@@ -82,14 +82,25 @@ def test_target_bytes_per_file(spark, tmp_path):
     assert lance_rows(uri) == spark_rows(df)
 
 
-def test_unknown_estimate_keeps_partitions(spark, tmp_path):
-    # a DataFrame made from Python rows has no size estimate: its partitioning is kept
+def test_unknown_estimate_coalesces_small_outputs_in_the_commit(spark, tmp_path):
+    # a DataFrame made from Python rows has no size estimate: its partitioning is kept, and the
+    # tasks' small outputs are coalesced by the commit instead (one version)
     df = spark.createDataFrame([(i, f"v{i}") for i in range(300)], "id long, s string").repartition(3)
     uri = str(tmp_path / "t.lance")
     assert planned_tasks(df, plan_write(df.schema, uri)) is None
     result = write_dataframe(df, uri)
-    assert result.fragments == len(lance.dataset(uri).get_fragments()) == 3
+    assert result.fragments == len(lance.dataset(uri).get_fragments()) == 1
+    assert (result.version, result.fragments_before_coalescing, result.small_outputs_coalesced) == (1, 3, 3)
+    props = lance.dataset(uri).read_transaction(1).transaction_properties
+    assert (props[FRAGMENTS_BEFORE_KEY], props[FRAGMENTS_KEY], props[COALESCED_KEY]) == ("3", "1", "3")
     assert lance_rows(uri) == spark_rows(df)
+    assert data_files(uri) == {d.path for f in lance.dataset(uri).get_fragments() for d in f.data_files()}
+    # coalesce=False: one fragment per partition
+    plain = write_dataframe(df, str(tmp_path / "u.lance"), coalesce=False)
+    assert (plain.fragments, plain.fragments_before_coalescing, plain.small_outputs_coalesced) == (3, 3, 0)
+    # a merge's new rows are not coalesced (its rewritten rows keep fragments of their own)
+    merged = merge_dataframe(df.limit(10).withColumn("s", F.lit("m")), uri, "id")
+    assert merged.small_outputs_coalesced == 0 and lance.dataset(uri).count_rows() == 300
 
 
 def test_bad_targets_are_refused(spark, tmp_path):
