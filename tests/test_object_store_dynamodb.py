@@ -339,3 +339,38 @@ def test_spark_writes_and_reads_through_the_store(spark, s3, bucket, opts):
     assert sorted(back["id"].tolist()) == list(range(5, 20)) + [50]
     assert sorted(_items(s3, bucket)) == [1, 2]
     assert lance.dataset(uri, storage_options=opts).to_table(filter="id = 3").column("name").to_pylist() == ["three"]
+
+
+@pytest.mark.parametrize("cleaner", ["ours", "pylance"])
+def test_cleanup_keeps_the_items_of_removed_versions_like_pylance(s3, opts, cleaner):
+    # pylance's cleanup deletes old manifests from the bucket and leaves their DynamoDB items;
+    # so does this engine's. Neither engine then opens a removed version, and commits go on
+    # numbering after the latest item.
+    import time
+    from datetime import timedelta
+
+    from lance_format.errors import VersionNotFoundError
+
+    bucket = s3.new_bucket()
+    uri = _uri(bucket)
+    for i in range(4):
+        engine = lance_format if i % 2 else lance
+        engine.write_dataset(pa.table({"id": [i]}), uri, mode="append" if i else "create", storage_options=opts)
+    time.sleep(0.05)
+    ds = lance_format.dataset(uri, storage_options=opts) if cleaner == "ours" else \
+        lance.dataset(uri, storage_options=opts)
+    stats = ds.cleanup_old_versions(older_than=timedelta(0))
+    assert stats.old_versions == 3
+    assert sorted(_items(s3, bucket)) == [1, 2, 3, 4]
+    assert [k for k in s3.keys(bucket, f"tables/{bucket}.lance/_versions/")] == \
+        [f"tables/{bucket}.lance/_versions/{2**64 - 1 - 4:020d}.manifest"]
+    for engine in (lance_format, lance):
+        assert [v["version"] for v in engine.dataset(uri, storage_options=opts).versions()] == [4]
+    with pytest.raises(VersionNotFoundError):
+        lance_format.dataset(uri, version=2, storage_options=opts)
+    with pytest.raises(ValueError, match="not found"):
+        lance.dataset(uri, version=2, storage_options=opts)
+    lance.write_dataset(pa.table({"id": [9]}), uri, mode="append", storage_options=opts)
+    lance_format.write_dataset(pa.table({"id": [10]}), uri, mode="append", storage_options=opts)
+    assert sorted(_items(s3, bucket)) == [1, 2, 3, 4, 5, 6]
+    assert _ids(uri, opts) == _ids(uri, opts, "pylance") == [0, 1, 2, 3, 9, 10]

@@ -13,12 +13,20 @@ Rows are split into batches (``Metadata.batch_offsets`` = cumulative row counts 
 own, list fields have an offsets page and their items are the child field's page of the same
 batch. The page table covers field ids ``DataFile.fields[0]`` up to ``max(DataFile.fields)``,
 as official Lance reads it. Page decoding lives in :mod:`lance_format.encodings.legacy_v0_1`.
+
+On object stores a take (or a range over several batches) would send one small request per
+field, batch and level of indirection (a var-binary page's positions, then its bytes). Instead
+the reads go out in rounds (:class:`_Rounds`): every (batch, field) piece is decoded with the
+bytes fetched so far; a piece that needs bytes not yet fetched names them and waits for the next
+round, and each round fetches everything named as one batch of coalesced parallel requests.
+A take thus costs a few requests per level of indirection, not a few per row.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Callable, Mapping
+import threading
+from typing import Callable, Mapping, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +40,28 @@ from lance_format.file.reader import ColumnPlan, _open
 from lance_format.io.counters import count_reads
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import file_pb2, table_pb2
+
+T = TypeVar("T")
+
+
+class _NotFetched(Exception):
+    """A piece needs bytes the current round has not fetched (see :class:`_Rounds`)."""
+
+
+class _Rounds:
+    """The bytes fetched for one batched read, by ``(offset, length)``, and the ones wanted next."""
+
+    def __init__(self) -> None:
+        self.fetched: dict[tuple[int, int], pa.Buffer] = {}
+        self.wanted: set[tuple[int, int]] = set()
+
+    def read(self, offset: int, length: int) -> pa.Buffer:
+        buffer = self.fetched.get((offset, length))
+        if buffer is None:
+            self.wanted.add((offset, length))
+            raise _NotFetched
+        return buffer
+
 
 _TAIL = struct.Struct("<QHH4s")
 
@@ -69,6 +99,7 @@ class LegacyFileReader:
         self.store = store
         self.path = path
         self.dictionaries = dict(dictionaries or {})
+        self._rounds = threading.local()  # the batched read in progress in this thread, if any
         self._file, self._mapped = _open(store, path)
         try:
             self._size = size if size else self._file.size()
@@ -167,6 +198,9 @@ class LegacyFileReader:
             if self._mapped is not None:
                 count_reads(length)
                 return self._mapped.slice(offset, length)
+            rounds: _Rounds | None = getattr(self._rounds, "current", None)
+            if rounds is not None:
+                return rounds.read(offset, length)
             return pa.py_buffer(self._read_exact(offset, length))
 
         return read_at
@@ -193,18 +227,19 @@ class LegacyFileReader:
         """Rows ``[start, stop)`` of each planned field."""
         if not 0 <= start <= stop <= self.num_rows:
             raise InvalidInputError(f"row range [{start}, {stop}) is outside the file's {self.num_rows} rows")
-        pieces: list[list[pa.Array]] = [[] for _ in plans]
+        windows: list[tuple[int, int, int]] = []  # (batch, lo, hi)
         first = int(np.searchsorted(self.batch_offsets, start, side="right")) - 1
         for batch in range(max(first, 0), self.num_batches):
             b_start, b_stop = int(self.batch_offsets[batch]), int(self.batch_offsets[batch + 1])
             if b_start >= stop:
                 break
             lo, hi = max(start, b_start) - b_start, min(stop, b_stop) - b_start
-            if hi <= lo:
-                continue
-            for out, plan in zip(pieces, plans):
-                out.append(self._read_field(plan, batch, lo, hi, plan.field.name))
-        return [_concat(p, plan.field.type) for p, plan in zip(pieces, plans)]
+            if hi > lo:
+                windows.append((batch, lo, hi))
+        pieces = self._batched([
+            (lambda plan=plan, batch=batch, lo=lo, hi=hi: self._read_field(plan, batch, lo, hi, plan.field.name))
+            for batch, lo, hi in windows for plan in plans])
+        return [_concat(pieces[i::len(plans)], plan.field.type) for i, plan in enumerate(plans)]
 
     def take(self, plans: list[ColumnPlan], indices) -> list[pa.Array]:
         """The rows at ``indices`` (any order, duplicates allowed) of each planned field."""
@@ -216,16 +251,51 @@ class LegacyFileReader:
         rows, inverse = np.unique(idx.astype(np.int64, copy=False), return_inverse=True)
         batch_of = np.searchsorted(self.batch_offsets, rows, side="right") - 1
         bounds = np.flatnonzero(np.diff(batch_of)) + 1
-        pieces: list[list[pa.Array]] = [[] for _ in plans]
+        windows: list[tuple[int, int, int, pa.Array]] = []  # (batch, lo, hi, rows of the window)
         for group in np.split(rows, bounds) if len(rows) else []:
             batch = int(np.searchsorted(self.batch_offsets, group[0], side="right")) - 1
             local = group - self.batch_offsets[batch]
             lo, hi = int(local[0]), int(local[-1]) + 1
-            selection = pa.array(local - lo)
-            for out, plan in zip(pieces, plans):
-                out.append(self._read_field(plan, batch, lo, hi, plan.field.name).take(selection))
+            windows.append((batch, lo, hi, pa.array(local - lo)))
+        pieces = self._batched([
+            (lambda plan=plan, batch=batch, lo=lo, hi=hi, selection=selection:
+             self._read_field(plan, batch, lo, hi, plan.field.name).take(selection))
+            for batch, lo, hi, selection in windows for plan in plans])
         take_back = pa.array(inverse.ravel())
-        return [_concat(p, plan.field.type).take(take_back) for p, plan in zip(pieces, plans)]
+        return [_concat(pieces[i::len(plans)], plan.field.type).take(take_back) for i, plan in enumerate(plans)]
+
+    def _batched(self, reads: list[Callable[[], T]]) -> list[T]:
+        """The results of ``reads`` (pieces that read through ``_read_at``). On an object store
+        their reads go out in rounds of coalesced parallel requests (see the module docstring)."""
+        if self._mapped is not None or len(reads) < 2:
+            return [read() for read in reads]
+        rounds = _Rounds()
+        results: dict[int, T] = {}
+        pending = list(range(len(reads)))
+        self._rounds.current = rounds
+        try:
+            while pending:
+                rounds.wanted.clear()
+                waiting = []
+                for index in pending:
+                    try:
+                        results[index] = reads[index]()
+                    except _NotFetched:
+                        waiting.append(index)
+                if waiting:
+                    wanted = sorted(rounds.wanted)
+                    self._rounds.current = None  # the fetch itself reads for real
+                    try:
+                        fetched = self.store.read_ranges(self.path, wanted, file=self._file)
+                    except CorruptFileError as exc:
+                        raise CorruptFileError(exc.reason, path=self.path) from exc
+                    finally:
+                        self._rounds.current = rounds
+                    rounds.fetched.update(zip(wanted, fetched))
+                pending = waiting
+        finally:
+            self._rounds.current = None
+        return [results[index] for index in range(len(reads))]
 
     def _read_field(self, plan: ColumnPlan, batch: int, lo: int, hi: int, name: str) -> pa.Array:
         ctx = DecodeContext(self.path, name)

@@ -14,7 +14,7 @@ a small window of a page decodes only that window when the encoding allows.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +33,14 @@ _PAGE_CACHE_SIZE = 2
 # the encoding allows) instead of decoding and caching the whole page.
 _WINDOW_FRACTION = 16
 _INT32_MAX = 2**31 - 1
+# On object stores the buffers of the pages a read will decode are fetched ahead as one batch of
+# coalesced requests, at most this many bytes at a time (the rest when the decoding gets there).
+_PREFETCH_BYTES = 64 << 20
+
+
+def _list_key(page: int) -> tuple:
+    """The cache key of a decoded list offsets page."""
+    return (page, "list")
 
 
 def _is_list(data_type: pa.DataType) -> bool:
@@ -53,6 +61,7 @@ class _Column:
         self._encodings: dict[int, encodings_v2_0_pb2.ArrayEncoding] = {}
         self._cache: OrderedDict[tuple, object] = OrderedDict()
         self._item_bases: np.ndarray | None = None
+        self._fetched: dict[int, pa.Buffer] = {}  # page -> its buffers' bytes, fetched ahead
         self.ctx = DecodeContext(reader.path, str(index))
 
     def named(self, name: str) -> "_Column":
@@ -75,20 +84,56 @@ class _Column:
         last = int(np.searchsorted(self.starts, stop, side="left"))
         return range(max(first, 0), min(last, len(self.pages)))
 
-    def buffers(self, page: int) -> list[pa.Buffer]:
+    def _extent(self, page: int) -> tuple[int, int] | None:
+        """``[lo, hi)`` of the page's buffers (adjacent in the file), None when it has none."""
         meta = self.pages[page]
         if len(meta.buffer_offsets) != len(meta.buffer_sizes):
             raise self.ctx.corrupt("page has mismatched buffer offsets and sizes")
         if not meta.buffer_offsets:
-            return []
+            return None
         limit = self.reader.metadata.footer.column_meta_start
-        ends = [o + s for o, s in zip(meta.buffer_offsets, meta.buffer_sizes)]
-        lo, hi = min(meta.buffer_offsets), max(ends)
+        lo = min(meta.buffer_offsets)
+        hi = max(o + s for o, s in zip(meta.buffer_offsets, meta.buffer_sizes))
         if hi > limit:
             raise self.ctx.corrupt(f"page buffer [{lo}, {hi}) lies outside the data region (ends at {limit})")
-        # Buffers of one page are adjacent: fetch them with one read.
-        blob = self.reader.read_bytes(lo, hi - lo, self.ctx)
+        return lo, hi
+
+    def buffers(self, page: int) -> list[pa.Buffer]:
+        extent = self._extent(page)
+        if extent is None:
+            return []
+        lo, hi = extent
+        meta = self.pages[page]
+        # Buffers of one page are adjacent: fetch them with one read (or take them fetched ahead).
+        blob = self._fetched.pop(page, None)
+        if blob is None:
+            blob = self.reader.read_bytes(lo, hi - lo, self.ctx)
         return [blob.slice(o - lo, s) for o, s in zip(meta.buffer_offsets, meta.buffer_sizes)]
+
+    def fetch_ahead(self, pages: Sequence[int], key: Callable[[int], tuple]) -> None:
+        """Before decoding ``pages[0]``: on an object store, fetch the buffers of it and of the
+        pages after it that are neither decoded (``key(page)`` in the cache) nor fetched yet, as
+        one batch of coalesced parallel requests (up to :data:`_PREFETCH_BYTES`). A take's or a
+        range's pages then cost a few requests instead of one each."""
+        if not self.reader.remote or not pages or pages[0] in self._fetched or key(pages[0]) in self._cache:
+            return
+        self._fetched.clear()  # what is left of an earlier batch was decoded from the cache instead
+        wanted: list[int] = []
+        ranges: list[tuple[int, int]] = []
+        total = 0
+        for page in pages:
+            if page in self._fetched or key(page) in self._cache or page in wanted:
+                continue
+            extent = self._extent(page)
+            if extent is None:
+                continue
+            if ranges and total + extent[1] - extent[0] > _PREFETCH_BYTES:
+                break
+            wanted.append(page)
+            ranges.append((extent[0], extent[1] - extent[0]))
+            total += extent[1] - extent[0]
+        if len(ranges) > 1:
+            self._fetched.update(zip(wanted, self.reader.read_many(ranges, self.ctx)))
 
     def _cached(self, key: tuple, make):
         hit = self._cache.get(key)
@@ -101,18 +146,20 @@ class _Column:
             self._cache.popitem(last=False)
         return value
 
-    def _decode(self, page: int, decode):
+    def _decode(self, page: int, decode, buffers: list[pa.Buffer] | None = None):
         """Run a page decoder, turning low-level failures on bad bytes into CorruptFileError."""
         try:
-            return decode(self.encoding(page), self.buffers(page), self.pages[page].length, self.ctx)
+            if buffers is None:
+                buffers = self.buffers(page)
+            return decode(self.encoding(page), buffers, self.pages[page].length, self.ctx)
         except LanceError:
             raise
         except (pa.ArrowException, ValueError, IndexError, OverflowError) as exc:
             raise self.ctx.corrupt(f"page {page} cannot be decoded: {exc}") from exc
 
-    def leaf_page(self, page: int, data_type: pa.DataType) -> pa.Array:
+    def leaf_page(self, page: int, data_type: pa.DataType, buffers: list[pa.Buffer] | None = None) -> pa.Array:
         def make() -> pa.Array:
-            array = self._decode(page, lambda e, b, n, c: decode_leaf(e, b, n, data_type, c))
+            array = self._decode(page, lambda e, b, n, c: decode_leaf(e, b, n, data_type, c), buffers)
             if len(array) != self.pages[page].length:
                 raise self.ctx.corrupt(f"page {page} decoded to {len(array)} values instead of {self.pages[page].length}")
             return array
@@ -124,16 +171,18 @@ class _Column:
         length = self.pages[page].length
         if (lo, hi) == (0, length):
             return self.leaf_page(page, data_type)
+        buffers = None
         if (hi - lo) * _WINDOW_FRACTION < length and (page, str(data_type)) not in self._cache:
-            window = self._decode(page, lambda e, b, n, c: decode_leaf_window(e, b, n, data_type, lo, hi, c))
+            buffers = self.buffers(page)  # read once: the whole page may be decoded after all
+            window = self._decode(page, lambda e, b, n, c: decode_leaf_window(e, b, n, data_type, lo, hi, c), buffers)
             if window is not None:
                 if len(window) != hi - lo:
                     raise self.ctx.corrupt(f"page {page} window decoded to {len(window)} values instead of {hi - lo}")
                 return window
-        return self.leaf_page(page, data_type).slice(lo, hi - lo)
+        return self.leaf_page(page, data_type, buffers).slice(lo, hi - lo)
 
     def list_page(self, page: int) -> ListOffsetsPage:
-        return self._cached((page, "list"), lambda: self._decode(page, decode_list_offsets))
+        return self._cached(_list_key(page), lambda: self._decode(page, decode_list_offsets))
 
     def item_bases(self) -> np.ndarray:
         """First item of each offsets page (plus the total), from the page encodings."""
@@ -243,10 +292,12 @@ class ArrayEncodedReader:
 
     def _leaf_range(self, col: _Column, data_type: pa.DataType, start: int, stop: int) -> pa.Array:
         pieces = []
-        for p in col.page_range(start, stop):
+        pages = list(col.page_range(start, stop))
+        for i, p in enumerate(pages):
             page_start, page_stop = int(col.starts[p]), int(col.starts[p + 1])
             if page_stop <= page_start:
                 continue
+            col.fetch_ahead(pages[i:], lambda q: (q, str(data_type)))
             lo, hi = max(start, page_start) - page_start, min(stop, page_stop) - page_start
             pieces.append(col.leaf_window(p, data_type, lo, hi))
         return _concat(pieces, data_type)
@@ -256,10 +307,12 @@ class ArrayEncodedReader:
         bases = col.item_bases()
         ends, valid = [], []
         first = None
-        for p in col.page_range(start, stop):
+        pages = list(col.page_range(start, stop))
+        for i, p in enumerate(pages):
             page_start, page_stop = int(col.starts[p]), int(col.starts[p + 1])
             if page_stop <= page_start:
                 continue
+            col.fetch_ahead(pages[i:], _list_key)
             page = col.list_page(p)
             lo, hi = max(start, page_start) - page_start, min(stop, page_stop) - page_start
             base = int(bases[p])
@@ -294,8 +347,10 @@ class ArrayEncodedReader:
         pieces = []
         page_of = np.searchsorted(col.starts, rows, side="right") - 1
         bounds = np.flatnonzero(np.diff(page_of)) + 1
-        for group in np.split(np.arange(len(rows)), bounds) if len(rows) else []:
+        pages = np.unique(page_of).tolist()
+        for i, group in enumerate(np.split(np.arange(len(rows)), bounds) if len(rows) else []):
             p = int(page_of[group[0]])
+            col.fetch_ahead(pages[i:], lambda q: (q, str(data_type)))
             local = rows[group] - col.starts[p]
             lo, hi = int(local[0]), int(local[-1]) + 1  # rows are sorted
             pieces.append(col.leaf_window(p, data_type, lo, hi).take(pa.array(local - lo)))
@@ -308,9 +363,11 @@ class ArrayEncodedReader:
         valid = np.empty(len(rows), np.bool_)
         page_of = np.searchsorted(col.starts, rows, side="right") - 1
         bounds = np.flatnonzero(np.diff(page_of)) + 1
+        pages = np.unique(page_of).tolist()
         pos = 0
-        for group_rows in np.split(rows, bounds) if len(rows) else []:
+        for i, group_rows in enumerate(np.split(rows, bounds) if len(rows) else []):
             p = int(page_of[pos])
+            col.fetch_ahead(pages[i:], _list_key)
             page = col.list_page(p)
             local = group_rows - col.starts[p]
             n = len(local)
