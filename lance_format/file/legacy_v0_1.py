@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from functools import partial
 from typing import Callable, Mapping, TypeVar
 
 import numpy as np
@@ -237,7 +238,7 @@ class LegacyFileReader:
             if hi > lo:
                 windows.append((batch, lo, hi))
         pieces = self._batched([
-            (lambda plan=plan, batch=batch, lo=lo, hi=hi: self._read_field(plan, batch, lo, hi, plan.field.name))
+            partial(self._read_field, plan, batch, lo, hi, plan.field.name)
             for batch, lo, hi in windows for plan in plans])
         return [_concat(pieces[i::len(plans)], plan.field.type) for i, plan in enumerate(plans)]
 
@@ -258,8 +259,7 @@ class LegacyFileReader:
             lo, hi = int(local[0]), int(local[-1]) + 1
             windows.append((batch, lo, hi, pa.array(local - lo)))
         pieces = self._batched([
-            (lambda plan=plan, batch=batch, lo=lo, hi=hi, selection=selection:
-             self._read_field(plan, batch, lo, hi, plan.field.name).take(selection))
+            partial(self._read_field_rows, plan, batch, lo, hi, selection)
             for batch, lo, hi, selection in windows for plan in plans])
         take_back = pa.array(inverse.ravel())
         return [_concat(pieces[i::len(plans)], plan.field.type).take(take_back) for i, plan in enumerate(plans)]
@@ -296,6 +296,9 @@ class LegacyFileReader:
         finally:
             self._rounds.current = None
         return [results[index] for index in range(len(reads))]
+
+    def _read_field_rows(self, plan: ColumnPlan, batch: int, lo: int, hi: int, selection: pa.Array) -> pa.Array:
+        return self._read_field(plan, batch, lo, hi, plan.field.name).take(selection)
 
     def _read_field(self, plan: ColumnPlan, batch: int, lo: int, hi: int, name: str) -> pa.Array:
         ctx = DecodeContext(self.path, name)
