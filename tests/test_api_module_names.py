@@ -85,3 +85,22 @@ def test_merge_insert_builder_is_exported(tmp_path):
         builder.when_matched_update_all().when_not_matched_insert_all().execute(
             pa.table({"id": [2, 3], "v": ["B", "c"]}))
         assert ds.to_table().sort_by("id") == pa.table({"id": [1, 2, 3], "v": ["a", "B", "c"]})
+
+
+def test_lance_dataset_takes_pylances_constructor_arguments(tmp_path):
+    uri = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"a": [1, 2, 3]}), uri)
+    lance.write_dataset(pa.table({"a": [4]}), uri, mode="append")
+    results = []
+    for engine in ENGINES:
+        # positionally: uri, version, block_size, index_cache_size, metadata_cache_size, commit_lock,
+        # storage_options, serialized_manifest, default_scan_options
+        ds = engine.LanceDataset(uri, 1, None, None, None, None, None, None, {"batch_size": 2},
+                                 metadata_cache_size_bytes=1 << 20, index_cache_size_bytes=1 << 20,
+                                 read_params={"validate_on_decode": True}, session=engine.Session())
+        results.append((ds.version, [b.num_rows for b in ds.to_batches()]))
+    assert results[0] == results[1] == (1, [2, 1])
+    with pytest.raises(lance_format.InvalidInputError, match="commit_lock"):
+        lance_format.LanceDataset(uri, commit_lock=object())
+    with pytest.raises(lance_format.InvalidInputError, match="read_params"):
+        lance_format.LanceDataset(uri, read_params={"nope": 1})

@@ -94,3 +94,17 @@ def test_session_capacity_and_arguments():
         lance_format.Session(index_cache_size_bytes=1, index_cache_backend="moka://")
     with pytest.raises(InvalidInputError):
         lance_format.dataset("/nonexistent", session=object())
+
+
+def test_datasets_and_sessions_pickle(tmp_path):
+    """A dataset sent to a worker (Spark, multiprocessing) takes its session along, emptied."""
+    import pickle
+
+    session = lance_format.Session(metadata_cache_size_bytes=1 << 20)
+    ds = lance_format.write_dataset(pa.table({"a": [1, 2]}), str(tmp_path / "t"))
+    ds = lance_format.dataset(str(tmp_path / "t"), session=session)
+    assert session.size_bytes() > 0
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.to_table() == pa.table({"a": [1, 2]})
+    restored = pickle.loads(pickle.dumps(session))
+    assert restored.size_bytes() == 0 and not restored.is_same_as(session)

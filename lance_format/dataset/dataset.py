@@ -14,6 +14,7 @@ from lance_format.dataset.committing import CommittingMethods
 from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.inspection import InspectionMethods, version_entry
+from lance_format.dataset.open_options import as_local_datetime, refuse_unsupported
 from lance_format.dataset.session import Session
 from lance_format.dataset.reading import ReadingMethods
 from lance_format.dataset.table_writes import TableWriteMethods
@@ -81,14 +82,27 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         The manifest is malformed.
     """
 
-    def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None, *,
-                 storage_options: Mapping[str, str] | None = None,
+    def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None,
+                 block_size: int | None = None, index_cache_size: int | None = None,
+                 metadata_cache_size: int | None = None, commit_lock: Any = None,
+                 storage_options: Mapping[str, str] | None = None, serialized_manifest: bytes | None = None,
                  default_scan_options: Mapping[str, Any] | None = None,
-                 session: Session | None = None) -> None:
+                 metadata_cache_size_bytes: int | None = None, index_cache_size_bytes: int | None = None,
+                 read_params: Mapping[str, Any] | None = None, session: Session | None = None,
+                 namespace_client: Any = None, table_id: Sequence[str] | None = None,
+                 namespace_client_managed_versioning: bool = False,
+                 base_store_params: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        # pylance's constructor arguments, in its order; cache and decoder sizes have no effect here
+        refuse_unsupported(uri, read_params, commit_lock=commit_lock, serialized_manifest=serialized_manifest,
+                            namespace_client=namespace_client, table_id=table_id,
+                            base_store_params=base_store_params,
+                            namespace_client_managed_versioning=namespace_client_managed_versioning or None)
         self._default_scan_options = dict(default_scan_options or {})
         if session is not None and not isinstance(session, Session):
             raise InvalidInputError(f"session must be a lance_format.Session, got {type(session).__name__}")
-        self._session = session if session is not None else Session()
+        # a dataset opened without a session gets its own, which caches nothing: the parsed
+        # manifest is kept anyway, and keeping its bytes too would double that memory
+        self._session = session if session is not None else Session(metadata_cache_size_bytes=0)
         self._store = object_store_for(uri, storage_options)
         # what ``uri`` reports: the location opened, also when a reference moved to a branch
         self._uri = self._store.uri
@@ -126,7 +140,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         ds = cls.__new__(cls)
         ds._store, ds._manifest_path, ds._manifest_file = store, path, manifest_file
         ds._uri = store.uri
-        ds._session = Session()
+        ds._session = Session(metadata_cache_size_bytes=0)
         feature_flags.check_readable(manifest_file.manifest, table=store.uri, path=path)
         return ds
 
@@ -511,6 +525,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
                 return fragment
         return None
 
+
 class _ConfigDict(dict[str, str]):
     """A config dict that can also be called, since pylance's ``config`` is a method."""
 
@@ -521,9 +536,6 @@ class _ConfigDict(dict[str, str]):
 # dataset() options that size official Lance's caches and I/O: no effect here
 _CACHE_OPTIONS = ("block_size", "index_cache_size", "metadata_cache_size_bytes", "index_cache_size_bytes")
 # read_params keys official Lance documents (decoder caching and validation)
-_READ_PARAMS = ("cache_repetition_index", "validate_on_decode")
-
-
 def dataset(
     uri: str | os.PathLike[str],
     version: int | str | None = None,
@@ -572,41 +584,17 @@ def dataset(
     InvalidInputError
         An unsupported option, an unknown ``read_params`` key, or an ``asof`` that is not a time.
     """
-    unsupported = {"commit_lock": commit_lock, "namespace_client": namespace_client,
-                   "table_id": table_id, "base_store_params": base_store_params}
-    for name, value in unsupported.items():
-        if value is not None:
-            raise InvalidInputError(f"dataset({name}=...) is not supported by this engine", table=os.fspath(uri))
-    for key in read_params or {}:
-        if key not in _READ_PARAMS:
-            raise InvalidInputError(f"unknown read_params key {key!r} (known: {list(_READ_PARAMS)})",
-                                    table=os.fspath(uri))
+    refuse_unsupported(uri, read_params, commit_lock=commit_lock, namespace_client=namespace_client,
+                        table_id=table_id, base_store_params=base_store_params)
     ds = LanceDataset(uri, version, storage_options=storage_options, default_scan_options=default_scan_options,
                       session=session)
     if version is not None or asof is None:
         return ds
-    cutoff = _as_local_datetime(asof, table=ds.uri)
+    cutoff = as_local_datetime(asof, table=ds.uri)
     earlier = [v["version"] for v in ds.versions() if v["timestamp"] < cutoff]
     if not earlier:
         raise VersionNotFoundError(f"{cutoff} is earlier than the first version of this dataset", table=ds.uri)
     return ds.checkout_version(max(earlier))
-
-
-def _as_local_datetime(value: Any, *, table: str) -> datetime:
-    """``asof`` as a naive local datetime, the form ``versions()`` reports timestamps in."""
-    if isinstance(value, str):
-        try:
-            value = datetime.strptime(value, "%Y-%m-%d %H:%M:%S")
-        except ValueError:
-            try:
-                value = datetime.fromisoformat(value)
-            except ValueError:
-                raise InvalidInputError(f"cannot read {value!r} as a time", table=table) from None
-    elif hasattr(value, "to_pydatetime"):  # pandas.Timestamp
-        value = value.to_pydatetime()
-    if not isinstance(value, datetime):
-        raise InvalidInputError(f"asof must be a datetime or a time string, got {type(value).__name__}", table=table)
-    return value.astimezone().replace(tzinfo=None) if value.tzinfo is not None else value
 
 
 def _auto_cleanup_after_commit(store: ObjectStore, committed: CommittedVersion) -> None:

@@ -3,7 +3,7 @@
 Here it caches the bytes of manifest files, which never change once committed, so opening or
 checking out a version that a dataset of the session already read costs no object-store read.
 The cache is least-recently-used and bounded by ``metadata_cache_size_bytes`` (pylance's
-default, 1 GiB). This engine has no indices to cache: ``index_cache_size_bytes()`` is 0.
+default, 1 GiB). A dataset opened without a session gets a private one that caches nothing. This engine has no indices to cache: ``index_cache_size_bytes()`` is 0.
 """
 
 from __future__ import annotations
@@ -67,6 +67,10 @@ class Session:
     def is_same_as(self, other: "Session") -> bool:
         """Whether ``other`` is this very session (datasets opened with it share its cache)."""
         return other is self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled (with a dataset sent to a worker): the same capacity, an empty cache
+        return (Session, (None, self._capacity))
 
     def __repr__(self) -> str:
         return f"Session(index_cache_size_bytes=0, metadata_cache_size_bytes={self._size})"
