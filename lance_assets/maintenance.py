@@ -261,6 +261,7 @@ def _maintenance_asset(target: _Target, policy: LanceMaintenancePolicy, io_manag
     )
     def _maintain(context) -> dg.MaterializeResult:  # Dagster rejects a string annotation on context
         options: engine.Options = storage_options
+        known = [target.watch] if target.watch is not None else []
         if target.uri is None:
             io_manager = getattr(context.resources, io_manager_key)
             if not hasattr(io_manager, "uri_for"):
@@ -268,12 +269,14 @@ def _maintenance_asset(target: _Target, policy: LanceMaintenancePolicy, io_manag
             assert target.asset_key is not None
             uri = io_manager.uri_for(target.asset_key, target.definition_metadata)
             options = io_manager.table_storage_options
+            if hasattr(io_manager, "change_feed_watches"):  # the feeds its maintenance_change_feeds names
+                known.extend(io_manager.change_feed_watches(uri))
         else:
             uri = target.uri
             if target.watch is not None:
                 options = target.watch.storage_options
         floors = [f for f in (fixed_floor,) if f is not None]
-        watches = watches_of_table(uri, [target.watch] if target.watch is not None else [], repository_of(context))
+        watches = watches_of_table(uri, known, repository_of(context))
         feed_floor = change_feeds_floor(context.instance, watches)
         if feed_floor is not None:
             floors.append(feed_floor)

@@ -346,3 +346,18 @@ tables:
         run(click_changes, partition_key=key)
     run(clicks, tags={"n": "4"})
     assert _versions(uri) == [3, 4]
+
+
+def test_maintenance_assets_keep_the_feeds_the_io_manager_names(root, instance):
+    uri = f"{root}/clicks.lance"
+    _appends(uri, 4)
+    instance.add_dynamic_partitions("clicks_versions", ["1", "2", "3", "4"])
+    instance.report_runless_asset_event(dg.AssetMaterialization(click_changes.key, partition="1"))
+    manager = LanceIOManager(base_uri=root, maintenance_change_feeds=[
+        LanceChangeFeedConsumers(table="clicks", partitions="clicks_versions", consumers=["click_changes"])])
+    cleanup_only = LanceMaintenancePolicy(min_small_fragments=100, cleanup_older_than=NOW)
+    assets = build_lance_maintenance_assets([clicks.key], policy=cleanup_only)
+    assert dg.materialize([*assets, clicks], selection=assets, instance=instance,
+                          resources={"io_manager": manager}).success
+    assert _versions(uri) == [1, 2, 3, 4]  # partition 2 reads (1, 2]
+    assert _metadata(instance, dg.AssetKey(["lance_maintenance", "clicks"]))["lance/maintenance/keep_versions_from"] == 1
