@@ -117,9 +117,11 @@ def _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of,
     helper's early returns into code several times slower.
     """
     n = data.shape[0]
-    # the data and 8 zero bytes: the 8 bytes at any position are read without bounds tests
-    padded = np.zeros(n + 8, np.uint8)
-    padded[:n] = data
+    # the last bytes again, followed by zeros: the 8 bytes at any position are read with one
+    # load, from the data where 8 remain, else from this tail (as if the data were zero-padded)
+    tail_start = max(n - 8, 0)
+    tail = np.zeros(16, np.uint8)
+    tail[: n - tail_start] = data[tail_start:]
     total = 0
     for u in range(starts.shape[0]):
         total += ends[u] - starts[u]
@@ -134,7 +136,7 @@ def _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of,
         first = t
         while p < end:
             room = min(end - p, 8)
-            word = _load_u64(padded, p)
+            word = _load_u64(data, p) if p + 8 <= n else _load_u64(tail, p - tail_start)
             key = np.int64(word & np.uint64(0xFFFFFF))
             h = _hash_slot(key)
             while keys[h] != key and keys[h] != _EMPTY:
