@@ -367,12 +367,12 @@ def test_fsst_compiled_kernels_write_and_read_the_same_bytes(kind):
 def test_fsst_jit_can_be_disabled_from_the_environment(monkeypatch):
     from lance_format.encodings.structural import accel
 
-    monkeypatch.setenv(accel.DISABLE_ENV, "1")
+    monkeypatch.setenv(accel.JIT_ENV, "0")
     accel.use_compiled(True)
     try:
         assert accel.kernels(1 << 40) is None
     finally:
-        monkeypatch.delenv(accel.DISABLE_ENV)
+        monkeypatch.delenv(accel.JIT_ENV)
         accel.use_compiled(None)
     accel.use_compiled(True)
     try:
@@ -381,10 +381,12 @@ def test_fsst_jit_can_be_disabled_from_the_environment(monkeypatch):
         accel.use_compiled(None)
 
 
-def test_kernels_load_only_after_enough_work():
+def test_kernels_load_only_after_enough_work(monkeypatch):
     """Importing numba costs ~0.3 s: small one-off jobs stay on numpy."""
     pytest.importorskip("numba")
     from lance_format.encodings.structural import accel
+
+    monkeypatch.delenv(accel.JIT_ENV, raising=False)
 
     accel.use_compiled(None)
     try:

@@ -7,7 +7,8 @@ first use after installation compiles them, several seconds, cached on disk afte
 kernels are loaded only once a process has handed the codecs ``WORTH_LOADING`` bytes of work:
 small one-off writes and reads stay on numpy, large or long-running ones switch over (outputs
 are identical, so switching mid-file is harmless).
-``LANCE_FORMAT_NO_JIT=1`` in the environment keeps the numpy code even where numba is installed.
+``LANCE_FORMAT_JIT=0`` in the environment keeps the numpy code even where numba is installed;
+``LANCE_FORMAT_JIT=1`` uses the kernels from the first call (e.g. to test them on small tables).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import sys
 from types import ModuleType
 
-DISABLE_ENV = "LANCE_FORMAT_NO_JIT"
+JIT_ENV = "LANCE_FORMAT_JIT"
 WORTH_LOADING = 32 << 20  # bytes of work after which the import and load pay for themselves
 
 _kernels: ModuleType | None = None
@@ -27,7 +28,7 @@ _work = 0
 
 def _load() -> ModuleType | None:
     # the kernels read and write little-endian words directly
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0") or sys.byteorder != "little":
+    if os.environ.get(JIT_ENV, "") == "0" or sys.byteorder != "little":
         return None
     try:
         from lance_format.encodings.structural import numba_kernels
@@ -44,7 +45,7 @@ def kernels(work: int = 0) -> ModuleType | None:
         if _policy is False:
             return None
         _work += work
-        if _policy is None and _work < WORTH_LOADING:
+        if _policy is None and _work < WORTH_LOADING and os.environ.get(JIT_ENV, "") != "1":
             return None
         _kernels, _loaded = _load(), True
     return _kernels

@@ -117,9 +117,11 @@ def _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of,
     helper's early returns into code several times slower.
     """
     n = data.shape[0]
-    # the data and 8 zero bytes: the 8 bytes at any position are read without bounds tests
-    padded = np.zeros(n + 8, np.uint8)
-    padded[:n] = data
+    # the last bytes again, followed by zeros: the 8 bytes at any position are read with one
+    # load, from the data where 8 remain, else from this tail (as if the data were zero-padded)
+    tail_start = max(n - 8, 0)
+    tail = np.zeros(16, np.uint8)
+    tail[: n - tail_start] = data[tail_start:]
     total = 0
     for u in range(starts.shape[0]):
         total += ends[u] - starts[u]
@@ -134,7 +136,7 @@ def _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of,
         first = t
         while p < end:
             room = min(end - p, 8)
-            word = _load_u64(padded, p)
+            word = _load_u64(data, p) if p + 8 <= n else _load_u64(tail, p - tail_start)
             key = np.int64(word & np.uint64(0xFFFFFF))
             h = _hash_slot(key)
             while keys[h] != key and keys[h] != _EMPTY:
@@ -194,10 +196,19 @@ def compress(data, starts, ends, owner, nstrings, keys, slots, short_of, single_
 @_jit
 def _decode_ranges(buf, lo, hi, words, lengths, count):  # type: ignore[no-untyped-def]
     """FSST-decode the strings whose codes are ``buf[lo[i]:hi[i]]`` (ranges already checked):
-    (status, decoded bytes, their offsets). Two passes: sizes (and corruption), then bytes."""
+    (status, decoded bytes, their offsets).
+
+    One pass: the output is allocated for the worst case (8 bytes per code, plus 8 for the
+    last 8-byte store) and only the written part is returned. The rest is never touched, so
+    the operating system never backs it with memory.
+    """
     nstrings = lo.shape[0]
     out_offsets = np.zeros(nstrings + 1, np.int64)
-    size = 0
+    codes = 0
+    for i in range(nstrings):
+        codes += hi[i] - lo[i]
+    out = np.empty(8 * codes + 8, np.uint8)
+    o = 0
     for i in range(nstrings):
         j = lo[i]
         stop = hi[i]
@@ -206,31 +217,17 @@ def _decode_ranges(buf, lo, hi, words, lengths, count):  # type: ignore[no-untyp
             if c == 255:
                 if j + 1 >= stop:
                     return ENDS_WITH_ESCAPE, np.zeros(0, np.uint8), out_offsets
-                size += 1
+                out[o] = buf[j + 1]
+                o += 1
                 j += 2
             elif c >= count:
                 return UNKNOWN_CODE, np.zeros(0, np.uint8), out_offsets
             else:
-                size += lengths[c]
-                j += 1
-        out_offsets[i + 1] = size
-    # every symbol is written as 8 bytes (the next one overwrites the excess): room for the last
-    out = np.empty(size + 8, np.uint8)
-    o = 0
-    for i in range(nstrings):
-        j = lo[i]
-        stop = hi[i]
-        while j < stop:
-            c = buf[j]
-            if c == 255:
-                out[o] = buf[j + 1]
-                o += 1
-                j += 2
-            else:
                 _store_u64(out, o, words[c])
                 o += lengths[c]
                 j += 1
-    return OK, out[:size], out_offsets
+        out_offsets[i + 1] = o
+    return OK, out[:o], out_offsets
 
 
 @_jit
