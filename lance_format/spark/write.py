@@ -566,9 +566,12 @@ def write_dataframe(
     ``target_rows_per_file`` / ``target_bytes_per_file`` (default 1,048,576 rows / 256 MiB,
     capped by the ``max_*`` limits): with ``coalesce`` (default), a DataFrame whose estimated
     size (Spark's plan statistics) fills fewer files than it has partitions is coalesced to
-    that many write tasks, so many small partitions do not leave many small fragments. The
-    result's ``small_fragments`` counts the new files below 1/8 of both targets, and
-    ``table_fragments`` the table's fragments after the write.
+    that many write tasks, so many small partitions do not leave many small fragments; and a
+    task whose output stays below 1/8 of both targets hands it to the commit, which coalesces
+    such outputs into files of the target size (:mod:`lance_format.spark.coalesce`; one version,
+    ``fragments_before_coalescing`` / ``small_outputs_coalesced`` in the result and the
+    transaction properties). The result's ``small_fragments`` counts the new files below 1/8 of
+    both targets, and ``table_fragments`` the table's fragments after the write.
     ``compact_small_fragments`` (off by default, like Delta's auto compaction): ``True``, or a
     number of small fragments (default 50): once the table holds that many small files, they
     are compacted to the targets in a second commit after the write
