@@ -24,6 +24,7 @@ A take thus costs a few requests per level of indirection, not a few per row.
 
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 from typing import Callable, Mapping, TypeVar
@@ -233,9 +234,8 @@ class LegacyFileReader:
             lo, hi = max(start, b_start) - b_start, min(stop, b_stop) - b_start
             if hi > lo:
                 windows.append((batch, lo, hi))
-        pieces = self._batched([
-            (lambda plan=plan, batch=batch, lo=lo, hi=hi: self._read_field(plan, batch, lo, hi, plan.field.name))
-            for batch, lo, hi in windows for plan in plans])
+        pieces = self._batched([functools.partial(self._read_field, plan, batch, lo, hi, plan.field.name)
+                                for batch, lo, hi in windows for plan in plans])
         return [_concat(pieces[i::len(plans)], plan.field.type) for i, plan in enumerate(plans)]
 
     def take(self, plans: list[ColumnPlan], indices) -> list[pa.Array]:
@@ -254,12 +254,13 @@ class LegacyFileReader:
             local = group - self.batch_offsets[batch]
             lo, hi = int(local[0]), int(local[-1]) + 1
             windows.append((batch, lo, hi, pa.array(local - lo)))
-        pieces = self._batched([
-            (lambda plan=plan, batch=batch, lo=lo, hi=hi, selection=selection:
-             self._read_field(plan, batch, lo, hi, plan.field.name).take(selection))
-            for batch, lo, hi, selection in windows for plan in plans])
+        pieces = self._batched([functools.partial(self._take_field, plan, batch, lo, hi, selection)
+                                for batch, lo, hi, selection in windows for plan in plans])
         take_back = pa.array(inverse.ravel())
         return [_concat(pieces[i::len(plans)], plan.field.type).take(take_back) for i, plan in enumerate(plans)]
+
+    def _take_field(self, plan: ColumnPlan, batch: int, lo: int, hi: int, selection: pa.Array) -> pa.Array:
+        return self._read_field(plan, batch, lo, hi, plan.field.name).take(selection)
 
     def _batched(self, reads: list[Callable[[], T]]) -> list[T]:
         """The results of ``reads`` (pieces that read through ``_read_at``). On an object store
