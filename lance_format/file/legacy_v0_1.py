@@ -24,9 +24,9 @@ A take thus costs a few requests per level of indirection, not a few per row.
 
 from __future__ import annotations
 
+import functools
 import struct
 import threading
-from functools import partial
 from typing import Callable, Mapping, TypeVar
 
 import numpy as np
@@ -38,7 +38,6 @@ from lance_format.encodings.legacy_v0_1 import fixed_stride_bits, read_binary, r
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_format.file.container import MAGIC, TAIL_READ_BYTES
 from lance_format.file.reader import ColumnPlan, _open
-from lance_format.io.counters import count_reads
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import file_pb2, table_pb2
 
@@ -184,7 +183,6 @@ class LegacyFileReader:
         return self._read_exact(offset, length)
 
     def _read_exact(self, offset: int, length: int) -> bytes:
-        count_reads(length)
         data = self._file.read_at(length, offset)
         if len(data) != length:
             raise CorruptFileError(f"short read of {length} bytes at {offset}", path=self.path)
@@ -197,7 +195,6 @@ class LegacyFileReader:
             if offset < 0 or length < 0 or offset + length > limit:
                 raise ctx.corrupt(f"read of {length} bytes at {offset} leaves the data region (ends at {limit})")
             if self._mapped is not None:
-                count_reads(length)
                 return self._mapped.slice(offset, length)
             rounds: _Rounds | None = getattr(self._rounds, "current", None)
             if rounds is not None:
@@ -237,9 +234,8 @@ class LegacyFileReader:
             lo, hi = max(start, b_start) - b_start, min(stop, b_stop) - b_start
             if hi > lo:
                 windows.append((batch, lo, hi))
-        pieces = self._batched([
-            partial(self._read_field, plan, batch, lo, hi, plan.field.name)
-            for batch, lo, hi in windows for plan in plans])
+        pieces = self._batched([functools.partial(self._read_field, plan, batch, lo, hi, plan.field.name)
+                                for batch, lo, hi in windows for plan in plans])
         return [_concat(pieces[i::len(plans)], plan.field.type) for i, plan in enumerate(plans)]
 
     def take(self, plans: list[ColumnPlan], indices) -> list[pa.Array]:
@@ -258,11 +254,13 @@ class LegacyFileReader:
             local = group - self.batch_offsets[batch]
             lo, hi = int(local[0]), int(local[-1]) + 1
             windows.append((batch, lo, hi, pa.array(local - lo)))
-        pieces = self._batched([
-            partial(self._read_field_rows, plan, batch, lo, hi, selection)
-            for batch, lo, hi, selection in windows for plan in plans])
+        pieces = self._batched([functools.partial(self._take_field, plan, batch, lo, hi, selection)
+                                for batch, lo, hi, selection in windows for plan in plans])
         take_back = pa.array(inverse.ravel())
         return [_concat(pieces[i::len(plans)], plan.field.type).take(take_back) for i, plan in enumerate(plans)]
+
+    def _take_field(self, plan: ColumnPlan, batch: int, lo: int, hi: int, selection: pa.Array) -> pa.Array:
+        return self._read_field(plan, batch, lo, hi, plan.field.name).take(selection)
 
     def _batched(self, reads: list[Callable[[], T]]) -> list[T]:
         """The results of ``reads`` (pieces that read through ``_read_at``). On an object store
@@ -296,9 +294,6 @@ class LegacyFileReader:
         finally:
             self._rounds.current = None
         return [results[index] for index in range(len(reads))]
-
-    def _read_field_rows(self, plan: ColumnPlan, batch: int, lo: int, hi: int, selection: pa.Array) -> pa.Array:
-        return self._read_field(plan, batch, lo, hi, plan.field.name).take(selection)
 
     def _read_field(self, plan: ColumnPlan, batch: int, lo: int, hi: int, name: str) -> pa.Array:
         ctx = DecodeContext(self.path, name)
