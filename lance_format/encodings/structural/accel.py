@@ -32,7 +32,8 @@ def _load() -> ModuleType | None:
         return None
     try:
         from lance_format.encodings.structural import numba_kernels
-    except ImportError:
+    except (ImportError, RuntimeError, OSError):
+        # numba missing, or unusable here (e.g. no writable cache directory): numpy it is
         return None
     return numba_kernels
 

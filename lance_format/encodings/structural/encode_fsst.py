@@ -51,9 +51,9 @@ class _Table:
     values256: np.ndarray
     lengths_of: np.ndarray
     # the symbol of >= 3 bytes starting with given 3 bytes, built on first use: for the numpy
-    # parse a dense (1 << 24,) uint8 table, for the compiled one a small hash table (keys, ids)
+    # parse a dense (1 << 24,) uint8 table, for the compiled one two small levels (_prefix_tables)
     dense_long_of: np.ndarray | None = None
-    prefix_hash: tuple[np.ndarray, np.ndarray] | None = None
+    prefix_tables: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def long_of(self) -> np.ndarray:
@@ -82,13 +82,26 @@ def _make_table(values: np.ndarray, lengths: np.ndarray) -> _Table:
     return _Table(values, lengths, short_of, single_of, values256, lengths_of)
 
 
-def _lookups(table: _Table, compiled) -> tuple[np.ndarray, ...]:  # type: ignore[no-untyped-def]
+def _lookups(table: _Table) -> tuple[np.ndarray, ...]:
     """The look-up tables in the order the compiled kernels take them."""
-    if table.prefix_hash is None:
-        is_long = table.lengths >= 3
-        prefixes = (table.values[is_long] & np.uint64(0xFFFFFF)).astype(np.uint32)
-        table.prefix_hash = compiled.prefix_hash(prefixes, np.flatnonzero(is_long).astype(np.uint8))
-    return (*table.prefix_hash, table.short_of, table.single_of, table.values256, table.lengths_of)
+    if table.prefix_tables is None:
+        table.prefix_tables = _prefix_tables(table)
+    return (*table.prefix_tables, table.short_of, table.single_of, table.values256, table.lengths_of)
+
+
+def _prefix_tables(table: _Table) -> tuple[np.ndarray, np.ndarray]:
+    """``long_of`` in two small levels for the compiled parse (the dense 16 MiB table costs a
+    cache miss per token when parsing one string after another): ``buckets[b0 | b1 << 8]`` numbers
+    the 2-byte prefixes of the long symbols from 1 (0: none), ``slots[bucket << 8 | b2]`` is the
+    symbol (_NONE: none; bucket 0 is all _NONE)."""
+    is_long = table.lengths >= 3
+    prefixes = (table.values[is_long] & np.uint64(0xFFFFFF)).astype(np.int64)
+    firsts = np.unique(prefixes & 0xFFFF)
+    buckets = np.zeros(1 << 16, np.uint8)
+    buckets[firsts] = np.arange(1, len(firsts) + 1)  # at most 255 long symbols: fits u8
+    slots = np.full((len(firsts) + 1) << 8, _NONE, np.uint8)
+    slots[(buckets[prefixes & 0xFFFF].astype(np.int64) << 8) | (prefixes >> 16)] = np.flatnonzero(is_long)
+    return buckets, slots
 
 
 def _units(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -120,7 +133,7 @@ def _parse(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, table: _Table
     compiled = accel.kernels()
     if compiled is not None:
         return compiled.parse(np.ascontiguousarray(data, np.uint8), starts.astype(np.int64), ends.astype(np.int64),
-                              *_lookups(table, compiled))
+                              *_lookups(table))
     n = len(data)
     padded = np.empty(n + 16, np.uint8)
     padded[:n] = data
@@ -290,7 +303,7 @@ def compress(data: np.ndarray, offsets: np.ndarray, table: _Table) -> tuple[np.n
     if compiled is not None:
         out, new_offsets = compiled.compress(np.ascontiguousarray(data, np.uint8), starts.astype(np.int64),
                                              ends.astype(np.int64), owner.astype(np.int64), nstrings,
-                                             *_lookups(table, compiled))
+                                             *_lookups(table))
         return out, new_offsets
     ids, counts = _parse(data, starts, ends, table)
     escaped = ids >= 256

@@ -43,11 +43,10 @@ _cache_dir_fallback()
 _jit = numba.njit(cache=True, nogil=True)
 
 
-
 @intrinsic
 def _load_u64(typingctx, array, index):  # type: ignore[no-untyped-def]
     """The 8 bytes at ``array[index]`` as one little-endian word, unaligned, without bounds tests
-    (callers pad their buffers). One load instead of eight byte loads and shifts."""
+    (callers make sure 8 bytes remain). One load instead of eight byte loads and shifts."""
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         data = context.make_array(signature.args[0])(context, builder, args[0])
         pointer = builder.bitcast(builder.gep(data.data, [args[1]]), ir.IntType(64).as_pointer())
@@ -76,45 +75,19 @@ OUTSIDE = 5
 NOT_INCREASING = 6
 
 
-HASH_SLOTS = 1024  # open addressing for at most 255 keys: probes stay short
-_EMPTY = 0xFFFFFFFF
-_NONE = 0xFF
 _MASKS = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [(1 << 64) - 1], np.uint64)
 
 
 @_jit
-def _hash_slot(key):  # type: ignore[no-untyped-def]
-    return ((key * 2654435761) >> 16) & (HASH_SLOTS - 1)
-
-
-@_jit
-def prefix_hash(prefixes, ids):  # type: ignore[no-untyped-def]
-    """A small table from the 3-byte prefixes of the long symbols to their ids.
-
-    It answers exactly like ``_Table.long_of`` (16 MiB, one random cache miss per token when
-    parsing sequentially) but fits in the L1 cache: (keys, ids), linear probing.
-    """
-    keys = np.full(HASH_SLOTS, _EMPTY, np.uint32)
-    slots = np.full(HASH_SLOTS, _NONE, np.uint8)
-    for i in range(prefixes.shape[0]):
-        h = _hash_slot(np.int64(prefixes[i]))
-        while keys[h] != _EMPTY and keys[h] != prefixes[i]:
-            h = (h + 1) & (HASH_SLOTS - 1)
-        keys[h] = prefixes[i]
-        slots[h] = ids[i]
-    return keys, slots
-
-
-@_jit
-def _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of, values256, lengths_of,  # type: ignore[no-untyped-def]
-          emit):
+def _walk(data, starts, ends, owner, nstrings, buckets, slots, short_of, single_of, values256,  # type: ignore[no-untyped-def]
+          lengths_of, emit):
     """The greedy parse of the units ``[starts, ends)`` (:func:`parse` and :func:`compress`).
 
     Returns (tokens, their counts per unit, code bytes, string offsets); with ``emit`` false the
     first two are filled (a token is a symbol id, or 256 + an escaped byte), with ``emit`` true
     the last two (255 before an escaped byte; unit ``u`` belongs to string ``owner[u]``).
-    The token step is written out here rather than in a helper function: numba compiles a
-    helper's early returns into code several times slower.
+    The token step is written out here rather than in a helper function: numba compiles such a
+    helper into code several times slower.
     """
     n = data.shape[0]
     # the last bytes again, followed by zeros: the 8 bytes at any position are read with one
@@ -137,11 +110,9 @@ def _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of,
         while p < end:
             room = min(end - p, 8)
             word = _load_u64(data, p) if p + 8 <= n else _load_u64(tail, p - tail_start)
-            key = np.int64(word & np.uint64(0xFFFFFF))
-            h = _hash_slot(key)
-            while keys[h] != key and keys[h] != _EMPTY:
-                h = (h + 1) & (HASH_SLOTS - 1)
-            slot = np.int64(slots[h])
+            # the symbol of >= 3 bytes starting with the next 3 bytes (see encode_fsst._lookups)
+            bucket = np.int64(buckets[np.int64(word & np.uint64(0xFFFF))])
+            slot = np.int64(slots[(bucket << 8) | np.int64((word >> np.uint64(16)) & np.uint64(0xFF))])
             long_len = np.int64(lengths_of[slot])
             if long_len >= 3 and long_len <= room and (word & _MASKS[long_len]) == values256[slot]:
                 code = slot
@@ -177,18 +148,18 @@ def _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of,
 
 
 @_jit
-def parse(data, starts, ends, keys, slots, short_of, single_of, values256, lengths_of):  # type: ignore[no-untyped-def]
+def parse(data, starts, ends, buckets, slots, short_of, single_of, values256, lengths_of):  # type: ignore[no-untyped-def]
     """``encode_fsst._parse``: the tokens of the units ``[starts, ends)`` and their counts."""
-    tokens, counts, _, _ = _walk(data, starts, ends, starts, 0, keys, slots, short_of, single_of, values256,
+    tokens, counts, _, _ = _walk(data, starts, ends, starts, 0, buckets, slots, short_of, single_of, values256,
                                  lengths_of, False)
     return tokens, counts
 
 
 @_jit
-def compress(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of, values256,  # type: ignore[no-untyped-def]
+def compress(data, starts, ends, owner, nstrings, buckets, slots, short_of, single_of, values256,  # type: ignore[no-untyped-def]
              lengths_of):
     """``encode_fsst.compress``: the code bytes of all strings and their offsets."""
-    _, _, out, new_offsets = _walk(data, starts, ends, owner, nstrings, keys, slots, short_of, single_of, values256,
+    _, _, out, new_offsets = _walk(data, starts, ends, owner, nstrings, buckets, slots, short_of, single_of, values256,
                                    lengths_of, True)
     return out, new_offsets
 
