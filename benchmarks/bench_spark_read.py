@@ -6,7 +6,9 @@ a timestamp, a list of tags, a struct), written once as a Lance table per file v
 engine) and once as parquet by Spark itself (its defaults: snappy, dictionary pages). Every
 query then runs on both, in one local[2] session, interleaved (parquet, lance, lance, ... per
 round), ``--repeat`` rounds; the first round warms up (JIT, Python workers), the median of the
-others counts. Printed: median seconds and the ratio lance / parquet.
+others counts. Printed: median wall seconds and median CPU seconds (this process and its
+descendants: the JVM and its Python workers; steadier than wall time on a shared machine),
+each with the ratio lance / parquet. Both sides' answers are compared before timing.
 
 Queries (each touches every byte it reads: an aggregate over each selected column, so neither
 side can return before decoding; Spark's ``noop`` sink would let parquet skip decoding its
