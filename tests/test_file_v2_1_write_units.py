@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import struct
 
 import lance
@@ -266,6 +267,8 @@ def fsst_kernels(request):
 
     if request.param == "compiled":
         pytest.importorskip("numba")
+        if os.environ.get("LANCE_FORMAT_JIT") == "0":
+            pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
     accel.use_compiled(request.param == "compiled")
     assert (accel.kernels() is not None) == (request.param == "compiled")
     yield request.param
@@ -348,6 +351,8 @@ def test_fsst_compiled_kernels_write_and_read_the_same_bytes(kind):
     """The numba kernels are an accelerator only: same symbol table, same codes, same offsets,
     same decoded strings as the numpy code."""
     pytest.importorskip("numba")
+    if os.environ.get("LANCE_FORMAT_JIT") == "0":
+        pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
     from lance_format.encodings.structural import accel
 
     results = {}
@@ -384,6 +389,8 @@ def test_fsst_jit_can_be_disabled_from_the_environment(monkeypatch):
 def test_kernels_load_only_after_enough_work(monkeypatch):
     """Importing numba costs ~0.3 s: small one-off jobs stay on numpy."""
     pytest.importorskip("numba")
+    if os.environ.get("LANCE_FORMAT_JIT") == "0":
+        pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
     from lance_format.encodings.structural import accel
 
     monkeypatch.delenv(accel.JIT_ENV, raising=False)

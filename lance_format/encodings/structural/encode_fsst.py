@@ -54,6 +54,7 @@ class _Table:
     # parse a dense (1 << 24,) uint8 table, for the compiled one two small levels (_prefix_tables)
     dense_long_of: np.ndarray | None = None
     prefix_tables: tuple[np.ndarray, np.ndarray] | None = None
+    packed: tuple[np.ndarray, ...] | None = None  # the compiled compression's look-ups
 
     @property
     def long_of(self) -> np.ndarray:
@@ -87,6 +88,18 @@ def _lookups(table: _Table) -> tuple[np.ndarray, ...]:
     if table.prefix_tables is None:
         table.prefix_tables = _prefix_tables(table)
     return (*table.prefix_tables, table.short_of, table.single_of, table.values256, table.lengths_of)
+
+
+def _packed_lookups(table: _Table) -> tuple[np.ndarray, ...]:
+    """The look-ups of the compiled compression: those of :func:`_lookups` (but ``lengths_of``)
+    with each entry's token length in its top 4 bits, so a token costs one dependent look-up
+    less (a 3+-byte slot: ``id | length << 12``; no symbol has length 0)."""
+    if table.packed is None:
+        buckets, slots, short_of, single_of, values256, lengths_of = _lookups(table)
+        length_bits = lengths_of.astype(np.uint16) << 12
+        table.packed = (buckets, slots.astype(np.uint16) | length_bits[slots], short_of | length_bits[short_of],
+                        single_of | length_bits[single_of], values256)
+    return table.packed
 
 
 def _prefix_tables(table: _Table) -> tuple[np.ndarray, np.ndarray]:
@@ -298,13 +311,12 @@ def compress(data: np.ndarray, offsets: np.ndarray, table: _Table) -> tuple[np.n
     nstrings = len(offsets) - 1
     if not len(data):
         return np.zeros(0, np.uint8), np.zeros(nstrings + 1, np.int64)
-    starts, ends, owner = _units(offsets)
     compiled = accel.kernels(len(data))
     if compiled is not None:
-        out, new_offsets = compiled.compress(np.ascontiguousarray(data, np.uint8), starts.astype(np.int64),
-                                             ends.astype(np.int64), owner.astype(np.int64), nstrings,
-                                             *_lookups(table))
+        out, new_offsets = compiled.compress(np.ascontiguousarray(data, np.uint8), offsets.astype(np.int64), _UNIT,
+                                             *_packed_lookups(table))
         return out, new_offsets
+    starts, ends, owner = _units(offsets)
     ids, counts = _parse(data, starts, ends, table)
     escaped = ids >= 256
     out_sizes = 1 + escaped.astype(np.int64)

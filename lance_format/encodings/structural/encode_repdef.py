@@ -163,6 +163,17 @@ def _apply_list(state: _State, array: pa.Array) -> pa.Array:
     depth = state.kinds.count("list")
     offsets = np.asarray(array.offsets)
     valid = validity_bools(array)
+    if valid is None and state.slot is None and state.defs is None and isinstance(state.src, tuple):
+        # the common case, valid non-empty lists under valid parents: a few passes instead of
+        # the general bookkeeping below (which would compute the same levels)
+        window = offsets[state.src[0] : state.src[1] + 1].astype(np.int64)
+        if len(window) > 1 and int(np.diff(window).min()) > 0:
+            new_rep = np.zeros(int(window[-1] - window[0]), np.int32)
+            new_rep[window[:-1] - window[0]] = depth if state.rep is None else np.where(state.rep == 0, depth, state.rep)
+            state.n = len(new_rep)
+            state.rep = new_rep
+            state.src = (int(window[0]), int(window[-1]))
+            return array.values
     slots = state.slot_indices()
     src = state.src_array()
     starts = offsets[src].astype(np.int64)

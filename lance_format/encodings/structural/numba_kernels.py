@@ -79,13 +79,10 @@ _MASKS = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [(1 << 64) -
 
 
 @_jit
-def _walk(data, starts, ends, owner, nstrings, buckets, slots, short_of, single_of, values256,  # type: ignore[no-untyped-def]
-          lengths_of, emit):
-    """The greedy parse of the units ``[starts, ends)`` (:func:`parse` and :func:`compress`).
+def parse(data, starts, ends, buckets, slots, short_of, single_of, values256, lengths_of):  # type: ignore[no-untyped-def]
+    """``encode_fsst._parse``: the greedy parse of the units ``[starts, ends)``: the tokens (a
+    symbol id, or 256 + an escaped byte) and their counts per unit.
 
-    Returns (tokens, their counts per unit, code bytes, string offsets); with ``emit`` false the
-    first two are filled (a token is a symbol id, or 256 + an escaped byte), with ``emit`` true
-    the last two (255 before an escaped byte; unit ``u`` belongs to string ``owner[u]``).
     The token step is written out here rather than in a helper function: numba compiles such a
     helper into code several times slower.
     """
@@ -98,10 +95,8 @@ def _walk(data, starts, ends, owner, nstrings, buckets, slots, short_of, single_
     total = 0
     for u in range(starts.shape[0]):
         total += ends[u] - starts[u]
-    tokens = np.empty(0 if emit else total, np.uint16)
-    counts = np.zeros(0 if emit else starts.shape[0], np.int64)
-    out = np.empty(2 * total if emit else 0, np.uint8)
-    new_offsets = np.zeros(nstrings + 1 if emit else 0, np.int64)
+    tokens = np.empty(total, np.uint16)
+    counts = np.zeros(starts.shape[0], np.int64)
     t = 0
     for u in range(starts.shape[0]):
         p = starts[u]
@@ -123,45 +118,129 @@ def _walk(data, starts, ends, owner, nstrings, buckets, slots, short_of, single_
                 if length == 2 and room == 1:  # a 2-byte symbol would run past the unit's end
                     code = np.int64(single_of[np.int64(word & np.uint64(0xFF))])
                     length = np.int64(lengths_of[code])
-            if not emit:
-                tokens[t] = code
-                t += 1
-            elif code >= 256:
-                out[t] = 255
-                out[t + 1] = code - 256
-                t += 2
-            else:
-                out[t] = code
-                t += 1
+            tokens[t] = code
+            t += 1
             p += length
-        if emit:
-            new_offsets[owner[u] + 1] = t
-        else:
-            counts[u] = t - first
-    if not emit:
-        return tokens[:t].copy(), counts, out, new_offsets
-    # strings without units (empty ones) end where the previous string ends
-    for i in range(1, nstrings + 1):
-        if new_offsets[i] < new_offsets[i - 1]:
-            new_offsets[i] = new_offsets[i - 1]
-    return tokens, counts, out[:t].copy(), new_offsets
+        counts[u] = t - first
+    return tokens[:t].copy(), counts
 
 
 @_jit
-def parse(data, starts, ends, buckets, slots, short_of, single_of, values256, lengths_of):  # type: ignore[no-untyped-def]
-    """``encode_fsst._parse``: the tokens of the units ``[starts, ends)`` and their counts."""
-    tokens, counts, _, _ = _walk(data, starts, ends, starts, 0, buckets, slots, short_of, single_of, values256,
-                                 lengths_of, False)
-    return tokens, counts
+def compress(data, offsets, unit, buckets, slots, short_of, single_of, values256):  # type: ignore[no-untyped-def]
+    """``encode_fsst.compress``: the code bytes of all strings and their offsets.
 
-
-@_jit
-def compress(data, starts, ends, owner, nstrings, buckets, slots, short_of, single_of, values256,  # type: ignore[no-untyped-def]
-             lengths_of):
-    """``encode_fsst.compress``: the code bytes of all strings and their offsets."""
-    _, _, out, new_offsets = _walk(data, starts, ends, owner, nstrings, buckets, slots, short_of, single_of, values256,
-                                   lengths_of, True)
-    return out, new_offsets
+    The parse of :func:`parse` with each string cut into units of ``unit`` bytes here, and with
+    look-up entries that carry the token's length (``encode_fsst._packed_lookups``): a token
+    costs one dependent look-up less. The first and the second half of the strings are parsed
+    in turns, into separate parts of the output: the two chains of dependent loads (next
+    position from this token's length) overlap in the processor. The step is written out twice
+    for the same reason as in :func:`parse`.
+    """
+    n = data.shape[0]
+    nstrings = offsets.shape[0] - 1
+    tail_start = max(n - 8, 0)
+    tail = np.zeros(16, np.uint8)
+    tail[: n - tail_start] = data[tail_start:]
+    half = nstrings // 2
+    b_base = 2 * (offsets[half] - offsets[0]) + 1
+    out = np.empty(b_base + 2 * (offsets[nstrings] - offsets[half]) + 1, np.uint8)
+    new_offsets = np.zeros(nstrings + 1, np.int64)
+    ia = 0
+    pa = offsets[0]
+    sa = pa
+    ua = pa
+    ta = 0
+    ib = half
+    pb = offsets[half]
+    sb = pb
+    ub = pb
+    tb = b_base
+    live_a = True
+    live_b = True
+    while live_a or live_b:
+        if live_a:
+            while pa >= ua:
+                if pa >= sa:
+                    new_offsets[ia] = ta
+                    if ia == half:
+                        live_a = False
+                        break
+                    sa = offsets[ia + 1]
+                    pa = offsets[ia]
+                    ua = pa
+                    ia += 1
+                else:
+                    ua = min(pa + unit, sa)
+        if live_b:
+            while pb >= ub:
+                if pb >= sb:
+                    if ib > half:
+                        new_offsets[ib] = tb - b_base
+                    if ib == nstrings:
+                        live_b = False
+                        break
+                    sb = offsets[ib + 1]
+                    pb = offsets[ib]
+                    ub = pb
+                    ib += 1
+                else:
+                    ub = min(pb + unit, sb)
+        if live_a:
+            room = min(ua - pa, 8)
+            word = _load_u64(data, pa) if pa + 8 <= n else _load_u64(tail, pa - tail_start)
+            bucket = np.int64(buckets[np.int64(word & np.uint64(0xFFFF))])
+            entry = np.int64(slots[(bucket << 8) | np.int64((word >> np.uint64(16)) & np.uint64(0xFF))])
+            long_len = entry >> 12
+            if long_len <= room and (word & _MASKS[long_len]) == values256[entry & 0xFF]:
+                code = entry & 0xFF
+                length = long_len
+            else:
+                entry = np.int64(short_of[np.int64(word & np.uint64(0xFFFF))])
+                code = entry & 0x1FF
+                length = entry >> 12
+                if length == 2 and room == 1:
+                    entry = np.int64(single_of[np.int64(word & np.uint64(0xFF))])
+                    code = entry & 0x1FF
+                    length = entry >> 12
+            if code >= 256:
+                out[ta] = 255
+                out[ta + 1] = code - 256
+                ta += 2
+            else:
+                out[ta] = code
+                ta += 1
+            pa += length
+        if live_b:
+            room = min(ub - pb, 8)
+            word = _load_u64(data, pb) if pb + 8 <= n else _load_u64(tail, pb - tail_start)
+            bucket = np.int64(buckets[np.int64(word & np.uint64(0xFFFF))])
+            entry = np.int64(slots[(bucket << 8) | np.int64((word >> np.uint64(16)) & np.uint64(0xFF))])
+            long_len = entry >> 12
+            if long_len <= room and (word & _MASKS[long_len]) == values256[entry & 0xFF]:
+                code = entry & 0xFF
+                length = long_len
+            else:
+                entry = np.int64(short_of[np.int64(word & np.uint64(0xFFFF))])
+                code = entry & 0x1FF
+                length = entry >> 12
+                if length == 2 and room == 1:
+                    entry = np.int64(single_of[np.int64(word & np.uint64(0xFF))])
+                    code = entry & 0x1FF
+                    length = entry >> 12
+            if code >= 256:
+                out[tb] = 255
+                out[tb + 1] = code - 256
+                tb += 2
+            else:
+                out[tb] = code
+                tb += 1
+            pb += length
+    # the second half's codes follow the first half's
+    for k in range(tb - b_base):
+        out[ta + k] = out[b_base + k]
+    for i in range(half + 1, nstrings + 1):
+        new_offsets[i] += ta
+    return out[: ta + tb - b_base], new_offsets
 
 
 @_jit
