@@ -35,7 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto
 from lance_format.dataset.writing.fragment_sink import DATA_DIR, FragmentSink, staged_file_name
@@ -52,6 +54,8 @@ COALESCE_OPTION = "coalesceSmallFragments"
 FRAGMENTS_BEFORE_KEY = "lance_format.write.fragments_before_coalescing"
 FRAGMENTS_KEY = "lance_format.write.fragments"
 COALESCED_KEY = "lance_format.write.small_outputs_coalesced"
+# A merge's staged rows carry their row id (null: an inserted row) in this column.
+STAGED_ROW_ID = "__lance_staged_rowid"
 
 
 def coalescing_from_options(options: Any) -> bool:
@@ -137,6 +141,50 @@ def read_staged(store: ObjectStore, path: str, schema: pa.Schema) -> Iterator[pa
         yield batch
 
 
+def staged_schema(table: pa.Schema) -> pa.Schema:
+    """A merge's staged file: the table's columns plus each row's :data:`STAGED_ROW_ID` (null
+    for an inserted row; set for an updated row: its stable row id, or any value without them)."""
+    return table.append(pa.field(STAGED_ROW_ID, pa.int64()))
+
+
+def with_staged_ids(batch: pa.RecordBatch, ids: pa.Array) -> pa.RecordBatch:
+    """``batch`` (the table's columns) with its rows' ids appended, as :func:`staged_schema`."""
+    return pa.RecordBatch.from_arrays(batch.columns + [ids.cast(pa.int64())],
+                                      schema=staged_schema(batch.schema))
+
+
+def split_staged_ids(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Array]:
+    """A staged batch of a merge back into (the table's columns, the rows' ids)."""
+    return batch.drop_columns([STAGED_ROW_ID]), batch.column(batch.num_columns - 1)
+
+
+class _SplitSinks:
+    """Where a merge's staged rows go at the commit: inserted rows (no id) to one sink, updated
+    rows to another, whose fragments carry their stable row ids (``keep_row_ids``) in the order
+    the rows are rewritten, so each row keeps its id and lineage as without coalescing."""
+
+    def __init__(self, make: Any, keep_row_ids: bool) -> None:
+        self.inserted: FragmentSink = make()
+        self.updated: FragmentSink = make()
+        self.keep_row_ids = keep_row_ids
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        rows, ids = split_staged_ids(batch)
+        has_id = ids.is_valid()
+        if ids.null_count < len(ids):
+            kept = ids.filter(has_id).to_numpy().astype(np.uint64) if self.keep_row_ids else None
+            self.updated.write(rows.filter(has_id), kept)
+        if ids.null_count:
+            self.inserted.write(rows.filter(pc.invert(has_id)))
+
+    def finish(self) -> list:
+        return self.inserted.finish() + self.updated.finish()
+
+    def abort(self) -> None:
+        self.inserted.abort()
+        self.updated.abort()
+
+
 def coalesce_staged(
     store: ObjectStore,
     staged: Sequence[StagedOutput],
@@ -146,16 +194,23 @@ def coalesce_staged(
     prefix: str,
     target_rows: int,
     target_bytes: int,
-) -> tuple[list[FragmentMetadata], FragmentSink]:
+    split_rewritten: bool = False,
+    keep_row_ids: bool = False,
+) -> tuple[list[FragmentMetadata], Any, int]:
     """The staged outputs' rows as new fragments of about the target size (uncommitted).
 
     Streams every staged file in order into one sink that rolls its files at ``target_rows`` /
-    ``target_bytes``: all files but the last are full. Returns the fragments and the sink, whose
-    ``abort()`` removes the new files if the commit does not happen.
+    ``target_bytes``: all files but the last are full. ``split_rewritten`` (a merge): the files
+    hold :func:`staged_schema` and updated rows get fragments of their own (:class:`_SplitSinks`).
+    Returns the fragments, the sink, whose ``abort()`` removes the new files if the commit does
+    not happen, and how many of the rows are updated rows.
     """
-    sink = FragmentSink(store, schema, storage_version, prefix=prefix, max_rows_per_file=target_rows,
-                        max_bytes_per_file=target_bytes)
-    arrow = schema.to_arrow()
+    def make() -> FragmentSink:
+        return FragmentSink(store, schema, storage_version, prefix=prefix, max_rows_per_file=target_rows,
+                            max_bytes_per_file=target_bytes)
+
+    sink: Any = _SplitSinks(make, keep_row_ids) if split_rewritten else make()
+    arrow = staged_schema(schema.to_arrow()) if split_rewritten else schema.to_arrow()
     try:
         for output in staged:
             for batch in read_staged(store, output.path, arrow):
@@ -165,7 +220,8 @@ def coalesce_staged(
     except BaseException:
         sink.abort()
         raise
-    return [fragment_from_proto(f) for f in fragments], sink
+    rewritten = sink.updated.rows if split_rewritten else 0
+    return [fragment_from_proto(f) for f in fragments], sink, rewritten
 
 
 def delete_staged(store: ObjectStore, staged: Iterable[StagedOutput]) -> None:
@@ -185,7 +241,8 @@ class CoalescedOutputs:
     fragments: list[FragmentMetadata]
     fragments_before: int  # the fragments the tasks' outputs would have made on their own
     coalesced: int  # the small outputs coalesced
-    sink: FragmentSink | None  # the coalesced files' sink (abort() removes them)
+    sink: Any  # the coalesced files' sink, or None (abort() removes them)
+    rewritten_rows: int = 0  # a merge: the coalesced rows that are updated rows
 
     @property
     def properties(self) -> dict[str, str]:
@@ -206,13 +263,17 @@ def coalesce_outputs(
     prefix: str,
     target_rows: int,
     target_bytes: int,
+    split_rewritten: bool = False,
+    keep_row_ids: bool = False,
 ) -> CoalescedOutputs:
-    """The tasks' ``fragments`` followed by their ``staged`` small outputs coalesced."""
+    """The tasks' ``fragments`` followed by their ``staged`` small outputs coalesced (a merge's
+    with ``split_rewritten``, see :func:`coalesce_staged`)."""
     if not staged:
         return CoalescedOutputs(list(fragments), len(fragments), 0, None)
-    coalesced, sink = coalesce_staged(store, staged, schema, storage_version, prefix=prefix,
-                                      target_rows=target_rows, target_bytes=target_bytes)
-    return CoalescedOutputs(list(fragments) + coalesced, len(fragments) + len(staged), len(staged), sink)
+    coalesced, sink, rewritten = coalesce_staged(store, staged, schema, storage_version, prefix=prefix,
+                                                 target_rows=target_rows, target_bytes=target_bytes,
+                                                 split_rewritten=split_rewritten, keep_row_ids=keep_row_ids)
+    return CoalescedOutputs(list(fragments) + coalesced, len(fragments) + len(staged), len(staged), sink, rewritten)
 
 
 def estimated_size(df: Any) -> tuple[int | None, int | None]:
@@ -276,4 +337,4 @@ def coalescing_properties(fragments_before: int, fragments: int, coalesced: int)
 
 __all__ = ["COALESCE_OPTION", "FRAGMENTS_BEFORE_KEY", "FRAGMENTS_KEY", "COALESCED_KEY", "StagedOutput",
            "StagingFile", "CoalescedOutputs", "coalesce_outputs", "coalesce_staged", "coalescing_from_options", "coalescing_properties", "delete_staged",
-           "read_staged", "staging_limits", "estimated_size", "planned_tasks", "coalesce_to_target"]
+           "read_staged", "staging_limits", "staged_schema", "with_staged_ids", "split_staged_ids", "STAGED_ROW_ID", "estimated_size", "planned_tasks", "coalesce_to_target"]

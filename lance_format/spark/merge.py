@@ -64,7 +64,7 @@ from lance_format.spark.tasks import (
 from lance_format.spark.write import (
     Deletions,
     WritePlan,
-    commit_write,
+    commit_coalesced,
     discard_failed_attempts,
     fail_write,
     plan_write,
@@ -255,6 +255,7 @@ def merge_dataframe(
     target_rows_per_file: int | None = None,
     target_bytes_per_file: int | None = None,
     compact_small_fragments: bool | int = False,
+    coalesce: bool = True,
 ) -> CommitResult:
     """Upsert ``df`` into the table at ``uri`` by the key columns ``on``, as one new version.
 
@@ -278,6 +279,12 @@ def merge_dataframe(
     ``compact_small_fragments`` (off by default), ``target_rows_per_file`` and
     ``target_bytes_per_file``: as for :func:`write_dataframe` (each merge adds small
     fragments; with it they are compacted once the table holds enough of them).
+    ``coalesce`` (default): a write task whose new rows stay below 1/8 of the target file size
+    hands them to the commit, which writes them in files of the target size (updated rows in
+    files of their own, keeping their row ids and lineage) within the same single version, as
+    for :func:`write_dataframe`; the result's ``fragments_before_coalescing`` and
+    ``small_outputs_coalesced`` (and the transaction properties) count them. ``coalesce=False``
+    keeps one set of fragments per task.
     """
     from pyspark import StorageLevel
 
@@ -383,13 +390,13 @@ def merge_dataframe(
             if not plan.stable_row_ids:
                 # The marker of a rewritten row: any non-null value (the ids are assigned anew).
                 rows = rows.withColumn(ROW_ID_COLUMN, F.col(_ADDRESS))
-            written = run_write_job(rows, plan, split_rewritten=True)
+            written = run_write_job(rows, plan, split_rewritten=True, stage_small_outputs=coalesce)
         except BaseException as exc:
             fail_write(plan, scope, exc)
         finally:
             if joined is not None:
                 joined.unpersist()
-    result = commit_write(plan, written.fragments, deletions, operation="replace", rows_updated=written.rewritten_rows)
+    result = commit_coalesced(plan, written, deletions, operation="replace", split_rewritten=True)
     discard_failed_attempts(spark, plan, scope)
     return compact_after_write(plan.store, result, compaction)
 

@@ -33,7 +33,7 @@ from lance_format.dataset.sql.filter import referenced_columns, to_expression
 from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
-from lance_format.spark.coalesce import StagedOutput, StagingFile
+from lance_format.spark.coalesce import StagedOutput, StagingFile, split_staged_ids, staged_schema, with_staged_ids
 from lance_format.spark.common import StorageOptions, task_store
 
 # one row per fragment written; a small output staged for the commit has no fragment, its path in "staged"
@@ -179,8 +179,10 @@ class PartitionWriter:
         self._kept = sink() if spec.split_rewritten else None
         self._stage: StagingFile | None = None
         self.staged: StagedOutput | None = None  # after finish(): the small output handed to the commit
-        if spec.stage_rows > 0 and spec.stage_bytes > 0 and not spec.split_rewritten:
-            self._stage = StagingFile(store, prefix, self.target)
+        if spec.stage_rows > 0 and spec.stage_bytes > 0:
+            # a merge stages its rows with their ROW_ID_COLUMN: the commit splits them the same way
+            staged = staged_schema(self.target) if spec.split_rewritten else self.target
+            self._stage = StagingFile(store, prefix, staged)
 
     def write(self, raw: pa.RecordBatch) -> None:
         if raw.num_rows == 0:
@@ -188,15 +190,21 @@ class PartitionWriter:
         batch = self._convert(raw)
         if self._check is not None:
             _check_rows(batch, self._check, self.spec)
+        ids = raw.column(raw.schema.get_field_index(ROW_ID_COLUMN)) if self._kept is not None else None
         if self._stage is not None:
+            if ids is not None:
+                batch = with_staged_ids(batch, ids)
             self._stage.write(batch)
             if self._stage.rows >= self.spec.stage_rows or self._stage.bytes >= self.spec.stage_bytes:
                 self._spill()
             return
-        if self._kept is None:
+        self._route(batch, ids)
+
+    def _route(self, batch: pa.RecordBatch, ids: pa.Array | None) -> None:
+        """Rows into the plain sink, or (a merge) rows with an id into the kept sink."""
+        if self._kept is None or ids is None:
             self._plain.write(batch)
             return
-        ids = raw.column(raw.schema.get_field_index(ROW_ID_COLUMN))
         has_id = ids.is_valid()
         if ids.null_count < len(ids):
             kept_ids = ids.filter(has_id).to_numpy().astype(np.uint64) if self.spec.keep_row_ids else None
@@ -210,7 +218,10 @@ class PartitionWriter:
         assert stage is not None  # only called while staging
         try:
             for batch in stage.replay():
-                self._plain.write(batch)
+                if self._kept is None:
+                    self._plain.write(batch)
+                else:
+                    self._route(*split_staged_ids(batch))
         finally:
             stage.abort()  # the staged copy is not needed any more (or the task fails)
 

@@ -492,18 +492,24 @@ def commit_write(
     )
 
 
-def commit_coalesced(plan: WritePlan, written: Written, deletions: Deletions = Deletions()) -> CommitResult:
+def commit_coalesced(plan: WritePlan, written: Written, deletions: Deletions = Deletions(), *,
+                     operation: str | None = None, split_rewritten: bool = False) -> CommitResult:
     """Commit the tasks' fragments and their small outputs coalesced to the target file size
     (:mod:`lance_format.spark.coalesce`) in ONE transaction recording the fragment counts, then
-    remove the staged outputs. If anything fails, every file of the write is removed."""
+    remove the staged outputs. If anything fails, every file of the write is removed.
+    ``split_rewritten``: a merge's outputs (updated rows keep fragments of their own and, on
+    tables with stable row ids, their row ids)."""
     try:
         outputs = coalesce_outputs(plan.store, written.fragments, written.staged, plan.schema, plan.storage_version,
                                    prefix=plan.prefix, target_rows=plan.target_rows_per_file,
-                                   target_bytes=plan.target_bytes_per_file)
+                                   target_bytes=plan.target_bytes_per_file, split_rewritten=split_rewritten,
+                                   keep_row_ids=split_rewritten and plan.stable_row_ids)
     except BaseException:
         discard_write(plan)
         raise
-    result = commit_write(plan, outputs.fragments, deletions, extra_properties=outputs.properties)
+    result = commit_write(plan, outputs.fragments, deletions, operation=operation,
+                          rows_updated=written.rewritten_rows + outputs.rewritten_rows,
+                          extra_properties=outputs.properties)
     delete_staged(plan.store, written.staged)
     return replace(result, fragments_before_coalescing=outputs.fragments_before,
                    small_outputs_coalesced=outputs.coalesced)

@@ -98,9 +98,11 @@ def test_unknown_estimate_coalesces_small_outputs_in_the_commit(spark, tmp_path)
     # coalesce=False: one fragment per partition
     plain = write_dataframe(df, str(tmp_path / "u.lance"), coalesce=False)
     assert (plain.fragments, plain.fragments_before_coalescing, plain.small_outputs_coalesced) == (3, 3, 0)
-    # a merge's new rows are not coalesced (its rewritten rows keep fragments of their own)
+    # a merge's new rows are coalesced too (tests/spark/test_merge_coalescing.py); its updated
+    # rows keep fragments of their own
     merged = merge_dataframe(df.limit(10).withColumn("s", F.lit("m")), uri, "id")
-    assert merged.small_outputs_coalesced == 0 and lance.dataset(uri).count_rows() == 300
+    assert (merged.rows_updated, merged.small_outputs_coalesced) == (10, 1)
+    assert lance.dataset(uri).count_rows() == 300
 
 
 def test_bad_targets_are_refused(spark, tmp_path):
