@@ -112,7 +112,8 @@ def register_manifest_store(scheme: str, factory: ManifestStoreFactory) -> None:
 
     ``factory(uri, storage_options)`` returns an :class:`ExternalManifestTarget`; the options
     arrive normalized (lower-case keys, string values) and the factory passes on those meant
-    for the object store.
+    for the object store. A store with a ``use_credential_provider(provider)`` method is handed
+    the ``credential_provider`` storage option, if any, after the factory made it.
     """
     from lance_format.io.backend import BACKENDS
 
