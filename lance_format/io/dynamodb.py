@@ -131,10 +131,12 @@ class DynamoDBManifestStore:
 
     def _signed(self, what: str, method: str, **kwargs: Any) -> Any:
         self._fresh()
+        signed_by = self.client
         try:
             return self._request(what, method, **kwargs)
         except StorageAccessError:
-            if not self.refresh_credentials():
+            # (another thread may have refreshed meanwhile: then the new client is worth a try too)
+            if not self.refresh_credentials() and self.client is signed_by:
                 raise
         # Refused credentials: the request did not happen, so it goes once more, newly signed.
         return self._request(what, method, **kwargs)
