@@ -17,14 +17,18 @@ The DynamoDB table must exist with that key schema (checked once per table and e
 Options: the ``s3://`` ones (credentials, region, S3 endpoint), plus Lance's
 ``dynamodb_endpoint`` (else the ``DYNAMODB_ENDPOINT`` environment variable) for a
 DynamoDB-compatible endpoint. The region is the ``aws_region`` option, else the AWS SDK's
-default chain, else ``us-west-2``, like Lance.
+default chain, else ``us-west-2``, like Lance. A ``credential_provider`` serves DynamoDB as it
+serves S3 (:meth:`DynamoDBManifestStore.use_credential_provider`): its credentials are asked
+for again a minute before they expire and once when DynamoDB refuses them, so a long-running
+writer keeps committing across key rotations.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+import time
+from typing import Any, Callable, Mapping
 from urllib.parse import parse_qsl, urlparse
 
 from lance_format.errors import InvalidInputError, StorageAccessError, UnsupportedFeatureError
@@ -42,10 +46,16 @@ BASE_URI, VERSION, PATH, SIZE, E_TAG, COMMITTER_ATTR = "base_uri", "version", "p
 
 _THROTTLE_CODES = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
                    "LimitExceededException", "InternalServerError", "ServiceUnavailable"}
+# InvalidClientTokenId: an unknown or deleted key, as moto's IAM checks answer (with HTTP 403)
 _ACCESS_CODES = {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException",
-                 "InvalidSignatureException", "MissingAuthenticationTokenException", "IncompleteSignatureException"}
+                 "InvalidSignatureException", "MissingAuthenticationTokenException", "IncompleteSignatureException",
+                 "InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken", "AccessDenied"}
 _CHECKED_TABLES: set[tuple[str | None, str]] = set()
 _CHECKED_LOCK = threading.Lock()
+_REFRESH_MARGIN_MS = 60_000  # like the S3 backend: refresh credentials this long before they expire
+
+# (access key id, secret, session token or None) -> a client signing with them
+ClientForCredentials = Callable[[str, str, "str | None"], Any]
 
 
 def _error_code(exc: BaseException) -> str:
@@ -53,21 +63,85 @@ def _error_code(exc: BaseException) -> str:
     return response.get("Error", {}).get("Code", "") if isinstance(response, dict) else ""
 
 
+def _is_access_error(exc: BaseException) -> bool:
+    response = getattr(exc, "response", None)
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") if isinstance(response, dict) else None
+    return _error_code(exc) in _ACCESS_CODES or status in (401, 403)
+
+
 class DynamoDBManifestStore:
     """A :class:`~lance_format.io.manifest_store.ManifestStore` on one DynamoDB table."""
 
     def __init__(self, client: Any, table_name: str, *, endpoint: str | None = None, uri: str = "",
-                 committer: str = COMMITTER, max_retries: int = DEFAULT_MAX_RETRIES) -> None:
+                 committer: str = COMMITTER, max_retries: int = DEFAULT_MAX_RETRIES,
+                 client_for_credentials: ClientForCredentials | None = None) -> None:
         self.client, self.table_name, self.committer = client, table_name, committer
         self.uri, self.max_retries = uri, max_retries
-        key = (endpoint, table_name)
-        if key not in _CHECKED_TABLES:  # DescribeTable is slow and rate-limited: once per process
-            self._check_key_schema()
-            with _CHECKED_LOCK:
-                _CHECKED_TABLES.add(key)
+        self._checked_key = (endpoint, table_name)
+        self._client_for_credentials = client_for_credentials
+        self._provider: Callable[[], Mapping[str, Any]] | None = None
+        self._expires_at: int | None = None
+        self._credentials_lock = threading.Lock()
+
+    # -- refreshable credentials -------------------------------------------------------------------
+    def use_credential_provider(self, provider: Callable[[], Mapping[str, Any]]) -> None:
+        """Sign requests with ``provider``'s credentials (the ``credential_provider`` storage option):
+        asked now, again a minute before they expire, and once when DynamoDB refuses them."""
+        if self._client_for_credentials is None:
+            raise UnsupportedFeatureError("this DynamoDB manifest store was given a ready client; it cannot "
+                                          "take a credential_provider", table=self.uri)
+        self._provider = provider
+        self._apply(provider)
+
+    def _apply(self, provider: Callable[[], Mapping[str, Any]]) -> bool:
+        from lance_format.io.s3 import provided_credentials
+
+        client_for = self._client_for_credentials
+        if client_for is None:  # checked by use_credential_provider
+            return False
+        credentials, expires_at = provided_credentials(provider, table=self.uri)
+        client = client_for(credentials["access_key_id"], credentials["secret_access_key"],
+                            credentials.get("session_token") or None)
+        self._expires_at = expires_at
+        changed = client is not self.client
+        self.client = client
+        return changed
+
+    def refresh_credentials(self) -> bool:
+        """Ask the provider again; True when it gave other credentials (worth one more try)."""
+        if self._provider is None:
+            return False
+        with self._credentials_lock:
+            return self._apply(self._provider)
+
+    def _fresh(self) -> None:
+        if self._provider is not None and self._expires_at is not None \
+                and self._expires_at - time.time() * 1000 < _REFRESH_MARGIN_MS:
+            self.refresh_credentials()
 
     # -- requests --------------------------------------------------------------------------------
     def _call(self, what: str, method: str, **kwargs: Any) -> Any:
+        if self._checked_key not in _CHECKED_TABLES:
+            # On first use rather than when opened, so that a credential provider signs it.
+            # DescribeTable is slow and rate-limited: once per process and table.
+            self._check_key_schema()
+            with _CHECKED_LOCK:
+                _CHECKED_TABLES.add(self._checked_key)
+        return self._signed(what, method, **kwargs)
+
+    def _signed(self, what: str, method: str, **kwargs: Any) -> Any:
+        self._fresh()
+        signed_by = self.client
+        try:
+            return self._request(what, method, **kwargs)
+        except StorageAccessError:
+            # (another thread may have refreshed meanwhile: then the new client is worth a try too)
+            if not self.refresh_credentials() and self.client is signed_by:
+                raise
+        # Refused credentials: the request did not happen, so it goes once more, newly signed.
+        return self._request(what, method, **kwargs)
+
+    def _request(self, what: str, method: str, **kwargs: Any) -> Any:
         from botocore.exceptions import ClientError
 
         def call() -> Any:
@@ -78,7 +152,7 @@ class DynamoDBManifestStore:
                                 max_retries=self.max_retries, store="DynamoDB", table=self.uri, what=what)
         except ClientError as exc:
             code = _error_code(exc)
-            if code in _ACCESS_CODES:
+            if _is_access_error(exc):
                 raise StorageAccessError(f"DynamoDB refused the credentials or permission while {what} ({code})",
                                          table=self.uri) from None
             if code == "ResourceNotFoundException":
@@ -87,7 +161,7 @@ class DynamoDBManifestStore:
             raise
 
     def _check_key_schema(self) -> None:
-        table = self._call("describing the manifest table", "describe_table")["Table"]
+        table = self._signed("describing the manifest table", "describe_table")["Table"]
         keys = {(k["AttributeName"], k["KeyType"]) for k in table.get("KeySchema", [])}
         if keys != {(BASE_URI, "HASH"), (VERSION, "RANGE")}:
             raise InvalidInputError(
@@ -167,6 +241,7 @@ class DynamoDBManifestStore:
 # -- s3+ddb:// URIs ------------------------------------------------------------------------------
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
+_MAX_CLIENTS = 32  # rotating credentials make new clients: the oldest are dropped
 
 
 def _dynamodb_client(endpoint: str | None, region: str, access_key_id: str | None, secret_access_key: str | None,
@@ -192,6 +267,8 @@ def _dynamodb_client(endpoint: str | None, region: str, access_key_id: str | Non
                                    aws_session_token=session_token)
             client = boto3.session.Session().client("dynamodb", region_name=region, endpoint_url=endpoint,
                                                      config=Config(**config), **credentials)
+            if len(_CLIENTS) >= _MAX_CLIENTS:
+                _CLIENTS.pop(next(iter(_CLIENTS)))
             _CLIENTS[key] = client
         return client
 
@@ -233,10 +310,16 @@ def open_s3_ddb(uri: str, options: dict[str, str]) -> ExternalManifestTarget:
         endpoint = check_endpoint(ENDPOINT_OPTION, endpoint, True, uri)
     bucket = urlparse(object_uri).netloc
     config = s3_config(bucket, s3_options, table=uri)
-    client = _dynamodb_client(endpoint, config.region or _default_region(), config.access_key_id,
-                              config.secret_access_key, config.session_token, config.connect_timeout,
-                              config.request_timeout)
-    store = DynamoDBManifestStore(client, table_name, endpoint=endpoint, uri=uri)
+    region = config.region or _default_region()
+    client = _dynamodb_client(endpoint, region, config.access_key_id, config.secret_access_key,
+                              config.session_token, config.connect_timeout, config.request_timeout)
+
+    def client_for_credentials(access_key_id: str, secret_access_key: str, session_token: str | None) -> Any:
+        return _dynamodb_client(endpoint, region, access_key_id, secret_access_key, session_token,
+                                config.connect_timeout, config.request_timeout)
+
+    store = DynamoDBManifestStore(client, table_name, endpoint=endpoint, uri=uri,
+                                  client_for_credentials=client_for_credentials)
     return ExternalManifestTarget(object_uri=object_uri, storage_options=s3_options, store=store, base_uri=base_uri)
 
 

@@ -29,7 +29,7 @@ import posixpath
 import re
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
 from lance_format.errors import CorruptFileError, InvalidInputError
@@ -112,7 +112,8 @@ def register_manifest_store(scheme: str, factory: ManifestStoreFactory) -> None:
 
     ``factory(uri, storage_options)`` returns an :class:`ExternalManifestTarget`; the options
     arrive normalized (lower-case keys, string values) and the factory passes on those meant
-    for the object store.
+    for the object store. A store with a ``use_credential_provider(provider)`` method is handed
+    the ``credential_provider`` storage option, if any, after the factory made it.
     """
     from lance_format.io.backend import BACKENDS
 
@@ -123,8 +124,14 @@ def register_manifest_store(scheme: str, factory: ManifestStoreFactory) -> None:
     MANIFEST_STORES[scheme] = factory
 
 
-def open_external_manifests(uri: str, options: dict[str, str]) -> "ExternalManifests | None":
-    """The external manifests of ``uri`` when its scheme names a manifest store, else None."""
+def open_external_manifests(
+    uri: str, options: dict[str, str], credential_provider: Callable[[], Mapping[str, Any]] | None = None,
+) -> "ExternalManifests | None":
+    """The external manifests of ``uri`` when its scheme names a manifest store, else None.
+
+    A ``credential_provider`` (the storage option) goes to the store too when it has a
+    ``use_credential_provider(provider)`` method (the DynamoDB store does): the store's own
+    requests then sign with the same refreshing credentials as the object store's."""
     if "://" not in uri:
         return None
     scheme = urlparse(uri).scheme.lower()
@@ -135,7 +142,11 @@ def open_external_manifests(uri: str, options: dict[str, str]) -> "ExternalManif
         module, _, name = factory.partition(":")
         factory = getattr(importlib.import_module(module), name)
         MANIFEST_STORES[scheme] = factory
-    return ExternalManifests(factory(uri, dict(options)))
+    target = factory(uri, dict(options))
+    use_provider = getattr(target.store, "use_credential_provider", None)
+    if credential_provider is not None and callable(use_provider):
+        use_provider(credential_provider)
+    return ExternalManifests(target)
 
 
 def split_uri_query(uri: str) -> tuple[str, str]:

@@ -63,7 +63,8 @@ class ObjectStore:
         self._provider_is_named = bool(named)
         # A manifest-store URI (s3+ddb://...) names the object store of the files and the
         # key-value store that coordinates commits (lance_format.io.manifest_store).
-        self.manifest_store: ExternalManifests | None = open_external_manifests(os.fspath(uri), store_options)
+        self.manifest_store: ExternalManifests | None = open_external_manifests(
+            os.fspath(uri), store_options, self._credential_provider)
         target = self.manifest_store.target if self.manifest_store is not None else None
         self.backend: StorageBackend = open_backend(
             target.object_uri if target else os.fspath(uri), target.storage_options if target else store_options)
