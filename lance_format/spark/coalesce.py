@@ -167,6 +167,14 @@ class _SplitSinks:
         self.inserted: FragmentSink = make()
         self.updated: FragmentSink = make()
         self.keep_row_ids = keep_row_ids
+        self.fragments_before = 0  # one per kind of row in each output, as its task would have written
+        self._seen = (0, 0)
+
+    def end_output(self) -> None:
+        """One staged output is done: count the fragments its task would have written."""
+        rows = (self.inserted.rows, self.updated.rows)
+        self.fragments_before += sum(now > then for now, then in zip(rows, self._seen))
+        self._seen = rows
 
     def write(self, batch: pa.RecordBatch) -> None:
         rows, ids = split_staged_ids(batch)
@@ -196,14 +204,15 @@ def coalesce_staged(
     target_bytes: int,
     split_rewritten: bool = False,
     keep_row_ids: bool = False,
-) -> tuple[list[FragmentMetadata], Any, int]:
+) -> tuple[list[FragmentMetadata], Any]:
     """The staged outputs' rows as new fragments of about the target size (uncommitted).
 
     Streams every staged file in order into one sink that rolls its files at ``target_rows`` /
     ``target_bytes``: all files but the last are full. ``split_rewritten`` (a merge): the files
     hold :func:`staged_schema` and updated rows get fragments of their own (:class:`_SplitSinks`).
-    Returns the fragments, the sink, whose ``abort()`` removes the new files if the commit does
-    not happen, and how many of the rows are updated rows.
+    Returns the fragments and the sink, whose ``abort()`` removes the new files if the commit
+    does not happen (a merge's sink also counts its updated rows and the fragments the outputs
+    would have made on their own).
     """
     def make() -> FragmentSink:
         return FragmentSink(store, schema, storage_version, prefix=prefix, max_rows_per_file=target_rows,
@@ -216,12 +225,13 @@ def coalesce_staged(
             for batch in read_staged(store, output.path, arrow):
                 if batch.num_rows:
                     sink.write(batch)
+            if split_rewritten:
+                sink.end_output()
         fragments = sink.finish()
     except BaseException:
         sink.abort()
         raise
-    rewritten = sink.updated.rows if split_rewritten else 0
-    return [fragment_from_proto(f) for f in fragments], sink, rewritten
+    return [fragment_from_proto(f) for f in fragments], sink
 
 
 def delete_staged(store: ObjectStore, staged: Iterable[StagedOutput]) -> None:
@@ -270,10 +280,13 @@ def coalesce_outputs(
     with ``split_rewritten``, see :func:`coalesce_staged`)."""
     if not staged:
         return CoalescedOutputs(list(fragments), len(fragments), 0, None)
-    coalesced, sink, rewritten = coalesce_staged(store, staged, schema, storage_version, prefix=prefix,
-                                                 target_rows=target_rows, target_bytes=target_bytes,
-                                                 split_rewritten=split_rewritten, keep_row_ids=keep_row_ids)
-    return CoalescedOutputs(list(fragments) + coalesced, len(fragments) + len(staged), len(staged), sink, rewritten)
+    coalesced, sink = coalesce_staged(store, staged, schema, storage_version, prefix=prefix,
+                                      target_rows=target_rows, target_bytes=target_bytes,
+                                      split_rewritten=split_rewritten, keep_row_ids=keep_row_ids)
+    if split_rewritten:
+        return CoalescedOutputs(list(fragments) + coalesced, len(fragments) + sink.fragments_before, len(staged),
+                                sink, sink.updated.rows)
+    return CoalescedOutputs(list(fragments) + coalesced, len(fragments) + len(staged), len(staged), sink)
 
 
 def estimated_size(df: Any) -> tuple[int | None, int | None]:

@@ -332,6 +332,7 @@ def scenario_task_retries(spark) -> None:
         merged = merge_dataframe(source, uri, "id")
         facts["merge"] = dict(result=[merged.version, merged.rows_updated, merged.rows_inserted],
                               updated=lance.dataset(uri).to_table(filter="s LIKE 'm%'").num_rows,
+                              counts=dict(lance.dataset(uri).read_transaction(2).transaction_properties),
                               table=table_facts(uri))
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")

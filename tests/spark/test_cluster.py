@@ -155,6 +155,11 @@ def test_a_merge_whose_source_task_fails_once(cluster_report):
     assert merge["result"] == [2, 500, 20_000]
     assert merge["updated"] == 20_500
     _consistent(merge["table"], 21_000)
+    # both tasks' outputs were small: coalesced by the commit into one fragment of inserted rows
+    # and one of updated rows (task 0 had both kinds, task 1 only inserts)
+    counts = merge["counts"]
+    assert (counts[FRAGMENTS_BEFORE_KEY], counts[FRAGMENTS_KEY], counts[COALESCED_KEY]) == ("3", "2", "2")
+    assert merge["table"]["fragments"] == 3
 
 
 def test_a_stream_batch_whose_task_fails_once(cluster_report):
