@@ -306,7 +306,7 @@ def _as_arrow(values: LeafValues) -> pa.Array:
     if values.kind == "variable":
         # variable values always carry offsets and data
         assert values.offsets is not None and values.data is not None
-        offsets = values.offsets.astype(np.int64 if values.offset_width == 8 else np.int32)
+        offsets = np.ascontiguousarray(values.offsets, np.int64 if values.offset_width == 8 else np.int32)
         data_type = pa.large_binary() if values.offset_width == 8 else pa.binary()
         return pa.Array.from_buffers(data_type, values.count, [None, pa.py_buffer(offsets), pa.py_buffer(values.data)])
     if values.words is None:  # 16-byte values (decimal128): one fixed-size binary each

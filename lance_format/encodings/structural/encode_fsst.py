@@ -313,7 +313,7 @@ def compress(data: np.ndarray, offsets: np.ndarray, table: _Table) -> tuple[np.n
         return np.zeros(0, np.uint8), np.zeros(nstrings + 1, np.int64)
     compiled = accel.kernels(len(data))
     if compiled is not None:
-        out, new_offsets = compiled.compress(np.ascontiguousarray(data, np.uint8), offsets.astype(np.int64), _UNIT,
+        out, new_offsets = compiled.compress(np.ascontiguousarray(data, np.uint8), np.ascontiguousarray(offsets, np.int64), _UNIT,
                                              *_packed_lookups(table))
         return out, new_offsets
     starts, ends, owner = _units(offsets)
