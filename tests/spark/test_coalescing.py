@@ -86,16 +86,22 @@ def test_row_target(spark, tmp_path, option):
 
 
 def test_byte_target(spark, tmp_path):
-    df = _many_partitions(spark)
-    arrow = df.toArrow()
-    target = arrow.nbytes // 4 + 1  # Arrow bytes, as files roll: four files, the last one shorter
+    """The byte target is pylance's ``max_bytes_per_file``: a file is cut once the bytes its writer
+    has written reach it (pages are written when a column buffers 8 MiB), so the coalesced files
+    roll once they have written the target (where pylance's writer flushes its pages differently,
+    it cuts at other rows: see #13)."""
+    payload = F.concat(*[F.sha2(F.concat(F.col("id").cast("string"), F.lit(str(salt))), 512) for salt in range(12)])
+    df = spark.range(0, 10_000, 1, 4).select("id", payload.alias("s")).repartition(200)  # ~15 MB of text
     uri = str(tmp_path / "t.lance")
+    target = 3 * 1024 * 1024
     df.write.format("lance").mode("append").option("maxBytesPerFile", str(target)).save(uri)
-    sizes = _fragment_rows(uri)
-    assert sum(sizes) == 10_000 and len(sizes) in (4, 5), sizes  # a file rolls once it reaches the target
-    rows_per_file = 10_000 * target // arrow.nbytes
-    assert max(sizes) <= rows_per_file + 50  # at most one staged batch (a partition of ~50 rows) over
+    sizes = [f.count_rows() for f in lance.dataset(uri).get_fragments()]
+    assert sum(sizes) == 10_000 and len(sizes) >= 2, sizes  # a page flush (8 MiB) cuts a file
     assert _counts(uri)[1:] == (len(sizes), 200)
+    files = [os.path.getsize(os.path.join(uri, "data", d.path)) for f in lance.dataset(uri).get_fragments()
+             for d in f.data_files()]
+    assert all(size >= target for size in files[:-1]), files  # cut only once the target is written
+    assert all(size < target + 9 * 1024 * 1024 for size in files), files  # and then at once (one page)
     assert lance_rows(uri) == spark_rows(df)
     with pytest.raises(Exception, match="disagree"):
         df.write.format("lance").mode("append").option("maxBytesPerFile", "1000") \
