@@ -1,4 +1,5 @@
-"""Suite-wide fixtures: the test session's one SparkSession (local[2], UI off, fast JVM flags).
+"""Suite-wide fixtures: the test session's one SparkSession (local[2], UI off, fast JVM flags),
+and a local S3 API (moto's server) per test module that asks for ``s3`` / ``bucket``.
 
 The JVM start costs seconds, so Spark and Dagster tests share this session; it starts lazily,
 only when a test asks for ``spark``. Runtime confs a test changes must be restored by that test.
@@ -52,3 +53,18 @@ def spark(tmp_path_factory):
     register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3/DynamoDB server for this module (a module may override it to add set-up)."""
+    from tests.s3_support import start_server
+
+    server, info = start_server()
+    yield info
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3):
+    return s3.new_bucket()

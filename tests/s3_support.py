@@ -92,3 +92,25 @@ def delete_access_key(s3: S3Server, user: str, key: dict[str, str], *, using: di
     boto3.client("iam", endpoint_url=s3.endpoint, aws_access_key_id=using["aws_access_key_id"],
                  aws_secret_access_key=using["aws_secret_access_key"], region_name=REGION,
                  ).delete_access_key(UserName=user, AccessKeyId=key["aws_access_key_id"])
+
+
+def dynamodb_client(endpoint: str):
+    """A boto3 DynamoDB client of the moto server at ``endpoint`` (the static test keys)."""
+    import boto3
+
+    return boto3.client("dynamodb", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
+                        aws_secret_access_key=SECRET_KEY, region_name=REGION)
+
+
+def create_manifest_table(endpoint: str, name: str, hash_key: str = "base_uri", range_key: str = "version") -> None:
+    """A DynamoDB table of Lance's external manifest store layout: HASH base_uri (string), RANGE
+    version (number). moto keeps its state per process, so a table made by another module's
+    server may exist already: then nothing is done."""
+    client = dynamodb_client(endpoint)
+    if name in client.list_tables()["TableNames"]:
+        return
+    client.create_table(
+        TableName=name, BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": hash_key, "KeyType": "HASH"}, {"AttributeName": range_key, "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": hash_key, "AttributeType": "S"},
+                              {"AttributeName": range_key, "AttributeType": "N"}])

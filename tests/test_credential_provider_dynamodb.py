@@ -16,9 +16,8 @@ import lance_format
 from lance_format.errors import StorageAccessError
 from lance_format.io import ObjectStore
 from tests.s3_support import (
-    ACCESS_KEY,
     REGION,
-    SECRET_KEY,
+    create_manifest_table,
     delete_access_key,
     iam_access_keys,
     moto_auth,
@@ -31,25 +30,10 @@ FACTORY = "tests.credential_factories:key_file_provider"
 
 @pytest.fixture(scope="module")
 def s3():
-    import boto3
-
     server, info = start_server()
-    ddb = boto3.client("dynamodb", endpoint_url=info.endpoint, aws_access_key_id=ACCESS_KEY,
-                       aws_secret_access_key=SECRET_KEY, region_name=REGION)
-    if TABLE not in ddb.list_tables()["TableNames"]:  # moto's state is per process
-        ddb.create_table(
-            TableName=TABLE, BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "base_uri", "KeyType": "HASH"},
-                       {"AttributeName": "version", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "base_uri", "AttributeType": "S"},
-                                  {"AttributeName": "version", "AttributeType": "N"}])
+    create_manifest_table(info.endpoint, TABLE)
     yield info
     server.stop()
-
-
-@pytest.fixture
-def bucket(s3):
-    return s3.new_bucket()
 
 
 @pytest.fixture

@@ -17,21 +17,9 @@ import lance_format
 from lance_format.errors import InvalidInputError, StorageAccessError
 from lance_format.io import ObjectStore
 from lance_format.io.credentials import named_credential_provider
-from tests.s3_support import delete_access_key, iam_access_keys, moto_auth, start_server
+from tests.s3_support import delete_access_key, iam_access_keys, moto_auth
 
 FACTORY = "tests.credential_factories:key_file_provider"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server, info = start_server()
-    yield info
-    server.stop()
-
-
-@pytest.fixture
-def bucket(s3):
-    return s3.new_bucket()
 
 
 def _plain(s3) -> dict[str, str]:

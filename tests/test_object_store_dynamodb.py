@@ -24,7 +24,7 @@ from lance_format.io import ObjectStore
 from lance_format.io.dynamodb import DynamoDBManifestStore
 from lance_format.io.manifest_store import final_path_of
 from lance_format.table.naming import list_versions
-from tests.s3_support import ACCESS_KEY, REGION, SECRET_KEY, start_server
+from tests.s3_support import create_manifest_table, dynamodb_client, start_server
 from tests.storage_contract import check_concurrent_committers, check_history_matches_local, check_tags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,34 +34,9 @@ TABLE = "lance-manifests"
 @pytest.fixture(scope="module")
 def s3():
     server, info = start_server()
-    _create_table(info.endpoint, TABLE)
+    create_manifest_table(info.endpoint, TABLE)
     yield info
     server.stop()
-
-
-def _ddb(endpoint: str):
-    import boto3
-
-    return boto3.client("dynamodb", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
-                        aws_secret_access_key=SECRET_KEY, region_name=REGION)
-
-
-def _create_table(endpoint: str, name: str, hash_key: str = "base_uri", range_key: str = "version") -> None:
-    # Lance's layout: HASH base_uri (string), RANGE version (number). moto keeps its state per
-    # process, so a table made by another module's server may exist already.
-    client = _ddb(endpoint)
-    if name in client.list_tables()["TableNames"]:
-        return
-    client.create_table(
-        TableName=name, BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": hash_key, "KeyType": "HASH"}, {"AttributeName": range_key, "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": hash_key, "AttributeType": "S"},
-                              {"AttributeName": range_key, "AttributeType": "N"}])
-
-
-@pytest.fixture
-def bucket(s3):
-    return s3.new_bucket()
 
 
 @pytest.fixture
@@ -77,7 +52,7 @@ def _uri(bucket: str) -> str:
 
 def _items(s3, bucket: str) -> dict[int, dict]:
     base = f"tables/{bucket}.lance"
-    response = _ddb(s3.endpoint).query(TableName=TABLE, ConsistentRead=True, KeyConditionExpression="base_uri = :b",
+    response = dynamodb_client(s3.endpoint).query(TableName=TABLE, ConsistentRead=True, KeyConditionExpression="base_uri = :b",
                                        ExpressionAttributeValues={":b": {"S": base}})
     return {int(item["version"]["N"]): item for item in response["Items"]}
 
@@ -207,7 +182,7 @@ def test_we_finish_a_pylance_commit_stopped_halfway(s3, bucket, opts):
     client.copy_object(Bucket=bucket, Key=staged, CopySource={"Bucket": bucket, "Key": final})
     client.delete_object(Bucket=bucket, Key=final)
     item["path"] = {"S": staged}
-    _ddb(s3.endpoint).put_item(TableName=TABLE, Item=item)
+    dynamodb_client(s3.endpoint).put_item(TableName=TABLE, Item=item)
 
     assert _ids(uri, opts) == [1, 2]  # our reader finishes it
     assert _items(s3, bucket)[2]["path"]["S"] == final
@@ -261,7 +236,7 @@ def test_uri_and_table_validation(s3, bucket, opts):
     with pytest.raises(InvalidInputError, match="does not exist"):
         lance_format.dataset(f"s3+ddb://{bucket}/t.lance?ddbTableName=no-such-table", storage_options=opts)
     wrong = f"wrong-keys-{uuid.uuid4().hex[:8]}"
-    _create_table(s3.endpoint, wrong, hash_key="uri", range_key="v")
+    create_manifest_table(s3.endpoint, wrong, hash_key="uri", range_key="v")
     with pytest.raises(InvalidInputError, match="key schema"):
         lance_format.dataset(f"s3+ddb://{bucket}/t.lance?ddbTableName={wrong}", storage_options=opts)
     assert s3.keys(bucket) == []
@@ -288,9 +263,9 @@ class _ThrottlingClient:
 
 def test_throttling_is_retried_then_typed(s3, bucket, monkeypatch):
     monkeypatch.setattr("lance_format.io.backend.backoff_delay", lambda attempt: 0.0)
-    store = DynamoDBManifestStore(_ThrottlingClient(_ddb(s3.endpoint), 3), TABLE, endpoint="fake", max_retries=5)
+    store = DynamoDBManifestStore(_ThrottlingClient(dynamodb_client(s3.endpoint), 3), TABLE, endpoint="fake", max_retries=5)
     assert store.get_latest(f"nothing/{bucket}") is None  # 3 throttled requests, then the answer
-    store = DynamoDBManifestStore(_ThrottlingClient(_ddb(s3.endpoint), 1000), TABLE, endpoint="fake",
+    store = DynamoDBManifestStore(_ThrottlingClient(dynamodb_client(s3.endpoint), 1000), TABLE, endpoint="fake",
                                   max_retries=2)
     with pytest.raises(StorageThrottledError, match="DynamoDB"):
         store.get_latest(f"nothing/{bucket}")
@@ -320,7 +295,7 @@ def test_branches_commit_through_the_store(s3, bucket, opts):
     branch = lance_format.dataset(uri, version=("dev", None), storage_options=opts)
     assert sorted(branch.to_table().column("id").to_pylist()) == [1, 2]
     assert _ids(uri, opts) == [1]
-    response = _ddb(s3.endpoint).query(TableName=TABLE, ConsistentRead=True, KeyConditionExpression="base_uri = :b",
+    response = dynamodb_client(s3.endpoint).query(TableName=TABLE, ConsistentRead=True, KeyConditionExpression="base_uri = :b",
                                        ExpressionAttributeValues={":b": {"S": f"tables/{bucket}.lance/tree/dev"}})
     branch_versions = [v["version"] for v in lance_format.dataset(dev.uri, storage_options=opts).versions()]
     assert sorted(int(i["version"]["N"]) for i in response["Items"]) == branch_versions and len(branch_versions) == 2

@@ -23,20 +23,7 @@ from lance_format.errors import (
 from lance_format.io import ObjectStore
 from lance_format.io.storage_options import normalize_storage_options, s3_config
 from tests.compat import SYSTEM, assert_tables_equal
-from tests.s3_support import start_server
 from tests.storage_contract import history, mutate, sorted_table
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server, info = start_server()
-    yield info
-    server.stop()
-
-
-@pytest.fixture
-def bucket(s3):
-    return s3.new_bucket()
 
 
 def _assert_same_as_pylance(uri: str, opts: dict, version: int) -> None:

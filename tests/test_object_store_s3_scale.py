@@ -30,19 +30,7 @@ from lance_format.table.manifest import encode_manifest, read_manifest
 from lance_format.table.naming import U64_MAX, list_versions
 from lance_format.table.version_discovery import latest_version
 from tests.http_faults import FaultProxy
-from tests.s3_support import ACCESS_KEY, REGION, SECRET_KEY, start_server
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server, info = start_server()
-    yield info
-    server.stop()
-
-
-@pytest.fixture
-def bucket(s3):
-    return s3.new_bucket()
+from tests.s3_support import ACCESS_KEY, REGION, SECRET_KEY
 
 
 @pytest.fixture

@@ -12,14 +12,6 @@ import dagster as dg
 import lance_format
 from lance_assets import LanceIOManager, LanceTableResource
 from lance_format.errors import InvalidInputError
-from tests.s3_support import start_server
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server, info = start_server()
-    yield info
-    server.stop()
 
 
 def test_materialize_pyarrow_and_pandas_assets_on_s3(s3, instance):

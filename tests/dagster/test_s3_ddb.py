@@ -10,14 +10,14 @@ import pytest
 import dagster as dg
 from lance_assets import LanceIOManager, LanceTableResource
 from lance_assets.resources import table_uri
-from tests.s3_support import start_server
-from tests.test_object_store_dynamodb import TABLE, _create_table, _ddb
+from tests.s3_support import create_manifest_table, dynamodb_client, start_server
+from tests.test_object_store_dynamodb import TABLE
 
 
 @pytest.fixture(scope="module")
 def s3():
     server, info = start_server()
-    _create_table(info.endpoint, TABLE)
+    create_manifest_table(info.endpoint, TABLE)
     yield info
     server.stop()
 
@@ -45,6 +45,7 @@ def test_assets_commit_through_dynamodb(s3, instance):
     assert tables.latest_version("orders") == 2
     tables.delete("orders", "id = 1")
     assert lance.dataset(uri, storage_options=opts).count_rows() == 2
-    items = _ddb(s3.endpoint).query(TableName=TABLE, ConsistentRead=True, KeyConditionExpression="base_uri = :b",
-                                    ExpressionAttributeValues={":b": {"S": "lake/orders.lance"}})["Items"]
+    items = dynamodb_client(s3.endpoint).query(TableName=TABLE, ConsistentRead=True,
+                                               KeyConditionExpression="base_uri = :b",
+                                               ExpressionAttributeValues={":b": {"S": "lake/orders.lance"}})["Items"]
     assert sorted(int(i["version"]["N"]) for i in items) == [1, 2, 3]
