@@ -55,6 +55,7 @@ from lance_assets.maintenance import (
     DEFAULT_TARGET_ROWS_PER_FRAGMENT,
     LanceMaintenancePolicy,
     change_feeds_floor,
+    instance_of,
     maintain_table,
     repository_of,
     watches_of_table,
@@ -340,7 +341,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return maintain_table(table, policy, storage_options=storage, transaction_properties=props,
                                   keep_versions_from=self.change_feed_floor(table, context))
 
-        instance = _instance_of(context) if context is not None else None
+        instance = instance_of(context) if context is not None else None
 
         def unaudited_writers(keys: list[dg.AssetKey]) -> list[str]:
             # Dagster runs this publish only after asset_key's blocking checks passed; the other
@@ -372,7 +373,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
         context built outside a run) nothing can be known, and there is no limit."""
         if not self.maintenance_keep_change_feeds or context is None:
             return None
-        instance = _instance_of(context)
+        instance = instance_of(context)
         if instance is None:
             return None
         return change_feeds_floor(instance, self.change_feed_watches(uri, repository_of(context)))
@@ -492,19 +493,6 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return spark_io.empty_dataframe(self.spark, schema)
         return from_reader(schema.empty_table().to_reader(), kind)
 
-
-
-def _instance_of(context: Any) -> dg.DagsterInstance | None:
-    for path in (("instance",), ("step_context", "instance")):
-        target = context
-        try:
-            for name in path:
-                target = getattr(target, name)
-        except Exception:  # contexts built outside a run have no instance
-            continue
-        if isinstance(target, dg.DagsterInstance):
-            return target
-    return None
 
 
 def _run_id_of(context: dg.InputContext) -> str | None:

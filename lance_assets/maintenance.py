@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 import dagster as dg
 
@@ -168,18 +168,32 @@ def change_feeds_floor(instance: dg.DagsterInstance, watches: Sequence[LanceTabl
     return min(floors) if floors else None
 
 
-def repository_of(context: Any) -> dg.RepositoryDefinition | None:
-    """The code location's definitions an (output, input or asset) context runs in, if known."""
-    for path in (("repository_def",), ("step_context", "repository_def")):
+T = TypeVar("T")
+
+
+def _of_run(context: Any, attribute: str, kind: type[T]) -> T | None:
+    """``context.<attribute>`` or ``context.step_context.<attribute>`` if it is a ``kind``: output,
+    input and asset contexts carry run-level objects in either place, or not at all."""
+    for path in ((attribute,), ("step_context", attribute)):
         target = context
         try:
             for name in path:
                 target = getattr(target, name)
         except Exception:  # Dagster raises an invariant error where none was set
             continue
-        if isinstance(target, dg.RepositoryDefinition):
+        if isinstance(target, kind):
             return target
     return None
+
+
+def repository_of(context: Any) -> dg.RepositoryDefinition | None:
+    """The code location's definitions an (output, input or asset) context runs in, if known."""
+    return _of_run(context, "repository_def", dg.RepositoryDefinition)
+
+
+def instance_of(context: Any) -> dg.DagsterInstance | None:
+    """The Dagster instance a context's run uses (None for contexts built outside a run)."""
+    return _of_run(context, "instance", dg.DagsterInstance)
 
 
 MaintainedTable = dg.AssetKey | dg.AssetsDefinition | LanceTableWatch | str
