@@ -127,6 +127,37 @@ def test_out_of_line_tail_rule():
     assert (second[:976] == levels[1024:2000]).all() and not second[976:].any()
 
 
+@pytest.mark.parametrize("width", [8, 16, 32, 64])
+def test_compiled_bit_packing_writes_the_numpy_bytes(width):
+    """The numba packing kernel (the `fast` extra) is an accelerator only: inline chunks (short
+    chunks and a short last one included) and out-of-line segments (packed and raw tails) come
+    out as the numpy code packs them, at every bit width."""
+    pytest.importorskip("numba")
+    if os.environ.get("LANCE_FORMAT_JIT") == "0":
+        pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
+    from lance_format.encodings.structural import accel
+
+    rng = np.random.default_rng(width)
+    dtype = np.dtype(f"<u{width // 8}")
+    starts = np.array([0, 1024, 2048, 2100, 3124, 4148])
+    counts = np.diff(np.append(starts, 5000))
+    try:
+        for bits in sorted({0, 1, 3, width // 2 + 1, width - 1, width}):
+            mask = np.uint64((1 << bits) - 1)
+            values = (rng.integers(0, 2**63, 5000, dtype=np.uint64) & mask).astype(dtype)
+            values[::7] = dtype.type(mask)  # every chunk needs all its bits
+            results = []
+            for compiled in (False, True):
+                accel.use_compiled(compiled)
+                assert (accel.kernels() is not None) == compiled
+                inline = inline_pack_chunks(values, starts, counts)
+                levels = out_of_line_pack(values, max(bits, 1), np.array([0, 1500, 3000]), np.array([1500, 1500, 2000]))
+                results.append([part.tobytes() for part in (*inline, *levels)])
+            assert results[0] == results[1], bits
+    finally:
+        accel.use_compiled(None)
+
+
 # -- rep/def ---------------------------------------------------------------------------------------
 
 

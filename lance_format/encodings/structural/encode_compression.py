@@ -274,10 +274,11 @@ def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
     packed = int(((1 + BLOCK * widths // (8 * width)) * width).sum())
     bitpack = packed < raw
     if allow_rle:
-        run_starts = _run_starts(words)
-        rle = min(len(run_starts) + n // 255, n) * (width + 1)
+        # count the runs first: their starts (an int64 per run) are only needed when RLE wins
+        runs = 1 + int(np.count_nonzero(words[1:] != words[:-1]))
+        rle = min(runs + n // 255, n) * (width + 1)
         if rle < raw and not (bitpack and packed < rle):
-            return RlePlan(words, run_starts)
+            return RlePlan(words, _run_starts(words))
     if bitpack:
         return BitpackPlan(words)
     return FlatPlan(LeafValues("fixed", n, bytes_per_value=width, words=words,

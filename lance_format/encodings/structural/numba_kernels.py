@@ -396,3 +396,39 @@ def chunk_offsets(words, offsets, starts, counts, first_word, head):  # type: ig
         w = first_word[c]
         for k in range(counts[c] + 1):
             words[w + k] = offsets[s + k] - base
+
+
+# FastLanes transposition: value r of a lane is block element _FL_ROW[r] + lane (r < 64), as in
+# fastlanes_pack (FL_ORDER[r // 8] * 16 + (r % 8) * 128)
+_FL_ROW = np.array([(0, 4, 2, 6, 1, 5, 3, 7)[r // 8] * 16 + (r % 8) * 128 for r in range(64)], np.int64)
+
+
+@_jit
+def pack_blocks_into(out, dest, values, starts, counts, bits):  # type: ignore[no-untyped-def]
+    """``fastlanes_pack.pack_blocks`` of the zero-padded blocks ``values[starts[i]:starts[i] +
+    counts[i]]`` (each at most 1024 values) at ``bits[i]`` bits, written to ``out`` (the values'
+    word type) from word ``dest[i]``: one pass, no padded copy of the blocks."""
+    width = out.itemsize * 8
+    lanes = 1024 // width
+    full = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - width)
+    for i in range(starts.shape[0]):
+        b = bits[i]
+        if b == 0:
+            continue
+        s = starts[i]
+        count = counts[i]
+        base = dest[i]
+        for lane in range(lanes):
+            acc = np.uint64(0)
+            used = 0  # bits of acc already holding values
+            word = 0
+            for r in range(width):
+                e = _FL_ROW[r] + lane
+                v = np.uint64(values[s + e]) if e < count else np.uint64(0)
+                acc |= v << np.uint64(used)
+                used += b
+                if used >= width:
+                    out[base + word * lanes + lane] = acc & full
+                    word += 1
+                    used -= width
+                    acc = v >> np.uint64(b - used) if used > 0 else np.uint64(0)
