@@ -158,6 +158,39 @@ def test_compiled_bit_packing_writes_the_numpy_bytes(width):
         accel.use_compiled(None)
 
 
+@pytest.mark.parametrize("strings", [
+    [f"v{i % 300}" for i in range(5000)],  # few distinct values: a dictionary
+    [("x" * (i % 40)) + str(i % 50) for i in range(3000)],  # long values sharing their first 8 bytes
+    [""] * 200 + ["a"] * 100 + [""],  # empty strings, at the end too
+    [str(i % 2600) for i in range(5200)],  # exactly the cardinality limit (n / 2)...
+    [str(i % 2601) for i in range(5200)],  # ...and one more
+    [f"{i:05d}" for i in range(4000)],  # rejected by the sample
+])
+def test_compiled_dictionary_encoding_matches_arrow(strings):
+    """The numba dictionary encoder takes the decisions and builds the dictionary (first
+    occurrences, in order) and indices that Arrow's ``dictionary_encode`` gives."""
+    pytest.importorskip("numba")
+    if os.environ.get("LANCE_FORMAT_JIT") == "0":
+        pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
+    from lance_format.encodings.structural import accel
+    from lance_format.encodings.structural.encode_compression import try_dictionary
+    from lance_format.encodings.structural.encode_values import variable_values
+
+    values = variable_values(pa.array(strings), None)
+    results = []
+    try:
+        for compiled in (False, True):
+            accel.use_compiled(compiled)
+            assert (accel.kernels() is not None) == compiled
+            encoded = try_dictionary(values)
+            results.append(None if encoded is None else (
+                encoded[0].dtype, encoded[0].tolist(), encoded[1].offsets.dtype, encoded[1].offsets.tolist(),
+                encoded[1].data.tobytes(), encoded[1].offset_width, encoded[1].count))
+    finally:
+        accel.use_compiled(None)
+    assert results[0] == results[1]
+
+
 # -- rep/def ---------------------------------------------------------------------------------------
 
 

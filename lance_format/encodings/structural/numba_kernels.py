@@ -432,3 +432,89 @@ def pack_blocks_into(out, dest, values, starts, counts, bits):  # type: ignore[n
                     word += 1
                     used -= width
                     acc = v >> np.uint64(b - used) if used > 0 else np.uint64(0)
+
+
+@_jit
+def dictionary_encode(data, offsets, limit):  # type: ignore[no-untyped-def]
+    """``pyarrow.Array.dictionary_encode`` of the strings ``data[offsets[i]:offsets[i+1]]``: (each
+    string's index as uint32, the first occurrence of each distinct string in order of first
+    occurrence), the order Arrow gives. Gives up as soon as more than ``limit`` distinct strings
+    are seen: then the indices are empty.
+
+    An open-addressing hash table of the strings' hashes, grown at half full. A match is
+    confirmed by the hash, the length and the first 8 bytes (kept per distinct string), then
+    the rest of the bytes, 8 at a time (written out: a helper taking the arrays compiles into
+    much slower code).
+    """
+    n = offsets.shape[0] - 1
+    size = data.shape[0]
+    tail_start = max(size - 8, 0)
+    tail = np.zeros(16, np.uint8)
+    tail[: size - tail_start] = data[tail_start:]
+    indices = np.empty(n, np.uint32)
+    room = min(n, limit + 1)
+    firsts = np.empty(room, np.int64)
+    hashes = np.empty(room, np.uint64)
+    heads = np.empty(room, np.uint64)
+    lengths = np.empty(room, np.int64)
+    capacity = 1024
+    table = np.zeros(capacity, np.int64)  # distinct id + 1, 0: empty
+    count = 0
+    multiplier = np.uint64(0x9E3779B97F4A7C15)
+    for i in range(n):
+        start = offsets[i]
+        length = offsets[i + 1] - start
+        take = min(length, 8)
+        head = (_load_u64(data, start) if start + 8 <= size else _load_u64(tail, start - tail_start)) & _MASKS[take]
+        h = (np.uint64(length) * multiplier ^ head) * multiplier
+        at = start + take
+        left = length - take
+        while left > 0:
+            take = min(left, 8)
+            word = _load_u64(data, at) if at + 8 <= size else _load_u64(tail, at - tail_start)
+            h = (h ^ (word & _MASKS[take])) * multiplier
+            at += take
+            left -= take
+        h ^= h >> np.uint64(29)
+        slot = np.int64(h & np.uint64(capacity - 1))
+        while True:
+            entry = table[slot]
+            if entry == 0:
+                if count == limit:
+                    return np.zeros(0, np.uint32), firsts
+                firsts[count] = i
+                hashes[count] = h
+                heads[count] = head
+                lengths[count] = length
+                count += 1
+                table[slot] = count
+                indices[i] = count - 1
+                if 2 * count > capacity:  # grow: re-insert every distinct string by its hash
+                    capacity *= 4
+                    table = np.zeros(capacity, np.int64)
+                    for d in range(count):
+                        s = np.int64(hashes[d] & np.uint64(capacity - 1))
+                        while table[s] != 0:
+                            s = (s + 1) & (capacity - 1)
+                        table[s] = d + 1
+                break
+            d = entry - 1
+            if hashes[d] == h and lengths[d] == length and heads[d] == head:
+                same = True
+                other = offsets[firsts[d]]
+                k = 8
+                while k < length:
+                    take = min(length - k, 8)
+                    a = start + k
+                    b = other + k
+                    word_a = _load_u64(data, a) if a + 8 <= size else _load_u64(tail, a - tail_start)
+                    word_b = _load_u64(data, b) if b + 8 <= size else _load_u64(tail, b - tail_start)
+                    if (word_a ^ word_b) & _MASKS[take]:
+                        same = False
+                        break
+                    k += take
+                if same:
+                    indices[i] = d
+                    break
+            slot = (slot + 1) & (capacity - 1)
+    return indices, firsts[:count].copy()
