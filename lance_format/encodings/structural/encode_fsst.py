@@ -248,8 +248,15 @@ def _candidates(ids: np.ndarray, counts: np.ndarray, table: _Table) -> tuple[np.
     all_values = np.concatenate(values)
     all_lens = np.concatenate(lens).astype(np.uint64)
     all_gain = np.concatenate(weights).astype(np.int64)
-    # merge duplicates: the key is the value with its length (values are at most 8 bytes)
-    order = np.lexsort((all_values, all_lens))
+    # merge duplicates: the key is the value with its length (values are at most 8 bytes).
+    # Sorted by (length, value) with one-word sorts (several times faster than a lexsort): a
+    # value of under 8 bytes fits below its length in the top byte; 8-byte values sort last.
+    # Equal keys are summed, so the sort need not be stable.
+    is_full = all_lens == 8
+    short = np.flatnonzero(~is_full)
+    full = np.flatnonzero(is_full)
+    order = np.concatenate((short[np.argsort((all_lens[short] << np.uint64(56)) | all_values[short])],
+                            full[np.argsort(all_values[full])]))
     v, ln, g = all_values[order], all_lens[order], all_gain[order]
     new = np.ones(len(v), np.bool_)
     new[1:] = (v[1:] != v[:-1]) | (ln[1:] != ln[:-1])
