@@ -91,14 +91,21 @@ def _lookups(table: _Table) -> tuple[np.ndarray, ...]:
 
 
 def _packed_lookups(table: _Table) -> tuple[np.ndarray, ...]:
-    """The look-ups of the compiled compression: those of :func:`_lookups` (but ``lengths_of``)
-    with each entry's token length in its top 4 bits, so a token costs one dependent look-up
-    less (a 3+-byte slot: ``id | length << 12``; no symbol has length 0)."""
+    """The look-ups of the compiled compression (``numba_kernels.compress_strings``): those of
+    :func:`_lookups` with each entry's token length in its top 4 bits (a 3+-byte slot:
+    ``id | length << 12``; no symbol has length 0), and in place of ``values256`` and
+    ``lengths_of`` the symbol value of every slot. An empty slot is given length 3 and a value
+    with bit 63 set, which no 3 masked bytes equal."""
     if table.packed is None:
         buckets, slots, short_of, single_of, values256, lengths_of = _lookups(table)
         length_bits = lengths_of.astype(np.uint16) << 12
-        table.packed = (buckets, slots.astype(np.uint16) | length_bits[slots], short_of | length_bits[short_of],
-                        single_of | length_bits[single_of], values256)
+        slot_values = values256[slots]
+        empty = lengths_of[slots] == 0
+        slot_values[empty] = np.uint64(1 << 63)
+        packed_slots = slots.astype(np.uint16) | length_bits[slots]
+        packed_slots[empty] = np.uint16(_NONE | 3 << 12)
+        table.packed = (buckets, packed_slots, short_of | length_bits[short_of], single_of | length_bits[single_of],
+                        slot_values)
     return table.packed
 
 
@@ -320,7 +327,7 @@ def compress(data: np.ndarray, offsets: np.ndarray, table: _Table) -> tuple[np.n
         return np.zeros(0, np.uint8), np.zeros(nstrings + 1, np.int64)
     compiled = accel.kernels(len(data))
     if compiled is not None:
-        out, new_offsets = compiled.compress(np.ascontiguousarray(data, np.uint8), np.ascontiguousarray(offsets, np.int64), _UNIT,
+        out, new_offsets = compiled.compress_strings(np.ascontiguousarray(data, np.uint8), np.ascontiguousarray(offsets, np.int64), _UNIT,
                                              *_packed_lookups(table))
         return out, new_offsets
     starts, ends, owner = _units(offsets)
