@@ -230,6 +230,10 @@ def _sample(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _candidates(ids: np.ndarray, counts: np.ndarray, table: _Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidate symbols (values, lengths) and their gains, from the tokens of one parse."""
+    compiled = accel.kernels()
+    if compiled is not None and len(ids):
+        return compiled.fsst_candidates(np.ascontiguousarray(ids, np.uint16), np.ascontiguousarray(counts, np.int64),
+                                        table.lengths_of, table.values256)
     lengths = table.lengths_of[ids].astype(np.int64)
     sym_values = np.where(ids >= 256, (ids.astype(np.int64) - 256).astype(np.uint64),
                           table.values256[np.minimum(ids, 255)])

@@ -469,3 +469,99 @@ def dictionary_encode(data, offsets, limit):  # type: ignore[no-untyped-def]
                     break
             slot = (slot + 1) & (capacity - 1)
     return indices, firsts[:count].copy()
+
+
+@_jit
+def fsst_candidates(ids, counts, lengths_of, values256):  # type: ignore[no-untyped-def]
+    """``encode_fsst._candidates``: the candidate symbols of one parse's tokens (each token; the
+    first byte of each multi-byte token; each pair of consecutive tokens of a unit, cut to 8
+    bytes) with their gains summed, as (values, lengths, gains) sorted by (length, value).
+
+    The candidates are summed in an open-addressing hash table keyed by (value, length); only
+    the distinct ones are sorted.
+    """
+    m = ids.shape[0]
+    size = 3 * m
+    cand_values = np.empty(size, np.uint64)
+    cand_lengths = np.empty(size, np.int64)
+    cand_gains = np.empty(size, np.int64)
+    c = 0
+    unit = 0
+    left = counts[0] if counts.shape[0] else 0  # tokens left in the current unit
+    previous_value = np.uint64(0)
+    previous_length = 8  # no pair with the first token of a unit
+    for k in range(m):
+        while left == 0:
+            unit += 1
+            left = counts[unit]
+            previous_length = 8
+        left -= 1
+        token = np.int64(ids[k])
+        length = np.int64(lengths_of[token])
+        value = np.uint64(token - 256) if token >= 256 else values256[token]
+        cand_values[c] = value
+        cand_lengths[c] = length
+        cand_gains[c] = 8 if length == 1 else length
+        c += 1
+        if length > 1:
+            cand_values[c] = value & np.uint64(0xFF)
+            cand_lengths[c] = 1
+            cand_gains[c] = 8
+            c += 1
+        if previous_length < 8:
+            joined_length = min(previous_length + length, 8)
+            cand_values[c] = (previous_value | (value << np.uint64(8 * previous_length))) & _MASKS[joined_length]
+            cand_lengths[c] = joined_length
+            cand_gains[c] = joined_length
+            c += 1
+        previous_value = value
+        previous_length = length
+    capacity = 1024
+    while capacity < 2 * c:
+        capacity *= 2
+    table = np.zeros(capacity, np.int64)  # distinct candidate + 1, 0: empty
+    distinct_values = np.empty(c, np.uint64)
+    distinct_lengths = np.empty(c, np.int64)
+    distinct_gains = np.zeros(c, np.int64)
+    distinct = 0
+    for j in range(c):
+        value = cand_values[j]
+        length = cand_lengths[j]
+        h = (value ^ np.uint64(length)) * np.uint64(0x9E3779B97F4A7C15)
+        slot = np.int64((h >> np.uint64(32)) & np.uint64(capacity - 1))
+        while True:
+            entry = table[slot]
+            if entry == 0:
+                distinct_values[distinct] = value
+                distinct_lengths[distinct] = length
+                distinct_gains[distinct] = cand_gains[j]
+                distinct += 1
+                table[slot] = distinct
+                break
+            d = entry - 1
+            if distinct_values[d] == value and distinct_lengths[d] == length:
+                distinct_gains[d] += cand_gains[j]
+                break
+            slot = (slot + 1) & (capacity - 1)
+    # sort by (length, value): under 8 bytes the length fits above the value; 8-byte values last
+    short = 0
+    for d in range(distinct):
+        if distinct_lengths[d] < 8:
+            short += 1
+    short_keys = np.empty(short, np.uint64)
+    short_index = np.empty(short, np.int64)
+    full_keys = np.empty(distinct - short, np.uint64)
+    full_index = np.empty(distinct - short, np.int64)
+    a = 0
+    b = 0
+    for d in range(distinct):
+        if distinct_lengths[d] < 8:
+            short_keys[a] = (np.uint64(distinct_lengths[d]) << np.uint64(56)) | distinct_values[d]
+            short_index[a] = d
+            a += 1
+        else:
+            full_keys[b] = distinct_values[d]
+            full_index[b] = d
+            b += 1
+    order = np.concatenate((short_index[np.argsort(short_keys)], full_index[np.argsort(full_keys)]))
+    return distinct_values[order], distinct_lengths[order].astype(np.uint8), distinct_gains[order]
