@@ -127,6 +127,70 @@ def test_out_of_line_tail_rule():
     assert (second[:976] == levels[1024:2000]).all() and not second[976:].any()
 
 
+@pytest.mark.parametrize("width", [8, 16, 32, 64])
+def test_compiled_bit_packing_writes_the_numpy_bytes(width):
+    """The numba packing kernel (the `fast` extra) is an accelerator only: inline chunks (short
+    chunks and a short last one included) and out-of-line segments (packed and raw tails) come
+    out as the numpy code packs them, at every bit width."""
+    pytest.importorskip("numba")
+    if os.environ.get("LANCE_FORMAT_JIT") == "0":
+        pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
+    from lance_format.encodings.structural import accel
+
+    rng = np.random.default_rng(width)
+    dtype = np.dtype(f"<u{width // 8}")
+    starts = np.array([0, 1024, 2048, 2100, 3124, 4148])
+    counts = np.diff(np.append(starts, 5000))
+    try:
+        for bits in sorted({0, 1, 3, width // 2 + 1, width - 1, width}):
+            mask = np.uint64((1 << bits) - 1)
+            values = (rng.integers(0, 2**63, 5000, dtype=np.uint64) & mask).astype(dtype)
+            values[::7] = dtype.type(mask)  # every chunk needs all its bits
+            results = []
+            for compiled in (False, True):
+                accel.use_compiled(compiled)
+                assert (accel.kernels() is not None) == compiled
+                inline = inline_pack_chunks(values, starts, counts)
+                levels = out_of_line_pack(values, max(bits, 1), np.array([0, 1500, 3000]), np.array([1500, 1500, 2000]))
+                results.append([part.tobytes() for part in (*inline, *levels)])
+            assert results[0] == results[1], bits
+    finally:
+        accel.use_compiled(None)
+
+
+@pytest.mark.parametrize("strings", [
+    [f"v{i % 300}" for i in range(5000)],  # few distinct values: a dictionary
+    [("x" * (i % 40)) + str(i % 50) for i in range(3000)],  # long values sharing their first 8 bytes
+    [""] * 200 + ["a"] * 100 + [""],  # empty strings, at the end too
+    [str(i % 2600) for i in range(5200)],  # exactly the cardinality limit (n / 2)...
+    [str(i % 2601) for i in range(5200)],  # ...and one more
+    [f"{i:05d}" for i in range(4000)],  # rejected by the sample
+])
+def test_compiled_dictionary_encoding_matches_arrow(strings):
+    """The numba dictionary encoder takes the decisions and builds the dictionary (first
+    occurrences, in order) and indices that Arrow's ``dictionary_encode`` gives."""
+    pytest.importorskip("numba")
+    if os.environ.get("LANCE_FORMAT_JIT") == "0":
+        pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
+    from lance_format.encodings.structural import accel
+    from lance_format.encodings.structural.encode_compression import try_dictionary
+    from lance_format.encodings.structural.encode_values import variable_values
+
+    values = variable_values(pa.array(strings), None)
+    results = []
+    try:
+        for compiled in (False, True):
+            accel.use_compiled(compiled)
+            assert (accel.kernels() is not None) == compiled
+            encoded = try_dictionary(values)
+            results.append(None if encoded is None else (
+                encoded[0].dtype, encoded[0].tolist(), encoded[1].offsets.dtype, encoded[1].offsets.tolist(),
+                encoded[1].data.tobytes(), encoded[1].offset_width, encoded[1].count))
+    finally:
+        accel.use_compiled(None)
+    assert results[0] == results[1]
+
+
 # -- rep/def ---------------------------------------------------------------------------------------
 
 

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.encodings.structural import accel, encode_fsst
-from lance_format.encodings.structural.encode_values import LeafValues, variable_values
+from lance_format.encodings.structural.encode_values import LeafValues, take_values, variable_values
 from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
@@ -274,10 +274,11 @@ def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
     packed = int(((1 + BLOCK * widths // (8 * width)) * width).sum())
     bitpack = packed < raw
     if allow_rle:
-        run_starts = _run_starts(words)
-        rle = min(len(run_starts) + n // 255, n) * (width + 1)
+        # count the runs first: their starts (an int64 per run) are only needed when RLE wins
+        runs = 1 + int(np.count_nonzero(words[1:] != words[:-1]))
+        rle = min(runs + n // 255, n) * (width + 1)
         if rle < raw and not (bitpack and packed < rle):
-            return RlePlan(words, run_starts)
+            return RlePlan(words, _run_starts(words))
     if bitpack:
         return BitpackPlan(words)
     return FlatPlan(LeafValues("fixed", n, bytes_per_value=width, words=words,
@@ -349,16 +350,30 @@ def try_dictionary(values: LeafValues, minor: int = 2) -> tuple[np.ndarray, Leaf
     elif values.kind != "variable":
         return None
     limit = min(n // DICT_DIVISOR, DICT_MAX_CARDINALITY)
-    arrow = _as_arrow(values)
-    # a cheap look at the first values first: hashing a whole high-cardinality page is costly
     sample = min(n, DICT_SAMPLE)
-    if pc.count_distinct(arrow.slice(0, sample)).as_py() * n / sample > limit:
-        return None
-    encoded = arrow.dictionary_encode()
-    cardinality = len(encoded.dictionary)
-    if cardinality > limit:
-        return None
-    dictionary = _from_arrow(encoded.dictionary, values)
+    compiled = accel.kernels(values.raw_bytes()) if values.kind == "variable" else None
+    if compiled is not None:
+        # the same decisions and the same dictionary (first occurrences in order) as Arrow's
+        assert values.offsets is not None and values.data is not None  # variable values carry both
+        data = np.ascontiguousarray(values.data, np.uint8)
+        offsets = np.ascontiguousarray(values.offsets, np.int64)
+        if len(compiled.dictionary_encode(data, offsets[: sample + 1], sample)[1]) * n / sample > limit:
+            return None
+        kernel_indices, firsts = compiled.dictionary_encode(data, offsets, limit)
+        if len(kernel_indices) != n:
+            return None
+        cardinality = len(firsts)
+        dictionary = take_values(values, firsts)
+    else:
+        arrow = _as_arrow(values)
+        # a cheap look at the first values first: hashing a whole high-cardinality page is costly
+        if pc.count_distinct(arrow.slice(0, sample)).as_py() * n / sample > limit:
+            return None
+        encoded = arrow.dictionary_encode()
+        cardinality = len(encoded.dictionary)
+        if cardinality > limit:
+            return None
+        dictionary = _from_arrow(encoded.dictionary, values)
     if values.kind == "variable":
         assert values.offsets is not None and dictionary.offsets is not None  # variable values carry offsets
         width = values.offset_width
@@ -369,6 +384,8 @@ def try_dictionary(values: LeafValues, minor: int = 2) -> tuple[np.ndarray, Leaf
         size, plain = width * cardinality + 4 * n, width * n
     if size > DICT_SIZE_RATIO * plain:
         return None
+    if compiled is not None:
+        return kernel_indices, dictionary
     indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False)).astype(np.uint32)
     return indices, dictionary
 

@@ -24,6 +24,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from lance_format.encodings.structural import accel
+
 BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
 _DTYPES: dict[int, np.dtype] = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
@@ -126,6 +128,13 @@ def _padded_blocks(values: np.ndarray, starts: np.ndarray, counts: np.ndarray) -
     return picked
 
 
+def _back_to_back(values: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> bool:
+    """Whether the chunks are non-empty and tile ``values`` in order (as the mini-block chunker
+    cuts them), so that ``np.maximum.reduceat`` over ``starts`` gives each chunk's maximum."""
+    return (len(starts) > 0 and int(starts[0]) == 0 and int(counts.min()) > 0
+            and int(starts[-1] + counts[-1]) == len(values) and np.array_equal(starts[1:], starts[:-1] + counts[:-1]))
+
+
 def inline_pack_chunks(values: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Inline-bitpack chunks ``values[starts[i] : starts[i]+counts[i]]`` (each ≤ 1024 values).
 
@@ -134,6 +143,17 @@ def inline_pack_chunks(values: np.ndarray, starts: np.ndarray, counts: np.ndarra
     """
     dtype = values.dtype
     width = dtype.itemsize * 8
+    compiled = accel.kernels(values.nbytes)
+    if compiled is not None and _back_to_back(values, starts, counts):
+        widths = bit_widths(np.maximum.reduceat(values, starts)[:, None])
+        words_per_chunk = 1 + BLOCK * widths // width
+        ends = np.cumsum(words_per_chunk)
+        out = np.empty(int(ends[-1]), dtype)
+        firsts = ends - words_per_chunk
+        out[firsts] = widths.astype(dtype)
+        compiled.pack_blocks_into(out, firsts + 1, values, starts.astype(np.int64, copy=False),
+                                  counts.astype(np.int64, copy=False), widths)
+        return out.view(np.uint8), words_per_chunk * dtype.itemsize
     blocks = _padded_blocks(values, starts, counts)
     widths = bit_widths(blocks)
     words_per_chunk = 1 + BLOCK * widths // width
@@ -188,9 +208,14 @@ def out_of_line_pack(values: np.ndarray, bits: int, starts: np.ndarray, counts: 
         j = np.arange(total_blocks) - first_block[seg_of_block]
         block_starts = starts[seg_of_block] + j * BLOCK
         block_counts = np.minimum(BLOCK, counts[seg_of_block] - j * BLOCK)
-        packed = pack_blocks(_padded_blocks(values, block_starts, block_counts), bits)
-        dest = (seg_firsts[seg_of_block] + j * words)[:, None] + np.arange(words)[None, :]
-        out[dest] = packed
+        block_dest = seg_firsts[seg_of_block] + j * words
+        compiled = accel.kernels(values.nbytes)
+        if compiled is not None:
+            compiled.pack_blocks_into(out, block_dest, values, block_starts.astype(np.int64, copy=False),
+                                      block_counts.astype(np.int64, copy=False), np.full(total_blocks, bits, np.int64))
+        else:
+            packed = pack_blocks(_padded_blocks(values, block_starts, block_counts), bits)
+            out[block_dest[:, None] + np.arange(words)[None, :]] = packed
     raw = np.flatnonzero((tail > 0) & ~pack_tail)
     if len(raw):
         raw_counts = tail[raw]

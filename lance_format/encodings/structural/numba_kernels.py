@@ -125,122 +125,73 @@ def parse(data, starts, ends, buckets, slots, short_of, single_of, values256, le
     return tokens[:t].copy(), counts
 
 
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
 @_jit
-def compress(data, offsets, unit, buckets, slots, short_of, single_of, values256):  # type: ignore[no-untyped-def]
+def compress_strings(data, offsets, unit, buckets, slots, short_of, single_of, slot_values):  # type: ignore[no-untyped-def]
     """``encode_fsst.compress``: the code bytes of all strings and their offsets.
 
-    The parse of :func:`parse` with each string cut into units of ``unit`` bytes here, and with
-    look-up entries that carry the token's length (``encode_fsst._packed_lookups``): a token
-    costs one dependent look-up less. The first and the second half of the strings are parsed
-    in turns, into separate parts of the output: the two chains of dependent loads (next
-    position from this token's length) overlap in the processor. The step is written out twice
-    for the same reason as in :func:`parse`.
+    The parse of :func:`parse`, each string cut into units of ``unit`` bytes, with the look-ups
+    of ``encode_fsst._packed_lookups``: each entry carries its token's length, and the value
+    of the 3+-byte symbol of each slot is read from ``slot_values`` at the slot's index, in
+    parallel with the slot (no dependent look-up by symbol id); an empty slot holds a 3-byte
+    "symbol" whose value has bit 63 set, which no 3 bytes match. The symbol's length mask is a
+    shift, not a look-up.
+
+    One string after another: measured faster than interleaving two halves of the strings (the
+    cost is the mispredicted choice between a long and a short symbol, not the chain of loads).
+    The strings that end at least 8 bytes before the data does are parsed first, with plain
+    8-byte loads; the last few read their final bytes from a zero-padded copy.
     """
     n = data.shape[0]
     nstrings = offsets.shape[0] - 1
     tail_start = max(n - 8, 0)
     tail = np.zeros(16, np.uint8)
     tail[: n - tail_start] = data[tail_start:]
-    half = nstrings // 2
-    b_base = 2 * (offsets[half] - offsets[0]) + 1
-    out = np.empty(b_base + 2 * (offsets[nstrings] - offsets[half]) + 1, np.uint8)
+    out = np.empty(2 * (offsets[nstrings] - offsets[0]) + 1, np.uint8)
     new_offsets = np.zeros(nstrings + 1, np.int64)
-    ia = 0
-    pa = offsets[0]
-    sa = pa
-    ua = pa
-    ta = 0
-    ib = half
-    pb = offsets[half]
-    sb = pb
-    ub = pb
-    tb = b_base
-    live_a = True
-    live_b = True
-    while live_a or live_b:
-        if live_a:
-            while pa >= ua:
-                if pa >= sa:
-                    new_offsets[ia] = ta
-                    if ia == half:
-                        live_a = False
-                        break
-                    sa = offsets[ia + 1]
-                    pa = offsets[ia]
-                    ua = pa
-                    ia += 1
+    safe = nstrings  # strings [0, safe) end at least 8 bytes before the data does
+    while safe > 0 and offsets[safe] + 8 > n:
+        safe -= 1
+    t = 0
+    for i in range(nstrings):
+        new_offsets[i] = t
+        p = offsets[i]
+        end = offsets[i + 1]
+        while p < end:
+            stop = min(p + unit, end)
+            while p < stop:
+                room = min(stop - p, 8)
+                if i < safe:
+                    word = _load_u64(data, p)
                 else:
-                    ua = min(pa + unit, sa)
-        if live_b:
-            while pb >= ub:
-                if pb >= sb:
-                    if ib > half:
-                        new_offsets[ib] = tb - b_base
-                    if ib == nstrings:
-                        live_b = False
-                        break
-                    sb = offsets[ib + 1]
-                    pb = offsets[ib]
-                    ub = pb
-                    ib += 1
+                    word = _load_u64(data, p) if p + 8 <= n else _load_u64(tail, p - tail_start)
+                slot = (np.int64(buckets[np.int64(word & np.uint64(0xFFFF))]) << 8) | np.int64(
+                    (word >> np.uint64(16)) & np.uint64(0xFF))
+                entry = np.int64(slots[slot])
+                short = np.int64(short_of[np.int64(word & np.uint64(0xFFFF))])
+                long_len = entry >> 12
+                if long_len <= room and (word & (_ONES >> np.uint64(64 - 8 * long_len))) == slot_values[slot]:
+                    code = entry & 0xFF
+                    length = long_len
                 else:
-                    ub = min(pb + unit, sb)
-        if live_a:
-            room = min(ua - pa, 8)
-            word = _load_u64(data, pa) if pa + 8 <= n else _load_u64(tail, pa - tail_start)
-            bucket = np.int64(buckets[np.int64(word & np.uint64(0xFFFF))])
-            entry = np.int64(slots[(bucket << 8) | np.int64((word >> np.uint64(16)) & np.uint64(0xFF))])
-            long_len = entry >> 12
-            if long_len <= room and (word & _MASKS[long_len]) == values256[entry & 0xFF]:
-                code = entry & 0xFF
-                length = long_len
-            else:
-                entry = np.int64(short_of[np.int64(word & np.uint64(0xFFFF))])
-                code = entry & 0x1FF
-                length = entry >> 12
-                if length == 2 and room == 1:
-                    entry = np.int64(single_of[np.int64(word & np.uint64(0xFF))])
-                    code = entry & 0x1FF
-                    length = entry >> 12
-            if code >= 256:
-                out[ta] = 255
-                out[ta + 1] = code - 256
-                ta += 2
-            else:
-                out[ta] = code
-                ta += 1
-            pa += length
-        if live_b:
-            room = min(ub - pb, 8)
-            word = _load_u64(data, pb) if pb + 8 <= n else _load_u64(tail, pb - tail_start)
-            bucket = np.int64(buckets[np.int64(word & np.uint64(0xFFFF))])
-            entry = np.int64(slots[(bucket << 8) | np.int64((word >> np.uint64(16)) & np.uint64(0xFF))])
-            long_len = entry >> 12
-            if long_len <= room and (word & _MASKS[long_len]) == values256[entry & 0xFF]:
-                code = entry & 0xFF
-                length = long_len
-            else:
-                entry = np.int64(short_of[np.int64(word & np.uint64(0xFFFF))])
-                code = entry & 0x1FF
-                length = entry >> 12
-                if length == 2 and room == 1:
-                    entry = np.int64(single_of[np.int64(word & np.uint64(0xFF))])
-                    code = entry & 0x1FF
-                    length = entry >> 12
-            if code >= 256:
-                out[tb] = 255
-                out[tb + 1] = code - 256
-                tb += 2
-            else:
-                out[tb] = code
-                tb += 1
-            pb += length
-    # the second half's codes follow the first half's
-    for k in range(tb - b_base):
-        out[ta + k] = out[b_base + k]
-    for i in range(half + 1, nstrings + 1):
-        new_offsets[i] += ta
-    return out[: ta + tb - b_base], new_offsets
+                    code = short & 0x1FF
+                    length = short >> 12
+                    if length == 2 and room == 1:  # a 2-byte symbol would run past the unit's end
+                        short = np.int64(single_of[np.int64(word & np.uint64(0xFF))])
+                        code = short & 0x1FF
+                        length = short >> 12
+                if code >= 256:
+                    out[t] = 255
+                    out[t + 1] = code - 256
+                    t += 2
+                else:
+                    out[t] = code
+                    t += 1
+                p += length
+    new_offsets[nstrings] = t
+    return out[:t], new_offsets
 
 
 @_jit
@@ -396,3 +347,221 @@ def chunk_offsets(words, offsets, starts, counts, first_word, head):  # type: ig
         w = first_word[c]
         for k in range(counts[c] + 1):
             words[w + k] = offsets[s + k] - base
+
+
+# FastLanes transposition: value r of a lane is block element _FL_ROW[r] + lane (r < 64), as in
+# fastlanes_pack (FL_ORDER[r // 8] * 16 + (r % 8) * 128)
+_FL_ROW = np.array([(0, 4, 2, 6, 1, 5, 3, 7)[r // 8] * 16 + (r % 8) * 128 for r in range(64)], np.int64)
+
+
+@_jit
+def pack_blocks_into(out, dest, values, starts, counts, bits):  # type: ignore[no-untyped-def]
+    """``fastlanes_pack.pack_blocks`` of the zero-padded blocks ``values[starts[i]:starts[i] +
+    counts[i]]`` (each at most 1024 values) at ``bits[i]`` bits, written to ``out`` (the values'
+    word type) from word ``dest[i]``: one pass, no padded copy of the blocks."""
+    width = out.itemsize * 8
+    lanes = 1024 // width
+    full = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - width)
+    for i in range(starts.shape[0]):
+        b = bits[i]
+        if b == 0:
+            continue
+        s = starts[i]
+        count = counts[i]
+        base = dest[i]
+        for lane in range(lanes):
+            acc = np.uint64(0)
+            used = 0  # bits of acc already holding values
+            word = 0
+            for r in range(width):
+                e = _FL_ROW[r] + lane
+                v = np.uint64(values[s + e]) if e < count else np.uint64(0)
+                acc |= v << np.uint64(used)
+                used += b
+                if used >= width:
+                    out[base + word * lanes + lane] = acc & full
+                    word += 1
+                    used -= width
+                    acc = v >> np.uint64(b - used) if used > 0 else np.uint64(0)
+
+
+@_jit
+def dictionary_encode(data, offsets, limit):  # type: ignore[no-untyped-def]
+    """``pyarrow.Array.dictionary_encode`` of the strings ``data[offsets[i]:offsets[i+1]]``: (each
+    string's index as uint32, the first occurrence of each distinct string in order of first
+    occurrence), the order Arrow gives. Gives up as soon as more than ``limit`` distinct strings
+    are seen: then the indices are empty.
+
+    An open-addressing hash table of the strings' hashes, grown at half full. A match is
+    confirmed by the hash, the length and the first 8 bytes (kept per distinct string), then
+    the rest of the bytes, 8 at a time (written out: a helper taking the arrays compiles into
+    much slower code).
+    """
+    n = offsets.shape[0] - 1
+    size = data.shape[0]
+    tail_start = max(size - 8, 0)
+    tail = np.zeros(16, np.uint8)
+    tail[: size - tail_start] = data[tail_start:]
+    indices = np.empty(n, np.uint32)
+    room = min(n, limit + 1)
+    firsts = np.empty(room, np.int64)
+    hashes = np.empty(room, np.uint64)
+    heads = np.empty(room, np.uint64)
+    lengths = np.empty(room, np.int64)
+    capacity = 1024
+    table = np.zeros(capacity, np.int64)  # distinct id + 1, 0: empty
+    count = 0
+    multiplier = np.uint64(0x9E3779B97F4A7C15)
+    for i in range(n):
+        start = offsets[i]
+        length = offsets[i + 1] - start
+        take = min(length, 8)
+        head = (_load_u64(data, start) if start + 8 <= size else _load_u64(tail, start - tail_start)) & _MASKS[take]
+        h = (np.uint64(length) * multiplier ^ head) * multiplier
+        at = start + take
+        left = length - take
+        while left > 0:
+            take = min(left, 8)
+            word = _load_u64(data, at) if at + 8 <= size else _load_u64(tail, at - tail_start)
+            h = (h ^ (word & _MASKS[take])) * multiplier
+            at += take
+            left -= take
+        h ^= h >> np.uint64(29)
+        slot = np.int64(h & np.uint64(capacity - 1))
+        while True:
+            entry = table[slot]
+            if entry == 0:
+                if count == limit:
+                    return np.zeros(0, np.uint32), firsts
+                firsts[count] = i
+                hashes[count] = h
+                heads[count] = head
+                lengths[count] = length
+                count += 1
+                table[slot] = count
+                indices[i] = count - 1
+                if 2 * count > capacity:  # grow: re-insert every distinct string by its hash
+                    capacity *= 4
+                    table = np.zeros(capacity, np.int64)
+                    for d in range(count):
+                        s = np.int64(hashes[d] & np.uint64(capacity - 1))
+                        while table[s] != 0:
+                            s = (s + 1) & (capacity - 1)
+                        table[s] = d + 1
+                break
+            d = entry - 1
+            if hashes[d] == h and lengths[d] == length and heads[d] == head:
+                same = True
+                other = offsets[firsts[d]]
+                k = 8
+                while k < length:
+                    take = min(length - k, 8)
+                    a = start + k
+                    b = other + k
+                    word_a = _load_u64(data, a) if a + 8 <= size else _load_u64(tail, a - tail_start)
+                    word_b = _load_u64(data, b) if b + 8 <= size else _load_u64(tail, b - tail_start)
+                    if (word_a ^ word_b) & _MASKS[take]:
+                        same = False
+                        break
+                    k += take
+                if same:
+                    indices[i] = d
+                    break
+            slot = (slot + 1) & (capacity - 1)
+    return indices, firsts[:count].copy()
+
+
+@_jit
+def fsst_candidates(ids, counts, lengths_of, values256):  # type: ignore[no-untyped-def]
+    """``encode_fsst._candidates``: the candidate symbols of one parse's tokens (each token; the
+    first byte of each multi-byte token; each pair of consecutive tokens of a unit, cut to 8
+    bytes) with their gains summed, as (values, lengths, gains) sorted by (length, value).
+
+    The candidates are summed in an open-addressing hash table keyed by (value, length); only
+    the distinct ones are sorted.
+    """
+    m = ids.shape[0]
+    size = 3 * m
+    cand_values = np.empty(size, np.uint64)
+    cand_lengths = np.empty(size, np.int64)
+    cand_gains = np.empty(size, np.int64)
+    c = 0
+    unit = 0
+    left = counts[0] if counts.shape[0] else 0  # tokens left in the current unit
+    previous_value = np.uint64(0)
+    previous_length = 8  # no pair with the first token of a unit
+    for k in range(m):
+        while left == 0:
+            unit += 1
+            left = counts[unit]
+            previous_length = 8
+        left -= 1
+        token = np.int64(ids[k])
+        length = np.int64(lengths_of[token])
+        value = np.uint64(token - 256) if token >= 256 else values256[token]
+        cand_values[c] = value
+        cand_lengths[c] = length
+        cand_gains[c] = 8 if length == 1 else length
+        c += 1
+        if length > 1:
+            cand_values[c] = value & np.uint64(0xFF)
+            cand_lengths[c] = 1
+            cand_gains[c] = 8
+            c += 1
+        if previous_length < 8:
+            joined_length = min(previous_length + length, 8)
+            cand_values[c] = (previous_value | (value << np.uint64(8 * previous_length))) & _MASKS[joined_length]
+            cand_lengths[c] = joined_length
+            cand_gains[c] = joined_length
+            c += 1
+        previous_value = value
+        previous_length = length
+    capacity = 1024
+    while capacity < 2 * c:
+        capacity *= 2
+    table = np.zeros(capacity, np.int64)  # distinct candidate + 1, 0: empty
+    distinct_values = np.empty(c, np.uint64)
+    distinct_lengths = np.empty(c, np.int64)
+    distinct_gains = np.zeros(c, np.int64)
+    distinct = 0
+    for j in range(c):
+        value = cand_values[j]
+        length = cand_lengths[j]
+        h = (value ^ np.uint64(length)) * np.uint64(0x9E3779B97F4A7C15)
+        slot = np.int64((h >> np.uint64(32)) & np.uint64(capacity - 1))
+        while True:
+            entry = table[slot]
+            if entry == 0:
+                distinct_values[distinct] = value
+                distinct_lengths[distinct] = length
+                distinct_gains[distinct] = cand_gains[j]
+                distinct += 1
+                table[slot] = distinct
+                break
+            d = entry - 1
+            if distinct_values[d] == value and distinct_lengths[d] == length:
+                distinct_gains[d] += cand_gains[j]
+                break
+            slot = (slot + 1) & (capacity - 1)
+    # sort by (length, value): under 8 bytes the length fits above the value; 8-byte values last
+    short = 0
+    for d in range(distinct):
+        if distinct_lengths[d] < 8:
+            short += 1
+    short_keys = np.empty(short, np.uint64)
+    short_index = np.empty(short, np.int64)
+    full_keys = np.empty(distinct - short, np.uint64)
+    full_index = np.empty(distinct - short, np.int64)
+    a = 0
+    b = 0
+    for d in range(distinct):
+        if distinct_lengths[d] < 8:
+            short_keys[a] = (np.uint64(distinct_lengths[d]) << np.uint64(56)) | distinct_values[d]
+            short_index[a] = d
+            a += 1
+        else:
+            full_keys[b] = distinct_values[d]
+            full_index[b] = d
+            b += 1
+    order = np.concatenate((short_index[np.argsort(short_keys)], full_index[np.argsort(full_keys)]))
+    return distinct_values[order], distinct_lengths[order].astype(np.uint8), distinct_gains[order]
