@@ -1,7 +1,8 @@
 """Scans: projection, filters, system columns, limit and offset over a version's fragments.
 
-Batches stream fragment by fragment; nothing holds more than one batch of a fragment at a time
-(plus the rows a filter keeps from it).
+Batches stream fragment by fragment; within a fragment, ``batch_readahead`` batches (and their
+columns) decode at once on the decode pool (:mod:`lance_format.io.threads`) and arrive in table
+order, so nothing holds more than that many batches of a fragment (plus the rows a filter keeps).
 
 Filters are late-materialized: the filter's columns are read first, and the other columns only
 for the rows that pass (taken by physical offset, so pages decode just the chunks, and FSST
@@ -28,6 +29,7 @@ from lance_format.dataset.scan_options import (
     describe_ordering,
     exact_batches,
     orderings,
+    readahead_of,
     null_deleted_ids,
     row_offsets,
     sorted_table,
@@ -88,6 +90,8 @@ class LanceScanner:
         if self._stats_callback is not None and not callable(self._stats_callback):
             raise InvalidInputError("scan_stats_callback must be callable", table=uri)
         self._counts = ScanCounts()
+        self._readahead = readahead_of(options.get("batch_readahead"), table=uri)
+        self._in_order = options.get("scan_in_order") is not False
         check_options(options, table=uri)
         table_schema = dataset.lance_schema
         known = _filter_schema(table_schema.to_arrow())
@@ -205,7 +209,8 @@ class LanceScanner:
             self._counts.fragments += 1
             for batch in fragment.read_batches(self._read_schema, self._read_system, self._batch_size,
                                                include_deleted=self._include_deleted,
-                                               keep_addresses=self._row_offsets):
+                                               keep_addresses=self._row_offsets, readahead=self._readahead,
+                                               ordered=self._in_order):
                 self._counts.rows += batch.num_rows
                 if self._row_offsets:
                     offsets = row_offsets(batch.column(ROW_ADDRESS), fragment.live_offsets(),
@@ -244,7 +249,8 @@ class LanceScanner:
         pending: list[pa.RecordBatch] = []  # passing rows' filter columns, not yet completed
         pending_rows = 0
         self._counts.fragments += 1
-        for batch in fragment.read_batches(first_schema, first_system, self._batch_size):
+        for batch in fragment.read_batches(first_schema, first_system, self._batch_size, readahead=self._readahead,
+                                           ordered=self._in_order):
             self._counts.rows += batch.num_rows
             table = pa.Table.from_batches([batch])
             positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
