@@ -277,3 +277,24 @@ def test_nested_pool_work_runs_inline():
     pool = decode_pool()
     assert pool is not None
     assert [f.result() for f in [pool.submit(outer, i) for i in range(8)]] == [[i, i + 1] for i in range(8)]
+
+
+@pytest.mark.parametrize("version", ["legacy", "2.0", "2.1"])
+def test_older_files_read_one_batch_at_a_time_with_the_same_rows(tmp_path, version):
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(_table(5_000), uri, data_storage_version=version, max_rows_per_file=2_000)
+    ds = lance_format.dataset(uri)
+    threaded = ds.to_table(batch_size=300, filter="x > 0.3", batch_readahead=6)
+    assert threaded.equals(_serial(lambda: lance_format.dataset(uri).to_table(batch_size=300, filter="x > 0.3")))
+    assert threaded.equals(lance.dataset(uri).to_table(filter="x > 0.3"))
+
+
+def test_many_small_fragments_decode_side_by_side(tmp_path, monkeypatch):
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(_table(3_000), uri, data_storage_version="2.2", max_rows_per_file=200)
+    ds = lance_format.dataset(uri)
+    assert len(ds.get_fragments()) == 15
+    active = _Active(monkeypatch, delay=0.005)
+    threaded = ds.to_table(columns=["id", "url"], batch_readahead=4)
+    assert active.most > 1  # batches of different fragments at once
+    assert threaded.equals(_serial(lambda: ds.to_table(columns=["id", "url"])))

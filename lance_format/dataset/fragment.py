@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import numpy as np
@@ -574,6 +575,27 @@ class LanceFragment:
         :mod:`lance_format.io.threads`), delivered in order (as they finish with ``ordered=False``);
         0 or 1 reads one at a time.
         """
+        tasks = self.batch_tasks(schema, system_columns, batch_size, row_range=row_range,
+                                 include_deleted=include_deleted, keep_addresses=keep_addresses,
+                                 threads=readahead > 1)
+        yield from map_ordered(_run_task, tasks, readahead, ordered=ordered)
+
+    def batch_tasks(
+        self,
+        schema: LanceSchema,
+        system_columns: list[str],
+        batch_size: int,
+        *,
+        row_range: tuple[int, int] | None = None,
+        include_deleted: bool = False,
+        keep_addresses: bool = False,
+        threads: bool = False,
+    ) -> Iterator[Callable[[], pa.RecordBatch]]:
+        """One task per batch of :meth:`read_batches` (same arguments), made lazily: calling it
+        reads the batch. With ``threads``, the readers and system columns are loaded before the
+        first task is handed out, so that tasks may run on several threads at once (batches of
+        2.1+ files side by side, those of older files one at a time).
+        """
         arrow_schema = read_arrow_schema(schema)
         out_schema = _with_system_columns(arrow_schema, system_columns)
         keep = self._keep_mask
@@ -615,9 +637,15 @@ class LanceFragment:
                 arrays.append(values)
             return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
-        if readahead > 1 and not self._ready_for_threads(file_plans, system_columns):
-            readahead = 0
-        yield from map_ordered(batch_of, spans(), readahead, ordered=ordered)
+        side_by_side = threads and self._ready_for_threads(file_plans, system_columns)
+        # the readers of 2.0 and legacy files keep state without locks of their own
+        lock = None if side_by_side else self._batch_lock
+        for span in spans():
+            yield partial(batch_of, span) if lock is None else partial(_locked, lock, batch_of, span)
+
+    @cached_property
+    def _batch_lock(self) -> threading.Lock:
+        return threading.Lock()
 
     def _ready_for_threads(self, file_plans: list[_FilePlan], system_columns: list[str]) -> bool:
         """Open the readers and load the system columns here, before batch tasks share them;
@@ -663,6 +691,15 @@ class LanceFragment:
         if keep is None:
             return np.arange(self.physical_rows, dtype=np.uint64)
         return np.flatnonzero(keep).astype(np.uint64)
+
+
+def _run_task(task: Callable[[], pa.RecordBatch]) -> pa.RecordBatch:
+    return task()
+
+
+def _locked(lock: threading.Lock, work: Callable[[Any], pa.RecordBatch], span: Any) -> pa.RecordBatch:
+    with lock:
+        return work(span)
 
 
 def _stored_in(field: LanceField, positions: dict[int, int], structural: bool) -> bool:
