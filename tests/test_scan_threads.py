@@ -298,3 +298,33 @@ def test_many_small_fragments_decode_side_by_side(tmp_path, monkeypatch):
     threaded = ds.to_table(columns=["id", "url"], batch_readahead=4)
     assert active.most > 1  # batches of different fragments at once
     assert threaded.equals(_serial(lambda: ds.to_table(columns=["id", "url"])))
+
+
+def test_fragment_readahead_limits_the_fragments_in_flight(tmp_path, monkeypatch):
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(_table(3_000), uri, data_storage_version="2.2", max_rows_per_file=300)
+    ds = lance_format.dataset(uri)
+    seen: list[set[str]] = []
+    lock = threading.Lock()
+    busy: dict[str, int] = {}
+    original = StructuralColumn._read
+
+    def read(column, start, stop, data_type):
+        with lock:
+            busy[column.ctx.path] = busy.get(column.ctx.path, 0) + 1
+            seen.append({p for p, n in busy.items() if n})
+        try:
+            time.sleep(0.003)
+            return original(column, start, stop, data_type)
+        finally:
+            with lock:
+                busy[column.ctx.path] -= 1
+
+    monkeypatch.setattr(StructuralColumn, "_read", read)
+    table = ds.to_table(columns=["id", "url"], batch_size=100, batch_readahead=6, fragment_readahead=1)
+    assert max(len(s) for s in seen) == 1
+    seen.clear()
+    assert ds.to_table(columns=["id", "url"], batch_size=100, batch_readahead=6).equals(table)
+    assert max(len(s) for s in seen) > 1
+    with pytest.raises(InvalidInputError, match="fragment_readahead"):
+        ds.scanner(fragment_readahead=-2)

@@ -83,10 +83,12 @@ class ReadingMethods(DatasetMixin):
             How many batches of 2.1/2.2 files decode at once on the decode pool (default two
             per thread; ``LANCE_CPU_THREADS`` sets the threads, 1 decodes serially); memory
             stays within that many batches. Results do not depend on it.
+        fragment_readahead
+            The batches decoding at once come from at most this many fragments (default: any).
         scan_in_order
             False: batches come as they finish decoding rather than in table order (the same
             rows; with ``limit``, any ``limit`` matching rows).
-        batch_size_bytes, fragment_readahead, **options
+        batch_size_bytes, **options
             pylance's other execution options (I/O sizes, index use, ``late_materialization``,
             ``prefilter``, ...). They cannot change a result and have no effect here.
         nearest, index_segments, full_text_query

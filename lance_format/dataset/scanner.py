@@ -58,6 +58,10 @@ def _filter_schema(arrow_schema: pa.Schema) -> pa.Schema:
     return arrow_schema
 
 
+def _fragment_of(item: tuple[LanceFragment, Any]) -> int:
+    return item[0].fragment_id
+
+
 class LanceScanner:
     """A planned scan of one table version (mirrors pylance's ``LanceScanner``).
 
@@ -93,7 +97,7 @@ class LanceScanner:
         if self._stats_callback is not None and not callable(self._stats_callback):
             raise InvalidInputError("scan_stats_callback must be callable", table=uri)
         self._counts = ScanCounts()
-        self._readahead = readahead_of(options.get("batch_readahead"), table=uri)
+        self._readahead, self._fragment_readahead = readahead_of(options, table=uri)
         self._in_order = options.get("scan_in_order") is not False
         check_options(options, table=uri)
         table_schema = dataset.lance_schema
@@ -205,8 +209,8 @@ class LanceScanner:
     def _decoded(self, schema: LanceSchema, system: list[str],
                  finish: Callable[[LanceFragment, pa.RecordBatch], _T], **read: Any) -> Iterator[tuple[LanceFragment, _T]]:
         """``finish(fragment, batch)`` for every batch of every fragment, ``batch_readahead`` of
-        them decoded (and finished) at once across fragment edges, in table order unless
-        ``scan_in_order=False``."""
+        them decoded (and finished) at once across fragment edges (from ``fragment_readahead``
+        fragments at most, when given), in table order unless ``scan_in_order=False``."""
         threaded = self._readahead > 1
 
         def tasks() -> Iterator[tuple[LanceFragment, Callable[[], pa.RecordBatch]]]:
@@ -219,7 +223,8 @@ class LanceScanner:
             fragment, task = item
             return fragment, finish(fragment, task())
 
-        return map_ordered(run, tasks(), self._readahead, ordered=self._in_order)
+        return map_ordered(run, tasks(), self._readahead, ordered=self._in_order, group=_fragment_of,
+                           max_groups=self._fragment_readahead)
 
     def _filtered_batches(self) -> Iterator[pa.RecordBatch]:
         if self._late is not None:

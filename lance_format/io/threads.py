@@ -56,8 +56,10 @@ def decode_pool() -> ThreadPoolExecutor | None:
     for, :func:`serial_decoding`, or this thread is one of the pool's (waiting there on other
     tasks of the pool could leave none to run them)."""
     global _pool, _pool_key
+    if _serial.get() or getattr(_worker, "active", False):
+        return None
     size = cpu_threads()
-    if size <= 1 or _serial.get() or getattr(_worker, "active", False):
+    if size <= 1:
         return None
     key = (os.getpid(), size)
     with _pool_lock:
@@ -102,7 +104,8 @@ def run_all(tasks: list[Callable[[], T]]) -> list[T]:
     return results
 
 
-def map_ordered(work: Callable[[T], R], items: Iterable[T], depth: int, *, ordered: bool = True) -> Iterator[R]:
+def map_ordered(work: Callable[[T], R], items: Iterable[T], depth: int, *, ordered: bool = True,
+                group: Callable[[T], object] | None = None, max_groups: int = 0) -> Iterator[R]:
     """``work(item)`` for each of ``items``, up to ``depth`` of them running at once on the decode
     pool, yielded in the items' order (or, with ``ordered=False``, as they finish).
 
@@ -111,6 +114,8 @@ def map_ordered(work: Callable[[T], R], items: Iterable[T], depth: int, *, order
     unchanged, in the failing item's place (at once when unordered). Closing the iterator early
     cancels the work not started and waits for the work running, so no task outlives the scan.
     Runs inline, one item at a time, when decoding is serial or ``depth`` < 2.
+    With ``group`` and ``max_groups`` > 0, items of at most ``max_groups`` groups (e.g. the
+    fragments of a scan) run or wait at once: an item of a new group waits for room.
     """
     pool = decode_pool() if depth > 1 else None
     if pool is None:
@@ -118,18 +123,25 @@ def map_ordered(work: Callable[[T], R], items: Iterable[T], depth: int, *, order
             yield work(item)
         return
     running: deque[Future[R]] = deque()
+    groups: dict[Future[R], object] = {}  # the group of each running item (with max_groups)
     source = iter(items)
     context = copy_context()
+    held: list[T] = []  # an item pulled but waiting for room for its group
     try:
-        exhausted = False
         while True:
-            while not exhausted and len(running) < depth:
-                try:
-                    item = next(source)
-                except StopIteration:
-                    exhausted = True
+            while len(running) < depth:
+                if not held:
+                    try:
+                        held.append(next(source))
+                    except StopIteration:
+                        break
+                key = group(held[0]) if group is not None and max_groups > 0 else None
+                if key is not None and key not in groups.values() and len(set(groups.values())) >= max_groups:
                     break
-                running.append(pool.submit(context.copy().run, work, item))
+                future = pool.submit(context.copy().run, work, held.pop())
+                running.append(future)
+                if key is not None:
+                    groups[future] = key
             if not running:
                 return
             if ordered:
@@ -138,6 +150,7 @@ def map_ordered(work: Callable[[T], R], items: Iterable[T], depth: int, *, order
                 wait(running, return_when=FIRST_COMPLETED)
                 future = next(f for f in running if f.done())
                 running.remove(future)
+            groups.pop(future, None)
             yield future.result()
     finally:
         for future in running:
