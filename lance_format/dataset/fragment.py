@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import numpy as np
@@ -28,6 +29,7 @@ from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
 from lance_format.file.reader import ColumnPlan, LanceFileReader
 from lance_format.file.utf8 import first_invalid_utf8, has_utf8
 from lance_format.io import ObjectStore
+from lance_format.io.threads import map_ordered
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceField, LanceSchema
 from lance_format.schema.blob import (
@@ -560,6 +562,8 @@ class LanceFragment:
         row_range: tuple[int, int] | None = None,
         include_deleted: bool = False,
         keep_addresses: bool = False,
+        readahead: int = 0,
+        ordered: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         """Batches of the live rows, with ``schema``'s columns followed by ``system_columns``.
 
@@ -567,6 +571,30 @@ class LanceFragment:
         ``include_deleted``: deleted rows too, with null ``_rowid`` and ``_rowaddr`` (pylance's
         ``include_deleted_rows``); with ``keep_addresses`` their ``_rowaddr`` stays set, for a
         caller that needs the physical offsets and nulls it itself.
+        ``readahead``: decode up to this many batches at once on the decode pool (see
+        :mod:`lance_format.io.threads`), delivered in order (as they finish with ``ordered=False``);
+        0 or 1 reads one at a time.
+        """
+        tasks = self.batch_tasks(schema, system_columns, batch_size, row_range=row_range,
+                                 include_deleted=include_deleted, keep_addresses=keep_addresses,
+                                 threads=readahead > 1)
+        yield from map_ordered(_run_task, tasks, readahead, ordered=ordered)
+
+    def batch_tasks(
+        self,
+        schema: LanceSchema,
+        system_columns: list[str],
+        batch_size: int,
+        *,
+        row_range: tuple[int, int] | None = None,
+        include_deleted: bool = False,
+        keep_addresses: bool = False,
+        threads: bool = False,
+    ) -> Iterator[Callable[[], pa.RecordBatch]]:
+        """One task per batch of :meth:`read_batches` (same arguments), made lazily: calling it
+        reads the batch. With ``threads``, the readers and system columns are loaded before the
+        first task is handed out, so that tasks may run on several threads at once (batches of
+        2.1+ files side by side, those of older files one at a time).
         """
         arrow_schema = read_arrow_schema(schema)
         out_schema = _with_system_columns(arrow_schema, system_columns)
@@ -578,18 +606,21 @@ class LanceFragment:
         layers = overlay_layers(self, schema)
         first, last = (0, self.physical_rows) if row_range is None else (
             max(0, int(row_range[0])), min(self.physical_rows, int(row_range[1])))
-        for start in range(first, last, batch_size):
-            stop = min(start + batch_size, last)
+
+        def spans() -> Iterator[tuple[int, int, np.ndarray | None]]:
+            for start in range(first, last, batch_size):
+                stop = min(start + batch_size, last)
+                selection = None if keep is None else keep[start:stop]
+                if selection is None or selection.any():
+                    yield start, stop, selection
+
+        def batch_of(span: tuple[int, int, np.ndarray | None]) -> pa.RecordBatch:
+            start, stop, selection = span
             offsets = np.arange(start, stop, dtype=np.uint64)
-            selection = None
-            if keep is not None:
-                selection = keep[start:stop]
-                if not selection.any():
-                    continue
+            if selection is not None:
                 offsets = offsets[selection]
             columns: dict[str, pa.Array] = {}
-            # the getter runs before the loop moves on
-            self._read_columns(file_plans, columns, lambda r, p: r.read_range(p, start, stop))  # noqa: B023
+            self._read_columns(file_plans, columns, lambda r, p: r.read_range(p, start, stop))
             arrays = []
             mask = pa.array(selection) if selection is not None and not selection.all() else None
             for field in arrow_schema:
@@ -604,7 +635,33 @@ class LanceFragment:
                 if deleted_mask is not None and name in (ROW_ID, ROW_ADDRESS) and not keep_addresses:
                     values = pc.if_else(pa.array(deleted_mask[start:stop]), pa.scalar(None, pa.uint64()), values)
                 arrays.append(values)
-            yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+            return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+        side_by_side = threads and self._ready_for_threads(file_plans, system_columns)
+        # the readers of 2.0 and legacy files keep state without locks of their own
+        lock = None if side_by_side else self._batch_lock
+        for span in spans():
+            yield partial(batch_of, span) if lock is None else partial(_locked, lock, batch_of, span)
+
+    @cached_property
+    def _batch_lock(self) -> threading.Lock:
+        return threading.Lock()
+
+    def _ready_for_threads(self, file_plans: list[_FilePlan], system_columns: list[str]) -> bool:
+        """Open the readers and load the system columns here, before batch tasks share them;
+        whether every file is a 2.1+ one (whose columns serialize their own reads, see
+        ``StructuralColumn``): older files are read one batch at a time."""
+        structural = True
+        for plan in file_plans:
+            if plan.plans:
+                try:
+                    reader = self._reader(plan)
+                except LanceError as exc:
+                    raise exc.with_context(**self.error_context())
+                structural = structural and isinstance(reader, LanceFileReader) and reader.structural
+        for name in system_columns:
+            self.system_column(name, np.zeros(0, np.uint64))
+        return structural
 
     def take_physical(self, schema: LanceSchema, system_columns: list[str], offsets: np.ndarray) -> pa.RecordBatch:
         """Rows at the given physical offsets, in the given order."""
@@ -634,6 +691,15 @@ class LanceFragment:
         if keep is None:
             return np.arange(self.physical_rows, dtype=np.uint64)
         return np.flatnonzero(keep).astype(np.uint64)
+
+
+def _run_task(task: Callable[[], pa.RecordBatch]) -> pa.RecordBatch:
+    return task()
+
+
+def _locked(lock: threading.Lock, work: Callable[[Any], pa.RecordBatch], span: Any) -> pa.RecordBatch:
+    with lock:
+        return work(span)
 
 
 def _stored_in(field: LanceField, positions: dict[int, int], structural: bool) -> bool:

@@ -79,10 +79,18 @@ class ReadingMethods(DatasetMixin):
             Return batches of exactly ``batch_size`` rows (the last may be shorter).
         include_deleted_rows
             Also return deleted rows, with a null ``_rowid`` (needs ``with_row_id``).
-        batch_size_bytes, batch_readahead, fragment_readahead, scan_in_order, **options
-            pylance's execution options (readahead, threads, I/O sizes, index use,
-            ``late_materialization``, ``prefilter``, ...). They cannot change a result, and
-            this engine reads in order on one thread, so they have no effect here.
+        batch_readahead
+            How many batches of 2.1/2.2 files decode at once on the decode pool (default two
+            per thread; ``LANCE_CPU_THREADS`` sets the threads, 1 decodes serially); memory
+            stays within that many batches. Results do not depend on it.
+        fragment_readahead
+            The batches decoding at once come from at most this many fragments (default: any).
+        scan_in_order
+            False: batches come as they finish decoding rather than in table order (the same
+            rows; with ``limit``, any ``limit`` matching rows).
+        batch_size_bytes, **options
+            pylance's other execution options (I/O sizes, index use, ``late_materialization``,
+            ``prefilter``, ...). They cannot change a result and have no effect here.
         nearest, index_segments, full_text_query
             Vector and full-text search are not supported: refused when given.
 

@@ -1,7 +1,8 @@
 """Scans: projection, filters, system columns, limit and offset over a version's fragments.
 
-Batches stream fragment by fragment; nothing holds more than one batch of a fragment at a time
-(plus the rows a filter keeps from it).
+Batches stream fragment by fragment; within a fragment, ``batch_readahead`` batches (and their
+columns) decode at once on the decode pool (:mod:`lance_format.io.threads`) and arrive in table
+order, so nothing holds more than that many batches of a fragment (plus the rows a filter keeps).
 
 Filters are late-materialized: the filter's columns are read first, and the other columns only
 for the rows that pass (taken by physical offset, so pages decode just the chunks, and FSST
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import time
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,7 @@ from lance_format.dataset.scan_options import (
     describe_ordering,
     exact_batches,
     orderings,
+    readahead_of,
     null_deleted_ids,
     row_offsets,
     sorted_table,
@@ -35,12 +37,15 @@ from lance_format.dataset.scan_options import (
 from lance_format.dataset.arguments import column_names
 from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
 from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.io.threads import map_ordered
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import read_arrow_schema
 from lance_format.schema.extensions import as_extension_arrays, with_extension_types
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
+
+_T = TypeVar("_T")
 
 DEFAULT_BATCH_SIZE = 65536
 _POSITION = "__lance_format_position"  # a batch's row positions, carried through the filter
@@ -51,6 +56,10 @@ def _filter_schema(arrow_schema: pa.Schema) -> pa.Schema:
     for name in SYSTEM_COLUMNS:
         arrow_schema = arrow_schema.append(pa.field(name, pa.uint64()))
     return arrow_schema
+
+
+def _fragment_of(item: tuple[LanceFragment, Any]) -> int:
+    return item[0].fragment_id
 
 
 class LanceScanner:
@@ -88,6 +97,8 @@ class LanceScanner:
         if self._stats_callback is not None and not callable(self._stats_callback):
             raise InvalidInputError("scan_stats_callback must be callable", table=uri)
         self._counts = ScanCounts()
+        self._readahead, self._fragment_readahead = readahead_of(options, table=uri)
+        self._in_order = options.get("scan_in_order") is not False
         check_options(options, table=uri)
         table_schema = dataset.lance_schema
         known = _filter_schema(table_schema.to_arrow())
@@ -195,32 +206,50 @@ class LanceScanner:
             total += fragment.count_rows()
         return bases
 
+    def _decoded(self, schema: LanceSchema, system: list[str],
+                 finish: Callable[[LanceFragment, pa.RecordBatch], _T], **read: Any) -> Iterator[tuple[LanceFragment, _T]]:
+        """``finish(fragment, batch)`` for every batch of every fragment, ``batch_readahead`` of
+        them decoded (and finished) at once across fragment edges (from ``fragment_readahead``
+        fragments at most, when given), in table order unless ``scan_in_order=False``."""
+        threaded = self._readahead > 1
+
+        def tasks() -> Iterator[tuple[LanceFragment, Callable[[], pa.RecordBatch]]]:
+            for fragment in self._fragments:
+                self._counts.fragments += 1
+                for task in fragment.batch_tasks(schema, system, self._batch_size, threads=threaded, **read):
+                    yield fragment, task
+
+        def run(item: tuple[LanceFragment, Callable[[], pa.RecordBatch]]) -> tuple[LanceFragment, _T]:
+            fragment, task = item
+            return fragment, finish(fragment, task())
+
+        return map_ordered(run, tasks(), self._readahead, ordered=self._in_order, group=_fragment_of,
+                           max_groups=self._fragment_readahead)
+
     def _filtered_batches(self) -> Iterator[pa.RecordBatch]:
         if self._late is not None:
-            for fragment in self._fragments:
-                yield from self._late_batches(fragment)
+            yield from self._late_batches()
             return
         bases = self._fragment_bases() if self._row_offsets else {}
-        for fragment in self._fragments:
-            self._counts.fragments += 1
-            for batch in fragment.read_batches(self._read_schema, self._read_system, self._batch_size,
-                                               include_deleted=self._include_deleted,
-                                               keep_addresses=self._row_offsets):
-                self._counts.rows += batch.num_rows
-                if self._row_offsets:
-                    offsets = row_offsets(batch.column(ROW_ADDRESS), fragment.live_offsets(),
-                                          bases.get(fragment.fragment_id, 0))
-                    if self._include_deleted:  # now that offsets are known, deleted rows lose their ids
-                        batch = null_deleted_ids(batch, fragment.deleted_offsets)
-                    batch = batch.append_column(pa.field(ROW_OFFSET, pa.uint64()), offsets)
-                if self._filter is not None:
-                    batch = pa.Table.from_batches([batch]).filter(self._filter).combine_chunks()
-                    batches = batch.to_batches()
-                    if not batches:
-                        continue
-                    batch = batches[0]
-                if batch.num_rows:
-                    yield batch
+
+        def finish(fragment: LanceFragment, batch: pa.RecordBatch) -> tuple[int, pa.RecordBatch]:
+            rows = batch.num_rows
+            if self._row_offsets:
+                offsets = row_offsets(batch.column(ROW_ADDRESS), fragment.live_offsets(),
+                                      bases.get(fragment.fragment_id, 0))
+                if self._include_deleted:  # now that offsets are known, deleted rows lose their ids
+                    batch = null_deleted_ids(batch, fragment.deleted_offsets)
+                batch = batch.append_column(pa.field(ROW_OFFSET, pa.uint64()), offsets)
+            if self._filter is not None:
+                batches = pa.Table.from_batches([batch]).filter(self._filter).combine_chunks().to_batches()
+                batch = batches[0] if batches else batch.slice(0, 0)
+            return rows, batch
+
+        for _, (rows, batch) in self._decoded(self._read_schema, self._read_system, finish,
+                                              include_deleted=self._include_deleted, keep_addresses=self._row_offsets):
+            self._counts.rows += rows
+            if batch.num_rows:
+                yield batch
 
     def _ordered_batches(self) -> Iterator[pa.RecordBatch]:
         """The filtered rows, sorted when ``order_by`` asks for it (which needs all of them)."""
@@ -233,26 +262,34 @@ class LanceScanner:
         ordered = sorted_table(pa.Table.from_batches(matching), self._order_by, uri=self._dataset.uri)
         yield from ordered.combine_chunks().to_batches(max_chunksize=self._batch_size)
 
-    def _late_batches(self, fragment: LanceFragment) -> Iterator[pa.RecordBatch]:
-        """A filtered scan of one fragment, reading the non-filter columns of passing rows only.
+    def _late_batches(self) -> Iterator[pa.RecordBatch]:
+        """A filtered scan reading the non-filter columns of passing rows only.
 
-        Passing rows of several batches are gathered (up to a batch) before their other columns
-        are taken, so a selective filter costs one take per output batch, not per input batch.
+        The filter columns are read and filtered ``batch_readahead`` batches at once. Passing
+        rows of several batches of a fragment are gathered (up to a batch) before their other
+        columns are taken, so a selective filter costs one take per output batch, not per
+        input batch.
         """
         assert self._filter is not None and self._late is not None  # set together in __init__
         first_schema, first_system, rest_schema, rest_system = self._late
-        pending: list[pa.RecordBatch] = []  # passing rows' filter columns, not yet completed
-        pending_rows = 0
-        self._counts.fragments += 1
-        for batch in fragment.read_batches(first_schema, first_system, self._batch_size):
-            self._counts.rows += batch.num_rows
+        condition = self._filter
+
+        def passing_rows(fragment: LanceFragment, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Array]:
             table = pa.Table.from_batches([batch])
             positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
-            passing = table.append_column(_POSITION, positions).filter(self._filter).column(_POSITION).combine_chunks()
+            return batch, table.append_column(_POSITION, positions).filter(condition).column(_POSITION).combine_chunks()
+
+        pending: list[pa.RecordBatch] = []  # passing rows' filter columns, not yet completed
+        pending_rows = 0
+        pending_fragment: LanceFragment | None = None
+        for fragment, (batch, passing) in self._decoded(first_schema, first_system, passing_rows):
+            self._counts.rows += batch.num_rows
             if not len(passing):
                 continue
-            if pending and (pending_rows + len(passing) > self._batch_size or len(passing) > _DENSE * batch.num_rows):
-                yield self._complete(fragment, pending, rest_schema, rest_system)
+            if pending and (fragment is not pending_fragment or pending_rows + len(passing) > self._batch_size
+                            or len(passing) > _DENSE * batch.num_rows):
+                assert pending_fragment is not None  # set with pending
+                yield self._complete(pending_fragment, pending, rest_schema, rest_system)
                 pending, pending_rows = [], 0
             if len(passing) > _DENSE * batch.num_rows:
                 # most rows pass: reading the batch's rows in order beats taking them
@@ -260,8 +297,10 @@ class LanceScanner:
                 continue
             pending.append(batch.take(passing))
             pending_rows += len(passing)
+            pending_fragment = fragment
         if pending:
-            yield self._complete(fragment, pending, rest_schema, rest_system)
+            assert pending_fragment is not None  # set with pending
+            yield self._complete(pending_fragment, pending, rest_schema, rest_system)
 
     def _complete_range(self, fragment: LanceFragment, batch: pa.RecordBatch, passing: pa.Array,
                         rest_schema: LanceSchema, rest_system: list[str]) -> pa.RecordBatch:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,6 +25,7 @@ from lance_format.encodings.structural.column import StructuralColumn, assemble
 from lance_format.encodings.structural.repdef import LeafData
 from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.file.plans import ColumnPlan
+from lance_format.io.threads import run_all
 from lance_format.proto import encodings_v2_1_pb2
 
 if TYPE_CHECKING:
@@ -82,8 +84,10 @@ class StructuralReader:
     def _structural(self, plans: list[ColumnPlan], fetch) -> list[pa.Array]:
         """Decode each plan's leaves with ``fetch(column, type)`` and assemble the fields."""
         named_of = [self._named_leaves(plan, "") for plan in plans]
+        if self.num_rows == 0:
+            return [pa.array([], type=plan.field.type) for plan in plans]
         fetched: dict[int, LeafData] = {}
-        if self.num_rows and self.reader.remote:
+        if self.reader.remote:
             # On an object store each page read is a request: the leaf columns (each decoded by
             # its own decoders) go side by side, so their requests overlap.
             todo = {lp.column: (self._leaf_column(lp, name), lp.field.type) for named in named_of
@@ -92,17 +96,21 @@ class StructuralReader:
                 pool = column_pool()
                 futures = {column: pool.submit(fetch, col, data_type) for column, (col, data_type) in todo.items()}
                 fetched = {column: future.result() for column, future in futures.items()}
-        out = []
-        for plan, named in zip(plans, named_of):
-            if self.num_rows == 0:
-                out.append(pa.array([], type=plan.field.type))
-                continue
-            leaves = {lp.column: fetched[lp.column] if lp.column in fetched
-                      else fetch(self._leaf_column(lp, name), lp.field.type) for lp, name in named}
-            names = {lp.field.name: name for lp, name in named}
-            # assemble() calls the context factory before the loop moves on
-            out.append(assemble(plan, leaves, lambda n: DecodeContext(self.path, names.get(n, n))))  # noqa: B023
-        return out
+            return [self._assembled(plan, named, fetch, fetched) for plan, named in zip(plans, named_of)]
+        # Local files: decoding is CPU work that mostly releases the GIL (numpy, pyarrow, the
+        # nogil kernels), so the fields decode side by side on the decode pool.
+        for named in named_of:
+            for lp, name in named:
+                self._leaf_column(lp, name)  # opened (and checked) here, not racing in the tasks
+        return run_all([partial(self._assembled, plan, named, fetch, fetched)
+                        for plan, named in zip(plans, named_of)])
+
+    def _assembled(self, plan: ColumnPlan, named: list[tuple[ColumnPlan, str]], fetch,
+                   fetched: dict[int, LeafData]) -> pa.Array:
+        leaves = {lp.column: fetched[lp.column] if lp.column in fetched
+                  else fetch(self._leaf_column(lp, name), lp.field.type) for lp, name in named}
+        names = {lp.field.name: name for lp, name in named}
+        return assemble(plan, leaves, lambda n: DecodeContext(self.path, names.get(n, n)))
 
     def _named_leaves(self, plan: ColumnPlan, prefix: str) -> list[tuple[ColumnPlan, str]]:
         name = f"{prefix}{plan.field.name}"

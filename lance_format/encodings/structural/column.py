@@ -11,6 +11,7 @@ below a node share them), leaves contribute their values.
 
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 import numpy as np
@@ -67,6 +68,8 @@ class StructuralColumn:
             raise ctx.corrupt("page priorities do not match the rows of the pages before them")
         self._decoders: dict[int, PageDecoder] = {}
         self._recent: list[int] = []
+        # the page decoders keep state (their last decoded run): one read or take at a time
+        self._lock = threading.RLock()
 
     def _io(self, page: int) -> PageIO:
         meta = self.pages[page]
@@ -101,6 +104,14 @@ class StructuralColumn:
             raise self.ctx.corrupt(f"page {page} cannot be decoded: {exc}") from exc
 
     def read(self, start: int, stop: int, data_type: pa.DataType) -> LeafData:
+        with self._lock:
+            return self._read(start, stop, data_type)
+
+    def take(self, rows: np.ndarray, data_type: pa.DataType) -> LeafData:
+        with self._lock:
+            return self._take(rows, data_type)
+
+    def _read(self, start: int, stop: int, data_type: pa.DataType) -> LeafData:
         if stop > self.total:
             raise self.ctx.corrupt(f"column has {self.total} rows but {stop} are needed")
         if not self.pages:
@@ -120,7 +131,7 @@ class StructuralColumn:
             pieces.append(self._checked(p, lambda p=p, a=a, b=b: self.decoder(p).read(a, b, data_type), b - a))
         return concat_leaves(pieces)
 
-    def take(self, rows: np.ndarray, data_type: pa.DataType) -> LeafData:
+    def _take(self, rows: np.ndarray, data_type: pa.DataType) -> LeafData:
         if len(rows) and int(rows[-1]) >= self.total:
             raise self.ctx.corrupt(f"column has {self.total} rows but row {int(rows[-1])} is needed")
         if len(rows) == 0:
