@@ -430,7 +430,7 @@ def describe_data_file(ds: "LanceDataset", path: str, *, base_id: int | None = N
     Raises :class:`InvalidInputError` for a column the table does not have.
     """
     from lance_format.dataset.fragment_metadata import DataFile
-    from lance_format.file import LanceFileWriter
+    from lance_format.file.writer import LanceFileWriter
     from lance_format.file.reader import LanceFileReader
 
     with LanceFileReader(ds.object_store, f"data/{path}") as reader:
