@@ -213,3 +213,46 @@ def test_sharded_batch_iterator_like_pylance(tmp_path):
     assert ours[1:] == theirs[1:]
     # fragment sharding: the same rows (pylance may cut batches at other places)
     assert sum(ours[0], []) == sum(theirs[0], []) == list(range(60, 120)) + list(range(180, 240))
+
+
+# -- what code written for these modules also calls ------------------------------------------------
+
+
+def _distributed_reprs(engine: ModuleType, tmp_path) -> list:
+    native = _sub(engine, "lance")
+    ds = engine.write_dataset(pa.table({"a": range(80)}), str(tmp_path / f"reprs-{engine.__name__}"),
+                              max_rows_per_file=20)
+    plan = native.Compaction.plan(ds, {"target_rows_per_fragment": 40})
+    result = plan.tasks[0].execute(ds)
+    shape = re.sub(r"\[.+\]", "[...]", repr(result))
+    return [repr(plan), repr(plan.tasks[0]).startswith("CompactionTask(read_version=1, fragments=[FragmentMetadata("),
+            shape, [f.id for f in result.original_fragments]]
+
+
+def test_compaction_reprs_like_pylance(tmp_path):
+    ours = _distributed_reprs(lance_format, tmp_path)
+    assert ours == _distributed_reprs(lance, tmp_path)
+    assert ours[0] == "CompactionPlan(read_version=1, tasks=<2 compaction tasks>)"
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=IDS)
+def test_write_dataset_keywords_and_scanner_input_like_pylance(tmp_path, engine: ModuleType):
+    source = engine.write_dataset(data_obj=pa.table({"a": range(6)}), uri=str(tmp_path / "src"), max_rows_per_file=3)
+    empty = engine.write_dataset(data_obj=[], uri=str(tmp_path / "dst"), schema=source.schema)
+    assert empty.count_rows() == 0
+    fragments = [engine.LanceFragment.create(str(tmp_path / "dst"), source.scanner(fragments=[f]),
+                                             fragment_id=f.fragment_id) for f in source.get_fragments()]
+    ds = engine.LanceDataset.commit(str(tmp_path / "dst"), engine.LanceOperation.Overwrite(source.schema, fragments),
+                                    read_version=1)
+    assert ds.to_table() == source.to_table()
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=IDS)
+def test_update_columns_refuses_metadata_columns_like_pylance(tmp_path, engine: ModuleType):
+    ds = engine.write_dataset(pa.table({"id": [1, 2, 3], "v": [10, 20, 30]}), str(tmp_path / "t"))
+    fragment = ds.get_fragments()[0]
+    for name, join in [("_rowaddr", "_rowid"), ("_rowid", "id")]:
+        update = pa.table({join: pa.array([0, 1], pa.uint64() if join == "_rowid" else pa.int64()),
+                           name: pa.array([9, 8], pa.uint64())})
+        with pytest.raises(ValueError, match=f"Column {name} is a reserved metadata column and cannot be updated"):
+            fragment.update_columns(update, left_on=join)

@@ -401,6 +401,9 @@ def update_fragment_columns(
                                 column=right_on)
     updated_names = [n for n in right.column_names if n != right_on]
     for name in updated_names:
+        if name in (ROW_ID, ROW_ADDRESS):
+            raise InvalidInputError(f"Column {name} is a reserved metadata column and cannot be updated",
+                                    table=ds.uri, column=name)
         if name not in names:
             raise InvalidInputError(f"Column {name} in right side fragment does not exist in left side fragment",
                                     table=ds.uri, column=name)
