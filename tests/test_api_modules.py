@@ -43,7 +43,7 @@ def _progress_files(engine: ModuleType, tmp_path) -> list:
         yield batch
         raise RuntimeError("the source broke")
 
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="the source broke"):
         engine.LanceFragment.create(uri, pa.RecordBatchReader.from_batches(batch.schema, failing()),
                                     fragment_id=4, progress=tracker)
     pending = json.loads((progress_dir / "fragment_4.in_progress").read_text())
