@@ -256,3 +256,42 @@ def test_update_columns_refuses_metadata_columns_like_pylance(tmp_path, engine: 
                            name: pa.array([9, 8], pa.uint64())})
         with pytest.raises(ValueError, match=f"Column {name} is a reserved metadata column and cannot be updated"):
             fragment.update_columns(update, left_on=join)
+
+
+# -- arrow ---------------------------------------------------------------------------------------
+
+
+def test_bfloat16_arrays_like_pylance(tmp_path):
+    import lance.arrow  # pylance registers its type unconditionally: it must come first
+
+    import lance_format.arrow
+
+    values = [1.0, 1.1, -2.5, None, 3.0e38, 0.0078125]
+    ours, theirs = lance_format.arrow.bfloat16_array(values), lance.arrow.bfloat16_array(values)
+    assert ours.type.extension_name == theirs.type.extension_name == "lance.bfloat16"
+    assert ours.storage.equals(theirs.storage)  # the same 2-byte patterns and nulls
+    table = pa.table({"bf": ours})
+    for writer in ENGINES:
+        uri = str(tmp_path / f"bf-{writer.__name__}")
+        writer.write_dataset(table, uri)
+        for reader in ENGINES:
+            assert reader.dataset(uri).to_table() == table
+
+
+def test_bfloat16_type_is_registered_by_ours_alone(tmp_path):
+    """Without pylance, importing ``lance_format.arrow`` registers the type: columns read back as
+    bfloat16 arrays with float values."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, pyarrow as pa, lance_format, lance_format.arrow as arrow\n"
+        "assert 'lance' not in sys.modules\n"
+        f"uri = {str(tmp_path / 'alone')!r}\n"
+        "lance_format.write_dataset(pa.table({'bf': arrow.bfloat16_array([1.5, None, -2.0])}), uri)\n"
+        "col = lance_format.dataset(uri).to_table().column('bf').chunk(0)\n"
+        "print(type(col).__name__, col.to_pylist())\n"
+        "print(arrow.bfloat16_array([1.0, 1.1, -2.5, 0.0078125]).to_numpy().tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["BFloat16Array [1.5, None, -2.0]", "[1.0, 1.1015625, -2.5, 0.0078125]"]
