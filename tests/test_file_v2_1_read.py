@@ -15,7 +15,8 @@ from lance.file import LanceFileReader as PyReader
 from lance.file import LanceFileWriter as PyWriter
 
 from lance_format.encodings.structural import miniblock
-from lance_format.file import ColumnPlan, LanceFileReader
+from lance_format.file import ColumnPlan
+from lance_format.file.reader import LanceFileReader
 from lance_format.file.container import encoding_bytes, read_file_metadata, unpack_any
 from lance_format.file.plans import structural_plans_for_schema
 from lance_format.io.object_store import ObjectStore

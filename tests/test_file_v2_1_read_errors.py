@@ -8,7 +8,8 @@ import pytest
 from lance.file import LanceFileWriter as PyWriter
 
 from lance_format.errors import CorruptFileError, UnsupportedFeatureError
-from lance_format.file import ColumnPlan, LanceFileReader
+from lance_format.file import ColumnPlan
+from lance_format.file.reader import LanceFileReader
 from lance_format.file.container import build_tail, encoding_bytes, pack_any, read_file_metadata, unpack_any
 from lance_format.file.plans import structural_plans_for_schema
 from lance_format.io.object_store import ObjectStore

@@ -27,7 +27,7 @@ from lance_format.encodings.structural.fastlanes_pack import (
     unpack_blocks,
 )
 from lance_format.errors import SchemaMismatchError, UnsupportedFeatureError
-from lance_format.file import LanceFileWriter
+from lance_format.file.writer import LanceFileWriter
 from lance_format.file.container import read_file_metadata, unpack_any
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb

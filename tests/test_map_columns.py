@@ -20,7 +20,7 @@ from lance.file import LanceFileReader as PyReader
 
 import lance_format
 from lance_format.errors import UnsupportedFeatureError
-from lance_format.file import LanceFileWriter
+from lance_format.file.writer import LanceFileWriter
 from lance_format.file.plans import structural_plans_for_schema
 from lance_format.file.reader import LanceFileReader
 from lance_format.io.object_store import ObjectStore

@@ -62,10 +62,11 @@ def _store_of(dataset_uri: Any, storage_options: Mapping[str, str] | None) -> Ob
 def _write(
     data: Any, dataset_uri: Any, schema: pa.Schema | None, *, mode: str, max_rows_per_file: int,
     max_bytes_per_file: int, progress: Any, data_storage_version: str | None,
-    storage_options: Mapping[str, str] | None,
+    storage_options: Mapping[str, str] | None, fragment_id: int | None = None,
 ) -> tuple[list[FragmentMetadata], LanceSchema, int]:
     """Write ``data`` as uncommitted fragments; returns them, the schema they follow and the
-    version they were written against (0: no table yet)."""
+    version they were written against (0: no table yet). ``fragment_id`` (``LanceFragment.create``)
+    numbers the one fragment, also in what ``progress`` is told as its file opens and closes."""
     if mode not in WRITE_MODES:
         raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
     store = _store_of(dataset_uri, storage_options)
@@ -82,25 +83,32 @@ def _write(
     table_schema, storage_version = write_target(append_to, reader.schema, data_storage_version, None,
                                                  table=store.uri)
     protos, _sink = write_fragment_protos(reader, store, table_schema, storage_version,
-                                          max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file)
+                                          max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
+                                          on_file=_progress_hook(progress, fragment_id),
+                                          begin_with_file=fragment_id is not None)
     fragments = [fragment_from_proto(p) for p in protos]
-    if progress is not None:
-        # the files are complete when the sink returns; report each one as begun and done
-        for fragment in fragments:
-            _report(progress, "begin", fragment)
-            _report(progress, "complete", fragment)
     return fragments, table_schema, read_version
 
 
-def _report(progress: Any, hook: str, fragment: FragmentMetadata) -> None:
-    """Call a progress hook: a pylance ``FragmentWriteProgress`` takes the fragment's JSON
+def _progress_hook(progress: Any, fragment_id: int | None) -> Any:
+    """The sink's per-file hook calling ``progress`` as each file opens ("begin") and is
+    finished ("complete"): a pylance ``FragmentWriteProgress`` takes the fragment's JSON
     (``_do_begin``/``_do_complete`` parse it into its own ``FragmentMetadata``), anything else
     the fragment itself."""
-    via_json = getattr(progress, f"_do_{hook}", None)
-    if via_json is not None:
-        via_json(json.dumps(fragment.to_json()))
-    else:
-        getattr(progress, hook)(fragment)
+    if progress is None:
+        return None
+
+    def on_file(hook: str, proto: Any) -> None:
+        fragment = fragment_from_proto(proto)
+        if fragment_id is not None:
+            fragment.id = int(fragment_id)
+        via_json = getattr(progress, f"_do_{hook}", None)
+        if via_json is not None:
+            via_json(json.dumps(fragment.to_json()))
+        else:
+            getattr(progress, hook)(fragment)
+
+    return on_file
 
 
 def create_fragment(
@@ -133,7 +141,8 @@ def create_fragment(
     version = _legacy_alias(data_storage_version, use_legacy_format)
     fragments, _schema, _read = _write(data, dataset_uri, schema, mode=mode, max_rows_per_file=2**63 - 1,
                                        max_bytes_per_file=2**63 - 1, progress=progress, data_storage_version=version,
-                                       storage_options=storage_options)
+                                       storage_options=storage_options,
+                                       fragment_id=0 if fragment_id is None else int(fragment_id))
     if not fragments:
         raise EmptyDataError("Input data was empty.", table=_store_of(dataset_uri, storage_options).uri)
     fragment = fragments[0]
@@ -392,6 +401,9 @@ def update_fragment_columns(
                                 column=right_on)
     updated_names = [n for n in right.column_names if n != right_on]
     for name in updated_names:
+        if name in (ROW_ID, ROW_ADDRESS):
+            raise InvalidInputError(f"Column {name} is a reserved metadata column and cannot be updated",
+                                    table=ds.uri, column=name)
         if name not in names:
             raise InvalidInputError(f"Column {name} in right side fragment does not exist in left side fragment",
                                     table=ds.uri, column=name)
@@ -430,7 +442,7 @@ def describe_data_file(ds: "LanceDataset", path: str, *, base_id: int | None = N
     Raises :class:`InvalidInputError` for a column the table does not have.
     """
     from lance_format.dataset.fragment_metadata import DataFile
-    from lance_format.file import LanceFileWriter
+    from lance_format.file.writer import LanceFileWriter
     from lance_format.file.reader import LanceFileReader
 
     with LanceFileReader(ds.object_store, f"data/{path}") as reader:

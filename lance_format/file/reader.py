@@ -142,6 +142,16 @@ class LanceFileReader:
         except CorruptFileError as exc:
             raise ctx.corrupt(exc.reason) from exc
 
+    def read_global_buffer(self, index: int) -> bytes:
+        """The bytes of global buffer ``index`` (0 is the FileDescriptor)."""
+        buffers = self.metadata.global_buffers
+        if not 0 <= index < len(buffers):
+            raise InvalidInputError(f"global buffer {index} does not exist (the file has {len(buffers)})",
+                                    path=self.path)
+        position, size = buffers[index]
+        return bytes(self._read_remote(position, size)) if self._mapped is None else \
+            self._mapped.slice(position, size).to_pybytes()
+
     def page_encoding(self, page: file2_pb2.ColumnMetadata.Page, message_cls: type[Message], column: str | None) -> Message:
         """The encoding proto of a page (2.0 ``ArrayEncoding``, 2.1+ ``PageLayout``), direct or indirect."""
         raw = encoding_bytes(page.encoding, self._file, path=self.path, column=column)

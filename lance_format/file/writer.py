@@ -87,6 +87,7 @@ class LanceFileWriter:
         self._num_rows = 0
         self._pos = 0
         self._closed = False
+        self._global_buffers: list[tuple[int, int]] = []
         self._out = store.open_output(path)
 
     @classmethod
@@ -203,6 +204,23 @@ class LanceFileWriter:
             raise exc.with_context(path=self.path)
         self._num_rows += batch.num_rows
 
+    def add_global_buffer(self, data: bytes) -> int:
+        """Write ``data`` as a global buffer at the current position (padded like a page
+        buffer); its index in the file's global buffer table (0 is the FileDescriptor)."""
+        if self._closed:
+            raise LanceError("the file writer is already closed", path=self.path)
+        self._global_buffers.append((self._pos, len(data)))
+        self._write_buffer(data)
+        return len(self._global_buffers)
+
+    def _write_buffer(self, data: bytes) -> None:
+        if data:
+            self._out.write(data)
+        padding = pad_len(len(data))
+        if padding:
+            self._out.write(_PADDING[:padding])
+        self._pos += len(data) + padding
+
     def tell(self) -> int:
         """Bytes written to the file so far (buffered pages not included), like pylance's
         ``FileWriter::tell``, which its writers compare with ``max_bytes_per_file``."""
@@ -224,7 +242,8 @@ class LanceFileWriter:
             descriptor.schema.fields.extend(self.schema.to_protos())
             for key, value in self.schema.metadata.items():
                 descriptor.schema.metadata[key] = value if isinstance(value, bytes) else str(value).encode()
-            tail = build_tail(self._pos, descriptor, self._columns, version=self._footer_version)
+            tail = build_tail(self._pos, descriptor, self._columns, self._global_buffers,
+                              version=self._footer_version)
             self._out.write(tail)
             self._pos += len(tail)
             self._out.close()

@@ -48,7 +48,7 @@ from lance_format.dataset.evolution.new_column_writes import commit_with_new_col
 from lance_format.dataset.sql.filter import to_expression
 from lance_format.dataset.writing.fragment_sink import resolve_storage_version
 from lance_format.errors import DatasetAlreadyExistsError, DuplicateCommitError, InvalidInputError, SchemaMismatchError
-from lance_format.file import LanceFileWriter
+from lance_format.file.writer import LanceFileWriter
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.table.commit import CommittedVersion
 from lance_format.table.transaction import COMMIT_MESSAGE_KEY

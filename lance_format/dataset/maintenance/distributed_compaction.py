@@ -120,6 +120,10 @@ class RewriteResult:
     original_fragments: list[FragmentMetadata]
     metrics: CompactionMetrics = field(default_factory=CompactionMetrics)
 
+    def __repr__(self) -> str:  # pylance's repr names the originals old_fragments
+        return (f"RewriteResult(read_version={self.read_version}, new_fragments={self.new_fragments!r}, "
+                f"old_fragments={self.original_fragments!r})")
+
     def json(self) -> str:
         return json.dumps({"metrics": vars(self.metrics), "new_fragments": _fragments_json(self.new_fragments),
                            "read_version": self.read_version,
@@ -143,6 +147,9 @@ class CompactionTask:
     read_version: int
     fragments: list[FragmentMetadata]
     options: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"CompactionTask(read_version={self.read_version}, fragments={self.fragments!r})"
 
     def execute(self, dataset: "LanceDataset") -> RewriteResult:
         """Rewrite this task's fragments into new data files of ``dataset`` (uncommitted).
@@ -197,6 +204,9 @@ class CompactionPlan:
 
     def num_tasks(self) -> int:
         return len(self.tasks)
+
+    def __repr__(self) -> str:
+        return f"CompactionPlan(read_version={self.read_version}, tasks=<{len(self.tasks)} compaction tasks>)"
 
     def json(self) -> str:
         return json.dumps({"tasks": [{"fragments": _fragments_json(t.fragments)} for t in self.tasks],

@@ -32,6 +32,11 @@ def as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
     ):
         # Datasets (pyarrow's, Lance's, ours): stream their batches.
         data = data.scanner().to_reader()
+    elif not isinstance(data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)) and callable(
+        getattr(data, "to_reader", None)
+    ):
+        # Scanners (pyarrow's, Lance's, ours): stream what they scan.
+        data = data.to_reader()
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):

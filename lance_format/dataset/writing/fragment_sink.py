@@ -161,6 +161,7 @@ class FragmentSink:
         targets: Sequence[WriteTarget] | None = None,
         new_table: bool = False,
         on_file: Callable[[str, table_pb2.DataFragment], None] | None = None,
+        begin_with_file: bool = False,
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise InvalidInputError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -184,6 +185,8 @@ class FragmentSink:
         self.bytes = 0
         # ("begin", fragment) when a file opens, ("complete", fragment) when it is finished
         self._on_file = on_file
+        # pylance's LanceFragment.create reports the file it opens with "begin" (write_dataset does not)
+        self._begin_with_file = begin_with_file
 
     @property
     def paths(self) -> list[str]:
@@ -200,7 +203,13 @@ class FragmentSink:
         self._current = _file_writer(target.store, path, self._schema, self._version, self._dictionaries)
         self._current_rows = 0
         if self._on_file is not None:  # like pylance: the fragment to come, still without files
-            self._on_file("begin", table_pb2.DataFragment())
+            begun = table_pb2.DataFragment()
+            if self._begin_with_file and self._numbers is not None:
+                opened = begun.files.add(path=name, file_major_version=self._numbers[0],
+                                         file_minor_version=self._numbers[1])
+                if target.base_id is not None:
+                    opened.base_id = target.base_id
+            self._on_file("begin", begun)
         return self._current
 
     def _close(self) -> None:
@@ -308,6 +317,7 @@ def write_fragments(
     targets: Sequence[WriteTarget] | None = None,
     new_table: bool = False,
     on_file: Callable[[str, table_pb2.DataFragment], None] | None = None,
+    begin_with_file: bool = False,
 ) -> tuple[list[table_pb2.DataFragment], FragmentSink]:
     """Write all batches of ``reader`` as new fragments (uncommitted; ids 0).
 
@@ -317,7 +327,8 @@ def write_fragments(
     target = schema.to_arrow()
     writer = FragmentSink(store, schema, storage_version, prefix=write_prefix(new_write_id()),
                           max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
-                          targets=targets, new_table=new_table, on_file=on_file)
+                          targets=targets, new_table=new_table, on_file=on_file,
+                          begin_with_file=begin_with_file)
     try:
         for batch in reader:
             if batch.num_rows:

@@ -71,7 +71,7 @@ def _progress_hook(progress: Any) -> Callable[[str, table_pb2.DataFragment], Non
 
 
 def write_dataset(
-    data: Any,
+    data_obj: Any,
     uri: "str | os.PathLike[str] | ObjectStore | LanceDataset",
     schema: pa.Schema | None = None,
     mode: str = "create",
@@ -93,7 +93,7 @@ def write_dataset(
     progress: Any = None,
     **options: Any,
 ) -> LanceDataset:
-    """Write ``data`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
+    """Write ``data_obj`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
 
     ``storage_options``: object-store settings with Lance's keys, for ``s3://`` URIs (and the
     bases). ``initial_bases`` (mode ``create`` only): base paths the new table registers.
@@ -142,7 +142,7 @@ def write_dataset(
     bases = new_base_protos(initial_bases, [], table=store.uri) if initial_bases is not None else []
     registered = bases if existing is None else list(existing[1].manifest.base_paths)
     targets = _targets(store, registered, target_bases, target_all_bases)
-    reader = as_reader(data, schema)
+    reader = as_reader(data_obj, schema)
     append_to = existing[1].manifest if existing is not None and mode == "append" else None
     previous = existing[1].manifest.data_format.version if existing is not None else None
     table_schema, storage_version = write_target(append_to, reader.schema, data_storage_version, previous,

@@ -1,0 +1,405 @@
+"""pylance's ``lance.file`` API: :class:`LanceFileReader`, :class:`LanceFileWriter` and
+:class:`LanceFileSession` over paths and URIs, with pylance's constructors and methods.
+
+These wrap the engine's own file classes (:class:`lance_format.file.reader.LanceFileReader`,
+which takes an object store and column plans, and :class:`lance_format.file.writer.LanceFileWriter`,
+which takes a :class:`~lance_format.schema.LanceSchema`); ``lance_format.file`` exports these
+pylance-shaped ones, so code written for ``lance.file`` runs unchanged. New files are file version
+2.2 (:func:`stable_version`) unless ``version`` says otherwise; errors are pylance's builtin kinds
+(``ValueError`` for bad requests) through :mod:`lance_format.errors`.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Union
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf import text_format
+
+from lance_format.errors import InvalidInputError
+from lance_format.file.plans import ColumnPlan, plans_for_schema, structural_plans_for_schema
+from lance_format.file.reader import LanceFileReader as _EngineReader
+from lance_format.file.writer import LanceFileWriter as _EngineWriter
+from lance_format.io import ObjectStore, object_store_for
+from lance_format.proto import encodings_v2_0_pb2, encodings_v2_1_pb2
+from lance_format.schema import LanceSchema
+
+_STABLE_VERSION = "2.2"
+# pylance's version spellings; the engine writer knows "2.0", "2.1", "2.2"
+_VERSION_ALIASES = {"stable": _STABLE_VERSION, "next": _STABLE_VERSION, "2": "2.0", "0.3": "2.0"}
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def stable_version() -> str:
+    """The file version new files get when none is asked for (pylance: ``"2.2"``)."""
+    return _STABLE_VERSION
+
+
+def _split_path(path: PathLike) -> tuple[str, str]:
+    """``(directory URI, file name)`` of a file path or URI."""
+    text = os.fspath(path)
+    if "://" in text:
+        parent, _, name = text.rstrip("/").rpartition("/")
+        return parent, name
+    absolute = os.path.abspath(text)
+    return os.path.dirname(absolute), os.path.basename(absolute)
+
+
+# -- metadata --------------------------------------------------------------------------------------
+
+
+@dataclass
+class LanceBufferDescriptor:
+    """Where one buffer lies in the file."""
+
+    position: int
+    size: int
+
+
+@dataclass
+class LancePageMetadata:
+    """One page: its buffers and its encoding (rendered as text)."""
+
+    buffers: list[LanceBufferDescriptor]
+    encoding: str
+
+
+@dataclass
+class LanceColumnMetadata:
+    """One column: its column-wide buffers and its pages."""
+
+    column_buffers: list[LanceBufferDescriptor]
+    pages: list[LancePageMetadata]
+
+
+@dataclass
+class LanceFileMetadata:
+    """What a file's footer and tables describe (pylance's ``LanceFileMetadata``)."""
+
+    schema: pa.Schema
+    num_rows: int
+    num_data_bytes: int
+    num_column_metadata_bytes: int
+    num_global_buffer_bytes: int
+    global_buffers: list[LanceBufferDescriptor]
+    columns: list[LanceColumnMetadata]
+    major_version: int
+    minor_version: int
+
+
+@dataclass
+class LanceColumnStatistics:
+    """Pages and page bytes of one column."""
+
+    num_pages: int
+    size_bytes: int
+
+
+@dataclass
+class LanceFileStatistics:
+    """Per-column statistics of a file (pylance's ``LanceFileStatistics``)."""
+
+    columns: list[LanceColumnStatistics] = field(default_factory=list)
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+class ReaderResults:
+    """What a read returned, as a table or as batches of ``batch_size`` rows."""
+
+    def __init__(self, table: pa.Table, batch_size: int) -> None:
+        if batch_size < 1:
+            raise InvalidInputError(f"batch_size must be positive, got {batch_size}")
+        self._table = table
+        self._batch_size = int(batch_size)
+
+    def to_table(self) -> pa.Table:
+        return self._table
+
+    def to_batches(self) -> pa.RecordBatchReader:
+        batches = self._table.to_batches(max_chunksize=self._batch_size)
+        return pa.RecordBatchReader.from_batches(self._table.schema, batches)
+
+
+class LanceFileReader:
+    """Reads one Lance data file (pylance's ``lance.file.LanceFileReader``)."""
+
+    def __init__(self, path: PathLike, storage_options: Optional[Mapping[str, str]] = None,
+                 columns: Optional[list[str]] = None, *, namespace_client: Any = None, table_id: Any = None,
+                 _store: Optional[ObjectStore] = None) -> None:
+        if namespace_client is not None or table_id is not None:
+            raise InvalidInputError("LanceFileReader(namespace_client=..., table_id=...) is not supported here")
+        if _store is None:
+            parent, name = _split_path(path)
+            _store = object_store_for(parent, storage_options)
+        else:
+            name = os.fspath(path)
+        self._reader = _EngineReader(_store, name)
+        schema = self._reader.lance_schema()
+        plans: list[ColumnPlan] = (structural_plans_for_schema(schema) if self._reader.structural
+                                   else plans_for_schema(schema))
+        if columns is not None:
+            by_name = {p.field.name: p for p in plans}
+            missing = [c for c in columns if c not in by_name]
+            if missing:
+                raise InvalidInputError(f"columns {missing} are not in the file (it has {list(by_name)})",
+                                        path=name)
+            plans = [by_name[c] for c in columns]
+        self._plans = plans
+        self._file_schema = schema.to_arrow()
+        self._schema = pa.schema([p.field for p in plans], metadata=self._file_schema.metadata)
+
+    def _results(self, arrays: list[pa.Array], batch_size: int) -> ReaderResults:
+        return ReaderResults(pa.Table.from_arrays(arrays, schema=self._schema), batch_size)
+
+    def read_all(self, *, batch_size: int = 1024, batch_readahead: int = 16) -> ReaderResults:
+        """Every row of the file."""
+        return self._results(self._reader.read_range(self._plans, 0, self._reader.num_rows), batch_size)
+
+    def read_range(self, start: int, num_rows: int, *, batch_size: int = 1024, batch_readahead: int = 16
+                   ) -> ReaderResults:
+        """Rows ``[start, start + num_rows)``."""
+        return self._results(self._reader.read_range(self._plans, int(start), int(start) + int(num_rows)),
+                             batch_size)
+
+    def take_rows(self, indices: Any, *, batch_size: int = 1024, batch_readahead: int = 16) -> ReaderResults:
+        """The rows at ``indices``, which must be in ascending order (as in pylance)."""
+        positions = np.asarray(indices, dtype=np.int64)
+        if positions.size > 1 and bool(np.any(positions[1:] < positions[:-1])):
+            at = int(np.argmax(positions[1:] < positions[:-1]))
+            raise InvalidInputError(f"Indices must be sorted in ascending order for file API, got "
+                                    f"{int(positions[at])} > {int(positions[at + 1])}")
+        return self._results(self._reader.take(self._plans, positions), batch_size)
+
+    def num_rows(self) -> int:
+        """The number of rows in the file."""
+        return self._reader.num_rows
+
+    def metadata(self) -> LanceFileMetadata:
+        """The file's layout: schema, versions, buffers, columns and pages."""
+        meta = self._reader.metadata
+        footer = meta.footer
+        global_bytes = sum(size for _, size in meta.global_buffers)
+        columns = [
+            LanceColumnMetadata(
+                column_buffers=[LanceBufferDescriptor(int(p), int(s))
+                                for p, s in zip(column.buffer_offsets, column.buffer_sizes)],
+                pages=[LancePageMetadata(
+                    buffers=[LanceBufferDescriptor(int(p), int(s)) for p, s in zip(page.buffer_offsets,
+                                                                                   page.buffer_sizes)],
+                    encoding=self._encoding_text(page)) for page in column.pages],
+            )
+            for column in meta.columns
+        ]
+        return LanceFileMetadata(
+            schema=self._file_schema,
+            num_rows=self._reader.num_rows,
+            num_data_bytes=footer.column_meta_start - global_bytes,
+            num_column_metadata_bytes=footer.gbo_table_start - footer.column_meta_start,
+            num_global_buffer_bytes=global_bytes,
+            global_buffers=[LanceBufferDescriptor(p, s) for p, s in meta.global_buffers],
+            columns=columns,
+            major_version=footer.major,
+            minor_version=footer.minor,
+        )
+
+    def _encoding_text(self, page: Any) -> str:
+        """A page's encoding proto in text form (pylance prints its Rust rendering)."""
+        message_cls = encodings_v2_1_pb2.PageLayout if self._reader.structural else encodings_v2_0_pb2.ArrayEncoding
+        raw = self._reader.page_encoding(page, message_cls, None) if page.HasField("encoding") else None
+        if raw is None:
+            return ""
+        return f"{message_cls.__name__} {{\n{text_format.MessageToString(raw, indent=4)}}}"
+
+    def file_statistics(self) -> LanceFileStatistics:
+        """Pages and page bytes of each column."""
+        return LanceFileStatistics([
+            LanceColumnStatistics(num_pages=len(column.pages),
+                                  size_bytes=sum(sum(page.buffer_sizes) for page in column.pages))
+            for column in self._reader.metadata.columns
+        ])
+
+    def read_global_buffer(self, index: int) -> bytes:
+        """The bytes of global buffer ``index`` (0 is the file's schema descriptor)."""
+        return self._reader.read_global_buffer(int(index))
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+class LanceFileWriter:
+    """Writes one Lance data file (pylance's ``lance.file.LanceFileWriter``); the schema comes
+    from the first batch when none is given. ``size_bytes`` is the file's size once closed.
+    A writer dropped without ``close`` leaves no file behind, as in pylance."""
+
+    def __init__(self, path: PathLike, schema: Optional[pa.Schema] = None, *,
+                 data_cache_bytes: Optional[int] = None, version: Optional[str] = None,
+                 storage_options: Optional[Mapping[str, str]] = None, namespace_client: Any = None,
+                 table_id: Any = None, max_page_bytes: Optional[int] = None,
+                 _store: Optional[ObjectStore] = None, **kwargs: Any) -> None:
+        if namespace_client is not None or table_id is not None:
+            raise InvalidInputError("LanceFileWriter(namespace_client=..., table_id=...) is not supported here")
+        if _store is None:
+            parent, name = _split_path(path)
+            _store = object_store_for(parent, storage_options)
+        else:
+            name = os.fspath(path)
+        self._store, self._path = _store, name
+        self._version = _VERSION_ALIASES.get(version or "stable", version) or _STABLE_VERSION
+        self._max_page_bytes = max_page_bytes
+        self._metadata: dict[str, str] = {}
+        self._global_buffers: list[bytes] = []
+        self._writer: Optional[_EngineWriter] = None
+        self._lock = threading.Lock()
+        self._rows = 0
+        self.closed = False
+        self.size_bytes: Optional[int] = None
+        if schema is not None:
+            self._open(schema)
+
+    def _open(self, schema: pa.Schema) -> _EngineWriter:
+        options: dict[str, Any] = {"version": self._version}
+        # only 2.0 splits pages on write at max_page_bytes (pylance's 2.1+ writers split on read)
+        if self._version in ("2.0", "v2.0") and self._max_page_bytes:
+            options["max_page_bytes"] = int(self._max_page_bytes)
+        self._writer = _EngineWriter(self._store, self._path, LanceSchema.from_arrow(schema), **options)
+        for data in self._global_buffers:
+            self._writer.add_global_buffer(data)
+        return self._writer
+
+    def write_batch(self, batch: Union[pa.RecordBatch, pa.Table]) -> None:
+        """Append a batch or a table (safe to call from several threads)."""
+        if self.closed:
+            raise InvalidInputError("the file writer is already closed", path=self._path)
+        pieces = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        with self._lock:
+            writer = self._writer or self._open(batch.schema)
+            for piece in pieces:
+                writer.write_batch(piece)
+                self._rows += piece.num_rows
+
+    def add_schema_metadata(self, key: str, value: str) -> None:
+        """A key/value pair for the file's schema metadata (written on close)."""
+        self._metadata[str(key)] = str(value)
+
+    def add_global_buffer(self, data: bytes) -> int:
+        """Write ``data`` as a global buffer of the file; its index (the first is 1)."""
+        with self._lock:
+            if self._writer is not None:
+                return self._writer.add_global_buffer(bytes(data))
+            self._global_buffers.append(bytes(data))
+            return len(self._global_buffers)
+
+    def close(self) -> Optional[int]:
+        """Finish the file; the number of rows written. Closing again does nothing."""
+        if self.closed:
+            return None
+        with self._lock:
+            if self._writer is None:
+                self.closed = True
+                raise InvalidInputError("Schema is unknown and file cannot be created", path=self._path)
+            self.closed = True
+            self._writer.schema.metadata.update({k: v.encode() for k, v in self._metadata.items()})
+            written = self._writer.finish()
+        self.size_bytes = written.size_bytes
+        return self._rows
+
+    def __enter__(self) -> "LanceFileWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # pylance aborts the upload of a writer dropped unclosed: no partial file remains
+        writer = getattr(self, "_writer", None)
+        if writer is not None and not getattr(self, "closed", True):
+            try:
+                writer.abort()
+            except Exception:  # noqa: BLE001 - best effort while the interpreter may be shutting down
+                pass
+
+
+# -- sessions --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ListResult:
+    """One directory level: child "directories" and files (pylance's ``ListResult``)."""
+
+    common_prefixes: list[str]
+    objects: list[str]
+
+
+class LanceFileSession:
+    """Readers, writers and objects under ``base_path``, sharing one object store (pylance's
+    ``lance.file.LanceFileSession``). Paths are relative to the base path."""
+
+    def __init__(self, base_path: Union[PathLike, ObjectStore], storage_options: Optional[Mapping[str, str]] = None,
+                 namespace_client: Any = None, table_id: Any = None) -> None:
+        if namespace_client is not None or table_id is not None:
+            raise InvalidInputError("LanceFileSession(namespace_client=..., table_id=...) is not supported here")
+        self._store = object_store_for(base_path if isinstance(base_path, ObjectStore) else os.fspath(base_path),
+                                       storage_options)
+
+    def open_reader(self, path: str, columns: Optional[list[str]] = None) -> LanceFileReader:
+        return LanceFileReader(path, columns=columns, _store=self._store)
+
+    def open_writer(self, path: str, *, schema: Optional[pa.Schema] = None, data_cache_bytes: Optional[int] = None,
+                    version: Optional[str] = None, keep_original_array: Optional[bool] = None,
+                    max_page_bytes: Optional[int] = None) -> LanceFileWriter:
+        return LanceFileWriter(path, schema, version=version, max_page_bytes=max_page_bytes, _store=self._store)
+
+    def contains(self, path: str) -> bool:
+        return self._store.exists(path)
+
+    def list(self, path: Optional[str] = None) -> list[str]:
+        """Every file under ``path`` (recursively), as paths relative to the base path."""
+        infos = self._store.list_files(path or "", recursive=True)
+        return [self._store.relative_path(i) for i in infos]
+
+    def list_with_delimiter(self, path: Optional[str] = None) -> ListResult:
+        """The direct children of ``path``: "directories" (prefixes of deeper files) and files."""
+        base = (path or "").strip("/")
+        prefixes, objects = set(), []
+        for relative in self.list(base or None):
+            rest = relative[len(base) + 1:] if base else relative
+            head, _, tail = rest.partition("/")
+            child = posixpath.join(base, head) if base else head
+            if tail:
+                prefixes.add(child)
+            else:
+                objects.append(child)
+        return ListResult(sorted(prefixes), sorted(objects))
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of an object, from ``offset``."""
+        if length <= 0:
+            return b""
+        return bytes(self._store.read_ranges(path, [(int(offset), int(length))])[0])
+
+    def delete_file(self, path: str) -> None:
+        self._store.delete(path)
+
+    def upload_file(self, local_path: PathLike, remote_path: str) -> None:
+        with open(local_path, "rb") as source:
+            self._store.write_bytes(remote_path, source.read())
+
+    def download_file(self, remote_path: str, local_path: PathLike) -> None:
+        data = self._store.read_bytes(remote_path)
+        with open(local_path, "wb") as target:
+            target.write(data)
+
+
+__all__ = [
+    "LanceFileReader", "LanceFileWriter", "LanceFileSession", "ReaderResults", "ListResult", "LanceFileMetadata",
+    "LanceColumnMetadata", "LancePageMetadata", "LanceBufferDescriptor", "LanceFileStatistics",
+    "LanceColumnStatistics", "stable_version",
+]
