@@ -111,6 +111,12 @@ class InvalidInputError(LanceError, ValueError):
     """An argument is invalid (bad mode, bad filter, bad path)."""
 
 
+class NewColumnDataError(SchemaMismatchError, InvalidInputError):
+    """Data for new columns does not fit the table: a stream with fewer or more rows than the
+    table has, or a UDF output whose schema is not the expected one (pylance: ``OSError`` from
+    ``add_columns``, ``ValueError`` from ``LanceFragment.merge_columns``)."""
+
+
 class EmptyDataError(InvalidInputError, OSError):
     """There is nothing to write: data without columns, or no rows where a fragment needs some
     (pylance: ``OSError``)."""
@@ -153,6 +159,7 @@ __all__ = [
     "InvalidInputError",
     "ArgumentTypeError",
     "EmptyDataError",
+    "NewColumnDataError",
     "PathEscapeError",
     "BranchError",
     "StorageAccessError",

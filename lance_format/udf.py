@@ -1,7 +1,8 @@
 """pylance's ``batch_udf``: a function of a record batch that ``add_columns`` runs per batch.
 
-``@batch_udf(output_schema=...)`` wraps the function in a :class:`BatchUDF`, which checks each
-output against the declared schema (names and types, cast where Arrow casts safely).
+``@batch_udf(output_schema=...)`` wraps the function in a :class:`BatchUDF`; ``add_columns``
+checks that each output has exactly that schema. Without one, the schema of the function's
+output for the table's first row becomes the BatchUDF's ``output_schema`` (as in pylance).
 
 ``checkpoint_file`` (pylance's :class:`BatchUDFCheckpoint`, the same SQLite tables): ``add_columns``
 saves each batch's result, and each fragment's finished new data file, as it goes; run again
@@ -20,7 +21,7 @@ from typing import Any, Callable, NamedTuple
 
 import pyarrow as pa
 
-from lance_format.errors import SchemaMismatchError
+from lance_format.errors import NewColumnDataError
 
 
 class BatchUDFCheckpoint:
@@ -83,23 +84,27 @@ class BatchUDF:
         self.cache = BatchUDFCheckpoint(checkpoint_file) if checkpoint_file is not None else None
         self.__name__ = getattr(func, "__name__", "batch_udf")
 
-    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        out = self.func(batch)
-        if not isinstance(out, pa.RecordBatch):
-            out = pa.RecordBatch.from_pandas(out, preserve_index=False) if hasattr(out, "to_numpy") else \
-                pa.RecordBatch.from_pydict(out)
-        if self.output_schema is None:
-            return out
-        if out.schema.names != self.output_schema.names:
-            raise SchemaMismatchError(f"the UDF returned columns {out.schema.names}, its output_schema declares "
-                                      f"{self.output_schema.names}")
-        if not out.schema.equals(self.output_schema):
-            try:
-                return pa.RecordBatch.from_arrays([c.cast(f.type) for c, f in zip(out.columns, self.output_schema)],
-                                                  schema=self.output_schema)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise SchemaMismatchError(f"the UDF's output does not fit its output_schema: {exc}") from None
+    def __call__(self, batch: pa.RecordBatch) -> Any:
+        # the function itself, unchecked (as pylance's BatchUDF is called): users test it directly
+        return self.func(batch)
+
+
+def as_record_batch(out: Any) -> pa.RecordBatch:
+    """A UDF's result as a record batch: pandas frames (as pylance converts them) and dicts."""
+    if isinstance(out, pa.RecordBatch):
         return out
+    if hasattr(out, "to_numpy"):
+        return pa.RecordBatch.from_pandas(out)
+    return pa.RecordBatch.from_pydict(out)
+
+
+def checked_output(out: Any, expected: pa.Schema) -> pa.RecordBatch:
+    """``out`` as a record batch if its schema is exactly ``expected`` (pylance casts nothing)."""
+    batch = as_record_batch(out)
+    if batch.schema != expected:
+        raise NewColumnDataError("Output schema of function does not match the expected schema. "
+                                 f"Expected:\n{expected}\nGot:\n{batch.schema}")
+    return batch
 
 
 def batch_udf(output_schema: pa.Schema | None = None,
@@ -112,4 +117,4 @@ def batch_udf(output_schema: pa.Schema | None = None,
     return inner
 
 
-__all__ = ["BatchUDF", "BatchUDFCheckpoint", "batch_udf"]
+__all__ = ["BatchUDF", "BatchUDFCheckpoint", "as_record_batch", "batch_udf", "checked_output"]

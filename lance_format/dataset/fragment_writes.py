@@ -225,9 +225,9 @@ def merge_fragment_columns(
     """pylance's ``LanceFragment.merge_columns``: a new data file with new columns for this
     fragment, and the table schema with them; commit with ``LanceOperation.Merge``."""
     from lance_format.dataset.evolution.base import new_column_file
-    from lance_format.dataset.evolution.columns import _new_schema, _sql_batches, _udf_batches
+    from lance_format.dataset.evolution.columns import _new_schema, _sql_batches, _udf_batches, udf_output_schema
     from lance_format.dataset.mutations.base import Prepared, storage_version_of
-    from lance_format.dataset.sql.filter import to_value_expression
+    from lance_format.dataset.sql.filter import to_value_expression, value_nullable
     from lance_format.table.transaction import new_transaction
 
     ds = fragment._dataset
@@ -242,22 +242,20 @@ def merge_fragment_columns(
         for name, sql in value_func.items():
             expr, dtype, cols = to_value_expression(sql, ds.schema)
             exprs[name] = expr
-            fields.append(pa.field(name, dtype))
+            fields.append(pa.field(name, dtype, nullable=value_nullable(sql, ds.schema)))
             reads += [c for c in cols if c not in reads]
         arrow = pa.schema(fields)
         batches = _sql_batches(ds, fragment, exprs, reads, arrow, batch_size)
     elif callable(value_func):
-        generated = _udf_batches(ds, fragment, value_func, columns, batch_size)
-        first = next(generated, None)
-        if first is None:
-            raise InvalidInputError("the UDF produced no data", table=ds.uri)
-        arrow = first.schema
-
-        def chained() -> Any:
-            yield first
-            yield from generated
-
-        batches = chained()
+        if getattr(value_func, "cache", None) is not None:
+            raise InvalidInputError("A checkpoint file cannot be used when applying a UDF with "
+                                    "LanceFragment.merge_columns.  You must apply your own "
+                                    "checkpointing for fragment-level operations.", table=ds.uri)
+        try:
+            arrow = udf_output_schema(fragment, value_func, columns)
+        except InvalidInputError as exc:
+            raise exc.with_context(table=ds.uri) from None
+        batches = _udf_batches(ds, fragment, value_func, columns, batch_size, arrow)
     else:
         reader = as_reader(value_func, reader_schema)
         arrow = reader.schema

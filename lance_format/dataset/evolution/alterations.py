@@ -58,6 +58,39 @@ def _castable(source: pa.DataType, target: pa.DataType) -> bool:
     return False
 
 
+_ARROW_RS_NAMES = {
+    "int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64",
+    "uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+    "halffloat": "Float16", "float": "Float32", "double": "Float64", "bool": "Boolean",
+    "string": "Utf8", "large_string": "LargeUtf8", "string_view": "Utf8View",
+    "binary": "Binary", "large_binary": "LargeBinary", "date32[day]": "Date32", "date64[ms]": "Date64",
+}
+
+
+def arrow_rs_name(dtype: pa.DataType) -> str:
+    """The name pylance's messages give a type (arrow-rs's), e.g. ``Utf8`` for ``string``."""
+    return _ARROW_RS_NAMES.get(str(dtype), str(dtype))
+
+
+def _cast_values(array: pa.Array, target: pa.DataType, *, column: str, table: str) -> pa.Array:
+    """A checked cast; a value the target cannot hold is named as pylance names it
+    ("Can't cast value 1024 to type Int8")."""
+    try:
+        return cast_to(array, target, column=column, table=table)
+    except InvalidInputError:
+        try:
+            # the values that do not survive a round trip through the target type are the lost ones
+            back = pc.cast(pc.cast(array, target, safe=False), array.type, safe=False)
+            lost = pc.fill_null(pc.not_equal(array, back), False)
+            first = pc.index(lost, True).as_py()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            first = -1
+        if first < 0:
+            raise
+        raise InvalidInputError(f"Cast error: Can't cast value {array[first].as_py()} to type "
+                                f"{arrow_rs_name(target)}", table=table, column=column) from None
+
+
 def apply_alterations(
     ds: "LanceDataset", alterations: tuple[Mapping[str, Any], ...], properties, commit_message
 ) -> Prepared:
@@ -92,7 +125,8 @@ def apply_alterations(
             old_type = next(f for f in ds.lance_schema.fields if f.id == target.id).data_type
 
             if not old_type.equals(new_type) and not _castable(old_type, new_type):
-                raise InvalidInputError(f'Cannot cast column "{path}" from {old_type} to {new_type}',
+                raise InvalidInputError(f'Cannot cast column "{path}" from {arrow_rs_name(old_type)} to '
+                                        f'{arrow_rs_name(new_type)}',
                                         table=ds.uri, column=path)
             if not old_type.equals(new_type):
                 casts[target.id] = new_type
@@ -123,7 +157,7 @@ def apply_alterations(
 
     def cast_batches(fragment):
         for batch in ds.scanner(columns=old_names, fragments=[fragment]).to_batches():
-            columns = [cast_to(batch.column(i), f.type, column=f.name, table=ds.uri)
+            columns = [_cast_values(batch.column(i), f.type, column=f.name, table=ds.uri)
                        for i, f in enumerate(arrow_schema)]
             yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
 

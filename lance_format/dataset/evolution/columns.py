@@ -29,11 +29,12 @@ from lance_format.dataset.mutations.base import (
     storage_version_of,
     transaction_for,
 )
-from lance_format.dataset.sql.filter import to_value_expression
+from lance_format.dataset.sql.filter import is_typed_null, to_value_expression, value_nullable
 from lance_format.dataset.writing.arrow_input import as_reader
-from lance_format.errors import InvalidInputError, SchemaMismatchError
+from lance_format.errors import InvalidInputError, NewColumnDataError, SchemaMismatchError
 from lance_format.proto import file_pb2
 from lance_format.schema import LanceSchema
+from lance_format.udf import BatchUDF, as_record_batch, checked_output
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -47,13 +48,30 @@ def _new_schema(ds: "LanceDataset", arrow: pa.Schema) -> LanceSchema:
 
 
 def _sql_batches(ds, fragment, exprs: dict[str, Any], reads: list[str], arrow: pa.Schema, batch_size):
-    scanner = ds.scanner(columns=reads, fragments=[fragment], batch_size=batch_size)
+    # expressions of no column (constants) still need the fragment's row count: read row addresses
+    scanner = ds.scanner(columns=reads, fragments=[fragment], batch_size=batch_size, with_row_address=not reads)
     for batch in scanner.to_batches():
         columns = [evaluate(batch, exprs[f.name]).cast(f.type) for f in arrow]
         yield pa.RecordBatch.from_arrays(columns, schema=arrow)
 
 
-def _udf_batches(ds, fragment, udf: Callable, reads: list[str] | None, batch_size):
+def udf_output_schema(source: Any, udf: Callable, reads: list[str] | None) -> pa.Schema:
+    """The schema every output of ``udf`` must have: a BatchUDF's declared ``output_schema``, else
+    that of its output for the first row of ``source`` (a dataset or fragment), which a BatchUDF
+    then keeps as its ``output_schema`` (as pylance does)."""
+    declared = getattr(udf, "output_schema", None)
+    if declared is not None:
+        return declared
+    sample = next(iter(source.to_batches(limit=1, columns=reads)), None)
+    if sample is None:
+        raise InvalidInputError("cannot add columns with a UDF to a table without rows")
+    schema = as_record_batch(udf(sample)).schema
+    if isinstance(udf, BatchUDF):
+        udf.output_schema = schema
+    return schema
+
+
+def _udf_batches(ds, fragment, udf: Callable, reads: list[str] | None, batch_size, expected: pa.Schema):
     scanner = ds.scanner(columns=reads, fragments=[fragment], batch_size=batch_size)
     cache: Any = getattr(udf, "cache", None)  # a BatchUDF's checkpoint (pylance's BatchUDFCheckpoint)
     for index, batch in enumerate(scanner.to_batches()):
@@ -62,10 +80,7 @@ def _udf_batches(ds, fragment, udf: Callable, reads: list[str] | None, batch_siz
         if saved is not None:
             yield saved
             continue
-        out = udf(batch)
-        if not isinstance(out, pa.RecordBatch):
-            out = pa.RecordBatch.from_pandas(out, preserve_index=False) if hasattr(out, "to_numpy") else \
-                pa.RecordBatch.from_pydict(out)
+        out = checked_output(udf(batch), expected)
         if out.num_rows != batch.num_rows:
             raise InvalidInputError(f"the UDF returned {out.num_rows} rows for a batch of {batch.num_rows}",
                                     table=ds.uri)
@@ -75,7 +90,7 @@ def _udf_batches(ds, fragment, udf: Callable, reads: list[str] | None, batch_siz
 
 
 def _udf_fragment_files(current: "LanceDataset", udf: Callable, read_columns: list[str] | None, batch_size,
-                        prepared: Prepared) -> tuple[list, LanceSchema | None]:
+                        prepared: Prepared) -> tuple[list, LanceSchema]:
     """Each fragment with a new data file of the UDF's columns, and the new fields' schema.
 
     With a checkpoint, a fragment finished by an earlier, failed run is taken from it, and a
@@ -83,27 +98,19 @@ def _udf_fragment_files(current: "LanceDataset", udf: Callable, read_columns: li
     fails (the next run needs it)."""
     cache: Any = getattr(udf, "cache", None)
     metas: list = []
-    new: LanceSchema | None = None
-    declared = getattr(udf, "output_schema", None)
-    if declared is not None:
-        new = _new_schema(current, declared)
+    try:
+        expected = udf_output_schema(current, udf, read_columns)
+    except InvalidInputError as exc:
+        raise exc.with_context(table=current.uri) from None
+    new = _new_schema(current, expected)
     for fragment in current.get_fragments():
         saved = None if cache is None else cache.get_fragment(fragment.fragment_id)
         if saved is not None:
             metas.append(fragment_to_proto(FragmentMetadata.from_json(saved)))
             continue
-        gen = _udf_batches(current, fragment, udf, read_columns, batch_size)
-        first = next(gen, None)
-        if first is None:
-            raise InvalidInputError("the UDF produced no data", table=current.uri)
-        new = new or _new_schema(current, first.schema)
-
-        def chain(head=first, rest=gen):
-            yield head
-            yield from rest
-
         kept = len(prepared.aborts)
-        metas.append(new_column_file(current, fragment, new, chain(), prepared))
+        batches = _udf_batches(current, fragment, udf, read_columns, batch_size, expected)
+        metas.append(new_column_file(current, fragment, new, batches, prepared))
         if cache is not None:
             cache.insert_fragment(fragment.fragment_id, json.dumps(fragment_from_proto(metas[-1]).to_json()))
             del prepared.aborts[kept:]
@@ -123,7 +130,7 @@ class _AlignedReader:
             if self._pending is None:
                 self._pending = next(self._it, None)
                 if self._pending is None:
-                    raise InvalidInputError("Stream ended before producing values for all rows in dataset",
+                    raise NewColumnDataError("Stream ended before producing values for all rows in dataset",
                                             table=self._table)
             batch = self._pending
             piece = batch.slice(0, min(n, batch.num_rows))
@@ -136,7 +143,7 @@ class _AlignedReader:
         rest = self._pending.num_rows if self._pending is not None else 0
         rest += sum(b.num_rows for b in self._it)
         if rest:
-            raise InvalidInputError("Stream produced more values than expected for dataset", table=self._table)
+            raise NewColumnDataError("Stream produced more values than expected for dataset", table=self._table)
 
 
 def add_columns(
@@ -172,21 +179,21 @@ def add_columns(
             exprs, reads, fields = {}, [], []
             for name, sql in transforms.items():
                 expr, dtype, cols = to_value_expression(sql, current.schema)
-                if pa.types.is_null(dtype):
-                    raise InvalidInputError(f"cannot infer a type for column {name!r} from {sql!r}",
-                                            table=current.uri, column=name)
                 exprs[name] = expr
-                fields.append(pa.field(name, dtype))
+                fields.append(pa.field(name, dtype, nullable=value_nullable(sql, current.schema)))
                 reads += [c for c in cols if c not in reads]
             arrow = pa.schema(fields)
             new = _new_schema(current, arrow)
-            metas = [new_column_file(current, f, new, _sql_batches(current, f, exprs, reads, arrow, batch_size),
-                                    prepared) for f in fragments]
+            if all(is_typed_null(sql) for sql in transforms.values()) and \
+                    storage_version_of(current) != "0.1":
+                # only CAST(NULL AS t) columns: metadata only, as pylance (readers fill in nulls)
+                metas = [f.proto for f in fragments]
+            else:
+                metas = [new_column_file(current, f, new,
+                                         _sql_batches(current, f, exprs, reads, arrow, batch_size), prepared)
+                         for f in fragments]
         elif callable(transforms):
-            metas, udf_schema = _udf_fragment_files(current, transforms, read_columns, batch_size, prepared)
-            if udf_schema is None:
-                raise InvalidInputError("cannot add columns with a UDF to a table without rows", table=current.uri)
-            new = udf_schema
+            metas, new = _udf_fragment_files(current, transforms, read_columns, batch_size, prepared)
         else:
             reader = as_reader(transforms, reader_schema)
             new = _new_schema(current, reader.schema)
@@ -318,9 +325,12 @@ def alter_columns(ds: "LanceDataset", *alterations: Mapping[str, Any], transacti
     for alteration in alterations:
         if not isinstance(alteration, Mapping) or "path" not in alteration:
             raise InvalidInputError("each alteration must be a dict with a 'path'", table=ds.uri)
-        unknown = set(alteration) - {"path", "name", "nullable", "data_type"}
+        unknown = [key for key in alteration if key not in ("path", "name", "nullable", "data_type")]
         if unknown:
-            raise InvalidInputError(f"unknown alteration keys {sorted(unknown)}", table=ds.uri)
+            raise InvalidInputError(f"Unknown key: {unknown[0]}. Valid keys are name, nullable, and data_type.",
+                                    table=ds.uri)
+        if all(alteration.get(key) is None for key in ("name", "nullable", "data_type")):
+            raise InvalidInputError("At least one of name, nullable, or data_type must be specified", table=ds.uri)
 
     def prepare(current: "LanceDataset") -> Prepared:
         return apply_alterations(current, alterations, transaction_properties, commit_message)

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import sqlglot
+from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from lance_format.dataset.sql.translate import (
@@ -132,6 +133,9 @@ def to_value_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa.
     """
     if not isinstance(sql, str):
         raise InvalidInputError(f"a SQL expression must be a string, got {type(sql).__name__}")
+    if sql in schema.names:
+        # an expression that is exactly a column's name is that column, even "0" (as in pylance)
+        sql = "`" + sql.replace("`", "``") + "`"
     translator = Translator(sql, schema)
     if not sql.strip():
         raise InvalidInputError("Invalid SQL expression: the expression is empty")
@@ -144,3 +148,44 @@ def to_value_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa.
     found = translator.referenced
     columns = [n for n in schema.names if n in found] + [n for n in SYSTEM_COLUMNS if n in found and n not in schema.names]
     return node.expr, dtype, columns
+
+
+def is_typed_null(sql: str) -> bool:
+    """Whether ``sql`` is ``CAST(NULL AS <type>)``: a new column pylance adds without writing data."""
+    try:
+        tree = sqlglot.parse_one(sql, read=LanceFilterDialect)
+    except SqlglotError:
+        return False
+    return isinstance(tree, (exp.Cast, exp.TryCast)) and isinstance(tree.this, exp.Null)
+
+
+def value_nullable(sql: str, schema: pa.Schema) -> bool:
+    """Whether a new column defined by ``sql`` is nullable, by DataFusion's rules as pylance
+    applies them: literals are not null, columns as declared, operators and casts null when an
+    operand is, ``coalesce`` when all its arguments are, other functions always may be."""
+    if sql in schema.names:
+        return schema.field(sql).nullable
+    try:
+        tree = sqlglot.parse_one(sql, read=LanceFilterDialect)
+    except SqlglotError:
+        return True
+    return _nullable(tree, schema)
+
+
+def _nullable(node: exp.Expr, schema: pa.Schema) -> bool:
+    if isinstance(node, exp.Null):
+        return True
+    if isinstance(node, (exp.Literal, exp.Boolean)):
+        return False
+    if isinstance(node, exp.Column):
+        names = [p.name for p in node.parts]
+        matches = [f for f in schema if f.name == names[0]] or [f for f in schema if f.name.lower() == names[0].lower()]
+        return len(names) != 1 or len(matches) != 1 or matches[0].nullable
+    if isinstance(node, exp.Is):  # IS [NOT] NULL / TRUE / FALSE
+        return False
+    if isinstance(node, exp.Coalesce):
+        return all(_nullable(arg, schema) for arg in [node.this, *node.expressions])
+    if isinstance(node, (exp.Cast, exp.Paren, exp.Neg, exp.Not, exp.Binary, exp.Between, exp.In)) and \
+            not isinstance(node, exp.TryCast):
+        return any(_nullable(child, schema) for child in node.iter_expressions() if not isinstance(child, exp.DataType))
+    return True

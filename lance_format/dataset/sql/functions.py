@@ -136,6 +136,18 @@ class FunctionTranslations:
         return node.literal.as_py()
 
     # -- strings ---------------------------------------------------------------------------------
+    def _visit_CurrentDate(self, node: exp.CurrentDate) -> "_Node":
+        # DataFusion's current_date() is the UTC date when the query is planned
+        today = datetime.datetime.now(datetime.timezone.utc).date()
+        return self._node(pc.scalar(pa.scalar(today, pa.date32())))
+
+    def _visit_CurrentTimestamp(self, node: exp.CurrentTimestamp) -> "_Node":
+        return self._now()
+
+    def _now(self) -> "_Node":
+        now = datetime.datetime.now(datetime.timezone.utc)
+        return self._node(pc.scalar(pa.scalar(now, pa.timestamp("ns", "+00:00"))))
+
     def _visit_StartsWith(self, node: exp.StartsWith) -> "_Node":
         value, prefix = self.visit(node.this), self.visit(node.expression)
         return self._node(pc.starts_with(value.expr, pattern=self._literal_value(prefix, "starts_with's prefix")))
@@ -418,8 +430,9 @@ class FunctionTranslations:
                 return self._node(pc.utf8_trim_whitespace(args[0].expr))
             return self._node(pc.utf8_trim(args[0].expr, characters=self._literal_value(args[1], "btrim's chars")))
         if name == "now" and not args:
-            now = datetime.datetime.now(datetime.timezone.utc)
-            return self._node(pc.scalar(pa.scalar(now, pa.timestamp("ns", "+00:00"))))
+            return self._now()
+        if name == "today" and not args:  # DataFusion's alias of current_date()
+            return self._visit_CurrentDate(exp.CurrentDate())
         if name == "to_timestamp" and len(args) == 1:
             dtype = self._type_of(args[0])
             if pa.types.is_integer(dtype):  # seconds since the epoch

@@ -114,6 +114,14 @@ class Translator(FunctionTranslations):
 
     # ------------------------------------------------------------------ entry points
     def translate(self) -> pc.Expression:
+        try:
+            return self._translate()
+        except InvalidInputError as exc:
+            # pylance's wording for every rejected filter; tests and users match on it
+            exc.reason = f"Invalid user input: {exc.reason}"
+            raise exc.with_context() from None
+
+    def _translate(self) -> pc.Expression:
         if not self.text.strip():
             raise InvalidInputError("Invalid SQL filter: the filter string is empty")
         try:
@@ -226,7 +234,8 @@ class Translator(FunctionTranslations):
                 return folded[0]
         available = ", ".join(self.schema.names + [n for n in SYSTEM_COLUMNS if n not in self.schema.names])
         raise InvalidInputError(
-            f"Unknown column {name!r} in SQL filter {self.text!r}; available columns: {available}",
+            f"No field named {name}: unknown column {name!r} in SQL filter {self.text!r}; "
+            f"available columns: {available}",
             column=name,
         )
 
