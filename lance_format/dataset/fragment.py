@@ -604,6 +604,9 @@ class LanceFragment:
                 if deleted_mask is not None and name in (ROW_ID, ROW_ADDRESS) and not keep_addresses:
                     values = pc.if_else(pa.array(deleted_mask[start:stop]), pa.scalar(None, pa.uint64()), values)
                 arrays.append(values)
+            if not arrays:  # no columns at all (pylance's columns=[]): the batch still counts rows
+                yield pa.RecordBatch.from_arrays([pa.nulls(len(offsets))], ["_"]).select([])
+                continue
             yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
     def take_physical(self, schema: LanceSchema, system_columns: list[str], offsets: np.ndarray) -> pa.RecordBatch:
