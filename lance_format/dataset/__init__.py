@@ -12,5 +12,6 @@ this layering.
 
 from lance_format.dataset.scan_options import ColumnOrdering
 from lance_format.table.auto_cleanup import AutoCleanupConfig
+from lance_format.table.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 
-__all__ = ["ColumnOrdering", "AutoCleanupConfig"]
+__all__ = ["ColumnOrdering", "AutoCleanupConfig", "LANCE_COMMIT_MESSAGE_KEY"]

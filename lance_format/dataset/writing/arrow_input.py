@@ -1,5 +1,5 @@
 """The inputs the write APIs accept (tables, batches, readers, Arrow streams, iterables of
-batches or tables, pandas frames, dicts of columns, lists of row dicts, datasets) turned into one
+batches or tables, pandas frames, dicts of columns, lists of row dicts, datasets, scanners) turned into one
 ``RecordBatchReader``, without materializing what streams; anything else is refused by type."""
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ def as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
     ):
         # Datasets (pyarrow's, Lance's, ours): stream their batches.
         data = data.scanner().to_reader()
+    elif hasattr(data, "projected_schema") and callable(getattr(data, "to_reader", None)):
+        data = data.to_reader()  # scanners (pyarrow's, pylance's, ours): stream what they read
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
