@@ -261,3 +261,51 @@ def test_optimize_enables_and_disables_auto_cleanup(tmp_path, engine):
     assert ds.version == 3 and ds.config() == {}
     other = lance if engine is lance_format else lance_format
     assert other.dataset(path).config() == {}
+
+
+def test_merge_insert_analyze_plan_reports_written_files(engine):
+    data = pa.table([pa.array([1, 2, 3, 4]), pa.array(["a", "b", "c", "d"])], names=["id", "value"])
+    ds = engine.write_dataset(data, "memory://analyze-merge")
+    builder = ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+    assert "MergeInsert" in builder.explain_plan() and "MergeInsert" in builder.explain_plan(verbose=True)
+    plan = builder.analyze_plan(pa.table([pa.array([1, 5]), pa.array(["x", "y"])], names=["id", "value"]))
+    metrics = re.search(r"^\s*MergeInsert:.*metrics=\[(.*?)\]", plan, re.MULTILINE)
+    assert metrics, plan
+    values = dict(item.split("=", 1) for item in metrics.group(1).split(", "))
+    assert (values["num_inserted_rows"], values["num_updated_rows"], values["num_files_written"]) == ("1", "1", "1")
+    assert int(values["bytes_written"]) > 0
+    assert ds.version == 1 and ds.count_rows() == 4  # analyzing commits nothing
+
+
+def test_merge_insert_bytes_written_match_pylance():
+    data = pa.table({"id": pa.array(range(50)), "value": [f"v{i}" for i in range(50)]})
+    source = pa.table({"id": pa.array([1, 70]), "value": ["x", "y"]})
+    written = []
+    for mod in ENGINES.values():
+        ds = mod.write_dataset(data, "memory://bytes-written")
+        plan = ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().analyze_plan(source)
+        written.append(re.search(r"bytes_written=(\d+)", plan).group(1))
+    assert written[0] == written[1]
+
+
+def test_metadata_cache_size_is_reported(tmp_path, engine):
+    path = str(tmp_path / "t")
+    engine.write_dataset(pa.table({"id": [1, 2, 3]}), path)
+    ds = engine.dataset(path)
+    ds.to_table()
+    default = ds.session().size_bytes()
+    ds = engine.dataset(path, metadata_cache_size_bytes=0)
+    ds.to_table()
+    assert default > 0 and ds.session().size_bytes() < default
+
+
+def test_config_change_from_a_stale_version_after_cleanup(tmp_path, engine):
+    """A config commit built on a version whose successors were cleaned up goes ahead."""
+    path = str(tmp_path / "t")
+    ds = engine.write_dataset(pa.table({"a": [1]}), path)
+    for _ in range(3):
+        engine.write_dataset(pa.table({"a": [1]}), path, mode="append")
+    engine.dataset(path).cleanup_old_versions(older_than=__import__("datetime").timedelta(0))
+    ds.update_config({"k": "v"})
+    assert ds.version == 5 and engine.dataset(path).config() == {"k": "v"}
+    assert engine.dataset(path).count_rows() == 4

@@ -143,6 +143,8 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
                 path=self._manifest_path,
             )
         feature_flags.check_readable(manifest, table=self._store.uri, path=self._manifest_path)
+        if session is None:
+            self._session.hold_parsed_manifest(self._manifest_file.size, metadata_cache_size_bytes)
         if commit_lock is not None:
             if not callable(commit_lock):
                 raise ArgumentTypeError(f"commit_lock must be a function, got {type(commit_lock)}", table=self._uri)
@@ -155,6 +157,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         ds._store, ds._manifest_path, ds._manifest_file = store, path, manifest_file
         ds._uri = store.uri
         ds._session = Session(metadata_cache_size_bytes=0)
+        ds._session.hold_parsed_manifest(manifest_file.size, None)
         feature_flags.check_readable(manifest_file.manifest, table=store.uri, path=path)
         return ds
 
@@ -605,7 +608,7 @@ def dataset(
     refuse_unsupported(uri, read_params, namespace_client=namespace_client,
                         table_id=table_id, base_store_params=base_store_params)
     ds = LanceDataset(uri, version, storage_options=storage_options, default_scan_options=default_scan_options,
-                      session=session, commit_lock=commit_lock)
+                      session=session, commit_lock=commit_lock, metadata_cache_size_bytes=metadata_cache_size_bytes)
     if version is not None or asof is None:
         return ds
     cutoff = as_local_datetime(asof, table=ds.uri)

@@ -132,6 +132,10 @@ def write_dataset(
     # a LanceDataset: write to its store, which is its branch's when it is checked out on one
     store = object_store_for(uri.object_store if isinstance(uri, LanceDataset) else uri, storage_options)
     existing = latest_manifest(store)
+    start_over = getattr(store.backend, "start_over", None)
+    if existing is not None and mode == "create" and start_over is not None:
+        start_over()  # memory://: like pylance, where each write_dataset call opens a store of its own
+        existing = None
     if existing is not None:
         path, manifest_file = existing
         feature_flags.check_writable(manifest_file.manifest, table=store.uri, path=path)
