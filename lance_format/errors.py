@@ -95,8 +95,18 @@ class RetryableCommitConflictError(CommitConflictError):
     """A concurrent commit got in the way; redoing the operation on the latest version may work."""
 
 
+class CommitLockError(LanceError, OSError):
+    """A custom commit lock (pylance's ``commit_lock=``) failed to acquire or release
+    (pylance: ``OSError``). When it failed on release, the version may have been committed."""
+
+
 class UnsupportedFeatureError(LanceError, NotImplementedError):
     """The table or file uses a feature this engine does not implement (flags, file versions, types)."""
+
+
+class UnsupportedCommitError(UnsupportedFeatureError, OSError):
+    """A commit this table cannot take (pylance: ``OSError``), e.g. a detached commit to a
+    table with V1 manifest names."""
 
 
 class CorruptFileError(LanceError, OSError):
@@ -153,6 +163,8 @@ __all__ = [
     "CommitConflictError",
     "DuplicateCommitError",
     "RetryableCommitConflictError",
+    "CommitLockError",
+    "UnsupportedCommitError",
     "UnsupportedFeatureError",
     "CorruptFileError",
     "SchemaMismatchError",

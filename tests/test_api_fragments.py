@@ -278,8 +278,6 @@ def test_failures_are_typed_like_pylance(tmp_path):
         lance_format.LanceDataset.commit(uri, lance_format.LanceOperation.Append([]))
     with pytest.raises(UnsupportedFeatureError):
         lance_format.LanceDataset.commit(uri, lance_format.LanceOperation.CreateIndex([], []), read_version=1)
-    with pytest.raises(UnsupportedFeatureError):
-        lance_format.LanceDataset.commit(uri, lance_format.LanceOperation.Append([]), read_version=1, detached=True)
     # a fragment whose data file is missing: committed as given (like pylance), refused on validate/read
     ghost = lance_format.fragment.LanceFragment.create(uri, TABLE)
     (tmp_path / "t" / "data" / ghost.files[0].path).unlink()

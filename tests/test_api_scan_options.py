@@ -130,11 +130,11 @@ def test_explain_and_analyze_plan(table):
                                                   order_by=["id"], limit=3)
     plan = scanner.explain_plan()
     for part in ("Projection: ['double']", "Limit: offset=0, limit=3", "Sort: id ASC NULLS LAST",
-                 "Filter:", "LanceRead:", "fragments=4", "columns=['id', 'cat']"):
+                 "Filter:", "LanceRead:", "num_fragments=4", "projection=[id, cat]"):
         assert part in plan, (part, plan)
     assert "fragment_ids=[0, 1, 2, 3]" in scanner.explain_plan(verbose=True)
     analyzed = scanner.analyze_plan()
-    assert analyzed.startswith(plan)
+    assert analyzed.startswith(plan.split("LanceRead:")[0])
     assert "output_rows=3" in analyzed and "rows_after_filter=8" in analyzed
     assert "output_rows=8" in lance_format.dataset(table).scanner(filter="cat = 'a'").analyze_plan(count_rows=True)
     assert scanner.to_table().num_rows == 3  # analyzing leaves the scanner usable

@@ -54,7 +54,23 @@ def test_memory_options_are_validated():
     with pytest.raises(InvalidInputError, match="aws_region"):
         ObjectStore("memory://x", {"aws_region": "us-east-1"})
     with pytest.raises(InvalidInputError, match="memory://name"):
-        ObjectStore("memory://", {})
+        ObjectStore("memory://../x", {})
+
+
+def test_memory_stores_like_pylance():
+    """memory:// without a name is a new store each time; create at a used name starts it over."""
+    import lance
+
+    data = pa.table({"id": [1, 2, 3]})
+    for engine in (lance_format, lance):
+        first, second = engine.write_dataset(data, "memory://"), engine.write_dataset(data, "memory://")
+        first.delete("id = 1")
+        assert (first.count_rows(), second.count_rows()) == (2, 3)
+        first.merge_insert("id").when_not_matched_insert_all().execute(pa.table({"id": [7]}))
+        assert first.to_table()["id"].to_pylist() == [2, 3, 7]
+        old = engine.write_dataset(data, "memory://named-twice")
+        new = engine.write_dataset(pa.table({"id": [9]}), "memory://named-twice")
+        assert (old.count_rows(), new.count_rows(), old.version, new.version) == (3, 1, 1, 1)
 
 
 def test_spark_tasks_refuse_memory_tables(uri):

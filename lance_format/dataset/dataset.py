@@ -20,6 +20,7 @@ from lance_format.dataset.reading import ReadingMethods
 from lance_format.dataset.table_writes import TableWriteMethods
 from lance_format.dataset.transactions_api import TransactionMethods
 from lance_format.errors import (
+    ArgumentTypeError,
     DatasetNotFoundError,
     InvalidInputError,
     LanceError,
@@ -33,7 +34,12 @@ from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
 from lance_format.table.base_paths import BaseStores, DatasetBasePath
 from lance_format.table.auto_cleanup import due as auto_cleanup_due
-from lance_format.table.commit import CommittedVersion, register_after_commit
+from lance_format.table.commit import (
+    DETACHED_VERSION_BIT,
+    CommittedVersion,
+    detached_manifest_path,
+    register_after_commit,
+)
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import LATEST_ONLY, VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
@@ -93,7 +99,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
                  namespace_client_managed_versioning: bool = False,
                  base_store_params: Mapping[str, Mapping[str, str]] | None = None) -> None:
         # pylance's constructor arguments, in its order; cache and decoder sizes have no effect here
-        refuse_unsupported(uri, read_params, commit_lock=commit_lock, serialized_manifest=serialized_manifest,
+        refuse_unsupported(uri, read_params, serialized_manifest=serialized_manifest,
                             namespace_client=namespace_client, table_id=table_id,
                             base_store_params=base_store_params,
                             namespace_client_managed_versioning=namespace_client_managed_versioning or None)
@@ -118,11 +124,15 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
             version = listing.latest
         elif version not in listing.versions and isinstance(version, int) and 0 < version < (listing.latest or 0):
             listing = _open_listing(self._store, version)  # an older version: list back to it
-        if version not in listing.versions:
+        if isinstance(version, int) and version & DETACHED_VERSION_BIT and self._store.exists(
+                detached_manifest_path(version)):
+            self._manifest_path = detached_manifest_path(version)  # a detached commit's version
+        elif version not in listing.versions:
             raise VersionNotFoundError(
                 f"version {version} does not exist (latest is {listing.latest})", table=self._store.uri
             )
-        self._manifest_path = listing.versions[version]
+        else:
+            self._manifest_path = listing.versions[version]
         self._manifest_file: ManifestFile = read_manifest(self._store, self._manifest_path,
                                                           read_bytes=self._session.read_manifest_bytes)
         manifest = self._manifest_file.manifest
@@ -133,6 +143,12 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
                 path=self._manifest_path,
             )
         feature_flags.check_readable(manifest, table=self._store.uri, path=self._manifest_path)
+        if session is None:
+            self._session.hold_parsed_manifest(self._manifest_file.size, metadata_cache_size_bytes)
+        if commit_lock is not None:
+            if not callable(commit_lock):
+                raise ArgumentTypeError(f"commit_lock must be a function, got {type(commit_lock)}", table=self._uri)
+            self._store.commit_lock = commit_lock
 
     @classmethod
     def _just_committed(cls, store: ObjectStore, path: str, manifest_file: ManifestFile) -> "LanceDataset":
@@ -141,6 +157,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         ds._store, ds._manifest_path, ds._manifest_file = store, path, manifest_file
         ds._uri = store.uri
         ds._session = Session(metadata_cache_size_bytes=0)
+        ds._session.hold_parsed_manifest(manifest_file.size, None)
         feature_flags.check_readable(manifest_file.manifest, table=store.uri, path=path)
         return ds
 
@@ -572,7 +589,11 @@ def dataset(
         Official Lance's cache and decoder settings; accepted, with no effect here.
     session
         A :class:`Session` whose cache the dataset shares (a new one if None).
-    commit_lock, namespace_client, table_id, base_store_params
+    commit_lock
+        pylance's custom commit lock: called with the number of each version this dataset (and
+        the datasets it leads to) commits; the context manager it returns is held while that
+        version's manifest is published.
+    namespace_client, table_id, base_store_params
         Not supported: refused unless None.
 
     Raises
@@ -584,10 +605,10 @@ def dataset(
     InvalidInputError
         An unsupported option, an unknown ``read_params`` key, or an ``asof`` that is not a time.
     """
-    refuse_unsupported(uri, read_params, commit_lock=commit_lock, namespace_client=namespace_client,
+    refuse_unsupported(uri, read_params, namespace_client=namespace_client,
                         table_id=table_id, base_store_params=base_store_params)
     ds = LanceDataset(uri, version, storage_options=storage_options, default_scan_options=default_scan_options,
-                      session=session)
+                      session=session, commit_lock=commit_lock, metadata_cache_size_bytes=metadata_cache_size_bytes)
     if version is not None or asof is None:
         return ds
     cutoff = as_local_datetime(asof, table=ds.uri)

@@ -635,6 +635,8 @@ class LanceFragment:
                 if deleted_mask is not None and name in (ROW_ID, ROW_ADDRESS) and not keep_addresses:
                     values = pc.if_else(pa.array(deleted_mask[start:stop]), pa.scalar(None, pa.uint64()), values)
                 arrays.append(values)
+            if not arrays:  # no columns at all (pylance's columns=[]): the batch still counts rows
+                return pa.RecordBatch.from_arrays([pa.nulls(len(offsets))], ["_"]).select([])
             return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
         side_by_side = threads and self._ready_for_threads(file_plans, system_columns)

@@ -7,6 +7,7 @@ one is returned (as in any engine); the other steps stream.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -135,6 +136,35 @@ def exact_batches(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.R
                 pending, held = [], 0
     if held:
         yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+
+
+def coalesced_batches(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """Gather a filtered stream until at least ``size`` rows are held, then emit them as one batch
+    (the shape of pylance's output when late materialization is asked for explicitly)."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        pending.append(batch)
+        held += batch.num_rows
+        if held >= size:
+            yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+            pending, held = [], 0
+    if held:
+        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+
+
+def default_batch_size(fallback: int) -> int:
+    """pylance's ``LANCE_DEFAULT_BATCH_SIZE`` environment variable, else ``fallback``."""
+    value = os.environ.get("LANCE_DEFAULT_BATCH_SIZE")
+    if not value:
+        return fallback
+    try:
+        size = int(value)
+    except ValueError:
+        raise InvalidInputError(f"LANCE_DEFAULT_BATCH_SIZE must be a positive integer, got {value!r}") from None
+    if size <= 0:
+        raise InvalidInputError(f"LANCE_DEFAULT_BATCH_SIZE must be a positive integer, got {value!r}")
+    return size
 
 
 def row_offsets(addresses: pa.Array, live_offsets: np.ndarray, base: int) -> pa.Array:

@@ -22,10 +22,13 @@ import pyarrow.dataset as pads
 
 from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
 from lance_format.dataset.scan_stats import ScanCounts, reporting
+from lance_format.io.counters import bytes_read_counter, iops_counter
 from lance_format.dataset.scan_options import (
     ROW_OFFSET,
     ColumnOrdering,
     check_options,
+    coalesced_batches,
+    default_batch_size,
     describe_ordering,
     exact_batches,
     orderings,
@@ -124,11 +127,18 @@ class LanceScanner:
         if include_deleted_rows and not with_row_id:
             raise InvalidInputError("include_deleted_rows is set but with_row_id is false", table=uri)
         self._output = requested
-        if limit is not None and limit < 0 or offset is not None and offset < 0:
-            raise InvalidInputError("limit and offset must be non-negative")
+        # pylance's messages (its users match them); the limit is checked first
+        if limit is not None and limit < 0:
+            raise InvalidInputError(f"Limit must be non-negative, got {limit}", table=uri)
+        if offset is not None and offset < 0:
+            raise InvalidInputError(f"Offset must be non-negative, got {offset}", table=uri)
         self._limit = limit
         self._offset = offset or 0
-        self._batch_size = batch_size or DEFAULT_BATCH_SIZE
+        self._batch_size = batch_size or default_batch_size(DEFAULT_BATCH_SIZE)
+        # pylance regroups a filtered scan's rows into batches of batch_size when late
+        # materialization is asked for (True or a column list), not when left to its heuristic
+        late = options.get("late_materialization")
+        self._regroup = filter is not None and (late is True or isinstance(late, (list, tuple)))
         self._strict_batch_size = bool(strict_batch_size)
         self._include_deleted = bool(include_deleted_rows)
         self._scans_whole_table = fragments is None
@@ -189,6 +199,8 @@ class LanceScanner:
                 columns={n: self._expressions[n][0] if n in self._expressions else pc.field(n) for n in self._output})
             arrays = [table.column(i).combine_chunks().cast(f.type) for i, f in enumerate(schema)]
             stored = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        elif not self._output:  # no columns: keep the row count
+            return batch.select([])
         else:
             stored = pa.RecordBatch.from_arrays([batch.column(n) for n in self._output], schema=schema)
         return as_extension_arrays(stored, self.projected_schema)
@@ -254,7 +266,10 @@ class LanceScanner:
     def _ordered_batches(self) -> Iterator[pa.RecordBatch]:
         """The filtered rows, sorted when ``order_by`` asks for it (which needs all of them)."""
         if not self._order_by:
-            yield from self._filtered_batches()
+            if self._regroup:
+                yield from coalesced_batches(self._filtered_batches(), self._batch_size)
+            else:
+                yield from self._filtered_batches()
             return
         matching = list(self._filtered_batches())
         if not matching:
@@ -291,7 +306,7 @@ class LanceScanner:
                 assert pending_fragment is not None  # set with pending
                 yield self._complete(pending_fragment, pending, rest_schema, rest_system)
                 pending, pending_rows = [], 0
-            if len(passing) > _DENSE * batch.num_rows:
+            if len(passing) > _DENSE * batch.num_rows or self._regroup:
                 # most rows pass: reading the batch's rows in order beats taking them
                 yield self._complete_range(fragment, batch, passing, rest_schema, rest_system)
                 continue
@@ -421,9 +436,13 @@ class LanceScanner:
         """A readable description of what this scan will do (this engine's plan, not DataFusion's).
 
         Each line is one step, outermost first: projection, limit/offset, ordering, filter, and
-        the read of the fragments with the columns it decodes. ``verbose`` adds the fragment
-        ids and the output schema.
+        the read of the fragments. The read line names its columns ``projection=[a, b]`` and
+        carries ``num_fragments``, ``row_id``, ``row_addr`` and ``full_filter`` as pylance's
+        ``LanceRead`` does. ``verbose`` adds the fragment ids and the output schema.
         """
+        return self._plan(verbose)
+
+    def _plan(self, verbose: bool, read_metrics: str = "") -> str:
         ds = self._dataset
         lines = [f"Projection: {self._output}" + (
             " with expressions " + ", ".join(f"{n}={e}" for n, (e, _) in self._expressions.items())
@@ -438,10 +457,15 @@ class LanceScanner:
             lines.append(f"Filter: {self._filter} (per batch, on the decoded columns)")
         physical = sum(f.physical_rows for f in self._fragments)
         deleted = "with deleted rows" if self._include_deleted else "skipping deleted rows"
+        projection = ", ".join(self._read_schema.names())
         lines.append(
-            f"LanceRead: uri={ds.uri}, version={ds.version}, fragments={len(self._fragments)}"
-            f"{'' if self._scans_whole_table else ' (chosen)'}, physical_rows={physical}, {deleted}, "
-            f"columns={self._read_schema.names()}, system_columns={self._read_system}, batch_size={self._batch_size}")
+            f"LanceRead: uri={ds.uri}, projection=[{projection}], num_fragments={len(self._fragments)}"
+            f"{'' if self._scans_whole_table else ' (chosen)'}, "
+            f"row_id={str('_rowid' in self._read_system).lower()}, "
+            f"row_addr={str(ROW_ADDRESS in self._read_system).lower()}, "
+            f"full_filter={self._filter if self._filter is not None else '--'}, version={ds.version}, "
+            f"physical_rows={physical}, {deleted}, system_columns={self._read_system}, "
+            f"batch_size={self._batch_size}" + (f", metrics=[{read_metrics}]" if read_metrics else ""))
         text = "\n".join("  " * i + line for i, line in enumerate(lines)) + "\n"
         if verbose:
             indent = "  " * len(lines)
@@ -450,17 +474,18 @@ class LanceScanner:
         return text
 
     def analyze_plan(self, count_rows: bool = False) -> str:
-        """Run the scan and report, below :meth:`explain_plan`, what it did: rows read and
-        returned, batches, fragments and elapsed time. ``count_rows`` runs a count instead of
-        materializing the output batches."""
+        """Run the scan and report what it did: :meth:`explain_plan` with the read line's
+        metrics (pylance's names: ``output_rows`` after the filter, ``rows_scanned`` before it,
+        ``fragments_scanned``, ``bytes_read``, ``iops``, ``requests``; reads made by other threads
+        meanwhile count too), then a line of the whole scan's output rows, batches and time.
+        ``count_rows`` runs a count instead of materializing the output batches."""
         started = time.perf_counter()
         read = {"rows": 0, "batches": 0}
-        fragments_read: set[int] = set()
         original = self._filtered_batches
+        self._counts = ScanCounts()
+        start_iops, start_bytes = iops_counter(), bytes_read_counter()
 
         def counting() -> Iterator[pa.RecordBatch]:
-            for fragment in self._fragments:
-                fragments_read.add(fragment.fragment_id)
             for batch in original():
                 read["rows"] += batch.num_rows
                 read["batches"] += 1
@@ -478,10 +503,14 @@ class LanceScanner:
         finally:
             del self._filtered_batches
         elapsed = time.perf_counter() - started
+        iops = iops_counter() - start_iops
+        read_metrics = (f"output_rows={read['rows']}, output_batches={read['batches']}, "
+                        f"fragments_scanned={self._counts.fragments}, rows_scanned={self._counts.rows}, "
+                        f"bytes_read={bytes_read_counter() - start_bytes}, iops={iops}, requests={iops}")
         metrics = (f"Metrics: elapsed={elapsed * 1000:.3f}ms, output_rows={output_rows}, "
                    f"output_batches={output_batches}, rows_after_filter={read['rows']}, "
-                   f"batches_after_filter={read['batches']}, fragments={len(fragments_read)}")
-        return self.explain_plan() + metrics + "\n"
+                   f"batches_after_filter={read['batches']}, fragments={self._counts.fragments}")
+        return self._plan(False, read_metrics) + metrics + "\n"
 
     def count_rows(self) -> int:
         """The number of rows the scan returns.

@@ -3,7 +3,10 @@
 Here it caches the bytes of manifest files, which never change once committed, so opening or
 checking out a version that a dataset of the session already read costs no object-store read.
 The cache is least-recently-used and bounded by ``metadata_cache_size_bytes`` (pylance's
-default, 1 GiB). A dataset opened without a session gets a private one that caches nothing. This engine has no indices to cache: ``index_cache_size_bytes()`` is 0.
+default, 1 GiB). A dataset opened without a session gets a private one that keeps no bytes: the
+dataset keeps its parsed manifest anyway, and the private session counts that manifest's size
+as what it holds (when it fits ``metadata_cache_size_bytes``). This engine has no indices to
+cache: ``index_cache_size_bytes()`` is 0.
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ class Session:
                     _, evicted = self._manifests.popitem(last=False)
                     self._size -= len(evicted)
         return data
+
+    def hold_parsed_manifest(self, nbytes: int, capacity: int | None) -> None:
+        """A private session's account of the manifest its dataset keeps parsed: ``nbytes`` when
+        that fits ``capacity`` (the dataset's ``metadata_cache_size_bytes``, 1 GiB if None)."""
+        limit = DEFAULT_METADATA_CACHE_BYTES if capacity is None else capacity
+        self._size = nbytes if nbytes <= limit else 0
 
     def size_bytes(self) -> int:
         """Bytes held by the session's caches."""

@@ -84,9 +84,12 @@ class TableWriteMethods(DatasetMixin):
         InvalidInputError
             The config lacks an integer ``interval`` > 0 or ``older_than_seconds`` >= 0.
         """
-        from lance_format.table.auto_cleanup import config_values
+        from lance_format.table.auto_cleanup import OLDER_THAN_KEY, config_values
 
-        self._as_dataset().update_config(config_values(auto_cleanup_config), **kwargs)
+        values = config_values(auto_cleanup_config)
+        # pylance writes plain seconds here (write_dataset's auto_cleanup_options: "1m 40s")
+        values[OLDER_THAN_KEY] = f"{int(auto_cleanup_config['older_than_seconds'])}s"
+        self._as_dataset().update_config(values, **kwargs)
 
     def disable_auto_cleanup(self, **kwargs: Any) -> None:
         """Stop automatic cleanup (removes the ``lance.auto_cleanup.*`` config keys)."""

@@ -29,7 +29,17 @@ from lance_format.errors import ArgumentTypeError, InvalidInputError, Unsupporte
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import transaction_pb2
 from lance_format.schema import LanceSchema
-from lance_format.table.commit import DEFAULT_MAX_RETRIES, CommittedVersion, commit_transaction, latest_manifest
+from lance_format.table.commit import (
+    DEFAULT_MAX_RETRIES,
+    DETACHED_VERSION_BIT,
+    CommittedVersion,
+    commit_detached,
+    commit_lock_held_by,
+    commit_transaction,
+    detached_manifest_path,
+    latest_manifest,
+)
+from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.operations import BuildOptions
 from lance_format.table.transaction import OperationKind, operation_name
@@ -86,17 +96,13 @@ def commit(
     CommitConflictError
         A version committed after ``read_version`` conflicts (or the retries ran out).
     UnsupportedFeatureError
-        ``commit_lock``, ``detached``, or an operation this engine cannot apply.
+        An operation this engine cannot apply.
     """
     from lance_format.dataset.dataset import LanceDataset
     from lance_format.table.transaction import COMMIT_MESSAGE_KEY
 
-    if commit_lock is not None:
-        if not callable(commit_lock):
-            raise ArgumentTypeError(f"commit_lock must be a function, got {type(commit_lock)}")
-        raise UnsupportedFeatureError("custom commit locks are not supported: commits use put-if-not-exists")
-    if detached:
-        raise UnsupportedFeatureError("detached commits are not supported by this engine")
+    if commit_lock is not None and not callable(commit_lock):
+        raise ArgumentTypeError(f"commit_lock must be a function, got {type(commit_lock)}")
     _refuse_unsupported(kwargs)
     store = _store_of(base_uri, storage_options)
     if isinstance(operation, Transaction):
@@ -116,9 +122,10 @@ def commit(
     else:
         raise ArgumentTypeError(f"operation must be a LanceOperation.BaseOperation or Transaction, got "
                                 f"{type(operation)}")
-    committed = commit_lance_transaction(store, transaction, enable_stable_row_ids=bool(enable_stable_row_ids),
-                                         enable_v2_manifest_paths=enable_v2_manifest_paths is not False,
-                                         max_retries=max_retries)
+    with commit_lock_held_by(store, commit_lock):
+        committed = commit_lance_transaction(store, transaction, enable_stable_row_ids=bool(enable_stable_row_ids),
+                                             enable_v2_manifest_paths=enable_v2_manifest_paths is not False,
+                                             max_retries=max_retries, detached=bool(detached))
     return LanceDataset(store, committed.version)
 
 
@@ -131,14 +138,20 @@ def commit_lance_transaction(
     enable_v2_manifest_paths: bool = True,
     max_retries: int = DEFAULT_MAX_RETRIES,
     affected_rows: Mapping[int, np.ndarray] | None = None,
+    detached: bool = False,
 ) -> CommittedVersion:
     """Commit a :class:`Transaction` through the engine's commit loop; returns the loop's result
     (version, retries). What :func:`commit` does, plus the settings an engine-side writer (the
     Spark data source) needs: the file version of a new table, and ``affected_rows`` (fragment
-    id -> physical offsets an Update deleted) so an Update can be rebased over a concurrent one."""
+    id -> physical offsets an Update deleted) so an Update can be rebased over a concurrent one.
+    ``detached``: commit a detached version built on the transaction's read version
+    (:func:`lance_format.table.commit.commit_detached`)."""
     from lance_format.dataset.evolution.base import next_field_id_of
 
     existing = latest_manifest(store)
+    if detached and transaction.read_version & DETACHED_VERSION_BIT:
+        path = detached_manifest_path(transaction.read_version)
+        existing = (path, read_manifest(store, path))
     current, first_new_id = None, None
     if existing is not None:
         manifest = existing[1].manifest
@@ -147,6 +160,8 @@ def commit_lance_transaction(
     txn = transaction_to_proto(transaction, current, first_new_id)
     options = BuildOptions(enable_stable_row_ids=enable_stable_row_ids,
                            data_storage_version=data_storage_version or _overwrite_storage_version(txn))
+    if detached:
+        return commit_detached(store, txn, options=options)
     naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
     return commit_transaction(store, txn, options=options, new_table_naming=naming, max_retries=max_retries,
                               affected_rows=affected_rows if operation_name(txn) == OperationKind.UPDATE else None)

@@ -42,6 +42,13 @@ class LocalBackend(StorageBackend):
     def local_path(self, path: str) -> str | None:
         return path
 
+    def delete_prefix(self) -> None:
+        # the table's directory goes too, as pylance's drop removes it
+        try:
+            self.filesystem.delete_dir(self.root)
+        except FileNotFoundError:
+            pass
+
     def use_credential_provider(self, provider) -> None:
         """Ignored, like every storage option on local paths."""
 

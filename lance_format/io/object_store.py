@@ -63,6 +63,9 @@ class ObjectStore:
         self._provider_is_named = bool(named)
         # A manifest-store URI (s3+ddb://...) names the object store of the files and the
         # key-value store that coordinates commits (lance_format.io.manifest_store).
+        # pylance's commit_lock: a callable of the version being committed returning a context
+        # manager, held while that version's manifest is published (lance_format.table.commit)
+        self.commit_lock: Callable[[int], Any] | None = None
         self.manifest_store: ExternalManifests | None = open_external_manifests(
             os.fspath(uri), store_options, self._credential_provider)
         target = self.manifest_store.target if self.manifest_store is not None else None

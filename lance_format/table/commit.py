@@ -21,17 +21,21 @@ import json
 import logging
 import random
 import time
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from dataclasses import dataclass, replace
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
 from lance_format.errors import (
+    ArgumentTypeError,
     CommitConflictError,
+    CommitLockError,
     DatasetNotFoundError,
     DuplicateCommitError,
     LanceError,
     RetryableCommitConflictError,
+    UnsupportedCommitError,
     VersionNotFoundError,
 )
 from lance_format.io import ObjectStore
@@ -91,6 +95,7 @@ class _Commit:
         self._initial: dict[int, table_pb2.DataFragment] | None = None
         self._read_manifest_file = read_manifest_file
         self.written_txn: list[str] = []
+        self.release_error: LanceError | None = None  # the commit lock failed after the version landed
         self.written_deletions: list[str] = []
         self._last_txn_bytes: bytes | None = None
 
@@ -111,6 +116,10 @@ class _Commit:
     def check_versions(self, listing, first: int, last: int) -> None:
         for version in range(first, last + 1):
             path = listing.versions.get(version)
+            if path is None and self.op == OperationKind.UPDATE_CONFIG:
+                # a version cleaned up since our read version: a config change touches no data,
+                # so (like pylance) it goes ahead without that version's transaction
+                continue
             theirs = None
             if path is not None:
                 try:
@@ -263,6 +272,8 @@ def commit_transaction(
             hook(store, committed)
         except Exception:  # the version has landed; what runs after it cannot undo that
             logging.getLogger(__name__).exception("after-commit hook %r failed", hook)
+    if state.release_error is not None:
+        raise state.release_error
     return committed
 
 
@@ -328,7 +339,7 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
         data = encode_manifest(built.manifest, txn, built.index_section, dictionaries)
         naming = listing.naming or new_table_naming
         path = manifest_path(built.manifest.version, naming)
-        if publish_manifest(store, built.manifest.version, path, data):
+        if _publish_under_lock(state, built.manifest.version, path, data):
             _write_hint(store, built.manifest.version)
             mf = ManifestFile(built.manifest, txn, built.index_section, len(data))
             return CommittedVersion(built.manifest.version, path, mf, attempt), txn
@@ -338,6 +349,120 @@ def _commit_loop(state: _Commit, new_table_naming: ManifestNaming, max_retries: 
         table=store.uri,
         version=state.original.read_version,
     )
+
+
+DETACHED_VERSION_BIT = 1 << 63  # set in every detached version number, as in Lance
+
+
+def detached_manifest_path(version: int) -> str:
+    """Where a detached version's manifest lives (``_versions/d{version}.manifest``): outside
+    both naming schemes, so listings never see it."""
+    return f"{VERSIONS_DIR}/d{version}.manifest"
+
+
+def commit_detached(store: ObjectStore, txn: transaction_pb2.Transaction, *,
+                    options: BuildOptions = BuildOptions()) -> CommittedVersion:
+    """Commit ``txn`` as a detached version (pylance's ``commit(..., detached=True)``).
+
+    The version is built on ``txn.read_version`` (attached or detached) and gets a random
+    number with the top bit set; its manifest is written beside the others under a name no
+    listing reads, so the table's latest version does not move. Only opening that number
+    (``checkout_version``) reaches it.
+    """
+    read = txn.read_version
+    if read & DETACHED_VERSION_BIT:
+        read_path = detached_manifest_path(read)
+        if not store.exists(read_path):
+            raise VersionNotFoundError(f"detached version {read} does not exist", table=store.uri, version=read)
+    else:
+        listing = list_versions(store, since=read)
+        if listing.naming == ManifestNaming.V1:
+            raise UnsupportedCommitError("Not supported: detached commits cannot be used with v1 manifest paths",
+                                         table=store.uri)
+        found = listing.versions.get(read)
+        if found is None:
+            raise VersionNotFoundError(f"version {read} does not exist (latest is {listing.latest})",
+                                       table=store.uri, version=read)
+        read_path = found
+    previous = read_manifest(store, read_path)
+    feature_flags.check_writable(previous.manifest, table=store.uri, path=read_path)
+    state = _Commit(store, txn, options, None, previous)
+    try:
+        for attempt in range(8):  # a clash of 63 random bits is next to impossible; retry anyway
+            version = random.SystemRandom().getrandbits(63) | DETACHED_VERSION_BIT
+            built = build_version(previous, txn, replace(options, version=version), store=store)
+            state.write_transaction(txn)
+            dictionaries = carried_dictionaries(store, [(read_path, previous.manifest)], built.manifest)
+            data = encode_manifest(built.manifest, txn, built.index_section, dictionaries)
+            path = detached_manifest_path(version)
+            if store.put_if_not_exists(path, data):
+                mf = ManifestFile(built.manifest, txn, built.index_section, len(data))
+                return CommittedVersion(version, path, mf, attempt)
+    except BaseException:
+        state.discard(set())
+        raise
+    raise CommitConflictError("could not find a free detached version number", table=store.uri)
+
+
+def _publish_under_lock(state: _Commit, version: int, path: str, data: bytes) -> bool:
+    """:func:`publish_manifest`, inside the store's custom commit lock when it has one.
+
+    Like pylance, the lock is called with the version being committed and held while its
+    manifest is published. A lock that fails to acquire fails the commit; one that fails to
+    release after the version landed is reported once the commit is complete.
+    """
+    lock = state.store.commit_lock
+    if lock is None:
+        return publish_manifest(state.store, version, path, data)
+    try:
+        context = lock(version)
+        release = type(context).__exit__
+        type(context).__enter__(context)
+    except Exception as error:
+        raise _lock_error(error, state.store, version) from error
+    try:
+        published = publish_manifest(state.store, version, path, data)
+    except BaseException as error:
+        release(context, type(error), error, error.__traceback__)
+        raise
+    try:
+        release(context, None, None, None)
+    except Exception as error:
+        if not published:
+            raise _lock_error(error, state.store, version) from error
+        state.release_error = _lock_error(error, state.store, version)
+        state.release_error.__cause__ = error
+        vars(state.release_error)["version_landed"] = True
+    return published
+
+
+@contextmanager
+def commit_lock_held_by(store: ObjectStore, lock: Callable[[int], Any] | None) -> Iterator[None]:
+    """Commits to ``store`` inside this block go through ``lock`` (pylance's ``commit_lock``)."""
+    if lock is None:
+        yield
+        return
+    if not callable(lock):
+        raise ArgumentTypeError(f"commit_lock must be a function, got {type(lock)}", table=store.uri)
+    previous, store.commit_lock = store.commit_lock, lock
+    try:
+        yield
+    finally:
+        store.commit_lock = previous
+
+
+def commit_landed(error: BaseException) -> bool:
+    """Whether ``error`` was raised after its commit's version landed (a commit lock failing to
+    release): the files that version references must then be kept."""
+    return getattr(error, "version_landed", False) is True
+
+
+def _lock_error(error: Exception, store: ObjectStore, version: int) -> LanceError:
+    """pylance's message for a failing commit handler; a conflict it reports stays a conflict."""
+    message = f"Error from commit handler: {type(error).__name__}: {error}"
+    if isinstance(error, CommitConflictError) or type(error).__name__ == "CommitConflictError":
+        return CommitConflictError(message, table=store.uri, version=version)
+    return CommitLockError(message, table=store.uri, version=version)
 
 
 def publish_manifest(store: ObjectStore, version: int, path: str, data: bytes) -> bool:
@@ -376,6 +501,6 @@ def latest_manifest(store: ObjectStore) -> tuple[str, ManifestFile] | None:
 
 
 __all__ = [
-    "commit_transaction", "CommittedVersion", "latest_manifest", "publish_manifest", "HINT_PATH",
+    "commit_transaction", "commit_detached", "detached_manifest_path", "DETACHED_VERSION_BIT", "commit_lock_held_by", "commit_landed", "CommittedVersion", "latest_manifest", "publish_manifest", "HINT_PATH",
     "RetryableCommitConflictError",
 ]

@@ -39,6 +39,8 @@ class BuildOptions:
     # Completes the built manifest (publishing a branch of several commits: their lineage, config
     # and row-id high-water mark, which no single operation carries); runs on every attempt.
     after_build: Callable[[table_pb2.Manifest], None] | None = None
+    # the new version's number when it is not the next one (a detached commit's random number)
+    version: int | None = None
 
 
 @dataclass
@@ -373,6 +375,8 @@ def _start(
     previous = previous_file.manifest if previous_file is not None else None
     indices = previous_file.index_section if previous_file is not None else None
     version = previous.version + 1 if previous is not None else 1
+    if options.version is not None:
+        version = options.version
     if previous is None and op != OperationKind.OVERWRITE:
         raise InvalidInputError(f"cannot apply a {op} operation to a table that does not exist")
     stable = _stable_row_ids(previous, op, options)

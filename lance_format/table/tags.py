@@ -34,6 +34,16 @@ def _check_name(name: str) -> None:
         raise TagError(f"invalid tag name {name[:40]!r}...: longer than {MAX_TAG_NAME_BYTES} bytes")
 
 
+def _parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+
+
 class Tags:
     """The tags of one table; mirrors pylance's ``LanceDataset.tags``."""
 
@@ -56,7 +66,8 @@ class Tags:
         return content
 
     def list(self) -> dict[str, dict[str, Any]]:
-        """``{name: {"version": ..., "manifest_size": ...}}`` like pylance."""
+        """``{name: {"branch", "version", "created_at", "updated_at", "manifest_size", "metadata"}}``
+        like pylance (times as UTC datetimes, None when the tag file has none)."""
         result: dict[str, dict[str, Any]] = {}
         for info in self._store.list_dir(TAGS_DIR):
             if not info.base_name.endswith(".json"):
@@ -64,11 +75,24 @@ class Tags:
             name = info.base_name[: -len(".json")]
             content = self._read(name)
             result[name] = {
-                "version": int(content["version"]),
-                "manifest_size": content.get("manifestSize"),
                 "branch": content.get("branch"),
+                "version": int(content["version"]),
+                "created_at": _parse_time(content.get("createdAt")),
+                "updated_at": _parse_time(content.get("updatedAt")),
+                "manifest_size": content.get("manifestSize"),
+                "metadata": content.get("metadata") or {},
             }
         return result
+
+    def list_ordered(self, order: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """pylance's ``tags.list_ordered``: ``(name, info)`` pairs by version, newest first
+        (``order="desc"``, the default) or oldest first (``"asc"``); tags of one version by name."""
+        if order is None:
+            order = "desc"
+        if order not in ("asc", "desc"):
+            raise TagError(f"Invalid sort order {order!r}. Valid values are: asc, desc")
+        tags = sorted(self.list().items())  # by name, kept among tags of the same version
+        return sorted(tags, key=lambda item: item[1]["version"], reverse=order == "desc")
 
     def get_version(self, name: str) -> int:
         return int(self._read(name)["version"])

@@ -38,7 +38,7 @@ from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
-from lance_format.table.commit import CommittedVersion, commit_transaction
+from lance_format.table.commit import CommittedVersion, commit_landed, commit_transaction
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import list_versions
 from lance_format.table.transaction import new_transaction
@@ -163,10 +163,11 @@ def write_with_new_columns(
             removed_fragment_ids=removed, updated_fragments=updated, properties=transaction_properties,
             commit_message=commit_message, read_manifest_file=ds.manifest_file,
         )
-    except BaseException:
-        writer.abort()
-        if prepared is not None:
-            prepared.discard(store)
+    except BaseException as error:
+        if not commit_landed(error):
+            writer.abort()
+            if prepared is not None:
+                prepared.discard(store)
         raise
     return ds.checkout_version(committed.version)
 

@@ -17,14 +17,14 @@ physical address even with stable row ids, so moving them would need the index f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator
 
 import pyarrow as pa
 
 from lance_format.dataset.mutations.base import Prepared, storage_version_of, write_new_fragments
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
-from lance_format.table.commit import commit_transaction
+from lance_format.table.commit import commit_landed, commit_transaction
 from lance_format.table.index_meta import indexed_fragment_ids
 from lance_format.table.operations import BuildOptions
 from lance_format.table.row_versions import rechunk_version_sequences, uniform_version_sequence
@@ -244,8 +244,9 @@ def compact_files(
         groups = [(group_protos(group), rewrite_group(ds, group, target, batch_size, prepared, max_bytes_per_file))
                   for group in tasks]
         committed = commit_rewrites(ds, groups, prepared.txn, transaction_properties)
-    except BaseException:
-        prepared.discard(ds.object_store)
+    except BaseException as error:
+        if not commit_landed(error):
+            prepared.discard(ds.object_store)
         raise
     ds._replace_version(committed.version)
     return group_metrics(groups)
@@ -317,6 +318,14 @@ class DatasetOptimizer:
 
     def compact_files(self, **options) -> CompactionMetrics:
         return compact_files(self._dataset, **options)
+
+    def enable_auto_cleanup(self, auto_cleanup_config: Any, **kwargs: Any) -> None:
+        """pylance's ``optimize.enable_auto_cleanup``: :meth:`LanceDataset.enable_auto_cleanup`."""
+        self._dataset.enable_auto_cleanup(auto_cleanup_config, **kwargs)
+
+    def disable_auto_cleanup(self, **kwargs: Any) -> None:
+        """pylance's ``optimize.disable_auto_cleanup``: :meth:`LanceDataset.disable_auto_cleanup`."""
+        self._dataset.disable_auto_cleanup(**kwargs)
 
     def optimize_indices(self, **kwargs) -> None:
         from lance_format.errors import UnsupportedFeatureError

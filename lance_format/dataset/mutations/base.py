@@ -39,7 +39,7 @@ from lance_format.errors import (
     RetryableCommitConflictError,
 )
 from lance_format.proto import table_pb2, transaction_pb2
-from lance_format.table.commit import CommittedVersion, commit_transaction
+from lance_format.table.commit import CommittedVersion, commit_landed, commit_transaction
 from lance_format.table.deletion import deletion_file_path, write_deletion_file
 from lance_format.table.naming import list_versions
 from lance_format.table.operations import BuildOptions
@@ -144,8 +144,9 @@ def run_mutation(
             time.sleep(min(0.2, 0.01 * 2**attempt) * (0.5 + random.random()))
             current = ds.open_latest()
             continue
-        except BaseException:
-            prepared.discard(current.object_store)
+        except BaseException as error:
+            if not commit_landed(error):
+                prepared.discard(current.object_store)
             raise
         ds._replace_version(committed.version)
         return prepared.result

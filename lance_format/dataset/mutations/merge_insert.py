@@ -284,16 +284,24 @@ class MergeInsertBuilder:
         return "\n".join(lines) + "\n"
 
     def analyze_plan(self, data_obj: Any, *, schema: pa.Schema | None = None) -> str:
-        """Run the merge without committing and report the plan with what it would change."""
+        """Run the merge without committing and report the plan with what it would change: the
+        first line gains pylance's ``metrics=[...]`` (``bytes_written``, ``num_files_written``
+        and the row counts), then a line of the same with the elapsed time."""
         import time
 
         started = time.perf_counter()
         prepared = self._prepared_without_commit(data_obj, schema)
         elapsed = time.perf_counter() - started
+        body = getattr(prepared.txn, prepared.txn.WhichOneof("operation") or "update")
+        data_files = [f for fragment in [*getattr(body, "new_fragments", []), *getattr(body, "fragments", [])]
+                      for f in fragment.files]
         prepared.discard(self._dataset.object_store)  # an analysis leaves nothing behind
-        stats = prepared.result
-        return (self.explain_plan(schema) + f"Metrics: elapsed={elapsed * 1000:.3f}ms, "
-                + ", ".join(f"{k}={v}" for k, v in stats.items()) + "\n")
+        counts = ", ".join(f"{k}={v}" for k, v in prepared.result.items())
+        metrics = (f"bytes_written={sum(f.file_size_bytes for f in data_files)}, "
+                   f"num_files_written={len(data_files)}, {counts}")
+        first, rest = self.explain_plan(schema).split("\n", 1)
+        return (f"{first}, metrics=[{metrics}]\n{rest}"
+                f"Metrics: elapsed={elapsed * 1000:.3f}ms, {metrics}\n")
 
     def _checked_source(self, data_obj: Any, schema: pa.Schema | None) -> pa.Table:
         ds = self._dataset

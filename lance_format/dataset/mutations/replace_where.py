@@ -47,6 +47,7 @@ from lance_format.io import object_store_for
 from lance_format.proto import transaction_pb2
 from lance_format.schema import check_arrow_compatible
 from lance_format.table import feature_flags
+from lance_format.table.commit import commit_landed
 
 __all__ = ["replace_where"]
 
@@ -142,7 +143,8 @@ def replace_where(
 
     try:
         run_mutation(ds, prepare, conflict_retries=conflict_retries)  # moves ds to the new version
-    except BaseException:
-        writer.abort()
+    except BaseException as error:
+        if not commit_landed(error):
+            writer.abort()
         raise
     return LanceDataset(store, ds.version)

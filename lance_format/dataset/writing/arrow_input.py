@@ -1,5 +1,5 @@
 """The inputs the write APIs accept (tables, batches, readers, Arrow streams, iterables of
-batches or tables, pandas frames, dicts of columns, lists of row dicts, datasets) turned into one
+batches or tables, pandas frames, dicts of columns, lists of row dicts, datasets, scanners) turned into one
 ``RecordBatchReader``, without materializing what streams; anything else is refused by type."""
 
 from __future__ import annotations

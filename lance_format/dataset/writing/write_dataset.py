@@ -27,14 +27,14 @@ from lance_format.dataset.writing.fragment_sink import (
     write_target,
     write_fragments,
 )
-from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError
+from lance_format.errors import ArgumentTypeError, DatasetAlreadyExistsError, InvalidInputError
 from lance_format.file.legacy_v0_1_writer import rows_per_group
 from lance_format.table.auto_cleanup import config_values
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table import feature_flags
 from lance_format.table.base_paths import BaseStores, DatasetBasePath, new_base_protos, target_bases_of
-from lance_format.table.commit import commit_transaction, latest_manifest
+from lance_format.table.commit import commit_landed, commit_lock_held_by, commit_transaction, latest_manifest
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.operations import BuildOptions
 from lance_format.table.transaction import new_transaction
@@ -46,7 +46,7 @@ MODES = ("create", "append", "overwrite")
 _TUNING_OPTIONS = ("data_cache_bytes", "max_page_bytes", "progress_callback")
 # pylance options this engine cannot honour: accepted only at their defaults
 _UNSUPPORTED_OPTIONS: dict[str, Any] = {
-    "commit_lock": None, "session": None, "namespace_client": None, "table_id": None, "base_store_params": None,
+    "session": None, "namespace_client": None, "table_id": None, "base_store_params": None,
     "external_blob_mode": "reference", "allow_external_blob_outside_bases": False,
     "blob_pack_file_size_threshold": None,
 }
@@ -91,6 +91,7 @@ def write_dataset(
     use_legacy_format: bool | None = None,
     auto_cleanup_options: Mapping[str, int] | None = None,
     progress: Any = None,
+    commit_lock: Callable[[int], Any] | None = None,
     **options: Any,
 ) -> LanceDataset:
     """Write ``data_obj`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
@@ -107,7 +108,9 @@ def write_dataset(
     ``auto_cleanup_options``: ``{"interval": N, "older_than_seconds": S}`` when creating a table:
     clean up versions older than S seconds after every N-th commit (see ``enable_auto_cleanup``).
     pylance's tuning options (``data_cache_bytes``, ``max_page_bytes``) are accepted; a
-    ``commit_lock``, ``session``, namespace or blob-ingest option is refused.
+    ``commit_lock``: pylance's custom lock, called with the version being committed; the
+    context manager it returns is held while that version's manifest is published.
+    A ``session``, namespace or blob-ingest option is refused.
     """
     for name, value in options.items():
         if name in _TUNING_OPTIONS:
@@ -115,6 +118,8 @@ def write_dataset(
         if name in _UNSUPPORTED_OPTIONS and value in (None, _UNSUPPORTED_OPTIONS[name]):
             continue
         raise InvalidInputError(f"unsupported write_dataset argument {name}={value!r}")
+    if commit_lock is not None and not callable(commit_lock):
+        raise ArgumentTypeError(f"commit_lock must be a function, got {type(commit_lock)}")
     if max_rows_per_group <= 0:
         raise InvalidInputError(f"max_rows_per_group must be positive, got {max_rows_per_group}")
     if use_legacy_format is not None:
@@ -127,6 +132,10 @@ def write_dataset(
     # a LanceDataset: write to its store, which is its branch's when it is checked out on one
     store = object_store_for(uri.object_store if isinstance(uri, LanceDataset) else uri, storage_options)
     existing = latest_manifest(store)
+    start_over = getattr(store.backend, "start_over", None)
+    if existing is not None and mode == "create" and start_over is not None:
+        start_over()  # memory://: like pylance, where each write_dataset call opens a store of its own
+        existing = None
     if existing is not None:
         path, manifest_file = existing
         feature_flags.check_writable(manifest_file.manifest, table=store.uri, path=path)
@@ -143,6 +152,7 @@ def write_dataset(
     registered = bases if existing is None else list(existing[1].manifest.base_paths)
     targets = _targets(store, registered, target_bases, target_all_bases)
     reader = as_reader(data_obj, schema)
+    _check_utf8_metadata(reader.schema)
     append_to = existing[1].manifest if existing is not None and mode == "append" else None
     previous = existing[1].manifest.data_format.version if existing is not None else None
     table_schema, storage_version = write_target(append_to, reader.schema, data_storage_version, previous,
@@ -169,11 +179,40 @@ def write_dataset(
     build_options = BuildOptions(enable_stable_row_ids=enable_stable_row_ids, data_storage_version=storage_version)
     naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
     try:
-        committed = commit_transaction(store, txn, options=build_options, new_table_naming=naming)
-    except BaseException:
-        writer.abort()
+        with commit_lock_held_by(store, commit_lock):
+            committed = commit_transaction(store, txn, options=build_options, new_table_naming=naming)
+    except BaseException as error:
+        if not commit_landed(error):
+            writer.abort()
         raise
     return LanceDataset._just_committed(store, committed.path, committed.manifest_file)
+
+
+def _check_utf8_metadata(schema: pa.Schema) -> None:
+    """Refuse schema and field metadata that is not UTF-8, as pylance does (its manifests hold
+    metadata as strings)."""
+    def check(metadata: Mapping[bytes, bytes] | None) -> None:
+        for key, value in (metadata or {}).items():
+            try:
+                key.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInputError(f"Parser error: metadata key {key!r} is not valid utf8. Consider base64 "
+                                        "encode for generic binary metadata.") from None
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInputError(f"Metadata key {key!r} is not valid utf8. Consider base64 encode for "
+                                        "generic binary metadata.") from None
+
+    check(schema.metadata)
+    for field in schema:
+        _check_field_metadata(field, check)
+
+
+def _check_field_metadata(field: pa.Field, check: Callable[[Any], None]) -> None:
+    check(field.metadata)
+    for index in range(field.type.num_fields):
+        _check_field_metadata(field.type.field(index), check)
 
 
 def _targets(store: ObjectStore, bases: list[table_pb2.BasePath], target_bases: Any,
