@@ -66,7 +66,9 @@ class ValuePlan:
         raise NotImplementedError
 
     def encode(self, starts: np.ndarray, counts: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-        """For each buffer: its bytes for all chunks back to back, and each chunk's share."""
+        """For each buffer: its bytes for all chunks back to back (or, with the compiled
+        kernels, a :class:`DeferredVariableChunks` that writes them in place), and each chunk's
+        share."""
         raise NotImplementedError
 
 
@@ -199,18 +201,14 @@ class VariablePlan(ValuePlan):
         head = (counts + 1) * ow
         sizes = head + data_bytes
         sizes = sizes + (-sizes) % ow
-        chunk_pos = np.cumsum(sizes) - sizes
         total = int(sizes.sum())
+        if accel.kernels(total) is not None:
+            # written by the compiled kernel straight into the mini-block chunks
+            return [(DeferredVariableChunks(self.values, starts, counts, total), sizes)]
+        chunk_pos = np.cumsum(sizes) - sizes
         out = np.full(total, PAD_VARIABLE, np.uint8)
         word = out.view(np.uint32 if ow == 4 else np.uint64)
         data = self.values.data
-        compiled = accel.kernels(total)
-        if compiled is not None:
-            compiled.chunk_offsets(word, offsets.astype(np.int64, copy=False), starts.astype(np.int64, copy=False),
-                                   counts.astype(np.int64, copy=False), chunk_pos // ow, head.astype(np.int64))
-            compiled.copy_ranges(out, chunk_pos + head, np.ascontiguousarray(data, np.uint8),
-                                 offsets[starts].astype(np.int64), data_bytes.astype(np.int64))
-            return [(out, sizes)]
         # offsets: chunk c writes counts[c]+1 offsets relative to its own start
         n_off = counts + 1
         chunk_of = np.repeat(np.arange(len(starts)), n_off)
@@ -223,6 +221,25 @@ class VariablePlan(ValuePlan):
         for d, a, size in zip(dst, src, data_bytes.tolist()):
             out[d : d + size] = data[a : a + size]
         return [(out, sizes)]
+
+
+class DeferredVariableChunks:
+    """The ``variable`` chunks of a page, not yet laid out: the mini-block writer has the
+    compiled kernel write them into their final place (``write_into``) instead of copying them
+    from a buffer of their own."""
+
+    def __init__(self, values: LeafValues, starts: np.ndarray, counts: np.ndarray, nbytes: int) -> None:
+        assert values.offsets is not None and values.data is not None  # variable values carry both
+        self.values, self.starts, self.counts, self.nbytes = values, starts, counts, nbytes
+
+    def write_into(self, out: np.ndarray, positions: np.ndarray) -> None:
+        compiled = accel.kernels()
+        assert compiled is not None  # deferred only when the kernels are loaded
+        assert self.values.offsets is not None and self.values.data is not None
+        compiled.write_variable_chunks(
+            out, positions.astype(np.int64, copy=False), np.ascontiguousarray(self.values.offsets, np.int64),
+            np.ascontiguousarray(self.values.data, np.uint8), self.starts.astype(np.int64, copy=False),
+            self.counts.astype(np.int64, copy=False), self.values.offset_width, PAD_VARIABLE)
 
 
 class FsstPlan(VariablePlan):

@@ -1,13 +1,14 @@
-"""Kernels compiled with numba: the optional accelerator of :mod:`.encode_fsst`, :mod:`.fsst` and
-:mod:`.encode_miniblock`.
+"""Kernels compiled with numba: the optional accelerator of :mod:`.encode_fsst`, :mod:`.fsst`,
+:mod:`.encode_miniblock`, :mod:`.encode_compression` and :mod:`.fastlanes_pack`.
 
 Imported only through :func:`lance_format.encodings.structural.accel.kernels`, which falls
 back to the numpy code when numba is missing (``pip install lance-assets[fast]`` adds it). Each
 kernel computes exactly what its numpy counterpart computes (the tests compare the bytes): the
 greedy parse of ``encode_fsst._parse`` (same look-up tables, same cuts every ``unit`` bytes),
 the decoding of ``fsst._decompress`` with its corruption checks and the greedy chunk walk of
-``encode_miniblock._Chunker``, but in one pass instead of many passes over arrays (or a Python
-loop over chunks).
+``encode_miniblock._Chunker``, FSST training's candidate counting, Arrow's dictionary encoding
+of strings, FastLanes bit-packing and the ``variable`` chunk layout, but in one pass instead of
+many passes over arrays (or a Python loop over chunks).
 
 Compiled code is cached on disk (``cache=True``): next to this file when that is writable, else
 in numba's per-user cache directory, else (both read-only) in the system's temporary directory.
@@ -336,19 +337,6 @@ def copy_ranges(out, dst, data, src, sizes):  # type: ignore[no-untyped-def]
         out[d : d + sizes[i]] = data[s : s + sizes[i]]
 
 
-@_jit
-def chunk_offsets(words, offsets, starts, counts, first_word, head):  # type: ignore[no-untyped-def]
-    """The offsets of every ``variable`` chunk, relative to the chunk's start
-    (``encode_compression.VariablePlan.encode``): chunk ``c`` writes ``counts[c] + 1`` words
-    from ``words[first_word[c]]``."""
-    for c in range(starts.shape[0]):
-        s = starts[c]
-        base = offsets[s] - head[c]
-        w = first_word[c]
-        for k in range(counts[c] + 1):
-            words[w + k] = offsets[s + k] - base
-
-
 # FastLanes transposition: value r of a lane is block element _FL_ROW[r] + lane (r < 64), as in
 # fastlanes_pack (FL_ORDER[r // 8] * 16 + (r % 8) * 128)
 _FL_ROW = np.array([(0, 4, 2, 6, 1, 5, 3, 7)[r // 8] * 16 + (r % 8) * 128 for r in range(64)], np.int64)
@@ -565,3 +553,29 @@ def fsst_candidates(ids, counts, lengths_of, values256):  # type: ignore[no-unty
             b += 1
     order = np.concatenate((short_index[np.argsort(short_keys)], full_index[np.argsort(full_keys)]))
     return distinct_values[order], distinct_lengths[order].astype(np.uint8), distinct_gains[order]
+
+
+@_jit
+def write_variable_chunks(out, positions, offsets, data, starts, counts, width, pad):  # type: ignore[no-untyped-def]
+    """``encode_compression.VariablePlan.encode`` written straight into its final place: chunk
+    ``c`` (items ``starts[c]`` .. ``+ counts[c]``) at ``out[positions[c]:]``: its ``counts[c] + 1``
+    offsets (``width`` bytes each, little-endian, relative to the chunk's start), its bytes,
+    then ``pad`` up to a multiple of ``width``."""
+    for c in range(starts.shape[0]):
+        at = positions[c]
+        s = starts[c]
+        n = counts[c]
+        head = (n + 1) * width
+        base = offsets[s] - head
+        # 8-byte stores: with 4-byte offsets each store's upper half is overwritten by the next
+        # offset; the last offset is stored byte by byte so nothing spills past the chunk's head
+        for k in range(n):
+            _store_u64(out, at + k * width, np.uint64(offsets[s + k] - base))
+        last = offsets[s + n] - base
+        for byte in range(width):
+            out[at + n * width + byte] = (last >> (8 * byte)) & 0xFF
+        size = offsets[s + n] - offsets[s]
+        body = at + head
+        out[body : body + size] = data[offsets[s] : offsets[s] + size]
+        for k in range((-(head + size)) % width):
+            out[body + size + k] = pad
