@@ -202,9 +202,9 @@ class VariablePlan(ValuePlan):
         sizes = head + data_bytes
         sizes = sizes + (-sizes) % ow
         total = int(sizes.sum())
-        if accel.kernels(total) is not None:
+        if accel.write_kernels(total) is not None:
             # written by the compiled kernel straight into the mini-block chunks
-            return [(DeferredVariableChunks(self.values, starts, counts, total), sizes)]
+            return [(DeferredVariableChunks(self.values, starts, counts), sizes)]
         chunk_pos = np.cumsum(sizes) - sizes
         out = np.full(total, PAD_VARIABLE, np.uint8)
         word = out.view(np.uint32 if ow == 4 else np.uint64)
@@ -228,12 +228,12 @@ class DeferredVariableChunks:
     compiled kernel write them into their final place (``write_into``) instead of copying them
     from a buffer of their own."""
 
-    def __init__(self, values: LeafValues, starts: np.ndarray, counts: np.ndarray, nbytes: int) -> None:
+    def __init__(self, values: LeafValues, starts: np.ndarray, counts: np.ndarray) -> None:
         assert values.offsets is not None and values.data is not None  # variable values carry both
-        self.values, self.starts, self.counts, self.nbytes = values, starts, counts, nbytes
+        self.values, self.starts, self.counts = values, starts, counts
 
     def write_into(self, out: np.ndarray, positions: np.ndarray) -> None:
-        compiled = accel.kernels()
+        compiled = accel.write_kernels()
         assert compiled is not None  # deferred only when the kernels are loaded
         assert self.values.offsets is not None and self.values.data is not None
         compiled.write_variable_chunks(
@@ -368,7 +368,7 @@ def try_dictionary(values: LeafValues, minor: int = 2) -> tuple[np.ndarray, Leaf
         return None
     limit = min(n // DICT_DIVISOR, DICT_MAX_CARDINALITY)
     sample = min(n, DICT_SAMPLE)
-    compiled = accel.kernels(values.raw_bytes()) if values.kind == "variable" else None
+    compiled = accel.write_kernels(values.raw_bytes()) if values.kind == "variable" else None
     if compiled is not None:
         # the same decisions and the same dictionary (first occurrences in order) as Arrow's
         assert values.offsets is not None and values.data is not None  # variable values carry both
