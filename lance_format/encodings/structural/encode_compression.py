@@ -18,6 +18,7 @@ the chunks once the boundaries are fixed (vectorized over the whole page). Plans
 from __future__ import annotations
 
 import struct
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
@@ -367,30 +368,12 @@ def try_dictionary(values: LeafValues, minor: int = 2) -> tuple[np.ndarray, Leaf
     elif values.kind != "variable":
         return None
     limit = min(n // DICT_DIVISOR, DICT_MAX_CARDINALITY)
-    sample = min(n, DICT_SAMPLE)
     compiled = accel.write_kernels(values.raw_bytes()) if values.kind == "variable" else None
-    if compiled is not None:
-        # the same decisions and the same dictionary (first occurrences in order) as Arrow's
-        assert values.offsets is not None and values.data is not None  # variable values carry both
-        data = np.ascontiguousarray(values.data, np.uint8)
-        offsets = np.ascontiguousarray(values.offsets, np.int64)
-        if len(compiled.dictionary_encode(data, offsets[: sample + 1], sample)[1]) * n / sample > limit:
-            return None
-        kernel_indices, firsts = compiled.dictionary_encode(data, offsets, limit)
-        if len(kernel_indices) != n:
-            return None
-        cardinality = len(firsts)
-        dictionary = take_values(values, firsts)
-    else:
-        arrow = _as_arrow(values)
-        # a cheap look at the first values first: hashing a whole high-cardinality page is costly
-        if pc.count_distinct(arrow.slice(0, sample)).as_py() * n / sample > limit:
-            return None
-        encoded = arrow.dictionary_encode()
-        cardinality = len(encoded.dictionary)
-        if cardinality > limit:
-            return None
-        dictionary = _from_arrow(encoded.dictionary, values)
+    found = _distinct_compiled(compiled, values, limit) if compiled is not None else _distinct_arrow(values, limit)
+    if found is None:
+        return None
+    indices, dictionary = found
+    cardinality = dictionary.count
     if values.kind == "variable":
         assert values.offsets is not None and dictionary.offsets is not None  # variable values carry offsets
         width = values.offset_width
@@ -401,10 +384,39 @@ def try_dictionary(values: LeafValues, minor: int = 2) -> tuple[np.ndarray, Leaf
         size, plain = width * cardinality + 4 * n, width * n
     if size > DICT_SIZE_RATIO * plain:
         return None
-    if compiled is not None:
-        return kernel_indices, dictionary
-    indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False)).astype(np.uint32)
     return indices, dictionary
+
+
+def _distinct_arrow(values: LeafValues, limit: int) -> tuple[np.ndarray, LeafValues] | None:
+    """(u32 indices, dictionary) by Arrow's ``dictionary_encode``, or None when the first values
+    (scaled to the page) or all of them have more than ``limit`` distinct values."""
+    n = values.count
+    arrow = _as_arrow(values)
+    # a cheap look at the first values first: hashing a whole high-cardinality page is costly
+    sample = min(n, DICT_SAMPLE)
+    if pc.count_distinct(arrow.slice(0, sample)).as_py() * n / sample > limit:
+        return None
+    encoded = arrow.dictionary_encode()
+    if len(encoded.dictionary) > limit:
+        return None
+    indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False)).astype(np.uint32)
+    return indices, _from_arrow(encoded.dictionary, values)
+
+
+def _distinct_compiled(compiled: ModuleType, values: LeafValues, limit: int) -> tuple[np.ndarray, LeafValues] | None:
+    """:func:`_distinct_arrow` of strings by the compiled hash table: the same decisions, the same
+    dictionary (first occurrences, in order) and indices."""
+    assert values.offsets is not None and values.data is not None  # variable values carry both
+    n = values.count
+    data = np.ascontiguousarray(values.data, np.uint8)
+    offsets = np.ascontiguousarray(values.offsets, np.int64)
+    sample = min(n, DICT_SAMPLE)
+    if len(compiled.dictionary_encode(data, offsets[: sample + 1], sample)[1]) * n / sample > limit:
+        return None
+    indices, firsts = compiled.dictionary_encode(data, offsets, limit)
+    if len(indices) != n:  # gave up: more than limit distinct values
+        return None
+    return indices, take_values(values, firsts)
 
 
 def dictionary_block(dictionary: LeafValues, minor: int = 2) -> tuple[bytes, pb.CompressiveEncoding]:
