@@ -52,6 +52,16 @@ def kernels(work: int = 0) -> ModuleType | None:
     return _kernels
 
 
+def write_kernels(work: int = 0) -> ModuleType | None:
+    """The writer's further compiled kernels (:mod:`.numba_write_kernels`), under the same
+    policy as :func:`kernels`: None whenever that gives None."""
+    if kernels(work) is None:
+        return None
+    from lance_format.encodings.structural import numba_write_kernels
+
+    return numba_write_kernels
+
+
 def use_compiled(policy: bool | None) -> None:
     """True: use the kernels from now on (where importable); False: numpy only; None: the
     default (load after WORTH_LOADING bytes of work). For tests and benchmarks."""

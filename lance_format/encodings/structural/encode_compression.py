@@ -18,6 +18,7 @@ the chunks once the boundaries are fixed (vectorized over the whole page). Plans
 from __future__ import annotations
 
 import struct
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
@@ -66,7 +67,9 @@ class ValuePlan:
         raise NotImplementedError
 
     def encode(self, starts: np.ndarray, counts: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-        """For each buffer: its bytes for all chunks back to back, and each chunk's share."""
+        """For each buffer: its bytes for all chunks back to back (or, with the compiled
+        kernels, a :class:`DeferredVariableChunks` that writes them in place), and each chunk's
+        share."""
         raise NotImplementedError
 
 
@@ -199,18 +202,14 @@ class VariablePlan(ValuePlan):
         head = (counts + 1) * ow
         sizes = head + data_bytes
         sizes = sizes + (-sizes) % ow
-        chunk_pos = np.cumsum(sizes) - sizes
         total = int(sizes.sum())
+        if accel.write_kernels(total) is not None:
+            # written by the compiled kernel straight into the mini-block chunks
+            return [(DeferredVariableChunks(self.values, starts, counts), sizes)]
+        chunk_pos = np.cumsum(sizes) - sizes
         out = np.full(total, PAD_VARIABLE, np.uint8)
         word = out.view(np.uint32 if ow == 4 else np.uint64)
         data = self.values.data
-        compiled = accel.kernels(total)
-        if compiled is not None:
-            compiled.chunk_offsets(word, offsets.astype(np.int64, copy=False), starts.astype(np.int64, copy=False),
-                                   counts.astype(np.int64, copy=False), chunk_pos // ow, head.astype(np.int64))
-            compiled.copy_ranges(out, chunk_pos + head, np.ascontiguousarray(data, np.uint8),
-                                 offsets[starts].astype(np.int64), data_bytes.astype(np.int64))
-            return [(out, sizes)]
         # offsets: chunk c writes counts[c]+1 offsets relative to its own start
         n_off = counts + 1
         chunk_of = np.repeat(np.arange(len(starts)), n_off)
@@ -223,6 +222,25 @@ class VariablePlan(ValuePlan):
         for d, a, size in zip(dst, src, data_bytes.tolist()):
             out[d : d + size] = data[a : a + size]
         return [(out, sizes)]
+
+
+class DeferredVariableChunks:
+    """The ``variable`` chunks of a page, not yet laid out: the mini-block writer has the
+    compiled kernel write them into their final place (``write_into``) instead of copying them
+    from a buffer of their own."""
+
+    def __init__(self, values: LeafValues, starts: np.ndarray, counts: np.ndarray) -> None:
+        assert values.offsets is not None and values.data is not None  # variable values carry both
+        self.values, self.starts, self.counts = values, starts, counts
+
+    def write_into(self, out: np.ndarray, positions: np.ndarray) -> None:
+        compiled = accel.write_kernels()
+        assert compiled is not None  # deferred only when the kernels are loaded
+        assert self.values.offsets is not None and self.values.data is not None
+        compiled.write_variable_chunks(
+            out, positions.astype(np.int64, copy=False), np.ascontiguousarray(self.values.offsets, np.int64),
+            np.ascontiguousarray(self.values.data, np.uint8), self.starts.astype(np.int64, copy=False),
+            self.counts.astype(np.int64, copy=False), self.values.offset_width, PAD_VARIABLE)
 
 
 class FsstPlan(VariablePlan):
@@ -350,30 +368,12 @@ def try_dictionary(values: LeafValues, minor: int = 2) -> tuple[np.ndarray, Leaf
     elif values.kind != "variable":
         return None
     limit = min(n // DICT_DIVISOR, DICT_MAX_CARDINALITY)
-    sample = min(n, DICT_SAMPLE)
-    compiled = accel.kernels(values.raw_bytes()) if values.kind == "variable" else None
-    if compiled is not None:
-        # the same decisions and the same dictionary (first occurrences in order) as Arrow's
-        assert values.offsets is not None and values.data is not None  # variable values carry both
-        data = np.ascontiguousarray(values.data, np.uint8)
-        offsets = np.ascontiguousarray(values.offsets, np.int64)
-        if len(compiled.dictionary_encode(data, offsets[: sample + 1], sample)[1]) * n / sample > limit:
-            return None
-        kernel_indices, firsts = compiled.dictionary_encode(data, offsets, limit)
-        if len(kernel_indices) != n:
-            return None
-        cardinality = len(firsts)
-        dictionary = take_values(values, firsts)
-    else:
-        arrow = _as_arrow(values)
-        # a cheap look at the first values first: hashing a whole high-cardinality page is costly
-        if pc.count_distinct(arrow.slice(0, sample)).as_py() * n / sample > limit:
-            return None
-        encoded = arrow.dictionary_encode()
-        cardinality = len(encoded.dictionary)
-        if cardinality > limit:
-            return None
-        dictionary = _from_arrow(encoded.dictionary, values)
+    compiled = accel.write_kernels(values.raw_bytes()) if values.kind == "variable" else None
+    found = _distinct_compiled(compiled, values, limit) if compiled is not None else _distinct_arrow(values, limit)
+    if found is None:
+        return None
+    indices, dictionary = found
+    cardinality = dictionary.count
     if values.kind == "variable":
         assert values.offsets is not None and dictionary.offsets is not None  # variable values carry offsets
         width = values.offset_width
@@ -384,10 +384,39 @@ def try_dictionary(values: LeafValues, minor: int = 2) -> tuple[np.ndarray, Leaf
         size, plain = width * cardinality + 4 * n, width * n
     if size > DICT_SIZE_RATIO * plain:
         return None
-    if compiled is not None:
-        return kernel_indices, dictionary
-    indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False)).astype(np.uint32)
     return indices, dictionary
+
+
+def _distinct_arrow(values: LeafValues, limit: int) -> tuple[np.ndarray, LeafValues] | None:
+    """(u32 indices, dictionary) by Arrow's ``dictionary_encode``, or None when the first values
+    (scaled to the page) or all of them have more than ``limit`` distinct values."""
+    n = values.count
+    arrow = _as_arrow(values)
+    # a cheap look at the first values first: hashing a whole high-cardinality page is costly
+    sample = min(n, DICT_SAMPLE)
+    if pc.count_distinct(arrow.slice(0, sample)).as_py() * n / sample > limit:
+        return None
+    encoded = arrow.dictionary_encode()
+    if len(encoded.dictionary) > limit:
+        return None
+    indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False)).astype(np.uint32)
+    return indices, _from_arrow(encoded.dictionary, values)
+
+
+def _distinct_compiled(compiled: ModuleType, values: LeafValues, limit: int) -> tuple[np.ndarray, LeafValues] | None:
+    """:func:`_distinct_arrow` of strings by the compiled hash table: the same decisions, the same
+    dictionary (first occurrences, in order) and indices."""
+    assert values.offsets is not None and values.data is not None  # variable values carry both
+    n = values.count
+    data = np.ascontiguousarray(values.data, np.uint8)
+    offsets = np.ascontiguousarray(values.offsets, np.int64)
+    sample = min(n, DICT_SAMPLE)
+    if len(compiled.dictionary_encode(data, offsets[: sample + 1], sample)[1]) * n / sample > limit:
+        return None
+    indices, firsts = compiled.dictionary_encode(data, offsets, limit)
+    if len(indices) != n:  # gave up: more than limit distinct values
+        return None
+    return indices, take_values(values, firsts)
 
 
 def dictionary_block(dictionary: LeafValues, minor: int = 2) -> tuple[bytes, pb.CompressiveEncoding]:

@@ -230,7 +230,7 @@ def _sample(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _candidates(ids: np.ndarray, counts: np.ndarray, table: _Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidate symbols (values, lengths) and their gains, from the tokens of one parse."""
-    compiled = accel.kernels()
+    compiled = accel.write_kernels()
     if compiled is not None and len(ids):
         return compiled.fsst_candidates(np.ascontiguousarray(ids, np.uint16), np.ascontiguousarray(counts, np.int64),
                                         table.lengths_of, table.values256)

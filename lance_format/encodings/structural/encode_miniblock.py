@@ -23,7 +23,12 @@ from __future__ import annotations
 import numpy as np
 
 from lance_format.encodings.structural import accel
-from lance_format.encodings.structural.encode_compression import ValuePlan, dictionary_block, flat_encoding
+from lance_format.encodings.structural.encode_compression import (
+    DeferredVariableChunks,
+    ValuePlan,
+    dictionary_block,
+    flat_encoding,
+)
 from lance_format.encodings.structural.encode_repdef import LeafPage
 from lance_format.encodings.structural.fastlanes_pack import out_of_line_pack
 from lance_format.proto import encodings_v2_1_pb2 as pb
@@ -208,7 +213,7 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
     columns: list[list] = []
     chunk_bytes = np.zeros(nchunks, np.int64)
     compiled = accel.kernels()
-    raws: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (bytes, sizes, offset in the chunk)
+    raws: list[tuple[np.ndarray | DeferredVariableChunks, np.ndarray, np.ndarray]] = []  # (bytes, sizes, offset in the chunk)
     for i, (data, sizes) in enumerate(streams):
         sizes = np.asarray(sizes, np.int64)
         if len(sizes) and int(sizes.max()) > np.iinfo(header.dtype[f"s{i}"]).max:  # the chunker's limits prevent it
@@ -216,9 +221,12 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
         header[f"s{i}"] = sizes
         pads = (-sizes) % 8
         if compiled is not None:
-            raws.append((np.ascontiguousarray(data).view(np.uint8).reshape(-1), sizes, chunk_bytes.copy()))
+            if not isinstance(data, DeferredVariableChunks):
+                data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+            raws.append((data, sizes, chunk_bytes.copy()))
             chunk_bytes += sizes + pads
             continue
+        assert not isinstance(data, DeferredVariableChunks)  # deferred only when the kernels are loaded
         chunk_bytes += sizes + pads
         # numpy's stubs declare ndarray.__buffer__ only for Python >= 3.12, hence the ignores below
         raw = memoryview(np.ascontiguousarray(data).view(np.uint8).reshape(-1))  # type: ignore[arg-type]
@@ -236,8 +244,11 @@ def _assemble_chunks(level_parts: list, value_buffers: list, num_levels, nchunks
         out = np.full(int(chunk_bytes.sum()), CHUNK_PAD, np.uint8)
         compiled.copy_ranges(out, chunk_pos, heads.reshape(-1), np.arange(nchunks, dtype=np.int64) * header_block,
                              np.full(nchunks, header_block, np.int64))
-        for raw_bytes, sizes, within in raws:
-            compiled.copy_ranges(out, chunk_pos + header_block + within, raw_bytes, np.cumsum(sizes) - sizes, sizes)
+        for piece, sizes, within in raws:
+            if isinstance(piece, DeferredVariableChunks):
+                piece.write_into(out, chunk_pos + header_block + within)
+            else:
+                compiled.copy_ranges(out, chunk_pos + header_block + within, piece, np.cumsum(sizes) - sizes, sizes)
         return out, chunk_bytes
     flat = memoryview(heads.reshape(-1))  # type: ignore[arg-type]  # numpy stubs: __buffer__ needs 3.12
     head_views = [flat[c : c + header_block] for c in range(0, nchunks * header_block, header_block)]

@@ -148,6 +148,10 @@ def _apply_validity(state: _State, array: pa.Array) -> None:
     null_slots = ~slot_valid
     if not null_slots.any():
         return
+    if state.slot is None and state.defs is None:
+        # every entry has a slot and none is decided yet (a flat nullable column): one pass
+        state.defs = null_slots.astype(np.int32) * (2 * layer + 1)
+        return
     slots = state.slot_indices()
     defs = np.zeros(state.n, np.int32) if state.defs is None else state.defs.copy()
     hit = slots[null_slots]

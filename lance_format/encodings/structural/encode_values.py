@@ -45,6 +45,7 @@ class LeafValues:
     offset_width: int = 4  # variable
     indices: np.ndarray | None = None  # dictionary
     dictionary: "LeafValues | None" = None  # dictionary
+    longest: int | None = field(default=None, repr=False, compare=False)  # variable: max_value_bytes, once known
 
     def raw_bytes(self) -> int:
         """Size of the plain (uncompressed) representation, for cost comparisons."""
@@ -75,7 +76,9 @@ class LeafValues:
     def max_value_bytes(self) -> int:
         if self.kind == "variable":
             assert self.offsets is not None  # variable values always carry offsets
-            return int(np.diff(self.offsets).max()) if self.count else 0
+            if self.longest is None:  # asked by the layout choice and again by FSST's
+                self.longest = int(np.diff(self.offsets).max()) if self.count else 0
+            return self.longest
         if self.kind in ("fixed", "fsl"):
             return self.value_width()
         return 1
@@ -180,11 +183,12 @@ def variable_values(array: pa.Array, valid: np.ndarray | None) -> LeafValues:
     if n == 0 or bufs[1] is None:
         return LeafValues("variable", n, offsets=np.zeros(n + 1, np.int64), data=np.zeros(0, np.uint8),
                           offset_width=8 if large else 4)
-    raw = np.frombuffer(bufs[1], dtype, n + 1, array.offset * np.dtype(dtype).itemsize).astype(np.int64)
-    first, last = int(raw[0]), int(raw[-1])
+    offsets = np.frombuffer(bufs[1], dtype, n + 1, array.offset * np.dtype(dtype).itemsize).astype(np.int64)
+    first, last = int(offsets[0]), int(offsets[-1])
     data = np.frombuffer(bufs[2], np.uint8, last - first, first) if bufs[2] is not None and last > first else (
         np.zeros(0, np.uint8))
-    offsets = raw - first
+    if first:
+        offsets -= first  # a copy already (astype): rebased in place
     if valid is not None:
         lengths = np.diff(offsets)
         dropped = ~valid & (lengths > 0)

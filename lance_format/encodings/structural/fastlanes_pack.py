@@ -143,7 +143,7 @@ def inline_pack_chunks(values: np.ndarray, starts: np.ndarray, counts: np.ndarra
     """
     dtype = values.dtype
     width = dtype.itemsize * 8
-    compiled = accel.kernels(values.nbytes)
+    compiled = accel.write_kernels(values.nbytes)
     if compiled is not None and _back_to_back(values, starts, counts):
         widths = bit_widths(np.maximum.reduceat(values, starts)[:, None])
         words_per_chunk = 1 + BLOCK * widths // width
@@ -209,7 +209,7 @@ def out_of_line_pack(values: np.ndarray, bits: int, starts: np.ndarray, counts: 
         block_starts = starts[seg_of_block] + j * BLOCK
         block_counts = np.minimum(BLOCK, counts[seg_of_block] - j * BLOCK)
         block_dest = seg_firsts[seg_of_block] + j * words
-        compiled = accel.kernels(values.nbytes)
+        compiled = accel.write_kernels(values.nbytes)
         if compiled is not None:
             compiled.pack_blocks_into(out, block_dest, values, block_starts.astype(np.int64, copy=False),
                                       block_counts.astype(np.int64, copy=False), np.full(total_blocks, bits, np.int64))
