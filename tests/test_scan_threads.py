@@ -328,3 +328,23 @@ def test_fragment_readahead_limits_the_fragments_in_flight(tmp_path, monkeypatch
     assert max(len(s) for s in seen) > 1
     with pytest.raises(InvalidInputError, match="fragment_readahead"):
         ds.scanner(fragment_readahead=-2)
+
+
+def test_gather_of_many_long_ranges_is_the_same_with_the_kernels():
+    from lance_format.encodings.structural import accel
+    from lance_format.encodings.structural.blocks import gather
+
+    rng = np.random.default_rng(3)
+    buf = np.frombuffer(pa.py_buffer(rng.integers(0, 256, 400_000, dtype=np.uint8).tobytes()), np.uint8)
+    starts = np.sort(rng.choice(300_000, 500, replace=False)).astype(np.int64)
+    lengths = rng.integers(64, 400, 500).astype(np.int64)
+    expected = np.concatenate([buf[s:s + n] for s, n in zip(starts, lengths)])
+    try:
+        for policy in (False, True):
+            accel.use_compiled(policy)
+            assert np.array_equal(gather(buf, starts, lengths), expected)
+            # ranges past the end keep numpy's clipping
+            clipped = gather(buf, np.append(starts, 399_900), np.append(lengths, 400))
+            assert np.array_equal(clipped, np.concatenate([expected, buf[399_900:]]))
+    finally:
+        accel.use_compiled(None)
