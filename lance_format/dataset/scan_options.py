@@ -62,13 +62,16 @@ def check_options(options: Mapping[str, Any], *, table: str) -> None:
         raise InvalidInputError(f"unknown scan option {name!r}", table=table)
 
 
+MAX_DEFAULT_READAHEAD = 16  # pylance's default batch_readahead
+
+
 def readahead_of(options: Mapping[str, Any], *, table: str) -> tuple[int, int]:
     """(batches a scan decodes at once, fragments they may come from at once; 0: any), from
-    pylance's ``batch_readahead`` (default two per decode thread, ``LANCE_CPU_THREADS``; memory
-    stays within that many batches) and ``fragment_readahead`` (default: no limit beyond the
+    pylance's ``batch_readahead`` (default two per decode thread, ``LANCE_CPU_THREADS``, at most
+    pylance's default of 16; memory stays within that many batches) and ``fragment_readahead`` (default: no limit beyond the
     batches)."""
     counts = []
-    for name, default in (("batch_readahead", 2 * cpu_threads()), ("fragment_readahead", 0)):
+    for name, default in (("batch_readahead", min(2 * cpu_threads(), MAX_DEFAULT_READAHEAD)), ("fragment_readahead", 0)):
         value = options.get(name)
         if value is None:
             value = default

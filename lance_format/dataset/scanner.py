@@ -441,7 +441,8 @@ class LanceScanner:
         lines.append(
             f"LanceRead: uri={ds.uri}, version={ds.version}, fragments={len(self._fragments)}"
             f"{'' if self._scans_whole_table else ' (chosen)'}, physical_rows={physical}, {deleted}, "
-            f"columns={self._read_schema.names()}, system_columns={self._read_system}, batch_size={self._batch_size}")
+            f"columns={self._read_schema.names()}, system_columns={self._read_system}, batch_size={self._batch_size}, "
+            f"batch_readahead={self._readahead}{'' if self._in_order else ', out of order'}")
         text = "\n".join("  " * i + line for i, line in enumerate(lines)) + "\n"
         if verbose:
             indent = "  " * len(lines)
