@@ -348,3 +348,31 @@ def test_gather_of_many_long_ranges_is_the_same_with_the_kernels():
             assert np.array_equal(clipped, np.concatenate([expected, buf[399_900:]]))
     finally:
         accel.use_compiled(None)
+
+
+def test_a_batch_arriving_late_decodes_only_its_own_chunks(tmp_path, monkeypatch):
+    from lance_format.encodings.structural import miniblock
+
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"x": np.arange(300_000, dtype=np.float64)}), uri, data_storage_version="2.2")
+    ds = lance_format.dataset(uri)
+    fragment = ds.get_fragments()[0]
+    schema = ds.lance_schema.project(["x"])
+    decoded: list[int] = []
+    original = miniblock.MiniBlockPage._decode_run
+
+    def counting(page, c0, c1, data_type):
+        decoded.append(c1 - c0 + 1)
+        return original(page, c0, c1, data_type)
+
+    monkeypatch.setattr(miniblock.MiniBlockPage, "_decode_run", counting)
+
+    def rows(begin: int, end: int) -> np.ndarray:
+        batches = list(fragment.read_batches(schema, [], end - begin, row_range=(begin, end)))
+        return np.concatenate([b.column("x").to_numpy() for b in batches])
+
+    assert np.array_equal(rows(10_000, 20_000), np.arange(10_000, 20_000))  # reads ahead
+    ahead = sum(decoded)
+    assert np.array_equal(rows(0, 10_000), np.arange(0, 10_000))  # the batch before, late
+    assert np.array_equal(rows(20_000, 30_000), np.arange(20_000, 30_000))  # still read ahead
+    assert len(decoded) == 2 and decoded[1] < ahead / 4
