@@ -376,3 +376,19 @@ def test_a_batch_arriving_late_decodes_only_its_own_chunks(tmp_path, monkeypatch
     assert np.array_equal(rows(0, 10_000), np.arange(0, 10_000))  # the batch before, late
     assert np.array_equal(rows(20_000, 30_000), np.arange(20_000, 30_000))  # still read ahead
     assert len(decoded) == 2 and decoded[1] < ahead / 4
+
+
+def test_io_buffer_size_bounds_the_batches_in_flight(table_uri, monkeypatch):
+    ds = lance_format.dataset(table_uri)
+    per_row = ds.get_fragments()[0].stored_bytes_per_row(ds.lance_schema.project(["id", "url"]))
+    assert 8 < per_row < 100  # an int64 and a short string, compressed
+    active = _Active(monkeypatch, delay=0.003)
+    # one column: each batch is one read, so reads at once are batches at once
+    small = ds.to_table(columns=["url"], batch_size=BATCH, batch_readahead=6, io_buffer_size=1)
+    assert active.most == 1  # one batch at a time (never none)
+    active.most = 0
+    roomy = ds.to_table(columns=["url"], batch_size=BATCH, batch_readahead=6, io_buffer_size=1 << 30)
+    assert active.most > 1
+    assert small.equals(roomy)
+    with pytest.raises(InvalidInputError, match="io_buffer_size"):
+        ds.scanner(io_buffer_size=-1)
