@@ -328,3 +328,67 @@ def test_fragment_readahead_limits_the_fragments_in_flight(tmp_path, monkeypatch
     assert max(len(s) for s in seen) > 1
     with pytest.raises(InvalidInputError, match="fragment_readahead"):
         ds.scanner(fragment_readahead=-2)
+
+
+def test_gather_of_many_long_ranges_is_the_same_with_the_kernels():
+    from lance_format.encodings.structural import accel
+    from lance_format.encodings.structural.blocks import gather
+
+    rng = np.random.default_rng(3)
+    buf = np.frombuffer(pa.py_buffer(rng.integers(0, 256, 400_000, dtype=np.uint8).tobytes()), np.uint8)
+    starts = np.sort(rng.choice(300_000, 500, replace=False)).astype(np.int64)
+    lengths = rng.integers(64, 400, 500).astype(np.int64)
+    expected = np.concatenate([buf[s:s + n] for s, n in zip(starts, lengths)])
+    try:
+        for policy in (False, True):
+            accel.use_compiled(policy)
+            assert np.array_equal(gather(buf, starts, lengths), expected)
+            # ranges past the end keep numpy's clipping
+            clipped = gather(buf, np.append(starts, 399_900), np.append(lengths, 400))
+            assert np.array_equal(clipped, np.concatenate([expected, buf[399_900:]]))
+    finally:
+        accel.use_compiled(None)
+
+
+def test_a_batch_arriving_late_decodes_only_its_own_chunks(tmp_path, monkeypatch):
+    from lance_format.encodings.structural import miniblock
+
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"x": np.arange(300_000, dtype=np.float64)}), uri, data_storage_version="2.2")
+    ds = lance_format.dataset(uri)
+    fragment = ds.get_fragments()[0]
+    schema = ds.lance_schema.project(["x"])
+    decoded: list[int] = []
+    original = miniblock.MiniBlockPage._decode_run
+
+    def counting(page, c0, c1, data_type):
+        decoded.append(c1 - c0 + 1)
+        return original(page, c0, c1, data_type)
+
+    monkeypatch.setattr(miniblock.MiniBlockPage, "_decode_run", counting)
+
+    def rows(begin: int, end: int) -> np.ndarray:
+        batches = list(fragment.read_batches(schema, [], end - begin, row_range=(begin, end)))
+        return np.concatenate([b.column("x").to_numpy() for b in batches])
+
+    assert np.array_equal(rows(10_000, 20_000), np.arange(10_000, 20_000))  # reads ahead
+    ahead = sum(decoded)
+    assert np.array_equal(rows(0, 10_000), np.arange(0, 10_000))  # the batch before, late
+    assert np.array_equal(rows(20_000, 30_000), np.arange(20_000, 30_000))  # still read ahead
+    assert len(decoded) == 2 and decoded[1] < ahead / 4
+
+
+def test_io_buffer_size_bounds_the_batches_in_flight(table_uri, monkeypatch):
+    ds = lance_format.dataset(table_uri)
+    per_row = ds.get_fragments()[0].stored_bytes_per_row(ds.lance_schema.project(["id", "url"]))
+    assert 8 < per_row < 100  # an int64 and a short string, compressed
+    active = _Active(monkeypatch, delay=0.003)
+    # one column: each batch is one read, so reads at once are batches at once
+    small = ds.to_table(columns=["url"], batch_size=BATCH, batch_readahead=6, io_buffer_size=1)
+    assert active.most == 1  # one batch at a time (never none)
+    active.most = 0
+    roomy = ds.to_table(columns=["url"], batch_size=BATCH, batch_readahead=6, io_buffer_size=1 << 30)
+    assert active.most > 1
+    assert small.equals(roomy)
+    with pytest.raises(InvalidInputError, match="io_buffer_size"):
+        ds.scanner(io_buffer_size=-1)

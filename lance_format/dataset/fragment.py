@@ -25,6 +25,7 @@ from lance_format.dataset.partial_fields import fill_missing_children, narrowed_
 from lance_format.encodings.array_v2_0.packed_struct import is_packed_struct_leaf
 from lance_format.dataset.arguments import row_positions
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedFeatureError
+from lance_format.encodings.structural.column import leaf_plans
 from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
 from lance_format.file.reader import ColumnPlan, LanceFileReader
 from lance_format.file.utf8 import first_invalid_utf8, has_utf8
@@ -664,6 +665,21 @@ class LanceFragment:
         for name in system_columns:
             self.system_column(name, np.zeros(0, np.uint64))
         return structural
+
+    def stored_bytes_per_row(self, schema: LanceSchema) -> float:
+        """Page bytes of ``schema``'s columns in this fragment's 2.1+ files, per physical row
+        (what a batch of them reads; 0 for older files)."""
+        total = 0
+        for plan in self._file_plans(schema.fields):
+            try:
+                reader = self._reader(plan) if plan.plans else None
+            except LanceError as exc:
+                raise exc.with_context(**self.error_context())
+            if not isinstance(reader, LanceFileReader) or not reader.structural:
+                continue
+            columns = {leaf.column for top in plan.plans for leaf in leaf_plans(top) if 0 <= leaf.column < reader.num_columns}
+            total += sum(sum(page.buffer_sizes) for c in columns for page in reader.metadata.columns[c].pages)
+        return total / self.physical_rows if self.physical_rows else 0.0
 
     def take_physical(self, schema: LanceSchema, system_columns: list[str], offsets: np.ndarray) -> pa.RecordBatch:
         """Rows at the given physical offsets, in the given order."""

@@ -85,6 +85,9 @@ class ReadingMethods(DatasetMixin):
             stays within that many batches. Results do not depend on it.
         fragment_readahead
             The batches decoding at once come from at most this many fragments (default: any).
+        io_buffer_size (in ``**options``)
+            The pages of the batches decoding at once hold at most about this many bytes (at
+            least one batch decodes; default: no limit beyond ``batch_readahead``).
         scan_in_order
             False: batches come as they finish decoding rather than in table order (the same
             rows; with ``limit``, any ``limit`` matching rows).

@@ -23,8 +23,8 @@ ROW_OFFSET = "_rowoffset"
 
 # pylance's scanner options that steer its execution (threads, readahead, I/O sizes, index use,
 # when filters run). Results never depend on them. ``batch_readahead`` (batches decoded at once),
-# ``fragment_readahead`` (fragments those batches come from) and ``scan_in_order=False`` (batches
-# as they finish) steer this engine's decode threads; the others are accepted and have no effect
+# ``fragment_readahead`` (fragments those batches come from), ``io_buffer_size`` (their stored
+# bytes) and ``scan_in_order=False`` (batches as they finish) steer this engine's decode threads; the others are accepted and have no effect
 # (no indices here).
 EXECUTION_HINTS = (
     "batch_size_bytes", "batch_readahead", "fragment_readahead", "scan_in_order", "prefilter", "use_stats",
@@ -63,20 +63,25 @@ def check_options(options: Mapping[str, Any], *, table: str) -> None:
         raise InvalidInputError(f"unknown scan option {name!r}", table=table)
 
 
-def readahead_of(options: Mapping[str, Any], *, table: str) -> tuple[int, int]:
-    """(batches a scan decodes at once, fragments they may come from at once; 0: any), from
-    pylance's ``batch_readahead`` (default two per decode thread, ``LANCE_CPU_THREADS``; memory
-    stays within that many batches) and ``fragment_readahead`` (default: no limit beyond the
+MAX_DEFAULT_READAHEAD = 16  # pylance's default batch_readahead
+
+
+def readahead_of(options: Mapping[str, Any], *, table: str) -> tuple[int, int, int]:
+    """(batches a scan decodes at once, fragments they may come from at once, bytes their pages
+    may hold; 0: any), from
+    pylance's ``batch_readahead`` (default two per decode thread, ``LANCE_CPU_THREADS``, at most
+    pylance's default of 16; memory stays within that many batches) and ``fragment_readahead`` (default: no limit beyond the
     batches)."""
     counts = []
-    for name, default in (("batch_readahead", 2 * cpu_threads()), ("fragment_readahead", 0)):
+    for name, default in (("batch_readahead", min(2 * cpu_threads(), MAX_DEFAULT_READAHEAD)), ("fragment_readahead", 0),
+                          ("io_buffer_size", 0)):
         value = options.get(name)
         if value is None:
             value = default
         elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidInputError(f"{name} must be a non-negative integer, got {value!r}", table=table)
         counts.append(value)
-    return counts[0], counts[1]
+    return counts[0], counts[1], counts[2]
 
 
 def orderings(order_by: Iterable[ColumnOrdering | str] | None, *, table: str) -> list[ColumnOrdering]:

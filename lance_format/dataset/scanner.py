@@ -100,7 +100,7 @@ class LanceScanner:
         if self._stats_callback is not None and not callable(self._stats_callback):
             raise InvalidInputError("scan_stats_callback must be callable", table=uri)
         self._counts = ScanCounts()
-        self._readahead, self._fragment_readahead = readahead_of(options, table=uri)
+        self._readahead, self._fragment_readahead, self._io_buffer_size = readahead_of(options, table=uri)
         self._in_order = options.get("scan_in_order") is not False
         check_options(options, table=uri)
         table_schema = dataset.lance_schema
@@ -223,7 +223,13 @@ class LanceScanner:
         """``finish(fragment, batch)`` for every batch of every fragment, ``batch_readahead`` of
         them decoded (and finished) at once across fragment edges (from ``fragment_readahead``
         fragments at most, when given), in table order unless ``scan_in_order=False``."""
-        threaded = self._readahead > 1
+        depth = self._readahead
+        if self._io_buffer_size and depth > 1 and self._fragments:
+            # io_buffer_size: the pages of the batches in flight stay within it (one batch at least)
+            batch_bytes = self._fragments[0].stored_bytes_per_row(schema) * self._batch_size
+            if batch_bytes > 0:
+                depth = max(1, min(depth, int(self._io_buffer_size // batch_bytes)))
+        threaded = depth > 1
 
         def tasks() -> Iterator[tuple[LanceFragment, Callable[[], pa.RecordBatch]]]:
             for fragment in self._fragments:
@@ -235,7 +241,7 @@ class LanceScanner:
             fragment, task = item
             return fragment, finish(fragment, task())
 
-        return map_ordered(run, tasks(), self._readahead, ordered=self._in_order, group=_fragment_of,
+        return map_ordered(run, tasks(), depth, ordered=self._in_order, group=_fragment_of,
                            max_groups=self._fragment_readahead)
 
     def _filtered_batches(self) -> Iterator[pa.RecordBatch]:
@@ -465,7 +471,8 @@ class LanceScanner:
             f"row_addr={str(ROW_ADDRESS in self._read_system).lower()}, "
             f"full_filter={self._filter if self._filter is not None else '--'}, version={ds.version}, "
             f"physical_rows={physical}, {deleted}, system_columns={self._read_system}, "
-            f"batch_size={self._batch_size}" + (f", metrics=[{read_metrics}]" if read_metrics else ""))
+            f"batch_size={self._batch_size}, batch_readahead={self._readahead}"
+            f"{'' if self._in_order else ', out of order'}" + (f", metrics=[{read_metrics}]" if read_metrics else ""))
         text = "\n".join("  " * i + line for i, line in enumerate(lines)) + "\n"
         if verbose:
             indent = "  " * len(lines)

@@ -65,6 +65,7 @@ class StructuralReader:
         self.num_rows = reader.num_rows
         self.num_columns = reader.num_columns
         self._leaf_columns: dict[int, StructuralColumn] = {}
+        self._opening = threading.Lock()
 
     def read_range(self, plans: list[ColumnPlan], start: int, stop: int) -> list[pa.Array]:
         """Rows ``[start, stop)`` (already validated) of each planned field."""
@@ -129,6 +130,13 @@ class StructuralReader:
         return [leaf for child in plan.children for leaf in self._named_leaves(child, name + ".")]
 
     def _leaf_column(self, plan: ColumnPlan, name: str) -> StructuralColumn:
+        col = self._leaf_columns.get(plan.column)
+        if col is not None:
+            return col
+        with self._opening:  # batches on several threads share one column object (and its cache)
+            return self._open_leaf_column(plan, name)
+
+    def _open_leaf_column(self, plan: ColumnPlan, name: str) -> StructuralColumn:
         col = self._leaf_columns.get(plan.column)
         if col is None:
             ctx = DecodeContext(self.path, name)

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
+from lance_format.encodings.structural import accel
 from lance_format.errors import UnsupportedFeatureError
 
 _INT32_MAX = 2**31 - 1
@@ -115,8 +116,14 @@ def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarr
     if len(starts) == 1:
         s = int(starts[0])
         return buf[s : s + int(lengths[0])]
-    if len(starts) and len(starts) * 64 < int(lengths.sum()):
-        # few long ranges: slicing and concatenating is cheaper than a byte-wise gather
+    total = int(lengths.sum())
+    if len(starts) and len(starts) * 64 < total:
+        # few long ranges: copying them whole is cheaper than a byte-wise gather
+        compiled = accel.kernels(total) if len(starts) >= 32 and buf.dtype == np.uint8 and buf.ndim == 1 else None
+        if compiled is not None and int(starts.min()) >= 0 and int((starts + lengths).max()) <= len(buf):
+            out = np.empty(total, np.uint8)  # one nogil pass (a Python loop of slices holds the GIL)
+            compiled.copy_ranges(out, np.cumsum(lengths) - lengths, buf, starts, lengths)
+            return out
         return np.concatenate([buf[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
     return buf[ranges_index(starts, lengths)]
 

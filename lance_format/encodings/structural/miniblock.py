@@ -237,7 +237,11 @@ class MiniBlockPage(PageDecoder):
         first, last = self._chunks_for(np.array([start, stop - 1], np.int64))
         c0, c1 = int(first[0]), int(last[1])
         run = self._run
-        if run is None or run[0] > c0 or run[1] < c1 or run[2] != data_type:
+        if run is not None and run[2] == data_type and c0 < run[0] <= c1 + 1:
+            # a batch arriving after the next one (batches decode on several threads): its own
+            # chunks only, keeping the run ahead for the batches that follow
+            run = (c0, c1, data_type, self._decode_run(c0, c1, data_type))
+        elif run is None or run[0] > c0 or run[1] < c1 or run[2] != data_type:
             # sequential scans read batch after batch: decode ahead and serve the next batches
             end = self._read_ahead(c0, c1, data_type)
             run = self._run = (c0, end, data_type, self._decode_run(c0, end, data_type))
