@@ -295,3 +295,18 @@ def test_bfloat16_type_is_registered_by_ours_alone(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["BFloat16Array [1.5, None, -2.0]", "[1.0, 1.1015625, -2.5, 0.0078125]"]
+
+
+# -- log -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["DEBUG", "trace", "", "lance-core=debug,WARNING", "DEBUG,lance=warn", "info"])
+def test_log_level_from_lance_log_like_pylance(monkeypatch, value):
+    import lance.log
+
+    import lance_format.log
+
+    monkeypatch.setenv(lance_format.log.ENV_NAME_PYLANCE_LOGGING_LEVEL, value)
+    assert lance_format.log.ENV_NAME_PYLANCE_LOGGING_LEVEL == lance.log.ENV_NAME_PYLANCE_LOGGING_LEVEL
+    assert lance_format.log.get_log_level() == lance.log.get_log_level()
+    assert lance_format.log.LOGGER is lance.log.LOGGER  # both name the "pylance" logger
