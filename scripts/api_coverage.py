@@ -38,8 +38,8 @@ CLASSES = {
     "LanceFileSession": ("lance.file.LanceFileSession", "lance_format.file.LanceFileSession"),
 }
 # pylance's submodules whose own names count (``lance.<name>`` against ``lance_format.<name>``)
-SUBMODULES = ["file", "progress", "debug", "commit", "util", "vector", "dataset", "arrow", "optimize",
-              "_dataset.sharded_batch_iterator"]
+SUBMODULES = ["file", "progress", "debug", "commit", "util", "vector", "dataset", "arrow", "optimize", "log",
+              "sampler", "_dataset.sharded_batch_iterator"]
 
 
 @dataclass

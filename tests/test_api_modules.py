@@ -361,3 +361,17 @@ def test_samplers_like_pylance(tmp_path):
     assert ours == theirs
     assert [len(b) for b in ours[2]][:-1] == [40] * (len(ours[2]) - 1)
     assert ours[7:] == [100, 300]
+
+
+def test_submodules_are_attributes_after_import_like_pylance():
+    """``import lance`` alone makes ``lance.file``, ``lance.fragment``, ``lance.lance``,
+    ``lance.log``, ``lance.progress``, ``lance.util`` usable; so does ``import lance_format``."""
+    import subprocess
+    import sys
+
+    names = ["file", "fragment", "lance", "log", "progress", "util"]
+    for package in ("lance", "lance_format"):
+        script = (f"import types, {package} as p\n"
+                  f"print([n for n in {names!r} if not isinstance(getattr(p, n, None), types.ModuleType)])\n")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+        assert out.strip() == "[]", (package, out)
