@@ -70,6 +70,7 @@ from lance_format.io import ExternalManifestTarget, ManifestLocation, ManifestSt
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
 from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
 from lance_format import fragment  # noqa: E402,F401 - ``lance.fragment`` is a module attribute in pylance
+from lance_format import lance, progress, util  # noqa: E402,F401 - so are ``lance.lance``, ``.progress``, ``.util``
 
 
 try:

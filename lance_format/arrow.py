@@ -2,11 +2,11 @@
 ``lance.bfloat16`` over 2-byte values), :class:`BFloat16Array` and :func:`bfloat16_array`.
 
 The engine itself never needs the type registered: without it a bfloat16 column reads as its
-2-byte storage with the extension named in the field metadata, and nothing is lost. Importing
-this module registers the type with pyarrow, so such columns read back as bfloat16 arrays, unless
-a type of that name is registered already (e.g. by pylance's ``lance.arrow``), which is then the
-one used. pylance registers its type without checking: in a process using both, import
-``lance.arrow`` before this module.
+2-byte storage with the extension named in the field metadata, and nothing is lost. The first
+bfloat16 array made here registers the type with pyarrow (so such columns then read back as
+bfloat16 arrays), unless a type of that name is registered already (e.g. by pylance's
+``lance.arrow``), which is then the one used. Importing the module registers nothing: pylance
+registers its type without checking, and would fail after us.
 """
 
 from __future__ import annotations
@@ -91,16 +91,18 @@ def _registered_type() -> pa.DataType:
     return schema.field("x").type
 
 
-try:
-    pa.register_extension_type(BFloat16Type())
-except pa.ArrowKeyError:  # registered already (pylance's lance.arrow): use that one
-    pass
-_BFLOAT16 = _registered_type()
+_REGISTERED: list[pa.DataType] = []
 
 
 def bfloat16_type() -> pa.DataType:
-    """The registered ``lance.bfloat16`` type."""
-    return _BFLOAT16
+    """The registered ``lance.bfloat16`` type; registers ours on first use unless one is."""
+    if not _REGISTERED:
+        try:
+            pa.register_extension_type(BFloat16Type())
+        except pa.ArrowKeyError:  # registered already (pylance's lance.arrow): use that one
+            pass
+        _REGISTERED.append(_registered_type())
+    return _REGISTERED[0]
 
 
 def bfloat16_array(values: Iterable[Optional[float]]) -> pa.ExtensionArray:
@@ -110,7 +112,7 @@ def bfloat16_array(values: Iterable[Optional[float]]) -> pa.ExtensionArray:
     validity = floats.buffers()[0] if floats.null_count else None
     storage = pa.FixedSizeBinaryArray.from_buffers(pa.binary(2), len(bits), [validity, pa.py_buffer(bits.tobytes())],
                                                    null_count=floats.null_count)
-    return pa.ExtensionArray.from_storage(_BFLOAT16, storage)
+    return pa.ExtensionArray.from_storage(bfloat16_type(), storage)
 
 
 __all__ = ["BFloat16Type", "BFloat16Array", "BFloat16Scalar", "bfloat16_array", "bfloat16_type"]

@@ -78,6 +78,10 @@ class BranchError(LanceError, ValueError):
 class CommitConflictError(LanceError, OSError):
     """A concurrent writer committed an incompatible change first."""
 
+    def __init__(self, message: str = "", **context: Any) -> None:
+        # pylance's lance.commit.CommitConflictError() takes no message (commit locks raise it bare)
+        super().__init__(message, **context)
+
 
 class DuplicateCommitError(CommitConflictError):
     """A write carrying the same idempotency key committed first; ``version`` is that commit.

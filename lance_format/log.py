@@ -1,4 +1,6 @@
-"""pylance's ``lance.set_logger``: send log records to a file or handler.
+"""pylance's ``lance.log``: ``set_logger`` sends log records to a file or handler, and the
+``"pylance"`` logger (:data:`LOGGER`) starts at the level the ``LANCE_LOG`` environment variable
+names (:func:`get_log_level`, as pylance reads it).
 
 pylance's Python code logs to the logger ``name`` (``"pylance"``); this engine logs to the
 ``lance_format`` loggers, so the handler set up here receives both: the records of the named
@@ -8,9 +10,28 @@ logger and those of the engine.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Optional
 
 ENGINE_LOGGER = "lance_format"
+ENV_NAME_PYLANCE_LOGGING_LEVEL = "LANCE_LOG"
+
+
+def get_python_log_level(rust_log_level: str) -> str:
+    """The Python level name of a Rust ``log`` level (``trace`` is finer than DEBUG: DEBUG)."""
+    return "DEBUG" if rust_log_level.lower() == "trace" else rust_log_level
+
+
+def get_log_level() -> str:
+    """The level ``LANCE_LOG`` sets for everything: its first entry without a ``target=``
+    (``"lance-core=debug,WARNING"`` is WARNING); INFO when unset or empty."""
+    value = os.environ.get(ENV_NAME_PYLANCE_LOGGING_LEVEL, "INFO").upper()
+    plain = [entry for entry in value.split(",") if entry and "=" not in entry]
+    return get_python_log_level(plain[0]) if plain else "INFO"
+
+
+LOGGER = logging.getLogger("pylance")
+LOGGER.setLevel(get_log_level())
 _FORMAT = "%(asctime)s %(name)s [%(levelname)s] %(filename)s:%(lineno)d %(funcName)s : %(message)s"
 
 
@@ -31,4 +52,5 @@ def set_logger(file_path: Optional[str] = "pylance.log", name: str = "pylance", 
     return named
 
 
-__all__ = ["set_logger", "ENGINE_LOGGER"]
+__all__ = ["set_logger", "ENGINE_LOGGER", "ENV_NAME_PYLANCE_LOGGING_LEVEL", "LOGGER", "get_log_level",
+           "get_python_log_level"]

@@ -1,8 +1,10 @@
 """How much of pylance's public Python API exists here, with compatible signatures.
 
 Compares the public names of pylance (the test oracle) with ``lance_format``'s: module-level
-names of ``lance`` and ``lance.fragment``, the operations of ``LanceOperation``, and the public methods and properties of ``LanceDataset``, ``LanceFragment``,
-``LanceScanner`` and ``MergeInsertBuilder``. A name counts as *compatible* when it exists here
+names of ``lance``, ``lance.fragment`` and the submodules of :data:`SUBMODULES` (``lance.file``,
+``lance.progress``, ...), the operations of ``LanceOperation``, and the public methods and
+properties of ``LanceDataset``, ``LanceFragment``, ``LanceScanner``, ``MergeInsertBuilder`` and
+the ``lance.file`` reader, writer and session. A name counts as *compatible* when it exists here
 and every parameter pylance's signature has can be passed here by the same name (or is absorbed
 by ``**kwargs``), and the positional parameters come in the same order.
 
@@ -20,6 +22,7 @@ from typing import Any, Callable
 
 import lance
 import lance.dataset
+import lance.file
 import lance.fragment
 
 import lance_format
@@ -29,7 +32,14 @@ CLASSES = {
     "LanceFragment": ("lance.fragment.LanceFragment", "LanceFragment"),
     "LanceScanner": ("lance.dataset.LanceScanner", "LanceScanner"),
     "MergeInsertBuilder": ("lance.dataset.MergeInsertBuilder", "MergeInsertBuilder"),
+    # ours named by dotted path where the engine has a class of the same name elsewhere
+    "LanceFileReader": ("lance.file.LanceFileReader", "lance_format.file.LanceFileReader"),
+    "LanceFileWriter": ("lance.file.LanceFileWriter", "lance_format.file.LanceFileWriter"),
+    "LanceFileSession": ("lance.file.LanceFileSession", "lance_format.file.LanceFileSession"),
 }
+# pylance's submodules whose own names count (``lance.<name>`` against ``lance_format.<name>``)
+SUBMODULES = ["file", "progress", "debug", "commit", "util", "vector", "dataset", "arrow", "optimize", "log",
+              "sampler", "_dataset.sharded_batch_iterator"]
 
 
 @dataclass
@@ -49,7 +59,12 @@ def _resolve(dotted: str) -> Any:
 
 
 def _ours(name: str) -> Any:
-    """The class of ours with this name, wherever the package keeps it."""
+    """The class of ours with this name (or dotted path), wherever the package keeps it."""
+    if "." in name:
+        import importlib
+
+        module, _, attr = name.rpartition(".")
+        return getattr(importlib.import_module(module), attr, None)
     found = getattr(lance_format, name, None)
     if found is not None:
         return found
@@ -104,8 +119,8 @@ def compatible(theirs: Any, ours: Any) -> bool:
         if [n for n in positional_o if n in positional_t] != [n for n in positional_t if n in positional_o]:
             return False
     for p in sig_t.parameters.values():
-        if p.name in ("self", "cls") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
+        if p.name in ("self", "cls") or p.name.startswith("_") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue  # (underscored parameters are pylance's internals, not API)
         if p.name not in params_o and not var_kw:
             return False
     return True
@@ -140,6 +155,31 @@ def fragment_module_names() -> dict[str, Any]:
             and getattr(v, "__module__", "") in ("lance.fragment", "lance.lance")}
 
 
+def submodule_names(name: str) -> dict[str, Any]:
+    """The names ``lance.<name>`` defines, or takes from the native module (``lance.lance``)."""
+    import importlib
+
+    module = importlib.import_module(f"lance.{name}")
+    if name == "dataset":  # `lance.dataset` is also a function: the module is in sys.modules
+        module = sys.modules["lance.dataset"]
+    def own(value: Any) -> bool:  # defined there, natively, or in a private module of pylance
+        where = getattr(value, "__module__", None) or module.__name__
+        return where in (module.__name__, "builtins") or where.startswith(("lance.lance", "lance._")) \
+            or (name == "optimize" and where == "lance.optimize")
+
+    return {n: v for n, v in vars(module).items()
+            if not n.startswith("_") and not inspect.ismodule(v) and (callable(v) or isinstance(v, str)) and own(v)}
+
+
+def _our_submodule(name: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(f"lance_format.{name}")
+    except ImportError:
+        return None
+
+
 def operation_names() -> dict[str, Any]:
     operations = sys.modules["lance.dataset"].LanceOperation
     return {n: v for n, v in vars(operations).items() if not n.startswith("_") and isinstance(v, type)}
@@ -153,6 +193,10 @@ def run() -> list[Coverage]:
                        lambda n: getattr(lance_format.fragment, n, None)),
                measure("LanceOperation", operation_names(),
                        lambda n: getattr(getattr(lance_format, "LanceOperation", None), n, None))]
+    for sub in SUBMODULES:
+        ours_module = _our_submodule(sub)
+        results.append(measure(f"lance.{sub}", submodule_names(sub),
+                               lambda n, m=ours_module: None if m is None else getattr(m, n, None)))
     for scope, (their_path, our_name) in CLASSES.items():
         theirs = _public(_resolve(their_path))
         ours_cls = _ours(our_name)
@@ -167,14 +211,14 @@ def main() -> None:
     args = parser.parse_args()
     results = run()
     total = Coverage("all")
-    print(f"{'scope':22s} {'pylance':>8s} {'present':>8s} {'compatible':>11s} {'share':>7s}")
+    print(f"{'scope':38s} {'pylance':>8s} {'present':>8s} {'compatible':>11s} {'share':>7s}")
     for r in results:
         share = r.compatible / r.total if r.total else 1.0
-        print(f"{r.scope:22s} {r.total:8d} {r.present:8d} {r.compatible:11d} {share:7.0%}")
+        print(f"{r.scope:38s} {r.total:8d} {r.present:8d} {r.compatible:11d} {share:7.0%}")
         total.total += r.total
         total.present += r.present
         total.compatible += r.compatible
-    print(f"{'all':22s} {total.total:8d} {total.present:8d} {total.compatible:11d} "
+    print(f"{'all':38s} {total.total:8d} {total.present:8d} {total.compatible:11d} "
           f"{total.compatible / total.total:7.0%}")
     if args.missing:
         for r in results:

@@ -295,3 +295,83 @@ def test_bfloat16_type_is_registered_by_ours_alone(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["BFloat16Array [1.5, None, -2.0]", "[1.0, 1.1015625, -2.5, 0.0078125]"]
+
+
+# -- log -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["DEBUG", "trace", "", "lance-core=debug,WARNING", "DEBUG,lance=warn", "info"])
+def test_log_level_from_lance_log_like_pylance(monkeypatch, value):
+    import lance.log
+
+    import lance_format.log
+
+    monkeypatch.setenv(lance_format.log.ENV_NAME_PYLANCE_LOGGING_LEVEL, value)
+    assert lance_format.log.ENV_NAME_PYLANCE_LOGGING_LEVEL == lance.log.ENV_NAME_PYLANCE_LOGGING_LEVEL
+    assert lance_format.log.get_log_level() == lance.log.get_log_level()
+    assert lance_format.log.LOGGER is lance.log.LOGGER  # both name the "pylance" logger
+
+
+# -- sampler -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    dict(rank=0, world_size=4, total_num_rows=1000, batch_size=250),
+    dict(rank=3, world_size=4, total_num_rows=1003, batch_size=100),
+    dict(rank=2, world_size=4, total_num_rows=2, batch_size=10),
+    dict(rank=1, world_size=3, total_num_rows=500, batch_size=7, randomize=True, seed=5),
+])
+def test_fixed_batch_sampler_indices_like_pylance(args):
+    import lance.sampler
+
+    import lance_format.sampler
+
+    ours, theirs = (m.ShardedFixedBatchSampler(**args) for m in (lance_format.sampler, lance.sampler))
+    assert len(ours) == len(theirs) and list(ours) == list(theirs)
+    ours.set_epoch(3)
+    theirs.set_epoch(3)
+    assert list(ours) == list(theirs)
+
+
+def _sampled(engine: ModuleType, tmp_path) -> list:
+    sampler = _sub(engine, "sampler")
+    uri = str(tmp_path / f"sampler-{engine.__name__}")
+    ds = engine.write_dataset(pa.table({"id": range(1000), "v": [i * 0.5 for i in range(1000)]}), uri,
+                              max_rows_per_file=150)
+
+    def ids(batches) -> list:
+        return [b["id"].to_pylist() for b in batches]
+
+    return [
+        ids(sampler.ShardedBatchSampler(1, 3)(ds, batch_size=64, columns=["id"])),
+        ids(sampler.ShardedBatchSampler(2, 3, randomize=True, seed=7)(ds, batch_size=50, columns=["id", "v"])),
+        ids(sampler.ShardedBatchSampler(0, 4)(ds, batch_size=40, filter="id % 3 = 0", columns=["id"])),
+        ids(sampler.ShardedFixedBatchSampler(0, 4)(ds, batch_size=100, filter="id < 500", columns=["id"])),
+        sorted(sum(ids(sampler.ShardedFragmentSampler(1, 2, randomize=True, seed=3)(ds, columns=["id"])), [])),
+        sum(len(b) for b in ids(sampler.FullScanSampler()(ds, columns=["id"]))),
+        [(b.num_rows, b.schema.names) for b in sampler.maybe_sample(ds, 2000, ["v"])],
+        sum(b.num_rows for b in sampler.maybe_sample(ds, 100, "v")),
+        sum(b.num_rows for b in sampler.maybe_sample(uri, 300, ["id"], max_takes=30)),
+    ]
+
+
+def test_samplers_like_pylance(tmp_path):
+    ours = _sampled(lance_format, tmp_path)
+    theirs = _sampled(lance, tmp_path)
+    assert ours == theirs
+    assert [len(b) for b in ours[2]][:-1] == [40] * (len(ours[2]) - 1)
+    assert ours[7:] == [100, 300]
+
+
+def test_submodules_are_attributes_after_import_like_pylance():
+    """``import lance`` alone makes ``lance.file``, ``lance.fragment``, ``lance.lance``,
+    ``lance.log``, ``lance.progress``, ``lance.util`` usable; so does ``import lance_format``."""
+    import subprocess
+    import sys
+
+    names = ["file", "fragment", "lance", "log", "progress", "util"]
+    for package in ("lance", "lance_format"):
+        script = (f"import types, {package} as p\n"
+                  f"print([n for n in {names!r} if not isinstance(getattr(p, n, None), types.ModuleType)])\n")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+        assert out.strip() == "[]", (package, out)

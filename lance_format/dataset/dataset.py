@@ -492,7 +492,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
             made = self.__dict__.get("_fragments_made", {})
             fragments = [made.get(i) or LanceFragment(self, f) for i, f in enumerate(self.manifest.fragments)]
             self.__dict__["_fragments"] = fragments
-        return fragments
+        return list(fragments)  # a new list (callers shuffle it, as pylance's samplers do)
 
     def fragment_at(self, index: int) -> LanceFragment:
         """The fragment at ``index`` of this version's fragment list, without wrapping the others.

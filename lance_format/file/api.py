@@ -112,12 +112,12 @@ class LanceFileStatistics:
 
 
 class ReaderResults:
-    """What a read returned, as a table or as batches of ``batch_size`` rows."""
+    """What a read returned (a reader or a table), as a table or as batches of ``batch_size`` rows."""
 
-    def __init__(self, table: pa.Table, batch_size: int) -> None:
+    def __init__(self, reader: Union[pa.RecordBatchReader, pa.Table], batch_size: int = 1024) -> None:
         if batch_size < 1:
             raise InvalidInputError(f"batch_size must be positive, got {batch_size}")
-        self._table = table
+        self._table = reader.read_all() if isinstance(reader, pa.RecordBatchReader) else reader
         self._batch_size = int(batch_size)
 
     def to_table(self) -> pa.Table:
