@@ -16,6 +16,7 @@ about ``max_page_bytes``; memory is bounded by the page size, as in pylance's ac
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from typing import Callable
 
 import numpy as np
@@ -43,6 +44,12 @@ _FORCE_FLUSH_FACTOR = 16
 # 32 MiB (``max_page_bytes``). Splitting a flush that is barely over 8 MiB would halve the pages
 # and store every page's dictionary twice as often.
 _SPLIT_FACTOR = 4
+
+# The bytes a buffered array counts for (None: its length in bytes). A compaction sets it to
+# pylance's decoder allocations for the arrays it reads, which decide where pylance's writer
+# flushes pages and so where it cuts files (lance_format.dataset.maintenance.decoded_memory).
+decoded_memory_model: ContextVar[Callable[[pa.Array], int | None] | None] = ContextVar(
+    "decoded_memory_model", default=None)
 
 # emit(column index, page buffers, page layout, rows in the page, first row of the page)
 EmitPage = Callable[[int, list, pb.PageLayout, int, int], None]
@@ -157,7 +164,10 @@ class StructuralFieldWriter:
         if not len(array):
             return
         self.chunks.append(array)
-        self.buffered += array.nbytes  # counts only the referenced ranges of sliced arrays
+        model = decoded_memory_model.get()
+        modelled = model(array) if model is not None else None
+        # nbytes counts only the referenced ranges of sliced arrays
+        self.buffered += array.nbytes if modelled is None else modelled
         self.buffered_rows += len(array)
         if self.buffered >= self.max_page_bytes and (
             self.buffered_rows >= MIN_PAGE_ROWS or self.buffered >= _FORCE_FLUSH_FACTOR * self.max_page_bytes
