@@ -5,9 +5,10 @@ For each leaf page (see ``encode_repdef``) the layout is chosen the way pylance 
 1. no item has a value (all null, or only null/empty lists) -> constant layout, no value;
 2. (2.2) all non-null items share one value -> constant layout with that value;
 3. Arrow dictionary columns -> mini-block over the indices, dictionary in page buffer 2;
-4. values narrower than 256 bytes -> mini-block (dictionary-encoded when the page has few
-   distinct values; else RLE / FastLanes bit-packing / flat / FSST / variable);
-5. wide values (vectors, long strings, big binaries) -> full-zip.
+4. pages with few distinct values, of any width -> mini-block of dictionary indices;
+5. values narrower than 256 bytes -> mini-block (RLE / FastLanes bit-packing / flat / FSST /
+   variable);
+6. wide values (vectors, long strings, big binaries) -> full-zip.
 
 ``StructuralFieldWriter`` buffers the arrays of one top-level field and cuts them into pages of
 about ``max_page_bytes``; memory is bounded by the page size, as in pylance's accumulation queue.
@@ -123,13 +124,15 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
         if result is not None:
             return result
         values = take_values(values.dictionary, values.indices.astype(np.int64))
+    # pylance tries a dictionary before choosing by width: wide values repeated a lot still
+    # become a mini-block page of indices
+    encoded = try_dictionary(values, minor)
+    if encoded is not None:
+        indices, dictionary = encoded
+        result = encode_miniblock(leaf, word_plan(indices), minor, dictionary=dictionary)
+        if result is not None:
+            return result
     if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES:
-        encoded = try_dictionary(values, minor)
-        if encoded is not None:
-            indices, dictionary = encoded
-            result = encode_miniblock(leaf, word_plan(indices), minor, dictionary=dictionary)
-            if result is not None:
-                return result
         result = encode_miniblock(leaf, value_plan(values, leaf.values.type), minor)
         if result is not None:
             return result
