@@ -47,7 +47,7 @@ def test_wide_repeated_values_layout_like_pylance(tmp_path, version, width, dist
 def test_compaction_of_wide_repeated_values_cuts_like_pylance(tmp_path):
     def compacted(engine) -> list[int]:
         uri = str(tmp_path / engine.__name__)
-        for i in range(4):
+        for _ in range(4):
             engine.write_dataset(pa.table({"s": pa.array([b"y" * 300] * 50000)}), uri, mode="append",
                                  data_storage_version="2.1")
         engine.dataset(uri).optimize.compact_files(target_rows_per_fragment=10**8, max_bytes_per_file=1 << 20)
