@@ -114,14 +114,16 @@ def _columns(i: int, rows: int, kind: str) -> pa.Table:
         cols["a"] = pa.array(np.arange(i * rows, (i + 1) * rows) * 1000003 % (1 << 40), pa.int64())
     if "f" in kind:
         cols["f"] = pa.array(np.random.default_rng(i).random(rows))
-    if "n" in kind:  # nulls: levels, not modelled (counted by length)
+    if "n" in kind:  # nulls: definition levels, and a validity bitmap in every decoded batch
         cols["n"] = pa.array([None if j % 5 == 0 else f"x{j}" for j in range(rows)])
+    if "w" in kind:
+        cols["w"] = pa.array([None if (j * 13 + i) % 5 == 0 else "%020d" % (j * 7919 + i) for j in range(rows)])
     return pa.table(cols)
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 @pytest.mark.parametrize("rows, fragments, kind", [
-    (50000, 4, "s"), (50000, 4, "as"), (300000, 4, "a"), (250000, 5, "af"), (60000, 6, "sn"),
+    (50000, 4, "s"), (50000, 4, "as"), (300000, 4, "a"), (250000, 5, "af"), (60000, 6, "sn"), (60000, 6, "w"),
 ])
 def test_v2_1_cut_where_pylance_decoded_memory_flushes_a_page(tmp_path, version, rows, fragments, kind):
     """Where 2.1/2.2 compactions cut files by bytes depends on the memory pylance's decoder

@@ -12,11 +12,16 @@ compaction writes are those pylance's mini-block decoder built for each 8192-row
   way, chunk by chunk;
 * an array also counts its own struct (120 bytes for strings, 96 for primitives).
 
-So for a batch read from one mini-block page without levels (no nulls, not nested) and without
+* a page with definition levels (nullable strings) adds a validity bitmap to every batch, in a
+  buffer rounded up to 64 bytes; fixed-width values end up in a buffer of exactly their size.
+
+So for a batch read from one mini-block page without repetition levels (not nested) and without
 a dictionary, the size is a function of the page's chunk sizes and the batch's rows, which this
-module computes from the source files. Other pages (full-zip, dictionaries, nulls, nested
-fields, a batch crossing pages, fragments with deletions) are not modelled: the writer then
-counts the array's length in bytes, as before.
+module computes from the source files. Other pages (full-zip, dictionaries, nested fields,
+nullable fixed-width values, a batch crossing pages, fragments with deletions) are not modelled:
+the writer then counts the array's length in bytes, as before. Measured against pylance 14 on
+string, int64 and float64 columns, with and without nulls, in 2.1 and 2.2: the same cuts, except
+near the threshold with several nullable string columns in 2.2 (a batch off).
 """
 
 from __future__ import annotations
@@ -53,11 +58,12 @@ def _batch_bytes(page: MiniBlockPage, lo: int, hi: int, array: pa.Array) -> int:
     if pa.types.is_integer(array.type) or pa.types.is_floating(array.type):
         # fixed-width values end up in a buffer of exactly their size (measured against pylance)
         return len(array) * array.type.byte_width + _PRIMITIVE_STRUCT
+    # (the page decoders offered here hold no nulls of fixed-width values: see _column_plans)
     first, rows = page.first_row, page.chunk_rows
     touched = np.flatnonzero((first < hi) & (first + rows > lo))
     sizes = np.diff(page.chunk_offsets)
     ends = np.zeros(len(array) + 1, np.int64)
-    np.cumsum(pc.binary_length(array).to_numpy(zero_copy_only=False), out=ends[1:])
+    np.cumsum(pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False), out=ends[1:])
     values_cap = 2 * int(sizes[touched].sum())
     values_len = 0
     offsets_cap, offsets_len = 1, 1
@@ -67,7 +73,9 @@ def _batch_bytes(page: MiniBlockPage, lo: int, hi: int, array: pa.Array) -> int:
         offsets_len += b - a
         values_len += int(ends[b - lo] - ends[a - lo])
         values_cap = _grown(values_cap, values_len, 8)
-    return values_cap + offsets_cap * 4 + _BYTE_ARRAY_STRUCT
+    # a page with definition levels gives every batch a validity bitmap (a 64-byte rounded buffer)
+    validity = -(-((hi - lo + 7) // 8) // 64) * 64 if page.def_codec is not None else 0
+    return values_cap + offsets_cap * 4 + validity + _BYTE_ARRAY_STRUCT
 
 
 _Plan = tuple[MiniBlockPage, int, int]
@@ -96,7 +104,9 @@ def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int, bat
         decoder = col.decoder(page)
         if isinstance(decoder, MiniBlockPage):
             decoder._load()
-            if decoder.rep_codec is None and decoder.def_codec is None and decoder.dictionary_enc is None:
+            variable = not (t.is_integer(field.type) or t.is_floating(field.type))
+            if decoder.rep_codec is None and decoder.dictionary_enc is None and (
+                    decoder.def_codec is None or variable):
                 start = int(col.starts[page])
                 out.append((decoder, lo - start, hi - start))
                 continue
