@@ -104,3 +104,40 @@ def test_write_dataset_cuts_files_by_written_bytes(tmp_path, version):
         return [f.count_rows() for f in ds.get_fragments()]
 
     assert written(lance_format) == written(lance)
+
+
+def _columns(i: int, rows: int, kind: str) -> pa.Table:
+    cols = {}
+    if "s" in kind:  # 23-byte distinct strings: mini-block pages, decoded buffers larger than the values
+        cols["s"] = pa.array([b"%023d" % ((i * rows + j) * 7919) for j in range(rows)])
+    if "a" in kind:
+        cols["a"] = pa.array(np.arange(i * rows, (i + 1) * rows) * 1000003 % (1 << 40), pa.int64())
+    if "f" in kind:
+        cols["f"] = pa.array(np.random.default_rng(i).random(rows))
+    if "n" in kind:  # nulls: definition levels, and a validity bitmap in every decoded batch
+        cols["n"] = pa.array([None if j % 5 == 0 else f"x{j}" for j in range(rows)])
+    if "w" in kind:
+        cols["w"] = pa.array([None if (j * 13 + i) % 5 == 0 else "%020d" % (j * 7919 + i) for j in range(rows)])
+    return pa.table(cols)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("rows, fragments, kind", [
+    (50000, 4, "s"), (50000, 4, "as"), (300000, 4, "a"), (250000, 5, "af"), (60000, 6, "sn"), (60000, 6, "w"),
+])
+def test_v2_1_cut_where_pylance_decoded_memory_flushes_a_page(tmp_path, version, rows, fragments, kind):
+    """Where 2.1/2.2 compactions cut files by bytes depends on the memory pylance's decoder
+    allocated for the batches it read (strings: twice the chunks' bytes, grown like a Vec):
+    ours, on tables written by either engine, cut at pylance's rows."""
+    def compacted(writer: ModuleType, compactor: ModuleType, uri: str) -> list[int]:
+        for i in range(fragments):
+            writer.write_dataset(_columns(i, rows, kind), uri, mode="append", data_storage_version=version)
+        compactor.dataset(uri).optimize.compact_files(target_rows_per_fragment=10**8, max_bytes_per_file=1 << 20)
+        assert compactor.dataset(uri).to_table().equals(pa.concat_tables([_columns(i, rows, kind)
+                                                                         for i in range(fragments)]))
+        return [f.count_rows() for f in compactor.dataset(uri).get_fragments()]
+
+    theirs = compacted(lance, lance, str(tmp_path / "theirs"))
+    assert len(theirs) > 1
+    assert compacted(lance_format, lance_format, str(tmp_path / "ours")) == theirs
+    assert compacted(lance, lance_format, str(tmp_path / "mixed")) == theirs

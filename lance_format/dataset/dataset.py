@@ -108,7 +108,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
             raise InvalidInputError(f"session must be a lance_format.Session, got {type(session).__name__}")
         # a dataset opened without a session gets its own, which caches nothing: the parsed
         # manifest is kept anyway, and keeping its bytes too would double that memory
-        self._session = session if session is not None else Session(metadata_cache_size_bytes=0)
+        self._session = session if session is not None else Session.private()
         self._store = object_store_for(uri, storage_options)
         # what ``uri`` reports: the location opened, also when a reference moved to a branch
         self._uri = self._store.uri
@@ -156,7 +156,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         ds = cls.__new__(cls)
         ds._store, ds._manifest_path, ds._manifest_file = store, path, manifest_file
         ds._uri = store.uri
-        ds._session = Session(metadata_cache_size_bytes=0)
+        ds._session = Session.private()
         ds._session.hold_parsed_manifest(manifest_file.size, None)
         feature_flags.check_readable(manifest_file.manifest, table=store.uri, path=path)
         return ds

@@ -511,7 +511,8 @@ class LanceFragment:
                 reader = LegacyFileReader(plan.store or self.object_store, plan.reader_path, field_ids=plan.legacy_field_ids,
                                           size=plan.size, dictionaries=self._dataset.legacy_dictionaries)
             else:
-                v2_reader = reader = LanceFileReader(plan.store or self.object_store, plan.reader_path, size=plan.size)
+                v2_reader = reader = LanceFileReader(plan.store or self.object_store, plan.reader_path, size=plan.size,
+                                                     session=getattr(self._dataset, "_session", None))
                 found = _FOOTER_VERSION_NAMES.get(v2_reader.version, v2_reader.version)
                 if (plan.declared_version is not None and plan.declared_version[0] >= 2
                         and found != plan.declared_version):

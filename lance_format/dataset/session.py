@@ -1,19 +1,21 @@
 """pylance's ``lance.Session``: the cache datasets opened with the same session share.
 
-Here it caches the bytes of manifest files, which never change once committed, so opening or
-checking out a version that a dataset of the session already read costs no object-store read.
+Here it caches the bytes of manifest files and the decoded metadata of data files, which never
+change once written, so opening or checking out a version, or scanning a file, that a dataset of
+the session already read costs no object-store read for them.
 The cache is least-recently-used and bounded by ``metadata_cache_size_bytes`` (pylance's
-default, 1 GiB). A dataset opened without a session gets a private one that keeps no bytes: the
-dataset keeps its parsed manifest anyway, and the private session counts that manifest's size
-as what it holds (when it fits ``metadata_cache_size_bytes``). This engine has no indices to
-cache: ``index_cache_size_bytes()`` is 0.
+default, 1 GiB). A dataset opened without a session gets a private one that keeps no
+manifest bytes (the dataset keeps its parsed manifest anyway, and the private session counts
+that manifest's size as what it holds, when it fits ``metadata_cache_size_bytes``) but caches
+the metadata of the data files its scans open. This engine has no indices to cache:
+``index_cache_size_bytes()`` is 0.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Callable
 
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore
@@ -38,6 +40,9 @@ class Session:
         self._capacity = DEFAULT_METADATA_CACHE_BYTES if metadata_cache_size_bytes is None \
             else metadata_cache_size_bytes
         self._manifests: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._file_capacity = self._capacity
+        self._files: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+        self._file_bytes = 0
         self._size = 0
         self._lock = threading.Lock()
 
@@ -65,9 +70,36 @@ class Session:
         limit = DEFAULT_METADATA_CACHE_BYTES if capacity is None else capacity
         self._size = nbytes if nbytes <= limit else 0
 
+    def file_metadata(self, key: tuple[str, str], load: Callable[[], Any], size_of: Callable[[Any], int]) -> Any:
+        """A data file's decoded metadata (footer, column metadata), from the cache or (then
+        cached, counted as ``size_of`` it in bytes) from ``load``: data files never change once written."""
+        with self._lock:
+            found = self._files.get(key)
+            if found is not None:
+                self._files.move_to_end(key)
+                return found[0]
+        value = load()
+        size = size_of(value)
+        with self._lock:
+            if key not in self._files and size <= self._file_capacity:
+                self._files[key] = (value, size)
+                self._file_bytes += size
+                while self._file_bytes > self._file_capacity:
+                    _, (_, evicted) = self._files.popitem(last=False)
+                    self._file_bytes -= evicted
+        return value
+
+    @classmethod
+    def private(cls) -> "Session":
+        """The session of a dataset opened without one: like pylance's, it caches the metadata
+        of the data files its scans open (a second scan reads no footer), not manifests."""
+        session = cls(metadata_cache_size_bytes=0)
+        session._file_capacity = DEFAULT_METADATA_CACHE_BYTES
+        return session
+
     def size_bytes(self) -> int:
         """Bytes held by the session's caches."""
-        return self._size
+        return self._size + self._file_bytes
 
     def index_cache_size_bytes(self) -> int:
         """Bytes of cached indices (always 0: this engine reads no indices)."""
@@ -82,7 +114,7 @@ class Session:
         return (Session, (None, self._capacity))
 
     def __repr__(self) -> str:
-        return f"Session(index_cache_size_bytes=0, metadata_cache_size_bytes={self._size})"
+        return f"Session(index_cache_size_bytes=0, metadata_cache_size_bytes={self.size_bytes()})"
 
 
 __all__ = ["Session", "DEFAULT_METADATA_CACHE_BYTES"]

@@ -19,6 +19,7 @@ batch (:meth:`LanceFileReader.read_many`), coalesced and in parallel.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +40,8 @@ from lance_format.schema import LanceSchema
 class LanceFileReader:
     """Random and sequential access to the rows of one Lance data file (file version 2.0, 2.1 or 2.2)."""
 
-    def __init__(self, store: ObjectStore, path: str, *, size: int | None = None) -> None:
+    def __init__(self, store: ObjectStore, path: str, *, size: int | None = None, session: Any = None) -> None:
+        """``session``: a :class:`lance_format.Session` whose cache holds the file's metadata."""
         self.store = store
         self.path = path
         self._file, self._mapped = _open(store, path)
@@ -50,7 +52,14 @@ class LanceFileReader:
         try:
             # size 0 means unknown (manifests may record 0 for file_size_bytes)
             file_size = size if size else self._file.size()
-            self.metadata: FileMetadata = read_file_metadata(self._file, file_size, path=path)
+            if session is None:
+                self.metadata: FileMetadata = read_file_metadata(self._file, file_size, path=path)
+            else:
+                # counted as the bytes of the column metadata, tables and footer it was read from
+                self.metadata = session.file_metadata(
+                    (store.uri, path), lambda: read_file_metadata(self._file, file_size, path=path),
+                    lambda m: m.file_size - m.footer.column_meta_start)
+
         except BaseException:
             self._file.close()
             raise

@@ -16,11 +16,13 @@ physical address even with stable row ids, so moving them would need the index f
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator
 
 import pyarrow as pa
 
+from lance_format.dataset.maintenance.decoded_memory import modelled_decoder_memory, registered
 from lance_format.dataset.mutations.base import Prepared, storage_version_of, write_new_fragments
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
@@ -263,16 +265,23 @@ def rewrite_group(ds: "LanceDataset", group: list["LanceFragment"], target: int,
     Each planned chunk is written on its own; like pylance, a chunk's file is also cut once the
     bytes written reach ``max_bytes_per_file``, and the chunk's remaining rows start a new file.
     The rows are read in pylance's default batches (8192 rows, restarting at each fragment),
-    since where a file is cut by bytes depends on where the writer flushed its pages."""
+    since where a file is cut by bytes depends on where the writer flushed its pages; for 2.1/2.2
+    files the writer counts the arrays at the memory pylance's decoder would have allocated
+    for them (:mod:`lance_format.dataset.maintenance.decoded_memory`)."""
     sizes = chunk_sizes(sum(f.count_rows() for f in group), target)
-    batches = ds.scanner(fragments=group, batch_size=batch_size or DEFAULT_SCAN_BATCH_ROWS).to_batches()
+    batch_rows = batch_size or DEFAULT_SCAN_BATCH_ROWS
+    batches: Iterator[pa.RecordBatch] = iter(ds.scanner(fragments=group, batch_size=batch_rows).to_batches())
     new: list[table_pb2.DataFragment] = []
-    for size, piece in zip(sizes, _chunked(iter(batches), sizes)):
-        written = write_new_fragments(ds, ds.schema, piece, prepared, max_rows_per_file=size,
-                                      max_bytes_per_file=max_bytes_per_file)
-        if sum(f.physical_rows for f in written) != size:
-            raise InvalidInputError("compaction wrote fragments of unexpected sizes", table=ds.uri)
-        new.extend(written)
+    with contextlib.ExitStack() as stack:
+        if max_bytes_per_file is not None:
+            # where pylance cuts files by bytes depends on the memory its decoder allocated
+            batches = registered(batches, group, ds.schema, batch_rows, stack.enter_context(modelled_decoder_memory()))
+        for size, piece in zip(sizes, _chunked(batches, sizes)):
+            written = write_new_fragments(ds, ds.schema, piece, prepared, max_rows_per_file=size,
+                                          max_bytes_per_file=max_bytes_per_file)
+            if sum(f.physical_rows for f in written) != size:
+                raise InvalidInputError("compaction wrote fragments of unexpected sizes", table=ds.uri)
+            new.extend(written)
     if ds.has_stable_row_ids:
         _sequences(ds, group, [f.physical_rows for f in new], new)
     return new

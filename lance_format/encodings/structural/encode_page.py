@@ -5,9 +5,10 @@ For each leaf page (see ``encode_repdef``) the layout is chosen the way pylance 
 1. no item has a value (all null, or only null/empty lists) -> constant layout, no value;
 2. (2.2) all non-null items share one value -> constant layout with that value;
 3. Arrow dictionary columns -> mini-block over the indices, dictionary in page buffer 2;
-4. values narrower than 256 bytes -> mini-block (dictionary-encoded when the page has few
-   distinct values; else RLE / FastLanes bit-packing / flat / FSST / variable);
-5. wide values (vectors, long strings, big binaries) -> full-zip.
+4. pages with few distinct values, of any width -> mini-block of dictionary indices;
+5. values narrower than 256 bytes -> mini-block (RLE / FastLanes bit-packing / flat / FSST /
+   variable);
+6. wide values (vectors, long strings, big binaries) -> full-zip.
 
 ``StructuralFieldWriter`` buffers the arrays of one top-level field and cuts them into pages of
 about ``max_page_bytes``; memory is bounded by the page size, as in pylance's accumulation queue.
@@ -16,6 +17,7 @@ about ``max_page_bytes``; memory is bounded by the page size, as in pylance's ac
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from typing import Callable
 
 import numpy as np
@@ -43,6 +45,12 @@ _FORCE_FLUSH_FACTOR = 16
 # 32 MiB (``max_page_bytes``). Splitting a flush that is barely over 8 MiB would halve the pages
 # and store every page's dictionary twice as often.
 _SPLIT_FACTOR = 4
+
+# The bytes a buffered array counts for (None: its length in bytes). A compaction sets it to
+# pylance's decoder allocations for the arrays it reads, which decide where pylance's writer
+# flushes pages and so where it cuts files (lance_format.dataset.maintenance.decoded_memory).
+decoded_memory_model: ContextVar[Callable[[pa.Array], int | None] | None] = ContextVar(
+    "decoded_memory_model", default=None)
 
 # emit(column index, page buffers, page layout, rows in the page, first row of the page)
 EmitPage = Callable[[int, list, pb.PageLayout, int, int], None]
@@ -116,13 +124,15 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
         if result is not None:
             return result
         values = take_values(values.dictionary, values.indices.astype(np.int64))
+    # pylance tries a dictionary before choosing by width: wide values repeated a lot still
+    # become a mini-block page of indices
+    encoded = try_dictionary(values, minor)
+    if encoded is not None:
+        indices, dictionary = encoded
+        result = encode_miniblock(leaf, word_plan(indices), minor, dictionary=dictionary)
+        if result is not None:
+            return result
     if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES:
-        encoded = try_dictionary(values, minor)
-        if encoded is not None:
-            indices, dictionary = encoded
-            result = encode_miniblock(leaf, word_plan(indices), minor, dictionary=dictionary)
-            if result is not None:
-                return result
         result = encode_miniblock(leaf, value_plan(values, leaf.values.type), minor)
         if result is not None:
             return result
@@ -157,7 +167,10 @@ class StructuralFieldWriter:
         if not len(array):
             return
         self.chunks.append(array)
-        self.buffered += array.nbytes  # counts only the referenced ranges of sliced arrays
+        model = decoded_memory_model.get()
+        modelled = model(array) if model is not None else None
+        # nbytes counts only the referenced ranges of sliced arrays
+        self.buffered += array.nbytes if modelled is None else modelled
         self.buffered_rows += len(array)
         if self.buffered >= self.max_page_bytes and (
             self.buffered_rows >= MIN_PAGE_ROWS or self.buffered >= _FORCE_FLUSH_FACTOR * self.max_page_bytes
