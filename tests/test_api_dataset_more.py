@@ -309,3 +309,95 @@ def test_config_change_from_a_stale_version_after_cleanup(tmp_path, engine):
     ds.update_config({"k": "v"})
     assert ds.version == 5 and engine.dataset(path).config() == {"k": "v"}
     assert engine.dataset(path).count_rows() == 4
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", None])
+def test_append_some_columns(tmp_path, version):
+    full = pa.schema([pa.field("id", pa.int64()), pa.field("other", pa.int64()), pa.field("name", pa.string())])
+    tables = {}
+    for name, mod in ENGINES.items():
+        path = str(tmp_path / name)
+        ds = mod.write_dataset(pa.table({"id": [1, 2], "other": [10, 20], "name": ["a", "b"]}, schema=full), path,
+                               data_storage_version=version)
+        ds.insert(pa.table({"id": [3, 4, 5]}))
+        ds.insert(pa.table({"name": ["z"], "id": [6]}))
+        ds.delete("id in (3, 6)")
+        assert [f.metadata.files[0].fields for f in ds.get_fragments()][1] == [0]
+        tables[name] = ds.to_table()
+        # each engine reads the other's table, filters and takes on the missing columns included
+        other = lance if mod is lance_format else lance_format
+        theirs = other.dataset(path)
+        assert theirs.to_table() == tables[name]
+        assert theirs.to_table(filter="other is null").num_rows == 2
+        assert ds.take([2, 3]).to_pylist() == theirs.take([2, 3]).to_pylist()
+    assert tables["ours"] == tables["pylance"]
+
+
+def test_append_of_a_subset_refused_like_pylance(tmp_path):
+    not_null = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.int64(), nullable=False)])
+    for name, mod in ENGINES.items():
+        ds = mod.write_dataset(pa.table({"a": [1], "b": [2]}, schema=not_null), str(tmp_path / name))
+        with pytest.raises(OSError):  # a non-nullable column cannot be left out
+            ds.insert(pa.table({"a": [1]}, schema=pa.schema([not_null.field("a")])))
+        with pytest.raises(OSError):  # an unknown column
+            ds.insert(pa.table({"a": [1], "c": [2]}, schema=pa.schema([not_null.field("a"), pa.field("c", pa.int64())])))
+        legacy = mod.write_dataset(pa.table({"a": [1], "b": [2]}), str(tmp_path / f"{name}-legacy"),
+                                   data_storage_version="legacy")
+        with pytest.raises(OSError):  # legacy fragments need every column
+            legacy.insert(pa.table({"a": [5]}))
+        assert ds.count_rows() == legacy.count_rows() == 1
+
+
+def _pair(tmp_path, table: pa.Table, **write_options):
+    path = str(tmp_path / "t")
+    lance.write_dataset(table, path, **write_options)
+    return lance_format.dataset(path), lance.dataset(path)
+
+
+def test_take_rows_by_row_id(tmp_path):
+    table = pa.table({"a": range(10), "b": [str(i) for i in range(10)]})
+    for stable in (False, True):
+        ours, theirs = _pair(tmp_path / str(stable), table, max_rows_per_file=4, enable_stable_row_ids=stable)
+        for ds in (ours, theirs):
+            ds.delete("a = 2")
+        ids = theirs.to_table(with_row_id=True)["_rowid"].to_pylist()
+        deleted = 2
+        for args, kwargs in [
+            (([ids[5], ids[0], ids[5]],), {"columns": ["a", "_rowid"]}),
+            (([ids[0], deleted, ids[1]],), {}),
+            (([ids[0], deleted, ids[1]],), {"ignore_deletions": True}),
+            (([ids[1]],), {"columns": {"x": "a * 2", "up": "upper(b)"}}),
+            (([],), {}),
+        ]:
+            assert ours._take_rows(*args, **kwargs) == theirs._take_rows(*args, **kwargs), (stable, args, kwargs)
+        assert len(ours) == len(theirs) == 9
+    ours, theirs = _pair(tmp_path / "bad", table, max_rows_per_file=4)
+    for ds in (ours, theirs):
+        with pytest.raises(OSError):
+            ds._take_rows([1000])
+
+
+@pytest.mark.parametrize("columns", [["_rowid", "_rowid"], ["_rowaddr", "a", "_rowid"], ["_rowid", "a", "_rowid"],
+                                     ["b", "_rowaddr", "_rowaddr"], ["a", "a"], ["_rowaddr"]])
+def test_take_with_repeated_and_system_columns(tmp_path, columns):
+    ours, theirs = _pair(tmp_path, pa.table({"a": range(100), "b": range(100)}), max_rows_per_file=30)
+    indices = [1, 2, 99, 45, 1]
+    mine, expected = ours.take(indices, columns=columns), theirs.take(indices, columns=columns)
+    assert mine.column_names == expected.column_names and mine.to_pydict() == expected.to_pydict()
+
+
+def test_nested_projections(tmp_path):
+    table = pa.table({
+        "a": range(6),
+        "struct": [{"x": i, "y": i % 2 == 0, "z": {"w": i * 3}} for i in range(6)],
+        "list_struct": [[{"x": i, "y": i % 2 == 0}] for i in range(6)],
+    })
+    ours, theirs = _pair(tmp_path, table)
+    for kwargs in [
+        {"columns": ["struct.x"]},
+        {"columns": ["struct.y", "a", "struct.z.w"], "filter": "a > 2"},
+        {"columns": {"list_struct": "list_struct[1]['x']"}},
+        {"columns": {"v": "list_struct[2]['y']"}},
+        {"columns": ["a"], "filter": "list_struct[1]['x'] > 3"},
+    ]:
+        assert ours.to_table(**kwargs) == theirs.to_table(**kwargs), kwargs
