@@ -401,3 +401,48 @@ def test_nested_projections(tmp_path):
         {"columns": ["a"], "filter": "list_struct[1]['x'] > 3"},
     ]:
         assert ours.to_table(**kwargs) == theirs.to_table(**kwargs), kwargs
+
+
+def _field_view(schema, name):
+    return next(f for f in schema.fields() if f.name() == name)
+
+
+def test_lance_schema_fields_like_pylance(tmp_path):
+    table = pa.table({"a": [1, 2], "b": ["x", "y"], "s": [{"x": 1, "y": "p"}, {"x": 2, "y": "q"}]})
+    datasets = _both(tmp_path, table)
+    for ds in datasets.values():
+        ds.update_field_metadata({"a": {"k1": "v1", "k2": "v2"}, "b": {"unit": "count"}})
+        ds.update_field_metadata({"a": {"k1": "new", "k2": None, "k3": "v3"}})
+    ours, theirs = lance_format.dataset(datasets["ours"].uri), datasets["pylance"]
+    views = [(f.name(), f.id(), f.metadata, [(c.name(), c.id()) for c in f.children()], f.to_arrow())
+             for f in ours.lance_schema.fields()]
+    expected = [(f.name(), f.id(), f.metadata, [(c.name(), c.id()) for c in f.children()], f.to_arrow())
+                for f in lance.dataset(theirs.uri).lance_schema.fields()]
+    assert views == expected
+    assert _field_view(ours.lance_schema, "a").metadata == {"k1": "new", "k3": "v3"}
+    assert ours.lance_schema.fields[0].name == "a"  # still a list of this engine's fields
+    for ds in (ours, lance.dataset(theirs.uri)):
+        ds.update_field_metadata({"a": {"only": "this"}}, replace=True)
+        assert _field_view(ds.lance_schema, "a").metadata == {"only": "this"}
+
+
+def test_update_config_operation(tmp_path):
+    schema = pa.schema([pa.field("a", pa.int64(), metadata={"field_a": "original"}),
+                        pa.field("b", pa.int64(), metadata={"field_b": "original"})], metadata={"schema_key": "o"})
+    results = {}
+    for name, mod in ENGINES.items():
+        path = str(tmp_path / name)
+        mod.write_dataset(pa.table({"a": [1, 2], "b": [3, 4]}, schema=schema), path)
+        op = mod.LanceOperation
+        steps = [
+            op.UpdateConfig(config_updates=op.UpdateMap({"key1": "v1", "key2": "v2"}, replace=False)),
+            op.UpdateConfig(config_updates=op.UpdateMap({"key1": None}, replace=False)),
+            op.UpdateConfig(schema_metadata_updates=op.UpdateMap({"new": "x", "schema_key": "u"}, replace=False)),
+            op.UpdateConfig(field_metadata_updates={0: op.UpdateMap({"field_a": "u", "n": "v"}, replace=False),
+                                                    1: op.UpdateMap({"field_b": "u"}, replace=True)}),
+        ]
+        for version, step in enumerate(steps, start=1):
+            ds = mod.LanceDataset.commit(path, mod.Transaction(read_version=version, operation=step))
+        results[name] = (ds.version, ds.config(), ds.schema_metadata,
+                         [(f.name(), f.metadata) for f in ds.lance_schema.fields()])
+    assert results["ours"] == results["pylance"]
