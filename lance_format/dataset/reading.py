@@ -22,7 +22,7 @@ from lance_format.dataset.scanner import LanceScanner
 from lance_format.errors import InvalidInputError, InvalidRowSelectionError
 
 if TYPE_CHECKING:
-    pass
+    from lance_format.dataset.sql_query import SqlQueryBuilder
 
 
 class ReadingMethods(DatasetMixin):
@@ -240,6 +240,13 @@ class ReadingMethods(DatasetMixin):
             The filter is not valid for the table.
         """
         return self.scanner(columns=[] if filter is not None else None, filter=filter, fragments=fragments).count_rows()
+
+    def sql(self, sql: str) -> "SqlQueryBuilder":
+        """A SQL query over this table (pylance's ``sql``), for what one scan can answer: see
+        :mod:`lance_format.dataset.sql_query`."""
+        from lance_format.dataset.sql_query import SqlQueryBuilder
+
+        return SqlQueryBuilder(self._as_dataset(), sql)
 
     def __len__(self) -> int:
         """The number of live rows (pylance's ``len(dataset)``)."""

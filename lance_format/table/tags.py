@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 from datetime import datetime, timezone
@@ -84,7 +85,7 @@ class Tags:
             }
         return result
 
-    def list_ordered(self, order: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+    def list_ordered(self, order: str | None = None) -> builtins.list[tuple[str, dict[str, Any]]]:
         """pylance's ``tags.list_ordered``: ``(name, info)`` pairs by version, newest first
         (``order="desc"``, the default) or oldest first (``"asc"``); tags of one version by name."""
         if order is None:
