@@ -1,5 +1,6 @@
 """``LanceDataset``'s reading API: ``scanner``, ``to_table``, ``to_batches``, ``to_pandas``,
-``head``, ``count_rows`` and ``take``, with pylance's parameters in pylance's order.
+``head``, ``count_rows``, ``take`` and ``_take_rows`` (by row id), with pylance's parameters in
+pylance's order.
 
 A mixin of ``LanceDataset`` (kept apart so that neither module grows past a few pages); every
 method plans a :class:`~lance_format.dataset.scanner.LanceScanner` and runs it.
@@ -15,13 +16,13 @@ import pyarrow.compute as pc
 
 from lance_format.dataset.mixin import DatasetMixin
 from lance_format.dataset.arguments import row_positions
-from lance_format.dataset.fragment import LanceFragment
+from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
 from lance_format.dataset.scan_options import ColumnOrdering
 from lance_format.dataset.scanner import LanceScanner
-from lance_format.errors import InvalidInputError
+from lance_format.errors import InvalidInputError, InvalidRowSelectionError
 
 if TYPE_CHECKING:
-    pass
+    from lance_format.dataset.sql_query import SqlQueryBuilder
 
 
 class ReadingMethods(DatasetMixin):
@@ -251,6 +252,17 @@ class ReadingMethods(DatasetMixin):
         """
         return self.scanner(columns=[] if filter is not None else None, filter=filter, fragments=fragments).count_rows()
 
+    def sql(self, sql: str) -> "SqlQueryBuilder":
+        """A SQL query over this table (pylance's ``sql``), for what one scan can answer: see
+        :mod:`lance_format.dataset.sql_query`."""
+        from lance_format.dataset.sql_query import SqlQueryBuilder
+
+        return SqlQueryBuilder(self._as_dataset(), sql)
+
+    def __len__(self) -> int:
+        """The number of live rows (pylance's ``len(dataset)``)."""
+        return self.count_rows()
+
     def take(
         self,
         indices: Sequence[int] | np.ndarray | pa.Array,
@@ -277,7 +289,11 @@ class ReadingMethods(DatasetMixin):
         """
         ds = self._as_dataset()
         positions = row_positions(indices, table=ds.uri)
-        scanner = self.scanner(columns=columns)
+        repeated = _repeated_system_columns(columns)
+        if repeated is not None:
+            distinct = list(dict.fromkeys(repeated))
+            return self.take(positions, columns=distinct).select([distinct.index(c) for c in repeated])
+        scanner = self.scanner(columns=_without_repeats(columns))
         fragments = ds.get_fragments()
         counts = np.array([f.count_rows() for f in fragments], dtype=np.int64)
         total = int(counts.sum())
@@ -302,3 +318,86 @@ class ReadingMethods(DatasetMixin):
         inverse = np.empty(len(positions), dtype=np.int64)
         inverse[np.concatenate(order)] = np.arange(len(positions))
         return table.take(pa.array(inverse))
+
+    def _take_rows(self, row_ids: Sequence[int] | np.ndarray | pa.Array,
+                   columns: list[str] | Mapping[str, str] | None = None, *, ignore_deletions: bool = False,
+                   **scan_options: Any) -> pa.Table:
+        """Rows by row id, in the order given (pylance's ``_take_rows``).
+
+        Without stable row ids a row id is the row address (fragment id << 32 | offset): one that
+        points outside the table is refused. With stable row ids, ids no row has are skipped.
+        Deleted rows are left out unless ``ignore_deletions``.
+
+        Raises
+        ------
+        InvalidRowSelectionError
+            A row address outside the table (also an ``OSError``, as in pylance).
+        """
+        ds = self._as_dataset()
+        ids = np.asarray(row_ids.to_numpy(zero_copy_only=False) if isinstance(row_ids, (pa.Array, pa.ChunkedArray))
+                         else list(row_ids), dtype=np.uint64)
+        scanner = self.scanner(columns=columns, **scan_options)
+        fragments = {f.fragment_id: f for f in ds.get_fragments()}
+        if ds.has_stable_row_ids:
+            owners, offsets = _stable_row_locations(fragments, ids)
+        else:
+            owners = (ids >> np.uint64(32)).astype(np.int64)
+            offsets = ids & np.uint64(0xFFFFFFFF)
+            for owner in np.unique(owners):
+                fragment = fragments.get(int(owner))
+                beyond = offsets[owners == owner] >= (fragment.physical_rows if fragment is not None else 0)
+                if beyond.any():
+                    raise InvalidRowSelectionError(f"row id {int(ids[owners == owner][beyond][0])} is not a row of "
+                                                   "this table", table=ds.uri)
+        pieces: list[pa.RecordBatch] = []
+        order: list[np.ndarray] = []
+        for owner in np.unique(owners[owners >= 0]):
+            fragment = fragments[int(owner)]
+            where = np.flatnonzero(owners == owner)
+            wanted = offsets[where]
+            if not ignore_deletions:
+                live = np.isin(wanted, fragment.live_offsets())
+                where, wanted = where[live], wanted[live]
+            if len(where):
+                pieces.append(scanner.take_physical(fragment, wanted))
+                order.append(where)
+        if not pieces:
+            return scanner.projected_schema.empty_table()
+        table = pa.Table.from_batches(pieces, schema=scanner.projected_schema)
+        # back to the order of row_ids (skipped ids leave no row)
+        return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+
+
+def _stable_row_locations(fragments: Mapping[int, LanceFragment], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(fragment id, physical offset) of each stable row id; fragment -1 for ids no row has."""
+    known_ids, known_owner, known_offset = [], [], []
+    for fragment in fragments.values():
+        physical = np.arange(fragment.physical_rows, dtype=np.uint64)
+        known_ids.append(np.asarray(fragment.system_column("_rowid", physical).to_numpy(zero_copy_only=False),
+                                    dtype=np.uint64))
+        known_owner.append(np.full(fragment.physical_rows, fragment.fragment_id, dtype=np.int64))
+        known_offset.append(physical)
+    if not known_ids:
+        return np.full(len(ids), -1, dtype=np.int64), np.zeros(len(ids), dtype=np.uint64)
+    all_ids = np.concatenate(known_ids)
+    by_id = np.argsort(all_ids, kind="stable")
+    sorted_ids = all_ids[by_id]
+    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    found = sorted_ids[at] == ids if len(sorted_ids) else np.zeros(len(ids), dtype=bool)
+    owners = np.where(found, np.concatenate(known_owner)[by_id][at], -1)
+    offsets = np.concatenate(known_offset)[by_id][at]
+    return owners, offsets
+
+
+def _repeated_system_columns(columns: Any) -> list[str] | None:
+    """The output columns of a take whose ``columns`` repeat a name (else None): like pylance,
+    a data column once, where first named, and system columns as often as named."""
+    if not isinstance(columns, (list, tuple)) or len(set(columns)) == len(columns):
+        return None
+    return [c for i, c in enumerate(columns) if c in SYSTEM_COLUMNS or c not in columns[:i]]
+
+
+def _without_repeats(columns: Any) -> Any:
+    """A column list with repeats dropped (pylance's take keeps the first of each)."""
+    return list(dict.fromkeys(columns)) if isinstance(columns, (list, tuple)) else columns
+

@@ -108,6 +108,12 @@ class LanceScanner:
         # output name -> (expression, type) for columns given as SQL expressions
         self._expressions: dict[str, tuple[pc.Expression, pa.DataType]] = {}
         needed: list[str] = []
+        if columns is not None and not isinstance(columns, Mapping):
+            listed = column_names(columns, table=uri)
+            if any("." in name and name not in table_schema.names() for name in listed):
+                # pylance's nested projection: "struct.x" is the field x of struct, in a column
+                # named "struct.x" (top-level names cannot hold a dot)
+                columns = {name: name for name in listed}
         if isinstance(columns, Mapping):
             for name, sql in columns.items():
                 expr, dtype, reads = to_value_expression(sql, known)

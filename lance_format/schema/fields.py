@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.proto import file_pb2
+from lance_format.schema.pylance_fields import FieldList
 from lance_format.schema.extensions import (
     BFLOAT16,
     EXTENSION_NAME_KEY,
@@ -182,6 +183,11 @@ class LanceSchema:
 
     fields: list[LanceField]
     metadata: dict[str, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # a list here; called (``schema.fields()``), pylance's views of the fields
+        if not isinstance(self.fields, FieldList):
+            self.fields = FieldList(self.fields)
 
     @classmethod
     def from_arrow(cls, schema: pa.Schema, first_id: int = 0) -> "LanceSchema":

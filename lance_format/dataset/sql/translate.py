@@ -203,9 +203,19 @@ class Translator(FunctionTranslations):
         if len(keys) != 1 or not (isinstance(keys[0], exp.Literal) and keys[0].is_string):
             raise self._unsupported(f"subscript {node.sql()} (only struct['field'] is supported)")
         if not isinstance(node.this, exp.Column):
-            raise self._unsupported(f"subscript on {node.this.sql()}")
+            return self._struct_field(self.visit(node.this), keys[0].name, node)  # e.g. list[1]['x']
         path = [(p.name, bool(p.args.get("quoted"))) for p in node.this.parts]
         return self._field_path(path + [(keys[0].name, True)])
+
+    def _struct_field(self, value: _Node, name: str, node: exp.Expression) -> _Node:
+        """Field ``name`` of a struct-typed sub-expression (a list element, a function result)."""
+        dtype = self._type_of(value)
+        if not pa.types.is_struct(dtype):
+            raise self._unsupported(f"subscript on {node.this.sql()} (not a struct: {dtype})")
+        index = dtype.get_field_index(name)
+        if index < 0:
+            raise self._invalid(f"field {name!r} not found in {node.this.sql()} ({dtype})")
+        return _Node(pc.struct_field(value.expr, [index]), dtype=dtype.field(index).type)
 
     def _field_path(self, path: list[tuple[str, bool]]) -> _Node:
         (first, quoted), rest = path[0], path[1:]

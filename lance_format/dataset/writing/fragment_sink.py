@@ -26,7 +26,7 @@ import pyarrow as pa
 from lance_format.schema.extensions import to_storage
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1_writer import LegacyFileWriter
-from lance_format.table.legacy_dictionaries import latest_table_dictionaries
+from lance_format.table.legacy_dictionaries import LEGACY_STORAGE, latest_table_dictionaries
 from lance_format.file.writer import LanceFileWriter, WrittenFile
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
@@ -63,8 +63,18 @@ def write_target(append_to: table_pb2.Manifest | None, data_schema: pa.Schema, r
     none is requested, ``previous`` (the version of a table being overwritten) or the default."""
     if append_to is not None:
         table_schema = LanceSchema.from_protos(list(append_to.fields), dict(append_to.schema_metadata))
+        storage_version = resolve_storage_version(None, append_to.data_format.version or "2.0", table=table)
+        given = set(data_schema.names)
+        missing = [f for f in table_schema.fields if f.name not in given]
+        if missing and given and given <= set(table_schema.names()) and storage_version != LEGACY_STORAGE \
+                and all(f.nullable for f in missing):
+            # like pylance: appending some of the columns writes files of just those; the
+            # fragment reads null for the others (not in legacy files, whose fragments need all)
+            present = table_schema.project([f.name for f in table_schema.fields if f.name in given])
+            check_arrow_compatible(present.to_arrow(), data_schema, table=table)
+            return present, storage_version
         check_arrow_compatible(table_schema.to_arrow(), data_schema, table=table)
-        return table_schema, resolve_storage_version(None, append_to.data_format.version or "2.0", table=table)
+        return table_schema, storage_version
     return LanceSchema.from_arrow(data_schema), resolve_storage_version(requested, None if requested else previous,
                                                                         table=table)
 
