@@ -55,6 +55,7 @@ from lance_format.errors import (
     InvalidInputError,
     InvalidRowSelectionError,
     LanceError,
+    NewColumnDataError,
     PathEscapeError,
     RetryableCommitConflictError,
     CommitLockError,
@@ -149,4 +150,5 @@ __all__ = [
     "BranchError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
+    "NewColumnDataError",
 ]
