@@ -63,7 +63,8 @@ def realistic_table(rows: int, seed: int = 3) -> pa.Table:
     note = pc.if_else(pa.array(rng.random(rows) < 0.3), pa.nulls(rows, pa.string()), note_values)
     tags = pa.ListArray.from_arrays(
         pa.array(np.arange(0, rows * 2 + 1, 2, dtype=np.int32)),
-        pa.array(CATEGORIES[rng.integers(0, 10, rows * 2)]),
+        # pa.array of a large numpy string array (millions of values) can come back chunked
+        pa.chunked_array([pa.array(CATEGORIES[rng.integers(0, 10, rows * 2)])]).combine_chunks(),
     )
     point = pa.StructArray.from_arrays(
         [pa.array(rng.standard_normal(rows)), pa.array(rng.integers(0, 1000, rows).astype(np.int32))], ["lat", "zone"])
