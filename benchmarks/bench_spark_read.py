@@ -44,7 +44,40 @@ FILTER = "cat = 'echo' AND x > 0.5"
 PROJECTED = ["url"]
 
 
+def _pin_workers_to_this_engine(base: str) -> None:
+    """Make Spark's Python workers import the ``lance_format`` this process imports.
+
+    Workers start with ``python -m pyspark.daemon`` in the driver's working directory, which
+    therefore comes first on their ``sys.path``, before ``PYTHONPATH``: run from another
+    checkout's root, the workers would time that checkout's engine. The driver moves to the
+    benchmark's scratch directory and puts its engine's root first on ``PYTHONPATH``.
+    """
+    import lance_format
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(lance_format.__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join([root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                         if p and p != root])
+    os.chdir(base)
+
+
+def _check_worker_engine(spark) -> None:
+    import pyarrow as pa
+
+    import lance_format
+
+    def probe(batches):
+        import lance_format as worker_engine
+
+        for _ in batches:
+            yield pa.record_batch([pa.array([os.path.abspath(worker_engine.__file__)])], names=["file"])
+
+    seen = {row.file for row in spark.range(0, 2, 1, 2).mapInArrow(probe, "file string").collect()}
+    if seen != {os.path.abspath(lance_format.__file__)}:
+        raise SystemExit(f"Spark's workers import {seen}, this process {lance_format.__file__}")
+
+
 def session(base: str):
+    _pin_workers_to_this_engine(base)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -62,6 +95,7 @@ def session(base: str):
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    _check_worker_engine(spark)
     return spark
 
 
@@ -121,7 +155,8 @@ def tree_cpu() -> float:
             continue
         pid = int(entry)
         children.setdefault(int(fields[1]), []).append(pid)
-        stats[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+        # utime + stime, and cutime + cstime: workers that exited count in their parent
+        stats[pid] = sum(int(v) for v in fields[11:15]) / ticks
     total, todo = 0.0, [os.getpid()]
     while todo:
         pid = todo.pop()
@@ -151,6 +186,7 @@ def main() -> None:
     import lance_format
 
     base = tempfile.mkdtemp(prefix="bench_spark_read_")
+    cwd = os.getcwd()
     try:
         spark = session(base)
         from lance_format.spark import read_dataframe, register
@@ -218,6 +254,7 @@ def main() -> None:
                 cpu[name].append(tree_cpu() - start_cpu)
         spark.stop()
     finally:
+        os.chdir(cwd)
         shutil.rmtree(base, ignore_errors=True)
 
     median = {k: statistics.median(v[1:] or v) for k, v in times.items()}

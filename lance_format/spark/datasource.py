@@ -79,6 +79,7 @@ from lance_format.spark.common import CommitResult
 from lance_format.spark.compaction import compact_after_write, compaction_from_options
 from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_partition
+from lance_format.spark.worker_heap import freeze_imported_objects
 from lance_format.spark.write import Deletions, Written, commit_coalesced, discard_write, plan_write
 
 NAME = "lance"
@@ -447,6 +448,8 @@ class LanceDataSource(DataSource):
         return NAME
 
     def schema(self) -> Any:
+        # each planning call ends with the worker's full gc.collect(): see worker_heap
+        freeze_imported_objects()
         options = self.options
         if is_catalog_creation(options):  # CREATE TABLE ... USING lance: keep the table's options
             table = table_options(options)
@@ -457,6 +460,7 @@ class LanceDataSource(DataSource):
         return _table_schema(options)
 
     def reader(self, schema: Any) -> LanceReader | EmptyReader:
+        freeze_imported_objects()
         options = resolved_options(self.options, schema)
         if options is not self.options and not _exists(options):
             return EmptyReader()  # a catalog table before its first INSERT
@@ -465,6 +469,7 @@ class LanceDataSource(DataSource):
     _reader_class = LanceReader
 
     def writer(self, schema: Any, overwrite: bool) -> LanceWriter:
+        freeze_imported_objects()
         options = resolved_options(self.options, schema)
         if options is not self.options:  # INSERT into a catalog table: its columns are nullable
             schema = nullable_columns(schema)

@@ -35,6 +35,7 @@ from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
 from lance_format.spark.coalesce import StagedOutput, StagingFile, split_staged_ids, staged_schema, with_staged_ids
 from lance_format.spark.common import StorageOptions, task_store
+from lance_format.spark.worker_heap import freeze_imported_objects
 
 # one row per fragment written; a small output staged for the commit has no fragment, its path in "staged"
 FRAGMENT_DDL = "fragment string, num_rows long, num_bytes long, rewritten boolean, staged string"
@@ -504,6 +505,7 @@ def read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
     from lance_format.spark.split_scan import late_columns, late_filtered_batches
     from lance_format.spark.types import BatchConverter
 
+    freeze_imported_objects()  # the worker's full gc.collect() after the task skips them
     ds = open_version(spec.uri, spec.version, spec.identity, spec.storage_options)
     table_schema = ds.lance_schema
     filter_schema = table_schema.to_arrow()
