@@ -315,7 +315,15 @@ class LanceFileWriter:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.close()
+        # the file is finished even when the block failed, as pylance does; a failure to close
+        # then must not hide the block's own error
+        if exc_type is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - the block's exception propagates instead
+            pass
 
     def __del__(self) -> None:
         # pylance aborts the upload of a writer dropped unclosed: no partial file remains
