@@ -498,3 +498,15 @@ def test_sql_unknown_table(tmp_path):
     for ds in (ours, theirs):
         with pytest.raises(ValueError, match="not found"):
             ds.sql("SELECT * FROM elsewhere").build().to_batch_records()
+
+
+def test_default_batches_have_pylance_shapes(tmp_path):
+    datasets = _both(tmp_path, pa.table({"a": np.arange(100_000), "b": np.arange(100_000) * 2}),
+                     max_rows_per_file=30_000)
+    shapes = {name: [[b.num_rows for b in ds.to_batches(**kwargs)]
+                     for kwargs in ({}, {"batch_size": 7000}, {"columns": ["b"], "limit": 20_000, "offset": 5})]
+              for name, ds in datasets.items()}
+    assert shapes["ours"] == shapes["pylance"]
+    assert max(max(s) for s in shapes["ours"]) == 8192
+    # filtered scans: batches never exceed pylance's default either
+    assert max(b.num_rows for b in datasets["ours"].to_batches(filter="a % 3 = 0")) <= 8192

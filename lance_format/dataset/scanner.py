@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-DEFAULT_BATCH_SIZE = 65536
+DEFAULT_BATCH_SIZE = 65536  # rows read at a time when the caller gives no batch_size
+PYLANCE_BATCH_SIZE = 8192  # pylance's default: output batches are cut to it (without a batch_size)
 _POSITION = "__lance_format_position"  # a batch's row positions, carried through the filter
 _DENSE = 0.25  # above this fraction of a batch's rows passing, its other columns are read, not taken
 
@@ -141,10 +142,14 @@ class LanceScanner:
         self._limit = limit
         self._offset = offset or 0
         self._batch_size = batch_size or default_batch_size(DEFAULT_BATCH_SIZE)
+        # output batches hold at most this many rows: reads stay large (fewer, cheaper decodes)
+        # while a plain scan yields pylance's batch shapes (8192-row slices of each fragment)
+        self._output_rows = batch_size or default_batch_size(PYLANCE_BATCH_SIZE)
         # pylance regroups a filtered scan's rows into batches of batch_size when late
         # materialization is asked for (True or a column list), not when left to its heuristic
         late = options.get("late_materialization")
-        self._regroup = filter is not None and (late is True or isinstance(late, (list, tuple)))
+        # (with a batch_size given; without one its batches are the filtered reads)
+        self._regroup = bool(batch_size) and filter is not None and (late is True or isinstance(late, (list, tuple)))
         self._strict_batch_size = bool(strict_batch_size)
         self._include_deleted = bool(include_deleted_rows)
         self._scans_whole_table = fragments is None
@@ -279,7 +284,7 @@ class LanceScanner:
         """The filtered rows, sorted when ``order_by`` asks for it (which needs all of them)."""
         if not self._order_by:
             if self._regroup:
-                yield from coalesced_batches(self._filtered_batches(), self._batch_size)
+                yield from coalesced_batches(self._filtered_batches(), self._output_rows)
             else:
                 yield from self._filtered_batches()
             return
@@ -287,7 +292,7 @@ class LanceScanner:
         if not matching:
             return
         ordered = sorted_table(pa.Table.from_batches(matching), self._order_by, uri=self._dataset.uri)
-        yield from ordered.combine_chunks().to_batches(max_chunksize=self._batch_size)
+        yield from ordered.combine_chunks().to_batches(max_chunksize=self._output_rows)
 
     def _late_batches(self) -> Iterator[pa.RecordBatch]:
         """A filtered scan reading the non-filter columns of passing rows only.
@@ -370,7 +375,15 @@ class LanceScanner:
         if self._stats_callback is not None:
             self._counts = ScanCounts()
             batches = reporting(batches, self._counts, self._stats_callback)
-        yield from exact_batches(batches, self._batch_size) if self._strict_batch_size else batches
+        if self._strict_batch_size:
+            yield from exact_batches(batches, self._output_rows)
+            return
+        for batch in batches:
+            if batch.num_rows <= self._output_rows or self._regroup:  # regrouped batches may exceed it
+                yield batch
+                continue
+            for start in range(0, batch.num_rows, self._output_rows):  # zero-copy slices
+                yield batch.slice(start, self._output_rows)
 
     def _limited_batches(self) -> Iterator[pa.RecordBatch]:
         skip = self._offset
@@ -460,7 +473,7 @@ class LanceScanner:
             " with expressions " + ", ".join(f"{n}={e}" for n, (e, _) in self._expressions.items())
             if self._expressions else "")]
         if self._strict_batch_size:
-            lines.append(f"ExactBatches: rows={self._batch_size}")
+            lines.append(f"ExactBatches: rows={self._output_rows}")
         if self._limit is not None or self._offset:
             lines.append(f"Limit: offset={self._offset}, limit={self._limit}")
         if self._order_by:
