@@ -47,6 +47,7 @@ from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
     ArgumentTypeError,
     EmptyDataError,
+    NewColumnDataError,
     CommitConflictError,
     CorruptFileError,
     DatasetAlreadyExistsError,
@@ -132,6 +133,7 @@ __all__ = [
     "LanceError",
     "ArgumentTypeError",
     "EmptyDataError",
+    "NewColumnDataError",
     "CommitConflictError",
     "CorruptFileError",
     "DatasetAlreadyExistsError",

@@ -244,7 +244,7 @@ class Translator(FunctionTranslations):
                 return folded[0]
         available = ", ".join(self.schema.names + [n for n in SYSTEM_COLUMNS if n not in self.schema.names])
         raise InvalidInputError(
-            f"No field named {name}: unknown column {name!r} in SQL filter {self.text!r}; "
+            f"No field named {name}. Unknown column {name!r} in SQL filter {self.text!r}; "
             f"available columns: {available}",
             column=name,
         )
