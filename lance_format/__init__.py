@@ -47,7 +47,6 @@ from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
     ArgumentTypeError,
     EmptyDataError,
-    NewColumnDataError,
     CommitConflictError,
     CorruptFileError,
     DatasetAlreadyExistsError,
