@@ -151,5 +151,4 @@ __all__ = [
     "BranchError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
-    "NewColumnDataError",
 ]
