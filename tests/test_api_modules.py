@@ -376,3 +376,35 @@ def test_submodules_are_attributes_after_import_like_pylance():
                   f"print([n for n in {names!r} if not isinstance(getattr(p, n, None), types.ModuleType)])\n")
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
         assert out.strip() == "[]", (package, out)
+
+
+# -- lance.schema.LanceSchema ----------------------------------------------------------------------
+
+
+def test_lance_schema_repr_pickle_and_equality_like_pylance(tmp_path):
+    import pickle
+
+    import lance
+    import lance.schema
+
+    import lance_format.schema
+
+    data = pa.table({
+        "x": range(2),
+        "s": [{"a": 1, "b": "hello"}, {"a": 2, "b": "world"}],
+        "y": [[1.0, 2.0], [3.0, 4.0]],
+        "u": pa.array(["a", None], pa.large_utf8()),
+    })
+    theirs = lance.write_dataset(data, tmp_path / "theirs").lance_schema
+    ours_ds = lance_format.write_dataset(data, tmp_path / "ours")
+    ours = ours_ds.lance_schema
+    assert repr(ours) == repr(theirs)  # Rust's Debug text of the schema, field for field
+    assert pickle.loads(pickle.dumps(ours)) == ours
+    assert ours.to_pyarrow() == theirs.to_pyarrow() == data.schema
+    # a schema read from the manifest equals the same schema built from Arrow, as in pylance
+    assert (lance_format.schema.LanceSchema.from_pyarrow(data.schema) == ours) == \
+        (lance.schema.LanceSchema.from_pyarrow(data.schema) == theirs) is True
+    assert [(f.name(), f.id(), [(c.name(), c.id()) for c in f.children()]) for f in ours.fields()] == \
+        [(f.name(), f.id(), [(c.name(), c.id()) for c in f.children()]) for f in theirs.fields()]
+    ours_ds.alter_columns({"path": "s.a", "name": "renamed"})
+    assert [(c.name(), c.id()) for c in ours_ds.lance_schema.fields()[1].children()] == [("renamed", 2), ("b", 3)]

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.proto import file_pb2
-from lance_format.schema.pylance_fields import FieldList
+from lance_format.schema.pylance_fields import FieldList, schema_debug_text
 from lance_format.schema.extensions import (
     BFLOAT16,
     EXTENSION_NAME_KEY,
@@ -58,8 +58,9 @@ class LanceField:
     children: list["LanceField"] = field(default_factory=list)
     metadata: dict[str, bytes] = field(default_factory=dict)
     encoding: int = ENCODING_NONE
-    # The protobuf this field was read from; carries fields this engine does not model.
-    proto: file_pb2.Field | None = None
+    # The protobuf this field was read from; carries fields this engine does not model. Not part
+    # of equality: a schema read from a manifest equals the same schema built from Arrow.
+    proto: file_pb2.Field | None = field(default=None, compare=False, repr=False)
 
     # -- Arrow -------------------------------------------------------------------------------
     @property
@@ -188,6 +189,9 @@ class LanceSchema:
         # a list here; called (``schema.fields()``), pylance's views of the fields
         if not isinstance(self.fields, FieldList):
             self.fields = FieldList(self.fields)
+
+    def __repr__(self) -> str:
+        return schema_debug_text(self.fields, self.metadata)
 
     @classmethod
     def from_arrow(cls, schema: pa.Schema, first_id: int = 0) -> "LanceSchema":

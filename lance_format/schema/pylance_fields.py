@@ -50,9 +50,45 @@ class PylanceField:
         return isinstance(other, PylanceField) and other._field == self._field
 
     def __repr__(self) -> str:
-        return (f"Field {{ name: {self._field.name!r}, id: {self._field.id}, parent_id: {self._field.parent_id}, "
-                f"logical_type: {self._field.logical_type!r}, nullable: {str(self._field.nullable).lower()}, "
-                f"children: {self.children()!r} }}")
+        return field_debug_text(self._field)
+
+
+# file.proto's Field.encoding values as pylance's Rust ``Encoding`` enum prints them
+_ENCODING_NAMES = {1: "Plain", 2: "VarBinary", 3: "Dictionary", 4: "RLE"}
+
+
+def _rust_str(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _metadata_debug_text(metadata: dict[str, bytes] | dict[str, str]) -> str:
+    items = []
+    for key, value in sorted(metadata.items()):
+        text = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+        items.append(f"{_rust_str(key)}: {_rust_str(text)}")
+    return "{" + ", ".join(items) + "}"
+
+
+def field_debug_text(field: "LanceField") -> str:
+    """A field as pylance's ``repr`` shows it (Rust's ``Debug`` of ``lance_core``'s ``Field``);
+    metadata sorted by key (pylance's order is a hash map's); a dictionary column's values are
+    not printed (pylance prints the Arrow array)."""
+    encoding = _ENCODING_NAMES.get(field.encoding)
+    position = field.primary_key_position if field.is_unenforced_primary_key else None
+    children = ", ".join(field_debug_text(child) for child in field.children)
+    return (f"Field {{ name: {_rust_str(field.name)}, id: {field.id}, parent_id: {field.parent_id}, "
+            f"logical_type: LogicalType({_rust_str(field.logical_type)}), "
+            f"metadata: {_metadata_debug_text(field.metadata)}, "
+            f"encoding: {f'Some({encoding})' if encoding else 'None'}, nullable: {str(field.nullable).lower()}, "
+            f"children: [{children}], dictionary: None, "
+            f"unenforced_primary_key_position: {f'Some({position})' if position is not None else 'None'}, "
+            f"unenforced_clustering_key_position: None }}")
+
+
+def schema_debug_text(fields: list["LanceField"], metadata: dict[str, bytes]) -> str:
+    """A schema as pylance's ``repr(LanceSchema)`` shows it: ``Schema { fields: [...], metadata: {...} }``."""
+    return (f"Schema {{ fields: [{', '.join(field_debug_text(f) for f in fields)}], "
+            f"metadata: {_metadata_debug_text(metadata)} }}")
 
 
 class FieldList(list["LanceField"]):
@@ -62,4 +98,4 @@ class FieldList(list["LanceField"]):
         return [PylanceField(field) for field in self]
 
 
-__all__ = ["PylanceField", "FieldList"]
+__all__ = ["PylanceField", "FieldList", "field_debug_text", "schema_debug_text"]
