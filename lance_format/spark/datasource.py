@@ -369,6 +369,7 @@ class LanceWriter(DataSourceArrowWriter):
         return LanceCommitMessage(output.fragments, task_retried(), output.staged)
 
     def commit(self, messages: list) -> None:
+        freeze_imported_objects()  # a planning-style worker: see worker_heap
         commit_data_source_write(self, messages)
 
     def abort(self, messages: list) -> None:

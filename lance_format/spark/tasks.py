@@ -164,6 +164,7 @@ class PartitionWriter:
     def __init__(self, spec: WriteSpec) -> None:
         from lance_format.spark.types import BatchConverter
 
+        freeze_imported_objects()  # the worker's full gc.collect() after the task skips them
         self.spec = spec
         schema = schema_from_bytes(spec.schema)
         self.target = schema.to_arrow()
