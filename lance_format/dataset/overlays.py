@@ -30,7 +30,7 @@ from lance_format.file.reader import LanceFileReader
 from lance_format.proto import table_pb2
 
 if TYPE_CHECKING:
-    from lance_format.dataset.fragment import LanceFragment
+    from lance_format.dataset.fragment_reading import FragmentReading
     from lance_format.dataset.fragment_metadata import DataFile
     from lance_format.file.plans import ColumnPlan
     from lance_format.schema import LanceSchema
@@ -174,7 +174,7 @@ def check_overlay_fields(pb: table_pb2.DataOverlayFile, nested_ids: set[int], *,
 Layers = dict[str, list[tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]]]
 
 
-def overlay_layers(fragment: "LanceFragment", schema: "LanceSchema") -> Layers:
+def overlay_layers(fragment: "FragmentReading", schema: "LanceSchema") -> Layers:
     """For each column of ``schema`` that the fragment's overlays cover: (covered offsets, values
     at ranks) per overlay, oldest first."""
     overlays = fragment.proto.overlays
@@ -206,7 +206,7 @@ def overlay_layers(fragment: "LanceFragment", schema: "LanceSchema") -> Layers:
     return layers
 
 
-def _overlay_values(fragment: "LanceFragment", data_file: table_pb2.DataFile, plan: "ColumnPlan",
+def _overlay_values(fragment: "FragmentReading", data_file: table_pb2.DataFile, plan: "ColumnPlan",
                     ranks: np.ndarray) -> pa.Array:
     readers: dict[str, LanceFileReader] = fragment.__dict__.setdefault("_overlay_readers", {})
     store, path = fragment._dataset.base_stores.data_file(data_file)
