@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import logging
 import re
 import warnings
 from datetime import datetime, timedelta
@@ -310,8 +309,8 @@ def test_log_level_from_lance_log_like_pylance(monkeypatch, value):
     monkeypatch.setenv(lance_format.log.ENV_NAME_PYLANCE_LOGGING_LEVEL, value)
     assert lance_format.log.ENV_NAME_PYLANCE_LOGGING_LEVEL == lance.log.ENV_NAME_PYLANCE_LOGGING_LEVEL
     assert lance_format.log.get_log_level() == lance.log.get_log_level()
-    # pylance's LOGGER is the "pylance" logger until its set_logger(name=...) rebinds it
-    assert lance_format.log.LOGGER is logging.getLogger("pylance")
+    # both name the "pylance" logger (pylance's module global may have been replaced by set_logger)
+    assert lance_format.log.LOGGER.name == "pylance"
 
 
 # -- sampler -------------------------------------------------------------------------------------
