@@ -167,7 +167,7 @@ def _message(message: Message, name: Optional[str] = None) -> _Struct:
 def _proto_value(descriptor: Any, value: Any) -> Any:
     if descriptor.message_type is not None and descriptor.message_type.GetOptions().map_entry:
         return {k: (_message(v) if isinstance(v, Message) else v) for k, v in value.items()}
-    if descriptor.label == descriptor.LABEL_REPEATED:
+    if descriptor.is_repeated:
         return [_message(v, _rust_name(v)) if isinstance(v, Message) else v for v in value]
     if isinstance(value, Message):
         return _message(value, _rust_name(value))
