@@ -38,7 +38,7 @@ DEFAULT_FILES = [
     "test_optimize.py", "test_migration.py",
     # and the other pure-API files
     "test_json.py", "test_order_by.py", "test_table_ops.py", "test_schema.py", "test_file.py",
-    "test_session.py", "test_lance.py",
+    "test_session.py", "test_lance.py", "test_sampler.py", "test_log.py", "test_debug.py",
 ]
 OUT_OF_SCOPE = re.compile(r"index|vector|nearest|knn|ann_|hnsw|ivf|_pq|fts|full_text|blob|namespace|scoring|prefilter"
                           r"|torch|tensorflow|cuda", re.IGNORECASE)
