@@ -86,8 +86,6 @@ def check_structural_field(lance_field: LanceField, name: str, minor: int = 2) -
             "(pylance 14 cannot read them back either)",
             column=name,
         )
-    if pa.types.is_struct(data_type) and not lance_field.children:
-        raise UnsupportedFeatureError("structs without fields cannot be written in file versions 2.1+", column=name)
     for child in lance_field.children:
         check_structural_field(child, f"{name}.{child.name}", minor)
 
