@@ -183,6 +183,8 @@ def _nullable(node: exp.Expr, schema: pa.Schema) -> bool:
         return len(names) != 1 or len(matches) != 1 or matches[0].nullable
     if isinstance(node, exp.Is):  # IS [NOT] NULL / TRUE / FALSE
         return False
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "arrow_cast" and node.expressions:
+        return _nullable(node.expressions[0], schema)  # a cast: null when its operand is
     if isinstance(node, exp.Coalesce):
         return all(_nullable(arg, schema) for arg in [node.this, *node.expressions])
     if isinstance(node, (exp.Cast, exp.Paren, exp.Neg, exp.Not, exp.Binary, exp.Between, exp.In)) and \

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from lance_format.dataset.sql.arrow_types import ArrowTypeNameError, parse_arrow_type_name
 from lance_format.dataset.sql.floats import is_float, order_key
 from lance_format.dataset.sql.json_functions import PATH_FUNCTIONS
 
@@ -116,6 +117,7 @@ class FunctionTranslations:
     _type_of: Callable[["_Node"], pa.DataType]
     _unsupported: Callable[[str], Exception]
     _invalid: Callable[..., Exception]
+    _cast: Callable[["_Node", pa.DataType], "_Node"]
 
     def _args(self, node: exp.Expr) -> list["_Node"]:
         parts = [node.this] if node.this is not None else []
@@ -429,6 +431,18 @@ class FunctionTranslations:
             if len(args) == 1:
                 return self._node(pc.utf8_trim_whitespace(args[0].expr))
             return self._node(pc.utf8_trim(args[0].expr, characters=self._literal_value(args[1], "btrim's chars")))
+        if name == "arrow_cast" and len(args) == 2:
+            type_name = self._literal_value(args[1], "arrow_cast's type name")
+            try:
+                target = parse_arrow_type_name(str(type_name))
+            except ArrowTypeNameError:
+                raise self._invalid(f"Unsupported type '{type_name}'. Must be a supported arrow type name such as "
+                                    "'Int32' or 'Timestamp(ns)'") from None
+            operand = args[0]
+            if pa.types.is_date32(target) and pa.types.is_integer(self._type_of(operand)):
+                # arrow-rs casts integers to Date32 as day numbers; pyarrow only from int32
+                operand = self._cast(operand, pa.int32())
+            return self._cast(operand, target)
         if name == "now" and not args:
             return self._now()
         if name == "today" and not args:  # DataFusion's alias of current_date()

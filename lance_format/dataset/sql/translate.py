@@ -540,8 +540,10 @@ class Translator(FunctionTranslations):
         return _Node(pc.binary_join_element_wise(left.expr, right.expr, pc.scalar("")))
 
     def _visit_Cast(self, node: exp.Cast) -> _Node:
-        target = self._arrow_type(node.args["to"])
-        operand = self.visit(node.this)
+        return self._cast(self.visit(node.this), self._arrow_type(node.args["to"]))
+
+    def _cast(self, operand: _Node, target: pa.DataType) -> _Node:
+        """SQL CAST semantics (also DataFusion's arrow_cast)."""
         if operand.is_literal:
             scalar = operand.literal
             if not scalar.is_valid:

@@ -172,6 +172,17 @@ def leaf_plans(plan) -> list:
     return [leaf for child in plan.children for leaf in leaf_plans(child)]
 
 
+def _is_empty_struct(plan) -> bool:
+    return pa.types.is_struct(plan.field.type) and plan.field.type.num_fields == 0
+
+
+def _layered_leaf(plan):
+    """The first leaf below ``plan`` whose layers describe its ancestors: an empty struct's column
+    holds one all-null layer whatever its depth (pylance writes them only where nothing above is
+    null or a list), so it says nothing about its parents; None when there is no other leaf."""
+    return next((leaf for leaf in leaf_plans(plan) if not _is_empty_struct(leaf)), None)
+
+
 def assemble(plan, leaves: dict[int, LeafData], ctx_for: Callable[[str], DecodeContext]) -> pa.Array:
     """The Arrow array of ``plan``'s field from the decoded leaves (keyed by column)."""
     first = leaf_plans(plan)[0]
@@ -181,6 +192,9 @@ def assemble(plan, leaves: dict[int, LeafData], ctx_for: Callable[[str], DecodeC
 def _build(plan, leaves: dict[int, LeafData], depth: int, n: int, ctx_for) -> pa.Array:
     data_type = plan.field.type
     ctx = ctx_for(plan.field.name)
+    if plan.column >= 0 and _is_empty_struct(plan):
+        # an empty struct's page is all-null with one layer; pylance reads it as n valid rows
+        return pa.StructArray.from_buffers(data_type, n, [None], children=[])
     if plan.column >= 0:
         leaf = leaves[plan.column]
         if depth != len(leaf.layers) - 1 or leaf.layers[depth].is_list:
@@ -189,7 +203,11 @@ def _build(plan, leaves: dict[int, LeafData], depth: int, n: int, ctx_for) -> pa
         if len(leaf.values) != n:
             raise ctx.corrupt(f"column has {len(leaf.values)} values where {n} are needed")
         return leaf.values
-    leaf = leaves[leaf_plans(plan)[0].column]
+    layered = _layered_leaf(plan)
+    if layered is None:  # only empty structs below: nothing above them is null
+        children = [_build(c, leaves, depth + 1, n, ctx_for) for c in plan.children]
+        return pa.StructArray.from_buffers(data_type, n, [None], children=children)
+    leaf = leaves[layered.column]
     if depth >= len(leaf.layers) - 1:
         raise ctx.corrupt("the column's rep/def layers do not match the schema (too few layers)")
     layer = leaf.layers[depth]

@@ -24,6 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.encodings.array_v2_0.encode import Compression
+from lance_format.encodings.buffers import compress_buffer
 from lance_format.encodings.structural import accel, encode_fsst
 from lance_format.encodings.structural.encode_values import LeafValues, take_values, variable_values
 from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
@@ -38,6 +40,8 @@ DICT_SAMPLE = 4096
 DICT_DIVISOR = 2
 DICT_MAX_CARDINALITY = 100_000
 PAD_VARIABLE = 0x48
+ZSTD_DEFAULT_LEVEL = 3  # pylance's (zstd's own) default; pyarrow's is 1
+_SCHEMES = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
 
 
 def flat_encoding(bits: int) -> pb.CompressiveEncoding:
@@ -257,6 +261,45 @@ class FsstPlan(VariablePlan):
             fsst=pb.Fsst(symbol_table=encode_fsst.symbol_table_bytes(table), values=self.encoding))
 
 
+class GeneralPlan(ValuePlan):
+    """Another plan's chunks with each chunk's first buffer lz4/zstd-compressed
+    (``general{compression, values}``), as pylance writes fields whose metadata sets
+    ``lance-encoding:compression``. Chunk boundaries are the inner plan's (uncompressed sizes)."""
+
+    def __init__(self, inner: ValuePlan, compression: Compression) -> None:
+        super().__init__(inner.count)
+        self.inner, self.compression = inner, compression
+        for name in ("num_buffers", "max_chunk", "min_chunk", "target_bytes", "chunk_overhead", "uniform"):
+            setattr(self, name, getattr(inner, name))
+        buffer_compression = pb.BufferCompression(scheme=_SCHEMES[compression.scheme])
+        if compression.level is not None:
+            buffer_compression.level = compression.level
+        self.encoding = pb.CompressiveEncoding(
+            general=pb.General(compression=buffer_compression, values=inner.encoding))
+
+    def cost_prefix(self) -> np.ndarray:
+        return self.inner.cost_prefix()
+
+    def encode(self, starts, counts):
+        buffers = self.inner.encode(starts, counts)
+        data, sizes = buffers[0]
+        if isinstance(data, DeferredVariableChunks):
+            positions = np.cumsum(sizes) - sizes
+            raw = np.full(int(sizes.sum()), PAD_VARIABLE, np.uint8)
+            data.write_into(raw, positions)
+            data = raw
+        ends = np.cumsum(sizes).tolist()
+        begins = [0, *ends[:-1]]
+        # one compressor call per ~4 KiB chunk: each chunk must decompress on its own
+        level = self.compression.level
+        if level is None and self.compression.scheme == "zstd":
+            level = ZSTD_DEFAULT_LEVEL
+        pieces = [compress_buffer(data[a:b], self.compression.scheme, level)
+                  for a, b in zip(begins, ends)]
+        packed = np.frombuffer(b"".join(pieces), np.uint8)
+        return [(packed, np.array([len(p) for p in pieces], np.int64)), *buffers[1:]]
+
+
 def use_fsst(values: LeafValues, data_type: pa.DataType) -> bool:
     """Lance's choice: strings (not binary) of at least 32 KiB (bytes and offsets) whose longest
     value has at least 5 bytes."""
@@ -303,8 +346,13 @@ def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
                                matrix=words.view(np.uint8).reshape(n, width)))
 
 
-def value_plan(values: LeafValues, data_type: pa.DataType | None = None) -> ValuePlan:
-    """The mini-block plan of a page's values (``data_type``: the leaf's Arrow type, for FSST)."""
+def value_plan(values: LeafValues, data_type: pa.DataType | None = None,
+               compression: Compression | None = None) -> ValuePlan:
+    """The mini-block plan of a page's values (``data_type``: the leaf's Arrow type, for FSST;
+    ``compression``: the field's ``lance-encoding:compression``, which pylance applies to strings
+    instead of FSST)."""
+    if compression is not None and values.kind == "variable":
+        return GeneralPlan(VariablePlan(values), compression)
     if data_type is not None and use_fsst(values, data_type):
         return FsstPlan(values)
     if values.kind == "fixed" and values.words is not None:

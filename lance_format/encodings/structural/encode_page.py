@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from lance_format.encodings.array_v2_0.encode import compression_from_metadata
 from lance_format.encodings.structural.encode_compression import try_dictionary, value_plan, word_plan
 from lance_format.encodings.structural.encode_constant import constant_value, encode_all_null, encode_constant
 from lance_format.encodings.structural.encode_fullzip import encode_fullzip
@@ -85,8 +86,6 @@ def check_structural_field(lance_field: LanceField, name: str, minor: int = 2) -
             "(pylance 14 cannot read them back either)",
             column=name,
         )
-    if pa.types.is_struct(data_type) and not lance_field.children:
-        raise UnsupportedFeatureError("structs without fields cannot be written in file versions 2.1+", column=name)
     for child in lance_field.children:
         check_structural_field(child, f"{name}.{child.name}", minor)
 
@@ -133,7 +132,8 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
         if result is not None:
             return result
     if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES:
-        result = encode_miniblock(leaf, value_plan(values, leaf.values.type), minor)
+        compression = compression_from_metadata(leaf.field.metadata)
+        result = encode_miniblock(leaf, value_plan(values, leaf.values.type, compression), minor)
         if result is not None:
             return result
     return _fullzip(leaf, values)

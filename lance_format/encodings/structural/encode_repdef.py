@@ -303,13 +303,27 @@ def _finish(state: _State, leaf: pa.Array, lance_field: LanceField, name: str, n
     )
 
 
+def _empty_struct_leaf(state: _State, lance_field: LanceField, name: str, num_rows: int) -> LeafPage:
+    """A struct without fields: pylance 14 writes an all-null page with the one layer
+    NULLABLE_ITEM (whatever the depth) and refuses it under nulls or lists."""
+    if "list" in state.kinds or (state.defs is not None and bool(state.defs.any())):
+        raise UnsupportedFeatureError(
+            f"Empty structs with rep/def information are not yet supported. The field {lance_field.name} is an "
+            "empty struct that either has nulls or is in a list (pylance 14 cannot write it either)",
+            column=name,
+        )
+    return LeafPage(field=lance_field, name=name, values=None, valid=None, rep=None, defs=None,
+                    layers=[NULLABLE_ITEM], num_rows=num_rows, max_visible_def=None)
+
+
 def _walk(array: pa.Array, lance_field: LanceField, name: str, state: _State, num_rows: int, out: list[LeafPage]) -> None:
     data_type = array.type
     state.nullable.append(lance_field.nullable)
     if pa.types.is_struct(data_type):
         _apply_validity(state, array)
         if not lance_field.children:
-            raise UnsupportedFeatureError("structs without fields cannot be written", column=name)
+            out.append(_empty_struct_leaf(state, lance_field, name, num_rows))
+            return
         for index, child in enumerate(lance_field.children):
             _walk(array.field(index), child, f"{name}.{child.name}", state.copy(), num_rows, out)
         return
