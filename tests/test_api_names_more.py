@@ -69,3 +69,68 @@ def test_cleanup_referenced_branch_has_pylance_fields():
 
 def test_simd_info_equals_pylance():
     assert lance_format.simd_info() == lance.simd_info()
+
+
+def test_prioritized_item_orders_like_pylance():
+    import heapq
+
+    import lance.sampler
+
+    from lance_format.sampler import PrioritizedItem
+
+    for cls in (PrioritizedItem, lance.sampler.PrioritizedItem):
+        heap: list = []
+        for priority, item in [(3, "c"), (1, {"unorderable": 1}), (2, "b")]:
+            heapq.heappush(heap, cls(priority, item))
+        assert [heapq.heappop(heap).priority for _ in range(3)] == [1, 2, 3]
+    assert (PrioritizedItem(1, "x") == PrioritizedItem(1, "y")) == (
+        lance.sampler.PrioritizedItem(1, "x") == lance.sampler.PrioritizedItem(1, "y"))
+
+
+def test_bfloat16_scalar_like_pylance():
+    import lance.arrow
+
+    from lance_format.arrow import BFloat16
+
+    for value in (1.5, 1.1, -2.75, 0.0, -0.0, float("nan"), float("inf"), -float("inf"), 3.0e38, 7, 1e-30, 123456.0):
+        ours, theirs = BFloat16(value), lance.arrow.BFloat16(value)
+        assert repr(ours) == repr(theirs) and str(ours) == str(theirs)
+        assert ours.as_float() == theirs.as_float() or value != value
+    for raw in (b"\xc0\x3f", b"\x80\xff", b"\x00\x00"):
+        assert repr(BFloat16.from_bytes(raw)) == repr(lance.arrow.BFloat16.from_bytes(raw))
+    assert (BFloat16(1.5) == BFloat16(1.5)) and BFloat16(1.5) < BFloat16(2.0) and BFloat16(1.5) != 1.5
+    with pytest.raises(ValueError):
+        BFloat16.from_bytes(b"\x00")
+    with pytest.raises(TypeError):
+        BFloat16("x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        hash(BFloat16(1.0))
+
+
+def test_cast_bfloat16_round_trips_and_falls_back_to_pyarrow():
+    import pyarrow.compute as pc
+
+    from lance_format.arrow import bfloat16_array, cast
+
+    floats = pa.array([1.1, None, -2.5, 3.0e38], pa.float64())
+    bf16 = cast(floats, "bf16")
+    assert bf16.equals(bfloat16_array([1.1, None, -2.5, 3.0e38]))
+    assert cast(floats.slice(1), "bfloat16").equals(bfloat16_array([None, -2.5, 3.0e38]))
+    odd = pa.array([None, 1.0, None, 2.0, 3.0, None, 4.0, 5.0, 6.0, None], pa.float32()).slice(3)
+    assert cast(odd, "bf16").equals(bfloat16_array(odd.to_pylist()))
+    assert cast(cast(odd, "bf16").slice(2), pa.float32()).equals(odd.slice(2))
+    back = cast(bf16, pa.float32())
+    assert back.to_pylist()[:3] == [1.1015625, None, -2.5] and abs(back[3].as_py() - 3.0e38) < 1e36
+    assert cast(bf16, "float64").type == pa.float64()
+    lists = pa.FixedSizeListArray.from_arrays(pa.array([1.1, 2, 3, 4, 5, 6], pa.float32()), 2,
+                                              mask=pa.array([False, True, False])).slice(1)
+    result = cast(lists, pa.list_(pa.float16(), 2))
+    assert result.to_pylist() == [None, [5.0, 6.0]]
+    with pytest.raises(ValueError):
+        cast(pa.array([1, 2]), "bf16")
+    with pytest.raises(ValueError):
+        cast(bf16, pa.int32())
+    with pytest.raises(ValueError):
+        cast(lists, pa.list_(pa.float32(), 3))
+    assert cast(pa.array([1, 2]), pa.float64()).equals(pc.cast(pa.array([1, 2]), pa.float64()))
+    assert cast(pa.array(["1"]), "int64").equals(pa.array([1]))
