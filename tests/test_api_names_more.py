@@ -134,3 +134,23 @@ def test_cast_bfloat16_round_trips_and_falls_back_to_pyarrow():
         cast(lists, pa.list_(pa.float32(), 3))
     assert cast(pa.array([1, 2]), pa.float64()).equals(pc.cast(pa.array([1, 2]), pa.float64()))
     assert cast(pa.array(["1"]), "int64").equals(pa.array([1]))
+
+
+def _merge_builder(module, uri):
+    return module.dataset(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+
+
+def test_merge_insert_batches_variants_like_pylance(tmp_path):
+    source = pa.table({"id": [3, 4], "v": ["C", "D"]})
+    results = {}
+    for name, module in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / name)
+        lance.write_dataset(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}), uri)
+        transaction, counts = _merge_builder(module, uri).execute_uncommitted_batches(source)
+        assert transaction.read_version == 1 and module.dataset(uri).version == 1
+        plan = _merge_builder(module, uri).analyze_plan_batches(source)
+        assert "MergeInsert" in plan and "num_inserted_rows=1" in plan
+        executed = _merge_builder(module, uri).execute_batches(source)
+        results[name] = (counts, executed, lance.dataset(uri).to_table().sort_by("id"))
+    assert results["ours"] == results["theirs"]
+    assert results["ours"][1] == {"num_inserted_rows": 1, "num_updated_rows": 1, "num_deleted_rows": 0}
