@@ -154,3 +154,19 @@ def test_merge_insert_batches_variants_like_pylance(tmp_path):
         results[name] = (counts, executed, lance.dataset(uri).to_table().sort_by("id"))
     assert results["ours"] == results["theirs"]
     assert results["ours"][1] == {"num_inserted_rows": 1, "num_updated_rows": 1, "num_deleted_rows": 0}
+
+
+def test_scanner_pyarrow_interface_like_pylance(tmp_path):
+    uri = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"a": list(range(10))}), uri, max_rows_per_file=4)
+    ours, theirs = lance_format.dataset(uri).scanner(filter="a > 2"), lance.dataset(uri).scanner(filter="a > 2")
+    assert pa.Table.from_batches(ours.scan_batches()).equals(theirs.to_table())
+    for name in ("from_dataset", "from_fragment", "from_batches"):
+        with pytest.raises(NotImplementedError):
+            getattr(lance.LanceScanner, name)(lance.dataset(uri))
+        with pytest.raises(NotImplementedError):
+            getattr(lance_format.LanceScanner, name)(lance_format.dataset(uri))
+    with pytest.raises(NotImplementedError):
+        theirs.take([0])
+    with pytest.raises(NotImplementedError):
+        ours.take([0])
