@@ -41,6 +41,8 @@ from lance_format.log import set_logger
 from lance_format.dataset.session import Session
 from lance_format.dataset.inspection import DataStatistics, FieldStatistics, LanceStats
 from lance_format.dataset.maintenance.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
+from lance_format.dataset.maintenance.cleanup import CleanupReferencedBranch
+from lance_format.simd import simd_info
 from lance_format.schema.json_schema import json_to_schema, schema_to_json
 from lance_format.udf import BatchUDF, batch_udf
 from lance_format.dataset.writing.write_dataset import write_dataset
@@ -99,6 +101,8 @@ __all__ = [
     "CleanupStats",
     "CleanupExplanation",
     "CleanupCandidateFile",
+    "CleanupReferencedBranch",
+    "simd_info",
     "json_to_schema",
     "schema_to_json",
     "batch_udf",

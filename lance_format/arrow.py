@@ -15,6 +15,9 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.errors import InvalidInputError
 
 BFLOAT16_NAME = "lance.bfloat16"
 
@@ -115,4 +118,111 @@ def bfloat16_array(values: Iterable[Optional[float]]) -> pa.ExtensionArray:
     return pa.ExtensionArray.from_storage(bfloat16_type(), storage)
 
 
-__all__ = ["BFloat16Type", "BFloat16Array", "BFloat16Scalar", "bfloat16_array", "bfloat16_type"]
+class BFloat16:
+    """One bfloat16 number (pylance's ``lance.arrow.BFloat16``): compares with other bfloat16 values."""
+
+    __slots__ = ("_bits",)
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as pylance's
+
+    def __init__(self, value: float) -> None:
+        if not isinstance(value, (int, float, np.floating, np.integer)) or isinstance(value, bool):
+            raise TypeError(f"argument 'value': must be real number, not {type(value).__name__}")
+        self._bits = int(_bits_from_float32(np.array([value], dtype=np.float32))[0])
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "BFloat16":
+        """The bfloat16 whose little-endian 2-byte encoding is ``data``."""
+        if len(data) != 2:
+            raise InvalidInputError(f"BFloat16::from_bytes: expected 2 bytes, got {len(data)}")
+        result = cls.__new__(cls)
+        result._bits = int.from_bytes(data, "little")
+        return result
+
+    def as_float(self) -> float:
+        return float(_float32_from_bits(np.array([self._bits], dtype=np.uint16))[0])
+
+    def __repr__(self) -> str:
+        value = self.as_float()
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "inf" if value > 0 else "-inf"
+        # Rust's float Display: the shortest round-tripping digits, never an exponent, no ".0"
+        return np.format_float_positional(np.float32(value), trim="-")
+
+    __str__ = __repr__
+
+    def _compare(self, other: object, op: Any) -> Any:
+        if not isinstance(other, BFloat16):
+            return NotImplemented
+        return op(self.as_float(), other.as_float())
+
+    def __eq__(self, other: object) -> Any:
+        return self._compare(other, float.__eq__) if isinstance(other, BFloat16) else False
+
+    def __lt__(self, other: "BFloat16") -> Any:
+        return self._compare(other, float.__lt__)
+
+    def __le__(self, other: "BFloat16") -> Any:
+        return self._compare(other, float.__le__)
+
+    def __gt__(self, other: "BFloat16") -> Any:
+        return self._compare(other, float.__gt__)
+
+    def __ge__(self, other: "BFloat16") -> Any:
+        return self._compare(other, float.__ge__)
+
+
+_BF16_NAMES = ("bfloat16", "bf16")
+
+
+def _is_bfloat16(data_type: Any) -> bool:
+    return isinstance(data_type, pa.BaseExtensionType) and data_type.extension_name == BFLOAT16_NAME
+
+
+def cast(arr: pa.Array, target_type: pa.DataType | str, *args: Any, **kwargs: Any) -> pa.Array:
+    """``pyarrow.compute.cast`` that also casts floats to and from bfloat16 (pylance's ``lance.arrow.cast``).
+
+    Float arrays (any width) cast to bfloat16 (``"bfloat16"``, ``"bf16"`` or the extension type) and
+    back, rounding to nearest even; fixed-size lists of floats cast element-wise to lists of the same
+    size. Nulls stay null. Anything else is ``pyarrow.compute.cast``.
+    """
+    wants_bf16 = _is_bfloat16(target_type) or (isinstance(target_type, str) and target_type in _BF16_NAMES)
+    if wants_bf16:
+        return _to_bfloat16(arr)
+    if isinstance(target_type, str):
+        target_type = pa.type_for_alias(target_type)
+    assert isinstance(target_type, pa.DataType)
+    mask = arr.is_null() if arr.null_count else None
+    if _is_bfloat16(arr.type):
+        if not pa.types.is_floating(target_type):
+            raise InvalidInputError(f"Only support casting bfloat16 array to floating array, got: {target_type}")
+        storage = arr.storage
+        bits = np.frombuffer(storage.buffers()[1], dtype=np.uint16, count=storage.offset + len(storage))
+        floats = _float32_from_bits(bits[storage.offset:]).astype(target_type.to_pandas_dtype())
+        return pa.array(floats, type=target_type, mask=None if mask is None else mask.to_numpy(zero_copy_only=False))
+    if pa.types.is_fixed_size_list(arr.type) and pa.types.is_fixed_size_list(target_type):
+        size = arr.type.list_size
+        if size != target_type.list_size:
+            raise InvalidInputError("Only support casting fixed size list to fixed size list "
+                                    f"with the same size, got: {arr.type} to {target_type}")
+        values = cast(arr.values.slice(arr.offset * size, len(arr) * size), target_type.value_type)
+        return pa.FixedSizeListArray.from_arrays(values, size, mask=mask)
+    return pc.cast(arr, target_type, *args, **kwargs)
+
+
+def _to_bfloat16(arr: pa.Array) -> pa.Array:
+    if not pa.types.is_floating(arr.type):
+        raise InvalidInputError(f"Only support casting floating array to bfloat16 array, got: {arr.type}")
+    floats = pc.cast(arr, pa.float32())
+    bits = _bits_from_float32(floats.fill_null(0).to_numpy(zero_copy_only=False))
+    validity = None
+    if floats.null_count:  # a fresh bitmap: the cast's own may start at a bit offset
+        valid = floats.is_valid().to_numpy(zero_copy_only=False)
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    storage = pa.FixedSizeBinaryArray.from_buffers(pa.binary(2), len(bits), [validity, pa.py_buffer(bits.tobytes())],
+                                                   null_count=floats.null_count)
+    return pa.ExtensionArray.from_storage(bfloat16_type(), storage)
+
+
+__all__ = ["BFloat16Type", "BFloat16Array", "BFloat16Scalar", "BFloat16", "bfloat16_array", "bfloat16_type", "cast"]

@@ -19,7 +19,8 @@ import os
 import random
 import warnings
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, TypeVar, Union
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, Generic, Iterable, Iterator, List, Optional, TypeVar, Union
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +34,14 @@ if TYPE_CHECKING:
 
 Columns = Optional[Union[List[str], Dict[str, str]]]
 T = TypeVar("T")
+
+
+@dataclass(order=True)
+class PrioritizedItem(Generic[T]):
+    """A heap entry ordered by ``priority`` alone (pylance's ``lance.sampler.PrioritizedItem``)."""
+
+    priority: int
+    item: T = field(compare=False)
 
 
 def _open(dataset: Union[str, "os.PathLike[str]", "LanceDataset"]) -> "LanceDataset":
@@ -316,6 +325,6 @@ class ShardedFixedBatchSampler(ShardedBatchSampler):
         return ShardedFixedBatchSampler(rank, world_size, randomize, seed, batch_size, total_num_rows)
 
 
-__all__ = ["maybe_sample", "reservoir_sampling", "Sampler", "FragmentSampler", "FullScanSampler",
+__all__ = ["PrioritizedItem", "maybe_sample", "reservoir_sampling", "Sampler", "FragmentSampler", "FullScanSampler",
            "ShardedFragmentSampler", "ShardedBatchSampler", "ShardedFixedBatchSampler"]
 

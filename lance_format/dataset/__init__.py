@@ -39,6 +39,12 @@ _LAZY = {
     "LanceStats": "lance_format.dataset.inspection",
     "Tags": "lance_format.table.tags",
     "write_dataset": "lance_format.dataset.writing.write_dataset",
+    "SqlQuery": "lance_format.dataset.sql_query",
+    "SqlQueryBuilder": "lance_format.dataset.sql_query",
+    "CleanupStats": "lance_format.dataset.maintenance.cleanup",
+    "CleanupExplanation": "lance_format.dataset.maintenance.cleanup",
+    **dict.fromkeys(("AlterColumn", "DatasetStats", "DeleteResult", "UpdateResult", "ExecuteResult", "Tag", "Branch",
+                     "Version", "VersionRef", "serialize_row_addrs"), "lance_format.dataset.result_types"),
 }
 
 

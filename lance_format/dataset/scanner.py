@@ -39,7 +39,7 @@ from lance_format.dataset.scan_options import (
 )
 from lance_format.dataset.arguments import column_names
 from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
-from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.io.threads import map_ordered
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import read_arrow_schema
@@ -556,3 +556,27 @@ class LanceScanner:
         if self._filter is None and self._limit is None and not self._offset and not self._include_deleted:
             return sum(f.count_rows() for f in self._fragments)
         return sum(b.num_rows for b in self._limited_batches())
+
+    # pyarrow Scanner's interface, as pylance's LanceScanner has it
+    @staticmethod
+    def from_dataset(*args: Any, **kwargs: Any) -> "LanceScanner":
+        """Not available, as in pylance: use ``LanceDataset.scanner``."""
+        raise UnsupportedFeatureError("from dataset")
+
+    @staticmethod
+    def from_fragment(*args: Any, **kwargs: Any) -> "LanceScanner":
+        """Not available, as in pylance: use ``LanceFragment.scanner``."""
+        raise UnsupportedFeatureError("from fragment")
+
+    @staticmethod
+    def from_batches(*args: Any, **kwargs: Any) -> "LanceScanner":
+        """Not available, as in pylance: a Lance scan reads a dataset."""
+        raise UnsupportedFeatureError("from batches")
+
+    def scan_batches(self) -> list[pa.RecordBatch]:
+        """All the scan's record batches, as a list (what pylance's ``scan_batches`` returns)."""
+        return list(self.to_batches())
+
+    def take(self, indices: Any) -> pa.Table:
+        """Not available, as in pylance: use ``LanceDataset.take``."""
+        raise UnsupportedFeatureError("take")

@@ -91,6 +91,15 @@ class CleanupCandidateFile:
     size_bytes: int
 
 
+@dataclass(frozen=True)
+class CleanupReferencedBranch:
+    """A branch whose base version keeps old files alive (pylance's ``CleanupReferencedBranch``)."""
+
+    name: str
+    referenced_version: int
+    cleanup_candidate: bool
+
+
 @dataclass
 class CleanupExplanation:
     """What ``cleanup_old_versions`` would do (pylance's ``CleanupExplanation``)."""

@@ -303,6 +303,20 @@ class MergeInsertBuilder:
         return (f"{first}, metrics=[{metrics}]\n{rest}"
                 f"Metrics: elapsed={elapsed * 1000:.3f}ms, {metrics}\n")
 
+    # pylance's *_batches variants take materialized sources; this engine materializes every
+    # source anyway, so they are the plain methods
+    def execute_batches(self, new_data: Any) -> dict[str, int]:
+        """:meth:`execute` for in-memory data (pylance's ``execute_batches``)."""
+        return self.execute(new_data)
+
+    def execute_uncommitted_batches(self, new_data: Any) -> tuple[Any, dict[str, int]]:
+        """:meth:`execute_uncommitted` for in-memory data (pylance's ``execute_uncommitted_batches``)."""
+        return self.execute_uncommitted(new_data)
+
+    def analyze_plan_batches(self, new_data: Any) -> str:
+        """:meth:`analyze_plan` for in-memory data (pylance's ``analyze_plan_batches``)."""
+        return self.analyze_plan(new_data)
+
     def _checked_source(self, data_obj: Any, schema: pa.Schema | None) -> pa.Table:
         ds = self._dataset
         if self._matched is None and not self._insert and not self._delete_unmatched:

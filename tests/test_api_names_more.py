@@ -1,0 +1,172 @@
+"""pylance's remaining ``lance.dataset`` / ``lance`` names, compared with pylance itself."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import typing
+
+import lance
+import lance.dataset  # noqa: F401 - the module, reached through sys.modules (lance.dataset is also a function)
+import pyarrow as pa
+import pytest
+
+import lance_format
+
+theirs_module = sys.modules["lance.dataset"]
+ours_module = importlib.import_module("lance_format.dataset")
+
+TYPED_DICTS = ("AlterColumn", "DatasetStats", "DeleteResult", "UpdateResult", "ExecuteResult", "Tag", "Branch",
+               "Version", "VersionRef")
+
+
+@pytest.mark.parametrize("name", TYPED_DICTS)
+def test_typed_dicts_have_pylance_keys(name):
+    ours, theirs = getattr(ours_module, name), getattr(theirs_module, name)
+    assert list(ours.__annotations__) == list(theirs.__annotations__)
+    assert ours.__required_keys__ == theirs.__required_keys__
+    assert typing.is_typeddict(ours)
+
+
+def test_alter_column_is_accepted_by_alter_columns(tmp_path):
+    ds = lance_format.write_dataset(pa.table({"a": [1, 2]}), str(tmp_path / "t"))
+    change = ours_module.AlterColumn(path="a", name="b")
+    ds.alter_columns(change)
+    assert lance.dataset(str(tmp_path / "t")).schema.names == ["b"]
+
+
+@pytest.mark.parametrize("addrs", [[], [0, 2, 4], [5, 5, 3], [0, 2, 4, (1 << 32) + 5, (7 << 32)],
+                                   list(range(100_000)), list(range(0, 300_000, 3)), [(3 << 32) + 1, 9]])
+def test_serialize_row_addrs_bytes_equal_pylance(addrs):
+    assert ours_module.serialize_row_addrs(addrs) == theirs_module.serialize_row_addrs(addrs)
+    assert ours_module.serialize_row_addrs(iter(addrs)) == theirs_module.serialize_row_addrs(addrs)
+
+
+def test_sql_query_and_cleanup_classes_exported():
+    from lance_format.dataset.maintenance.cleanup import CleanupExplanation, CleanupStats
+    from lance_format.dataset.sql_query import SqlQuery, SqlQueryBuilder
+
+    assert ours_module.SqlQuery is SqlQuery and ours_module.SqlQueryBuilder is SqlQueryBuilder
+    assert ours_module.CleanupStats is CleanupStats and ours_module.CleanupExplanation is CleanupExplanation
+    public = {n for n in dir(theirs_module.CleanupStats) if not n.startswith("_")}
+    assert public <= set(CleanupStats.__dataclass_fields__)
+    public = {n for n in dir(theirs_module.CleanupExplanation) if not n.startswith("_")}
+    assert public <= set(CleanupExplanation.__dataclass_fields__)
+
+
+def test_sql_query_builder_from_dataset_runs(tmp_path):
+    ds = lance_format.write_dataset(pa.table({"a": [1, 2, 3]}), str(tmp_path / "t"))
+    query = ds.sql("SELECT a FROM dataset WHERE a > 1").build()
+    assert isinstance(query, ours_module.SqlQuery)
+    assert pa.Table.from_batches(query.to_batch_records()).column("a").to_pylist() == [2, 3]
+
+
+def test_cleanup_referenced_branch_has_pylance_fields():
+    public = {n for n in dir(lance.CleanupReferencedBranch) if not n.startswith("_")}
+    branch = lance_format.CleanupReferencedBranch(name="b", referenced_version=2, cleanup_candidate=False)
+    assert public == {n for n in dir(branch) if not n.startswith("_")}
+
+
+def test_simd_info_equals_pylance():
+    assert lance_format.simd_info() == lance.simd_info()
+
+
+def test_prioritized_item_orders_like_pylance():
+    import heapq
+
+    import lance.sampler
+
+    from lance_format.sampler import PrioritizedItem
+
+    for cls in (PrioritizedItem, lance.sampler.PrioritizedItem):
+        heap: list = []
+        for priority, item in [(3, "c"), (1, {"unorderable": 1}), (2, "b")]:
+            heapq.heappush(heap, cls(priority, item))
+        assert [heapq.heappop(heap).priority for _ in range(3)] == [1, 2, 3]
+    assert (PrioritizedItem(1, "x") == PrioritizedItem(1, "y")) == (
+        lance.sampler.PrioritizedItem(1, "x") == lance.sampler.PrioritizedItem(1, "y"))
+
+
+def test_bfloat16_scalar_like_pylance():
+    import lance.arrow
+
+    from lance_format.arrow import BFloat16
+
+    for value in (1.5, 1.1, -2.75, 0.0, -0.0, float("nan"), float("inf"), -float("inf"), 3.0e38, 7, 1e-30, 123456.0):
+        ours, theirs = BFloat16(value), lance.arrow.BFloat16(value)
+        assert repr(ours) == repr(theirs) and str(ours) == str(theirs)
+        assert ours.as_float() == theirs.as_float() or value != value
+    for raw in (b"\xc0\x3f", b"\x80\xff", b"\x00\x00"):
+        assert repr(BFloat16.from_bytes(raw)) == repr(lance.arrow.BFloat16.from_bytes(raw))
+    assert (BFloat16(1.5) == BFloat16(1.5)) and BFloat16(1.5) < BFloat16(2.0) and BFloat16(1.5) != 1.5
+    with pytest.raises(ValueError):
+        BFloat16.from_bytes(b"\x00")
+    with pytest.raises(TypeError):
+        BFloat16("x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        hash(BFloat16(1.0))
+
+
+def test_cast_bfloat16_round_trips_and_falls_back_to_pyarrow():
+    import pyarrow.compute as pc
+
+    from lance_format.arrow import bfloat16_array, cast
+
+    floats = pa.array([1.1, None, -2.5, 3.0e38], pa.float64())
+    bf16 = cast(floats, "bf16")
+    assert bf16.equals(bfloat16_array([1.1, None, -2.5, 3.0e38]))
+    assert cast(floats.slice(1), "bfloat16").equals(bfloat16_array([None, -2.5, 3.0e38]))
+    odd = pa.array([None, 1.0, None, 2.0, 3.0, None, 4.0, 5.0, 6.0, None], pa.float32()).slice(3)
+    assert cast(odd, "bf16").equals(bfloat16_array(odd.to_pylist()))
+    assert cast(cast(odd, "bf16").slice(2), pa.float32()).equals(odd.slice(2))
+    back = cast(bf16, pa.float32())
+    assert back.to_pylist()[:3] == [1.1015625, None, -2.5] and abs(back[3].as_py() - 3.0e38) < 1e36
+    assert cast(bf16, "float64").type == pa.float64()
+    lists = pa.FixedSizeListArray.from_arrays(pa.array([1.1, 2, 3, 4, 5, 6], pa.float32()), 2,
+                                              mask=pa.array([False, True, False])).slice(1)
+    result = cast(lists, pa.list_(pa.float16(), 2))
+    assert result.to_pylist() == [None, [5.0, 6.0]]
+    with pytest.raises(ValueError):
+        cast(pa.array([1, 2]), "bf16")
+    with pytest.raises(ValueError):
+        cast(bf16, pa.int32())
+    with pytest.raises(ValueError):
+        cast(lists, pa.list_(pa.float32(), 3))
+    assert cast(pa.array([1, 2]), pa.float64()).equals(pc.cast(pa.array([1, 2]), pa.float64()))
+    assert cast(pa.array(["1"]), "int64").equals(pa.array([1]))
+
+
+def _merge_builder(module, uri):
+    return module.dataset(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+
+
+def test_merge_insert_batches_variants_like_pylance(tmp_path):
+    source = pa.table({"id": [3, 4], "v": ["C", "D"]})
+    results = {}
+    for name, module in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / name)
+        lance.write_dataset(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}), uri)
+        transaction, counts = _merge_builder(module, uri).execute_uncommitted_batches(source)
+        assert transaction.read_version == 1 and module.dataset(uri).version == 1
+        plan = _merge_builder(module, uri).analyze_plan_batches(source)
+        assert "MergeInsert" in plan and "num_inserted_rows=1" in plan
+        executed = _merge_builder(module, uri).execute_batches(source)
+        results[name] = (counts, executed, lance.dataset(uri).to_table().sort_by("id"))
+    assert results["ours"] == results["theirs"]
+    assert results["ours"][1] == {"num_inserted_rows": 1, "num_updated_rows": 1, "num_deleted_rows": 0}
+
+
+def test_scanner_pyarrow_interface_like_pylance(tmp_path):
+    uri = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"a": list(range(10))}), uri, max_rows_per_file=4)
+    ours, theirs = lance_format.dataset(uri).scanner(filter="a > 2"), lance.dataset(uri).scanner(filter="a > 2")
+    assert pa.Table.from_batches(ours.scan_batches()).equals(theirs.to_table())
+    for name in ("from_dataset", "from_fragment", "from_batches"):
+        with pytest.raises(NotImplementedError):
+            getattr(lance.LanceScanner, name)(lance.dataset(uri))
+        with pytest.raises(NotImplementedError):
+            getattr(lance_format.LanceScanner, name)(lance_format.dataset(uri))
+    with pytest.raises(NotImplementedError):
+        theirs.take([0])
+    with pytest.raises(NotImplementedError):
+        ours.take([0])
