@@ -52,8 +52,9 @@ def fastlanes_pack(values: np.ndarray, bits: int, width: int) -> np.ndarray:
     return out.reshape(-1).astype(np.uint64).astype(fastlanes.word_dtype(width))
 
 
-@pytest.mark.parametrize("width, bits", [(8, 1), (8, 5), (16, 3), (16, 16), (32, 7), (32, 31), (64, 13), (64, 63)])
-def test_fastlanes_unpack_matches_reference_packing(width, bits):
+@pytest.mark.parametrize("width, bits", [(8, 1), (8, 5), (16, 3), (16, 16), (32, 1), (32, 7), (32, 20), (32, 31),
+                                         (32, 32), (64, 1), (64, 13), (64, 63)])
+def test_fastlanes_unpack_matches_reference_packing(fsst_kernels, width, bits):
     rng = np.random.default_rng(bits)
     values = rng.integers(0, 1 << bits, 1024, dtype=np.uint64).astype(fastlanes.word_dtype(width))
     packed = fastlanes_pack(values, bits, width)
@@ -61,7 +62,7 @@ def test_fastlanes_unpack_matches_reference_packing(width, bits):
     assert np.array_equal(fastlanes.unpack(packed[None, :], bits, width)[0], values)
 
 
-def test_fastlanes_unpacks_many_blocks_and_zero_width():
+def test_fastlanes_unpacks_many_blocks_and_zero_width(fsst_kernels):
     rng = np.random.default_rng(0)
     blocks = [rng.integers(0, 512, 1024).astype(np.uint32) for _ in range(40)]
     packed = np.stack([fastlanes_pack(b, 9, 32) for b in blocks])
@@ -131,7 +132,7 @@ def test_rle_and_variable_blocks():
 
 @pytest.fixture(params=["numpy", "compiled"])
 def fsst_kernels(request):
-    """Run a test on the numpy FSST decoder and on the numba-compiled one (the `fast` extra)."""
+    """Run a test on the numpy FSST and FastLanes decoders and on the numba-compiled ones (the `fast` extra)."""
     from lance_format.encodings.structural import accel
 
     if request.param == "compiled":

@@ -201,3 +201,31 @@ def null_deleted_ids(batch: pa.RecordBatch, deleted_offsets: np.ndarray) -> pa.R
 def describe_ordering(keys: list[ColumnOrdering]) -> str:
     return ", ".join(f"{k.column_name} {'ASC' if k.ascending else 'DESC'} NULLS {'FIRST' if k.nulls_first else 'LAST'}"
                      for k in keys)
+
+
+def compact_slice(batch: pa.RecordBatch, start: int, length: int) -> pa.RecordBatch:
+    """``batch.slice(start, length)`` whose top-level list columns hold only their own items.
+
+    A plain slice of a list array keeps the whole child (and offsets that start mid-child), so
+    consumers that read ``.values`` (as pylance's batches invite: theirs start at 0) would walk
+    every batch's items once per slice. Here the offsets are rebased (a copy of ``length + 1``
+    integers) and the child is a zero-copy slice of the items the rows reference.
+    """
+    sliced = batch.slice(start, length)
+    columns = sliced.columns
+    changed = False
+    for i, column in enumerate(columns):
+        if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)) or len(column) == 0:
+            continue
+        offsets = column.offsets.to_numpy()
+        first, last = int(offsets[0]), int(offsets[-1])
+        if first == 0 and last == len(column.values):
+            continue
+        validity = None
+        if column.null_count:
+            validity = pc.is_valid(column).buffers()[1]
+        rebased = pa.py_buffer((offsets - first).astype(offsets.dtype))
+        columns[i] = pa.Array.from_buffers(column.type, len(column), [validity, rebased], column.null_count,
+                                           children=[column.values.slice(first, last - first)])
+        changed = True
+    return pa.RecordBatch.from_arrays(columns, schema=sliced.schema) if changed else sliced

@@ -28,6 +28,7 @@ from lance_format.dataset.scan_options import (
     ColumnOrdering,
     check_options,
     coalesced_batches,
+    compact_slice,
     default_batch_size,
     describe_ordering,
     exact_batches,
@@ -383,7 +384,7 @@ class LanceScanner:
                 yield batch
                 continue
             for start in range(0, batch.num_rows, self._output_rows):  # zero-copy slices
-                yield batch.slice(start, self._output_rows)
+                yield compact_slice(batch, start, self._output_rows)
 
     def _limited_batches(self) -> Iterator[pa.RecordBatch]:
         skip = self._offset

@@ -335,3 +335,34 @@ def copy_ranges(out, dst, data, src, sizes):  # type: ignore[no-untyped-def]
         s = src[i]
         out[d : d + sizes[i]] = data[s : s + sizes[i]]
 
+
+
+_FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7], np.int64)
+
+
+@_jit
+def fastlanes_unpack(packed, bits, width, mask, out):  # type: ignore[no-untyped-def]
+    """``fastlanes.unpack`` into ``out`` ((n, 1024) words): value ``r`` of lane ``l`` is bits
+    ``[r*bits, r*bits + bits)`` of the lane's words ``k * lanes + l``, stored at
+    ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l``. One pass, in 64-bit arithmetic (``mask``
+    clears what a narrower word's shift leaves above ``bits``)."""
+    lanes = 1024 // width
+    w = np.uint64(width)
+    for i in range(packed.shape[0]):
+        for r in range(width):
+            bit = r * bits
+            k = bit // width
+            shift = np.uint64(bit % width)
+            spill = bit % width + bits > width
+            dst = _FL_ORDER[r // 8] * 16 + (r % 8) * 128
+            src = packed[i, k * lanes : (k + 1) * lanes]
+            target = out[i, dst : dst + lanes]
+            if spill:
+                above = packed[i, (k + 1) * lanes : (k + 2) * lanes]
+                up = w - shift
+                for lane in range(lanes):
+                    target[lane] = ((np.uint64(src[lane]) >> shift) | (np.uint64(above[lane]) << up)) & mask
+            else:
+                for lane in range(lanes):
+                    target[lane] = (np.uint64(src[lane]) >> shift) & mask
+    return out

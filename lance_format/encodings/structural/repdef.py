@@ -201,7 +201,7 @@ def slice_layers(layers: list[Layer], start: int, stop: int) -> tuple[list[Layer
             assert layer.offsets is not None  # list layers always carry offsets
             window = layer.offsets[lo : hi + 1]
             lo, hi = int(window[0]), int(window[-1])
-            offsets = window - lo
+            offsets = window if lo == 0 else window - lo  # a view when already rebased
         out.append(Layer(layer.is_list, validity, offsets))
     return out, lo, hi
 
