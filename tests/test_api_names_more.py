@@ -170,3 +170,17 @@ def test_scanner_pyarrow_interface_like_pylance(tmp_path):
         theirs.take([0])
     with pytest.raises(NotImplementedError):
         ours.take([0])
+
+
+def test_storage_options_accessors_like_pylance(tmp_path):
+    uri = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"a": [1]}), uri)
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    assert ours.initial_storage_options is None and theirs.initial_storage_options is None
+    assert ours.latest_storage_options() is None and theirs.latest_storage_options() is None
+    options = {"allow_http": "true"}
+    ours = lance_format.dataset(uri, storage_options=options)
+    theirs = lance.dataset(uri, storage_options=options)
+    theirs_given = {k: v for k, v in theirs.initial_storage_options.items() if k != "user_agent"}  # pylance adds its own
+    assert ours.initial_storage_options == theirs_given == options
+    assert ours.latest_storage_options() == options
