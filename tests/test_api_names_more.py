@@ -213,3 +213,24 @@ def test_pyarrow_dataset_relational_methods_run(tmp_path):
     expected = sorted_rows.join_asof(sorted_other, "a", "k", 1).to_table()
     ours_sorted = lance_format.write_dataset(sorted_rows.to_table(), str(tmp_path / "s"))
     assert ours_sorted.join_asof(sorted_other, "a", "k", 1).to_table().equals(expected)
+
+
+def test_merge_insert_write_mode_and_storage_version(tmp_path):
+    from lance_format.errors import UnsupportedFeatureError
+
+    source = pa.table({"id": [3, 4], "v": ["C", "D"]})
+    results = {}
+    for name, module in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / name)
+        lance.write_dataset(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}), uri)
+        builder = _merge_builder(module, uri).write_mode("rewrite_rows").data_storage_version("2.2")
+        builder = builder.write_mode("auto").data_storage_version("stable")
+        with pytest.raises(ValueError, match="Invalid write_mode: bogus"):
+            builder.write_mode("bogus")
+        results[name] = (builder.execute(source), lance.dataset(uri).to_table().sort_by("id"))
+    assert results["ours"] == results["theirs"]
+    builder = _merge_builder(lance_format, str(tmp_path / "ours"))
+    with pytest.raises(UnsupportedFeatureError):
+        builder.write_mode("rewrite_columns")  # pylance patches columns; this engine rewrites rows
+    with pytest.raises(UnsupportedFeatureError):
+        builder.data_storage_version("2.1")  # pylance writes 2.1 files into the 2.2 table

@@ -40,7 +40,8 @@ from lance_format.dataset.mutations.base import (
 )
 from lance_format.dataset.sql.filter import to_expression
 from lance_format.dataset.writing.arrow_input import as_reader
-from lance_format.errors import InvalidInputError, SchemaMismatchError
+from lance_format.dataset.writing.fragment_sink import resolve_storage_version
+from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -195,6 +196,25 @@ class MergeInsertBuilder:
             This builder.
         """
         return self  # this engine always scans the table
+
+    def write_mode(self, mode: str) -> "MergeInsertBuilder":
+        """How matched rows are written: ``"auto"`` or ``"rewrite_rows"`` (this engine always
+        rewrites whole rows); ``"rewrite_columns"`` (column patches) is not supported here."""
+        if mode not in _WRITE_MODES:
+            raise InvalidInputError(f"Invalid write_mode: {mode}. Expected one of 'auto', 'rewrite_rows', "
+                                    "'rewrite_columns'", table=self._dataset.uri)
+        if mode == "rewrite_columns":
+            raise UnsupportedFeatureError("merge_insert write_mode 'rewrite_columns' is not supported",
+                                          table=self._dataset.uri)
+        return self
+
+    def data_storage_version(self, version: str) -> "MergeInsertBuilder":
+        """The file version of the files the merge writes; only the table's own is supported."""
+        ds = self._dataset
+        if resolve_storage_version(version, None, table=ds.uri) != ds.data_storage_version:
+            raise UnsupportedFeatureError(f"writing {version} files into a {ds.data_storage_version} table "
+                                          "is not supported", table=ds.uri)
+        return self
 
     # -- execution -----------------------------------------------------------------------------
     def execute(
@@ -360,6 +380,9 @@ def _pair_schema(target: pa.Schema, source: pa.Schema) -> pa.Schema:
 
 def _check_condition(condition: str, target: pa.Schema, source: pa.Schema) -> None:
     to_expression(condition, _pair_schema(target, source))
+
+
+_WRITE_MODES = ("auto", "rewrite_rows", "rewrite_columns")
 
 
 class _Run:
