@@ -234,3 +234,35 @@ def test_merge_insert_write_mode_and_storage_version(tmp_path):
         builder.write_mode("rewrite_columns")  # pylance patches columns; this engine rewrites rows
     with pytest.raises(UnsupportedFeatureError):
         builder.data_storage_version("2.1")  # pylance writes 2.1 files into the 2.2 table
+
+
+def _merge_into_bases(engine, root, configure):
+    import os
+
+    uri = str(root / "t")
+    base = engine.DatasetBasePath
+    engine.write_dataset(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}), uri,
+                         initial_bases=[base(str(root / "flat"), name="flat"),
+                                        base(str(root / "rooted"), name="rooted", is_dataset_root=True, id=7)])
+    configure(engine.dataset(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all()) \
+        .execute(pa.table({"id": [3, 4], "v": ["C", "D"]}))
+    ds = lance.dataset(uri)
+    bases = ds.base_paths()
+    placed = []
+    for fragment in ds.get_fragments():
+        for data_file in fragment.metadata.files:
+            if data_file.base_id is None:
+                placed.append((None, os.path.exists(os.path.join(uri, "data", data_file.path))))
+            else:
+                found = bases[data_file.base_id]
+                folder = os.path.join(found.path, "data") if found.is_dataset_root else found.path
+                placed.append((found.name, os.path.exists(os.path.join(folder, data_file.path))))
+    return placed, ds.to_table().sort_by("id")
+
+
+@pytest.mark.parametrize("configure", [lambda b: b.target_bases(["rooted"]), lambda b: b.target_bases(["flat"]),
+                                       lambda b: b.target_all_bases(), lambda b: b])
+def test_merge_insert_target_bases_like_pylance(tmp_path, configure):
+    ours = _merge_into_bases(lance_format, tmp_path / "ours", configure)
+    theirs = _merge_into_bases(lance, tmp_path / "theirs", configure)
+    assert ours == theirs
