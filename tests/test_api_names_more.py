@@ -266,3 +266,30 @@ def test_merge_insert_target_bases_like_pylance(tmp_path, configure):
     ours = _merge_into_bases(lance_format, tmp_path / "ours", configure)
     theirs = _merge_into_bases(lance, tmp_path / "theirs", configure)
     assert ours == theirs
+
+
+def test_scanner_builder_scans_like_pylance(tmp_path):
+    from lance_format.errors import UnsupportedFeatureError
+
+    uri = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"a": list(range(20)), "b": [str(i) for i in range(20)]}), uri, max_rows_per_file=6)
+    stats = {}
+
+    def build(module, name):
+        ds = module.dataset(uri)
+        builder = sys.modules[module.__name__ + ".dataset"].ScannerBuilder(ds)
+        return (builder.columns(["a", "b"]).filter("a > 3").limit(5).offset(2).with_row_id()
+                .batch_size(3).scan_in_order().with_fragments(ds.get_fragments()[1:])
+                .apply_defaults({"with_row_address": True, "batch_readahead": 2})
+                .scan_stats_callback(lambda s: stats.setdefault(name, s)))
+
+    ours, theirs = build(lance_format, "ours").to_scanner(), build(lance, "theirs").to_scanner()
+    assert ours.to_table().equals(theirs.to_table())
+    assert "ours" in stats and "theirs" in stats
+    builder = ours_module.ScannerBuilder(lance_format.dataset(uri))
+    with pytest.raises(ValueError, match="Unknown option bogus"):
+        builder.apply_defaults({"bogus": 1})
+    with pytest.raises(UnsupportedFeatureError):
+        builder.nearest("a", [1.0], k=1).to_scanner()
+    with pytest.raises(UnsupportedFeatureError):
+        builder.substrait_aggregate(b"")
