@@ -8,6 +8,7 @@ import typing
 
 import lance
 import lance.dataset  # noqa: F401 - the module, reached through sys.modules (lance.dataset is also a function)
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -293,3 +294,24 @@ def test_scanner_builder_scans_like_pylance(tmp_path):
         builder.nearest("a", [1.0], k=1).to_scanner()
     with pytest.raises(UnsupportedFeatureError):
         builder.substrait_aggregate(b"")
+
+
+def test_pandas_bfloat16_array_like_pylance():
+    import lance.arrow
+    import pandas as pd
+
+    from lance_format.arrow import PandasBFloat16Array, bfloat16_array
+
+    pairs = ((PandasBFloat16Array, bfloat16_array), (lance.arrow.PandasBFloat16Array, lance.arrow.bfloat16_array))
+    for cls, make in pairs:
+        array = cls(make([1.5, None, 3.0, -2.0]))
+        assert len(array) == 4 and array.isna().tolist() == [False, True, False, False]
+        assert len(array[1:3]) == 2 and len(array[np.array([True, False, True, False])]) == 2
+        assert str(array.dtype) == "lance.bfloat16"
+        assert pa.array(array).storage.equals(make([1.5, None, 3.0, -2.0]).storage)
+        assert float(str(array[0])) == 1.5
+    # a Series of ours (pylance's array lacks copy(), which pandas needs; its from_numpy needs ml_dtypes)
+    series = pd.Series(PandasBFloat16Array(bfloat16_array([1.0, 2.5])))
+    assert series.dtype.name == "lance.bfloat16" and len(series) == 2 and series.isna().tolist() == [False, False]
+    assert pa.array(PandasBFloat16Array.from_numpy(np.array([1.0, 2.5], dtype=np.float32))).equals(
+        bfloat16_array([1.0, 2.5]))
