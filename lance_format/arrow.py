@@ -82,6 +82,12 @@ class BFloat16Type(pa.ExtensionType):
     def __arrow_ext_class__(self) -> type:
         return BFloat16Array
 
+    def to_pandas_dtype(self) -> Any:
+        """pandas' ``lance.bfloat16`` dtype, so ``to_pandas`` keeps the values bfloat16."""
+        from lance_format.arrow_pandas import PandasBFloat16Type
+
+        return PandasBFloat16Type()
+
     def __arrow_ext_scalar_class__(self) -> type:
         return BFloat16Scalar
 
@@ -223,6 +229,15 @@ def _to_bfloat16(arr: pa.Array) -> pa.Array:
     storage = pa.FixedSizeBinaryArray.from_buffers(pa.binary(2), len(bits), [validity, pa.py_buffer(bits.tobytes())],
                                                    null_count=floats.null_count)
     return pa.ExtensionArray.from_storage(bfloat16_type(), storage)
+
+
+def __getattr__(name: str) -> Any:
+    # the pandas types import pandas: only when asked for
+    if name in ("PandasBFloat16Array", "PandasBFloat16Type"):
+        from lance_format import arrow_pandas
+
+        return getattr(arrow_pandas, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["BFloat16Type", "BFloat16Array", "BFloat16Scalar", "BFloat16", "bfloat16_array", "bfloat16_type", "cast"]

@@ -8,6 +8,7 @@ import typing
 
 import lance
 import lance.dataset  # noqa: F401 - the module, reached through sys.modules (lance.dataset is also a function)
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -170,3 +171,147 @@ def test_scanner_pyarrow_interface_like_pylance(tmp_path):
         theirs.take([0])
     with pytest.raises(NotImplementedError):
         ours.take([0])
+
+
+def test_storage_options_accessors_like_pylance(tmp_path):
+    uri = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"a": [1]}), uri)
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    assert ours.initial_storage_options is None and theirs.initial_storage_options is None
+    assert ours.latest_storage_options() is None and theirs.latest_storage_options() is None
+    options = {"allow_http": "true"}
+    ours = lance_format.dataset(uri, storage_options=options)
+    theirs = lance.dataset(uri, storage_options=options)
+    theirs_given = {k: v for k, v in theirs.initial_storage_options.items() if k != "user_agent"}  # pylance adds its own
+    assert ours.initial_storage_options == theirs_given == options
+    assert ours.latest_storage_options() == options
+
+
+def test_pyarrow_dataset_relational_methods_run(tmp_path):
+    """pylance inherits these from pyarrow but fails in them (join: NotImplementedError); here they
+    give what pyarrow's own Dataset methods give on the same rows."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pads
+
+    rows = pa.table({"a": [3, 1, 2, 5], "b": ["x", "y", "z", "w"]})
+    other = pa.table({"a": [1, 2, 4], "c": [10, 20, 40]})
+    ours = lance_format.write_dataset(rows, str(tmp_path / "l"), max_rows_per_file=2)
+    right = lance_format.write_dataset(other, str(tmp_path / "r"))
+    reference, reference_right = pads.dataset(rows), pads.dataset(other)
+    with pytest.raises(NotImplementedError):
+        lance.dataset(str(tmp_path / "l")).join(lance.dataset(str(tmp_path / "r")), "a")
+
+    assert ours.filter(pc.field("a") > 1).to_table().equals(reference.filter(pc.field("a") > 1).to_table())
+    assert ours.filter("a > 1").to_table().column("a").to_pylist() == [3, 2, 5]
+    assert ours.sort_by("a").to_table().equals(reference.sort_by("a").to_table())
+    assert ours.sort_by([("b", "descending")]).to_table().equals(reference.sort_by([("b", "descending")]).to_table())
+    for join_type in ("inner", "left outer", "full outer"):
+        expected = reference.join(reference_right, "a", join_type=join_type).to_table().sort_by("a")
+        assert ours.join(right, "a", join_type=join_type).to_table().sort_by("a").equals(expected)
+        assert ours.join(reference_right, "a", join_type=join_type).to_table().sort_by("a").equals(expected)
+    sorted_rows = pads.dataset(rows.sort_by("a").append_column("k", pa.array([0] * 4)))
+    sorted_other = pads.dataset(other.append_column("k", pa.array([0] * 3)))
+    expected = sorted_rows.join_asof(sorted_other, "a", "k", 1).to_table()
+    ours_sorted = lance_format.write_dataset(sorted_rows.to_table(), str(tmp_path / "s"))
+    assert ours_sorted.join_asof(sorted_other, "a", "k", 1).to_table().equals(expected)
+
+
+def test_merge_insert_write_mode_and_storage_version(tmp_path):
+    from lance_format.errors import UnsupportedFeatureError
+
+    source = pa.table({"id": [3, 4], "v": ["C", "D"]})
+    results = {}
+    for name, module in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / name)
+        lance.write_dataset(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}), uri)
+        builder = _merge_builder(module, uri).write_mode("rewrite_rows").data_storage_version("2.2")
+        builder = builder.write_mode("auto").data_storage_version("stable")
+        with pytest.raises(ValueError, match="Invalid write_mode: bogus"):
+            builder.write_mode("bogus")
+        results[name] = (builder.execute(source), lance.dataset(uri).to_table().sort_by("id"))
+    assert results["ours"] == results["theirs"]
+    builder = _merge_builder(lance_format, str(tmp_path / "ours"))
+    with pytest.raises(UnsupportedFeatureError):
+        builder.write_mode("rewrite_columns")  # pylance patches columns; this engine rewrites rows
+    with pytest.raises(UnsupportedFeatureError):
+        builder.data_storage_version("2.1")  # pylance writes 2.1 files into the 2.2 table
+
+
+def _merge_into_bases(engine, root, configure):
+    import os
+
+    uri = str(root / "t")
+    base = engine.DatasetBasePath
+    engine.write_dataset(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}), uri,
+                         initial_bases=[base(str(root / "flat"), name="flat"),
+                                        base(str(root / "rooted"), name="rooted", is_dataset_root=True, id=7)])
+    configure(engine.dataset(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all()) \
+        .execute(pa.table({"id": [3, 4], "v": ["C", "D"]}))
+    ds = lance.dataset(uri)
+    bases = ds.base_paths()
+    placed = []
+    for fragment in ds.get_fragments():
+        for data_file in fragment.metadata.files:
+            if data_file.base_id is None:
+                placed.append((None, os.path.exists(os.path.join(uri, "data", data_file.path))))
+            else:
+                found = bases[data_file.base_id]
+                folder = os.path.join(found.path, "data") if found.is_dataset_root else found.path
+                placed.append((found.name, os.path.exists(os.path.join(folder, data_file.path))))
+    return placed, ds.to_table().sort_by("id")
+
+
+@pytest.mark.parametrize("configure", [lambda b: b.target_bases(["rooted"]), lambda b: b.target_bases(["flat"]),
+                                       lambda b: b.target_all_bases(), lambda b: b])
+def test_merge_insert_target_bases_like_pylance(tmp_path, configure):
+    ours = _merge_into_bases(lance_format, tmp_path / "ours", configure)
+    theirs = _merge_into_bases(lance, tmp_path / "theirs", configure)
+    assert ours == theirs
+
+
+def test_scanner_builder_scans_like_pylance(tmp_path):
+    from lance_format.errors import UnsupportedFeatureError
+
+    uri = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"a": list(range(20)), "b": [str(i) for i in range(20)]}), uri, max_rows_per_file=6)
+    stats = {}
+
+    def build(module, name):
+        ds = module.dataset(uri)
+        builder = sys.modules[module.__name__ + ".dataset"].ScannerBuilder(ds)
+        return (builder.columns(["a", "b"]).filter("a > 3").limit(5).offset(2).with_row_id()
+                .batch_size(3).scan_in_order().with_fragments(ds.get_fragments()[1:])
+                .apply_defaults({"with_row_address": True, "batch_readahead": 2})
+                .scan_stats_callback(lambda s: stats.setdefault(name, s)))
+
+    ours, theirs = build(lance_format, "ours").to_scanner(), build(lance, "theirs").to_scanner()
+    assert ours.to_table().equals(theirs.to_table())
+    assert "ours" in stats and "theirs" in stats
+    builder = ours_module.ScannerBuilder(lance_format.dataset(uri))
+    with pytest.raises(ValueError, match="Unknown option bogus"):
+        builder.apply_defaults({"bogus": 1})
+    with pytest.raises(UnsupportedFeatureError):
+        builder.nearest("a", [1.0], k=1).to_scanner()
+    with pytest.raises(UnsupportedFeatureError):
+        builder.substrait_aggregate(b"")
+
+
+def test_pandas_bfloat16_array_like_pylance():
+    import lance.arrow
+    import pandas as pd
+
+    from lance_format.arrow import PandasBFloat16Array, bfloat16_array
+
+    pairs = ((PandasBFloat16Array, bfloat16_array), (lance.arrow.PandasBFloat16Array, lance.arrow.bfloat16_array))
+    for cls, make in pairs:
+        array = cls(make([1.5, None, 3.0, -2.0]))
+        assert len(array) == 4 and array.isna().tolist() == [False, True, False, False]
+        assert len(array[1:3]) == 2 and len(array[np.array([True, False, True, False])]) == 2
+        assert str(array.dtype) == "lance.bfloat16"
+        assert pa.array(array).storage.equals(make([1.5, None, 3.0, -2.0]).storage)
+        assert float(str(array[0])) == 1.5
+    # a Series of ours (pylance's array lacks copy(), which pandas needs; its from_numpy needs ml_dtypes)
+    series = pd.Series(PandasBFloat16Array(bfloat16_array([1.0, 2.5])))
+    assert series.dtype.name == "lance.bfloat16" and len(series) == 2 and series.isna().tolist() == [False, False]
+    assert pa.array(PandasBFloat16Array.from_numpy(np.array([1.0, 2.5], dtype=np.float32))).equals(
+        bfloat16_array([1.0, 2.5]))

@@ -43,6 +43,7 @@ _LAZY = {
     "SqlQueryBuilder": "lance_format.dataset.sql_query",
     "CleanupStats": "lance_format.dataset.maintenance.cleanup",
     "CleanupExplanation": "lance_format.dataset.maintenance.cleanup",
+    "ScannerBuilder": "lance_format.dataset.scanner_builder",
     **dict.fromkeys(("AlterColumn", "DatasetStats", "DeleteResult", "UpdateResult", "ExecuteResult", "Tag", "Branch",
                      "Version", "VersionRef", "serialize_row_addrs"), "lance_format.dataset.result_types"),
 }

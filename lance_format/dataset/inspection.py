@@ -148,6 +148,16 @@ class InspectionMethods(DatasetMixin):
         return BitMap(f.id for f in self._as_dataset().manifest.fragments)
 
     @property
+    def initial_storage_options(self) -> dict[str, str] | None:
+        """The storage options the dataset was opened with; None when none were given."""
+        return self._as_dataset().object_store.storage_options or None
+
+    def latest_storage_options(self) -> dict[str, str] | None:
+        """The storage options in use now (credentials from a provider are fetched per request,
+        so these are the opening options); None when none were given."""
+        return self._as_dataset().object_store.storage_options or None
+
+    @property
     def stats(self) -> LanceStats:
         """Statistics about this version (pylance's experimental ``stats``)."""
         return LanceStats(self._as_dataset())

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.mixin import DatasetMixin
+from lance_format.dataset.relational import RelationalMethods
 from lance_format.dataset.arguments import row_positions
 from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
 from lance_format.dataset.scan_options import ColumnOrdering
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.sql_query import SqlQueryBuilder
 
 
-class ReadingMethods(DatasetMixin):
+class ReadingMethods(RelationalMethods):
     """Mixed into ``LanceDataset``: the scans and takes of one version."""
 
     def scanner(

@@ -46,8 +46,9 @@ _REFUSED = {"joins": "joins", "group": "GROUP BY", "having": "HAVING", "distinct
 class SqlQuery:
     """An executable query (pylance's ``SqlQuery``), made by :meth:`SqlQueryBuilder.build`."""
 
-    def __init__(self, scanner: "LanceScanner") -> None:
-        self._scanner = scanner
+    def __init__(self, query: "LanceScanner") -> None:
+        # pylance's parameter name; the planned query here is the scan that answers it
+        self._scanner = query
 
     def to_batch_records(self) -> list[pa.RecordBatch]:
         """Run the query; all result batches."""

@@ -17,7 +17,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,7 @@ from lance_format.dataset.sql.filter import to_expression
 from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
+    WriteTarget,
     resolve_storage_version,
     write_fragments,
 )
@@ -272,13 +273,14 @@ def storage_version_of(ds: "LanceDataset") -> str:
 def write_new_fragments(
     ds: "LanceDataset", schema: pa.Schema, batches: Iterable[pa.RecordBatch], prepared: Prepared,
     lance_schema=None, max_rows_per_file: int | None = None, max_bytes_per_file: int | None = None,
+    targets: Sequence[WriteTarget] | None = None,
 ) -> list[table_pb2.DataFragment]:
     """Write ``batches`` (the table's columns) as new uncommitted fragments via the write path."""
     reader = pa.RecordBatchReader.from_batches(schema, iter(batches))
     fragments, writer = write_fragments(
         reader, ds.object_store, lance_schema or ds.lance_schema, prepared.storage_version or storage_version_of(ds),
         max_rows_per_file=max_rows_per_file or DEFAULT_MAX_ROWS_PER_FILE,
-        max_bytes_per_file=max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE,
+        max_bytes_per_file=max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE, targets=targets,
     )
     prepared.aborts.append(writer.abort)
     return fragments

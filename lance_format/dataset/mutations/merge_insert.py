@@ -40,7 +40,9 @@ from lance_format.dataset.mutations.base import (
 )
 from lance_format.dataset.sql.filter import to_expression
 from lance_format.dataset.writing.arrow_input import as_reader
-from lance_format.errors import InvalidInputError, SchemaMismatchError
+from lance_format.dataset.writing.fragment_sink import DATA_DIR, WriteTarget, resolve_storage_version
+from lance_format.table.base_paths import BaseStores, target_bases_of
+from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -80,6 +82,8 @@ class MergeInsertBuilder:
         self._delete_unmatched_expr: str | pc.Expression | None = None
         self._retries = DEFAULT_CONFLICT_RETRIES
         self._timeout = DEFAULT_RETRY_TIMEOUT
+        # (target_bases, target_all_bases) for the new data files; (None, None): the table's root
+        self._targets: tuple[list[str] | None, bool | None] = (None, None)
 
     # -- configuration (each returns the builder) --------------------------------------------
     def when_matched_update_all(self, condition: str | None = None) -> "MergeInsertBuilder":
@@ -195,6 +199,46 @@ class MergeInsertBuilder:
             This builder.
         """
         return self  # this engine always scans the table
+
+    def write_mode(self, mode: str) -> "MergeInsertBuilder":
+        """How matched rows are written: ``"auto"`` or ``"rewrite_rows"`` (this engine always
+        rewrites whole rows); ``"rewrite_columns"`` (column patches) is not supported here."""
+        if mode not in _WRITE_MODES:
+            raise InvalidInputError(f"Invalid write_mode: {mode}. Expected one of 'auto', 'rewrite_rows', "
+                                    "'rewrite_columns'", table=self._dataset.uri)
+        if mode == "rewrite_columns":
+            raise UnsupportedFeatureError("merge_insert write_mode 'rewrite_columns' is not supported",
+                                          table=self._dataset.uri)
+        return self
+
+    def target_bases(self, bases: list[str]) -> "MergeInsertBuilder":
+        """Write the merge's new data files to these registered bases (names or paths), file by
+        file in turn, as ``write_dataset(target_bases=...)`` does."""
+        self._targets = (bases, None)
+        return self
+
+    def target_all_bases(self, include_primary: bool = True) -> "MergeInsertBuilder":
+        """Write the merge's new data files to every registered base in turn (after the table's own
+        storage when ``include_primary``); not combinable with :meth:`target_bases`."""
+        self._targets = (None, include_primary)
+        return self
+
+    def _write_targets(self, ds: "LanceDataset") -> list[WriteTarget] | None:
+        bases, include_primary = self._targets
+        if bases is None and include_primary is None:
+            return None
+        manifest = ds.manifest
+        ids = target_bases_of(manifest.base_paths, bases, include_primary, table=ds.uri)
+        stores = BaseStores(ds.object_store, manifest)
+        return [WriteTarget(stores.store(i), i, DATA_DIR if stores.is_dataset_root(i) else "") for i in ids]
+
+    def data_storage_version(self, version: str) -> "MergeInsertBuilder":
+        """The file version of the files the merge writes; only the table's own is supported."""
+        ds = self._dataset
+        if resolve_storage_version(version, None, table=ds.uri) != ds.data_storage_version:
+            raise UnsupportedFeatureError(f"writing {version} files into a {ds.data_storage_version} table "
+                                          "is not supported", table=ds.uri)
+        return self
 
     # -- execution -----------------------------------------------------------------------------
     def execute(
@@ -362,6 +406,9 @@ def _check_condition(condition: str, target: pa.Schema, source: pa.Schema) -> No
     to_expression(condition, _pair_schema(target, source))
 
 
+_WRITE_MODES = ("auto", "rewrite_rows", "rewrite_columns")
+
+
 class _Run:
     """One attempt of a merge-insert against one version of the table."""
 
@@ -495,7 +542,8 @@ class _Run:
             yield from self._inserted()
 
         if self.b._matched == "update" or self.b._insert:
-            new_fragments = write_new_fragments(ds, ds.schema, all_rows(), prepared)
+            new_fragments = write_new_fragments(ds, ds.schema, all_rows(), prepared,
+                                                targets=self.b._write_targets(ds))
         else:
             for _ in self._scan():
                 pass
