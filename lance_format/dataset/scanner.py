@@ -383,7 +383,7 @@ class LanceScanner:
             if batch.num_rows <= self._output_rows or self._regroup:  # regrouped batches may exceed it
                 yield batch
                 continue
-            for start in range(0, batch.num_rows, self._output_rows):  # zero-copy slices
+            for start in range(0, batch.num_rows, self._output_rows):  # slices; list offsets rebased
                 yield compact_slice(batch, start, self._output_rows)
 
     def _limited_batches(self) -> Iterator[pa.RecordBatch]:
