@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_format
-from lance_format.dataset import fragment as fragment_module
+from lance_format.dataset import fragment_reading as fragment_module
 from lance_format.dataset.changes import plan as delta_plan
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.errors import CorruptFileError
