@@ -9,7 +9,6 @@ so they are the same files ``write_dataset`` would have written.
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 import warnings
@@ -20,6 +19,7 @@ import pyarrow as pa
 
 from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto
 from lance_format.dataset.writing.arrow_input import as_reader
+from lance_format.dataset.writing.write_dataset import progress_hook
 from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -84,31 +84,10 @@ def _write(
                                                  table=store.uri)
     protos, _sink = write_fragment_protos(reader, store, table_schema, storage_version,
                                           max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
-                                          on_file=_progress_hook(progress, fragment_id),
+                                          on_file=progress_hook(progress, fragment_id),
                                           begin_with_file=fragment_id is not None)
     fragments = [fragment_from_proto(p) for p in protos]
     return fragments, table_schema, read_version
-
-
-def _progress_hook(progress: Any, fragment_id: int | None) -> Any:
-    """The sink's per-file hook calling ``progress`` as each file opens ("begin") and is
-    finished ("complete"): a pylance ``FragmentWriteProgress`` takes the fragment's JSON
-    (``_do_begin``/``_do_complete`` parse it into its own ``FragmentMetadata``), anything else
-    the fragment itself."""
-    if progress is None:
-        return None
-
-    def on_file(hook: str, proto: Any) -> None:
-        fragment = fragment_from_proto(proto)
-        if fragment_id is not None:
-            fragment.id = int(fragment_id)
-        via_json = getattr(progress, f"_do_{hook}", None)
-        if via_json is not None:
-            via_json(json.dumps(fragment.to_json()))
-        else:
-            getattr(progress, hook)(fragment)
-
-    return on_file
 
 
 def create_fragment(

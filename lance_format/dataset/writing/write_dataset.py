@@ -52,15 +52,20 @@ _UNSUPPORTED_OPTIONS: dict[str, Any] = {
 }
 
 
-def _progress_hook(progress: Any) -> Callable[[str, table_pb2.DataFragment], None] | None:
-    """Calls of a pylance ``FragmentWriteProgress`` (through its JSON entry points, so it gets
-    its own ``FragmentMetadata``) or of any object with ``begin``/``complete``."""
+def progress_hook(progress: Any, fragment_id: int | None = None) -> Callable[[str, table_pb2.DataFragment], None] | None:
+    """The sink's per-file hook calling ``progress`` as each file opens ("begin") and is
+    finished ("complete"): a pylance ``FragmentWriteProgress`` through its JSON entry points
+    (``_do_begin``/``_do_complete`` parse it into its own ``FragmentMetadata``), anything else
+    with ``begin``/``complete`` with the fragment itself. ``fragment_id``: the id the fragment
+    will have (``LanceFragment.create``); else the sink's own."""
     if progress is None:
         return None
     from lance_format.dataset.fragment_metadata import fragment_from_proto
 
     def on_file(hook: str, fragment: table_pb2.DataFragment) -> None:
         metadata = fragment_from_proto(fragment)
+        if fragment_id is not None:
+            metadata.id = int(fragment_id)
         via_json = getattr(progress, f"_do_{hook}", None)
         if via_json is not None:
             via_json(json.dumps(metadata.to_json()))
@@ -162,7 +167,7 @@ def write_dataset(
         fragments, writer = write_fragments(
             reader, store, table_schema, storage_version,
             max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file, targets=targets,
-            new_table=existing is None or mode != "append", on_file=_progress_hook(progress),
+            new_table=existing is None or mode != "append", on_file=progress_hook(progress),
         )
     read_version = existing[1].manifest.version if existing is not None else 0
     txn = new_transaction(read_version, properties=transaction_properties, commit_message=commit_message)
