@@ -11,6 +11,7 @@ import logging
 import socket
 import uuid
 from dataclasses import dataclass
+from typing import Iterator
 
 import pytest
 
@@ -100,6 +101,15 @@ def dynamodb_client(endpoint: str):
 
     return boto3.client("dynamodb", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
                         aws_secret_access_key=SECRET_KEY, region_name=REGION)
+
+
+def server_with_manifest_table(table: str) -> Iterator[S3Server]:
+    """Body of a module fixture: a moto server holding the DynamoDB manifest table ``table``,
+    stopped when the fixture ends."""
+    server, info = start_server()
+    create_manifest_table(info.endpoint, table)
+    yield info
+    server.stop()
 
 
 def create_manifest_table(endpoint: str, name: str, hash_key: str = "base_uri", range_key: str = "version") -> None:

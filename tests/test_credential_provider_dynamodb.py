@@ -17,11 +17,10 @@ from lance_format.errors import StorageAccessError
 from lance_format.io import ObjectStore
 from tests.s3_support import (
     REGION,
-    create_manifest_table,
     delete_access_key,
     iam_access_keys,
     moto_auth,
-    start_server,
+    server_with_manifest_table,
 )
 
 TABLE = "lance-manifests-creds"
@@ -30,10 +29,7 @@ FACTORY = "tests.credential_factories:key_file_provider"
 
 @pytest.fixture(scope="module")
 def s3():
-    server, info = start_server()
-    create_manifest_table(info.endpoint, TABLE)
-    yield info
-    server.stop()
+    yield from server_with_manifest_table(TABLE)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from lance_format.io import ObjectStore
 from lance_format.io.dynamodb import DynamoDBManifestStore
 from lance_format.io.manifest_store import final_path_of
 from lance_format.table.naming import list_versions
-from tests.s3_support import create_manifest_table, dynamodb_client, start_server
+from tests.s3_support import create_manifest_table, dynamodb_client, server_with_manifest_table
 from tests.storage_contract import check_concurrent_committers, check_history_matches_local, check_tags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,10 +33,7 @@ TABLE = "lance-manifests"
 
 @pytest.fixture(scope="module")
 def s3():
-    server, info = start_server()
-    create_manifest_table(info.endpoint, TABLE)
-    yield info
-    server.stop()
+    yield from server_with_manifest_table(TABLE)
 
 
 @pytest.fixture

@@ -10,16 +10,13 @@ import pytest
 import dagster as dg
 from lance_assets import LanceIOManager, LanceTableResource
 from lance_assets.resources import table_uri
-from tests.s3_support import create_manifest_table, dynamodb_client, start_server
+from tests.s3_support import dynamodb_client, server_with_manifest_table
 from tests.test_object_store_dynamodb import TABLE
 
 
 @pytest.fixture(scope="module")
 def s3():
-    server, info = start_server()
-    create_manifest_table(info.endpoint, TABLE)
-    yield info
-    server.stop()
+    yield from server_with_manifest_table(TABLE)
 
 
 def test_table_uris_keep_the_manifest_store_query_last():
