@@ -51,6 +51,18 @@ def _split_path(path: PathLike) -> tuple[str, str]:
     return os.path.dirname(absolute), os.path.basename(absolute)
 
 
+def _file_location(owner: str, path: PathLike, storage_options: Optional[Mapping[str, str]],
+                   namespace_client: Any, table_id: Any, store: Optional[ObjectStore]) -> tuple[ObjectStore, str]:
+    """``(store, name)`` of the file a reader or writer (``owner``) opens: ``path`` within
+    ``store`` when one is given, else the file at ``path`` in a store made for its directory."""
+    if namespace_client is not None or table_id is not None:
+        raise InvalidInputError(f"{owner}(namespace_client=..., table_id=...) is not supported here")
+    if store is not None:
+        return store, os.fspath(path)
+    parent, name = _split_path(path)
+    return object_store_for(parent, storage_options), name
+
+
 # -- metadata --------------------------------------------------------------------------------------
 
 
@@ -134,14 +146,8 @@ class LanceFileReader:
     def __init__(self, path: PathLike, storage_options: Optional[Mapping[str, str]] = None,
                  columns: Optional[list[str]] = None, *, namespace_client: Any = None, table_id: Any = None,
                  _store: Optional[ObjectStore] = None) -> None:
-        if namespace_client is not None or table_id is not None:
-            raise InvalidInputError("LanceFileReader(namespace_client=..., table_id=...) is not supported here")
-        if _store is None:
-            parent, name = _split_path(path)
-            _store = object_store_for(parent, storage_options)
-        else:
-            name = os.fspath(path)
-        self._reader = _EngineReader(_store, name)
+        store, name = _file_location("LanceFileReader", path, storage_options, namespace_client, table_id, _store)
+        self._reader = _EngineReader(store, name)
         schema = self._reader.lance_schema()
         plans: list[ColumnPlan] = (structural_plans_for_schema(schema) if self._reader.structural
                                    else plans_for_schema(schema))
@@ -244,14 +250,8 @@ class LanceFileWriter:
                  storage_options: Optional[Mapping[str, str]] = None, namespace_client: Any = None,
                  table_id: Any = None, max_page_bytes: Optional[int] = None,
                  _store: Optional[ObjectStore] = None, **kwargs: Any) -> None:
-        if namespace_client is not None or table_id is not None:
-            raise InvalidInputError("LanceFileWriter(namespace_client=..., table_id=...) is not supported here")
-        if _store is None:
-            parent, name = _split_path(path)
-            _store = object_store_for(parent, storage_options)
-        else:
-            name = os.fspath(path)
-        self._store, self._path = _store, name
+        self._store, self._path = _file_location("LanceFileWriter", path, storage_options, namespace_client,
+                                                 table_id, _store)
         self._version = _VERSION_ALIASES.get(version or "stable", version) or _STABLE_VERSION
         self._max_page_bytes = max_page_bytes
         self._metadata: dict[str, str] = {}
