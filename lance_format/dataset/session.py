@@ -23,6 +23,34 @@ from lance_format.io import ObjectStore
 DEFAULT_METADATA_CACHE_BYTES = 1024 * 1024 * 1024
 
 
+class _ByteBoundedLRU:
+    """A least-recently-used map whose values are counted in bytes and bounded by ``capacity``.
+
+    A value larger than the whole capacity is not kept. Callers hold the session's lock.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.nbytes = 0
+        self._entries: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> tuple[bool, Any]:
+        found = self._entries.get(key)
+        if found is None:
+            return False, None
+        self._entries.move_to_end(key)
+        return True, found[0]
+
+    def put(self, key: tuple[str, str], value: Any, size: int) -> None:
+        if key in self._entries or size > self.capacity:
+            return
+        self._entries[key] = (value, size)
+        self.nbytes += size
+        while self.nbytes > self.capacity:
+            _, (_, evicted) = self._entries.popitem(last=False)
+            self.nbytes -= evicted
+
+
 class Session:
     """A cache shared by the datasets opened with it (``dataset(uri, session=...)``)."""
 
@@ -39,54 +67,41 @@ class Session:
                 raise InvalidInputError(f"{name} must be a non-negative int, got {value!r}")
         self._capacity = DEFAULT_METADATA_CACHE_BYTES if metadata_cache_size_bytes is None \
             else metadata_cache_size_bytes
-        self._manifests: OrderedDict[tuple[str, str], bytes] = OrderedDict()
-        self._file_capacity = self._capacity
-        self._files: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
-        self._file_bytes = 0
-        self._size = 0
+        self._manifests = _ByteBoundedLRU(self._capacity)
+        self._files = _ByteBoundedLRU(self._capacity)
+        # a private session's account of its dataset's parsed manifest (it caches no manifest bytes)
+        self._held_manifest_bytes = 0
         self._lock = threading.Lock()
 
     def read_manifest_bytes(self, store: ObjectStore, path: str) -> bytes:
         """The bytes of a committed manifest, from the cache or (then cached) from the store."""
         key = (store.uri, path)
         with self._lock:
-            data = self._manifests.get(key)
-            if data is not None:
-                self._manifests.move_to_end(key)
-                return data
+            hit, data = self._manifests.get(key)
+        if hit:
+            return data
         data = store.read_bytes(path)
         with self._lock:
-            if key not in self._manifests and len(data) <= self._capacity:
-                self._manifests[key] = data
-                self._size += len(data)
-                while self._size > self._capacity:
-                    _, evicted = self._manifests.popitem(last=False)
-                    self._size -= len(evicted)
+            self._manifests.put(key, data, len(data))
         return data
 
     def hold_parsed_manifest(self, nbytes: int, capacity: int | None) -> None:
         """A private session's account of the manifest its dataset keeps parsed: ``nbytes`` when
         that fits ``capacity`` (the dataset's ``metadata_cache_size_bytes``, 1 GiB if None)."""
         limit = DEFAULT_METADATA_CACHE_BYTES if capacity is None else capacity
-        self._size = nbytes if nbytes <= limit else 0
+        self._held_manifest_bytes = nbytes if nbytes <= limit else 0
 
     def file_metadata(self, key: tuple[str, str], load: Callable[[], Any], size_of: Callable[[Any], int]) -> Any:
         """A data file's decoded metadata (footer, column metadata), from the cache or (then
         cached, counted as ``size_of`` it in bytes) from ``load``: data files never change once written."""
         with self._lock:
-            found = self._files.get(key)
-            if found is not None:
-                self._files.move_to_end(key)
-                return found[0]
+            hit, value = self._files.get(key)
+        if hit:
+            return value
         value = load()
         size = size_of(value)
         with self._lock:
-            if key not in self._files and size <= self._file_capacity:
-                self._files[key] = (value, size)
-                self._file_bytes += size
-                while self._file_bytes > self._file_capacity:
-                    _, (_, evicted) = self._files.popitem(last=False)
-                    self._file_bytes -= evicted
+            self._files.put(key, value, size)
         return value
 
     @classmethod
@@ -94,12 +109,12 @@ class Session:
         """The session of a dataset opened without one: like pylance's, it caches the metadata
         of the data files its scans open (a second scan reads no footer), not manifests."""
         session = cls(metadata_cache_size_bytes=0)
-        session._file_capacity = DEFAULT_METADATA_CACHE_BYTES
+        session._files.capacity = DEFAULT_METADATA_CACHE_BYTES
         return session
 
     def size_bytes(self) -> int:
         """Bytes held by the session's caches."""
-        return self._size + self._file_bytes
+        return self._manifests.nbytes + self._held_manifest_bytes + self._files.nbytes
 
     def index_cache_size_bytes(self) -> int:
         """Bytes of cached indices (always 0: this engine reads no indices)."""
