@@ -28,7 +28,8 @@ from urllib.parse import ParseResult
 import pyarrow.fs as pafs
 
 from lance_format.errors import InvalidInputError, StorageAccessError, UnsupportedFeatureError
-from lance_format.io.backend import DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, split_bucket_uri, with_retries
+from lance_format.io.backend import (DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, list_in_pages, split_bucket_uri,
+                                    with_retries)
 from lance_format.io.storage_options import ClientSettings, OptionSpec, check_endpoint, client_settings, truthy
 
 T = TypeVar("T")
@@ -259,23 +260,19 @@ class AzureBackend(BlobBackend):
         names (the newest V2 manifests) stops after one small request."""
         container, _, key_prefix = (path.rstrip("/") + "/").partition("/")
         client = self._client()
-        token: str | None = None
-        page_size = FIRST_LIST_PAGE
-        while True:
-            def page(token: str | None = token, page_size: int = page_size) -> tuple[list[Any], str | None]:
+
+        def page(token: str | None, page_size: int) -> tuple[list[pafs.FileInfo], str | None]:
+            def request() -> tuple[list[Any], str | None]:
                 pages = client.walk_blobs(name_starts_with=key_prefix, delimiter="/",
                                           results_per_page=page_size).by_page(continuation_token=token)
                 return list(next(pages, ())), pages.continuation_token
 
-            blobs, token = self._call(f"listing {path!r}", page)
-            for blob in blobs:
-                if blob.name.endswith("/"):  # a "directory" (BlobPrefix) below the listed one
-                    continue
-                yield pafs.FileInfo(f"{container}/{blob.name}", pafs.FileType.File, size=int(blob.size),
-                                    mtime=blob.last_modified)
-            if not token:
-                return
-            page_size = LIST_PAGE
+            blobs, next_token = self._call(f"listing {path!r}", request)
+            # names ending in "/" are "directories" (BlobPrefix) below the listed one
+            return [pafs.FileInfo(f"{container}/{blob.name}", pafs.FileType.File, size=int(blob.size),
+                                  mtime=blob.last_modified) for blob in blobs if not blob.name.endswith("/")], next_token
+
+        yield from list_in_pages(page, first_page=FIRST_LIST_PAGE, page=LIST_PAGE)
 
     def write(self, path: str, data: bytes) -> None:
         blob = self._blob(path)

@@ -228,6 +228,21 @@ def with_retries(call: Callable[[], T], *, is_throttled: Callable[[BaseException
     raise AssertionError("unreachable")
 
 
+def list_in_pages(fetch_page: Callable[[str | None, int], tuple[list[pafs.FileInfo], str | None]], *,
+                  first_page: int, page: int) -> Iterator[pafs.FileInfo]:
+    """A listing fetched a page at a time: ``fetch_page(token, page_size)`` returns one page and the
+    token of the next (None after the last). The first request is small because callers often
+    want only the first names (the newest V2 manifests); later ones ask for full pages."""
+    token: str | None = None
+    page_size = first_page
+    while True:
+        infos, token = fetch_page(token, page_size)
+        yield from infos
+        if not token:
+            return
+        page_size = page
+
+
 # -- SDK-backed stores --------------------------------------------------------------------------
 class BlobBackend(StorageBackend):
     """A store reached through a client SDK: implements the object primitives, and gets a

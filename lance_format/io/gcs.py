@@ -27,7 +27,8 @@ from urllib.parse import ParseResult
 import pyarrow.fs as pafs
 
 from lance_format.errors import InvalidInputError, StorageAccessError, UnsupportedFeatureError
-from lance_format.io.backend import DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, split_bucket_uri, with_retries
+from lance_format.io.backend import (DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, list_in_pages, split_bucket_uri,
+                                    with_retries)
 from lance_format.io.storage_options import ClientSettings, OptionSpec, check_endpoint, client_settings, truthy
 
 T = TypeVar("T")
@@ -224,21 +225,18 @@ class GcsBackend(BlobBackend):
         manifests) stops after one small request."""
         bucket_name, _, key_prefix = (path.rstrip("/") + "/").partition("/")
         bucket = self._client_bucket()
-        token: str | None = None
-        page_size = FIRST_LIST_PAGE
-        while True:
-            def page(token: str | None = token, page_size: int = page_size) -> tuple[list[Any], str | None]:
+
+        def page(token: str | None, page_size: int) -> tuple[list[pafs.FileInfo], str | None]:
+            def request() -> tuple[list[Any], str | None]:
                 listing = bucket.client.list_blobs(bucket, prefix=key_prefix, delimiter="/", page_size=page_size,
                                                    page_token=token, retry=None, timeout=self._timeout)
                 return list(next(listing.pages, ())), listing.next_page_token
 
-            blobs, token = self._call(f"listing {path!r}", page)
-            for blob in blobs:
-                yield pafs.FileInfo(f"{bucket_name}/{blob.name}", pafs.FileType.File, size=int(blob.size or 0),
-                                    mtime=blob.updated)
-            if not token:
-                return
-            page_size = LIST_PAGE
+            blobs, next_token = self._call(f"listing {path!r}", request)
+            return [pafs.FileInfo(f"{bucket_name}/{blob.name}", pafs.FileType.File, size=int(blob.size or 0),
+                                  mtime=blob.updated) for blob in blobs], next_token
+
+        yield from list_in_pages(page, first_page=FIRST_LIST_PAGE, page=LIST_PAGE)
 
     def write(self, path: str, data: bytes) -> None:
         blob = self._blob(path)
