@@ -14,7 +14,7 @@ they stay usable inside any expression the dataset layer evaluates.
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -24,9 +24,7 @@ from sqlglot import exp
 from lance_format.dataset.sql.arrow_types import ArrowTypeNameError, parse_arrow_type_name
 from lance_format.dataset.sql.floats import is_float, order_key
 from lance_format.dataset.sql.json_functions import PATH_FUNCTIONS
-
-if TYPE_CHECKING:
-    from lance_format.dataset.sql.translate import _Node
+from lance_format.dataset.sql.literals import Node, literal_node
 
 _UDFS: set[str] = set()
 
@@ -113,13 +111,13 @@ class FunctionTranslations:
     """Mixed into ``Translator``: the dialect's functions (see the module docstring)."""
 
     # provided by Translator
-    visit: Callable[[exp.Expr], "_Node"]
-    _type_of: Callable[["_Node"], pa.DataType]
+    visit: Callable[[exp.Expr], Node]
+    _type_of: Callable[[Node], pa.DataType]
     _unsupported: Callable[[str], Exception]
     _invalid: Callable[..., Exception]
-    _cast: Callable[["_Node", pa.DataType], "_Node"]
+    _cast: Callable[[Node, pa.DataType], Node]
 
-    def _args(self, node: exp.Expr) -> list["_Node"]:
+    def _args(self, node: exp.Expr) -> list[Node]:
         parts = [node.this] if node.this is not None else []
         parts += [a for a in node.expressions]
         for key in ("expression", "substr", "replacement", "position", "length", "decimals", "fill_pattern"):
@@ -127,58 +125,56 @@ class FunctionTranslations:
                 parts.append(node.args[key])
         return [self.visit(p) for p in parts]
 
-    def _node(self, expr: pc.Expression, dtype: pa.DataType | None = None) -> "_Node":
-        from lance_format.dataset.sql.translate import _Node
+    def _node(self, expr: pc.Expression, dtype: pa.DataType | None = None) -> Node:
+        return Node(expr, dtype=dtype)
 
-        return _Node(expr, dtype=dtype)
-
-    def _literal_value(self, node: "_Node", what: str) -> Any:
+    def _literal_value(self, node: Node, what: str) -> Any:
         if not node.is_literal:
             raise self._invalid(f"{what} must be a constant")
         return node.literal.as_py()
 
     # -- strings ---------------------------------------------------------------------------------
-    def _visit_CurrentDate(self, node: exp.CurrentDate) -> "_Node":
+    def _visit_CurrentDate(self, node: exp.CurrentDate) -> Node:
         # DataFusion's current_date() is the UTC date when the query is planned
         today = datetime.datetime.now(datetime.timezone.utc).date()
         return self._node(pc.scalar(pa.scalar(today, pa.date32())))
 
-    def _visit_CurrentTimestamp(self, node: exp.CurrentTimestamp) -> "_Node":
+    def _visit_CurrentTimestamp(self, node: exp.CurrentTimestamp) -> Node:
         return self._now()
 
-    def _now(self) -> "_Node":
+    def _now(self) -> Node:
         now = datetime.datetime.now(datetime.timezone.utc)
         return self._node(pc.scalar(pa.scalar(now, pa.timestamp("ns", "+00:00"))))
 
-    def _visit_StartsWith(self, node: exp.StartsWith) -> "_Node":
+    def _visit_StartsWith(self, node: exp.StartsWith) -> Node:
         value, prefix = self.visit(node.this), self.visit(node.expression)
         return self._node(pc.starts_with(value.expr, pattern=self._literal_value(prefix, "starts_with's prefix")))
 
-    def _visit_EndsWith(self, node: exp.EndsWith) -> "_Node":
+    def _visit_EndsWith(self, node: exp.EndsWith) -> Node:
         value, suffix = self.visit(node.this), self.visit(node.expression)
         return self._node(pc.ends_with(value.expr, pattern=self._literal_value(suffix, "ends_with's suffix")))
 
-    def _visit_Contains(self, node: exp.Contains) -> "_Node":
+    def _visit_Contains(self, node: exp.Contains) -> Node:
         value, part = self.visit(node.this), self.visit(node.expression)
         return self._node(pc.match_substring(value.expr, pattern=self._literal_value(part, "contains' argument")))
 
-    def _visit_RegexpLike(self, node: exp.RegexpLike) -> "_Node":
+    def _visit_RegexpLike(self, node: exp.RegexpLike) -> Node:
         value, pattern = self.visit(node.this), self.visit(node.expression)
         return self._node(pc.match_substring_regex(value.expr, pattern=self._literal_value(pattern, "a pattern")))
 
-    def _visit_Concat(self, node: exp.Concat) -> "_Node":
+    def _visit_Concat(self, node: exp.Concat) -> Node:
         parts = [self.visit(e) for e in node.expressions]
         strings = [p.expr.cast(pa.string()) if not pa.types.is_string(self._type_of(p)) else p.expr for p in parts]
         # DataFusion's concat treats null arguments as empty strings
         return self._node(pc.binary_join_element_wise(*strings, pc.scalar(""), null_handling="replace",
                                                       null_replacement=""), pa.string())
 
-    def _visit_Replace(self, node: exp.Replace) -> "_Node":
+    def _visit_Replace(self, node: exp.Replace) -> Node:
         value, old, new = self._args(node)
         return self._node(pc.replace_substring(value.expr, pattern=self._literal_value(old, "replace's pattern"),
                                                replacement=self._literal_value(new, "replace's replacement")))
 
-    def _visit_RegexpReplace(self, node: exp.RegexpReplace) -> "_Node":
+    def _visit_RegexpReplace(self, node: exp.RegexpReplace) -> Node:
         value = self.visit(node.this)
         pattern = self._literal_value(self.visit(node.expression), "a pattern")
         replacement = self._literal_value(self.visit(node.args["replacement"]), "a replacement")
@@ -190,17 +186,17 @@ class FunctionTranslations:
         return self._node(pc.replace_substring_regex(value.expr, pattern=pattern, replacement=replacement,
                                                      max_replacements=None if "g" in flags else 1))
 
-    def _visit_Left(self, node: exp.Left) -> "_Node":
+    def _visit_Left(self, node: exp.Left) -> Node:
         value, count = self.visit(node.this), self._literal_value(self.visit(node.expression), "left's length")
         return self._node(pc.utf8_slice_codeunits(value.expr, start=0, stop=max(int(count), 0)))
 
-    def _visit_Right(self, node: exp.Right) -> "_Node":
+    def _visit_Right(self, node: exp.Right) -> Node:
         value, count = self.visit(node.this), int(self._literal_value(self.visit(node.expression), "a length"))
         if count <= 0:
             return self._node(pc.utf8_slice_codeunits(value.expr, start=0, stop=0))
         return self._node(pc.utf8_slice_codeunits(value.expr, start=-count))
 
-    def _visit_StrPosition(self, node: exp.StrPosition) -> "_Node":
+    def _visit_StrPosition(self, node: exp.StrPosition) -> Node:
         value, part = self.visit(node.this), self.visit(node.args["substr"])
         pattern = self._literal_value(part, "strpos' argument")
         found = pc.greater_equal(pc.find_substring(value.expr, pattern=pattern), 0)
@@ -208,10 +204,10 @@ class FunctionTranslations:
         before = pc.utf8_length(pc.list_element(pc.split_pattern(value.expr, pattern=pattern, max_splits=1), 0))
         return self._node(pc.if_else(found, pc.add(before, 1), 0))  # 1-based, 0 when absent
 
-    def _visit_Reverse(self, node: exp.Reverse) -> "_Node":
+    def _visit_Reverse(self, node: exp.Reverse) -> Node:
         return self._node(pc.utf8_reverse(self.visit(node.this).expr))
 
-    def _visit_Pad(self, node: exp.Pad) -> "_Node":
+    def _visit_Pad(self, node: exp.Pad) -> Node:
         value = self.visit(node.this)
         width = int(self._literal_value(self.visit(node.expression), "a pad width"))
         fill = node.args.get("fill_pattern")
@@ -222,21 +218,21 @@ class FunctionTranslations:
         # DataFusion truncates strings longer than the width
         return self._node(pc.utf8_slice_codeunits(kernel(value.expr, width=width, padding=padding), 0, width))
 
-    def _visit_Initcap(self, node: exp.Initcap) -> "_Node":
+    def _visit_Initcap(self, node: exp.Initcap) -> Node:
         return self._node(pc.utf8_title(self.visit(node.this).expr))
 
-    def _visit_BitLength(self, node: exp.BitLength) -> "_Node":
+    def _visit_BitLength(self, node: exp.BitLength) -> Node:
         return self._node(pc.multiply(pc.binary_length(self.visit(node.this).expr), 8))
 
     # -- nulls and NaN ---------------------------------------------------------------------------
-    def _visit_IsNan(self, node: exp.IsNan) -> "_Node":
+    def _visit_IsNan(self, node: exp.IsNan) -> Node:
         return self._node(pc.is_nan(self.visit(node.this).expr))
 
-    def _visit_Coalesce(self, node: exp.Coalesce) -> "_Node":
+    def _visit_Coalesce(self, node: exp.Coalesce) -> Node:
         parts = [self.visit(node.this)] + [self.visit(e) for e in node.expressions]
         return self._node(pc.coalesce(*[p.expr for p in parts]))
 
-    def _signed_float_keys(self, parts: list["_Node"]) -> tuple[pa.DataType, list[pc.Expression]] | None:
+    def _signed_float_keys(self, parts: list[Node]) -> tuple[pa.DataType, list[pc.Expression]] | None:
         """totalOrder keys (-0.0 below 0.0) of numeric operands when one is a float, else None."""
         types = [self._type_of(p) for p in parts]
         if not any(is_float(t) for t in types) or not all(
@@ -245,7 +241,7 @@ class FunctionTranslations:
         common = pa.float32() if all(pa.types.is_float32(t) for t in types) else pa.float64()
         return common, [order_key(p.expr.cast(common), common, zeros_equal=False) for p in parts]
 
-    def _visit_Nullif(self, node: exp.Nullif) -> "_Node":
+    def _visit_Nullif(self, node: exp.Nullif) -> Node:
         value, other = self.visit(node.this), self.visit(node.expression)
         dtype = self._type_of(value)
         keyed = self._signed_float_keys([value, other])
@@ -256,7 +252,7 @@ class FunctionTranslations:
         same = pc.coalesce(equal, pc.scalar(False))  # null compares as "differs"
         return self._node(pc.if_else(same, pc.scalar(pa.scalar(None, dtype)), value.expr), dtype)
 
-    def _extreme(self, parts: list["_Node"], pick: str) -> "_Node":
+    def _extreme(self, parts: list[Node], pick: str) -> Node:
         """greatest/least skipping nulls; floats by totalOrder like DataFusion (NaN above inf)."""
         keyed = self._signed_float_keys(parts)
         if keyed is None:
@@ -272,60 +268,58 @@ class FunctionTranslations:
             best_key = pc.if_else(better, key, best_key)
         return self._node(best, common)
 
-    def _visit_Greatest(self, node: exp.Greatest) -> "_Node":
+    def _visit_Greatest(self, node: exp.Greatest) -> Node:
         return self._extreme([self.visit(node.this)] + [self.visit(e) for e in node.expressions], "greater")
 
-    def _visit_Least(self, node: exp.Least) -> "_Node":
+    def _visit_Least(self, node: exp.Least) -> Node:
         return self._extreme([self.visit(node.this)] + [self.visit(e) for e in node.expressions], "less")
 
     # -- math ------------------------------------------------------------------------------------
-    def _visit_Round(self, node: exp.Round) -> "_Node":
+    def _visit_Round(self, node: exp.Round) -> Node:
         value = self.visit(node.this)
         decimals = node.args.get("decimals")
         ndigits = int(self._literal_value(self.visit(decimals), "round's digits")) if decimals is not None else 0
         return self._node(pc.round(value.expr, ndigits=ndigits, round_mode="half_towards_infinity"))
 
-    def _visit_Pow(self, node: exp.Pow) -> "_Node":
+    def _visit_Pow(self, node: exp.Pow) -> Node:
         base, exponent = self.visit(node.this), self.visit(node.expression)
         return self._node(pc.power(base.expr.cast(pa.float64()), exponent.expr.cast(pa.float64())))
 
-    def _visit_Sqrt(self, node: exp.Sqrt) -> "_Node":
+    def _visit_Sqrt(self, node: exp.Sqrt) -> Node:
         return self._node(pc.sqrt(self.visit(node.this).expr.cast(pa.float64())))
 
-    def _visit_Ln(self, node: exp.Ln) -> "_Node":
+    def _visit_Ln(self, node: exp.Ln) -> Node:
         return self._node(pc.ln(self.visit(node.this).expr.cast(pa.float64())))
 
-    def _visit_Exp(self, node: exp.Exp) -> "_Node":
+    def _visit_Exp(self, node: exp.Exp) -> Node:
         return self._node(pc.exp(self.visit(node.this).expr.cast(pa.float64())))
 
-    def _visit_Log(self, node: exp.Log) -> "_Node":
+    def _visit_Log(self, node: exp.Log) -> Node:
         if node.expression is None:  # log(x) is log10 in DataFusion
             return self._node(pc.log10(self.visit(node.this).expr.cast(pa.float64())))
         base, value = self.visit(node.this), self.visit(node.expression)
         return self._node(pc.logb(value.expr.cast(pa.float64()), base.expr.cast(pa.float64())))
 
-    def _visit_Ceil(self, node: exp.Ceil) -> "_Node":
+    def _visit_Ceil(self, node: exp.Ceil) -> Node:
         return self._node(pc.ceil(self.visit(node.this).expr))
 
-    def _visit_Floor(self, node: exp.Floor) -> "_Node":
+    def _visit_Floor(self, node: exp.Floor) -> Node:
         return self._node(pc.floor(self.visit(node.this).expr))
 
-    def _visit_Sign(self, node: exp.Sign) -> "_Node":
+    def _visit_Sign(self, node: exp.Sign) -> Node:
         return self._node(pc.sign(self.visit(node.this).expr))
 
-    def _visit_Trunc(self, node: exp.Trunc) -> "_Node":
+    def _visit_Trunc(self, node: exp.Trunc) -> Node:
         return self._node(pc.trunc(self.visit(node.this).expr))
 
     # -- lists -----------------------------------------------------------------------------------
-    def _visit_Array(self, node: exp.Array) -> "_Node":
-        from lance_format.dataset.sql.translate import _literal
-
+    def _visit_Array(self, node: exp.Array) -> Node:
         items = [self.visit(e) for e in node.expressions]
         if not all(i.is_literal for i in items):
             raise self._unsupported("array literals of non-constant values")
-        return _literal(pa.scalar([i.literal.as_py() for i in items]))
+        return literal_node(pa.scalar([i.literal.as_py() for i in items]))
 
-    def _list_type(self, node: "_Node", what: str) -> pa.DataType:
+    def _list_type(self, node: Node, what: str) -> pa.DataType:
         dtype = self._type_of(node)
         if not (pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_fixed_size_list(dtype)):
             raise self._invalid(f"{what} needs a list column, got {dtype}")
@@ -333,57 +327,55 @@ class FunctionTranslations:
             raise self._unsupported(f"{what} over fixed-size lists")
         return dtype
 
-    def _call_udf(self, name: str, function: Callable[..., pa.Array], args: list["_Node"],
-                  out_type: pa.DataType) -> "_Node":
+    def _call_udf(self, name: str, function: Callable[..., pa.Array], args: list[Node],
+                  out_type: pa.DataType) -> Node:
         types = {f"a{i}": self._type_of(a) for i, a in enumerate(args)}
         registered = _udf(name, function, types, out_type)
         return self._node(pc.Expression._call(registered, [a.expr for a in args]), out_type)
 
-    def _array_has_any(self, lists: "_Node", needles: "_Node") -> "_Node":
+    def _array_has_any(self, lists: Node, needles: Node) -> Node:
         self._list_type(lists, "array_has_any")
         if not needles.is_literal:
             raise self._unsupported("array_has_any with a non-constant list")
         return self._call_udf("array_has_any", _has_any, [lists, needles], pa.bool_())
 
-    def _visit_ArrayContains(self, node: exp.ArrayContains) -> "_Node":
+    def _visit_ArrayContains(self, node: exp.ArrayContains) -> Node:
         lists, needle = self.visit(node.this), self.visit(node.expression)
         self._list_type(lists, "array_contains")
         return self._call_udf("array_contains", _contains, [lists, needle], pa.bool_())
 
-    def _visit_ArrayContainsAll(self, node: exp.ArrayContainsAll) -> "_Node":
+    def _visit_ArrayContainsAll(self, node: exp.ArrayContainsAll) -> Node:
         lists, needles = self.visit(node.this), self.visit(node.expression)
         self._list_type(lists, "array_has_all")
         if not needles.is_literal:
             raise self._unsupported("array_has_all with a non-constant list")
-        from lance_format.dataset.sql.translate import _literal
-
-        checks = [self._call_udf("array_contains", _contains, [lists, _literal(v)], pa.bool_()).expr
+        checks = [self._call_udf("array_contains", _contains, [lists, literal_node(v)], pa.bool_()).expr
                   for v in needles.literal.values]
         result = pc.scalar(True)
         for check in checks:
             result = pc.and_kleene(result, check)
         return self._node(result, pa.bool_())
 
-    def _visit_ArraySize(self, node: exp.ArraySize) -> "_Node":
+    def _visit_ArraySize(self, node: exp.ArraySize) -> Node:
         lists = self.visit(node.this)
         self._list_type(lists, "array_length")
         return self._node(pc.list_value_length(lists.expr).cast(pa.uint64()), pa.uint64())
 
-    def _visit_ArrayPosition(self, node: exp.ArrayPosition) -> "_Node":
+    def _visit_ArrayPosition(self, node: exp.ArrayPosition) -> Node:
         lists, needle = self.visit(node.this), self.visit(node.expression)
         self._list_type(lists, "array_position")
         if not needle.is_literal:
             raise self._unsupported("array_position with a non-constant value")
         return self._call_udf("array_position", _position, [lists, needle], pa.uint64())
 
-    def _list_element(self, lists: "_Node", index: "_Node") -> "_Node":
+    def _list_element(self, lists: Node, index: Node) -> Node:
         dtype = self._list_type(lists, "list element access")
         if not index.is_literal:
             raise self._unsupported("list element access with a non-constant index")
         return self._call_udf("array_element", _element, [lists, index], dtype.value_type)
 
     # -- functions sqlglot leaves anonymous -------------------------------------------------------
-    def _json_call(self, name: str, args: list["_Node"]) -> "_Node":
+    def _json_call(self, name: str, args: list[Node]) -> Node:
         function, out_type = PATH_FUNCTIONS[name]
         arity = 3 if name == "json_array_contains" else 2
         if len(args) != arity:
@@ -398,17 +390,17 @@ class FunctionTranslations:
             raise self._unsupported(f"{name} with a non-constant path, key or value")
         return self._call_udf(name, function, args, out_type)
 
-    def _visit_JSONExtract(self, node: exp.JSONExtract) -> "_Node":
+    def _visit_JSONExtract(self, node: exp.JSONExtract) -> Node:
         if node.expressions:
             raise self._unsupported("json_extract with more than one path")
         return self._json_call("json_extract", [self.visit(node.this), self.visit(node.expression)])
 
-    def _visit_JSONArrayContains(self, node: exp.JSONArrayContains) -> "_Node":
+    def _visit_JSONArrayContains(self, node: exp.JSONArrayContains) -> Node:
         needle = node.args.get("json_type")
         parts = [node.this, node.expression] + ([needle] if isinstance(needle, exp.Expr) else [])
         return self._json_call("json_array_contains", [self.visit(p) for p in parts])
 
-    def anonymous_function(self, name: str, node: exp.Anonymous) -> "_Node | None":
+    def anonymous_function(self, name: str, node: exp.Anonymous) -> "Node | None":
         args = [self.visit(a) for a in node.expressions]
         if name in PATH_FUNCTIONS:
             return self._json_call(name, args)

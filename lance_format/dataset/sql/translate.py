@@ -1,14 +1,13 @@
 """Translation of sqlglot trees (Lance's SQL dialect) into ``pyarrow.compute`` expressions.
 
 The semantics are described in :mod:`lance_format.dataset.sql.filter`, the public entry point;
-this module holds the dialect, the tree walker (``Translator``) and its literal helpers.
+this module holds the dialect and the tree walker (``Translator``); literal coercions are in ``sql.literals``
+and the functions in ``sql.functions``.
 """
 
 from __future__ import annotations
 
-import decimal
 import re
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -21,6 +20,7 @@ from sqlglot.errors import SqlglotError
 
 from lance_format.dataset.sql.floats import compare_floats, is_float, is_number, literal_key, order_key
 from lance_format.dataset.sql.functions import FunctionTranslations
+from lance_format.dataset.sql.literals import LiteralCoercions, Node, literal_node, parses_from_string
 from lance_format.errors import InvalidInputError
 
 #: Columns the scanner synthesises; they can be filtered on without being in the table schema.
@@ -74,27 +74,7 @@ _SIMPLE_TYPES: dict[str, pa.DataType] = {
     "DATE": pa.date32(), "TIME": pa.time64("us"),
 }
 _TIMESTAMP_UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
-_LOOSE_DATE = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})(.*)$", re.DOTALL)
 _NULL_BOOL = pa.scalar(None, pa.bool_())
-
-
-@dataclass
-class _Node:
-    """A translated sub-expression; ``scalar`` is set when it is a constant literal."""
-
-    expr: pc.Expression
-    scalar: pa.Scalar | None = None
-    dtype: pa.DataType | None = None
-
-    @property
-    def is_literal(self) -> bool:
-        return self.scalar is not None
-
-    @property
-    def literal(self) -> pa.Scalar:
-        """The constant of a literal node (callers check ``is_literal`` first)."""
-        assert self.scalar is not None
-        return self.scalar
 
 
 def validation_schema(schema: pa.Schema) -> pa.Schema:
@@ -102,7 +82,7 @@ def validation_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema(list(schema) + extra)
 
 
-class Translator(FunctionTranslations):
+class Translator(LiteralCoercions, FunctionTranslations):
     """Walks a sqlglot tree and builds the pyarrow expression; records referenced columns."""
 
     def __init__(self, text: str, schema: pa.Schema) -> None:
@@ -150,7 +130,7 @@ class Translator(FunctionTranslations):
             self._empty = self._full_schema.empty_table()
         return self._empty
 
-    def _type_of(self, node: _Node) -> pa.DataType:
+    def _type_of(self, node: Node) -> pa.DataType:
         """Arrow type of a sub-expression, computed by projecting it over an empty table."""
         if node.dtype is None:
             try:
@@ -161,8 +141,8 @@ class Translator(FunctionTranslations):
         return node.dtype
 
     # ------------------------------------------------------------------ dispatch
-    def visit(self, node: exp.Expr) -> _Node:
-        handler: Callable[[Any], _Node] | None = getattr(self, f"_visit_{type(node).__name__}", None)
+    def visit(self, node: exp.Expr) -> Node:
+        handler: Callable[[Any], Node] | None = getattr(self, f"_visit_{type(node).__name__}", None)
         if handler is not None:
             return handler(node)
         if type(node) in _COMPARISONS:
@@ -171,16 +151,16 @@ class Translator(FunctionTranslations):
         if type(node) in _ARITHMETIC:
             return self._arithmetic(_ARITHMETIC[type(node)], node)
         if type(node) in _UNARY_FUNCTIONS:
-            return _Node(pc.Expression._call(_UNARY_FUNCTIONS[type(node)], [self.visit(node.this).expr]))
+            return Node(pc.Expression._call(_UNARY_FUNCTIONS[type(node)], [self.visit(node.this).expr]))
         if isinstance(node, exp.Func):
             raise self._unsupported(f"function {node.sql()}")
         raise self._unsupported(f"{type(node).__name__} ({node.sql()})")
 
     # ------------------------------------------------------------------ leaves
-    def _visit_Column(self, node: exp.Column) -> _Node:
+    def _visit_Column(self, node: exp.Column) -> Node:
         return self._field_path([(p.name, bool(p.args.get("quoted"))) for p in node.parts])
 
-    def _visit_Dot(self, node: exp.Dot) -> _Node:
+    def _visit_Dot(self, node: exp.Dot) -> Node:
         # sqlglot nests paths deeper than four parts as Dot(Column, Identifier).
         path: list[tuple[str, bool]] = []
         current: exp.Expression = node
@@ -195,7 +175,7 @@ class Translator(FunctionTranslations):
         head = [(p.name, bool(p.args.get("quoted"))) for p in current.parts]
         return self._field_path(head + path)
 
-    def _visit_Bracket(self, node: exp.Bracket) -> _Node:
+    def _visit_Bracket(self, node: exp.Bracket) -> Node:
         keys = node.expressions
         numeric = isinstance(keys[0], exp.Neg) and isinstance(keys[0].this, exp.Literal) if len(keys) == 1 else False
         if len(keys) == 1 and (numeric or isinstance(keys[0], exp.Literal) and not keys[0].is_string):
@@ -207,7 +187,7 @@ class Translator(FunctionTranslations):
         path = [(p.name, bool(p.args.get("quoted"))) for p in node.this.parts]
         return self._field_path(path + [(keys[0].name, True)])
 
-    def _struct_field(self, value: _Node, name: str, node: exp.Expression) -> _Node:
+    def _struct_field(self, value: Node, name: str, node: exp.Expression) -> Node:
         """Field ``name`` of a struct-typed sub-expression (a list element, a function result)."""
         dtype = self._type_of(value)
         if not pa.types.is_struct(dtype):
@@ -215,9 +195,9 @@ class Translator(FunctionTranslations):
         index = dtype.get_field_index(name)
         if index < 0:
             raise self._invalid(f"field {name!r} not found in {node.this.sql()} ({dtype})")
-        return _Node(pc.struct_field(value.expr, [index]), dtype=dtype.field(index).type)
+        return Node(pc.struct_field(value.expr, [index]), dtype=dtype.field(index).type)
 
-    def _field_path(self, path: list[tuple[str, bool]]) -> _Node:
+    def _field_path(self, path: list[tuple[str, bool]]) -> Node:
         (first, quoted), rest = path[0], path[1:]
         name = self._resolve_top_level(first, quoted)
         self.referenced.add(name)
@@ -231,7 +211,7 @@ class Translator(FunctionTranslations):
                 )
             dtype = dtype.field(child).type
             names.append(child)
-        return _Node(pc.field(*names), dtype=dtype)
+        return Node(pc.field(*names), dtype=dtype)
 
     def _resolve_top_level(self, name: str, quoted: bool) -> str:
         names = self._full_schema.names
@@ -249,9 +229,9 @@ class Translator(FunctionTranslations):
             column=name,
         )
 
-    def _visit_Literal(self, node: exp.Literal) -> _Node:
+    def _visit_Literal(self, node: exp.Literal) -> Node:
         if node.is_string:
-            return _literal(pa.scalar(node.this, pa.string()))
+            return literal_node(pa.scalar(node.this, pa.string()))
         text = node.this
         try:
             value: int | float = int(text)
@@ -263,28 +243,28 @@ class Translator(FunctionTranslations):
         # Like DataFusion: integers that do not fit in int64 become float64.
         if isinstance(value, int) and not -(2**63) <= value < 2**63:
             value = float(value)
-        return _literal(pa.scalar(value, pa.int64() if isinstance(value, int) else pa.float64()))
+        return literal_node(pa.scalar(value, pa.int64() if isinstance(value, int) else pa.float64()))
 
-    def _visit_Boolean(self, node: exp.Boolean) -> _Node:
-        return _literal(pa.scalar(bool(node.this), pa.bool_()))
+    def _visit_Boolean(self, node: exp.Boolean) -> Node:
+        return literal_node(pa.scalar(bool(node.this), pa.bool_()))
 
-    def _visit_Null(self, node: exp.Null) -> _Node:
-        return _literal(pa.scalar(None))
+    def _visit_Null(self, node: exp.Null) -> Node:
+        return literal_node(pa.scalar(None))
 
-    def _visit_Paren(self, node: exp.Paren) -> _Node:
+    def _visit_Paren(self, node: exp.Paren) -> Node:
         return self.visit(node.this)
 
     # ------------------------------------------------------------------ logic
-    def _visit_And(self, node: exp.And) -> _Node:
+    def _visit_And(self, node: exp.And) -> Node:
         return self._logical_chain(node, exp.And, pc.and_kleene)
 
-    def _visit_Or(self, node: exp.Or) -> _Node:
+    def _visit_Or(self, node: exp.Or) -> Node:
         return self._logical_chain(node, exp.Or, pc.or_kleene)
 
     def _logical_chain(
         self, node: exp.Expression, kind: type[exp.Expression],
         combine: Callable[[pc.Expression, pc.Expression], pc.Expression],
-    ) -> _Node:
+    ) -> Node:
         """``a OR b OR c ...`` flattened without recursion and recombined as a balanced tree.
 
         Filters built from partition keys or ID lists chain thousands of terms; sqlglot nests them
@@ -306,137 +286,55 @@ class Translator(FunctionTranslations):
             pairs = range(0, len(operands) - 1, 2)
             combined = [combine(operands[i], operands[i + 1]) for i in pairs]
             operands = combined + operands[len(combined) * 2:]
-        return _Node(operands[0])
+        return Node(operands[0])
 
-    def _visit_Not(self, node: exp.Not) -> _Node:
-        return _Node(pc.invert(self.visit(node.this).expr))
+    def _visit_Not(self, node: exp.Not) -> Node:
+        return Node(pc.invert(self.visit(node.this).expr))
 
-    def _visit_Is(self, node: exp.Is) -> _Node:
+    def _visit_Is(self, node: exp.Is) -> Node:
         operand = self.visit(node.this)
         target = node.expression
         if isinstance(target, exp.Null):
-            return _Node(pc.is_null(operand.expr))
+            return Node(pc.is_null(operand.expr))
         if isinstance(target, exp.Boolean):
             # x IS TRUE / IS FALSE never yield NULL: a NULL operand counts as "not matched".
             value = operand.expr if target.this else pc.invert(operand.expr)
-            return _Node(pc.coalesce(value, pa.scalar(False)))
+            return Node(pc.coalesce(value, pa.scalar(False)))
         raise self._unsupported(f"IS {target.sql()}")
 
-    def _visit_NullSafeEQ(self, node: exp.NullSafeEQ) -> _Node:
+    def _visit_NullSafeEQ(self, node: exp.NullSafeEQ) -> Node:
         left, right = self.visit(node.this), self.visit(node.expression)
         eq = self._compare("equal", left, right).expr
         both_null = pc.and_kleene(pc.is_null(left.expr), pc.is_null(right.expr))
-        return _Node(pc.coalesce(eq, both_null))
+        return Node(pc.coalesce(eq, both_null))
 
-    def _visit_NullSafeNEQ(self, node: exp.NullSafeNEQ) -> _Node:
+    def _visit_NullSafeNEQ(self, node: exp.NullSafeNEQ) -> Node:
         same = exp.NullSafeEQ(this=node.this, expression=node.expression)
-        return _Node(pc.invert(self._visit_NullSafeEQ(same).expr))
+        return Node(pc.invert(self._visit_NullSafeEQ(same).expr))
 
     # ------------------------------------------------------------------ comparisons
-    def _compare(self, function: str, left: _Node, right: _Node) -> _Node:
+    def _compare(self, function: str, left: Node, right: Node) -> Node:
         left, right = self._coerce_pair(left, right)
         by_total_order = self._float_compare(function, left, right)
         if by_total_order is not None:
             return by_total_order
-        return _Node(pc.Expression._call(function, [left.expr, right.expr]))
+        return Node(pc.Expression._call(function, [left.expr, right.expr]))
 
-    def _float_compare(self, function: str, left: _Node, right: _Node) -> _Node | None:
+    def _float_compare(self, function: str, left: Node, right: Node) -> Node | None:
         """A comparison involving floats, by DataFusion's totalOrder (see ``sql.floats``)."""
         sides = [(n.expr, self._type_of(n), n.scalar) for n in (left, right)]
         expr = compare_floats(function, sides[0], sides[1])
-        return None if expr is None else _Node(expr)
+        return None if expr is None else Node(expr)
 
-    def _coerce_pair(self, left: _Node, right: _Node) -> tuple[_Node, _Node]:
-        """Make literals take the type of the column side; align date vs timestamp operands."""
-        if left.is_literal and not right.is_literal:
-            left = self._coerce_literal(left, self._type_of(right))
-        elif right.is_literal and not left.is_literal:
-            right = self._coerce_literal(right, self._type_of(left))
-        lt, rt = self._type_of(left), self._type_of(right)
-        if pa.types.is_date(lt) and pa.types.is_timestamp(rt):
-            left = _Node(left.expr.cast(rt), dtype=rt)
-        elif pa.types.is_timestamp(lt) and pa.types.is_date(rt):
-            right = _Node(right.expr.cast(lt), dtype=lt)
-        elif pa.types.is_timestamp(lt) and pa.types.is_timestamp(rt) and (lt.tz is None) != (
-            rt.tz is None
-        ):
-            # Naive vs tz-aware: the naive side is wall-clock time in the other side's zone.
-            if lt.tz is None:
-                left = _Node(_assume_tz(left.expr, rt.tz), dtype=pa.timestamp(lt.unit, rt.tz))
-            else:
-                right = _Node(_assume_tz(right.expr, lt.tz), dtype=pa.timestamp(rt.unit, lt.tz))
-        return left, right
-
-    def _coerce_literal(self, node: _Node, target: pa.DataType) -> _Node:
-        scalar = node.scalar
-        assert scalar is not None
-        if not scalar.is_valid:
-            return _literal(pa.scalar(None, target)) if not pa.types.is_null(target) else node
-        source = scalar.type
-        if pa.types.is_string(source) or pa.types.is_large_string(source):
-            if _parses_from_string(target):
-                return _literal(self._parse_literal(scalar.as_py(), target))
-        elif pa.types.is_timestamp(source) and pa.types.is_timestamp(target):
-            if source != target:
-                return _literal(self._timestamp_literal(scalar, target))
-        elif pa.types.is_date(source) and pa.types.is_timestamp(target):
-            # pylance: a DATE literal against a tz-aware column is midnight UTC.
-            return _literal(scalar.cast(target))
-        elif pa.types.is_decimal(target) and (pa.types.is_integer(source) or pa.types.is_floating(source)):
-            # Compare exactly as decimals; pyarrow's int64 -> decimal promotion can overflow
-            # the precision of a narrow decimal column.
-            value = decimal.Decimal(repr(scalar.as_py()))
-            if value.is_finite():
-                return _literal(pa.scalar(value))
-        return node
-
-    def _timestamp_literal(self, scalar: pa.Scalar, target: pa.DataType) -> pa.Scalar:
-        """Convert a timestamp literal to ``target``'s unit and zone, the way pylance 14 does."""
-        try:
-            if scalar.type.tz is None and target.tz is not None:
-                # pylance reads a naive literal as wall-clock time in the column's time zone.
-                scalar = pc.assume_timezone(
-                    pa.array([scalar]), timezone=target.tz, ambiguous="earliest", nonexistent="earliest"
-                )[0]
-            elif scalar.type.tz is not None and target.tz is None:
-                scalar = scalar.cast(pa.timestamp(scalar.type.unit))
-            # A literal finer than the column is truncated to the column unit, as DataFusion does.
-            return scalar.cast(target, safe=False)
-        except (pa.ArrowException, ValueError) as err:
-            raise self._invalid(f"cannot interpret timestamp literal {scalar} as {target}: {err}") from None
-
-    def _parse_literal(self, text: str, target: pa.DataType) -> pa.Scalar:
-        """Interpret a string literal as ``target`` (date, timestamp, time or decimal)."""
-        try:
-            if pa.types.is_decimal(target):
-                return pa.scalar(decimal.Decimal(text.strip()))
-            text = _pad_date(text.strip())
-            if pa.types.is_timestamp(target):
-                try:
-                    value = pa.scalar(text).cast(pa.timestamp(target.unit))
-                except pa.ArrowInvalid:
-                    # The literal carries a zone offset: it names an exact instant.
-                    value = pa.scalar(text).cast(pa.timestamp(target.unit, "UTC"))
-                return self._timestamp_literal(value, target)
-            if pa.types.is_date(target):
-                try:
-                    return pa.scalar(text).cast(target)
-                except pa.ArrowInvalid:
-                    # Also accept a timestamp literal against a date column (keeps the date part).
-                    return pa.scalar(text).cast(pa.timestamp("us")).cast(target, safe=False)
-            return pa.scalar(text).cast(target)
-        except (pa.ArrowException, decimal.InvalidOperation, ValueError) as err:
-            raise self._invalid(f"cannot interpret literal {text!r} as {target}: {err}") from None
-
-    def _visit_Between(self, node: exp.Between) -> _Node:
+    def _visit_Between(self, node: exp.Between) -> Node:
         if node.args.get("symmetric"):
             raise self._unsupported("BETWEEN SYMMETRIC")
         value = self.visit(node.this)
         low = self._compare("greater_equal", value, self.visit(node.args["low"]))
         high = self._compare("less_equal", value, self.visit(node.args["high"]))
-        return _Node(pc.and_kleene(low.expr, high.expr))
+        return Node(pc.and_kleene(low.expr, high.expr))
 
-    def _visit_In(self, node: exp.In) -> _Node:
+    def _visit_In(self, node: exp.In) -> Node:
         if any(node.args.get(key) is not None for key in ("query", "unnest", "field")):
             raise self._unsupported(f"IN with a subquery ({node.sql()})")
         value = self.visit(node.this)
@@ -450,14 +348,14 @@ class Translator(FunctionTranslations):
         has_null = any(not s.is_valid for s in coerced)
         values = [s for s in coerced if s.is_valid]
         if not values:
-            return _Node(pc.scalar(_NULL_BOOL))
+            return Node(pc.scalar(_NULL_BOOL))
         if is_float(target) and all(is_number(s.type) for s in values):
             keys = pa.array([literal_key(float(s.as_py()), target) for s in values], pa.int64())
             found = pc.is_in(order_key(value.expr, target, zeros_equal=True), value_set=keys, skip_nulls=True)
             result = pc.if_else(pc.is_null(value.expr), pc.scalar(_NULL_BOOL), found)
             if has_null:
                 result = pc.if_else(result, pc.scalar(True), pc.scalar(_NULL_BOOL))
-            return _Node(result)
+            return Node(result)
         try:
             # Safe scalar casts: 2.5 must not silently become 2 in an int value set.
             value_set = pa.array([s.cast(target) for s in values], type=target)
@@ -469,25 +367,25 @@ class Translator(FunctionTranslations):
         result = pc.if_else(pc.is_null(value.expr), pc.scalar(_NULL_BOOL), found)
         if has_null:
             result = pc.if_else(result, pc.scalar(True), pc.scalar(_NULL_BOOL))
-        return _Node(result)
+        return Node(result)
 
-    def _or_equalities(self, value: _Node, items: list[_Node]) -> _Node:
+    def _or_equalities(self, value: Node, items: list[Node]) -> Node:
         # An OR of equalities gives SQL's NULL semantics for IN directly.
         result = self._compare("equal", value, items[0]).expr
         for item in items[1:]:
             result = pc.or_kleene(result, self._compare("equal", value, item).expr)
-        return _Node(result)
+        return Node(result)
 
     # ------------------------------------------------------------------ LIKE
     def _visit_Like(
         self, node: exp.Expression, ignore_case: bool = False, escape: str | None = None
-    ) -> _Node:
+    ) -> Node:
         value = self.visit(node.this)
         pattern = self.visit(node.expression)
         if not pattern.is_literal:
             raise self._unsupported(f"LIKE with a non-literal pattern ({node.sql()})")
         if not pattern.literal.is_valid:
-            return _Node(pc.scalar(_NULL_BOOL))
+            return Node(pc.scalar(_NULL_BOOL))
         text = pattern.literal.as_py()
         if not isinstance(text, str):
             raise self._invalid(f"LIKE pattern must be a string, got {pattern.literal.type}")
@@ -496,12 +394,12 @@ class Translator(FunctionTranslations):
         expr = pc.match_like(value.expr, pattern=text, ignore_case=ignore_case)
         if node.args.get("negate"):
             expr = pc.invert(expr)
-        return _Node(expr)
+        return Node(expr)
 
-    def _visit_ILike(self, node: exp.ILike) -> _Node:
+    def _visit_ILike(self, node: exp.ILike) -> Node:
         return self._visit_Like(node, ignore_case=True)
 
-    def _visit_Escape(self, node: exp.Escape) -> _Node:
+    def _visit_Escape(self, node: exp.Escape) -> Node:
         like, escape = node.this, node.expression
         if not isinstance(like, (exp.Like, exp.ILike)):
             raise self._unsupported(f"ESCAPE on {type(like).__name__}")
@@ -510,12 +408,12 @@ class Translator(FunctionTranslations):
         return self._visit_Like(like, ignore_case=isinstance(like, exp.ILike), escape=escape.this)
 
     # ------------------------------------------------------------------ arithmetic, casts, functions
-    def _arithmetic(self, function: str, node: exp.Expr) -> _Node:
+    def _arithmetic(self, function: str, node: exp.Expr) -> Node:
         left, right = self.visit(node.this), self.visit(node.expression)
         if left.is_literal and right.is_literal and left.literal.is_valid and right.literal.is_valid:
             # Fold constants so that e.g. `x = 1 + 1` still compares a literal with the column.
             try:
-                return _literal(pc.call_function(function, [left.literal, right.literal]))
+                return literal_node(pc.call_function(function, [left.literal, right.literal]))
             except (pa.ArrowException, TypeError) as err:
                 raise self._invalid(err) from None
         # Numeric literals next to a decimal become small decimals; pyarrow's int64 -> decimal(19, 0)
@@ -524,42 +422,42 @@ class Translator(FunctionTranslations):
             left = self._coerce_literal(left, self._type_of(right))
         elif right.is_literal and not left.is_literal and pa.types.is_decimal(self._type_of(left)):
             right = self._coerce_literal(right, self._type_of(left))
-        return _Node(pc.Expression._call(function, [left.expr, right.expr]))
+        return Node(pc.Expression._call(function, [left.expr, right.expr]))
 
-    def _visit_Neg(self, node: exp.Neg) -> _Node:
+    def _visit_Neg(self, node: exp.Neg) -> Node:
         operand = self.visit(node.this)
         if operand.is_literal and operand.literal.is_valid:
             try:
-                return _literal(pc.negate_checked(operand.literal))
+                return literal_node(pc.negate_checked(operand.literal))
             except (pa.ArrowException, TypeError) as err:
                 raise self._invalid(err) from None
-        return _Node(pc.negate(operand.expr))
+        return Node(pc.negate(operand.expr))
 
-    def _visit_DPipe(self, node: exp.DPipe) -> _Node:
+    def _visit_DPipe(self, node: exp.DPipe) -> Node:
         left, right = self.visit(node.this), self.visit(node.expression)
-        return _Node(pc.binary_join_element_wise(left.expr, right.expr, pc.scalar("")))
+        return Node(pc.binary_join_element_wise(left.expr, right.expr, pc.scalar("")))
 
-    def _visit_Cast(self, node: exp.Cast) -> _Node:
+    def _visit_Cast(self, node: exp.Cast) -> Node:
         return self._cast(self.visit(node.this), self._arrow_type(node.args["to"]))
 
-    def _cast(self, operand: _Node, target: pa.DataType) -> _Node:
+    def _cast(self, operand: Node, target: pa.DataType) -> Node:
         """SQL CAST semantics (also DataFusion's arrow_cast)."""
         if operand.is_literal:
             scalar = operand.literal
             if not scalar.is_valid:
-                return _literal(pa.scalar(None, target))
-            if pa.types.is_string(scalar.type) and _parses_from_string(target):
-                return _literal(self._parse_literal(scalar.as_py(), target))
+                return literal_node(pa.scalar(None, target))
+            if pa.types.is_string(scalar.type) and parses_from_string(target):
+                return literal_node(self._parse_literal(scalar.as_py(), target))
             try:
-                return _literal(scalar.cast(target))
+                return literal_node(scalar.cast(target))
             except (pa.ArrowException, TypeError) as err:
                 raise self._invalid(f"cannot cast {scalar.as_py()!r} to {target}: {err}") from None
         source = self._type_of(operand)
         # SQL CAST(float AS int) truncates (DataFusion); pyarrow's safe cast would refuse.
         safe = not (pa.types.is_floating(source) and pa.types.is_integer(target))
-        return _Node(operand.expr.cast(target, safe=safe), dtype=target)
+        return Node(operand.expr.cast(target, safe=safe), dtype=target)
 
-    def _visit_TryCast(self, node: exp.TryCast) -> _Node:
+    def _visit_TryCast(self, node: exp.TryCast) -> Node:
         raise self._unsupported("TRY_CAST")
 
     def _arrow_type(self, dtype: exp.DataType) -> pa.DataType:
@@ -579,26 +477,26 @@ class Translator(FunctionTranslations):
             return (pa.decimal128 if ints[0] <= 38 else pa.decimal256)(ints[0], ints[1])
         raise self._unsupported(f"CAST to type {dtype.sql()}")
 
-    def _visit_Length(self, node: exp.Length) -> _Node:
+    def _visit_Length(self, node: exp.Length) -> Node:
         operand = self.visit(node.this)
         dtype = self._type_of(operand)
         binary = pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype)
         function = "binary_length" if binary else "utf8_length"
-        return _Node(pc.Expression._call(function, [operand.expr]))
+        return Node(pc.Expression._call(function, [operand.expr]))
 
-    def _visit_Anonymous(self, node: exp.Anonymous) -> _Node:
+    def _visit_Anonymous(self, node: exp.Anonymous) -> Node:
         name = str(node.this).lower()
         if name == "is_valid" and len(node.expressions) == 1:
             # Legacy Lance spelling of IS NOT NULL.
-            return _Node(pc.is_valid(self.visit(node.expressions[0]).expr))
+            return Node(pc.is_valid(self.visit(node.expressions[0]).expr))
         translated = self.anonymous_function(name, node)
         if translated is None:
             raise self._unsupported(f"function {node.this}()")
         return translated
 
-    def _visit_HexString(self, node: exp.HexString) -> _Node:
+    def _visit_HexString(self, node: exp.HexString) -> Node:
         try:
-            return _literal(pa.scalar(bytes.fromhex(str(node.this)), pa.binary()))
+            return literal_node(pa.scalar(bytes.fromhex(str(node.this)), pa.binary()))
         except ValueError:
             raise self._invalid(f"X'{node.this}' is not a hex string") from None
 
@@ -609,28 +507,6 @@ def syntax_detail(err: SqlglotError) -> str:
     if first.get("description"):
         return f"{first['description']} (line {first.get('line')}, column {first.get('col')})"
     return re.sub(r"\x1b\[[0-9;]*m", "", str(err))
-
-
-def _literal(scalar: pa.Scalar) -> _Node:
-    return _Node(pc.scalar(scalar), scalar=scalar, dtype=scalar.type)
-
-
-def _parses_from_string(dtype: pa.DataType) -> bool:
-    """Types whose string literals we convert (pylance would reject the comparison)."""
-    return pa.types.is_temporal(dtype) or pa.types.is_decimal(dtype)
-
-
-def _assume_tz(expr: pc.Expression, tz: str) -> pc.Expression:
-    return pc.assume_timezone(expr, timezone=tz, ambiguous="earliest", nonexistent="earliest")
-
-
-def _pad_date(text: str) -> str:
-    """Zero-pad ``2024-1-5`` style dates, which DataFusion accepts but Arrow's parser does not."""
-    match = _LOOSE_DATE.match(text)
-    if not match:
-        return text
-    year, month, day, rest = match.groups()
-    return f"{year}-{int(month):02d}-{int(day):02d}{rest}"
 
 
 def _rewrite_escape(pattern: str, escape: str) -> str:
