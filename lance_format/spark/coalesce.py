@@ -47,7 +47,7 @@ from lance_format.schema import LanceSchema
 from lance_format.spark.common import SMALL_FILE_FRACTION
 
 if TYPE_CHECKING:
-    from lance_format.spark.write import WritePlan
+    from lance_format.spark.write_plan import WritePlan
 
 COALESCE_OPTION = "coalesceSmallFragments"
 # Transaction properties of a data-source or streaming-sink commit.

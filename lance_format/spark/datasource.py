@@ -80,7 +80,8 @@ from lance_format.spark.compaction import compact_after_write, compaction_from_o
 from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_partition
 from lance_format.spark.worker_heap import freeze_imported_objects
-from lance_format.spark.write import Deletions, Written, commit_coalesced, discard_write, plan_write
+from lance_format.spark.write import Deletions, Written, commit_coalesced, discard_write
+from lance_format.spark.write_plan import plan_write
 
 NAME = "lance"
 ABORT_GRACE_SECONDS = 2.5

@@ -63,13 +63,12 @@ from lance_format.spark.tasks import (
 )
 from lance_format.spark.write import (
     Deletions,
-    WritePlan,
     commit_coalesced,
     discard_failed_attempts,
     fail_write,
-    plan_write,
     run_write_job,
 )
+from lance_format.spark.write_plan import WritePlan, plan_write
 from lance_format.table.commit import latest_manifest
 
 WHEN_MATCHED = ("update_all", "do_nothing", "delete", "fail")

@@ -56,7 +56,8 @@ from lance_format.spark.common import CommitResult, count_small_fragments
 from lance_format.spark.compaction import compact_after_write, compaction_from_options
 from lance_format.spark.datasource import _flag, _int, _json, _path, _storage, file_size_options, task_retried
 from lance_format.spark.tasks import schema_from_bytes, write_partition
-from lance_format.spark.write import commit_written, plan_write
+from lance_format.spark.write import commit_written
+from lance_format.spark.write_plan import plan_write
 from lance_format.table.commit import latest_manifest
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import list_versions

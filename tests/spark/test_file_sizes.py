@@ -10,7 +10,8 @@ from pyspark.sql import functions as F
 from lance_format.errors import InvalidInputError
 from lance_format.spark.coalesce import COALESCED_KEY, FRAGMENTS_BEFORE_KEY, FRAGMENTS_KEY
 from lance_format.spark import merge_dataframe, write_dataframe
-from lance_format.spark.write import estimated_size, plan_write, planned_tasks
+from lance_format.spark.coalesce import estimated_size, planned_tasks
+from lance_format.spark.write_plan import plan_write
 
 from .helpers import data_files, lance_rows, spark_rows
 
