@@ -57,3 +57,28 @@ def test_nullable_fixed_width_values(tmp_path, version, column):
         return table if column is None else table.select([column])
 
     _assert_pylance_cuts(tmp_path, make, 4, 300_000, version)
+
+
+def _keyed_strings(i: int, rows: int) -> pa.Table:
+    k = np.arange(i * rows, (i + 1) * rows)
+    return pa.table({"a": pa.array(k * 1000003 % (1 << 40), pa.int64()),
+                     "s": pa.array([b"%023d" % (x * 7919) for x in k])})
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("every", [2, 7, 100, 1000])
+def test_fragments_with_deletions(tmp_path, version, every):
+    """pylance reads a fragment with deletions in batches of 8192 live rows, decoding each run of
+    live rows of each chunk on its own: the more runs, the larger the values buffer (dense
+    deletions flush a page with every batch, and files are cut by the bytes written)."""
+    _assert_pylance_cuts(tmp_path, _keyed_strings, 4, 50_000, version, delete=f"a % {every} = 0")
+
+
+def test_deletions_in_one_fragment_only(tmp_path):
+    """A few deleted rows in the first fragment: its batches, and only its, are read as runs."""
+    def make(i: int, rows: int) -> pa.Table:
+        table = _keyed_strings(i, rows)
+        return table.append_column("n", _nullable_numbers(i, rows)["i"])
+
+    _assert_pylance_cuts(tmp_path, make, 4, 50_000, "2.1",
+                         delete=f"a > {1000003 * 20000} AND a < {1000003 * 20010}")
