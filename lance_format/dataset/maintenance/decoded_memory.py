@@ -13,15 +13,25 @@ compaction writes are those pylance's mini-block decoder built for each 8192-row
 * an array also counts its own struct (120 bytes for strings, 96 for primitives).
 
 * a page with definition levels (nullable strings) adds a validity bitmap to every batch, in a
-  buffer rounded up to 64 bytes; fixed-width values end up in a buffer of exactly their size.
+  buffer rounded up to 64 bytes;
+* fixed-width values (numbers, timestamps, dates) without nulls end up in a buffer of exactly
+  their size (without rep/def levels pylance's decoder knows the decoded size); with nulls, in the values buffer described above (twice the touched chunks'
+  bytes, grown when short), and no validity bitmap is counted (measured: counting one moves
+  the cuts by a batch).
+
+A fragment with deletions is read in batches of 8192 *live* rows, each run of live rows of each
+chunk being one decode instruction; the values buffer then starts at twice the bytes of the
+chunk of every instruction, so a chunk is counted once per run (measured one batch at a time:
+the same bytes to within the resolution of the experiment). Dense deletions make every batch
+flush a page by itself, and files are then cut by the bytes those pages wrote.
 
 So for a batch read from one mini-block page without repetition levels (not nested) and without
-a dictionary, the size is a function of the page's chunk sizes and the batch's rows, which this
-module computes from the source files. Other pages (full-zip, dictionaries, nested fields,
-nullable fixed-width values, a batch crossing pages, fragments with deletions) are not modelled:
-the writer then counts the array's length in bytes, as before. Measured against pylance 14 on
-string, int64 and float64 columns, with and without nulls, in 2.1 and 2.2: the same cuts, except
-near the threshold with several nullable string columns in 2.2 (a batch off).
+a dictionary, the size is a function of the page's chunk sizes and the batch's row ranges, which
+this module computes from the source files. Other pages (full-zip, dictionaries, nested fields,
+a batch crossing pages) are not modelled: the writer then counts the array's length in bytes, as
+before. Measured against pylance 14 on string, int64, float64 and timestamp columns, with and
+without nulls and deletions, in 2.1 and 2.2: the same cuts, except near the threshold with
+several nullable string columns in 2.2 (a batch off).
 """
 
 from __future__ import annotations
@@ -52,61 +62,97 @@ def _grown(capacity: int, needed: int, minimum: int) -> int:
     return max(capacity * 2, needed, minimum)
 
 
-def _batch_bytes(page: MiniBlockPage, lo: int, hi: int, array: pa.Array) -> int:
-    """Allocated bytes of rows [lo, hi) of ``page`` (``array`` holds them) decoded as pylance
-    does: one decode task over the chunks the rows touch."""
-    if pa.types.is_integer(array.type) or pa.types.is_floating(array.type):
-        # fixed-width values end up in a buffer of exactly their size (measured against pylance)
-        return len(array) * array.type.byte_width + _PRIMITIVE_STRUCT
-    # (the page decoders offered here hold no nulls of fixed-width values: see _column_plans)
+def _grown_through(capacity: int, needs: np.ndarray, minimum: int) -> int:
+    """A ``Vec``'s capacity after reserving, in turn, the (non-decreasing) ``needs``: one step
+    per growth, not per element."""
+    at = 0
+    while True:
+        at = int(np.searchsorted(needs, capacity, side="right"))
+        if at >= len(needs):
+            return capacity
+        capacity = _grown(capacity, int(needs[at]), minimum)
+
+
+def _fixed_width(data_type: pa.DataType) -> bool:
+    t = pa.types
+    return (t.is_integer(data_type) or t.is_floating(data_type) or t.is_timestamp(data_type) or t.is_date(data_type)
+            or t.is_time(data_type) or t.is_duration(data_type))
+
+
+def _pieces(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pylance's decode instructions for the page-relative row ranges [lo, hi): one per range
+    and chunk it touches, as (chunk, rows taken)."""
     first, rows = page.first_row, page.chunk_rows
-    touched = np.flatnonzero((first < hi) & (first + rows > lo))
-    sizes = np.diff(page.chunk_offsets)
+    c_lo = np.searchsorted(first, lo, side="right") - 1
+    c_hi = np.searchsorted(first, hi - 1, side="right") - 1
+    per_range = c_hi - c_lo + 1
+    which = np.repeat(np.arange(len(lo)), per_range)
+    chunk = c_lo[which] + np.arange(len(which)) - np.repeat(np.cumsum(per_range) - per_range, per_range)
+    taken = np.minimum(hi[which], first[chunk] + rows[chunk]) - np.maximum(lo[which], first[chunk])
+    return chunk, taken
+
+
+def _batch_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array: pa.Array) -> int:
+    """Allocated bytes of the page-relative row ranges [lo, hi) of ``page`` (``array`` holds
+    their rows in order) decoded as pylance does: one decode task whose instructions each take
+    one range's rows of one chunk, and whose values buffer starts at twice the bytes of the
+    chunk of every instruction (a chunk several ranges touch is counted once per range)."""
+    chunk, taken = _pieces(page, lo, hi)
+    estimate = 2 * int(np.diff(page.chunk_offsets)[chunk].sum())
+    if _fixed_width(array.type):
+        if page.def_codec is None:
+            # fixed-width values end up in a buffer of exactly their size (measured against pylance)
+            return len(array) * array.type.byte_width + _PRIMITIVE_STRUCT
+        return _grown(estimate, len(array) * array.type.byte_width, 8) + _PRIMITIVE_STRUCT
     ends = np.zeros(len(array) + 1, np.int64)
     np.cumsum(pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False), out=ends[1:])
-    values_cap = 2 * int(sizes[touched].sum())
-    values_len = 0
-    offsets_cap, offsets_len = 1, 1
-    for c in touched:
-        a, b = max(lo, int(first[c])), min(hi, int(first[c] + rows[c]))
-        offsets_cap = _grown(offsets_cap, offsets_len + b - a, 4)
-        offsets_len += b - a
-        values_len += int(ends[b - lo] - ends[a - lo])
-        values_cap = _grown(values_cap, values_len, 8)
+    row_ends = np.cumsum(taken)
+    values_cap = _grown_through(estimate, ends[row_ends], 8)
+    offsets_cap = _grown_through(1, 1 + row_ends, 4)
     # a page with definition levels gives every batch a validity bitmap (a 64-byte rounded buffer)
-    validity = -(-((hi - lo + 7) // 8) // 64) * 64 if page.def_codec is not None else 0
+    validity = -(-((len(array) + 7) // 8) // 64) * 64 if page.def_codec is not None else 0
     return values_cap + offsets_cap * 4 + validity + _BYTE_ARRAY_STRUCT
 
 
-_Plan = tuple[MiniBlockPage, int, int]
+_Plan = tuple[MiniBlockPage, np.ndarray, np.ndarray]
 
 
-def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int, batch_rows: int) -> list[_Plan | None]:
-    """Per scan batch, the page and rows one top-level leaf field's array is decoded from (None:
-    not modelled)."""
+def _batch_ranges(live: np.ndarray | None, total: int, batch_rows: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per scan batch, the physical row ranges [lo, hi) it reads (runs of live rows)."""
+    if live is None:
+        starts = np.arange(0, total, batch_rows)
+        return [(np.array([a]), np.array([min(total, a + batch_rows)])) for a in starts]
+    out = []
+    for a in range(0, len(live), batch_rows):
+        rows = live[a:a + batch_rows]
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        out.append((rows[np.concatenate([[0], breaks])], rows[np.concatenate([breaks - 1, [len(rows) - 1]])] + 1))
+    return out
+
+
+def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int,
+                  batches: list[tuple[np.ndarray, np.ndarray]]) -> list[_Plan | None]:
+    """Per scan batch, the page and page-relative row ranges one top-level leaf field's array is
+    decoded from (None: not modelled)."""
     t = pa.types
     files = [f for f in fragment.proto.files if field_id in f.fields]
-    if not (t.is_string(field.type) or t.is_binary(field.type) or t.is_integer(field.type)
-            or t.is_floating(field.type)) or len(files) != 1 or files[0].file_major_version != 2 \
-            or files[0].file_minor_version < 1:
+    if not (t.is_string(field.type) or t.is_binary(field.type) or _fixed_width(field.type)) or len(files) != 1 \
+            or files[0].file_major_version != 2 or files[0].file_minor_version < 1:
         return []
     data_file = files[0]
     column = data_file.column_indices[list(data_file.fields).index(field_id)]
     reader = StructuralReader(LanceFileReader(fragment._dataset.object_store, f"data/{data_file.path}"))
     col = reader._leaf_column(type("Plan", (), {"column": column})(), field.name)
     out: list[_Plan | None] = []
-    for lo in range(0, col.total, batch_rows):
-        hi = min(col.total, lo + batch_rows)
-        page = int(np.searchsorted(col.starts, lo, side="right") - 1)
-        if col.starts[page + 1] < hi:
+    for lo, hi in batches:
+        page = int(np.searchsorted(col.starts, lo[0], side="right") - 1)
+        if col.starts[page + 1] < hi[-1]:
             out.append(None)
             continue
         decoder = col.decoder(page)
         if isinstance(decoder, MiniBlockPage):
             decoder._load()
-            variable = not (t.is_integer(field.type) or t.is_floating(field.type))
-            if decoder.rep_codec is None and decoder.dictionary_enc is None and (
-                    decoder.def_codec is None or variable):
+            if decoder.rep_codec is None and decoder.dictionary_enc is None:
                 start = int(col.starts[page])
                 out.append((decoder, lo - start, hi - start))
                 continue
@@ -133,7 +179,7 @@ class DecodedSizes:
     def expect(self, batch: pa.RecordBatch, plans: list[_Plan | None]) -> None:
         for array, plan in zip(batch.columns, plans):
             key = self._key(array)
-            if plan is not None and key is not None and plan[2] - plan[1] == len(array):
+            if plan is not None and key is not None and int((plan[2] - plan[1]).sum()) == len(array):
                 self._sizes[key] = _batch_bytes(plan[0], plan[1], plan[2], array)
 
     def size_of(self, array: pa.Array) -> int | None:
@@ -142,25 +188,63 @@ class DecodedSizes:
 
 
 def fragment_batch_plans(fragment: "LanceFragment", schema: pa.Schema, batch_rows: int) -> list[list[_Plan | None]]:
-    """Per scan batch of ``fragment`` (none with deletions), each column's decode plan."""
+    """Per scan batch of ``fragment``, each column's decode plan."""
+    live = None
     if fragment.proto.HasField("deletion_file"):
+        live = np.setdiff1d(np.arange(fragment.physical_rows), fragment.deleted_offsets.astype(np.int64))
+    batches = _batch_ranges(live, fragment.physical_rows, batch_rows)
+    if not batches:
         return []
     ids = {f.name: f.id for f in fragment._dataset.lance_schema.fields if not f.children}
-    columns = [_column_plans(fragment, field, ids[field.name], batch_rows) if field.name in ids else []
+    columns = [_column_plans(fragment, field, ids[field.name], batches) if field.name in ids else []
                for field in schema]
-    batches = (fragment.count_rows() + batch_rows - 1) // batch_rows
-    return [[c[i] if i < len(c) else None for c in columns] for i in range(batches)]
+    return [[c[i] if i < len(c) else None for c in columns] for i in range(len(batches))]
+
+
+def _rebatched(batches: Iterator[pa.RecordBatch], rows: int, batch_rows: int,
+               carry: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The next ``rows`` rows of ``carry`` then ``batches``, in batches of ``batch_rows`` rows (the
+    last one shorter), as pylance's scan of a fragment with deletions yields them (its batches
+    count live rows); rows read beyond ``rows`` are left in ``carry``."""
+    pending: list[pa.RecordBatch] = []
+    have = 0
+    while rows > 0:
+        while have < min(batch_rows, rows):
+            batch = carry.pop(0) if carry else next(batches, None)
+            if batch is None:
+                break
+            pending.append(batch)
+            have += batch.num_rows
+        if not pending:
+            return
+        take = min(batch_rows, rows, have)
+        if len(pending) == 1 and pending[0].num_rows == take:
+            out, pending = pending[0], []
+        else:
+            table = pa.Table.from_batches(pending)
+            out = table.slice(0, take).combine_chunks().to_batches()[0]
+            rest = table.slice(take)
+            pending = rest.combine_chunks().to_batches() if rest.num_rows else []
+        have -= take
+        rows -= take
+        yield out
+    carry[:0] = pending
 
 
 def registered(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment"], schema: pa.Schema,
                batch_rows: int, sizes: DecodedSizes) -> Iterator[pa.RecordBatch]:
     """``batches`` (a scan of ``fragments`` in order, restarting batches at each fragment), each
-    registered with ``sizes`` before it is passed on."""
+    registered with ``sizes`` before it is passed on; a fragment with deletions is passed on in
+    batches of ``batch_rows`` live rows, as pylance reads it."""
+    carry: list[pa.RecordBatch] = []
     for fragment in fragments:
         plans = fragment_batch_plans(fragment, schema, batch_rows)
         left, index = fragment.count_rows(), 0
+        source: Iterator[pa.RecordBatch] = batches
+        if fragment.proto.HasField("deletion_file") or carry:
+            source = _rebatched(batches, left, batch_rows, carry)
         while left > 0:
-            batch = next(batches, None)
+            batch = next(source, None)
             if batch is None:
                 return
             if plans and index < len(plans) and batch.num_rows == min(batch_rows, left):
@@ -170,6 +254,7 @@ def registered(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment
             left -= batch.num_rows
             index += 1
             yield batch
+    yield from carry
     yield from batches
 
 

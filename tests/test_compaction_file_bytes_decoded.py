@@ -1,0 +1,84 @@
+"""Where 2.1/2.2 compactions with ``max_bytes_per_file`` cut files, for the arrays pylance's
+decoder builds beyond plain mini-block strings and non-null numbers: ours cut at pylance 14's
+rows on tables written by either engine (see
+:mod:`lance_format.dataset.maintenance.decoded_memory`)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Callable
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_format
+
+
+def _nullable_numbers(i: int, rows: int) -> pa.Table:
+    rng = np.random.default_rng(i)
+    j = np.arange(rows)
+    return pa.table({
+        "i": pa.array(rng.integers(0, 1 << 40, rows), pa.int64(), mask=(j * 7 + i) % 5 == 0),
+        "f": pa.array(rng.random(rows), mask=(j * 3 + i) % 4 == 0),
+        "t": pa.array(rng.integers(0, 1 << 50, rows), pa.timestamp("us"), mask=j % 9 == 1),
+    })
+
+
+def _cuts(writer: ModuleType, compactor: ModuleType, uri: str, make: Callable[[int, int], pa.Table],
+          fragments: int, rows: int, version: str, delete: str | None = None) -> list[int]:
+    for i in range(fragments):
+        writer.write_dataset(make(i, rows), uri, mode="append", data_storage_version=version)
+    if delete is not None:
+        writer.dataset(uri).delete(delete)
+    expected = compactor.dataset(uri).to_table()
+    compactor.dataset(uri).optimize.compact_files(target_rows_per_fragment=10**8, max_bytes_per_file=1 << 20)
+    assert compactor.dataset(uri).to_table().equals(expected)
+    return [f.physical_rows for f in compactor.dataset(uri).get_fragments()]
+
+
+def _assert_pylance_cuts(tmp_path, make: Callable[[int, int], pa.Table], fragments: int, rows: int, version: str,
+                         delete: str | None = None) -> list[int]:
+    theirs = _cuts(lance, lance, str(tmp_path / "theirs"), make, fragments, rows, version, delete)
+    assert len(theirs) > 1
+    assert _cuts(lance_format, lance_format, str(tmp_path / "ours"), make, fragments, rows, version, delete) == theirs
+    assert _cuts(lance, lance_format, str(tmp_path / "mixed"), make, fragments, rows, version, delete) == theirs
+    return theirs
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("column", ["i", "f", "t", None])
+def test_nullable_fixed_width_values(tmp_path, version, column):
+    """Nullable numbers: the values buffer starts at twice the bytes of the chunks a batch
+    touches (no validity bitmap is counted)."""
+    def make(i: int, rows: int) -> pa.Table:
+        table = _nullable_numbers(i, rows)
+        return table if column is None else table.select([column])
+
+    _assert_pylance_cuts(tmp_path, make, 4, 300_000, version)
+
+
+def _keyed_strings(i: int, rows: int) -> pa.Table:
+    k = np.arange(i * rows, (i + 1) * rows)
+    return pa.table({"a": pa.array(k * 1000003 % (1 << 40), pa.int64()),
+                     "s": pa.array([b"%023d" % (x * 7919) for x in k])})
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("every", [2, 7, 100, 1000])
+def test_fragments_with_deletions(tmp_path, version, every):
+    """pylance reads a fragment with deletions in batches of 8192 live rows, decoding each run of
+    live rows of each chunk on its own: the more runs, the larger the values buffer (dense
+    deletions flush a page with every batch, and files are cut by the bytes written)."""
+    _assert_pylance_cuts(tmp_path, _keyed_strings, 4, 50_000, version, delete=f"a % {every} = 0")
+
+
+def test_deletions_in_one_fragment_only(tmp_path):
+    """A few deleted rows in the first fragment: its batches, and only its, are read as runs."""
+    def make(i: int, rows: int) -> pa.Table:
+        table = _keyed_strings(i, rows)
+        return table.append_column("n", _nullable_numbers(i, rows)["i"])
+
+    _assert_pylance_cuts(tmp_path, make, 4, 50_000, "2.1",
+                         delete=f"a > {1000003 * 20000} AND a < {1000003 * 20010}")
