@@ -256,11 +256,6 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         return has_stable_row_ids(self.manifest)
 
     @property
-    def config(self) -> "_ConfigDict":
-        """The table config; also callable (``ds.config()``) like pylance's method."""
-        return _ConfigDict(self.manifest.config)
-
-    @property
     def metadata(self) -> dict[str, str]:
         """The table metadata (pylance's ``metadata``)."""
         return dict(self.manifest.table_metadata)
@@ -541,13 +536,6 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
             if fragment.fragment_id == fragment_id:
                 return fragment
         return None
-
-
-class _ConfigDict(dict[str, str]):
-    """A config dict that can also be called, since pylance's ``config`` is a method."""
-
-    def __call__(self) -> dict[str, str]:
-        return dict(self)
 
 
 # dataset() options that size official Lance's caches and I/O: no effect here
