@@ -17,8 +17,9 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_format.dataset.mixin import DatasetMixin
-from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.io.counters import IOStats
+from lance_format.io.options_accessor import StorageOptionsAccessor
 from lance_format.proto import table_pb2
 from lance_format.table.deletion import deleted_row_count, deletion_file_path
 from lance_format.table.manifest import read_manifest
@@ -173,6 +174,17 @@ class InspectionMethods(DatasetMixin):
         """The storage options in use now (credentials from a provider are fetched per request,
         so these are the opening options); None when none were given."""
         return self._as_dataset().object_store.storage_options or None
+
+    @property
+    def storage_options_accessor(self) -> StorageOptionsAccessor | None:
+        """The storage options and credential provider this table was opened with (pylance's
+        ``storage_options_accessor``; None when it had neither)."""
+        return self._as_dataset().object_store.options_accessor()
+
+    @property
+    def partition_expression(self) -> Any:
+        """Not implemented, as in pylance (pyarrow's dataset API; Lance tables are not partitioned)."""
+        raise UnsupportedFeatureError("partitioning not yet supported", table=self._as_dataset().uri)
 
     @property
     def stats(self) -> LanceStats:

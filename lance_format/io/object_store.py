@@ -22,6 +22,8 @@ from lance_format.errors import CorruptFileError, InvalidInputError, LanceError,
 from lance_format.io.counters import IOCounters, count_reads
 from lance_format.io.backend import SUPPORTED_SCHEMES, StorageBackend, open_backend  # noqa: F401 (re-export)
 from lance_format.io.credentials import CREDENTIAL_PROVIDER, split_credential_provider  # noqa: F401 (re-export)
+from lance_format.io.credentials import CREDENTIAL_PROVIDER_ARGS
+from lance_format.io.options_accessor import StorageOptionsAccessor
 from lance_format.io.manifest_store import ExternalManifests, open_external_manifests
 from lance_format.io.storage_options import normalize_storage_options
 
@@ -87,6 +89,14 @@ class ObjectStore:
     def storage_options(self) -> dict[str, str]:
         """The options the store was opened with (normalized keys), to open it again elsewhere."""
         return dict(self._options)
+
+    def options_accessor(self) -> StorageOptionsAccessor | None:
+        """pylance's accessor of the options and credential provider the store was opened with
+        (None when it had neither)."""
+        static = {k: v for k, v in self._options.items() if k not in (CREDENTIAL_PROVIDER, CREDENTIAL_PROVIDER_ARGS)}
+        if not static and self._credential_provider is None:
+            return None
+        return StorageOptionsAccessor(static, self._credential_provider)
 
     def _reopen_options(self) -> dict[str, Any]:
         options: dict[str, Any] = dict(self._options)
