@@ -129,3 +129,20 @@ def test_delta_made_by_the_dataset_like_pylance(tmp_path):
         results[name] = (delta.get_inserted_rows().read_all().column("a").to_pylist(),
                          len(delta.list_transactions()))
     assert results["ours"] == results["pylance"] == ([3], 1)
+
+
+def test_merge_insert_builder_made_directly_defaults_to_the_primary_key(tmp_path):
+    key = {"lance-schema:unenforced-primary-key": "true"}
+    schema = pa.schema([pa.field("id", pa.int64(), False, metadata=key), pa.field("v", pa.string())])
+    results = {}
+    for name, engine in ENGINES.items():
+        ds = engine.write_dataset(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=schema), str(tmp_path / name))
+        module = OURS if engine is lance_format else THEIRS
+        builder = module.MergeInsertBuilder(ds if engine is lance_format else ds._ds)  # no `on`
+        builder.when_matched_update_all().when_not_matched_insert_all().execute(
+            pa.table({"id": [2, 3], "v": ["B", "c"]}, schema=schema))
+        results[name] = engine.dataset(str(tmp_path / name)).to_table().sort_by("id").to_pydict()
+        plain = engine.write_dataset(pa.table({"id": [1]}), str(tmp_path / f"{name}-plain"))
+        with pytest.raises(ValueError, match="requires join keys"):
+            module.MergeInsertBuilder(plain if engine is lance_format else plain._ds, None)
+    assert results["ours"] == results["pylance"] == {"id": [1, 2, 3], "v": ["a", "B", "c"]}
