@@ -104,7 +104,7 @@ def apply_table_config(ds: LanceDataset, config: Mapping[str, str], *,
                        transaction_properties: Mapping[str, str]) -> LanceDataset:
     """Set the table config keys whose value differs (one commit, only when something differs);
     returns the version that has them."""
-    current = dict(ds.config)
+    current = ds.config()
     changes = {k: v for k, v in config.items() if current.get(k) != v}
     if not changes:
         return ds

@@ -189,7 +189,7 @@ def test_several_commits_publish_as_one(tmp_path, writes):
     assert theirs.version == 3 and theirs.schema == staged.schema
     expected = _restamped(audited, 2, 3)
     assert_tables_equal(theirs.to_table(columns=expected.column_names), expected, writes)
-    assert theirs.config() == staged.config
+    assert theirs.config() == staged.config()
     # main's change feed of the publish: the branch's net effect, by stable row id
     changes = lance_format.dataset(root).delta(begin_version=2, end_version=3).get_changes().read_all()
     after = audited["_rowid"].to_pylist()

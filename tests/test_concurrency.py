@@ -105,7 +105,7 @@ def test_schema_changes_and_appends_race(tmp_path):
     b.drop_columns(["x"])  # Project after Merge: redone on the latest schema
     assert lance_format.dataset(uri).schema.names == ["id", "y"]
     c.update_config({"k": "1"})
-    assert lance_format.dataset(uri).config == {"k": "1"}
+    assert lance_format.dataset(uri).config() == {"k": "1"}
     assert_same_history(uri)
 
 
@@ -152,7 +152,7 @@ def test_processes_commit_concurrently_without_losing_anything(tmp_path):
     configs = [r for rs in results for r in rs if r[0].startswith("config")]
     winners = [r for r in configs if r[0] == "config"]
     assert len(configs) == 3 and len(winners) == 1, configs  # all built on version 1: one wins
-    assert ds.config == {"owner": f"w{winners[0][1]}"}
+    assert ds.config() == {"owner": f"w{winners[0][1]}"}
     assert ds.version == 1 + 4 * 3 * 3 + 1
     assert sorted(v["version"] for v in ds.versions()) == list(range(1, ds.version + 1))
     assert all(ds.read_transaction(v) is not None for v in range(1, ds.version + 1))

@@ -37,7 +37,7 @@ _LAZY = {
     "DataStatistics": "lance_format.dataset.inspection",
     "FieldStatistics": "lance_format.dataset.inspection",
     "LanceStats": "lance_format.dataset.inspection",
-    "Tags": "lance_format.table.tags",
+    "Tags": "lance_format.dataset.branches",
     "write_dataset": "lance_format.dataset.writing.write_dataset",
     "SqlQuery": "lance_format.dataset.sql_query",
     "SqlQueryBuilder": "lance_format.dataset.sql_query",

@@ -36,7 +36,7 @@ from lance_format.table.refs import (
     version_path,
     write_branch,
 )
-from lance_format.table.tags import Tags
+from lance_format.table.tags import Tags as TableTags
 from lance_format.table.tags import _now as tag_timestamp
 
 if TYPE_CHECKING:
@@ -120,10 +120,11 @@ def _branch_info(content: dict[str, Any]) -> dict[str, Any]:
 
 
 class Branches:
-    """The branches of one table (pylance's ``LanceDataset.branches``)."""
+    """The branches of the table ``dataset`` belongs to (pylance's ``LanceDataset.branches``;
+    ``Branch`` dicts as values)."""
 
-    def __init__(self, root: ObjectStore) -> None:
-        self._root = root
+    def __init__(self, dataset: "LanceDataset") -> None:
+        self._root = table_root(dataset)
 
     def list(self) -> dict[str, dict[str, Any]]:
         return {name: _branch_info(read_branch(self._root, name)) for name in branch_names(self._root)}
@@ -142,7 +143,7 @@ class Branches:
         if children:
             raise BranchError(f"branch {branch!r} is referenced by branches {children}; delete them first",
                               table=self._root.uri)
-        tags = [(name, t["version"]) for name, t in Tags(self._root).list().items() if t.get("branch") == branch]
+        tags = [(name, t["version"]) for name, t in TableTags(self._root).list().items() if t.get("branch") == branch]
         if tags:
             raise BranchError(f"branch {branch!r} is referenced by tags {tags}; delete them first",
                               table=self._root.uri)
@@ -169,12 +170,13 @@ def _branch_of_store(root: ObjectStore, store: ObjectStore) -> str | None:
     return store_uri[len(root_uri) + len(TREE_DIR) + 2:]
 
 
-class BranchTags(Tags):
-    """Tags of a table whose versions may be on branches; references as pylance takes them."""
+class Tags(TableTags):
+    """The tags of the table ``dataset`` belongs to (pylance's ``LanceDataset.tags``; ``Tag``
+    dicts as values); a version number given as a reference is one of ``dataset``'s branch."""
 
-    def __init__(self, root: ObjectStore, current: ObjectStore) -> None:
-        super().__init__(root)
-        self._current = current
+    def __init__(self, dataset: "LanceDataset") -> None:
+        super().__init__(table_root(dataset))
+        self._current = dataset.object_store
 
     def _target(self, reference: Reference) -> tuple[str | None, int, int]:
         if reference is None:
@@ -184,27 +186,28 @@ class BranchTags(Tags):
         version, path = version_path(store, version)
         return _branch_of_store(self._store, store), version, store.size(path)
 
-    # pylance's signature: a reference (version, tag or (branch, version)) where Tags takes a version
-    def create(self, name: str, reference: Reference = None, *,  # type: ignore[override]
+    # pylance's signature: a reference (version, tag or (branch, version); None: the current
+    # version) where the table's TableTags take a version number
+    def create(self, tag: str, reference: Reference = None, *,  # type: ignore[override]
                version: int | None = None) -> None:
-        path = self._path(name)
+        path = self._path(tag)
         branch, number, size = self._target(version if version is not None else reference)
         now = tag_timestamp()
         body: dict[str, Any] = {"branch": branch, "version": number, "createdAt": now, "updatedAt": now, "manifestSize": size,
                 "metadata": {}}
         if not self._store.put_if_not_exists(path, json.dumps(body, indent=2).encode()):
-            raise TagError(f"tag {name!r} already exists", table=self._store.uri)
+            raise TagError(f"tag {tag!r} already exists", table=self._store.uri)
 
-    def update(self, name: str, reference: Reference = None, *,  # type: ignore[override]
+    def update(self, tag: str, reference: Reference = None, *,  # type: ignore[override]
                version: int | None = None) -> None:
-        content = self._read(name)
+        content = self._read(tag)
         branch, number, size = self._target(version if version is not None else reference)
         content.update({"branch": branch, "version": number, "manifestSize": size, "updatedAt": tag_timestamp()})
-        self._store.replace_bytes(self._path(name), json.dumps(content, indent=2).encode())
+        self._store.replace_bytes(self._path(tag), json.dumps(content, indent=2).encode())
 
 
 def dataset_tags(ds: "LanceDataset") -> Tags:
-    return BranchTags(table_root(ds), ds.object_store)
+    return Tags(ds)
 
 
 # -- what cleanup must keep --------------------------------------------------------------------
@@ -213,7 +216,7 @@ def cleanup_references(ds: "LanceDataset") -> tuple[dict[int, str], set[int], li
     from, every manifest of every other branch, whose files may live in this branch)."""
     root = table_root(ds)
     current = manifest_branch(ds.manifest)
-    tagged = {int(t["version"]): name for name, t in Tags(root).list().items()
+    tagged = {int(t["version"]): name for name, t in TableTags(root).list().items()
               if normalize_branch(t.get("branch")) == current}
     kept: set[int] = set()
     manifests: list[ManifestFile] = []
@@ -229,4 +232,4 @@ def cleanup_references(ds: "LanceDataset") -> tuple[dict[int, str], set[int], li
     return tagged, kept, manifests
 
 
-__all__ = ["create_branch", "Branches", "BranchTags", "dataset_tags", "cleanup_references"]
+__all__ = ["create_branch", "Branches", "Tags", "dataset_tags", "cleanup_references"]

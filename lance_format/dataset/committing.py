@@ -138,16 +138,8 @@ class CommittingMethods(DatasetMixin):
             No key is given, or a key column does not exist.
         """
         from lance_format.dataset.mutations.delete_update import merge_insert
-        from lance_format.errors import InvalidInputError
 
-        ds = self._as_dataset()
-        if on is None:
-            keys = [f for f in ds.lance_schema.fields if f.is_unenforced_primary_key]
-            if not keys:
-                raise InvalidInputError("A merge insert operation requires join keys: specify `on` columns "
-                                        "explicitly or configure a primary key in the dataset schema", table=ds.uri)
-            on = [f.name for f in sorted(keys, key=lambda f: (f.primary_key_position, f.id))]
-        return merge_insert(ds, on)
+        return merge_insert(self._as_dataset(), on)
 
     def add_columns(
         self,

@@ -44,11 +44,10 @@ from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import LATEST_ONLY, VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
 from lance_format.table.refs import Reference, resolve_reference
-from lance_format.table.tags import Tags
 from lance_format.table.transaction import load_transaction
 
 if TYPE_CHECKING:
-    from lance_format.dataset.branches import Branches
+    from lance_format.dataset.branches import Branches, Tags
     from lance_format.dataset.changes.feed import DatasetDelta
     from lance_format.dataset.file_session import LanceFileSession
 
@@ -256,11 +255,6 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         return has_stable_row_ids(self.manifest)
 
     @property
-    def config(self) -> "_ConfigDict":
-        """The table config; also callable (``ds.config()``) like pylance's method."""
-        return _ConfigDict(self.manifest.config)
-
-    @property
     def metadata(self) -> dict[str, str]:
         """The table metadata (pylance's ``metadata``)."""
         return dict(self.manifest.table_metadata)
@@ -280,9 +274,9 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
     # -- branches and clones (lance_format.dataset.branches / clones) ---------------------------
     @property
     def branches(self) -> Branches:
-        from lance_format.dataset.branches import Branches, table_root
+        from lance_format.dataset.branches import Branches
 
-        return Branches(table_root(self))
+        return Branches(self)
 
     def create_branch(self, branch: str, reference: Reference = None,
                       storage_options: dict[str, str] | None = None) -> LanceDataset:
@@ -541,13 +535,6 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
             if fragment.fragment_id == fragment_id:
                 return fragment
         return None
-
-
-class _ConfigDict(dict[str, str]):
-    """A config dict that can also be called, since pylance's ``config`` is a method."""
-
-    def __call__(self) -> dict[str, str]:
-        return dict(self)
 
 
 # dataset() options that size official Lance's caches and I/O: no effect here

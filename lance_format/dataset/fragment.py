@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from lance_format.dataset.fragment_metadata import DataFile, FragmentMetadata, data_file_from_proto, fragment_from_proto
 from lance_format.dataset.arguments import row_positions
-from lance_format.errors import InvalidInputError
+from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema
@@ -80,6 +80,11 @@ class LanceFragment(FragmentReading):
     def metadata(self) -> FragmentMetadata:
         """A description of this fragment (a copy: changing it changes nothing)."""
         return fragment_from_proto(self.proto)
+
+    @property
+    def partition_expression(self) -> Any:
+        """Not implemented, as in pylance (pyarrow's fragment API; Lance tables are not partitioned)."""
+        raise UnsupportedFeatureError("Not implemented yet for LanceFragment", table=self._dataset.uri)
 
     # -- uncommitted changes and new fragments (pylance's distributed-write API) ---------------
     @staticmethod

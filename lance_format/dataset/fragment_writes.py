@@ -204,7 +204,8 @@ def merge_fragment_columns(
     """pylance's ``LanceFragment.merge_columns``: a new data file with new columns for this
     fragment, and the table schema with them; commit with ``LanceOperation.Merge``."""
     from lance_format.dataset.evolution.base import new_column_file
-    from lance_format.dataset.evolution.columns import _new_schema, _sql_batches, _udf_batches, udf_output_schema
+    from lance_format.dataset.evolution.columns import _new_schema, _sql_batches
+    from lance_format.dataset.evolution.udf_columns import udf_batches, udf_output_schema
     from lance_format.dataset.mutations.base import Prepared, storage_version_of
     from lance_format.dataset.sql.filter import to_value_expression, value_nullable
     from lance_format.table.transaction import new_transaction
@@ -234,7 +235,7 @@ def merge_fragment_columns(
             arrow = udf_output_schema(fragment, value_func, columns)
         except InvalidInputError as exc:
             raise exc.with_context(table=ds.uri) from None
-        batches = _udf_batches(ds, fragment, value_func, columns, batch_size, arrow)
+        batches = udf_batches(ds, fragment, value_func, columns, batch_size, arrow)
     else:
         reader = as_reader(value_func, reader_schema)
         arrow = reader.schema

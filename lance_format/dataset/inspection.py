@@ -1,6 +1,6 @@
 """Read-only questions about a table version, with pylance's names and result shapes.
 
-``get_version``, ``version_refs``, ``fragment_ids``, ``stats``, ``validate``, ``sample``,
+``get_version``, ``config``, ``io_stats_snapshot``, ``io_stats_incremental``, ``version_refs``, ``fragment_ids``, ``stats``, ``validate``, ``sample``,
 ``slice``, ``all_files``, ``tracked_files`` and ``explain_cleanup_old_versions``: a mixin of
 ``LanceDataset``, kept apart from the reading core so that neither module grows past a page
 or two. Nothing here commits.
@@ -17,7 +17,9 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_format.dataset.mixin import DatasetMixin
-from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
+from lance_format.io.counters import IOStats
+from lance_format.io.options_accessor import StorageOptionsAccessor
 from lance_format.proto import table_pb2
 from lance_format.table.deletion import deleted_row_count, deletion_file_path
 from lance_format.table.manifest import read_manifest
@@ -137,6 +139,22 @@ class InspectionMethods(DatasetMixin):
         """
         return version_entry(self._as_dataset().manifest)
 
+    def config(self) -> dict[str, str]:
+        """The table config (a method, as pylance's is)."""
+        return dict(self._as_dataset().manifest.config)
+
+    def io_stats_snapshot(self) -> IOStats:
+        """The reads and writes of this dataset's object store since it was opened or since the
+        last :meth:`io_stats_incremental`, without resetting them (pylance's ``io_stats_snapshot``).
+        Datasets on the same store (``checkout_version``, the dataset a write returned) share the
+        counts; a dataset opened from the URI again starts its own."""
+        return self._as_dataset().object_store.io_counters.snapshot()
+
+    def io_stats_incremental(self) -> IOStats:
+        """Like :meth:`io_stats_snapshot`, and reset the counts to zero (pylance's
+        ``io_stats_incremental``)."""
+        return self._as_dataset().object_store.io_counters.take()
+
     def version_refs(self) -> list[dict[str, int]]:
         """``[{"version": n}, ...]`` for every version of this branch, oldest first, without
         reading the manifests (pylance's ``version_refs``)."""
@@ -156,6 +174,17 @@ class InspectionMethods(DatasetMixin):
         """The storage options in use now (credentials from a provider are fetched per request,
         so these are the opening options); None when none were given."""
         return self._as_dataset().object_store.storage_options or None
+
+    @property
+    def storage_options_accessor(self) -> StorageOptionsAccessor | None:
+        """The storage options and credential provider this table was opened with (pylance's
+        ``storage_options_accessor``; None when it had neither)."""
+        return self._as_dataset().object_store.options_accessor()
+
+    @property
+    def partition_expression(self) -> Any:
+        """Not implemented, as in pylance (pyarrow's dataset API; Lance tables are not partitioned)."""
+        raise UnsupportedFeatureError("partitioning not yet supported", table=self._as_dataset().uri)
 
     @property
     def stats(self) -> LanceStats:

@@ -255,9 +255,9 @@ class ReadingMethods(RelationalMethods):
     def sql(self, sql: str) -> "SqlQueryBuilder":
         """A SQL query over this table (pylance's ``sql``), for what one scan can answer: see
         :mod:`lance_format.dataset.sql_query`."""
-        from lance_format.dataset.sql_query import SqlQueryBuilder
+        from lance_format.dataset.sql_query import SqlQueryBuilder, SqlStatement
 
-        return SqlQueryBuilder(self._as_dataset(), sql)
+        return SqlQueryBuilder(SqlStatement(self._as_dataset(), sql))
 
     def __len__(self) -> int:
         """The number of live rows (pylance's ``len(dataset)``)."""

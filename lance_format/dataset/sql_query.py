@@ -16,7 +16,7 @@ rather than answered differently.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 import sqlglot
@@ -63,12 +63,20 @@ class SqlQuery:
         return self._scanner.explain_plan(verbose)
 
 
+class SqlStatement(NamedTuple):
+    """A query's text and the table it runs on: what :class:`SqlQueryBuilder` is made from (in
+    pylance, its core's builder)."""
+
+    dataset: "LanceDataset"
+    sql: str
+
+
 class SqlQueryBuilder:
     """Options of a query (pylance's ``SqlQueryBuilder``); :meth:`build` checks and plans it."""
 
-    def __init__(self, dataset: "LanceDataset", sql: str) -> None:
-        self._dataset = dataset
-        self._sql = sql
+    def __init__(self, builder: SqlStatement) -> None:
+        # pylance's parameter name
+        self._dataset, self._sql = builder
         self._table_name = _DEFAULT_TABLE
         self._options: dict[str, Any] = {}
 
@@ -86,6 +94,16 @@ class SqlQueryBuilder:
 
     def batch_size(self, batch_size: int) -> "SqlQueryBuilder":
         self._options["batch_size"] = batch_size
+        return self
+
+    def batch_size_bytes(self, batch_size_bytes: int) -> "SqlQueryBuilder":
+        """About this many bytes a batch at most (with :meth:`batch_size`, whichever limit comes first)."""
+        self._options["batch_size_bytes"] = batch_size_bytes
+        return self
+
+    def blob_handling(self, blob_handling: str) -> "SqlQueryBuilder":
+        """How blob columns come back: the scanner's ``blob_handling`` values."""
+        self._options["blob_handling"] = blob_handling
         return self
 
     def build(self) -> SqlQuery:
@@ -182,4 +200,4 @@ class SqlQueryBuilder:
         return int(value.this)
 
 
-__all__ = ["SqlQuery", "SqlQueryBuilder"]
+__all__ = ["SqlQuery", "SqlQueryBuilder", "SqlStatement"]

@@ -302,6 +302,7 @@ class LegacyFileWriter:
             metadata_position = self._write_chunk(metadata.SerializeToString())
             self._write(struct.pack("<QHH4s", metadata_position, *FOOTER_VERSION, MAGIC))
             self._out.close()
+            self.store.io_counters.count_write(self._pos)  # one streamed upload
         except LanceError as exc:
             self.abort()
             raise exc.with_context(path=self.path)

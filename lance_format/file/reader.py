@@ -94,7 +94,7 @@ class LanceFileReader:
 
     def read_bytes(self, offset: int, length: int, ctx: DecodeContext) -> pa.Buffer:
         """``length`` bytes at ``offset`` (zero-copy for mapped files); short reads are corruption."""
-        count_reads(length)
+        count_reads(length, 1, self.store.io_counters)
         if self._mapped is not None:
             # zero-copy: pages are decoded straight from the mapping, and a take only
             # touches the memory pages of the rows it needs

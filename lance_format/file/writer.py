@@ -247,6 +247,7 @@ class LanceFileWriter:
             self._out.write(tail)
             self._pos += len(tail)
             self._out.close()
+            self.store.io_counters.count_write(self._pos)  # one streamed upload
         except LanceError as exc:
             self.abort()
             raise exc.with_context(path=self.path)

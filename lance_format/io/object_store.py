@@ -19,9 +19,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, PathEscapeError, StorageAccessError
-from lance_format.io.counters import count_reads
+from lance_format.io.counters import IOCounters, count_reads
 from lance_format.io.backend import SUPPORTED_SCHEMES, StorageBackend, open_backend  # noqa: F401 (re-export)
 from lance_format.io.credentials import CREDENTIAL_PROVIDER, split_credential_provider  # noqa: F401 (re-export)
+from lance_format.io.credentials import CREDENTIAL_PROVIDER_ARGS
+from lance_format.io.options_accessor import StorageOptionsAccessor
 from lance_format.io.manifest_store import ExternalManifests, open_external_manifests
 from lance_format.io.storage_options import normalize_storage_options
 
@@ -75,6 +77,8 @@ class ObjectStore:
             self.backend.use_credential_provider(self._credential_provider)
         self.root: str = self.backend.root
         self.uri: str = os.fspath(uri) if target else self.backend.uri
+        # this store's reads and writes (LanceDataset.io_stats_snapshot / io_stats_incremental)
+        self.io_counters = IOCounters()
 
     @property
     def filesystem(self) -> pafs.FileSystem:
@@ -85,6 +89,14 @@ class ObjectStore:
     def storage_options(self) -> dict[str, str]:
         """The options the store was opened with (normalized keys), to open it again elsewhere."""
         return dict(self._options)
+
+    def options_accessor(self) -> StorageOptionsAccessor | None:
+        """pylance's accessor of the options and credential provider the store was opened with
+        (None when it had neither)."""
+        static = {k: v for k, v in self._options.items() if k not in (CREDENTIAL_PROVIDER, CREDENTIAL_PROVIDER_ARGS)}
+        if not static and self._credential_provider is None:
+            return None
+        return StorageOptionsAccessor(static, self._credential_provider)
 
     def _reopen_options(self) -> dict[str, Any]:
         options: dict[str, Any] = dict(self._options)
@@ -176,7 +188,7 @@ class ObjectStore:
                 full, ranges, file=None if retried else file))
         except FileNotFoundError as exc:
             raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
-        count_reads(sum(length for _, length in ranges), len(ranges))
+        count_reads(sum(length for _, length in ranges), len(ranges), self.io_counters)
         return buffers
 
     def read_bytes(self, relative: str) -> bytes:
@@ -185,7 +197,7 @@ class ObjectStore:
             data = self._run(f"reading {relative!r}", lambda _: self.backend.read_all(full))
         except FileNotFoundError as exc:
             raise CorruptFileError("file is missing", table=self.uri, path=relative) from exc
-        count_reads(len(data))
+        count_reads(len(data), 1, self.io_counters)
         return data
 
     def list_dir(self, relative: str) -> list[pafs.FileInfo]:
@@ -232,12 +244,14 @@ class ObjectStore:
         """Write a file whose name is unique (data, deletion and transaction files)."""
         full = self.full_path(relative)
         self._run(f"writing {relative!r}", lambda _: self.backend.write(full, data))
+        self.io_counters.count_write(len(data))
 
     def replace_bytes(self, relative: str, data: bytes) -> None:
         """Atomically replace a small advisory file (version hint, tag): a rename locally, one
         whole-object PUT on an object store (readers see the old or the new object, never part)."""
         full = self.full_path(relative)
         self._run(f"writing {relative!r}", lambda _: self.backend.replace(full, data))
+        self.io_counters.count_write(len(data))
 
     def put_if_not_exists(self, relative: str, data: bytes) -> bool:
         """Atomically create ``relative`` with ``data``; return False if it already exists.
@@ -247,8 +261,10 @@ class ObjectStore:
         upload (``ifGenerationMatch=0``) on GCS, a locked check-and-set in memory.
         """
         full = self.full_path(relative)
-        return self._run(f"committing {relative!r}",
-                         lambda _: self.backend.put_if_absent(full, data, relative=relative))
+        created = self._run(f"committing {relative!r}",
+                            lambda _: self.backend.put_if_absent(full, data, relative=relative))
+        self.io_counters.count_write(len(data))  # a refused conditional write is a request too
+        return created
 
     def delete(self, relative: str, *, missing_ok: bool = True) -> None:
         full = self.full_path(relative)

@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from lance_format.errors import CorruptFileError, TagError, VersionNotFoundError
+from lance_format.errors import ArgumentTypeError, CorruptFileError, TagError, VersionNotFoundError
 from lance_format.io import ObjectStore
 from lance_format.table.naming import list_versions
 
@@ -95,8 +95,9 @@ class Tags:
         tags = sorted(self.list().items())  # by name, kept among tags of the same version
         return sorted(tags, key=lambda item: item[1]["version"], reverse=order == "desc")
 
-    def get_version(self, name: str) -> int:
-        return int(self._read(name)["version"])
+    def get_version(self, tag: str) -> int:
+        """The version ``tag`` names (:class:`TagError`, a ValueError, when there is no such tag)."""
+        return int(self._read(tag)["version"])
 
     def _manifest_size(self, version: int) -> int:
         listing = list_versions(self._store)
@@ -104,8 +105,8 @@ class Tags:
             raise VersionNotFoundError(f"cannot tag version {version}: it does not exist", table=self._store.uri)
         return self._store.size(listing.versions[version])
 
-    def create(self, name: str, version: int) -> None:
-        path = self._path(name)
+    def create(self, tag: str, version: int) -> None:
+        path = self._path(tag)
         size = self._manifest_size(int(version))
         now = _now()
         body: dict[str, Any] = {
@@ -117,17 +118,28 @@ class Tags:
             "metadata": {},
         }
         if not self._store.put_if_not_exists(path, json.dumps(body, indent=2).encode()):
-            raise TagError(f"tag {name!r} already exists", table=self._store.uri)
+            raise TagError(f"tag {tag!r} already exists", table=self._store.uri)
 
-    def update(self, name: str, version: int) -> None:
-        content = self._read(name)
+    def update(self, tag: str, version: int) -> None:
+        content = self._read(tag)
         content["version"] = int(version)
         content["manifestSize"] = self._manifest_size(int(version))
         content["updatedAt"] = _now()
-        self._store.replace_bytes(self._path(name), json.dumps(content, indent=2).encode())
+        self._store.replace_bytes(self._path(tag), json.dumps(content, indent=2).encode())
 
-    def delete(self, name: str) -> None:
-        path = self._path(name)
+    def delete(self, tag: str) -> None:
+        path = self._path(tag)
         if not self._store.exists(path):
-            raise TagError(f"tag {name!r} does not exist", table=self._store.uri)
+            raise TagError(f"tag {tag!r} does not exist", table=self._store.uri)
         self._store.delete(path)
+
+    def replace_metadata(self, tag: str, metadata: dict[str, str]) -> None:
+        """Replace the whole metadata map of ``tag`` (pylance's ``replace_metadata``): its version
+        and ``updated_at`` stay as they are."""
+        bad = [repr(v) for pair in metadata.items() for v in pair if not isinstance(v, str)]
+        if bad:
+            raise ArgumentTypeError(f"tag metadata keys and values must be strings, got {bad[0]}",
+                                    table=self._store.uri)
+        content = self._read(tag)
+        content["metadata"] = dict(metadata)
+        self._store.replace_bytes(self._path(tag), json.dumps(content, indent=2).encode())

@@ -10,7 +10,7 @@ provably hold no change are never opened. Rows are read through ``LanceFragment.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,14 @@ if TYPE_CHECKING:
     from lance_format.schema import LanceField
 
 
+class DeltaRange(NamedTuple):
+    """What a :class:`DatasetDelta` compares: ``dataset``'s table in ``(begin_version, end_version]``."""
+
+    dataset: "LanceDataset"
+    begin_version: int
+    end_version: int
+
+
 class DatasetDelta:
     """The changes in the version range ``(begin_version, end_version]`` of a table.
 
@@ -58,7 +66,9 @@ class DatasetDelta:
     needs a version that does not exist raises ``VersionNotFoundError``.
     """
 
-    def __init__(self, dataset: LanceDataset, begin_version: int, end_version: int) -> None:
+    def __init__(self, delta: DeltaRange) -> None:
+        # pylance's parameter name (there, its core's delta)
+        dataset, begin_version, end_version = delta
         for name, value in (("begin_version", begin_version), ("end_version", end_version)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise InvalidInputError(f"{name} must be a non-negative integer, got {value!r}", table=dataset.uri)
@@ -281,7 +291,7 @@ def build_delta(
             raise InvalidInputError(f"compared_against must be an integer, got {compared_against!r}", table=dataset.uri)
         compared = int(compared_against)
         begin, end = (compared, current) if current > compared else (current, compared)
-        return DatasetDelta(dataset, begin, end)
+        return DatasetDelta(DeltaRange(dataset, begin, end))
     if begin_version is None and end_version is None:
         raise InvalidInputError(
             "Must specify either compared_against_version or both with_begin_version and with_end_version",
@@ -289,4 +299,4 @@ def build_delta(
         )
     if begin_version is None or end_version is None:
         raise InvalidInputError("Must specify both with_begin_version and with_end_version", table=dataset.uri)
-    return DatasetDelta(dataset, begin_version, end_version)
+    return DatasetDelta(DeltaRange(dataset, begin_version, end_version))

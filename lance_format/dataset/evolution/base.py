@@ -33,6 +33,14 @@ def next_field_id_of(manifest: table_pb2.Manifest) -> int:
     return max(ids, default=-1) + 1
 
 
+def new_columns_schema(ds: "LanceDataset", arrow: pa.Schema) -> LanceSchema:
+    """The schema of columns to add: new names only, ids above every id in use."""
+    for name in arrow.names:
+        if name in ds.schema.names:
+            raise InvalidInputError(f"Column {name} already exists in the dataset", table=ds.uri, column=name)
+    return LanceSchema.from_arrow(arrow, first_id=next_field_id_of(ds.manifest))
+
+
 def resolve_field(ds: "LanceDataset", path: str) -> file_pb2.Field:
     """The schema field at a dotted ``path`` (``a.b`` is field ``b`` of struct ``a``)."""
     fields = list(ds.manifest.fields)

@@ -12,15 +12,15 @@
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.evolution.alterations import apply_alterations
-from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto, fragment_to_proto
-from lance_format.dataset.evolution.base import new_column_file, next_field_id_of, resolve_field, set_merge, set_project
+from lance_format.dataset.evolution.base import new_column_file, resolve_field, set_merge, set_project
+from lance_format.dataset.evolution.base import new_columns_schema as _new_schema
+from lance_format.dataset.evolution.udf_columns import udf_fragment_files
 from lance_format.dataset.mutations.base import (
     DEFAULT_CONFLICT_RETRIES,
     Prepared,
@@ -33,88 +33,17 @@ from lance_format.dataset.sql.filter import is_typed_null, to_value_expression, 
 from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.errors import InvalidInputError, NewColumnDataError, SchemaMismatchError
 from lance_format.proto import file_pb2
-from lance_format.schema import LanceSchema
-from lance_format.udf import BatchUDF, as_record_batch, checked_output
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 # -- add_columns -------------------------------------------------------------------------------
-def _new_schema(ds: "LanceDataset", arrow: pa.Schema) -> LanceSchema:
-    for name in arrow.names:
-        if name in ds.schema.names:
-            raise InvalidInputError(f"Column {name} already exists in the dataset", table=ds.uri, column=name)
-    return LanceSchema.from_arrow(arrow, first_id=next_field_id_of(ds.manifest))
-
-
 def _sql_batches(ds, fragment, exprs: dict[str, Any], reads: list[str], arrow: pa.Schema, batch_size):
     # expressions of no column (constants) still need the fragment's row count: read row addresses
     scanner = ds.scanner(columns=reads, fragments=[fragment], batch_size=batch_size, with_row_address=not reads)
     for batch in scanner.to_batches():
         columns = [evaluate(batch, exprs[f.name]).cast(f.type) for f in arrow]
         yield pa.RecordBatch.from_arrays(columns, schema=arrow)
-
-
-def udf_output_schema(source: Any, udf: Callable, reads: list[str] | None) -> pa.Schema:
-    """The schema every output of ``udf`` must have: a BatchUDF's declared ``output_schema``, else
-    that of its output for the first row of ``source`` (a dataset or fragment), which a BatchUDF
-    then keeps as its ``output_schema`` (as pylance does)."""
-    declared = getattr(udf, "output_schema", None)
-    if declared is not None:
-        return declared
-    sample = next(iter(source.to_batches(limit=1, columns=reads)), None)
-    if sample is None:
-        raise InvalidInputError("cannot add columns with a UDF to a table without rows")
-    schema = as_record_batch(udf(sample)).schema
-    if isinstance(udf, BatchUDF):
-        udf.output_schema = schema
-    return schema
-
-
-def _udf_batches(ds, fragment, udf: Callable, reads: list[str] | None, batch_size, expected: pa.Schema):
-    scanner = ds.scanner(columns=reads, fragments=[fragment], batch_size=batch_size)
-    cache: Any = getattr(udf, "cache", None)  # a BatchUDF's checkpoint (pylance's BatchUDFCheckpoint)
-    for index, batch in enumerate(scanner.to_batches()):
-        info = None if cache is None else cache.BatchInfo(fragment.fragment_id, index)
-        saved = None if info is None else cache.get_batch(info)
-        if saved is not None:
-            yield saved
-            continue
-        out = checked_output(udf(batch), expected)
-        if out.num_rows != batch.num_rows:
-            raise InvalidInputError(f"the UDF returned {out.num_rows} rows for a batch of {batch.num_rows}",
-                                    table=ds.uri)
-        if info is not None:
-            cache.insert_batch(info, out)
-        yield out
-
-
-def _udf_fragment_files(current: "LanceDataset", udf: Callable, read_columns: list[str] | None, batch_size,
-                        prepared: Prepared) -> tuple[list, LanceSchema]:
-    """Each fragment with a new data file of the UDF's columns, and the new fields' schema.
-
-    With a checkpoint, a fragment finished by an earlier, failed run is taken from it, and a
-    fragment finished now is saved to it; its data file is then no longer removed if this run
-    fails (the next run needs it)."""
-    cache: Any = getattr(udf, "cache", None)
-    metas: list = []
-    try:
-        expected = udf_output_schema(current, udf, read_columns)
-    except InvalidInputError as exc:
-        raise exc.with_context(table=current.uri) from None
-    new = _new_schema(current, expected)
-    for fragment in current.get_fragments():
-        saved = None if cache is None else cache.get_fragment(fragment.fragment_id)
-        if saved is not None:
-            metas.append(fragment_to_proto(FragmentMetadata.from_json(saved)))
-            continue
-        kept = len(prepared.aborts)
-        batches = _udf_batches(current, fragment, udf, read_columns, batch_size, expected)
-        metas.append(new_column_file(current, fragment, new, batches, prepared))
-        if cache is not None:
-            cache.insert_fragment(fragment.fragment_id, json.dumps(fragment_from_proto(metas[-1]).to_json()))
-            del prepared.aborts[kept:]
-    return metas, new
 
 
 class _AlignedReader:
@@ -193,7 +122,7 @@ def add_columns(
                                          _sql_batches(current, f, exprs, reads, arrow, batch_size), prepared)
                          for f in fragments]
         elif callable(transforms):
-            metas, new = _udf_fragment_files(current, transforms, read_columns, batch_size, prepared)
+            metas, new = udf_fragment_files(current, transforms, read_columns, batch_size, prepared)
         else:
             reader = as_reader(transforms, reader_schema)
             new = _new_schema(current, reader.schema)

@@ -189,7 +189,7 @@ def update(
     return run_mutation(ds, prepare, conflict_retries=conflict_retries, retry_timeout=retry_timeout)
 
 
-def merge_insert(ds: "LanceDataset", on: str | Iterable[str]) -> "MergeInsertBuilder":
+def merge_insert(ds: "LanceDataset", on: str | Iterable[str] | None) -> "MergeInsertBuilder":
     """A builder for an upsert / insert-if-not-exists / replace-range operation keyed on ``on``."""
     from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
 

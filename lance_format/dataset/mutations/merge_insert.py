@@ -65,8 +65,17 @@ class MergeInsertBuilder:
         No key column is given, or a key column does not exist.
     """
 
-    def __init__(self, dataset: "LanceDataset", on: str | Iterable[str]) -> None:
+    def __init__(self, dataset: "LanceDataset", on: str | Iterable[str] | None = None) -> None:
+        """``on``: the key column(s); None: the table's unenforced primary key (fields marked
+        ``lance-schema:unenforced-primary-key``), as in pylance."""
         self._dataset = dataset
+        if on is None:
+            marked = [f for f in dataset.lance_schema.fields if f.is_unenforced_primary_key]
+            if not marked:
+                raise InvalidInputError("A merge insert operation requires join keys: specify `on` columns "
+                                        "explicitly or configure a primary key in the dataset schema",
+                                        table=dataset.uri)
+            on = [f.name for f in sorted(marked, key=lambda f: (f.primary_key_position, f.id))]
         keys = [on] if isinstance(on, str) else list(on or [])
         if not keys:
             raise InvalidInputError("merge_insert needs at least one key column", table=dataset.uri)
