@@ -29,6 +29,7 @@ from lance_format.encodings.buffers import compress_buffer
 from lance_format.encodings.structural import accel, encode_fsst
 from lance_format.encodings.structural.encode_values import LeafValues, take_values, variable_values
 from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
+from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk
@@ -41,6 +42,7 @@ DICT_DIVISOR = 2
 DICT_MAX_CARDINALITY = 100_000
 PAD_VARIABLE = 0x48
 ZSTD_DEFAULT_LEVEL = 3  # pylance's (zstd's own) default; pyarrow's is 1
+GENERAL_MIN_BYTES = 4096  # pylance compresses a page's first value buffer from this size on
 _SCHEMES = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
 
 
@@ -141,6 +143,50 @@ class BitpackPlan(ValuePlan):
 
     def encode(self, starts, counts):
         return [inline_pack_chunks(self.words, starts, counts)]
+
+
+class BssPlan(ValuePlan):
+    """Byte-stream-split 32/64-bit values: per chunk (1024 / 512 values), byte 0 of every value,
+    then byte 1, ... (Lance's ByteStreamSplitEncoder; pylance uses it only under general
+    compression, which it is meant to help)."""
+
+    def __init__(self, words: np.ndarray) -> None:
+        super().__init__(len(words))
+        self.width = words.dtype.itemsize
+        self.matrix = words.view(np.uint8).reshape(len(words), self.width)
+        self.max_chunk = 1024 if self.width == 4 else 512
+        self.uniform = self.width
+        self.encoding = pb.CompressiveEncoding(byte_stream_split=pb.ByteStreamSplit(values=flat_encoding(self.width * 8)))
+
+    def encode(self, starts, counts):
+        out = np.empty(self.count * self.width, np.uint8)
+        # chunks lie back to back; each run of equal-sized chunks is transposed in one go
+        change = np.flatnonzero(np.diff(counts)) + 1
+        for first, stop in zip(np.concatenate(([0], change)).tolist(), np.append(change, len(counts)).tolist()):
+            k = int(counts[first])
+            a, b = int(starts[first]), int(starts[first]) + k * (stop - first)
+            out[a * self.width : b * self.width] = self.matrix[a:b].reshape(stop - first, k, self.width).transpose(0, 2, 1).reshape(-1)
+        return [(out, counts * self.width)]
+
+
+def bss_wanted(words: np.ndarray, mode: str | None) -> bool:
+    """Lance's choice for byte-stream-split: 32/64-bit values; ``on``/``off`` as told, else
+    (``auto``) when the mean Shannon entropy of each byte position over the first 64 values is
+    under 4 bits (each position's entropy truncated to 1/1000 bit, as Lance stores it)."""
+    width = words.dtype.itemsize
+    if width not in (4, 8) or mode == "off":
+        return False
+    if mode == "on":
+        return True
+    sample = words[:64].view(np.uint8).reshape(-1, width)
+    if not len(sample):
+        return False
+    total = 0
+    for position in range(width):
+        p = np.bincount(sample[:, position], minlength=256)
+        p = p[p > 0] / len(sample)
+        total += int(-np.cumsum(p * np.log2(p))[-1] * 1000)
+    return total / width / 1000 < 4.0
 
 
 class RlePlan(ValuePlan):
@@ -283,6 +329,10 @@ class GeneralPlan(ValuePlan):
     def encode(self, starts, counts):
         buffers = self.inner.encode(starts, counts)
         data, sizes = buffers[0]
+        if int(np.sum(sizes)) < GENERAL_MIN_BYTES:
+            # pylance leaves small pages as the inner plan wrote them
+            self.encoding = self.inner.encoding
+            return buffers
         if isinstance(data, DeferredVariableChunks):
             positions = np.cumsum(sizes) - sizes
             raw = np.full(int(sizes.sum()), PAD_VARIABLE, np.uint8)
@@ -297,6 +347,10 @@ class GeneralPlan(ValuePlan):
         pieces = [compress_buffer(data[a:b], self.compression.scheme, level)
                   for a, b in zip(begins, ends)]
         packed = np.frombuffer(b"".join(pieces), np.uint8)
+        if len(packed) >= int(np.sum(sizes)):
+            # ... and pages the compression does not shrink
+            self.encoding = self.inner.encoding
+            return [(data, sizes), *buffers[1:]]
         return [(packed, np.array([len(p) for p in pieces], np.int64)), *buffers[1:]]
 
 
@@ -315,14 +369,35 @@ def _run_starts(words: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], change)) if len(words) else change
 
 
-def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
+def word_plan(words: np.ndarray, allow_rle: bool = True, params: FieldParams = DEFAULT_PARAMS) -> ValuePlan:
     """Pick RLE, inline bit-packing or flat for 8/16/32/64-bit words, by pylance 14's size model.
 
     Bit-packing is estimated at one word plus ``1024 * bit_width / bits`` words per block of
     1024 values (the last block counted whole) and chosen when that is under the plain bytes;
     RLE at ``(runs + n / 255)`` pairs of a value and a u8 length, chosen when under the plain
-    bytes and not above the bit-packing estimate.
+    bytes and not above the bit-packing estimate (and, if the field sets ``rle-threshold``, only
+    when runs < n x threshold).
+
+    The field's metadata can turn this off (``compression = none``: flat), or put
+    byte-stream-split first and wrap the result in lz4/zstd (see :mod:`field_params`).
     """
+    if params.off:
+        return _flat_words(words)
+    general = params.general
+    if params.compression is not None and bss_wanted(words, params.bss):
+        plan: ValuePlan = BssPlan(words)
+    else:
+        plan = _word_plan(words, allow_rle, params.rle_threshold)
+    return plan if general is None else GeneralPlan(plan, general)
+
+
+def _flat_words(words: np.ndarray) -> FlatPlan:
+    n, width = len(words), words.dtype.itemsize
+    return FlatPlan(LeafValues("fixed", n, bytes_per_value=width, words=words,
+                               matrix=words.view(np.uint8).reshape(n, width)))
+
+
+def _word_plan(words: np.ndarray, allow_rle: bool, threshold: float | None) -> ValuePlan:
     n = len(words)
     width = words.dtype.itemsize
     if n == 0:
@@ -338,27 +413,30 @@ def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
         # count the runs first: their starts (an int64 per run) are only needed when RLE wins
         runs = 1 + int(np.count_nonzero(words[1:] != words[:-1]))
         rle = min(runs + n // 255, n) * (width + 1)
-        if rle < raw and not (bitpack and packed < rle):
+        gated = threshold is not None and not runs < n * threshold
+        if not gated and rle < raw and not (bitpack and packed < rle):
             return RlePlan(words, _run_starts(words))
     if bitpack:
         return BitpackPlan(words)
-    return FlatPlan(LeafValues("fixed", n, bytes_per_value=width, words=words,
-                               matrix=words.view(np.uint8).reshape(n, width)))
+    return _flat_words(words)
 
 
 def value_plan(values: LeafValues, data_type: pa.DataType | None = None,
-               compression: Compression | None = None) -> ValuePlan:
+               params: FieldParams = DEFAULT_PARAMS) -> ValuePlan:
     """The mini-block plan of a page's values (``data_type``: the leaf's Arrow type, for FSST;
-    ``compression``: the field's ``lance-encoding:compression``, which pylance applies to strings
-    instead of FSST)."""
-    if compression is not None and values.kind == "variable":
-        return GeneralPlan(VariablePlan(values), compression)
-    if data_type is not None and use_fsst(values, data_type):
-        return FsstPlan(values)
+    ``params``: the field's metadata; pylance's lz4/zstd replace FSST on strings and wrap fixed
+    values of any width, fixed-size lists excepted)."""
+    general = params.general
+    if values.kind == "variable":
+        if general is not None:
+            return GeneralPlan(VariablePlan(values), general)
+        if params.compression == "fsst" or (not params.off and data_type is not None and use_fsst(values, data_type)):
+            return FsstPlan(values)
+        return VariablePlan(values)
     if values.kind == "fixed" and values.words is not None:
-        return word_plan(values.words)
+        return word_plan(values.words, params=params)
     if values.kind in ("fixed", "bool"):
-        return FlatPlan(values)
+        return FlatPlan(values) if general is None else GeneralPlan(FlatPlan(values), general)
     if values.kind == "fsl":
         return FslPlan(values)
     if values.kind == "variable":

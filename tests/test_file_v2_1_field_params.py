@@ -1,0 +1,151 @@
+"""File versions 2.1/2.2: encoding keys of field metadata on every page kind, compared with pylance.
+
+pylance 14 honours ``lance-encoding:compression`` (zstd / lz4 / none / fsst),
+``…:compression-level``, ``…:rle-threshold`` and ``…:bss`` on mini-block values of any width
+(byte-stream-split then lz4/zstd per chunk, kept only when it shrinks a page of >= 4 KiB),
+dictionary indices, and full-zip pages (large strings and binaries: zstd value by value). For each
+key, page kind and version our data file must hold the same bytes as pylance's (whole files for
+one key; with several keys the pages only, as pylance's schema map order varies), and each side
+must read the other's file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from lance.file import LanceFileReader as PyReader
+from lance.file import LanceFileWriter as PyWriter
+
+from lance_format.errors import InvalidInputError
+from lance_format.file import LanceFileReader, LanceFileWriter
+
+VERSIONS = ["2.1", "2.2"]
+N = 6000
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(7)
+
+
+def urls() -> pa.Array:
+    rng = _rng()
+    hosts = rng.integers(0, 300, N)
+    return pa.array([f"https://www.site{h}.example.com/articles/{i * 7919 % 100003}?ref=feed&page={i % 17}"
+                     for i, h in enumerate(hosts.tolist())])
+
+
+def emails() -> pa.Array:
+    names = ["ann", "bob", "carla", "dmitri", "eve", "fatima", "gus"]
+    domains = ["gmail.com", "example.org", "corp.example.net"]
+    return pa.array([None if i % 11 == 0 else f"{names[i % 7]}.{i}@{domains[i % 3]}" for i in range(N)])
+
+
+def nullable_ints() -> pa.Array:
+    values = _rng().integers(-1_000_000, 1_000_000, N)
+    return pa.array([None if i % 7 == 0 else int(v) for i, v in enumerate(values.tolist())], pa.int64())
+
+
+def small_ints() -> pa.Array:
+    return pa.array(_rng().integers(0, 1000, N).astype(np.int32))
+
+
+def prices() -> pa.Array:
+    return pa.array(np.round(_rng().gamma(2.0, 20.0, N), 2))
+
+
+def floats32() -> pa.Array:
+    return pa.array(_rng().standard_normal(N).astype(np.float32))
+
+
+def categories() -> pa.Array:  # dictionary page: indices are the mini-block values
+    return pa.array([["books", "games", "music", "garden", "toys"][i % 5] for i in range(N)])
+
+
+def sorted_ids() -> pa.Array:  # runs: RLE territory
+    return pa.array(np.arange(N) // 20 * 1_000_003)
+
+
+def flags() -> pa.Array:
+    return pa.array((_rng().random(N) < 0.1).tolist())
+
+
+def articles() -> pa.Array:  # strings over 256 bytes: full-zip
+    rng = _rng()
+    words = np.array("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod".split())
+    return pa.array([None if i % 9 == 0 else " ".join(words[rng.integers(0, len(words), int(k))])
+                     for i, k in enumerate(rng.integers(60, 160, 800))])
+
+
+def blobs() -> pa.Array:  # binary over 256 bytes: full-zip
+    rng = _rng()
+    return pa.array([bytes(rng.integers(0, 16, int(k), dtype=np.uint8)) for k in rng.integers(300, 700, 600)])
+
+
+def vectors() -> pa.Array:  # fixed-size lists: pylance never compresses them
+    return pa.FixedSizeListArray.from_arrays(pa.array(_rng().standard_normal(500 * 64).astype(np.float32)), 64)
+
+
+KINDS: dict[str, Callable[[], pa.Array]] = {
+    "urls": urls, "emails": emails, "nullable_ints": nullable_ints, "small_ints": small_ints, "prices": prices,
+    "floats32": floats32, "categories": categories, "sorted_ids": sorted_ids, "flags": flags,
+    "articles": articles, "blobs": blobs, "vectors": vectors,
+}
+
+
+def _write_both(tmp_path: Path, version: str, values: pa.Array,
+                metadata: dict[str, str]) -> tuple[Path, Path, pa.Table]:
+    schema = pa.schema([pa.field("c", values.type, metadata=metadata)])
+    table = pa.table({"c": values}, schema=schema)
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    with LanceFileWriter(str(ours), schema, version=version) as writer:
+        writer.write_batch(table)
+    with PyWriter(str(theirs), schema, version=version) as writer:
+        writer.write_batch(table)
+    return ours, theirs, table
+
+
+def _pages(path: Path) -> list[tuple[str, list[bytes]]]:
+    raw = path.read_bytes()
+    return [(page.encoding, [raw[b.position:b.position + b.size] for b in page.buffers])
+            for column in LanceFileReader(str(path)).metadata().columns for page in column.pages]
+
+
+def _check(tmp_path: Path, version: str, kind: str, metadata: dict[str, str]) -> None:
+    ours, theirs, table = _write_both(tmp_path, version, KINDS[kind](), metadata)
+    if len(metadata) == 1:
+        assert ours.read_bytes() == theirs.read_bytes()
+    else:
+        assert _pages(ours) == _pages(theirs)
+    assert PyReader(str(ours)).read_all().to_table().column("c").equals(table.column("c"))
+    assert LanceFileReader(str(theirs)).read_all().to_table().column("c").equals(table.column("c"))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("scheme", ["zstd", "lz4"])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_general_compression_matches_pylance(tmp_path: Path, version: str, scheme: str, kind: str) -> None:
+    _check(tmp_path, version, kind, {"lance-encoding:compression": scheme})
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("kind", ["emails", "nullable_ints", "prices", "categories", "articles"])
+def test_compression_level_matches_pylance(tmp_path: Path, version: str, kind: str) -> None:
+    _check(tmp_path, version, kind, {"lance-encoding:compression": "zstd", "lance-encoding:compression-level": "9"})
+
+
+def test_compression_changes_the_pages(tmp_path: Path) -> None:
+    # the comparison above must not pass by both sides ignoring the key
+    ours, _, _ = _write_both(tmp_path, "2.1", nullable_ints(), {"lance-encoding:compression": "zstd"})
+    encoding = _pages(ours)[0][0]
+    assert "general" in encoding and "byte_stream_split" in encoding and "ZSTD" in encoding
+
+
+def test_unknown_scheme_is_refused(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("c", pa.int64(), metadata={"lance-encoding:compression": "snappy"})])
+    with pytest.raises(InvalidInputError, match="snappy"):
+        with LanceFileWriter(str(tmp_path / "x.lance"), schema, version="2.1") as writer:
+            writer.write_batch(pa.table({"c": pa.array(range(10))}, schema=schema))
