@@ -28,8 +28,9 @@ from lance_format.encodings.array_v2_0.encode import Compression
 from lance_format.encodings.buffers import compress_buffer
 from lance_format.encodings.structural import accel, encode_fsst
 from lance_format.encodings.structural.encode_values import LeafValues, take_values, variable_values
-from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
+from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks, out_of_line_pack
 from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
+from lance_format.encodings.structural.rle_chunks import rle_chunk_counts
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk
@@ -71,6 +72,10 @@ class ValuePlan:
     def cost_prefix(self) -> np.ndarray:
         """``cost[i]``: estimated bytes of items ``[0, i)`` (only used when ``uniform`` is None)."""
         raise NotImplementedError
+
+    def own_chunks(self) -> np.ndarray | None:
+        """Items per chunk when the compression itself decides the chunks (as pylance's RLE does)."""
+        return None
 
     def encode(self, starts: np.ndarray, counts: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each buffer: its bytes for all chunks back to back (or, with the compiled
@@ -214,6 +219,9 @@ class RlePlan(ValuePlan):
         np.cumsum(marks[:-1] * (self.width + 1), out=cost[1:])
         return cost
 
+    def own_chunks(self) -> np.ndarray | None:
+        return rle_chunk_counts(self.words)
+
     def encode(self, starts, counts):
         n = self.count
         boundary = np.zeros(n, np.bool_)
@@ -326,6 +334,9 @@ class GeneralPlan(ValuePlan):
     def cost_prefix(self) -> np.ndarray:
         return self.inner.cost_prefix()
 
+    def own_chunks(self) -> np.ndarray | None:
+        return self.inner.own_chunks()
+
     def encode(self, starts, counts):
         buffers = self.inner.encode(starts, counts)
         data, sizes = buffers[0]
@@ -374,7 +385,7 @@ def word_plan(words: np.ndarray, allow_rle: bool = True, params: FieldParams = D
 
     Bit-packing is estimated at one word plus ``1024 * bit_width / bits`` words per block of
     1024 values (the last block counted whole) and chosen when that is under the plain bytes;
-    RLE at ``(runs + n / 255)`` pairs of a value and a u8 length, chosen when under the plain
+    RLE at one pair of a value and a u8 length per run (per 255 values of a run), chosen when under the plain
     bytes and not above the bit-packing estimate (and, if the field sets ``rle-threshold``, only
     when runs < n x threshold).
 
@@ -412,10 +423,14 @@ def _word_plan(words: np.ndarray, allow_rle: bool, threshold: float | None) -> V
     if allow_rle:
         # count the runs first: their starts (an int64 per run) are only needed when RLE wins
         runs = 1 + int(np.count_nonzero(words[1:] != words[:-1]))
-        rle = min(runs + n // 255, n) * (width + 1)
         gated = threshold is not None and not runs < n * threshold
-        if not gated and rle < raw and not (bitpack and packed < rle):
-            return RlePlan(words, _run_starts(words))
+        if not gated and runs * (width + 1) < raw:
+            run_starts = _run_starts(words)
+            # runs over 255 values are stored as several (value, length) pairs
+            pieces = int(((np.diff(np.append(run_starts, n)) + 254) // 255).sum())
+            rle = pieces * (width + 1)
+            if rle < raw and not (bitpack and packed < rle):
+                return RlePlan(words, run_starts)
     if bitpack:
         return BitpackPlan(words)
     return _flat_words(words)
@@ -548,15 +563,45 @@ def _distinct_compiled(compiled: ModuleType, values: LeafValues, limit: int) -> 
 def dictionary_block(dictionary: LeafValues, minor: int = 2) -> tuple[bytes, pb.CompressiveEncoding]:
     """Page buffer 2 of a dictionary page: the distinct values in Lance's block form.
 
-    In 2.2 pylance LZ4-compresses the dictionary (``general{lz4}``: u32 LE size, then a raw LZ4
-    block); 2.1 stores it plain.
+    8/16/32/64-bit values are bit-packed where pylance's block compressor does it (see
+    :func:`_bitpacked_dictionary`). Otherwise, in 2.2 pylance LZ4-compresses the dictionary
+    (``general{lz4}``: u32 LE size, then a raw LZ4 block); 2.1 stores it plain.
     """
+    packed_block = _bitpacked_dictionary(dictionary)
+    if packed_block is not None:
+        return packed_block
     block, encoding = _plain_dictionary_block(dictionary)
     if minor < 2 or dictionary.kind == "bool":
         return block, encoding
     packed = len(block).to_bytes(4, "little") + pa.Codec("lz4_raw").compress(block).to_pybytes()
     general = pb.General(compression=pb.BufferCompression(scheme=pb.COMPRESSION_ALGORITHM_LZ4), values=encoding)
     return packed, pb.CompressiveEncoding(general=general)
+
+
+def _bitpacked_dictionary(dictionary: LeafValues) -> tuple[bytes, pb.CompressiveEncoding] | None:
+    """Lance's block bit-packing of fixed-width dictionary values: none when a block of 1024 values
+    is all zeros or one block of bit-packing would not be smaller than the values; inline (one
+    block with its bit width) up to 1024 values, out-of-line at the widest block's width above."""
+    words = dictionary.words
+    if dictionary.kind != "fixed" or words is None or not len(words):
+        return None
+    n = len(words)
+    full = n // BLOCK * BLOCK
+    widths = bit_widths(words[:full].reshape(-1, BLOCK)) if full else np.zeros(0, np.int64)
+    if full < n:
+        widths = np.append(widths, bit_widths(words[full:][None, :]))
+    if (widths == 0).any() or (len(widths) == 1 and (BLOCK * int(widths[0]) + 7) // 8 >= words.nbytes):
+        return None
+    bits = words.dtype.itemsize * 8
+    if n <= BLOCK:
+        data, _ = inline_pack_chunks(words, np.zeros(1, np.int64), np.full(1, n, np.int64))
+        encoding = pb.CompressiveEncoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=bits))
+    else:
+        width = int(widths.max())
+        data, _ = out_of_line_pack(words, width, np.zeros(1, np.int64), np.full(1, n, np.int64))
+        encoding = pb.CompressiveEncoding(out_of_line_bitpacking=pb.OutOfLineBitpacking(
+            uncompressed_bits_per_value=bits, values=flat_encoding(width)))
+    return np.ascontiguousarray(data).view(np.uint8).tobytes(), encoding
 
 
 def _plain_dictionary_block(dictionary: LeafValues) -> tuple[bytes, pb.CompressiveEncoding]:

@@ -124,8 +124,23 @@ class _Chunker:
             k //= 2
         return 0
 
+    def _planned(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The compression's own chunks, if it has them and they fit the level limits."""
+        counts = self.plan.own_chunks()
+        if counts is None:
+            return None
+        starts = np.cumsum(counts) - counts
+        last = len(counts) - 1
+        for i, (start, count) in enumerate(zip(starts.tolist(), counts.tolist())):
+            if not self._fits(start, start + count, i == last, True):
+                return None
+        return starts, counts
+
     def chunks(self) -> tuple[np.ndarray, np.ndarray] | None:
         n = self.n
+        planned = self._planned()
+        if planned is not None:
+            return planned
         k = self._uniform_size()
         if k is not None:
             starts = np.arange(0, n, k, dtype=np.int64)
