@@ -23,7 +23,8 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.structural.encode_compression import try_dictionary, value_plan, word_plan
+from lance_format.encodings.structural.encode_compression import value_plan, word_plan
+from lance_format.encodings.structural.encode_dictionary import try_dictionary
 from lance_format.encodings.structural.encode_constant import constant_value, encode_all_null, encode_constant
 from lance_format.encodings.structural.encode_fullzip import encode_fullzip
 from lance_format.encodings.structural.encode_miniblock import encode_miniblock
@@ -120,16 +121,17 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
     if values.kind == "dictionary":
         # dictionary values always carry indices and the dictionary
         assert values.indices is not None and values.dictionary is not None
-        result = encode_miniblock(leaf, word_plan(values.indices, params=params), minor, dictionary=values.dictionary)
+        result = encode_miniblock(leaf, word_plan(values.indices, params=params), minor, dictionary=values.dictionary,
+                                  params=params)
         if result is not None:
             return result
         values = take_values(values.dictionary, values.indices.astype(np.int64))
     # pylance tries a dictionary before choosing by width: wide values repeated a lot still
     # become a mini-block page of indices
-    encoded = try_dictionary(values, minor)
+    encoded = try_dictionary(values, minor, params)
     if encoded is not None:
         indices, dictionary = encoded
-        result = encode_miniblock(leaf, word_plan(indices, params=params), minor, dictionary=dictionary)
+        result = encode_miniblock(leaf, word_plan(indices, params=params), minor, dictionary=dictionary, params=params)
         if result is not None:
             return result
     if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES:
