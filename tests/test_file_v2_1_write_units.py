@@ -173,7 +173,7 @@ def test_compiled_dictionary_encoding_matches_arrow(strings):
     if os.environ.get("LANCE_FORMAT_JIT") == "0":
         pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
     from lance_format.encodings.structural import accel
-    from lance_format.encodings.structural.encode_compression import try_dictionary
+    from lance_format.encodings.structural.encode_dictionary import try_dictionary
     from lance_format.encodings.structural.encode_values import variable_values
 
     values = variable_values(pa.array(strings), None)

@@ -10,37 +10,30 @@ the chunks once the boundaries are fixed (vectorized over the whole page). Plans
   to the offset width with 0x48);
 * ``fsst``: strings FSST-compressed with one symbol table per page (in the encoding), then laid
   out like ``variable``; chosen as pylance chooses it (see :func:`use_fsst`);
-* ``dictionary``: items replaced by u32 indices (compressed by one of the plans above) and the
-  distinct values stored once in page buffer 2 (``flat`` or block ``variable``, LZ4-compressed
-  in 2.2 as pylance does).
+* dictionary pages (:mod:`encode_dictionary`) write their u32 indices with one of the plans
+  above.
 """
 
 from __future__ import annotations
 
-import struct
-from types import ModuleType
-
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_format.encodings.array_v2_0.encode import Compression
 from lance_format.encodings.buffers import compress_buffer
 from lance_format.encodings.structural import accel, encode_fsst
-from lance_format.encodings.structural.encode_values import LeafValues, take_values, variable_values
+from lance_format.encodings.structural.encode_values import LeafValues
 from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
+from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
+from lance_format.encodings.structural.rle_chunks import rle_chunk_counts
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk
 MAX_CHUNK_VALUES = 4096
 RLE_MAX_CHUNK_VALUES = 2048
-DICT_MIN_VALUES = 100
-DICT_SIZE_RATIO = 0.8
-DICT_SAMPLE = 4096
-DICT_DIVISOR = 2
-DICT_MAX_CARDINALITY = 100_000
 PAD_VARIABLE = 0x48
 ZSTD_DEFAULT_LEVEL = 3  # pylance's (zstd's own) default; pyarrow's is 1
+GENERAL_MIN_BYTES = 4096  # pylance compresses a page's first value buffer from this size on
 _SCHEMES = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
 
 
@@ -69,6 +62,10 @@ class ValuePlan:
     def cost_prefix(self) -> np.ndarray:
         """``cost[i]``: estimated bytes of items ``[0, i)`` (only used when ``uniform`` is None)."""
         raise NotImplementedError
+
+    def own_chunks(self) -> np.ndarray | None:
+        """Items per chunk when the compression itself decides the chunks (as pylance's RLE does)."""
+        return None
 
     def encode(self, starts: np.ndarray, counts: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each buffer: its bytes for all chunks back to back (or, with the compiled
@@ -143,6 +140,50 @@ class BitpackPlan(ValuePlan):
         return [inline_pack_chunks(self.words, starts, counts)]
 
 
+class BssPlan(ValuePlan):
+    """Byte-stream-split 32/64-bit values: per chunk (1024 / 512 values), byte 0 of every value,
+    then byte 1, ... (Lance's ByteStreamSplitEncoder; pylance uses it only under general
+    compression, which it is meant to help)."""
+
+    def __init__(self, words: np.ndarray) -> None:
+        super().__init__(len(words))
+        self.width = words.dtype.itemsize
+        self.matrix = words.view(np.uint8).reshape(len(words), self.width)
+        self.max_chunk = 1024 if self.width == 4 else 512
+        self.uniform = self.width
+        self.encoding = pb.CompressiveEncoding(byte_stream_split=pb.ByteStreamSplit(values=flat_encoding(self.width * 8)))
+
+    def encode(self, starts, counts):
+        out = np.empty(self.count * self.width, np.uint8)
+        # chunks lie back to back; each run of equal-sized chunks is transposed in one go
+        change = np.flatnonzero(np.diff(counts)) + 1
+        for first, stop in zip(np.concatenate(([0], change)).tolist(), np.append(change, len(counts)).tolist()):
+            k = int(counts[first])
+            a, b = int(starts[first]), int(starts[first]) + k * (stop - first)
+            out[a * self.width : b * self.width] = self.matrix[a:b].reshape(stop - first, k, self.width).transpose(0, 2, 1).reshape(-1)
+        return [(out, counts * self.width)]
+
+
+def bss_wanted(words: np.ndarray, mode: str | None) -> bool:
+    """Lance's choice for byte-stream-split: 32/64-bit values; ``on``/``off`` as told, else
+    (``auto``) when the mean Shannon entropy of each byte position over the first 64 values is
+    under 4 bits (each position's entropy truncated to 1/1000 bit, as Lance stores it)."""
+    width = words.dtype.itemsize
+    if width not in (4, 8) or mode == "off":
+        return False
+    if mode == "on":
+        return True
+    sample = words[:64].view(np.uint8).reshape(-1, width)
+    if not len(sample):
+        return False
+    total = 0
+    for position in range(width):
+        p = np.bincount(sample[:, position], minlength=256)
+        p = p[p > 0] / len(sample)
+        total += int(-np.cumsum(p * np.log2(p))[-1] * 1000)
+    return total / width / 1000 < 4.0
+
+
 class RlePlan(ValuePlan):
     num_buffers = 2
     max_chunk = RLE_MAX_CHUNK_VALUES
@@ -167,6 +208,9 @@ class RlePlan(ValuePlan):
         cost = np.zeros(self.count + 1, np.int64)
         np.cumsum(marks[:-1] * (self.width + 1), out=cost[1:])
         return cost
+
+    def own_chunks(self) -> np.ndarray | None:
+        return rle_chunk_counts(self.words)
 
     def encode(self, starts, counts):
         n = self.count
@@ -280,9 +324,16 @@ class GeneralPlan(ValuePlan):
     def cost_prefix(self) -> np.ndarray:
         return self.inner.cost_prefix()
 
+    def own_chunks(self) -> np.ndarray | None:
+        return self.inner.own_chunks()
+
     def encode(self, starts, counts):
         buffers = self.inner.encode(starts, counts)
         data, sizes = buffers[0]
+        if int(np.sum(sizes)) < GENERAL_MIN_BYTES:
+            # pylance leaves small pages as the inner plan wrote them
+            self.encoding = self.inner.encoding
+            return buffers
         if isinstance(data, DeferredVariableChunks):
             positions = np.cumsum(sizes) - sizes
             raw = np.full(int(sizes.sum()), PAD_VARIABLE, np.uint8)
@@ -297,6 +348,10 @@ class GeneralPlan(ValuePlan):
         pieces = [compress_buffer(data[a:b], self.compression.scheme, level)
                   for a, b in zip(begins, ends)]
         packed = np.frombuffer(b"".join(pieces), np.uint8)
+        if len(packed) >= int(np.sum(sizes)):
+            # ... and pages the compression does not shrink
+            self.encoding = self.inner.encoding
+            return [(data, sizes), *buffers[1:]]
         return [(packed, np.array([len(p) for p in pieces], np.int64)), *buffers[1:]]
 
 
@@ -315,14 +370,35 @@ def _run_starts(words: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], change)) if len(words) else change
 
 
-def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
+def word_plan(words: np.ndarray, allow_rle: bool = True, params: FieldParams = DEFAULT_PARAMS) -> ValuePlan:
     """Pick RLE, inline bit-packing or flat for 8/16/32/64-bit words, by pylance 14's size model.
 
     Bit-packing is estimated at one word plus ``1024 * bit_width / bits`` words per block of
     1024 values (the last block counted whole) and chosen when that is under the plain bytes;
-    RLE at ``(runs + n / 255)`` pairs of a value and a u8 length, chosen when under the plain
-    bytes and not above the bit-packing estimate.
+    RLE at one pair of a value and a u8 length per run (per 255 values of a run), chosen when under the plain
+    bytes and not above the bit-packing estimate (and, if the field sets ``rle-threshold``, only
+    when runs < n x threshold).
+
+    The field's metadata can turn this off (``compression = none``: flat), or put
+    byte-stream-split first and wrap the result in lz4/zstd (see :mod:`field_params`).
     """
+    if params.off:
+        return _flat_words(words)
+    general = params.general
+    if params.compression is not None and bss_wanted(words, params.bss):
+        plan: ValuePlan = BssPlan(words)
+    else:
+        plan = _word_plan(words, allow_rle, params.rle_threshold)
+    return plan if general is None else GeneralPlan(plan, general)
+
+
+def _flat_words(words: np.ndarray) -> FlatPlan:
+    n, width = len(words), words.dtype.itemsize
+    return FlatPlan(LeafValues("fixed", n, bytes_per_value=width, words=words,
+                               matrix=words.view(np.uint8).reshape(n, width)))
+
+
+def _word_plan(words: np.ndarray, allow_rle: bool, threshold: float | None) -> ValuePlan:
     n = len(words)
     width = words.dtype.itemsize
     if n == 0:
@@ -337,163 +413,37 @@ def word_plan(words: np.ndarray, allow_rle: bool = True) -> ValuePlan:
     if allow_rle:
         # count the runs first: their starts (an int64 per run) are only needed when RLE wins
         runs = 1 + int(np.count_nonzero(words[1:] != words[:-1]))
-        rle = min(runs + n // 255, n) * (width + 1)
-        if rle < raw and not (bitpack and packed < rle):
-            return RlePlan(words, _run_starts(words))
+        gated = threshold is not None and not runs < n * threshold
+        if not gated and runs * (width + 1) < raw:
+            run_starts = _run_starts(words)
+            # runs over 255 values are stored as several (value, length) pairs
+            pieces = int(((np.diff(np.append(run_starts, n)) + 254) // 255).sum())
+            rle = pieces * (width + 1)
+            if rle < raw and not (bitpack and packed < rle):
+                return RlePlan(words, run_starts)
     if bitpack:
         return BitpackPlan(words)
-    return FlatPlan(LeafValues("fixed", n, bytes_per_value=width, words=words,
-                               matrix=words.view(np.uint8).reshape(n, width)))
+    return _flat_words(words)
 
 
 def value_plan(values: LeafValues, data_type: pa.DataType | None = None,
-               compression: Compression | None = None) -> ValuePlan:
+               params: FieldParams = DEFAULT_PARAMS) -> ValuePlan:
     """The mini-block plan of a page's values (``data_type``: the leaf's Arrow type, for FSST;
-    ``compression``: the field's ``lance-encoding:compression``, which pylance applies to strings
-    instead of FSST)."""
-    if compression is not None and values.kind == "variable":
-        return GeneralPlan(VariablePlan(values), compression)
-    if data_type is not None and use_fsst(values, data_type):
-        return FsstPlan(values)
+    ``params``: the field's metadata; pylance's lz4/zstd replace FSST on strings and wrap fixed
+    values of any width, fixed-size lists excepted)."""
+    general = params.general
+    if values.kind == "variable":
+        if general is not None:
+            return GeneralPlan(VariablePlan(values), general)
+        if params.compression == "fsst" or (not params.off and data_type is not None and use_fsst(values, data_type)):
+            return FsstPlan(values)
+        return VariablePlan(values)
     if values.kind == "fixed" and values.words is not None:
-        return word_plan(values.words)
+        return word_plan(values.words, params=params)
     if values.kind in ("fixed", "bool"):
-        return FlatPlan(values)
+        return FlatPlan(values) if general is None else GeneralPlan(FlatPlan(values), general)
     if values.kind == "fsl":
         return FslPlan(values)
     if values.kind == "variable":
         return VariablePlan(values)
     raise ValueError(values.kind)
-
-
-# -- dictionary ------------------------------------------------------------------------------------
-
-
-def _as_arrow(values: LeafValues) -> pa.Array:
-    if values.kind == "variable":
-        # variable values always carry offsets and data
-        assert values.offsets is not None and values.data is not None
-        offsets = np.ascontiguousarray(values.offsets, np.int64 if values.offset_width == 8 else np.int32)
-        data_type = pa.large_binary() if values.offset_width == 8 else pa.binary()
-        return pa.Array.from_buffers(data_type, values.count, [None, pa.py_buffer(offsets), pa.py_buffer(values.data)])
-    if values.words is None:  # 16-byte values (decimal128): one fixed-size binary each
-        assert values.matrix is not None  # fixed values always carry the byte matrix
-        matrix = np.ascontiguousarray(values.matrix)
-        return pa.Array.from_buffers(pa.binary(values.bytes_per_value), values.count, [None, pa.py_buffer(matrix)])
-    return pa.array(values.words)
-
-
-def _from_arrow(array: pa.Array, like: LeafValues) -> LeafValues:
-    if like.kind == "variable":
-        return variable_values(array, None)
-    if like.words is None:  # 16-byte values
-        width = like.bytes_per_value
-        buf = array.buffers()[1]
-        matrix = np.frombuffer(buf, np.uint8, len(array) * width, array.offset * width).reshape(len(array), width)
-        return LeafValues("fixed", len(array), bytes_per_value=width, matrix=matrix)
-    words = np.asarray(array.to_numpy(zero_copy_only=False)).astype(like.words.dtype)
-    width = like.bytes_per_value
-    return LeafValues("fixed", len(words), bytes_per_value=width, words=words,
-                      matrix=words.view(np.uint8).reshape(len(words), width))
-
-
-def try_dictionary(values: LeafValues, minor: int = 2) -> tuple[np.ndarray, LeafValues] | None:
-    """Dictionary-encode a page's items where pylance 14 does: (u32 indices, dictionary), or None.
-
-    Its rule (fitted to pylance 14's choices over string and int64 pages of 1,000 to 400,000
-    values, every choice matched): strings and binaries, and 64-bit values in 2.2, of at least
-    100 values; the distinct values among the first 4,096, scaled to the page, and the actual
-    number of distinct values must both stay within ``min(n / 2, 100,000)``; and the dictionary
-    plus u32 indices (and the dictionary's offsets) must take at most 0.8 of the plain bytes.
-    128-bit values (decimals) are dictionary-encoded in 2.1 too, as pylance does.
-    """
-    n = values.count
-    if n < DICT_MIN_VALUES:
-        return None
-    if values.kind == "fixed":
-        if not (values.bytes_per_value == 16 or values.bytes_per_value == 8 and values.words is not None and minor >= 2):
-            return None
-    elif values.kind != "variable":
-        return None
-    limit = min(n // DICT_DIVISOR, DICT_MAX_CARDINALITY)
-    compiled = accel.write_kernels(values.raw_bytes()) if values.kind == "variable" else None
-    found = _distinct_compiled(compiled, values, limit) if compiled is not None else _distinct_arrow(values, limit)
-    if found is None:
-        return None
-    indices, dictionary = found
-    cardinality = dictionary.count
-    if values.kind == "variable":
-        assert values.offsets is not None and dictionary.offsets is not None  # variable values carry offsets
-        width = values.offset_width
-        size = int(dictionary.offsets[-1]) + (cardinality + 1) * width + 4 * n
-        plain = int(values.offsets[-1]) + (n + 1) * width
-    else:
-        width = values.bytes_per_value
-        size, plain = width * cardinality + 4 * n, width * n
-    if size > DICT_SIZE_RATIO * plain:
-        return None
-    return indices, dictionary
-
-
-def _distinct_arrow(values: LeafValues, limit: int) -> tuple[np.ndarray, LeafValues] | None:
-    """(u32 indices, dictionary) by Arrow's ``dictionary_encode``, or None when the first values
-    (scaled to the page) or all of them have more than ``limit`` distinct values."""
-    n = values.count
-    arrow = _as_arrow(values)
-    # a cheap look at the first values first: hashing a whole high-cardinality page is costly
-    sample = min(n, DICT_SAMPLE)
-    if pc.count_distinct(arrow.slice(0, sample)).as_py() * n / sample > limit:
-        return None
-    encoded = arrow.dictionary_encode()
-    if len(encoded.dictionary) > limit:
-        return None
-    indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False)).astype(np.uint32)
-    return indices, _from_arrow(encoded.dictionary, values)
-
-
-def _distinct_compiled(compiled: ModuleType, values: LeafValues, limit: int) -> tuple[np.ndarray, LeafValues] | None:
-    """:func:`_distinct_arrow` of strings by the compiled hash table: the same decisions, the same
-    dictionary (first occurrences, in order) and indices."""
-    assert values.offsets is not None and values.data is not None  # variable values carry both
-    n = values.count
-    data = np.ascontiguousarray(values.data, np.uint8)
-    offsets = np.ascontiguousarray(values.offsets, np.int64)
-    sample = min(n, DICT_SAMPLE)
-    if len(compiled.dictionary_encode(data, offsets[: sample + 1], sample)[1]) * n / sample > limit:
-        return None
-    indices, firsts = compiled.dictionary_encode(data, offsets, limit)
-    if len(indices) != n:  # gave up: more than limit distinct values
-        return None
-    return indices, take_values(values, firsts)
-
-
-def dictionary_block(dictionary: LeafValues, minor: int = 2) -> tuple[bytes, pb.CompressiveEncoding]:
-    """Page buffer 2 of a dictionary page: the distinct values in Lance's block form.
-
-    In 2.2 pylance LZ4-compresses the dictionary (``general{lz4}``: u32 LE size, then a raw LZ4
-    block); 2.1 stores it plain.
-    """
-    block, encoding = _plain_dictionary_block(dictionary)
-    if minor < 2 or dictionary.kind == "bool":
-        return block, encoding
-    packed = len(block).to_bytes(4, "little") + pa.Codec("lz4_raw").compress(block).to_pybytes()
-    general = pb.General(compression=pb.BufferCompression(scheme=pb.COMPRESSION_ALGORITHM_LZ4), values=encoding)
-    return packed, pb.CompressiveEncoding(general=general)
-
-
-def _plain_dictionary_block(dictionary: LeafValues) -> tuple[bytes, pb.CompressiveEncoding]:
-    if dictionary.kind == "variable":
-        ow = dictionary.offset_width
-        fmt = "<II" if ow == 4 else "<QQ"
-        # variable values always carry offsets and data
-        assert dictionary.offsets is not None and dictionary.data is not None
-        offsets = dictionary.offsets.astype(np.uint32 if ow == 4 else np.uint64)
-        start = 2 * ow + offsets.nbytes
-        return struct.pack(fmt, ow * 8, start) + offsets.tobytes() + dictionary.data.tobytes(), variable_encoding(ow * 8)
-    if dictionary.kind == "bool":
-        assert dictionary.bits is not None  # bool values always carry bits
-        return np.packbits(dictionary.bits, bitorder="little").tobytes(), flat_encoding(1)
-    if dictionary.kind == "fixed":
-        assert dictionary.matrix is not None  # fixed values always carry the byte matrix
-        return dictionary.matrix.tobytes(), flat_encoding(dictionary.bytes_per_value * 8)
-    raise ValueError(f"cannot store a dictionary of {dictionary.kind} values")

@@ -20,11 +20,22 @@ from __future__ import annotations
 
 import numpy as np
 
+import pyarrow as pa
+
+from lance_format.encodings.buffers import compress_buffer
 from lance_format.encodings.structural import encode_fsst
-from lance_format.encodings.structural.encode_compression import flat_encoding, use_fsst, variable_encoding
+from lance_format.encodings.structural.encode_compression import (
+    ZSTD_DEFAULT_LEVEL,
+    flat_encoding,
+    use_fsst,
+    variable_encoding,
+)
 from lance_format.encodings.structural.encode_repdef import LeafPage
 from lance_format.encodings.structural.encode_values import LeafValues
+from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
 from lance_format.proto import encodings_v2_1_pb2 as pb
+
+PER_VALUE_ZSTD_MIN_LENGTH = 32 * 1024  # Lance zstd-compresses values one by one past this length
 
 
 def _fixed_matrix(values: LeafValues) -> tuple[np.ndarray, pb.CompressiveEncoding]:
@@ -78,7 +89,45 @@ def _fsst_values(values: LeafValues) -> tuple[LeafValues, pb.CompressiveEncoding
     return LeafValues("variable", values.count, offsets=offsets, data=data, offset_width=values.offset_width), encoding
 
 
-def encode_fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLayout]:
+def _zstd_values(values: LeafValues, valid: np.ndarray | None, level: int) -> tuple[LeafValues, pb.CompressiveEncoding]:
+    """Every valid value zstd-compressed on its own (u64 LE size + frame), as Lance's
+    CompressedBufferEncoder does for large values (one call per value: each must decompress
+    alone); null items stay empty (full-zip stores nothing for them)."""
+    assert values.offsets is not None and values.data is not None  # variable values carry both
+    data, bounds = values.data, values.offsets.tolist()
+    keep = [True] * values.count if valid is None else valid.tolist()
+    pieces = [compress_buffer(data[a:b], "zstd", level or ZSTD_DEFAULT_LEVEL) if k else b""
+              for a, b, k in zip(bounds, bounds[1:], keep)]
+    offsets = np.zeros(values.count + 1, np.int64)
+    np.cumsum([len(piece) for piece in pieces], out=offsets[1:])
+    packed = np.frombuffer(b"".join(pieces), np.uint8)
+    general = pb.General(compression=pb.BufferCompression(scheme=pb.COMPRESSION_ALGORITHM_ZSTD, level=level),
+                         values=variable_encoding(values.offset_width * 8))
+    return (LeafValues("variable", values.count, offsets=offsets, data=packed, offset_width=values.offset_width),
+            pb.CompressiveEncoding(general=general))
+
+
+def _variable_values(values: LeafValues, valid: np.ndarray | None, data_type: pa.DataType | None,
+                     params: FieldParams) -> tuple[LeafValues, pb.CompressiveEncoding]:
+    """Lance's per-value compression of large variable-width values: none when the field says
+    ``none``; zstd value by value when a value exceeds 32 KiB or the field asks for lz4/zstd
+    (always zstd, at the field's level only when it asked for zstd), given 32 KiB of data;
+    else FSST where it applies (or the field asks for it); else plain."""
+    assert values.offsets is not None  # variable values always carry offsets
+    plain = variable_encoding(values.offset_width * 8)
+    if params.off:
+        return values, plain
+    data_size = int(values.offsets[-1]) + values.offset_width * (values.count + 1)
+    if (values.max_value_bytes() > PER_VALUE_ZSTD_MIN_LENGTH or params.general is not None) and (
+            data_size >= encode_fsst.MIN_INPUT_BYTES):
+        level = params.level if params.compression == "zstd" and params.level is not None else 0
+        return _zstd_values(values, valid, level)
+    if params.compression == "fsst" or (data_type is not None and use_fsst(values, data_type)):
+        return _fsst_values(values)
+    return values, plain
+
+
+def encode_fullzip(leaf: LeafPage, values: LeafValues, params: FieldParams = DEFAULT_PARAMS) -> tuple[list, pb.PageLayout]:
     n_items = values.count
     rep, defs = leaf.rep, leaf.defs
     has_levels = rep is not None or defs is not None
@@ -107,10 +156,8 @@ def encode_fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLay
         assert values.offsets is not None and values.data is not None
         ow = values.offset_width
         layout.bits_per_offset = ow * 8
-        if leaf.values is not None and use_fsst(values, leaf.values.type):
-            values, encoding = _fsst_values(values)
-        else:
-            encoding = variable_encoding(ow * 8)
+        values, encoding = _variable_values(values, leaf.valid, leaf.values.type if leaf.values is not None else None,
+                                            params)
         assert values.offsets is not None and values.data is not None  # variable values carry both
         layout.value_compression.CopyFrom(encoding)
         lengths = np.diff(values.offsets)

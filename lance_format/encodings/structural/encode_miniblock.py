@@ -23,13 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from lance_format.encodings.structural import accel
-from lance_format.encodings.structural.encode_compression import (
-    DeferredVariableChunks,
-    ValuePlan,
-    dictionary_block,
-    flat_encoding,
-)
+from lance_format.encodings.structural.encode_compression import DeferredVariableChunks, ValuePlan, flat_encoding
+from lance_format.encodings.structural.encode_dictionary import dictionary_block
 from lance_format.encodings.structural.encode_repdef import LeafPage
+from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
 from lance_format.encodings.structural.fastlanes_pack import out_of_line_pack
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
@@ -124,8 +121,23 @@ class _Chunker:
             k //= 2
         return 0
 
+    def _planned(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The compression's own chunks, if it has them and they fit the level limits."""
+        counts = self.plan.own_chunks()
+        if counts is None:
+            return None
+        starts = np.cumsum(counts) - counts
+        last = len(counts) - 1
+        for i, (start, count) in enumerate(zip(starts.tolist(), counts.tolist())):
+            if not self._fits(start, start + count, i == last, True):
+                return None
+        return starts, counts
+
     def chunks(self) -> tuple[np.ndarray, np.ndarray] | None:
         n = self.n
+        planned = self._planned()
+        if planned is not None:
+            return planned
         k = self._uniform_size()
         if k is not None:
             starts = np.arange(0, n, k, dtype=np.int64)
@@ -261,6 +273,7 @@ def encode_miniblock(
     plan: ValuePlan,
     minor: int,
     dictionary=None,
+    params: FieldParams = DEFAULT_PARAMS,
 ) -> tuple[list, pb.PageLayout] | None:
     """Encode a leaf page as mini-blocks; None when the items cannot be chunked (use full-zip)."""
     chunker = _Chunker(leaf, plan, minor)
@@ -310,7 +323,7 @@ def encode_miniblock(
     meta = words.astype("<u2" if minor < 2 else "<u4").tobytes()
     buffers = [meta, body]
     if dictionary is not None:
-        block, encoding = dictionary_block(dictionary, minor)
+        block, encoding = dictionary_block(dictionary, minor, params)
         layout.dictionary.CopyFrom(encoding)
         layout.num_dictionary_items = dictionary.count
         buffers.append(block)

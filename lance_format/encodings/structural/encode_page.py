@@ -23,13 +23,14 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.array_v2_0.encode import compression_from_metadata
-from lance_format.encodings.structural.encode_compression import try_dictionary, value_plan, word_plan
+from lance_format.encodings.structural.encode_compression import value_plan, word_plan
+from lance_format.encodings.structural.encode_dictionary import try_dictionary
 from lance_format.encodings.structural.encode_constant import constant_value, encode_all_null, encode_constant
 from lance_format.encodings.structural.encode_fullzip import encode_fullzip
 from lance_format.encodings.structural.encode_miniblock import encode_miniblock
 from lance_format.encodings.structural.encode_repdef import LeafPage, shred
 from lance_format.encodings.structural.encode_values import LeafValues, leaf_values, take_values
+from lance_format.encodings.structural.field_params import FieldParams, field_params
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceField
@@ -94,14 +95,14 @@ class PageTooDense(UnsupportedFeatureError):
     """A page's levels do not fit mini-block chunks and its values cannot be full-zipped."""
 
 
-def _fullzip(leaf: LeafPage, values: LeafValues) -> tuple[list, pb.PageLayout]:
+def _fullzip(leaf: LeafPage, values: LeafValues, params: FieldParams) -> tuple[list, pb.PageLayout]:
     if values.kind == "bool":
         # full-zip needs byte-aligned values; the writer retries with fewer rows per page
         raise PageTooDense(
             "boolean values under more than 32767 consecutive empty or null lists cannot be written",
             column=leaf.name,
         )
-    return encode_fullzip(leaf, values)
+    return encode_fullzip(leaf, values, params)
 
 
 def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
@@ -112,6 +113,7 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
     ):
         return encode_all_null(leaf)
     values = leaf_values(leaf.values, leaf.valid, leaf.name)
+    params = field_params(leaf.field.metadata, leaf.name)
     if minor >= 2 and values.kind in ("fixed", "bool", "variable"):
         value = constant_value(values, leaf.valid)
         if value is not None:
@@ -119,24 +121,24 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
     if values.kind == "dictionary":
         # dictionary values always carry indices and the dictionary
         assert values.indices is not None and values.dictionary is not None
-        result = encode_miniblock(leaf, word_plan(values.indices), minor, dictionary=values.dictionary)
+        result = encode_miniblock(leaf, word_plan(values.indices, params=params), minor, dictionary=values.dictionary,
+                                  params=params)
         if result is not None:
             return result
         values = take_values(values.dictionary, values.indices.astype(np.int64))
     # pylance tries a dictionary before choosing by width: wide values repeated a lot still
     # become a mini-block page of indices
-    encoded = try_dictionary(values, minor)
+    encoded = try_dictionary(values, minor, params)
     if encoded is not None:
         indices, dictionary = encoded
-        result = encode_miniblock(leaf, word_plan(indices), minor, dictionary=dictionary)
+        result = encode_miniblock(leaf, word_plan(indices, params=params), minor, dictionary=dictionary, params=params)
         if result is not None:
             return result
     if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES:
-        compression = compression_from_metadata(leaf.field.metadata)
-        result = encode_miniblock(leaf, value_plan(values, leaf.values.type, compression), minor)
+        result = encode_miniblock(leaf, value_plan(values, leaf.values.type, params), minor)
         if result is not None:
             return result
-    return _fullzip(leaf, values)
+    return _fullzip(leaf, values, params)
 
 
 def _concat(chunks: list[pa.Array]) -> pa.Array:

@@ -1,0 +1,277 @@
+"""File versions 2.1/2.2: encoding keys of field metadata on every page kind, compared with pylance.
+
+pylance 14 honours ``lance-encoding:compression`` (zstd / lz4 / none / fsst),
+``…:compression-level``, ``…:rle-threshold`` and ``…:bss`` on mini-block values of any width
+(byte-stream-split then lz4/zstd per chunk, kept only when it shrinks a page of >= 4 KiB),
+dictionary indices, and full-zip pages (large strings and binaries: zstd value by value). For each
+key, page kind and version our data file must hold the same bytes as pylance's (whole files for
+one key; with several keys the pages only, as pylance's schema map order varies), and each side
+must read the other's file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from lance.file import LanceFileReader as PyReader
+from lance.file import LanceFileWriter as PyWriter
+
+from lance_format.errors import InvalidInputError
+from lance_format.file import LanceFileReader, LanceFileWriter
+
+VERSIONS = ["2.1", "2.2"]
+N = 6000
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(7)
+
+
+def urls() -> pa.Array:
+    rng = _rng()
+    hosts = rng.integers(0, 300, N)
+    return pa.array([f"https://www.site{h}.example.com/articles/{i * 7919 % 100003}?ref=feed&page={i % 17}"
+                     for i, h in enumerate(hosts.tolist())])
+
+
+def emails() -> pa.Array:
+    names = ["ann", "bob", "carla", "dmitri", "eve", "fatima", "gus"]
+    domains = ["gmail.com", "example.org", "corp.example.net"]
+    return pa.array([None if i % 11 == 0 else f"{names[i % 7]}.{i}@{domains[i % 3]}" for i in range(N)])
+
+
+def nullable_ints() -> pa.Array:
+    values = _rng().integers(-1_000_000, 1_000_000, N)
+    return pa.array([None if i % 7 == 0 else int(v) for i, v in enumerate(values.tolist())], pa.int64())
+
+
+def small_ints() -> pa.Array:
+    return pa.array(_rng().integers(0, 1000, N).astype(np.int32))
+
+
+def prices() -> pa.Array:
+    return pa.array(np.round(_rng().gamma(2.0, 20.0, N), 2))
+
+
+def floats32() -> pa.Array:
+    return pa.array(_rng().standard_normal(N).astype(np.float32))
+
+
+def categories() -> pa.Array:  # dictionary page: indices are the mini-block values
+    return pa.array([["books", "games", "music", "garden", "toys"][i % 5] for i in range(N)])
+
+
+def sorted_ids() -> pa.Array:  # runs: RLE territory
+    return pa.array(np.arange(N) // 20 * 1_000_003)
+
+
+def flags() -> pa.Array:
+    return pa.array((_rng().random(N) < 0.1).tolist())
+
+
+def articles() -> pa.Array:  # strings over 256 bytes: full-zip
+    rng = _rng()
+    words = np.array("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod".split())
+    return pa.array([None if i % 9 == 0 else " ".join(words[rng.integers(0, len(words), int(k))])
+                     for i, k in enumerate(rng.integers(60, 160, 800))])
+
+
+def blobs() -> pa.Array:  # binary over 256 bytes: full-zip
+    rng = _rng()
+    return pa.array([bytes(rng.integers(0, 16, int(k), dtype=np.uint8)) for k in rng.integers(300, 700, 600)])
+
+
+def vectors() -> pa.Array:  # fixed-size lists: pylance never compresses them
+    return pa.FixedSizeListArray.from_arrays(pa.array(_rng().standard_normal(500 * 64).astype(np.float32)), 64)
+
+
+KINDS: dict[str, Callable[[], pa.Array]] = {
+    "urls": urls, "emails": emails, "nullable_ints": nullable_ints, "small_ints": small_ints, "prices": prices,
+    "floats32": floats32, "categories": categories, "sorted_ids": sorted_ids, "flags": flags,
+    "articles": articles, "blobs": blobs, "vectors": vectors,
+}
+
+
+def _write_both(tmp_path: Path, version: str, values: pa.Array,
+                metadata: dict[str, str]) -> tuple[Path, Path, pa.Table]:
+    schema = pa.schema([pa.field("c", values.type, metadata=metadata)])
+    table = pa.table({"c": values}, schema=schema)
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    with LanceFileWriter(str(ours), schema, version=version) as writer:
+        writer.write_batch(table)
+    with PyWriter(str(theirs), schema, version=version) as writer:
+        writer.write_batch(table)
+    return ours, theirs, table
+
+
+def _pages(path: Path) -> list[tuple[str, list[bytes]]]:
+    raw = path.read_bytes()
+    return [(page.encoding, [raw[b.position:b.position + b.size] for b in page.buffers])
+            for column in LanceFileReader(str(path)).metadata().columns for page in column.pages]
+
+
+def _check(tmp_path: Path, version: str, kind: str, metadata: dict[str, str]) -> None:
+    ours, theirs, table = _write_both(tmp_path, version, KINDS[kind](), metadata)
+    if len(metadata) == 1:
+        assert ours.read_bytes() == theirs.read_bytes()
+    else:
+        assert _pages(ours) == _pages(theirs)
+    assert PyReader(str(ours)).read_all().to_table().column("c").equals(table.column("c"))
+    assert LanceFileReader(str(theirs)).read_all().to_table().column("c").equals(table.column("c"))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("scheme", ["zstd", "lz4"])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_general_compression_matches_pylance(tmp_path: Path, version: str, scheme: str, kind: str) -> None:
+    _check(tmp_path, version, kind, {"lance-encoding:compression": scheme})
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("kind", ["emails", "nullable_ints", "prices", "categories", "articles"])
+def test_compression_level_matches_pylance(tmp_path: Path, version: str, kind: str) -> None:
+    _check(tmp_path, version, kind, {"lance-encoding:compression": "zstd", "lance-encoding:compression-level": "9"})
+
+
+def test_compression_changes_the_pages(tmp_path: Path) -> None:
+    # the comparison above must not pass by both sides ignoring the key
+    ours, _, _ = _write_both(tmp_path, "2.1", nullable_ints(), {"lance-encoding:compression": "zstd"})
+    encoding = _pages(ours)[0][0]
+    assert "general" in encoding and "byte_stream_split" in encoding and "ZSTD" in encoding
+
+
+def test_unknown_scheme_is_refused(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("c", pa.int64(), metadata={"lance-encoding:compression": "snappy"})])
+    with pytest.raises(InvalidInputError, match="snappy"):
+        with LanceFileWriter(str(tmp_path / "x.lance"), schema, version="2.1") as writer:
+            writer.write_batch(pa.table({"c": pa.array(range(10))}, schema=schema))
+
+
+def _check_readable(tmp_path: Path, version: str, kind: str, metadata: dict[str, str]) -> tuple[str, str]:
+    """Both sides read each other's file; returns (our, their) first page encodings."""
+    ours, theirs, table = _write_both(tmp_path, version, KINDS[kind](), metadata)
+    assert PyReader(str(ours)).read_all().to_table().column("c").equals(table.column("c"))
+    assert LanceFileReader(str(theirs)).read_all().to_table().column("c").equals(table.column("c"))
+    return _pages(ours)[0][0], _pages(theirs)[0][0]
+
+
+# FSST pages: pylance's FSST tables differ from run to run (three writes of one column gave three
+# files), so strings under FSST are compared by encoding and by reading, not by bytes.
+FSST_KINDS = {"urls", "emails", "articles", "blobs"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("scheme", ["none", "fsst"])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_none_and_fsst_match_pylance(tmp_path: Path, version: str, scheme: str, kind: str) -> None:
+    metadata = {"lance-encoding:compression": scheme}
+    if scheme == "fsst" and kind in FSST_KINDS:
+        ours, theirs = _check_readable(tmp_path, version, kind, metadata)
+        assert ("fsst" in ours) == ("fsst" in theirs)
+        return
+    _check(tmp_path, version, kind, metadata)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("bss", ["on", "off", "auto"])
+@pytest.mark.parametrize("scheme", [None, "zstd", "lz4"])
+@pytest.mark.parametrize("kind", ["nullable_ints", "small_ints", "prices", "floats32", "categories", "sorted_ids"])
+def test_byte_stream_split_modes_match_pylance(tmp_path: Path, version: str, bss: str, scheme: str | None,
+                                               kind: str) -> None:
+    metadata = {"lance-encoding:bss": bss}
+    if scheme is not None:
+        metadata["lance-encoding:compression"] = scheme
+    _check(tmp_path, version, kind, metadata)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("threshold", ["0.01", "0.2", "0.9"])
+@pytest.mark.parametrize("kind", ["sorted_ids", "nullable_ints", "categories", "flags"])
+def test_rle_threshold_matches_pylance(tmp_path: Path, version: str, threshold: str, kind: str) -> None:
+    _check(tmp_path, version, kind, {"lance-encoding:rle-threshold": threshold})
+
+
+def test_rle_threshold_turns_rle_off(tmp_path: Path) -> None:
+    ours, _ = _check_readable(tmp_path, "2.1", "sorted_ids", {"lance-encoding:rle-threshold": "0.01"})
+    assert "rle" not in ours and "inline_bitpacking" in ours
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("width", [np.int8, np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("mean_run", [1.5, 4.0, 30.0, 400.0])
+def test_rle_pages_and_chunks_match_pylance(tmp_path: Path, version: str, width: type, mean_run: float) -> None:
+    # pylance's rolling RLE chunks (up to 4096 values / 8 KiB) and its exact run-count size model
+    rng = np.random.default_rng(3)
+    lengths = rng.geometric(1 / mean_run, 20_000)
+    values = np.repeat(rng.integers(-100, 100, len(lengths)), lengths)[:20_000].astype(width)
+    schema = pa.schema([pa.field("c", pa.from_numpy_dtype(width))])
+    table = pa.table({"c": pa.array(values)}, schema=schema)
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    with LanceFileWriter(str(ours), schema, version=version) as writer:
+        writer.write_batch(table)
+    with PyWriter(str(theirs), schema, version=version) as writer:
+        writer.write_batch(table)
+    assert ours.read_bytes() == theirs.read_bytes()
+
+
+@pytest.mark.parametrize(("cardinality", "block"), [(50, "general"), (300, "inline_bitpacking"),
+                                                  (3000, "out_of_line_bitpacking")])
+def test_integer_dictionaries_bitpacked_like_pylance(tmp_path: Path, cardinality: int, block: str) -> None:
+    # 2.2 dictionary-encodes 64-bit values; pylance bit-packs such dictionaries (inline up to 1024
+    # values, out-of-line above) unless one block of packing is not smaller (then LZ4)
+    rng = np.random.default_rng(cardinality)
+    values = pa.array(np.sort(rng.integers(0, cardinality, 20_000)) * 3)
+    ours, theirs, table = _write_both(tmp_path, "2.2", values, {})
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert block in _pages(ours)[0][0].split("dictionary")[1]
+    assert PyReader(str(ours)).read_all().to_table().column("c").equals(table.column("c"))
+
+
+def skus() -> pa.Array:  # ~2,300 distinct of 6,000: a dictionary by default (binary: no FSST)
+    return pa.array([b"sku-%d" % k for k in _rng().integers(0, 2500, N)], pa.binary())
+
+
+def kinds() -> pa.Array:  # 40 distinct values, nullable
+    return pa.array([None if k == 0 else b"kind-%d" % k for k in _rng().integers(0, 40, N)], pa.binary())
+
+
+def product_ids() -> pa.Array:  # 300 distinct 64-bit values: a dictionary in 2.2
+    return pa.array(_rng().integers(0, 300, N) * 7919)
+
+
+KINDS.update({"skus": skus, "kinds": kinds, "product_ids": product_ids})
+DICTIONARY_KEYS = [
+    {"lance-encoding:dict-divisor": "10"},
+    {"lance-encoding:dict-divisor": "1"},
+    {"lance-encoding:dict-size-ratio": "0.1"},
+    {"lance-encoding:dict-size-ratio": "0.99"},
+    {"lance-encoding:dict-values-compression": "zstd"},
+    {"lance-encoding:dict-values-compression": "none"},
+    {"lance-encoding:dict-values-compression": "lz4"},
+    {"lance-encoding:dict-values-compression": "zstd", "lance-encoding:dict-values-compression-level": "7"},
+    {"lance-encoding:dict-values-compression": "zstd", "lance-encoding:compression": "lz4"},
+]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("metadata", DICTIONARY_KEYS, ids=lambda m: "+".join(f"{k[15:]}={v}" for k, v in m.items()))
+@pytest.mark.parametrize("kind", ["skus", "kinds", "product_ids", "categories"])
+def test_dictionary_keys_match_pylance(tmp_path: Path, version: str, metadata: dict[str, str], kind: str) -> None:
+    if kind == "categories" and "dictionary" not in _check_readable(tmp_path, version, kind, metadata)[1]:
+        # strings off the dictionary are FSST pages (not byte-comparable, see FSST_KINDS)
+        assert "dictionary" not in _check_readable(tmp_path, version, kind, metadata)[0]
+        return
+    _check(tmp_path, version, kind, metadata)
+
+
+def test_dictionary_keys_change_the_pages(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    plain, _ = _check_readable(tmp_path / "a", "2.2", "skus", {"lance-encoding:dict-divisor": "10"})
+    zstd, _ = _check_readable(tmp_path / "b", "2.2", "skus", {"lance-encoding:dict-values-compression": "zstd"})
+    assert "dictionary" not in plain
+    assert "ZSTD" in zstd.split("dictionary")[1]
