@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
-from lance_format.encodings.structural.blocks import Dictionary, Fixed, Variable, gather, ranges_index, read_uint, take_block
+from lance_format.encodings.structural.blocks import Dictionary, Fixed, Variable, ranges_index, read_uint, take_block
 from lance_format.encodings.structural import fsst
 from lance_format.encodings.structural.chunk_codecs import FsstChunks, chunk_codec
-from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, empty_leaf
+from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, build_leaf_rows, empty_leaf
 from lance_format.encodings.structural.repdef import LeafData, check_layers, max_rep, max_visible_def
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
@@ -159,9 +159,11 @@ class MiniBlockPage(PageDecoder):
         sizes = offsets[chunks + 1] - offsets[chunks]
         span = int(offsets[c1 + 1]) - base
         if span <= 4 * int(sizes.sum()) + (1 << 20):
-            buf = gather(self.io.buffer(1, base, span), offsets[chunks] - base, sizes)
-        else:
-            buf = np.concatenate(self.io.buffer_ranges(1, offsets[chunks], sizes))
+            # one read of the whole span; the chunks stay where they are in it (not copied:
+            # the codecs find them by position)
+            buf = self.io.buffer(1, base, span)
+            return buf, offsets[chunks] - base, offsets[chunks + 1] - base
+        buf = np.concatenate(self.io.buffer_ranges(1, offsets[chunks], sizes))
         starts = np.zeros(len(chunks), np.int64)
         np.cumsum(sizes[:-1], out=starts[1:])
         return buf, starts, starts + sizes
@@ -171,9 +173,10 @@ class MiniBlockPage(PageDecoder):
         rep, defs, values, _ = self._decode_raw(chunks)
         return build_leaf(rep, defs, values, self.meanings, data_type, self.ctx)
 
-    def _decode_raw(self, chunks: np.ndarray, values_codec=None):
+    def _decode_raw(self, chunks: np.ndarray, values_codec=None, picks: np.ndarray | None = None):
         """Levels, values and per-chunk level counts of the given chunks (``values_codec``: to
-        decode the values with another codec than the page's, e.g. FSST's inner one)."""
+        decode the values with another codec than the page's, e.g. FSST's inner one; ``picks``:
+        sorted indices into the chunks' values, to decode only those values)."""
         ctx = self.ctx
         buf, starts, ends = self._chunk_bytes(chunks)
         counts = self.chunk_counts[chunks]
@@ -216,9 +219,18 @@ class MiniBlockPage(PageDecoder):
             defs = decode_levels(self.def_codec, buf, def_at, def_size, num_levels, ctx)
         if not (has_rep or has_def) and bool((num_levels != 0).any()):
             raise ctx.corrupt("mini-block chunk has levels but the page has no rep/def compression")
-        values = (values_codec or self.values).decode(buf, buf_starts, sizes, counts, ctx)
-        if values.n != int(counts.sum()):
-            raise ctx.corrupt(f"mini-block chunks decoded to {values.n} values instead of {int(counts.sum())}")
+        codec = values_codec or self.values
+        expected = int(counts.sum())
+        if picks is None:
+            values = codec.decode(buf, buf_starts, sizes, counts, ctx)
+        else:
+            if len(picks) and int(picks[-1]) >= expected:
+                raise ctx.corrupt(f"chunks {int(chunks[0])}..{int(chunks[-1])} hold {expected} values, "
+                                  f"{int(picks[-1]) + 1} were expected")
+            values = codec.take(buf, buf_starts, sizes, counts, picks, ctx)
+            expected = len(picks)
+        if values.n != expected:
+            raise ctx.corrupt(f"mini-block chunks decoded to {values.n} values instead of {expected}")
         if self.dictionary is not None:
             if not isinstance(values, Fixed) or values.bits not in (8, 16, 32, 64):
                 raise ctx.corrupt("dictionary indices are not fixed-width integers")
@@ -275,13 +287,12 @@ class MiniBlockPage(PageDecoder):
             local = base[np.searchsorted(chosen, chunk)] + rows - self.first_row[chunk]
             if isinstance(self.values, FsstChunks) and self.dictionary is None:
                 return self._take_fsst(chosen, local, data_type)
-            leaf = self._decode_chunks(chosen, data_type)
-            self._check_rows(leaf, int(chosen[0]), int(chosen[-1]), int(local.max()) + 1)
-            return leaf.take(local)
+            # without lists each level has a value: only the rows taken are decoded to Arrow
+            _, defs, values, _ = self._decode_raw(chosen, picks=local)
+            return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
         if self.whole_page:
-            leaf = self._decode_run(0, len(self.chunk_counts) - 1, data_type)
-            self._check_rows(leaf, 0, len(self.chunk_counts) - 1, int(rows[-1]) + 1)
-            return leaf.take(rows)
+            rep, defs, values, _ = self._decode_raw(np.arange(len(self.chunk_counts)))
+            return build_leaf_rows(rep, defs, values, self.meanings, data_type, self.ctx, rows)
         first, last = self._chunks_for(rows)
         # runs of overlapping or adjacent chunk ranges; all runs are decoded in one go
         reach = np.maximum.accumulate(last)
@@ -300,34 +311,26 @@ class MiniBlockPage(PageDecoder):
         run_start = np.append(0, level_ends[np.cumsum(run_len)[:-1] - 1])
         top = max_rep(self.meanings)
         starts_at = np.flatnonzero(rep == top)
-        first_start = starts_at[np.minimum(np.searchsorted(starts_at, run_start), len(starts_at) - 1)]
-        keep = np.ones(len(rep), np.bool_)
-        keep[ranges_index(run_start, first_start - run_start)] = False
-        if not keep.all():
-            visible = defs <= max_visible_def(self.meanings) if defs is not None else np.ones(len(rep), np.bool_)
-            values = take_block(values, np.flatnonzero(keep[visible]))
+        # rows of run k start at the row count of the runs before it (the dropped levels below
+        # hold no row start, so the count is the same before and after dropping them)
+        row_base = np.searchsorted(starts_at, run_start)
+        first_start = starts_at[np.minimum(row_base, len(starts_at) - 1)]
+        dropped = first_start - run_start
+        if dropped.any():
+            keep = np.ones(len(rep), np.bool_)
+            keep[ranges_index(run_start, dropped)] = False
+            values = take_block(values, np.flatnonzero(keep if defs is None else keep[defs <= max_visible_def(self.meanings)]))
             rep = rep[keep]
             defs = None if defs is None else defs[keep]
-        leaf = build_leaf(rep, defs, values, self.meanings, data_type, self.ctx)
-        # rows of run k start at the row count of the runs before it
-        starts_kept = np.flatnonzero(rep == top)
-        kept_run_start = np.cumsum(keep)[run_start] - keep[run_start]
-        row_base = np.searchsorted(starts_kept, kept_run_start)
         local = row_base[run_of_row] + rows - self.first_row[run_c0][run_of_row]
-        self._check_rows(leaf, int(chunks[0]), int(chunks[-1]), int(local.max()) + 1)
-        return leaf.take(local)
+        return build_leaf_rows(rep, defs, values, self.meanings, data_type, self.ctx, local)
 
     def _take_fsst(self, chosen: np.ndarray, local: np.ndarray, data_type: pa.DataType) -> LeafData:
         """Take from FSST chunks without lists: decompress only the strings of the rows taken."""
         assert isinstance(self.values, FsstChunks)  # checked by the caller
-        _, defs, packed, _ = self._decode_raw(chosen, self.values.inner)
-        if packed.n <= int(local.max()):
-            raise self.ctx.corrupt(f"chunks {int(chosen[0])}..{int(chosen[-1])} hold {packed.n} values, "
-                                   f"{int(local.max()) + 1} were expected")
-        if not isinstance(packed, Variable):
+        _, defs, picked, _ = self._decode_raw(chosen, self.values.inner, picks=local)
+        if not isinstance(picked, Variable):
             raise self.ctx.corrupt("FSST values are not variable-width")
-        picked = take_block(packed, local)
-        assert isinstance(picked, Variable)  # take_block keeps the kind of its block
         values = fsst.decompress(picked, self.values.table, self.ctx)
         return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
 
