@@ -168,3 +168,31 @@ def test_takes_of_rows_after_lists_longer_than_a_chunk(tmp_path, writer, nullabl
         assert_tables_equal(ours.take(picks.tolist()), theirs.take(picks.tolist()), f"{len(picks)} rows")
     condition = "id % 50 = 8 OR id % 50 = 10"
     assert_tables_equal(ours.to_table(filter=condition), theirs.to_table(filter=condition), condition)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_gathers_of_many_short_ranges(compiled, monkeypatch):
+    from lance_format.encodings.structural import accel, blocks
+
+    if compiled and accel.kernels() is None and accel._load() is None:
+        pytest.skip("numba kernels unavailable")
+    monkeypatch.setattr(blocks.accel, "kernels", (lambda work=0: accel._load()) if compiled else (lambda work=0: None))
+    rng = np.random.default_rng(2)
+    buf = rng.integers(0, 256, 5_000, dtype=np.uint8)
+    starts = rng.integers(0, 4_900, 400)
+    lengths = rng.integers(0, 40, 400)
+    expected = np.concatenate([buf[s:s + n] for s, n in zip(starts, lengths)])
+    assert np.array_equal(blocks.gather(buf, starts, lengths), expected)
+    with pytest.raises(IndexError):
+        blocks.gather(buf, np.append(starts, 4_990), np.append(lengths, 20))  # past the end
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32, 64, 128])
+def test_fixed_takes_of_every_width(bits):
+    from lance_format.encodings.structural.blocks import Fixed
+
+    width = bits // 8
+    data = np.arange(10 * width, dtype=np.uint8)
+    index = np.array([9, 0, 3, 3])
+    taken = take_block(Fixed(data, bits), index)
+    assert np.array_equal(taken.data, data.reshape(10, width)[index].reshape(-1))
