@@ -24,7 +24,7 @@ from lance_format.encodings.structural.block_codecs import block_codec, decode_l
 from lance_format.encodings.structural.blocks import Dictionary, Fixed, Variable, ranges_index, read_uint, take_block
 from lance_format.encodings.structural import fsst
 from lance_format.encodings.structural.chunk_codecs import FsstChunks, chunk_codec
-from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, build_leaf_rows, empty_leaf
+from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, empty_leaf
 from lance_format.encodings.structural.repdef import LeafData, check_layers, max_rep, max_visible_def
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
@@ -292,7 +292,8 @@ class MiniBlockPage(PageDecoder):
             return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
         if self.whole_page:
             rep, defs, values, _ = self._decode_raw(np.arange(len(self.chunk_counts)))
-            return build_leaf_rows(rep, defs, values, self.meanings, data_type, self.ctx, rows)
+            starts_at = np.flatnonzero(rep == max_rep(self.meanings))
+            return self._rows_of_levels(rep, defs, values, starts_at, rows, len(rep), data_type)
         first, last = self._chunks_for(rows)
         # runs of overlapping or adjacent chunk ranges; all runs are decoded in one go
         reach = np.maximum.accumulate(last)
@@ -305,25 +306,36 @@ class MiniBlockPage(PageDecoder):
         run_len = run_c1 - run_c0 + 1
         chunks = run_c0.repeat(run_len) + ranges_index(np.zeros(len(heads), np.int64), run_len)
         rep, defs, values, num_levels = self._decode_raw(chunks)
-        # Each run may begin with the end of a row from a chunk we did not read: drop those
-        # levels (and their values) so the runs join into whole rows.
         level_ends = np.cumsum(num_levels)
-        run_start = np.append(0, level_ends[np.cumsum(run_len)[:-1] - 1])
-        top = max_rep(self.meanings)
-        starts_at = np.flatnonzero(rep == top)
-        # rows of run k start at the row count of the runs before it (the dropped levels below
-        # hold no row start, so the count is the same before and after dropping them)
+        run_end = level_ends[np.cumsum(run_len) - 1]
+        run_start = np.append(0, run_end[:-1])
+        starts_at = np.flatnonzero(rep == max_rep(self.meanings))
+        # A run may begin with the end of a row from a chunk not read (it holds no row start):
+        # the rows of run k are the row starts from its first level on
         row_base = np.searchsorted(starts_at, run_start)
-        first_start = starts_at[np.minimum(row_base, len(starts_at) - 1)]
-        dropped = first_start - run_start
-        if dropped.any():
-            keep = np.ones(len(rep), np.bool_)
-            keep[ranges_index(run_start, dropped)] = False
-            values = take_block(values, np.flatnonzero(keep if defs is None else keep[defs <= max_visible_def(self.meanings)]))
-            rep = rep[keep]
-            defs = None if defs is None else defs[keep]
         local = row_base[run_of_row] + rows - self.first_row[run_c0][run_of_row]
-        return build_leaf_rows(rep, defs, values, self.meanings, data_type, self.ctx, local)
+        return self._rows_of_levels(rep, defs, values, starts_at, local, run_end[run_of_row], data_type)
+
+    def _rows_of_levels(self, rep: np.ndarray, defs: np.ndarray | None, values, starts_at: np.ndarray,
+                        local: np.ndarray, limit: np.ndarray | int, data_type: pa.DataType) -> LeafData:
+        """The rows beginning at levels ``starts_at[local]`` (each ending at the next row start,
+        or at ``limit``, the end of the decoded run holding it): only their levels are unravelled
+        and only their values made into Arrow arrays."""
+        visible = None if defs is None else defs <= max_visible_def(self.meanings)
+        n_visible = len(rep) if visible is None else int(np.count_nonzero(visible))
+        if values.n != n_visible:
+            raise self.ctx.corrupt(f"rep/def levels describe {n_visible} values but the chunks hold {values.n}")
+        if len(local) and int(local.max()) >= len(starts_at):
+            raise self.ctx.corrupt(f"the chunks hold {len(starts_at)} rows, {int(local.max()) + 1} were expected")
+        begin = starts_at[local]
+        end = np.minimum(np.append(starts_at, len(rep))[local + 1], limit)
+        levels = ranges_index(begin, end - begin)
+        if visible is None or n_visible == len(rep):
+            picks = levels
+        else:
+            picks = (np.cumsum(visible) - 1)[levels[visible[levels]]]
+        return build_leaf(rep[levels], None if defs is None else defs[levels], take_block(values, picks),
+                          self.meanings, data_type, self.ctx)
 
     def _take_fsst(self, chosen: np.ndarray, local: np.ndarray, data_type: pa.DataType) -> LeafData:
         """Take from FSST chunks without lists: decompress only the strings of the rows taken."""

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural.blocks import Block, take_block, to_arrow
-from lance_format.encodings.structural.repdef import Layer, LeafData, is_list, take_layers, unravel
+from lance_format.encodings.structural.blocks import Block, to_arrow
+from lance_format.encodings.structural.repdef import Layer, LeafData, is_list, unravel
 
 
 @dataclass
@@ -74,18 +74,6 @@ def build_leaf(rep: np.ndarray | None, defs: np.ndarray | None, values: Block, m
     layers, rows = unravel(rep, defs, meanings, values.n, ctx)
     array = to_arrow(values, data_type, layers[-1].validity, ctx)
     return LeafData(layers, array, rows)
-
-
-def build_leaf_rows(rep: np.ndarray | None, defs: np.ndarray | None, values: Block, meanings: list[int],
-                    data_type: pa.DataType, ctx: DecodeContext, rows: np.ndarray) -> LeafData:
-    """:func:`build_leaf` of just ``rows`` (indices of the rows the levels describe): the
-    values of the other rows are never made into Arrow arrays."""
-    layers, count = unravel(rep, defs, meanings, values.n, ctx)
-    if len(rows) and int(np.max(rows)) >= count:
-        raise ctx.corrupt(f"the levels hold {count} rows, {int(np.max(rows)) + 1} were expected")
-    layers, items = take_layers(layers, rows)
-    array = to_arrow(take_block(values, items), data_type, layers[-1].validity, ctx)
-    return LeafData(layers, array, len(rows))
 
 
 class PageDecoder:
