@@ -302,13 +302,13 @@ def test_take_decodes_only_the_chunks_it_needs(tmp_path, monkeypatch):
     })
     write(tmp_path / REL, table, "2.2", batch_rows=n)
     decoded: list[tuple[int, int]] = []
-    original = miniblock.MiniBlockPage._decode_chunks
+    original = miniblock.MiniBlockPage._decode_raw
 
-    def spy(self, chunks, data_type):
+    def spy(self, chunks, *args, **kwargs):
         decoded.append((len(chunks), len(self.chunk_counts)))
-        return original(self, chunks, data_type)
+        return original(self, chunks, *args, **kwargs)
 
-    monkeypatch.setattr(miniblock.MiniBlockPage, "_decode_chunks", spy)
+    monkeypatch.setattr(miniblock.MiniBlockPage, "_decode_raw", spy)
     r = reader(tmp_path)
     plans = structural_plans_for_schema(r.lance_schema())
     rows = [150_001, 3, 77_777]

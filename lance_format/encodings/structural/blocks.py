@@ -117,13 +117,16 @@ def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarr
         s = int(starts[0])
         return buf[s : s + int(lengths[0])]
     total = int(lengths.sum())
+    # many ranges: one nogil pass of the compiled kernel (short ones too: it beats building a
+    # byte index; a Python loop of slices holds the GIL)
+    compiled = accel.kernels(total) if len(starts) >= 32 and buf.dtype == np.uint8 and buf.ndim == 1 else None
+    if compiled is not None and int(starts.min()) >= 0 and int((starts + lengths).max()) <= len(buf) \
+            and int(lengths.min()) >= 0:
+        out = np.empty(total, np.uint8)
+        compiled.copy_ranges(out, np.cumsum(lengths) - lengths, buf, starts, lengths)
+        return out
     if len(starts) and len(starts) * 64 < total:
         # few long ranges: copying them whole is cheaper than a byte-wise gather
-        compiled = accel.kernels(total) if len(starts) >= 32 and buf.dtype == np.uint8 and buf.ndim == 1 else None
-        if compiled is not None and int(starts.min()) >= 0 and int((starts + lengths).max()) <= len(buf):
-            out = np.empty(total, np.uint8)  # one nogil pass (a Python loop of slices holds the GIL)
-            compiled.copy_ranges(out, np.cumsum(lengths) - lengths, buf, starts, lengths)
-            return out
         return np.concatenate([buf[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
     return buf[ranges_index(starts, lengths)]
 
@@ -212,6 +215,9 @@ def take_block(block: Block, index: np.ndarray) -> Block:
         if block.bits == 1:
             return Fixed(block.data[index], 1)
         width = block.bits // 8
+        if width in (1, 2, 4, 8) and block.data.ndim == 1 and block.data.flags.c_contiguous:
+            # whole words: a gather of integers, not of rows of bytes
+            return Fixed(block.data.view(f"<u{width}")[index].view(np.uint8), block.bits)
         return Fixed(block.data.reshape(-1, width)[index].reshape(-1), block.bits)
     if isinstance(block, Variable):
         starts, ends = block.offsets[index], block.offsets[index + 1]

@@ -32,6 +32,8 @@ from lance_format.encodings.structural.blocks import (
     check_range,
     gather,
     ranges_index,
+    read_uint,
+    take_block,
 )
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
@@ -43,6 +45,11 @@ class ChunkCodec:
     def decode(self, buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
                ctx: DecodeContext) -> Block:
         raise NotImplementedError
+
+    def take(self, buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray, picks: np.ndarray,
+             ctx: DecodeContext) -> Block:
+        """The values at ``picks`` (indices into the values of all the chunks, in range) only."""
+        return take_block(self.decode(buf, starts, sizes, counts, ctx), picks)
 
 
 def _bits(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray, ctx: DecodeContext) -> np.ndarray:
@@ -118,6 +125,25 @@ class VariableChunks(ChunkCodec):
         if bool((rebased[1:] < rebased[:-1]).any()):
             raise ctx.corrupt("mini-block string offsets are not increasing")
         return Variable(rebased, data)
+
+    def take(self, buf, starts, sizes, counts, picks, ctx):
+        # only the picked values' offsets and bytes are read: a selective take of a page whose
+        # chunks all hold some picked rows must not rebase every offset of every chunk
+        s, z = starts[:, 0], sizes[:, 0]
+        ow = self.ow
+        if bool((z < (counts + 1) * ow).any()):
+            raise ctx.corrupt("a mini-block string buffer is shorter than its offsets")
+        picks = np.asarray(picks, np.int64)
+        value_ends = np.cumsum(counts)
+        chunk = np.searchsorted(value_ends, picks, side="right")
+        at = s[chunk] + (picks - (value_ends - counts)[chunk]) * ow
+        begin, end = read_uint(buf, at, ow), read_uint(buf, at + ow, ow)
+        if bool(((begin < (counts[chunk] + 1) * ow) | (end < begin) | (end > z[chunk])).any()):
+            raise ctx.corrupt("mini-block string offsets point outside their buffer or are not increasing")
+        lengths = end - begin
+        offsets = np.zeros(len(picks) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return Variable(offsets, gather(buf, s[chunk] + begin, lengths))
 
 
 class FsstChunks(ChunkCodec):

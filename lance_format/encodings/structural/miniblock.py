@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
-from lance_format.encodings.structural.blocks import Dictionary, Fixed, Variable, gather, ranges_index, read_uint, take_block
+from lance_format.encodings.structural.blocks import Dictionary, Fixed, Variable, ranges_index, read_uint, take_block
 from lance_format.encodings.structural import fsst
 from lance_format.encodings.structural.chunk_codecs import FsstChunks, chunk_codec
 from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, empty_leaf
@@ -159,9 +159,11 @@ class MiniBlockPage(PageDecoder):
         sizes = offsets[chunks + 1] - offsets[chunks]
         span = int(offsets[c1 + 1]) - base
         if span <= 4 * int(sizes.sum()) + (1 << 20):
-            buf = gather(self.io.buffer(1, base, span), offsets[chunks] - base, sizes)
-        else:
-            buf = np.concatenate(self.io.buffer_ranges(1, offsets[chunks], sizes))
+            # one read of the whole span; the chunks stay where they are in it (not copied:
+            # the codecs find them by position)
+            buf = self.io.buffer(1, base, span)
+            return buf, offsets[chunks] - base, offsets[chunks + 1] - base
+        buf = np.concatenate(self.io.buffer_ranges(1, offsets[chunks], sizes))
         starts = np.zeros(len(chunks), np.int64)
         np.cumsum(sizes[:-1], out=starts[1:])
         return buf, starts, starts + sizes
@@ -171,9 +173,10 @@ class MiniBlockPage(PageDecoder):
         rep, defs, values, _ = self._decode_raw(chunks)
         return build_leaf(rep, defs, values, self.meanings, data_type, self.ctx)
 
-    def _decode_raw(self, chunks: np.ndarray, values_codec=None):
+    def _decode_raw(self, chunks: np.ndarray, values_codec=None, picks: np.ndarray | None = None):
         """Levels, values and per-chunk level counts of the given chunks (``values_codec``: to
-        decode the values with another codec than the page's, e.g. FSST's inner one)."""
+        decode the values with another codec than the page's, e.g. FSST's inner one; ``picks``:
+        sorted indices into the chunks' values, to decode only those values)."""
         ctx = self.ctx
         buf, starts, ends = self._chunk_bytes(chunks)
         counts = self.chunk_counts[chunks]
@@ -216,9 +219,18 @@ class MiniBlockPage(PageDecoder):
             defs = decode_levels(self.def_codec, buf, def_at, def_size, num_levels, ctx)
         if not (has_rep or has_def) and bool((num_levels != 0).any()):
             raise ctx.corrupt("mini-block chunk has levels but the page has no rep/def compression")
-        values = (values_codec or self.values).decode(buf, buf_starts, sizes, counts, ctx)
-        if values.n != int(counts.sum()):
-            raise ctx.corrupt(f"mini-block chunks decoded to {values.n} values instead of {int(counts.sum())}")
+        codec = values_codec or self.values
+        expected = int(counts.sum())
+        if picks is None:
+            values = codec.decode(buf, buf_starts, sizes, counts, ctx)
+        else:
+            if len(picks) and int(picks[-1]) >= expected:
+                raise ctx.corrupt(f"chunks {int(chunks[0])}..{int(chunks[-1])} hold {expected} values, "
+                                  f"{int(picks[-1]) + 1} were expected")
+            values = codec.take(buf, buf_starts, sizes, counts, picks, ctx)
+            expected = len(picks)
+        if values.n != expected:
+            raise ctx.corrupt(f"mini-block chunks decoded to {values.n} values instead of {expected}")
         if self.dictionary is not None:
             if not isinstance(values, Fixed) or values.bits not in (8, 16, 32, 64):
                 raise ctx.corrupt("dictionary indices are not fixed-width integers")
@@ -275,13 +287,13 @@ class MiniBlockPage(PageDecoder):
             local = base[np.searchsorted(chosen, chunk)] + rows - self.first_row[chunk]
             if isinstance(self.values, FsstChunks) and self.dictionary is None:
                 return self._take_fsst(chosen, local, data_type)
-            leaf = self._decode_chunks(chosen, data_type)
-            self._check_rows(leaf, int(chosen[0]), int(chosen[-1]), int(local.max()) + 1)
-            return leaf.take(local)
+            # without lists each level has a value: only the rows taken are decoded to Arrow
+            _, defs, values, _ = self._decode_raw(chosen, picks=local)
+            return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
         if self.whole_page:
-            leaf = self._decode_run(0, len(self.chunk_counts) - 1, data_type)
-            self._check_rows(leaf, 0, len(self.chunk_counts) - 1, int(rows[-1]) + 1)
-            return leaf.take(rows)
+            rep, defs, values, _ = self._decode_raw(np.arange(len(self.chunk_counts)))
+            starts_at = np.flatnonzero(rep == max_rep(self.meanings))
+            return self._rows_of_levels(rep, defs, values, starts_at, rows, len(rep), data_type)
         first, last = self._chunks_for(rows)
         # runs of overlapping or adjacent chunk ranges; all runs are decoded in one go
         reach = np.maximum.accumulate(last)
@@ -294,40 +306,43 @@ class MiniBlockPage(PageDecoder):
         run_len = run_c1 - run_c0 + 1
         chunks = run_c0.repeat(run_len) + ranges_index(np.zeros(len(heads), np.int64), run_len)
         rep, defs, values, num_levels = self._decode_raw(chunks)
-        # Each run may begin with the end of a row from a chunk we did not read: drop those
-        # levels (and their values) so the runs join into whole rows.
         level_ends = np.cumsum(num_levels)
-        run_start = np.append(0, level_ends[np.cumsum(run_len)[:-1] - 1])
-        top = max_rep(self.meanings)
-        starts_at = np.flatnonzero(rep == top)
-        first_start = starts_at[np.minimum(np.searchsorted(starts_at, run_start), len(starts_at) - 1)]
-        keep = np.ones(len(rep), np.bool_)
-        keep[ranges_index(run_start, first_start - run_start)] = False
-        if not keep.all():
-            visible = defs <= max_visible_def(self.meanings) if defs is not None else np.ones(len(rep), np.bool_)
-            values = take_block(values, np.flatnonzero(keep[visible]))
-            rep = rep[keep]
-            defs = None if defs is None else defs[keep]
-        leaf = build_leaf(rep, defs, values, self.meanings, data_type, self.ctx)
-        # rows of run k start at the row count of the runs before it
-        starts_kept = np.flatnonzero(rep == top)
-        kept_run_start = np.cumsum(keep)[run_start] - keep[run_start]
-        row_base = np.searchsorted(starts_kept, kept_run_start)
+        run_end = level_ends[np.cumsum(run_len) - 1]
+        run_start = np.append(0, run_end[:-1])
+        starts_at = np.flatnonzero(rep == max_rep(self.meanings))
+        # A run may begin with the end of a row from a chunk not read (it holds no row start):
+        # the rows of run k are the row starts from its first level on
+        row_base = np.searchsorted(starts_at, run_start)
         local = row_base[run_of_row] + rows - self.first_row[run_c0][run_of_row]
-        self._check_rows(leaf, int(chunks[0]), int(chunks[-1]), int(local.max()) + 1)
-        return leaf.take(local)
+        return self._rows_of_levels(rep, defs, values, starts_at, local, run_end[run_of_row], data_type)
+
+    def _rows_of_levels(self, rep: np.ndarray, defs: np.ndarray | None, values, starts_at: np.ndarray,
+                        local: np.ndarray, limit: np.ndarray | int, data_type: pa.DataType) -> LeafData:
+        """The rows beginning at levels ``starts_at[local]`` (each ending at the next row start,
+        or at ``limit``, the end of the decoded run holding it): only their levels are unravelled
+        and only their values made into Arrow arrays."""
+        visible = None if defs is None else defs <= max_visible_def(self.meanings)
+        n_visible = len(rep) if visible is None else int(np.count_nonzero(visible))
+        if values.n != n_visible:
+            raise self.ctx.corrupt(f"rep/def levels describe {n_visible} values but the chunks hold {values.n}")
+        if len(local) and int(local.max()) >= len(starts_at):
+            raise self.ctx.corrupt(f"the chunks hold {len(starts_at)} rows, {int(local.max()) + 1} were expected")
+        begin = starts_at[local]
+        end = np.minimum(np.append(starts_at, len(rep))[local + 1], limit)
+        levels = ranges_index(begin, end - begin)
+        if visible is None or n_visible == len(rep):
+            picks = levels
+        else:
+            picks = (np.cumsum(visible) - 1)[levels[visible[levels]]]
+        return build_leaf(rep[levels], None if defs is None else defs[levels], take_block(values, picks),
+                          self.meanings, data_type, self.ctx)
 
     def _take_fsst(self, chosen: np.ndarray, local: np.ndarray, data_type: pa.DataType) -> LeafData:
         """Take from FSST chunks without lists: decompress only the strings of the rows taken."""
         assert isinstance(self.values, FsstChunks)  # checked by the caller
-        _, defs, packed, _ = self._decode_raw(chosen, self.values.inner)
-        if packed.n <= int(local.max()):
-            raise self.ctx.corrupt(f"chunks {int(chosen[0])}..{int(chosen[-1])} hold {packed.n} values, "
-                                   f"{int(local.max()) + 1} were expected")
-        if not isinstance(packed, Variable):
+        _, defs, picked, _ = self._decode_raw(chosen, self.values.inner, picks=local)
+        if not isinstance(picked, Variable):
             raise self.ctx.corrupt("FSST values are not variable-width")
-        picked = take_block(packed, local)
-        assert isinstance(picked, Variable)  # take_block keeps the kind of its block
         values = fsst.decompress(picked, self.values.table, self.ctx)
         return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
 
