@@ -55,6 +55,16 @@ def _load_u64(typingctx, array, index):  # type: ignore[no-untyped-def]
 
 
 @intrinsic
+def _load_u32(typingctx, array, index):  # type: ignore[no-untyped-def]
+    """The 4 bytes at ``array[index]`` as one little-endian word, unaligned, without bounds tests."""
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        data = context.make_array(signature.args[0])(context, builder, args[0])
+        pointer = builder.bitcast(builder.gep(data.data, [args[1]]), ir.IntType(32).as_pointer())
+        return builder.load(pointer, align=1)
+    return types.uint32(array, types.intp), codegen
+
+
+@intrinsic
 def _store_u64(typingctx, array, index, value):  # type: ignore[no-untyped-def]
     """Write a word as 8 little-endian bytes at ``array[index]``, unaligned, without bounds tests."""
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
@@ -247,17 +257,15 @@ def decompress(codes, bounds, words, lengths, count):  # type: ignore[no-untyped
 @_jit
 def _read_offset(buf, at, width):  # type: ignore[no-untyped-def]
     if width == 4:
-        return (np.int64(buf[at]) | (np.int64(buf[at + 1]) << 8) | (np.int64(buf[at + 2]) << 16)
-                | (np.int64(buf[at + 3]) << 24))
+        return np.int64(_load_u32(buf, at))
     return np.int64(_load_u64(buf, at))
 
 
 @_jit
-def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # type: ignore[no-untyped-def]
-    """``chunk_codecs.FsstChunks`` over ``VariableChunks``: the mini-block chunks' string offsets
-    checked as ``VariableChunks.decode`` checks them (same order, same errors), then the codes
-    decoded straight from the chunks (no gathered copy of codes and offsets).
-    Returns (status, decoded bytes, their offsets)."""
+def _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count):  # type: ignore[no-untyped-def]
+    """:func:`fsst_chunks` string by string: the reference that also names the first error
+    (``VariableChunks.decode``'s checks in its order, then the decoder's). Returns (status,
+    decoded bytes, their offsets)."""
     n = starts.shape[0]
     nstrings = 0
     for c in range(n):
@@ -284,6 +292,123 @@ def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # ty
             i += 1
             previous = current
     return _decode_ranges(buf, lo, hi, words, lengths, count)
+
+
+_LOW_BITS = np.uint64(0x0101010101010101)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+
+
+@_jit
+def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # type: ignore[no-untyped-def]
+    """``chunk_codecs.FsstChunks`` over ``VariableChunks``: the strings of the mini-block chunks
+    decoded straight from the chunks (no gathered copy of codes and offsets), as
+    :func:`_fsst_chunks_exact` decodes them. Returns (status, decoded bytes, their offsets).
+
+    The codes of a chunk's strings are adjacent, so each chunk is decoded as one run (no loop
+    per string, whose exit mispredicts on short strings), 8 codes per step when the next 8
+    bytes hold no escape; the output position before every code goes to a scratch array, from
+    which the strings' offsets are read afterwards. A string may not end after an escape byte
+    (its literal is marked -1 there). On any anomaly, the exact kernel decodes again and
+    names the first error in its order (corrupt data only).
+    """
+    n = starts.shape[0]
+    nstrings = 0
+    widest = 0
+    codes = 0
+    for c in range(n):
+        if sizes[c] < (counts[c] + 1) * width or starts[c] < 0 or starts[c] + sizes[c] > buf.shape[0]:
+            return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+        first = _read_offset(buf, starts[c], width)
+        last = _read_offset(buf, starts[c] + counts[c] * width, width)
+        if first < (counts[c] + 1) * width or last > sizes[c] or last < first:
+            return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+        nstrings += counts[c]
+        codes += last - first
+        widest = max(widest, last - first)
+    out = np.empty(8 * codes + 8, np.uint8)  # never touched beyond what is written
+    out_offsets = np.empty(nstrings + 1, np.int64)
+    out_offsets[0] = 0
+    at_code = np.empty(widest + 1, np.int64)
+    limit = np.uint64(count)
+    o = 0
+    i = 0
+    for c in range(n):
+        s = starts[c]
+        previous = _read_offset(buf, s, width)
+        for k in range(1, counts[c] + 1):  # offsets index at_code below: check them first
+            current = _read_offset(buf, s + k * width, width)
+            if current < previous:
+                return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+            previous = current
+        base = s + _read_offset(buf, s, width)
+        end = s + previous
+        j = base
+        while j < end:
+            if j + 8 <= end:
+                w = _load_u64(buf, j)
+                x = ~w
+                if ((x - _LOW_BITS) & w & _HIGH_BITS) == 0:  # no 255 byte among the 8
+                    c0 = w & np.uint64(0xFF)
+                    c1 = (w >> np.uint64(8)) & np.uint64(0xFF)
+                    c2 = (w >> np.uint64(16)) & np.uint64(0xFF)
+                    c3 = (w >> np.uint64(24)) & np.uint64(0xFF)
+                    c4 = (w >> np.uint64(32)) & np.uint64(0xFF)
+                    c5 = (w >> np.uint64(40)) & np.uint64(0xFF)
+                    c6 = (w >> np.uint64(48)) & np.uint64(0xFF)
+                    c7 = w >> np.uint64(56)
+                    if max(max(max(c0, c1), max(c2, c3)), max(max(c4, c5), max(c6, c7))) >= limit:
+                        return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                    p = j - base
+                    at_code[p] = o
+                    _store_u64(out, o, words[c0])
+                    o += lengths[c0]
+                    at_code[p + 1] = o
+                    _store_u64(out, o, words[c1])
+                    o += lengths[c1]
+                    at_code[p + 2] = o
+                    _store_u64(out, o, words[c2])
+                    o += lengths[c2]
+                    at_code[p + 3] = o
+                    _store_u64(out, o, words[c3])
+                    o += lengths[c3]
+                    at_code[p + 4] = o
+                    _store_u64(out, o, words[c4])
+                    o += lengths[c4]
+                    at_code[p + 5] = o
+                    _store_u64(out, o, words[c5])
+                    o += lengths[c5]
+                    at_code[p + 6] = o
+                    _store_u64(out, o, words[c6])
+                    o += lengths[c6]
+                    at_code[p + 7] = o
+                    _store_u64(out, o, words[c7])
+                    o += lengths[c7]
+                    j += 8
+                    continue
+            code = buf[j]
+            if code == 255:
+                if j + 1 >= end:
+                    return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                at_code[j - base] = o
+                at_code[j + 1 - base] = -1  # the escaped literal: no string ends before it
+                out[o] = buf[j + 1]
+                o += 1
+                j += 2
+            elif code >= count:
+                return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+            else:
+                at_code[j - base] = o
+                _store_u64(out, o, words[code])
+                o += lengths[code]
+                j += 1
+        at_code[end - base] = o
+        for k in range(1, counts[c] + 1):
+            position = at_code[s + _read_offset(buf, s + k * width, width) - base]
+            if position < 0:
+                return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+            i += 1
+            out_offsets[i] = position
+    return OK, out[:o], out_offsets
 
 
 @_jit
