@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+from lance_format.dataset.maintenance.decoded_memory import fragment_batch_plans
 
 
 def _nullable_numbers(i: int, rows: int) -> pa.Table:
@@ -82,3 +83,27 @@ def test_deletions_in_one_fragment_only(tmp_path):
 
     _assert_pylance_cuts(tmp_path, make, 4, 50_000, "2.1",
                          delete=f"a > {1000003 * 20000} AND a < {1000003 * 20010}")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_batches_spanning_pages(tmp_path, version):
+    """pylance writes input of 5000-row batches in many pages, so that scan batches span pages:
+    pylance decodes each page's part and concatenates them (buffers of exactly the values' size).
+    Files of either engine are cut alike by both."""
+    def make(i: int, rows: int) -> pa.Table:
+        table = _nullable_numbers(i, rows).select(["i"])
+        return pa.Table.from_batches(table.to_batches(max_chunksize=5000))
+
+    theirs_written = tmp_path / "theirs_written"
+    for i in range(2):
+        lance.write_dataset(make(i, 1_500_000), theirs_written, mode="append", data_storage_version=version)
+    ds = lance_format.dataset(str(theirs_written))
+    spanning = [plan for fragment in ds.get_fragments()
+                for batch in fragment_batch_plans(fragment, ds.schema, 8192) for plan in batch
+                if plan is not None and plan[0] is None]
+    assert len(spanning) > 20
+    for writer in (lance, lance_format):
+        cuts = [_cuts(writer, compactor, str(tmp_path / f"{writer.__name__}-{compactor.__name__}"), make, 2, 1_500_000,
+                      version) for compactor in (lance, lance_format)]
+        assert len(cuts[0]) > 2
+        assert cuts[1] == cuts[0]

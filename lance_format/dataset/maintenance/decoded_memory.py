@@ -25,11 +25,14 @@ chunk of every instruction, so a chunk is counted once per run (measured one bat
 the same bytes to within the resolution of the experiment). Dense deletions make every batch
 flush a page by itself, and files are then cut by the bytes those pages wrote.
 
+A batch spanning pages is decoded page by page and the parts concatenated by arrow, whose
+buffers hold exactly the values (rounded up to 64 bytes; no validity bitmap is counted), whatever
+the pages' layouts.
+
 So for a batch read from one mini-block page without repetition levels (not nested) and without
 a dictionary, the size is a function of the page's chunk sizes and the batch's row ranges, which
-this module computes from the source files. Other pages (full-zip, dictionaries, nested fields,
-a batch crossing pages) are not modelled: the writer then counts the array's length in bytes, as
-before. Measured against pylance 14 on string, int64, float64 and timestamp columns, with and
+this module computes from the source files. Other pages (full-zip, dictionaries, nested fields)
+are not modelled: the writer then counts the array's length in bytes, as before. Measured against pylance 14 on string, int64, float64 and timestamp columns, with and
 without nulls and deletions, in 2.1 and 2.2: the same cuts, except near the threshold with
 several nullable string columns in 2.2 (a batch off).
 """
@@ -92,11 +95,27 @@ def _pieces(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nda
     return chunk, taken
 
 
-def _batch_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array: pa.Array) -> int:
+def _round64(n: int) -> int:
+    return -(-n // 64) * 64
+
+
+def _concatenated_bytes(array: pa.Array) -> int:
+    """Allocated bytes of arrow's ``concat`` of the arrays a batch spanning pages was decoded
+    into: buffers of exactly the values' size, rounded up to 64 bytes (no validity bitmap is
+    counted: measured on nullable numbers, where counting one moves the cuts)."""
+    if _fixed_width(array.type):
+        return _round64(len(array) * array.type.byte_width) + _PRIMITIVE_STRUCT
+    values = int(pc.sum(pc.binary_length(array)).as_py() or 0)
+    return _round64(values) + _round64((len(array) + 1) * 4) + _BYTE_ARRAY_STRUCT
+
+
+def _batch_bytes(page: MiniBlockPage | None, lo: np.ndarray, hi: np.ndarray, array: pa.Array) -> int:
     """Allocated bytes of the page-relative row ranges [lo, hi) of ``page`` (``array`` holds
     their rows in order) decoded as pylance does: one decode task whose instructions each take
     one range's rows of one chunk, and whose values buffer starts at twice the bytes of the
     chunk of every instruction (a chunk several ranges touch is counted once per range)."""
+    if page is None:
+        return _concatenated_bytes(array)
     chunk, taken = _pieces(page, lo, hi)
     estimate = 2 * int(np.diff(page.chunk_offsets)[chunk].sum())
     if _fixed_width(array.type):
@@ -114,7 +133,7 @@ def _batch_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array: pa.
     return values_cap + offsets_cap * 4 + validity + _BYTE_ARRAY_STRUCT
 
 
-_Plan = tuple[MiniBlockPage, np.ndarray, np.ndarray]
+_Plan = tuple[MiniBlockPage | None, np.ndarray, np.ndarray]
 
 
 def _batch_ranges(live: np.ndarray | None, total: int, batch_rows: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -147,7 +166,8 @@ def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int,
     for lo, hi in batches:
         page = int(np.searchsorted(col.starts, lo[0], side="right") - 1)
         if col.starts[page + 1] < hi[-1]:
-            out.append(None)
+            # decoded page by page, then concatenated
+            out.append((None, lo, hi))
             continue
         decoder = col.decoder(page)
         if isinstance(decoder, MiniBlockPage):
