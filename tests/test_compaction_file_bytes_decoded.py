@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+from lance_format.dataset.maintenance.decoded_memory import fragment_batch_plans
 
 
 def _nullable_numbers(i: int, rows: int) -> pa.Table:
@@ -27,23 +28,24 @@ def _nullable_numbers(i: int, rows: int) -> pa.Table:
 
 
 def _cuts(writer: ModuleType, compactor: ModuleType, uri: str, make: Callable[[int, int], pa.Table],
-          fragments: int, rows: int, version: str, delete: str | None = None) -> list[int]:
+          fragments: int, rows: int, version: str, delete: str | None = None, max_bytes: int = 1 << 20) -> list[int]:
     for i in range(fragments):
         writer.write_dataset(make(i, rows), uri, mode="append", data_storage_version=version)
     if delete is not None:
         writer.dataset(uri).delete(delete)
     expected = compactor.dataset(uri).to_table()
-    compactor.dataset(uri).optimize.compact_files(target_rows_per_fragment=10**8, max_bytes_per_file=1 << 20)
+    compactor.dataset(uri).optimize.compact_files(target_rows_per_fragment=10**8, max_bytes_per_file=max_bytes)
     assert compactor.dataset(uri).to_table().equals(expected)
     return [f.physical_rows for f in compactor.dataset(uri).get_fragments()]
 
 
 def _assert_pylance_cuts(tmp_path, make: Callable[[int, int], pa.Table], fragments: int, rows: int, version: str,
-                         delete: str | None = None) -> list[int]:
-    theirs = _cuts(lance, lance, str(tmp_path / "theirs"), make, fragments, rows, version, delete)
+                         delete: str | None = None, max_bytes: int = 1 << 20) -> list[int]:
+    args = (make, fragments, rows, version, delete, max_bytes)
+    theirs = _cuts(lance, lance, str(tmp_path / "theirs"), *args)
     assert len(theirs) > 1
-    assert _cuts(lance_format, lance_format, str(tmp_path / "ours"), make, fragments, rows, version, delete) == theirs
-    assert _cuts(lance, lance_format, str(tmp_path / "mixed"), make, fragments, rows, version, delete) == theirs
+    assert _cuts(lance_format, lance_format, str(tmp_path / "ours"), *args) == theirs
+    assert _cuts(lance, lance_format, str(tmp_path / "mixed"), *args) == theirs
     return theirs
 
 
@@ -82,3 +84,51 @@ def test_deletions_in_one_fragment_only(tmp_path):
 
     _assert_pylance_cuts(tmp_path, make, 4, 50_000, "2.1",
                          delete=f"a > {1000003 * 20000} AND a < {1000003 * 20010}")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_batches_spanning_pages(tmp_path, version):
+    """pylance writes input of 5000-row batches in many pages, so that scan batches span pages:
+    pylance decodes each page's part and concatenates them (buffers of exactly the values' size).
+    Files of either engine are cut alike by both."""
+    def make(i: int, rows: int) -> pa.Table:
+        table = _nullable_numbers(i, rows).select(["i"])
+        return pa.Table.from_batches(table.to_batches(max_chunksize=5000))
+
+    theirs_written = tmp_path / "theirs_written"
+    for i in range(2):
+        lance.write_dataset(make(i, 1_500_000), theirs_written, mode="append", data_storage_version=version)
+    ds = lance_format.dataset(str(theirs_written))
+    spanning = [plan for fragment in ds.get_fragments()
+                for batch in fragment_batch_plans(fragment, ds.schema, 8192) for plan in batch
+                if plan is not None and plan[0] is None]
+    assert len(spanning) > 20
+    for writer in (lance, lance_format):
+        cuts = [_cuts(writer, compactor, str(tmp_path / f"{writer.__name__}-{compactor.__name__}"), make, 2, 1_500_000,
+                      version) for compactor in (lance, lance_format)]
+        assert len(cuts[0]) > 2
+        assert cuts[1] == cuts[0]
+
+
+def _low_cardinality(i: int, rows: int) -> pa.Table:
+    rng = np.random.default_rng(i)
+    j = np.arange(rows)
+    return pa.table({
+        "colour": pa.array(np.array(["red", "green", "blue", "yellowish-long-value"])[rng.integers(0, 4, rows)]),
+        "size": pa.array(np.array(["v" * 7, "v" * 4, "v" * 5])[rng.integers(0, 3, rows)], mask=j % 6 == 2),
+        "code": pa.array(rng.integers(0, 5, rows) * 1000003, pa.int64()),
+    })
+
+
+@pytest.mark.parametrize("version, column", [
+    ("2.1", "colour"), ("2.2", "colour"), ("2.1", "size"), ("2.2", "size"), ("2.2", "code"),  # 2.1: numbers plain
+])
+def test_dictionary_pages(tmp_path, version, column):
+    """Dictionary pages (low-cardinality strings, with nulls too, and numbers in 2.2) decode into
+    a buffer first sized for the dictionary's bytes per entry times the batch's rows, and an
+    offsets buffer grown one row at a time. With a 1-byte limit each file ends at the first page
+    flush, which these sizes place."""
+    def make(i: int, rows: int) -> pa.Table:
+        return _low_cardinality(i, rows).select([column])
+
+    _assert_pylance_cuts(tmp_path, make, 2, 1_000_000, version, max_bytes=1)

@@ -25,11 +25,17 @@ chunk of every instruction, so a chunk is counted once per run (measured one bat
 the same bytes to within the resolution of the experiment). Dense deletions make every batch
 flush a page by itself, and files are then cut by the bytes those pages wrote.
 
-So for a batch read from one mini-block page without repetition levels (not nested) and without
-a dictionary, the size is a function of the page's chunk sizes and the batch's row ranges, which
-this module computes from the source files. Other pages (full-zip, dictionaries, nested fields,
-a batch crossing pages) are not modelled: the writer then counts the array's length in bytes, as
-before. Measured against pylance 14 on string, int64, float64 and timestamp columns, with and
+A dictionary page's batch is expanded from the dictionary value by value into a buffer first
+sized for the dictionary's bytes (values and offsets) per entry times the batch's rows (plus one
+entry less than the dictionary holds), grown when short; the offsets grow one row at a time.
+
+A batch spanning pages is decoded page by page and the parts concatenated by arrow, whose
+buffers hold exactly the values (rounded up to 64 bytes; no validity bitmap is counted), whatever
+the pages' layouts.
+
+So for a batch read from one mini-block page without repetition levels (not nested), the size is a function of the page's chunk sizes and the batch's row ranges, which
+this module computes from the source files. Other pages (full-zip, dictionaries, nested fields)
+are not modelled: the writer then counts the array's length in bytes, as before. Measured against pylance 14 on string, int64, float64 and timestamp columns, with and
 without nulls and deletions, in 2.1 and 2.2: the same cuts, except near the threshold with
 several nullable string columns in 2.2 (a batch off).
 """
@@ -92,11 +98,50 @@ def _pieces(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nda
     return chunk, taken
 
 
-def _batch_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array: pa.Array) -> int:
+def _round64(n: int) -> int:
+    return -(-n // 64) * 64
+
+
+def _concatenated_bytes(array: pa.Array) -> int:
+    """Allocated bytes of arrow's ``concat`` of the arrays a batch spanning pages was decoded
+    into: buffers of exactly the values' size, rounded up to 64 bytes (no validity bitmap is
+    counted: measured on nullable numbers, where counting one moves the cuts)."""
+    if _fixed_width(array.type):
+        return _round64(len(array) * array.type.byte_width) + _PRIMITIVE_STRUCT
+    values = int(pc.sum(pc.binary_length(array)).as_py() or 0)
+    return _round64(values) + _round64((len(array) + 1) * 4) + _BYTE_ARRAY_STRUCT
+
+
+def _dictionary_decoded_bytes(page: MiniBlockPage, array: pa.Array) -> int:
+    """Allocated bytes of a batch of a dictionary page: pylance expands the indices value by
+    value into a buffer first sized for the dictionary's bytes (values and offsets) per entry
+    times the batch's rows (plus one entry less than the dictionary holds), grown when short."""
+    dictionary = page.dictionary
+    entries = dictionary.n
+    n = len(array)
+    if _fixed_width(array.type):
+        dict_bytes = entries * array.type.byte_width
+        estimate = dict_bytes * (n + entries - 1) // entries
+        return _grown(estimate, n * array.type.byte_width, 8) + _PRIMITIVE_STRUCT
+    width = 8 if (pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)) else 4
+    dict_bytes = len(dictionary.data) + (entries + 1) * width
+    estimate = dict_bytes * (n + entries - 1) // entries
+    # null rows take an empty dictionary entry; no validity bitmap is counted (measured)
+    ends = np.cumsum(pc.fill_null(pc.binary_length(array), 0).to_numpy(zero_copy_only=False))
+    values_cap = _grown_through(estimate, ends, 8)
+    offsets_cap = _grown_through(1, 2 + np.arange(n), 4)  # one offset pushed per row
+    return values_cap + offsets_cap * width + _BYTE_ARRAY_STRUCT
+
+
+def _batch_bytes(page: MiniBlockPage | None, lo: np.ndarray, hi: np.ndarray, array: pa.Array) -> int:
     """Allocated bytes of the page-relative row ranges [lo, hi) of ``page`` (``array`` holds
     their rows in order) decoded as pylance does: one decode task whose instructions each take
     one range's rows of one chunk, and whose values buffer starts at twice the bytes of the
     chunk of every instruction (a chunk several ranges touch is counted once per range)."""
+    if page is None:
+        return _concatenated_bytes(array)
+    if page.dictionary_enc is not None:
+        return _dictionary_decoded_bytes(page, array)
     chunk, taken = _pieces(page, lo, hi)
     estimate = 2 * int(np.diff(page.chunk_offsets)[chunk].sum())
     if _fixed_width(array.type):
@@ -114,7 +159,7 @@ def _batch_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array: pa.
     return values_cap + offsets_cap * 4 + validity + _BYTE_ARRAY_STRUCT
 
 
-_Plan = tuple[MiniBlockPage, np.ndarray, np.ndarray]
+_Plan = tuple[MiniBlockPage | None, np.ndarray, np.ndarray]
 
 
 def _batch_ranges(live: np.ndarray | None, total: int, batch_rows: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -147,12 +192,13 @@ def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int,
     for lo, hi in batches:
         page = int(np.searchsorted(col.starts, lo[0], side="right") - 1)
         if col.starts[page + 1] < hi[-1]:
-            out.append(None)
+            # decoded page by page, then concatenated
+            out.append((None, lo, hi))
             continue
         decoder = col.decoder(page)
         if isinstance(decoder, MiniBlockPage):
             decoder._load()
-            if decoder.rep_codec is None and decoder.dictionary_enc is None:
+            if decoder.rep_codec is None:
                 start = int(col.starts[page])
                 out.append((decoder, lo - start, hi - start))
                 continue
