@@ -123,3 +123,13 @@ def test_config_is_a_method_returning_a_plain_dict(tmp_path, engine):
     got = ds.config()
     got["c"] = "3"  # a copy: changing it changes nothing
     assert ds.config() == {"a": "1", "b": "2"} == engine.dataset(str(tmp_path / "t")).config()
+
+
+def test_an_object_store_table_counts_its_requests(tmp_path, engine):
+    # memory:// reads go through ranged requests, not a memory map: file footers count too
+    uri = f"memory://io-stats-{tmp_path.name}"
+    ds = engine.write_dataset(TABLE, uri)
+    assert ds.io_stats_incremental().write_iops >= 3
+    assert ds.to_table() == TABLE
+    read = ds.io_stats_incremental()
+    assert read.read_iops >= 2 and read.read_bytes > 0 and read.write_iops == 0
