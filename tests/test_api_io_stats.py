@@ -133,3 +133,15 @@ def test_an_object_store_table_counts_its_requests(tmp_path, engine):
     assert ds.to_table() == TABLE
     read = ds.io_stats_incremental()
     assert read.read_iops >= 2 and read.read_bytes > 0 and read.write_iops == 0
+
+
+def test_deletes_count_as_writes_of_no_bytes(tmp_path, engine):
+    from datetime import timedelta
+
+    ds = engine.write_dataset(TABLE, str(tmp_path / "t"), max_rows_per_file=500)
+    ds.insert(TABLE.slice(0, 10))
+    ds.io_stats_incremental()
+    removed = ds.cleanup_old_versions(older_than=timedelta(0))
+    stats = ds.io_stats_incremental()
+    assert removed.old_versions == 1
+    assert stats.write_iops >= 1 and stats.written_bytes == 0  # version 1's manifest and transaction
