@@ -52,12 +52,13 @@ class LanceFileReader:
         try:
             # size 0 means unknown (manifests may record 0 for file_size_bytes)
             file_size = size if size else self._file.size()
+            counted = _CountedReads(self._file, store)
             if session is None:
-                self.metadata: FileMetadata = read_file_metadata(self._file, file_size, path=path)
+                self.metadata: FileMetadata = read_file_metadata(counted, file_size, path=path)
             else:
                 # counted as the bytes of the column metadata, tables and footer it was read from
                 self.metadata = session.file_metadata(
-                    (store.uri, path), lambda: read_file_metadata(self._file, file_size, path=path),
+                    (store.uri, path), lambda: read_file_metadata(counted, file_size, path=path),
                     lambda m: m.file_size - m.footer.column_meta_start)
 
         except BaseException:
@@ -158,12 +159,13 @@ class LanceFileReader:
             raise InvalidInputError(f"global buffer {index} does not exist (the file has {len(buffers)})",
                                     path=self.path)
         position, size = buffers[index]
+        count_reads(size, 1, self.store.io_counters)
         return bytes(self._read_remote(position, size)) if self._mapped is None else \
             self._mapped.slice(position, size).to_pybytes()
 
     def page_encoding(self, page: file2_pb2.ColumnMetadata.Page, message_cls: type[Message], column: str | None) -> Message:
         """The encoding proto of a page (2.0 ``ArrayEncoding``, 2.1+ ``PageLayout``), direct or indirect."""
-        raw = encoding_bytes(page.encoding, self._file, path=self.path, column=column)
+        raw = encoding_bytes(page.encoding, _CountedReads(self._file, self.store), path=self.path, column=column)
         return unpack_any(raw, message_cls, path=self.path, column=column)
 
     # -- reads -----------------------------------------------------------------------------------
@@ -191,6 +193,19 @@ class LanceFileReader:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+
+class _CountedReads:
+    """An open file whose ``read_at`` calls count as reads (process-wide and on the store): the
+    footer, metadata and indirect encodings read outside the page reads."""
+
+    def __init__(self, file: pa.NativeFile, store: ObjectStore) -> None:
+        self._file, self._store = file, store
+
+    def read_at(self, length: int, offset: int) -> Any:
+        data = self._file.read_at(length, offset)
+        count_reads(len(data), 1, self._store.io_counters)
+        return data
 
 
 def _open(store: ObjectStore, path: str) -> tuple[pa.NativeFile, pa.Buffer | None]:

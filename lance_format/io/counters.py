@@ -8,7 +8,7 @@ process-wide counters only grow; compare two readings to measure a piece of work
 
 Each :class:`~lance_format.io.object_store.ObjectStore` also keeps an :class:`IOCounters` of its
 own, as pylance's object store does: the reads above plus its writes (a whole-object write is one
-operation, a data file written as a stream is one), read back as :class:`IOStats` and reset by
+operation, a data file written as a stream is one, a deleted file is one of no bytes), read back as :class:`IOStats` and reset by
 :meth:`IOCounters.take`. Datasets opened on the same store (``checkout_version``, the dataset a
 write returns) share it; opening a URI again gives a fresh one.
 """

@@ -271,6 +271,7 @@ class ObjectStore:
         if not missing_ok and self.backend.size(full) is None:
             raise FileNotFoundError(full)
         self._run(f"deleting {relative!r}", lambda _: self.backend.delete(full))
+        self.io_counters.count_write(0)  # a delete is a write request of no bytes (as pylance counts it)
 
     def delete_many(self, relatives: Sequence[str]) -> list[str]:
         """Delete files (absent ones too) in as few requests as the store allows (S3: 1000 keys
@@ -279,6 +280,7 @@ class ObjectStore:
             return []
         by_full = {self.full_path(relative): relative for relative in relatives}
         failed = self._run(f"deleting {len(by_full)} files", lambda _: self.backend.delete_many(list(by_full)))
+        self.io_counters.count_write(0, len(by_full))
         return [by_full[path] for path in failed]
 
     def delete_dir_contents(self) -> None:
