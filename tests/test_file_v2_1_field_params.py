@@ -275,3 +275,91 @@ def test_dictionary_keys_change_the_pages(tmp_path: Path) -> None:
     zstd, _ = _check_readable(tmp_path / "b", "2.2", "skus", {"lance-encoding:dict-values-compression": "zstd"})
     assert "dictionary" not in plain
     assert "ZSTD" in zstd.split("dictionary")[1]
+
+
+def _write_field(tmp_path: Path, version: str, field: pa.Field, values: pa.Array) -> tuple[Path, Path, pa.Table]:
+    schema = pa.schema([field])
+    table = pa.table({field.name: values}, schema=schema)
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    with LanceFileWriter(str(ours), schema, version=version) as writer:
+        writer.write_batch(table)
+    with PyWriter(str(theirs), schema, version=version) as writer:
+        writer.write_batch(table)
+    assert PyReader(str(ours)).read_all().to_table().equals(table)
+    assert LanceFileReader(str(theirs)).read_all().to_table().equals(table)
+    return ours, theirs, table
+
+
+def flags_with_nulls() -> pa.Array:
+    return pa.array([None if i % 13 == 0 else i % 3 == 0 for i in range(N)])
+
+
+KINDS["flags_with_nulls"] = flags_with_nulls
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("layout", ["fullzip", "miniblock"])
+@pytest.mark.parametrize("kind", ["nullable_ints", "prices", "categories", "sorted_ids", "flags_with_nulls", "blobs",
+                                  "vectors", "skus"])
+def test_structural_encoding_matches_pylance(tmp_path: Path, version: str, layout: str, kind: str) -> None:
+    # full-zip: plain values (booleans one byte each); mini-block: also for wide values
+    _check(tmp_path, version, kind, {"lance-encoding:structural-encoding": layout})
+
+
+def test_structural_encoding_changes_the_layout(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    zipped, _ = _check_readable(tmp_path / "a", "2.1", "nullable_ints", {"lance-encoding:structural-encoding": "fullzip"})
+    chunked, _ = _check_readable(tmp_path / "b", "2.1", "vectors", {"lance-encoding:structural-encoding": "miniblock"})
+    assert "full_zip_layout" in zipped and "mini_block_layout" in chunked
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_structural_encoding_is_read_on_the_top_level_field(tmp_path: Path, version: str) -> None:
+    # pylance reads this key on the column's top-level field (lists, structs) and ignores it on
+    # nested fields, where it does read the compression keys
+    fullzip = {"lance-encoding:structural-encoding": "fullzip"}
+    rows = [[j * 1000 + i for j in range(i % 4)] if i % 5 else None for i in range(N)]
+    for name, field in {
+        "list": pa.field("c", pa.list_(pa.int64()), metadata=fullzip),
+        "item": pa.field("c", pa.list_(pa.field("item", pa.int64(), metadata=fullzip))),
+        "bools": pa.field("c", pa.list_(pa.bool_()), metadata=fullzip),
+    }.items():
+        values = pa.array([None if r is None else [v % 3 == 0 for v in r] for r in rows] if name == "bools" else rows,
+                          field.type)
+        (tmp_path / name).mkdir()
+        ours, theirs, _ = _write_field(tmp_path / name, version, field, values)
+        assert _pages(ours) == _pages(theirs), name
+    struct = pa.StructArray.from_arrays(
+        [pa.array(range(N)), flags().cast(pa.bool_())],
+        fields=[pa.field("a", pa.int64(), metadata=fullzip), pa.field("b", pa.bool_(), metadata=fullzip)])
+    for name, field in {"struct_children": pa.field("c", struct.type),
+                        "struct": pa.field("c", struct.type, metadata=fullzip)}.items():
+        (tmp_path / name).mkdir()
+        ours, theirs, _ = _write_field(tmp_path / name, version, field, struct)
+        assert _pages(ours) == _pages(theirs), name
+        assert ("full_zip_layout" in _pages(ours)[0][0]) == (name == "struct")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("rows", [3, 300, 512, 1000, 1025, 8192])
+def test_page_edges_match_pylance(tmp_path: Path, version: str, rows: int) -> None:
+    # pages of <= 1024 levels (levels inline bit-packed, or raw when tiny), full last chunks of
+    # plain values (they keep their size in the chunk word), fixed-size lists of odd widths
+    rng = np.random.default_rng(rows)
+    columns = {
+        "nullable": pa.array([None if i % 3 == 0 else i * 3 for i in range(rows)]),
+        "floats": pa.array(rng.standard_normal(rows)),
+        "vec3": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(rows * 3).astype(np.float32)), 3),
+        "vec12": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(rows * 12).astype(np.float32)), 12),
+        "flags": pa.array([None if i % 5 == 0 else bool(i % 3) for i in range(rows)]),
+        "names": pa.array([None if i % 4 == 0 else b"name-%d" % i for i in range(rows)]),  # binary: no FSST
+        "tags": pa.array([[f"t{j}" for j in range(i % 3)] if i % 7 else None for i in range(rows)]),
+    }
+    table = pa.table(columns)
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    with LanceFileWriter(str(ours), table.schema, version=version) as writer:
+        writer.write_batch(table)
+    with PyWriter(str(theirs), table.schema, version=version) as writer:
+        writer.write_batch(table)
+    assert ours.read_bytes() == theirs.read_bytes()

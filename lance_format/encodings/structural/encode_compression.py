@@ -55,6 +55,9 @@ class ValuePlan:
     target_bytes = TARGET_CHUNK_BYTES
     chunk_overhead = 0
     uniform: float | None = None  # bytes per value when the cost is linear
+    # pylance's plain values (ValueEncoder) give a final chunk that is as full as the others its
+    # log2 size too, where the other compressions write 0 for every last chunk
+    full_last_chunk_log = False
 
     def __init__(self, count: int) -> None:
         self.count = count
@@ -74,7 +77,14 @@ class ValuePlan:
         raise NotImplementedError
 
 
+# pylance's plain values: the largest power of two of values (<= 4096) under 8186 bytes per chunk
+FLAT_TARGET_BYTES = 8 * 1024 - 7
+
+
 class FlatPlan(ValuePlan):
+    full_last_chunk_log = True
+    target_bytes = FLAT_TARGET_BYTES
+
     def __init__(self, values: LeafValues) -> None:
         super().__init__(values.count)
         self.values = values
@@ -95,6 +105,9 @@ class FlatPlan(ValuePlan):
 
 class FslPlan(ValuePlan):
     """Fixed-size lists: one validity bitmap buffer per level with item nulls, then the items."""
+
+    full_last_chunk_log = True
+    target_bytes = FLAT_TARGET_BYTES
 
     def __init__(self, values: LeafValues) -> None:
         super().__init__(values.count)
@@ -313,7 +326,8 @@ class GeneralPlan(ValuePlan):
     def __init__(self, inner: ValuePlan, compression: Compression) -> None:
         super().__init__(inner.count)
         self.inner, self.compression = inner, compression
-        for name in ("num_buffers", "max_chunk", "min_chunk", "target_bytes", "chunk_overhead", "uniform"):
+        for name in ("num_buffers", "max_chunk", "min_chunk", "target_bytes", "chunk_overhead", "uniform",
+                     "full_last_chunk_log"):
             setattr(self, name, getattr(inner, name))
         buffer_compression = pb.BufferCompression(scheme=_SCHEMES[compression.scheme])
         if compression.level is not None:

@@ -27,7 +27,7 @@ from lance_format.encodings.structural.encode_compression import DeferredVariabl
 from lance_format.encodings.structural.encode_dictionary import dictionary_block
 from lance_format.encodings.structural.encode_repdef import LeafPage
 from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
-from lance_format.encodings.structural.fastlanes_pack import out_of_line_pack
+from lance_format.encodings.structural.fastlanes_pack import BLOCK, inline_pack_chunks, out_of_line_pack
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 CHUNK_PAD = 0xFE
@@ -96,10 +96,21 @@ class _Chunker:
             value_bytes = k * self.plan.uniform + self.plan.chunk_overhead
             return self._fits_levels(value_bytes, levels, k <= self.plan.min_chunk)
 
-        k = self.plan.max_chunk
+        # pylance cuts every page into chunks of the full size (as many values as fit the
+        # target), even a page that would fit one chunk whole
+        k = self.full_size() or self.plan.max_chunk
         while k > self.plan.min_chunk and not fits(k):
             k //= 2
         return k if fits(k) else None
+
+    def full_size(self) -> int | None:
+        """Items in a full chunk of a linear-cost plan, whatever the page's length."""
+        if self.plan.uniform is None:
+            return None
+        k = self.plan.max_chunk
+        while k > self.plan.min_chunk and k * self.plan.uniform + self.plan.chunk_overhead > self.plan.target_bytes:
+            k //= 2
+        return k
 
     def _best_step(self, p: int) -> int:
         """The largest allowed non-final chunk size (a power of two) starting at item ``p``, or 0.
@@ -174,6 +185,17 @@ class _Chunker:
 
 
 def _compress_levels(levels: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
+    """A page's rep or def levels, chunk by chunk, as pylance's block compressor writes u16 levels:
+    out-of-line bit-packed at the page's width above 1024 levels; up to 1024 levels, each chunk
+    inline bit-packed (its own width first), or raw u16 when one block of 1024 packed levels would
+    not be smaller than the page's levels."""
+    if len(levels) <= BLOCK:
+        words = np.ascontiguousarray(levels, np.uint16)
+        width = int(words.max()).bit_length() if len(words) else 0
+        if width == 0 or (BLOCK * width + 7) // 8 >= words.nbytes:
+            return words.view(np.uint8), counts * 2, flat_encoding(16)
+        data, sizes = inline_pack_chunks(words, starts, counts)
+        return data, sizes, pb.CompressiveEncoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=16))
     bits = max(1, int(levels.max()).bit_length()) if len(levels) else 1
     data, sizes = out_of_line_pack(levels, bits, starts, counts)
     encoding = pb.CompressiveEncoding(
@@ -317,6 +339,8 @@ def encode_miniblock(
     logs = np.zeros(nchunks, np.uint64)
     if nchunks > 1:  # non-final chunks hold a power of two of values; the last one says 0
         logs[:-1] = np.log2(counts[:-1]).astype(np.uint64)
+    if plan.full_last_chunk_log and nchunks and counts[-1] == chunker.full_size():
+        logs[-1] = int(np.log2(counts[-1]))
     words = ((chunk_bytes.astype(np.uint64) // np.uint64(8) - np.uint64(1)) << np.uint64(4)) | logs
     if minor < 2 and nchunks and int(words.max()) > 0xFFFF:
         return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -105,15 +106,17 @@ def _fullzip(leaf: LeafPage, values: LeafValues, params: FieldParams) -> tuple[l
     return encode_fullzip(leaf, values, params)
 
 
-def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
-    """Buffers and PageLayout of one leaf page (``minor``: 1 for file version 2.1, 2 for 2.2)."""
+def encode_leaf_page(leaf: LeafPage, minor: int, structural: str | None = None) -> tuple[list, pb.PageLayout]:
+    """Buffers and PageLayout of one leaf page (``minor``: 1 for file version 2.1, 2 for 2.2;
+    ``structural``: the top-level field's ``lance-encoding:structural-encoding``, which pylance
+    reads there and not on nested fields, unlike the compression keys it reads on the leaf)."""
     # num_items is 0 when values is None; the explicit test narrows the type
     if leaf.values is None or leaf.num_items == 0 or pa.types.is_null(leaf.values.type) or (
         leaf.valid is not None and not leaf.valid.any()
     ):
         return encode_all_null(leaf)
     values = leaf_values(leaf.values, leaf.valid, leaf.name)
-    params = field_params(leaf.field.metadata, leaf.name)
+    params = replace(field_params(leaf.field.metadata, leaf.name), structural=structural)
     if minor >= 2 and values.kind in ("fixed", "bool", "variable"):
         value = constant_value(values, leaf.valid)
         if value is not None:
@@ -134,7 +137,14 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
         result = encode_miniblock(leaf, word_plan(indices, params=params), minor, dictionary=dictionary, params=params)
         if result is not None:
             return result
-    if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES:
+    if params.structural == "fullzip":
+        if values.kind == "bool":
+            # pylance's full-zip needs whole bytes: one byte (0/1) per boolean
+            assert values.bits is not None  # bool values always carry bits
+            words = values.bits.astype(np.uint8)
+            values = LeafValues("fixed", values.count, bytes_per_value=1, words=words, matrix=words.reshape(-1, 1))
+        return _fullzip(leaf, values, params)
+    if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES or params.structural == "miniblock":
         result = encode_miniblock(leaf, value_plan(values, leaf.values.type, params), minor)
         if result is not None:
             return result
@@ -160,6 +170,7 @@ class StructuralFieldWriter:
         self.max_page_bytes = max_page_bytes
         self.emit = emit
         self.num_leaves = sum(1 for _ in lance_field.leaves())
+        self.structural = field_params(lance_field.metadata, lance_field.name).structural
         self.chunks: list[pa.Array] = []
         self.buffered = 0
         self.buffered_rows = 0
@@ -198,7 +209,7 @@ class StructuralFieldWriter:
         leaves = shred(array, self.field)
         try:
             # encode every leaf before emitting any, so a retry never duplicates pages
-            encoded = [encode_leaf_page(leaf, self.minor) for leaf in leaves]
+            encoded = [encode_leaf_page(leaf, self.minor, self.structural) for leaf in leaves]
         except PageTooDense:
             if len(array) < 2:
                 raise
