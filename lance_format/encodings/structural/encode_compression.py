@@ -26,6 +26,7 @@ from lance_format.encodings.structural.encode_values import LeafValues
 from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
 from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
 from lance_format.encodings.structural.rle_chunks import rle_chunk_counts
+from lance_format.encodings.structural.variable_chunks import DEFAULT_AIM_BYTES, variable_chunk_counts
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk
@@ -245,15 +246,20 @@ class RlePlan(ValuePlan):
 
 
 class VariablePlan(ValuePlan):
-    def __init__(self, values: LeafValues) -> None:
+    def __init__(self, values: LeafValues, aim: int | None = None) -> None:
         super().__init__(values.count)
         self.values = values
         self.ow = values.offset_width
         self.encoding = variable_encoding(self.ow * 8)
         self.chunk_overhead = 2 * self.ow
+        self.aim = DEFAULT_AIM_BYTES if aim is None else aim
 
     def cost_prefix(self):
         return self.values.offsets + self.ow * np.arange(self.count + 1)
+
+    def own_chunks(self) -> np.ndarray | None:
+        assert self.values.offsets is not None  # variable values always carry offsets
+        return variable_chunk_counts(self.values.offsets, self.ow, self.aim)
 
     def encode(self, starts, counts):
         ow = self.ow
@@ -307,13 +313,13 @@ class DeferredVariableChunks:
 class FsstPlan(VariablePlan):
     """FSST-compressed strings in ``variable`` chunks (Lance's FsstMiniBlockEncoder layout)."""
 
-    def __init__(self, values: LeafValues) -> None:
+    def __init__(self, values: LeafValues, aim: int | None = None) -> None:
         # variable values always carry offsets and data
         assert values.offsets is not None and values.data is not None
         table = encode_fsst.train(values.data, values.offsets)
         data, offsets = encode_fsst.compress(values.data, values.offsets, table)
         super().__init__(LeafValues("variable", values.count, offsets=offsets, data=data,
-                                    offset_width=values.offset_width))
+                                    offset_width=values.offset_width), aim)
         self.encoding = pb.CompressiveEncoding(
             fsst=pb.Fsst(symbol_table=encode_fsst.symbol_table_bytes(table), values=self.encoding))
 
@@ -447,11 +453,12 @@ def value_plan(values: LeafValues, data_type: pa.DataType | None = None,
     values of any width, fixed-size lists excepted)."""
     general = params.general
     if values.kind == "variable":
+        aim = params.minichunk_size
         if general is not None:
-            return GeneralPlan(VariablePlan(values), general)
+            return GeneralPlan(VariablePlan(values, aim), general)
         if params.compression == "fsst" or (not params.off and data_type is not None and use_fsst(values, data_type)):
-            return FsstPlan(values)
-        return VariablePlan(values)
+            return FsstPlan(values, aim)
+        return VariablePlan(values, aim)
     if values.kind == "fixed" and values.words is not None:
         return word_plan(values.words, params=params)
     if values.kind in ("fixed", "bool"):

@@ -138,10 +138,21 @@ class _Chunker:
         if counts is None:
             return None
         starts = np.cumsum(counts) - counts
-        last = len(counts) - 1
-        for i, (start, count) in enumerate(zip(starts.tolist(), counts.tolist())):
-            if not self._fits(start, start + count, i == last, True):
-                return None
+        stops = starts + counts
+        # the limits of _fits_levels (target size aside), for all chunks at once
+        if self.cost is None:
+            assert self.plan.uniform is not None  # no cost prefix only when the cost is linear
+            value_bytes = counts * self.plan.uniform + self.plan.chunk_overhead
+        else:
+            value_bytes = self.cost[stops] - self.cost[starts] + self.plan.chunk_overhead
+        levels = np.zeros(len(counts), np.int64)
+        if self.end_of is not None:
+            level_stops = self.end_of[stops]
+            level_stops[-1] = self.total_levels
+            levels = level_stops - self.end_of[starts]
+        total = self.header + 7 + (2 * levels + 8) * self.level_streams + value_bytes + 8 * self.plan.num_buffers
+        if (levels > MAX_LEVELS_PER_CHUNK).any() or (total > self.hard).any():
+            return None
         return starts, counts
 
     def chunks(self) -> tuple[np.ndarray, np.ndarray] | None:

@@ -32,6 +32,7 @@ from lance_format.encodings.structural.encode_miniblock import encode_miniblock
 from lance_format.encodings.structural.encode_repdef import LeafPage, shred
 from lance_format.encodings.structural.encode_values import LeafValues, leaf_values, take_values
 from lance_format.encodings.structural.field_params import FieldParams, field_params
+from lance_format.encodings.structural.variable_chunks import MAX_AIM_BYTES_2_1
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceField
@@ -117,6 +118,8 @@ def encode_leaf_page(leaf: LeafPage, minor: int, structural: str | None = None) 
         return encode_all_null(leaf)
     values = leaf_values(leaf.values, leaf.valid, leaf.name)
     params = replace(field_params(leaf.field.metadata, leaf.name), structural=structural)
+    if minor < 2 and params.minichunk_size is not None and params.minichunk_size >= MAX_AIM_BYTES_2_1:
+        params = replace(params, minichunk_size=None)  # pylance: "too large for the u16 layout, using default"
     if minor >= 2 and values.kind in ("fixed", "bool", "variable"):
         value = constant_value(values, leaf.valid)
         if value is not None:
