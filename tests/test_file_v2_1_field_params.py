@@ -391,3 +391,64 @@ def test_minichunk_size_changes_the_chunks(tmp_path: Path) -> None:
     large, _, _ = _write_both(tmp_path / "b", "2.1", url_bytes(), {"lance-encoding:minichunk-size": "20000"})
     # buffer 0 holds one u16 word per chunk
     assert len(_pages(small)[0][1][0]) > 10 * len(_pages(large)[0][1][0])
+
+
+PACKED = {"lance-encoding:packed": "true"}
+
+
+def _measurements(mask: bool = False) -> pa.StructArray:
+    rng = _rng()
+    return pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 10_000, N)), pa.array(rng.standard_normal(N).astype(np.float32)),
+         pa.array(rng.integers(0, 255, N).astype(np.uint8))],
+        names=["sensor", "reading", "quality"], mask=pa.array(np.arange(N) % 9 == 0) if mask else None)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("extra", [{}, {"lance-encoding:compression": "zstd"},
+                                   {"lance-encoding:compression": "lz4", "lance-encoding:bss": "on"}],
+                         ids=["plain", "zstd", "lz4-bss"])
+@pytest.mark.parametrize("mask", [False, True], ids=["valid", "nulls"])
+def test_packed_struct_matches_pylance(tmp_path: Path, version: str, extra: dict[str, str], mask: bool) -> None:
+    # one column of row-major fixed-width rows (packed_struct), whatever else the field asks
+    values = _measurements(mask)
+    ours, theirs, _ = _write_field(tmp_path, version, pa.field("m", values.type, metadata={**PACKED, **extra}), values)
+    if not extra:
+        assert ours.read_bytes() == theirs.read_bytes()
+    assert _pages(ours) == _pages(theirs)
+    assert "packed_struct" in _pages(ours)[0][0]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_packed_struct_in_a_dataset_like_pylance(tmp_path: Path, version: str) -> None:
+    import lance
+
+    import lance_format
+
+    values = _measurements()
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("m", values.type, metadata=PACKED)])
+    table = pa.table({"id": pa.array(range(N)), "m": values}, schema=schema)
+    lance_format.write_dataset(table, str(tmp_path / "ours"), data_storage_version=version)
+    lance.write_dataset(table, str(tmp_path / "theirs"), data_storage_version=version)
+    ours = lance.dataset(str(tmp_path / "ours"))
+    theirs = lance.dataset(str(tmp_path / "theirs"))
+    ours_file = ours.get_fragments()[0].metadata.files[0]
+    theirs_file = theirs.get_fragments()[0].metadata.files[0]
+    assert (ours_file.fields, ours_file.column_indices) == (theirs_file.fields, theirs_file.column_indices)
+    assert ours.to_table().equals(table)
+    assert lance_format.dataset(str(tmp_path / "theirs")).to_table(columns=["m"]).column("m").equals(table.column("m"))
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ([pa.array(range(10)), pa.array(["x"] * 10)], "string"),
+    ([pa.array(range(10)), pa.array([True] * 10)], "bool"),
+    ([pa.array([None, *range(9)]), pa.array(range(10))], "nulls"),
+])
+def test_packed_structs_we_cannot_pack_are_refused(tmp_path: Path, fields: list[pa.Array], message: str) -> None:
+    from lance_format.errors import UnsupportedFeatureError
+
+    values = pa.StructArray.from_arrays(fields, names=["a", "b"])
+    schema = pa.schema([pa.field("m", values.type, metadata=PACKED)])
+    with pytest.raises(UnsupportedFeatureError, match=message):
+        with LanceFileWriter(str(tmp_path / "x.lance"), schema, version="2.1") as writer:
+            writer.write_batch(pa.table({"m": values}, schema=schema))

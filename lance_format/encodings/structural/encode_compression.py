@@ -104,6 +104,16 @@ class FlatPlan(ValuePlan):
         return [(self.values.matrix.reshape(-1), counts * self.values.bytes_per_value)]
 
 
+class PackedStructPlan(FlatPlan):
+    """Packed struct rows as one flat value each (pylance's PackedStructFixedWidthMiniBlockEncoder:
+    plain values whatever the field metadata asks)."""
+
+    def __init__(self, values: LeafValues) -> None:
+        super().__init__(values)
+        self.encoding = pb.CompressiveEncoding(packed_struct=pb.PackedStruct(
+            bits_per_value=values.field_bits, values=flat_encoding(values.bytes_per_value * 8)))
+
+
 class FslPlan(ValuePlan):
     """Fixed-size lists: one validity bitmap buffer per level with item nulls, then the items."""
 
@@ -465,6 +475,8 @@ def value_plan(values: LeafValues, data_type: pa.DataType | None = None,
         return FlatPlan(values) if general is None else GeneralPlan(FlatPlan(values), general)
     if values.kind == "fsl":
         return FslPlan(values)
+    if values.kind == "packed":
+        return PackedStructPlan(values)
     if values.kind == "variable":
         return VariablePlan(values)
     raise ValueError(values.kind)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from contextvars import ContextVar
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +36,7 @@ from lance_format.encodings.structural.variable_chunks import MAX_AIM_BYTES_2_1
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceField
+from lance_format.schema.fields import marked_packed
 
 MINIBLOCK_MAX_VALUE_BYTES = 256
 # Pages hold at least this many rows (unless the data ends first): pylance 14's reader fails on
@@ -58,6 +59,15 @@ decoded_memory_model: ContextVar[Callable[[pa.Array], int | None] | None] = Cont
 
 # emit(column index, page buffers, page layout, rows in the page, first row of the page)
 EmitPage = Callable[[int, list, pb.PageLayout, int, int], None]
+
+
+def column_leaves(lance_field: LanceField) -> Iterator[LanceField]:
+    """The fields stored as columns, depth first: fields without children and packed structs."""
+    if not lance_field.children or marked_packed(lance_field.metadata):
+        yield lance_field
+        return
+    for child in lance_field.children:
+        yield from column_leaves(child)
 
 
 def check_structural_field(lance_field: LanceField, name: str, minor: int = 2) -> None:
@@ -89,8 +99,26 @@ def check_structural_field(lance_field: LanceField, name: str, minor: int = 2) -
             "(pylance 14 cannot read them back either)",
             column=name,
         )
+    if lance_field.children and marked_packed(lance_field.metadata):
+        for child in lance_field.children:
+            bits = None if child.children else _byte_width_bits(child.data_type)
+            if bits is None:
+                raise UnsupportedFeatureError(
+                    f"packed struct {name!r} has field {child.name!r} of type {child.data_type}: the 2.1+ writer packs "
+                    "fixed-width fields of whole bytes only (not booleans, strings or nested fields)", column=name)
+        return
     for child in lance_field.children:
         check_structural_field(child, f"{name}.{child.name}", minor)
+
+
+def _byte_width_bits(data_type: pa.DataType) -> int | None:
+    if pa.types.is_boolean(data_type) or pa.types.is_null(data_type):
+        return None
+    if pa.types.is_fixed_size_binary(data_type) or pa.types.is_decimal(data_type):
+        return data_type.byte_width * 8
+    if pa.types.is_primitive(data_type):
+        return data_type.bit_width
+    return None
 
 
 class PageTooDense(UnsupportedFeatureError):
@@ -140,14 +168,15 @@ def encode_leaf_page(leaf: LeafPage, minor: int, structural: str | None = None) 
         result = encode_miniblock(leaf, word_plan(indices, params=params), minor, dictionary=dictionary, params=params)
         if result is not None:
             return result
-    if params.structural == "fullzip":
+    if params.structural == "fullzip" and values.kind != "packed":  # pylance cannot full-zip packed structs
         if values.kind == "bool":
             # pylance's full-zip needs whole bytes: one byte (0/1) per boolean
             assert values.bits is not None  # bool values always carry bits
             words = values.bits.astype(np.uint8)
             values = LeafValues("fixed", values.count, bytes_per_value=1, words=words, matrix=words.reshape(-1, 1))
         return _fullzip(leaf, values, params)
-    if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES or params.structural == "miniblock":
+    if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES or params.structural == "miniblock" or (
+            values.kind == "packed"):
         result = encode_miniblock(leaf, value_plan(values, leaf.values.type, params), minor)
         if result is not None:
             return result
@@ -172,7 +201,7 @@ class StructuralFieldWriter:
         self.minor = minor
         self.max_page_bytes = max_page_bytes
         self.emit = emit
-        self.num_leaves = sum(1 for _ in lance_field.leaves())
+        self.num_leaves = sum(1 for _ in column_leaves(lance_field))
         self.structural = field_params(lance_field.metadata, lance_field.name).structural
         self.chunks: list[pa.Array] = []
         self.buffered = 0

@@ -13,7 +13,8 @@ Kinds:
 * ``fsl``: a (possibly nested) fixed-size list of fixed-width items: flattened item data plus one
   validity bit array per list level whose items have nulls;
 * ``variable``: ``offsets`` (int64, starting at 0) and ``data`` (uint8), offset width 4 or 8;
-* ``dictionary``: an Arrow dictionary column: ``indices`` (uint32) and the dictionary as a leaf.
+* ``dictionary``: an Arrow dictionary column: ``indices`` (uint32) and the dictionary as a leaf;
+* ``packed``: a packed struct's rows as an ``(n, row bytes)`` matrix, ``field_bits`` per field.
 """
 
 from __future__ import annotations
@@ -46,10 +47,11 @@ class LeafValues:
     indices: np.ndarray | None = None  # dictionary
     dictionary: "LeafValues | None" = None  # dictionary
     longest: int | None = field(default=None, repr=False, compare=False)  # variable: max_value_bytes, once known
+    field_bits: list[int] = field(default_factory=list)  # packed: bits of each struct field
 
     def raw_bytes(self) -> int:
         """Size of the plain (uncompressed) representation, for cost comparisons."""
-        if self.kind == "fixed":
+        if self.kind in ("fixed", "packed"):
             return self.count * self.bytes_per_value
         if self.kind == "bool":
             return (self.count + 7) // 8
@@ -62,7 +64,7 @@ class LeafValues:
 
     def value_width(self) -> int:
         """Bytes per value of fixed-width kinds including any per-value validity bytes (fsl)."""
-        if self.kind == "fixed":
+        if self.kind in ("fixed", "packed"):
             return self.bytes_per_value
         if self.kind == "fsl":
             total, cum = 0, 1
@@ -79,7 +81,7 @@ class LeafValues:
             if self.longest is None:  # asked by the layout choice and again by FSST's
                 self.longest = int(np.diff(self.offsets).max()) if self.count else 0
             return self.longest
-        if self.kind in ("fixed", "fsl"):
+        if self.kind in ("fixed", "fsl", "packed"):
             return self.value_width()
         return 1
 
@@ -212,9 +214,34 @@ def dictionary_values(array: pa.Array, valid: np.ndarray | None, column: str) ->
     return LeafValues("dictionary", len(array), indices=keys, dictionary=leaf_values(dictionary, None, column))
 
 
+def packed_values(array: pa.StructArray, column: str) -> LeafValues:
+    """A packed struct's rows: each row its fields' bytes one after another (``kind`` "packed",
+    ``field_bits`` the width of each field). Values under null rows stay as they are, as
+    pylance keeps them; fields must be byte-wide and without nulls of their own (pylance 14
+    cannot write field nulls either)."""
+    matrices, bits = [], []
+    for index in range(array.type.num_fields):
+        child = array.field(index)
+        width = _fixed_width_bits(child.type)
+        if width is None or width % 8 or pa.types.is_null(child.type):
+            raise UnsupportedFeatureError(
+                f"packed struct field {array.type.field(index).name!r} of type {child.type} cannot be written in file "
+                "versions 2.1+: packed structs hold byte-wide fixed-width fields only", column=column)
+        if child.null_count:
+            raise UnsupportedFeatureError(
+                f"packed struct field {array.type.field(index).name!r} has nulls, which packed structs cannot store "
+                "(pylance 14 refuses them too)", column=column)
+        matrices.append(_fixed_bytes(child, width // 8))
+        bits.append(width)
+    matrix = np.ascontiguousarray(np.concatenate(matrices, axis=1) if len(matrices) > 1 else matrices[0])
+    return LeafValues("packed", len(array), bytes_per_value=matrix.shape[1], matrix=matrix, field_bits=bits)
+
+
 def leaf_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafValues:
     """Flatten a leaf's items (``valid``: per item, None when all are valid)."""
     data_type = array.type
+    if pa.types.is_struct(data_type):
+        return packed_values(array, column)
     if pa.types.is_dictionary(data_type):
         return dictionary_values(array, valid, column)
     if pa.types.is_fixed_size_list(data_type):
