@@ -452,3 +452,24 @@ def test_packed_structs_we_cannot_pack_are_refused(tmp_path: Path, fields: list[
     with pytest.raises(UnsupportedFeatureError, match=message):
         with LanceFileWriter(str(tmp_path / "x.lance"), schema, version="2.1") as writer:
             writer.write_batch(pa.table({"m": values}, schema=schema))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("null_share", [0.0005, 0.01, 0.04, 0.045, 0.2])
+@pytest.mark.parametrize("rows", [300, 1000, 10_000])
+def test_sparse_null_levels_match_pylance(tmp_path: Path, version: str, null_share: float, rows: int) -> None:
+    # 2.2 run-length-encodes def levels (per chunk: u64 size, u16 values, u8 lengths) when that is
+    # smaller than bit-packing them; 2.1 never does
+    rng = np.random.default_rng(int(null_share * 10_000) + rows)
+    nulls = rng.random(rows) < null_share
+    table = pa.table({
+        "ids": pa.array([None if null else i for i, null in enumerate(nulls.tolist())], pa.int64()),
+        "codes": pa.array([None if null else b"c%d" % (i % 50) for i, null in enumerate(nulls.tolist())]),
+    })
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    with LanceFileWriter(str(ours), table.schema, version=version) as writer:
+        writer.write_batch(table)
+    with PyWriter(str(theirs), table.schema, version=version) as writer:
+        writer.write_batch(table)
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert PyReader(str(ours)).read_all().to_table().equals(table)

@@ -27,7 +27,7 @@ from lance_format.encodings.structural.encode_compression import DeferredVariabl
 from lance_format.encodings.structural.encode_dictionary import dictionary_block
 from lance_format.encodings.structural.encode_repdef import LeafPage
 from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
-from lance_format.encodings.structural.fastlanes_pack import BLOCK, inline_pack_chunks, out_of_line_pack
+from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks, out_of_line_pack
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 CHUNK_PAD = 0xFE
@@ -195,11 +195,58 @@ class _Chunker:
         return starts, np.diff(np.append(starts, self.n))
 
 
-def _compress_levels(levels: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
+def _rle_levels(words: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Block RLE of each chunk of u16 levels: ``u64 values bytes | u16 values | u8 run lengths``
+    (runs cut at chunk starts and every 255 levels)."""
+    n = len(words)
+    boundary = np.zeros(n, np.bool_)
+    boundary[0] = True
+    boundary[1:] = words[1:] != words[:-1]
+    boundary[starts[starts < n]] = True
+    run_pos = np.flatnonzero(boundary)
+    run_len = np.diff(np.append(run_pos, n))
+    pieces = (run_len + 254) // 255
+    sub_pos = np.repeat(run_pos, pieces) + 255 * (np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces))
+    sub_len = np.diff(np.append(sub_pos, n))
+    runs = np.diff(np.append(np.searchsorted(sub_pos, starts), len(sub_pos)))
+    sizes = 8 + 3 * runs
+    out = np.empty(int(sizes.sum()), np.uint8)
+    firsts = np.cumsum(sizes) - sizes
+    run_chunk = np.repeat(np.arange(len(starts)), runs)
+    run_index = np.arange(len(sub_pos)) - np.repeat(np.cumsum(runs) - runs, runs)
+    header = (runs * 2).astype("<u8").view(np.uint8).reshape(-1, 8)
+    out[firsts[:, None] + np.arange(8)] = header
+    value_pos = firsts[run_chunk] + 8 + 2 * run_index
+    value_bytes = words[sub_pos].astype("<u2").view(np.uint8).reshape(-1, 2)
+    out[value_pos[:, None] + np.arange(2)] = value_bytes
+    out[firsts[run_chunk] + 8 + 2 * runs[run_chunk] + run_index] = sub_len.astype(np.uint8)
+    return out, sizes
+
+
+def _rle_wins(words: np.ndarray) -> bool:
+    """2.2 levels: RLE when its (value, length) triples are fewer bytes than the plain levels and
+    than bit-packing them (estimated per 1024-level block, as for values)."""
+    n = len(words)
+    change = np.flatnonzero(words[1:] != words[:-1]) + 1
+    lengths = np.diff(np.concatenate(([0], change, [n])))
+    rle = 8 + int(((lengths + 254) // 255).sum()) * 3  # with its u64 header
+    full = n // BLOCK * BLOCK
+    widths = bit_widths(words[:full].reshape(-1, BLOCK)) if full else np.zeros(0, np.int64)
+    if full < n:
+        widths = np.append(widths, bit_widths(words[full:][None, :]))
+    packed = int(((1 + BLOCK * widths // 16) * 2).sum())
+    return rle < 2 * n and rle <= packed
+
+
+def _compress_levels(levels: np.ndarray, starts: np.ndarray, counts: np.ndarray,
+                     minor: int = 2) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
     """A page's rep or def levels, chunk by chunk, as pylance's block compressor writes u16 levels:
-    out-of-line bit-packed at the page's width above 1024 levels; up to 1024 levels, each chunk
-    inline bit-packed (its own width first), or raw u16 when one block of 1024 packed levels would
-    not be smaller than the page's levels."""
+    in 2.2 RLE where it is the smallest; else out-of-line bit-packed at the page's width above
+    1024 levels; up to 1024 levels, each chunk inline bit-packed (its own width first), or raw u16
+    when one block of 1024 packed levels would not be smaller than the page's levels."""
+    if minor >= 2 and len(levels) > 1 and _rle_wins(np.asarray(levels, np.uint16)):
+        data, sizes = _rle_levels(np.ascontiguousarray(levels, np.uint16), starts, counts)
+        return data, sizes, pb.CompressiveEncoding(rle=pb.Rle(values=flat_encoding(16), run_lengths=flat_encoding(8)))
     if len(levels) <= BLOCK:
         words = np.ascontiguousarray(levels, np.uint16)
         width = int(words.max()).bit_length() if len(words) else 0
@@ -333,13 +380,13 @@ def encode_miniblock(
         lends = np.append(lstarts[1:], chunker.total_levels)
         lcounts = lends - lstarts
         if leaf.rep is not None:
-            data, sizes, encoding = _compress_levels(leaf.rep, lstarts, lcounts)
+            data, sizes, encoding = _compress_levels(leaf.rep, lstarts, lcounts, minor)
             layout.rep_compression.CopyFrom(encoding)
             level_parts.append((data, sizes))
             rep_index = _repetition_index(leaf.rep, leaf.max_rep, lstarts, lcounts)
             layout.repetition_index_depth = 1
         if leaf.defs is not None:
-            data, sizes, encoding = _compress_levels(leaf.defs, lstarts, lcounts)
+            data, sizes, encoding = _compress_levels(leaf.defs, lstarts, lcounts, minor)
             layout.def_compression.CopyFrom(encoding)
             level_parts.append((data, sizes))
         num_levels = lcounts.tolist()
