@@ -202,8 +202,9 @@ def bss_wanted(words: np.ndarray, mode: str | None) -> bool:
         return False
     total = 0
     for position in range(width):
-        p = np.bincount(sample[:, position], minlength=256)
-        p = p[p > 0] / len(sample)
+        counts = np.bincount(sample[:, position], minlength=256)
+        p = counts[counts > 0] / len(sample)
+        # summed in order, as Lance does, then truncated to thousandths of a bit
         total += int(-np.cumsum(p * np.log2(p))[-1] * 1000)
     return total / width / 1000 < 4.0
 
