@@ -29,6 +29,7 @@ from lance_format.encodings.structural.encode_dictionary import try_dictionary
 from lance_format.encodings.structural.encode_constant import constant_value, encode_all_null, encode_constant
 from lance_format.encodings.structural.encode_fullzip import encode_fullzip
 from lance_format.encodings.structural.encode_miniblock import encode_miniblock
+from lance_format.encodings.structural.encode_packed import packed_values
 from lance_format.encodings.structural.encode_repdef import LeafPage, shred
 from lance_format.encodings.structural.encode_values import LeafValues, leaf_values, take_values
 from lance_format.encodings.structural.field_params import FieldParams, field_params
@@ -101,14 +102,19 @@ def check_structural_field(lance_field: LanceField, name: str, minor: int = 2) -
         )
     if lance_field.children and marked_packed(lance_field.metadata):
         for child in lance_field.children:
-            bits = None if child.children else _byte_width_bits(child.data_type)
-            if bits is None:
+            if child.children or not (_byte_width_bits(child.data_type) or _variable_width(child.data_type)):
                 raise UnsupportedFeatureError(
                     f"packed struct {name!r} has field {child.name!r} of type {child.data_type}: the 2.1+ writer packs "
-                    "fixed-width fields of whole bytes only (not booleans, strings or nested fields)", column=name)
+                    "fixed-width fields of whole bytes and strings/binaries only (not booleans or nested fields)",
+                    column=name)
         return
     for child in lance_field.children:
         check_structural_field(child, f"{name}.{child.name}", minor)
+
+
+def _variable_width(data_type: pa.DataType) -> bool:
+    return (pa.types.is_string(data_type) or pa.types.is_binary(data_type) or pa.types.is_large_string(data_type)
+            or pa.types.is_large_binary(data_type))
 
 
 def _byte_width_bits(data_type: pa.DataType) -> int | None:
@@ -144,7 +150,12 @@ def encode_leaf_page(leaf: LeafPage, minor: int, structural: str | None = None) 
         leaf.valid is not None and not leaf.valid.any()
     ):
         return encode_all_null(leaf)
-    values = leaf_values(leaf.values, leaf.valid, leaf.name)
+    if pa.types.is_struct(leaf.values.type):  # a packed struct (the only struct leaf with fields)
+        values = packed_values(leaf.values, leaf.valid, leaf.field, leaf.name, minor)
+        if values.packed_encoding is not None:
+            return encode_fullzip(leaf, values)
+    else:
+        values = leaf_values(leaf.values, leaf.valid, leaf.name)
     params = replace(field_params(leaf.field.metadata, leaf.name), structural=structural)
     if minor < 2 and params.minichunk_size is not None and params.minichunk_size >= MAX_AIM_BYTES_2_1:
         params = replace(params, minichunk_size=None)  # pylance: "too large for the u16 layout, using default"

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from lance_format.encodings.buffers import validity_bools
 from lance_format.errors import UnsupportedFeatureError
+from lance_format.proto import encodings_v2_1_pb2 as pb
 
 _WORD_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -48,6 +49,10 @@ class LeafValues:
     dictionary: "LeafValues | None" = None  # dictionary
     longest: int | None = field(default=None, repr=False, compare=False)  # variable: max_value_bytes, once known
     field_bits: list[int] = field(default_factory=list)  # packed: bits of each struct field
+    # variable: rows of a packed struct with variable-width fields, described by this encoding
+    packed_encoding: "pb.CompressiveEncoding | None" = None
+    # ... and the bytes its null rows would take: pylance sizes the repetition index with them
+    packed_null_bytes: int = 0
 
     def raw_bytes(self) -> int:
         """Size of the plain (uncompressed) representation, for cost comparisons."""
@@ -86,7 +91,7 @@ class LeafValues:
         return 1
 
 
-def _fixed_width_bits(data_type: pa.DataType) -> int | None:
+def fixed_width_bits(data_type: pa.DataType) -> int | None:
     if pa.types.is_boolean(data_type):
         return 1
     if pa.types.is_fixed_size_binary(data_type) or pa.types.is_decimal(data_type):
@@ -96,7 +101,7 @@ def _fixed_width_bits(data_type: pa.DataType) -> int | None:
     return None
 
 
-def _fixed_bytes(array: pa.Array, width: int) -> np.ndarray:
+def fixed_bytes(array: pa.Array, width: int) -> np.ndarray:
     """The value bytes of the rows of a fixed-width array, as an (n, width) uint8 matrix (a view)."""
     buf = array.buffers()[1]
     n = len(array)
@@ -124,7 +129,7 @@ def _zero_invalid(matrix: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
 
 
 def fixed_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafValues:
-    bits = _fixed_width_bits(array.type)
+    bits = fixed_width_bits(array.type)
     if bits is None:
         raise UnsupportedFeatureError(f"type {array.type} cannot be written in file versions 2.1+", column=column)
     n = len(array)
@@ -134,7 +139,7 @@ def fixed_values(array: pa.Array, valid: np.ndarray | None, column: str) -> Leaf
             values = values & valid
         return LeafValues("bool", n, bits=values)
     width = bits // 8
-    matrix = _zero_invalid(_fixed_bytes(array, width), valid)
+    matrix = _zero_invalid(fixed_bytes(array, width), valid)
     words = None
     if width in _WORD_DTYPES:
         words = np.ascontiguousarray(matrix).reshape(-1).view(_WORD_DTYPES[width])
@@ -161,7 +166,7 @@ def fsl_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafVa
         if child_valid is not None:
             keep = child_valid if keep is None else keep & child_valid
         current = child
-    bits = _fixed_width_bits(current.type)
+    bits = fixed_width_bits(current.type)
     if bits is None or pa.types.is_null(current.type):
         raise UnsupportedFeatureError(
             f"fixed-size lists of {current.type} cannot be written in file versions 2.1+", column=column
@@ -170,7 +175,7 @@ def fsl_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafVa
         item = _bool_bits(current)
         data = item if keep is None else item & keep
     else:
-        data = _zero_invalid(_fixed_bytes(current, bits // 8), keep).reshape(-1)
+        data = _zero_invalid(fixed_bytes(current, bits // 8), keep).reshape(-1)
     return LeafValues(
         "fsl", len(array), bytes_per_value=(bits * int(np.prod(dims)) + 7) // 8, item_bits=bits,
         dims=dims, item_validity=validity, data=data,
@@ -214,34 +219,9 @@ def dictionary_values(array: pa.Array, valid: np.ndarray | None, column: str) ->
     return LeafValues("dictionary", len(array), indices=keys, dictionary=leaf_values(dictionary, None, column))
 
 
-def packed_values(array: pa.StructArray, column: str) -> LeafValues:
-    """A packed struct's rows: each row its fields' bytes one after another (``kind`` "packed",
-    ``field_bits`` the width of each field). Values under null rows stay as they are, as
-    pylance keeps them; fields must be byte-wide and without nulls of their own (pylance 14
-    cannot write field nulls either)."""
-    matrices, bits = [], []
-    for index in range(array.type.num_fields):
-        child = array.field(index)
-        width = _fixed_width_bits(child.type)
-        if width is None or width % 8 or pa.types.is_null(child.type):
-            raise UnsupportedFeatureError(
-                f"packed struct field {array.type.field(index).name!r} of type {child.type} cannot be written in file "
-                "versions 2.1+: packed structs hold byte-wide fixed-width fields only", column=column)
-        if child.null_count:
-            raise UnsupportedFeatureError(
-                f"packed struct field {array.type.field(index).name!r} has nulls, which packed structs cannot store "
-                "(pylance 14 refuses them too)", column=column)
-        matrices.append(_fixed_bytes(child, width // 8))
-        bits.append(width)
-    matrix = np.ascontiguousarray(np.concatenate(matrices, axis=1) if len(matrices) > 1 else matrices[0])
-    return LeafValues("packed", len(array), bytes_per_value=matrix.shape[1], matrix=matrix, field_bits=bits)
-
-
 def leaf_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafValues:
     """Flatten a leaf's items (``valid``: per item, None when all are valid)."""
     data_type = array.type
-    if pa.types.is_struct(data_type):
-        return packed_values(array, column)
     if pa.types.is_dictionary(data_type):
         return dictionary_values(array, valid, column)
     if pa.types.is_fixed_size_list(data_type):
