@@ -275,3 +275,221 @@ def test_dictionary_keys_change_the_pages(tmp_path: Path) -> None:
     zstd, _ = _check_readable(tmp_path / "b", "2.2", "skus", {"lance-encoding:dict-values-compression": "zstd"})
     assert "dictionary" not in plain
     assert "ZSTD" in zstd.split("dictionary")[1]
+
+
+def _write_field(tmp_path: Path, version: str, field: pa.Field, values: pa.Array) -> tuple[Path, Path, pa.Table]:
+    schema = pa.schema([field])
+    table = pa.table({field.name: values}, schema=schema)
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    with LanceFileWriter(str(ours), schema, version=version) as writer:
+        writer.write_batch(table)
+    with PyWriter(str(theirs), schema, version=version) as writer:
+        writer.write_batch(table)
+    assert PyReader(str(ours)).read_all().to_table().equals(table)
+    assert LanceFileReader(str(theirs)).read_all().to_table().equals(table)
+    return ours, theirs, table
+
+
+def flags_with_nulls() -> pa.Array:
+    return pa.array([None if i % 13 == 0 else i % 3 == 0 for i in range(N)])
+
+
+KINDS["flags_with_nulls"] = flags_with_nulls
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("layout", ["fullzip", "miniblock"])
+@pytest.mark.parametrize("kind", ["nullable_ints", "prices", "categories", "sorted_ids", "flags_with_nulls", "blobs",
+                                  "vectors", "skus"])
+def test_structural_encoding_matches_pylance(tmp_path: Path, version: str, layout: str, kind: str) -> None:
+    # full-zip: plain values (booleans one byte each); mini-block: also for wide values
+    _check(tmp_path, version, kind, {"lance-encoding:structural-encoding": layout})
+
+
+def test_structural_encoding_changes_the_layout(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    zipped, _ = _check_readable(tmp_path / "a", "2.1", "nullable_ints", {"lance-encoding:structural-encoding": "fullzip"})
+    chunked, _ = _check_readable(tmp_path / "b", "2.1", "vectors", {"lance-encoding:structural-encoding": "miniblock"})
+    assert "full_zip_layout" in zipped and "mini_block_layout" in chunked
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_structural_encoding_is_read_on_the_top_level_field(tmp_path: Path, version: str) -> None:
+    # pylance reads this key on the column's top-level field (lists, structs) and ignores it on
+    # nested fields, where it does read the compression keys
+    fullzip = {"lance-encoding:structural-encoding": "fullzip"}
+    rows = [[j * 1000 + i for j in range(i % 4)] if i % 5 else None for i in range(N)]
+    for name, field in {
+        "list": pa.field("c", pa.list_(pa.int64()), metadata=fullzip),
+        "item": pa.field("c", pa.list_(pa.field("item", pa.int64(), metadata=fullzip))),
+        "bools": pa.field("c", pa.list_(pa.bool_()), metadata=fullzip),
+    }.items():
+        values = pa.array([None if r is None else [v % 3 == 0 for v in r] for r in rows] if name == "bools" else rows,
+                          field.type)
+        (tmp_path / name).mkdir()
+        ours, theirs, _ = _write_field(tmp_path / name, version, field, values)
+        assert _pages(ours) == _pages(theirs), name
+    struct = pa.StructArray.from_arrays(
+        [pa.array(range(N)), flags().cast(pa.bool_())],
+        fields=[pa.field("a", pa.int64(), metadata=fullzip), pa.field("b", pa.bool_(), metadata=fullzip)])
+    for name, field in {"struct_children": pa.field("c", struct.type),
+                        "struct": pa.field("c", struct.type, metadata=fullzip)}.items():
+        (tmp_path / name).mkdir()
+        ours, theirs, _ = _write_field(tmp_path / name, version, field, struct)
+        assert _pages(ours) == _pages(theirs), name
+        assert ("full_zip_layout" in _pages(ours)[0][0]) == (name == "struct")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("rows", [3, 300, 512, 1000, 1025, 8192])
+def test_page_edges_match_pylance(tmp_path: Path, version: str, rows: int) -> None:
+    # pages of <= 1024 levels (levels inline bit-packed, or raw when tiny), full last chunks of
+    # plain values (they keep their size in the chunk word), fixed-size lists of odd widths
+    rng = np.random.default_rng(rows)
+    columns = {
+        "nullable": pa.array([None if i % 3 == 0 else i * 3 for i in range(rows)]),
+        "floats": pa.array(rng.standard_normal(rows)),
+        "vec3": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(rows * 3).astype(np.float32)), 3),
+        "vec12": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(rows * 12).astype(np.float32)), 12),
+        "flags": pa.array([None if i % 5 == 0 else bool(i % 3) for i in range(rows)]),
+        "names": pa.array([None if i % 4 == 0 else b"name-%d" % i for i in range(rows)]),  # binary: no FSST
+        "tags": pa.array([[f"t{j}" for j in range(i % 3)] if i % 7 else None for i in range(rows)]),
+    }
+    table = pa.table(columns)
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    with LanceFileWriter(str(ours), table.schema, version=version) as writer:
+        writer.write_batch(table)
+    with PyWriter(str(theirs), table.schema, version=version) as writer:
+        writer.write_batch(table)
+    assert ours.read_bytes() == theirs.read_bytes()
+
+
+def url_bytes() -> pa.Array:  # binary (no FSST) mini-block values
+    return urls().cast(pa.binary())
+
+
+KINDS["url_bytes"] = url_bytes
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("size", ["2", "100", "1024", "20000", "65536"])
+@pytest.mark.parametrize("kind", ["url_bytes", "kinds", "blobs", "nullable_ints"])
+def test_minichunk_size_matches_pylance(tmp_path: Path, version: str, size: str, kind: str) -> None:
+    # chunks of variable-width values aim at this many bytes (at least two values per chunk;
+    # 2.1 ignores aims of 32 KiB and more); other values are not affected
+    metadata = {"lance-encoding:minichunk-size": size}
+    if kind == "blobs":
+        metadata["lance-encoding:structural-encoding"] = "miniblock"
+    _check(tmp_path, version, kind, metadata)
+
+
+def test_minichunk_size_changes_the_chunks(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    small, _, _ = _write_both(tmp_path / "a", "2.1", url_bytes(), {"lance-encoding:minichunk-size": "1024"})
+    large, _, _ = _write_both(tmp_path / "b", "2.1", url_bytes(), {"lance-encoding:minichunk-size": "20000"})
+    # buffer 0 holds one u16 word per chunk
+    assert len(_pages(small)[0][1][0]) > 10 * len(_pages(large)[0][1][0])
+
+
+PACKED = {"lance-encoding:packed": "true"}
+
+
+def _measurements(mask: bool = False) -> pa.StructArray:
+    rng = _rng()
+    return pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 10_000, N)), pa.array(rng.standard_normal(N).astype(np.float32)),
+         pa.array(rng.integers(0, 255, N).astype(np.uint8))],
+        names=["sensor", "reading", "quality"], mask=pa.array(np.arange(N) % 9 == 0) if mask else None)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("extra", [{}, {"lance-encoding:compression": "zstd"},
+                                   {"lance-encoding:compression": "lz4", "lance-encoding:bss": "on"}],
+                         ids=["plain", "zstd", "lz4-bss"])
+@pytest.mark.parametrize("mask", [False, True], ids=["valid", "nulls"])
+def test_packed_struct_matches_pylance(tmp_path: Path, version: str, extra: dict[str, str], mask: bool) -> None:
+    # one column of row-major fixed-width rows (packed_struct), whatever else the field asks
+    values = _measurements(mask)
+    ours, theirs, _ = _write_field(tmp_path, version, pa.field("m", values.type, metadata={**PACKED, **extra}), values)
+    if not extra:
+        assert ours.read_bytes() == theirs.read_bytes()
+    assert _pages(ours) == _pages(theirs)
+    assert "packed_struct" in _pages(ours)[0][0]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_packed_struct_in_a_dataset_like_pylance(tmp_path: Path, version: str) -> None:
+    import lance
+
+    import lance_format
+
+    values = _measurements()
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("m", values.type, metadata=PACKED)])
+    table = pa.table({"id": pa.array(range(N)), "m": values}, schema=schema)
+    lance_format.write_dataset(table, str(tmp_path / "ours"), data_storage_version=version)
+    lance.write_dataset(table, str(tmp_path / "theirs"), data_storage_version=version)
+    ours = lance.dataset(str(tmp_path / "ours"))
+    theirs = lance.dataset(str(tmp_path / "theirs"))
+    ours_file = ours.get_fragments()[0].metadata.files[0]
+    theirs_file = theirs.get_fragments()[0].metadata.files[0]
+    assert (ours_file.fields, ours_file.column_indices) == (theirs_file.fields, theirs_file.column_indices)
+    assert ours.to_table().equals(table)
+    assert lance_format.dataset(str(tmp_path / "theirs")).to_table(columns=["m"]).column("m").equals(table.column("m"))
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ([pa.array(range(10)), pa.array(["x"] * 10)], "version 2.2"),  # in 2.1, as pylance
+    ([pa.array(range(10)), pa.array([True] * 10)], "bool"),
+    ([pa.array([None, *range(9)]), pa.array(range(10))], "nulls"),
+])
+def test_packed_structs_we_cannot_pack_are_refused(tmp_path: Path, fields: list[pa.Array], message: str) -> None:
+    from lance_format.errors import UnsupportedFeatureError
+
+    values = pa.StructArray.from_arrays(fields, names=["a", "b"])
+    schema = pa.schema([pa.field("m", values.type, metadata=PACKED)])
+    with pytest.raises(UnsupportedFeatureError, match=message):
+        with LanceFileWriter(str(tmp_path / "x.lance"), schema, version="2.1") as writer:
+            writer.write_batch(pa.table({"m": values}, schema=schema))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("null_share", [0.0005, 0.01, 0.04, 0.045, 0.2])
+@pytest.mark.parametrize("rows", [300, 1000, 10_000])
+def test_sparse_null_levels_match_pylance(tmp_path: Path, version: str, null_share: float, rows: int) -> None:
+    # 2.2 run-length-encodes def levels (per chunk: u64 size, u16 values, u8 lengths) when that is
+    # smaller than bit-packing them; 2.1 never does
+    rng = np.random.default_rng(int(null_share * 10_000) + rows)
+    nulls = rng.random(rows) < null_share
+    table = pa.table({
+        "ids": pa.array([None if null else i for i, null in enumerate(nulls.tolist())], pa.int64()),
+        "codes": pa.array([None if null else b"c%d" % (i % 50) for i, null in enumerate(nulls.tolist())]),
+    })
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    with LanceFileWriter(str(ours), table.schema, version=version) as writer:
+        writer.write_batch(table)
+    with PyWriter(str(theirs), table.schema, version=version) as writer:
+        writer.write_batch(table)
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert PyReader(str(ours)).read_all().to_table().equals(table)
+
+
+def _orders(mask: bool) -> pa.StructArray:
+    rng = _rng()
+    return pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 10**6, N)), pa.array([b"SKU-%05d" % k for k in rng.integers(0, 99_999, N)]),
+         pa.array(np.round(rng.gamma(2.0, 20.0, N), 2)), emails().fill_null("nobody@example.com").cast(pa.binary())],
+        names=["order", "sku", "amount", "buyer"], mask=pa.array(np.arange(N) % 7 == 0) if mask else None)
+
+
+@pytest.mark.parametrize("extra", [{}, {"lance-encoding:compression": "zstd"}], ids=["plain", "zstd"])
+@pytest.mark.parametrize("mask", [False, True], ids=["valid", "nulls"])
+def test_variable_packed_struct_matches_pylance(tmp_path: Path, extra: dict[str, str], mask: bool) -> None:
+    # 2.2: each valid row one full-zip value (fields back to back, variable ones length-prefixed)
+    values = _orders(mask)
+    ours, theirs, _ = _write_field(tmp_path, "2.2", pa.field("o", values.type, metadata={**PACKED, **extra}), values)
+    assert _pages(ours) == _pages(theirs)
+    assert "variable_packed_struct" in _pages(ours)[0][0]
+    if not extra:
+        assert ours.read_bytes() == theirs.read_bytes()

@@ -22,7 +22,11 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from lance_format.encodings.array_v2_0.encode import EncodedPage
-from lance_format.encodings.structural.encode_page import StructuralFieldWriter, check_structural_field
+from lance_format.encodings.structural.encode_page import (
+    StructuralFieldWriter,
+    check_structural_field,
+    column_leaves,
+)
 from lance_format.errors import LanceError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.container import (
     PAD_BYTE,
@@ -143,7 +147,7 @@ class LanceFileWriter:
         except LanceError as exc:
             raise exc.with_context(path=self.path)
         first = len(self._field_ids)
-        self._field_ids.extend(leaf.id for leaf in lance_field.leaves())
+        self._field_ids.extend(leaf.id for leaf in column_leaves(lance_field))
         return StructuralFieldWriter(
             lance_field, first, self._footer_version[1], self.max_page_bytes, self._emit_structural
         )

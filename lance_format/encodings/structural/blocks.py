@@ -274,9 +274,11 @@ def to_arrow(block: Block, data_type: pa.DataType, valid: np.ndarray | None, ctx
         return to_arrow(materialize(block, ctx), data_type, valid, ctx)
     validity = bitmap(valid)
     if pa.types.is_boolean(data_type):
-        if not isinstance(block, Fixed) or block.bits != 1:
-            raise ctx.corrupt("boolean values are not stored as a bitmap")
-        return pa.Array.from_buffers(data_type, n, [validity, pa.py_buffer(np.packbits(block.data, bitorder="little"))])
+        if not isinstance(block, Fixed) or block.bits not in (1, 8):
+            raise ctx.corrupt("boolean values are not stored as a bitmap or as bytes")
+        # full-zip pages (``lance-encoding:structural-encoding: fullzip``) hold one byte per boolean
+        bits = block.data if block.bits == 1 else block.data[:n] != 0
+        return pa.Array.from_buffers(data_type, n, [validity, pa.py_buffer(np.packbits(bits, bitorder="little"))])
     if pa.types.is_fixed_size_list(data_type):
         if not isinstance(block, Fsl) or block.dim != data_type.list_size:
             raise ctx.corrupt(f"values do not form fixed-size lists of {data_type.list_size}")

@@ -26,6 +26,7 @@ from lance_format.encodings.structural.encode_values import LeafValues
 from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
 from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
 from lance_format.encodings.structural.rle_chunks import rle_chunk_counts
+from lance_format.encodings.structural.variable_chunks import DEFAULT_AIM_BYTES, variable_chunk_counts
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk
@@ -55,6 +56,9 @@ class ValuePlan:
     target_bytes = TARGET_CHUNK_BYTES
     chunk_overhead = 0
     uniform: float | None = None  # bytes per value when the cost is linear
+    # pylance's plain values (ValueEncoder) give a final chunk that is as full as the others its
+    # log2 size too, where the other compressions write 0 for every last chunk
+    full_last_chunk_log = False
 
     def __init__(self, count: int) -> None:
         self.count = count
@@ -74,7 +78,14 @@ class ValuePlan:
         raise NotImplementedError
 
 
+# pylance's plain values: the largest power of two of values (<= 4096) under 8186 bytes per chunk
+FLAT_TARGET_BYTES = 8 * 1024 - 7
+
+
 class FlatPlan(ValuePlan):
+    full_last_chunk_log = True
+    target_bytes = FLAT_TARGET_BYTES
+
     def __init__(self, values: LeafValues) -> None:
         super().__init__(values.count)
         self.values = values
@@ -93,8 +104,21 @@ class FlatPlan(ValuePlan):
         return [(self.values.matrix.reshape(-1), counts * self.values.bytes_per_value)]
 
 
+class PackedStructPlan(FlatPlan):
+    """Packed struct rows as one flat value each (pylance's PackedStructFixedWidthMiniBlockEncoder:
+    plain values whatever the field metadata asks)."""
+
+    def __init__(self, values: LeafValues) -> None:
+        super().__init__(values)
+        self.encoding = pb.CompressiveEncoding(packed_struct=pb.PackedStruct(
+            bits_per_value=values.field_bits, values=flat_encoding(values.bytes_per_value * 8)))
+
+
 class FslPlan(ValuePlan):
     """Fixed-size lists: one validity bitmap buffer per level with item nulls, then the items."""
+
+    full_last_chunk_log = True
+    target_bytes = FLAT_TARGET_BYTES
 
     def __init__(self, values: LeafValues) -> None:
         super().__init__(values.count)
@@ -178,8 +202,9 @@ def bss_wanted(words: np.ndarray, mode: str | None) -> bool:
         return False
     total = 0
     for position in range(width):
-        p = np.bincount(sample[:, position], minlength=256)
-        p = p[p > 0] / len(sample)
+        counts = np.bincount(sample[:, position], minlength=256)
+        p = counts[counts > 0] / len(sample)
+        # summed in order, as Lance does, then truncated to thousandths of a bit
         total += int(-np.cumsum(p * np.log2(p))[-1] * 1000)
     return total / width / 1000 < 4.0
 
@@ -232,15 +257,20 @@ class RlePlan(ValuePlan):
 
 
 class VariablePlan(ValuePlan):
-    def __init__(self, values: LeafValues) -> None:
+    def __init__(self, values: LeafValues, aim: int | None = None) -> None:
         super().__init__(values.count)
         self.values = values
         self.ow = values.offset_width
         self.encoding = variable_encoding(self.ow * 8)
         self.chunk_overhead = 2 * self.ow
+        self.aim = DEFAULT_AIM_BYTES if aim is None else aim
 
     def cost_prefix(self):
         return self.values.offsets + self.ow * np.arange(self.count + 1)
+
+    def own_chunks(self) -> np.ndarray | None:
+        assert self.values.offsets is not None  # variable values always carry offsets
+        return variable_chunk_counts(self.values.offsets, self.ow, self.aim)
 
     def encode(self, starts, counts):
         ow = self.ow
@@ -294,13 +324,13 @@ class DeferredVariableChunks:
 class FsstPlan(VariablePlan):
     """FSST-compressed strings in ``variable`` chunks (Lance's FsstMiniBlockEncoder layout)."""
 
-    def __init__(self, values: LeafValues) -> None:
+    def __init__(self, values: LeafValues, aim: int | None = None) -> None:
         # variable values always carry offsets and data
         assert values.offsets is not None and values.data is not None
         table = encode_fsst.train(values.data, values.offsets)
         data, offsets = encode_fsst.compress(values.data, values.offsets, table)
         super().__init__(LeafValues("variable", values.count, offsets=offsets, data=data,
-                                    offset_width=values.offset_width))
+                                    offset_width=values.offset_width), aim)
         self.encoding = pb.CompressiveEncoding(
             fsst=pb.Fsst(symbol_table=encode_fsst.symbol_table_bytes(table), values=self.encoding))
 
@@ -313,7 +343,8 @@ class GeneralPlan(ValuePlan):
     def __init__(self, inner: ValuePlan, compression: Compression) -> None:
         super().__init__(inner.count)
         self.inner, self.compression = inner, compression
-        for name in ("num_buffers", "max_chunk", "min_chunk", "target_bytes", "chunk_overhead", "uniform"):
+        for name in ("num_buffers", "max_chunk", "min_chunk", "target_bytes", "chunk_overhead", "uniform",
+                     "full_last_chunk_log"):
             setattr(self, name, getattr(inner, name))
         buffer_compression = pb.BufferCompression(scheme=_SCHEMES[compression.scheme])
         if compression.level is not None:
@@ -433,17 +464,20 @@ def value_plan(values: LeafValues, data_type: pa.DataType | None = None,
     values of any width, fixed-size lists excepted)."""
     general = params.general
     if values.kind == "variable":
+        aim = params.minichunk_size
         if general is not None:
-            return GeneralPlan(VariablePlan(values), general)
+            return GeneralPlan(VariablePlan(values, aim), general)
         if params.compression == "fsst" or (not params.off and data_type is not None and use_fsst(values, data_type)):
-            return FsstPlan(values)
-        return VariablePlan(values)
+            return FsstPlan(values, aim)
+        return VariablePlan(values, aim)
     if values.kind == "fixed" and values.words is not None:
         return word_plan(values.words, params=params)
     if values.kind in ("fixed", "bool"):
         return FlatPlan(values) if general is None else GeneralPlan(FlatPlan(values), general)
     if values.kind == "fsl":
         return FslPlan(values)
+    if values.kind == "packed":
+        return PackedStructPlan(values)
     if values.kind == "variable":
         return VariablePlan(values)
     raise ValueError(values.kind)

@@ -73,7 +73,7 @@ def _byte_width(max_value: int) -> int:
     return 8
 
 
-def _scatter_le(out: np.ndarray, positions: np.ndarray, values: np.ndarray, nbytes: int) -> None:
+def scatter_le(out: np.ndarray, positions: np.ndarray, values: np.ndarray, nbytes: int) -> None:
     values = values.astype(np.uint64)
     for k in range(nbytes):
         out[positions + k] = ((values >> np.uint64(8 * k)) & np.uint64(0xFF)).astype(np.uint8)
@@ -107,7 +107,7 @@ def _zstd_values(values: LeafValues, valid: np.ndarray | None, level: int) -> tu
             pb.CompressiveEncoding(general=general))
 
 
-def _variable_values(values: LeafValues, valid: np.ndarray | None, data_type: pa.DataType | None,
+def variable_values_per_value(values: LeafValues, valid: np.ndarray | None, data_type: pa.DataType | None,
                      params: FieldParams) -> tuple[LeafValues, pb.CompressiveEncoding]:
     """Lance's per-value compression of large variable-width values: none when the field says
     ``none``; zstd value by value when a value exceeds 32 KiB or the field asks for lz4/zstd
@@ -156,8 +156,11 @@ def encode_fullzip(leaf: LeafPage, values: LeafValues, params: FieldParams = DEF
         assert values.offsets is not None and values.data is not None
         ow = values.offset_width
         layout.bits_per_offset = ow * 8
-        values, encoding = _variable_values(values, leaf.valid, leaf.values.type if leaf.values is not None else None,
-                                            params)
+        if values.packed_encoding is not None:  # rows of a packed struct, already laid out
+            encoding = values.packed_encoding
+        else:
+            values, encoding = variable_values_per_value(
+                values, leaf.valid, leaf.values.type if leaf.values is not None else None, params)
         assert values.offsets is not None and values.data is not None  # variable values carry both
         layout.value_compression.CopyFrom(encoding)
         lengths = np.diff(values.offsets)
@@ -197,14 +200,14 @@ def encode_fullzip(leaf: LeafPage, values: LeafValues, params: FieldParams = DEF
                 word |= rep.astype(np.uint32) << bits_def
             if defs is not None:
                 word |= defs.astype(np.uint32)
-            _scatter_le(out, positions, word, cw_bytes)
+            scatter_le(out, positions, word, cw_bytes)
             for k in range(cw_bytes):
                 header[positions + k] = True
         item_pos = positions + cw_bytes if visible is None else positions[visible] + cw_bytes
         if variable:
             has_value = item_bytes > 0
             length_pos = item_pos[has_value]
-            _scatter_le(out, length_pos, lengths[has_value], ow)
+            scatter_le(out, length_pos, lengths[has_value], ow)
             for k in range(ow):
                 header[length_pos + k] = True
             out[~header] = values.data
@@ -219,6 +222,6 @@ def encode_fullzip(leaf: LeafPage, values: LeafValues, params: FieldParams = DEF
         else:
             row_entries = np.arange(n_entries)
         row_offsets = np.append(positions[row_entries], total)
-        width = _byte_width(total)
+        width = _byte_width(total + values.packed_null_bytes)
         buffers.append(row_offsets.astype(f"<u{width}").tobytes())
     return buffers, pb.PageLayout(full_zip_layout=layout)

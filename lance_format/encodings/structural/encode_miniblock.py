@@ -27,7 +27,7 @@ from lance_format.encodings.structural.encode_compression import DeferredVariabl
 from lance_format.encodings.structural.encode_dictionary import dictionary_block
 from lance_format.encodings.structural.encode_repdef import LeafPage
 from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
-from lance_format.encodings.structural.fastlanes_pack import out_of_line_pack
+from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks, out_of_line_pack
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 CHUNK_PAD = 0xFE
@@ -96,10 +96,21 @@ class _Chunker:
             value_bytes = k * self.plan.uniform + self.plan.chunk_overhead
             return self._fits_levels(value_bytes, levels, k <= self.plan.min_chunk)
 
-        k = self.plan.max_chunk
+        # pylance cuts every page into chunks of the full size (as many values as fit the
+        # target), even a page that would fit one chunk whole
+        k = self.full_size() or self.plan.max_chunk
         while k > self.plan.min_chunk and not fits(k):
             k //= 2
         return k if fits(k) else None
+
+    def full_size(self) -> int | None:
+        """Items in a full chunk of a linear-cost plan, whatever the page's length."""
+        if self.plan.uniform is None:
+            return None
+        k = self.plan.max_chunk
+        while k > self.plan.min_chunk and k * self.plan.uniform + self.plan.chunk_overhead > self.plan.target_bytes:
+            k //= 2
+        return k
 
     def _best_step(self, p: int) -> int:
         """The largest allowed non-final chunk size (a power of two) starting at item ``p``, or 0.
@@ -127,10 +138,21 @@ class _Chunker:
         if counts is None:
             return None
         starts = np.cumsum(counts) - counts
-        last = len(counts) - 1
-        for i, (start, count) in enumerate(zip(starts.tolist(), counts.tolist())):
-            if not self._fits(start, start + count, i == last, True):
-                return None
+        stops = starts + counts
+        # the limits of _fits_levels (target size aside), for all chunks at once
+        if self.cost is None:
+            assert self.plan.uniform is not None  # no cost prefix only when the cost is linear
+            value_bytes = counts * self.plan.uniform + self.plan.chunk_overhead
+        else:
+            value_bytes = self.cost[stops] - self.cost[starts] + self.plan.chunk_overhead
+        levels = np.zeros(len(counts), np.int64)
+        if self.end_of is not None:
+            level_stops = self.end_of[stops]
+            level_stops[-1] = self.total_levels
+            levels = level_stops - self.end_of[starts]
+        total = self.header + 7 + (2 * levels + 8) * self.level_streams + value_bytes + 8 * self.plan.num_buffers
+        if (levels > MAX_LEVELS_PER_CHUNK).any() or (total > self.hard).any():
+            return None
         return starts, counts
 
     def chunks(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -173,7 +195,65 @@ class _Chunker:
         return starts, np.diff(np.append(starts, self.n))
 
 
-def _compress_levels(levels: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
+def _rle_levels(words: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Block RLE of each chunk of u16 levels: ``u64 values bytes | u16 values | u8 run lengths``
+    (runs cut at chunk starts and every 255 levels)."""
+    n = len(words)
+    boundary = np.zeros(n, np.bool_)
+    boundary[0] = True
+    boundary[1:] = words[1:] != words[:-1]
+    boundary[starts[starts < n]] = True
+    run_pos = np.flatnonzero(boundary)
+    run_len = np.diff(np.append(run_pos, n))
+    pieces = (run_len + 254) // 255
+    sub_pos = np.repeat(run_pos, pieces) + 255 * (np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces))
+    sub_len = np.diff(np.append(sub_pos, n))
+    runs = np.diff(np.append(np.searchsorted(sub_pos, starts), len(sub_pos)))
+    sizes = 8 + 3 * runs
+    out = np.empty(int(sizes.sum()), np.uint8)
+    firsts = np.cumsum(sizes) - sizes
+    run_chunk = np.repeat(np.arange(len(starts)), runs)
+    run_index = np.arange(len(sub_pos)) - np.repeat(np.cumsum(runs) - runs, runs)
+    header = (runs * 2).astype("<u8").view(np.uint8).reshape(-1, 8)
+    out[firsts[:, None] + np.arange(8)] = header
+    value_pos = firsts[run_chunk] + 8 + 2 * run_index
+    value_bytes = words[sub_pos].astype("<u2").view(np.uint8).reshape(-1, 2)
+    out[value_pos[:, None] + np.arange(2)] = value_bytes
+    out[firsts[run_chunk] + 8 + 2 * runs[run_chunk] + run_index] = sub_len.astype(np.uint8)
+    return out, sizes
+
+
+def _rle_wins(words: np.ndarray) -> bool:
+    """2.2 levels: RLE when its (value, length) triples are fewer bytes than the plain levels and
+    than bit-packing them (estimated per 1024-level block, as for values)."""
+    n = len(words)
+    change = np.flatnonzero(words[1:] != words[:-1]) + 1
+    lengths = np.diff(np.concatenate(([0], change, [n])))
+    rle = 8 + int(((lengths + 254) // 255).sum()) * 3  # with its u64 header
+    full = n // BLOCK * BLOCK
+    widths = bit_widths(words[:full].reshape(-1, BLOCK)) if full else np.zeros(0, np.int64)
+    if full < n:
+        widths = np.append(widths, bit_widths(words[full:][None, :]))
+    packed = int(((1 + BLOCK * widths // 16) * 2).sum())
+    return rle < 2 * n and rle <= packed
+
+
+def _compress_levels(levels: np.ndarray, starts: np.ndarray, counts: np.ndarray,
+                     minor: int = 2) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
+    """A page's rep or def levels, chunk by chunk, as pylance's block compressor writes u16 levels:
+    in 2.2 RLE where it is the smallest; else out-of-line bit-packed at the page's width above
+    1024 levels; up to 1024 levels, each chunk inline bit-packed (its own width first), or raw u16
+    when one block of 1024 packed levels would not be smaller than the page's levels."""
+    if minor >= 2 and len(levels) > 1 and _rle_wins(np.asarray(levels, np.uint16)):
+        data, sizes = _rle_levels(np.ascontiguousarray(levels, np.uint16), starts, counts)
+        return data, sizes, pb.CompressiveEncoding(rle=pb.Rle(values=flat_encoding(16), run_lengths=flat_encoding(8)))
+    if len(levels) <= BLOCK:
+        words = np.ascontiguousarray(levels, np.uint16)
+        width = int(words.max()).bit_length() if len(words) else 0
+        if width == 0 or (BLOCK * width + 7) // 8 >= words.nbytes:
+            return words.view(np.uint8), counts * 2, flat_encoding(16)
+        data, sizes = inline_pack_chunks(words, starts, counts)
+        return data, sizes, pb.CompressiveEncoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=16))
     bits = max(1, int(levels.max()).bit_length()) if len(levels) else 1
     data, sizes = out_of_line_pack(levels, bits, starts, counts)
     encoding = pb.CompressiveEncoding(
@@ -300,13 +380,13 @@ def encode_miniblock(
         lends = np.append(lstarts[1:], chunker.total_levels)
         lcounts = lends - lstarts
         if leaf.rep is not None:
-            data, sizes, encoding = _compress_levels(leaf.rep, lstarts, lcounts)
+            data, sizes, encoding = _compress_levels(leaf.rep, lstarts, lcounts, minor)
             layout.rep_compression.CopyFrom(encoding)
             level_parts.append((data, sizes))
             rep_index = _repetition_index(leaf.rep, leaf.max_rep, lstarts, lcounts)
             layout.repetition_index_depth = 1
         if leaf.defs is not None:
-            data, sizes, encoding = _compress_levels(leaf.defs, lstarts, lcounts)
+            data, sizes, encoding = _compress_levels(leaf.defs, lstarts, lcounts, minor)
             layout.def_compression.CopyFrom(encoding)
             level_parts.append((data, sizes))
         num_levels = lcounts.tolist()
@@ -317,6 +397,8 @@ def encode_miniblock(
     logs = np.zeros(nchunks, np.uint64)
     if nchunks > 1:  # non-final chunks hold a power of two of values; the last one says 0
         logs[:-1] = np.log2(counts[:-1]).astype(np.uint64)
+    if plan.full_last_chunk_log and nchunks and counts[-1] == chunker.full_size():
+        logs[-1] = int(np.log2(counts[-1]))
     words = ((chunk_bytes.astype(np.uint64) // np.uint64(8) - np.uint64(1)) << np.uint64(4)) | logs
     if minor < 2 and nchunks and int(words.max()) > 0xFFFF:
         return None

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from contextvars import ContextVar
-from typing import Callable
+from dataclasses import replace
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -28,12 +29,15 @@ from lance_format.encodings.structural.encode_dictionary import try_dictionary
 from lance_format.encodings.structural.encode_constant import constant_value, encode_all_null, encode_constant
 from lance_format.encodings.structural.encode_fullzip import encode_fullzip
 from lance_format.encodings.structural.encode_miniblock import encode_miniblock
+from lance_format.encodings.structural.encode_packed import packed_values
 from lance_format.encodings.structural.encode_repdef import LeafPage, shred
 from lance_format.encodings.structural.encode_values import LeafValues, leaf_values, take_values
 from lance_format.encodings.structural.field_params import FieldParams, field_params
+from lance_format.encodings.structural.variable_chunks import MAX_AIM_BYTES_2_1
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceField
+from lance_format.schema.fields import marked_packed
 
 MINIBLOCK_MAX_VALUE_BYTES = 256
 # Pages hold at least this many rows (unless the data ends first): pylance 14's reader fails on
@@ -56,6 +60,15 @@ decoded_memory_model: ContextVar[Callable[[pa.Array], int | None] | None] = Cont
 
 # emit(column index, page buffers, page layout, rows in the page, first row of the page)
 EmitPage = Callable[[int, list, pb.PageLayout, int, int], None]
+
+
+def column_leaves(lance_field: LanceField) -> Iterator[LanceField]:
+    """The fields stored as columns, depth first: fields without children and packed structs."""
+    if not lance_field.children or marked_packed(lance_field.metadata):
+        yield lance_field
+        return
+    for child in lance_field.children:
+        yield from column_leaves(child)
 
 
 def check_structural_field(lance_field: LanceField, name: str, minor: int = 2) -> None:
@@ -87,8 +100,31 @@ def check_structural_field(lance_field: LanceField, name: str, minor: int = 2) -
             "(pylance 14 cannot read them back either)",
             column=name,
         )
+    if lance_field.children and marked_packed(lance_field.metadata):
+        for child in lance_field.children:
+            if child.children or not (_byte_width_bits(child.data_type) or _variable_width(child.data_type)):
+                raise UnsupportedFeatureError(
+                    f"packed struct {name!r} has field {child.name!r} of type {child.data_type}: the 2.1+ writer packs "
+                    "fixed-width fields of whole bytes and strings/binaries only (not booleans or nested fields)",
+                    column=name)
+        return
     for child in lance_field.children:
         check_structural_field(child, f"{name}.{child.name}", minor)
+
+
+def _variable_width(data_type: pa.DataType) -> bool:
+    return (pa.types.is_string(data_type) or pa.types.is_binary(data_type) or pa.types.is_large_string(data_type)
+            or pa.types.is_large_binary(data_type))
+
+
+def _byte_width_bits(data_type: pa.DataType) -> int | None:
+    if pa.types.is_boolean(data_type) or pa.types.is_null(data_type):
+        return None
+    if pa.types.is_fixed_size_binary(data_type) or pa.types.is_decimal(data_type):
+        return data_type.byte_width * 8
+    if pa.types.is_primitive(data_type):
+        return data_type.bit_width
+    return None
 
 
 class PageTooDense(UnsupportedFeatureError):
@@ -105,15 +141,24 @@ def _fullzip(leaf: LeafPage, values: LeafValues, params: FieldParams) -> tuple[l
     return encode_fullzip(leaf, values, params)
 
 
-def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
-    """Buffers and PageLayout of one leaf page (``minor``: 1 for file version 2.1, 2 for 2.2)."""
+def encode_leaf_page(leaf: LeafPage, minor: int, structural: str | None = None) -> tuple[list, pb.PageLayout]:
+    """Buffers and PageLayout of one leaf page (``minor``: 1 for file version 2.1, 2 for 2.2;
+    ``structural``: the top-level field's ``lance-encoding:structural-encoding``, which pylance
+    reads there and not on nested fields, unlike the compression keys it reads on the leaf)."""
     # num_items is 0 when values is None; the explicit test narrows the type
     if leaf.values is None or leaf.num_items == 0 or pa.types.is_null(leaf.values.type) or (
         leaf.valid is not None and not leaf.valid.any()
     ):
         return encode_all_null(leaf)
-    values = leaf_values(leaf.values, leaf.valid, leaf.name)
-    params = field_params(leaf.field.metadata, leaf.name)
+    if pa.types.is_struct(leaf.values.type):  # a packed struct (the only struct leaf with fields)
+        values = packed_values(leaf.values, leaf.valid, leaf.field, leaf.name, minor)
+        if values.packed_encoding is not None:
+            return encode_fullzip(leaf, values)
+    else:
+        values = leaf_values(leaf.values, leaf.valid, leaf.name)
+    params = replace(field_params(leaf.field.metadata, leaf.name), structural=structural)
+    if minor < 2 and params.minichunk_size is not None and params.minichunk_size >= MAX_AIM_BYTES_2_1:
+        params = replace(params, minichunk_size=None)  # pylance: "too large for the u16 layout, using default"
     if minor >= 2 and values.kind in ("fixed", "bool", "variable"):
         value = constant_value(values, leaf.valid)
         if value is not None:
@@ -134,7 +179,15 @@ def encode_leaf_page(leaf: LeafPage, minor: int) -> tuple[list, pb.PageLayout]:
         result = encode_miniblock(leaf, word_plan(indices, params=params), minor, dictionary=dictionary, params=params)
         if result is not None:
             return result
-    if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES:
+    if params.structural == "fullzip" and values.kind != "packed":  # pylance cannot full-zip packed structs
+        if values.kind == "bool":
+            # pylance's full-zip needs whole bytes: one byte (0/1) per boolean
+            assert values.bits is not None  # bool values always carry bits
+            words = values.bits.astype(np.uint8)
+            values = LeafValues("fixed", values.count, bytes_per_value=1, words=words, matrix=words.reshape(-1, 1))
+        return _fullzip(leaf, values, params)
+    if values.max_value_bytes() < MINIBLOCK_MAX_VALUE_BYTES or params.structural == "miniblock" or (
+            values.kind == "packed"):
         result = encode_miniblock(leaf, value_plan(values, leaf.values.type, params), minor)
         if result is not None:
             return result
@@ -159,7 +212,8 @@ class StructuralFieldWriter:
         self.minor = minor
         self.max_page_bytes = max_page_bytes
         self.emit = emit
-        self.num_leaves = sum(1 for _ in lance_field.leaves())
+        self.num_leaves = sum(1 for _ in column_leaves(lance_field))
+        self.structural = field_params(lance_field.metadata, lance_field.name).structural
         self.chunks: list[pa.Array] = []
         self.buffered = 0
         self.buffered_rows = 0
@@ -198,7 +252,7 @@ class StructuralFieldWriter:
         leaves = shred(array, self.field)
         try:
             # encode every leaf before emitting any, so a retry never duplicates pages
-            encoded = [encode_leaf_page(leaf, self.minor) for leaf in leaves]
+            encoded = [encode_leaf_page(leaf, self.minor, self.structural) for leaf in leaves]
         except PageTooDense:
             if len(array) < 2:
                 raise

@@ -39,6 +39,7 @@ from lance_format.encodings.buffers import validity_bools
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceField
+from lance_format.schema.fields import marked_packed
 
 ALL_VALID_ITEM = pb.REPDEF_ALL_VALID_ITEM
 ALL_VALID_LIST = pb.REPDEF_ALL_VALID_LIST
@@ -323,6 +324,10 @@ def _walk(array: pa.Array, lance_field: LanceField, name: str, state: _State, nu
         _apply_validity(state, array)
         if not lance_field.children:
             out.append(_empty_struct_leaf(state, lance_field, name, num_rows))
+            return
+        if marked_packed(lance_field.metadata):
+            # a packed struct is one leaf column whose items are whole rows
+            out.append(_finish(state, array, lance_field, name, num_rows))
             return
         for index, child in enumerate(lance_field.children):
             _walk(array.field(index), child, f"{name}.{child.name}", state.copy(), num_rows, out)

@@ -13,7 +13,8 @@ Kinds:
 * ``fsl``: a (possibly nested) fixed-size list of fixed-width items: flattened item data plus one
   validity bit array per list level whose items have nulls;
 * ``variable``: ``offsets`` (int64, starting at 0) and ``data`` (uint8), offset width 4 or 8;
-* ``dictionary``: an Arrow dictionary column: ``indices`` (uint32) and the dictionary as a leaf.
+* ``dictionary``: an Arrow dictionary column: ``indices`` (uint32) and the dictionary as a leaf;
+* ``packed``: a packed struct's rows as an ``(n, row bytes)`` matrix, ``field_bits`` per field.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pyarrow as pa
 
 from lance_format.encodings.buffers import validity_bools
 from lance_format.errors import UnsupportedFeatureError
+from lance_format.proto import encodings_v2_1_pb2 as pb
 
 _WORD_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -46,10 +48,15 @@ class LeafValues:
     indices: np.ndarray | None = None  # dictionary
     dictionary: "LeafValues | None" = None  # dictionary
     longest: int | None = field(default=None, repr=False, compare=False)  # variable: max_value_bytes, once known
+    field_bits: list[int] = field(default_factory=list)  # packed: bits of each struct field
+    # variable: rows of a packed struct with variable-width fields, described by this encoding
+    packed_encoding: "pb.CompressiveEncoding | None" = None
+    # ... and the bytes its null rows would take: pylance sizes the repetition index with them
+    packed_null_bytes: int = 0
 
     def raw_bytes(self) -> int:
         """Size of the plain (uncompressed) representation, for cost comparisons."""
-        if self.kind == "fixed":
+        if self.kind in ("fixed", "packed"):
             return self.count * self.bytes_per_value
         if self.kind == "bool":
             return (self.count + 7) // 8
@@ -62,7 +69,7 @@ class LeafValues:
 
     def value_width(self) -> int:
         """Bytes per value of fixed-width kinds including any per-value validity bytes (fsl)."""
-        if self.kind == "fixed":
+        if self.kind in ("fixed", "packed"):
             return self.bytes_per_value
         if self.kind == "fsl":
             total, cum = 0, 1
@@ -79,12 +86,12 @@ class LeafValues:
             if self.longest is None:  # asked by the layout choice and again by FSST's
                 self.longest = int(np.diff(self.offsets).max()) if self.count else 0
             return self.longest
-        if self.kind in ("fixed", "fsl"):
+        if self.kind in ("fixed", "fsl", "packed"):
             return self.value_width()
         return 1
 
 
-def _fixed_width_bits(data_type: pa.DataType) -> int | None:
+def fixed_width_bits(data_type: pa.DataType) -> int | None:
     if pa.types.is_boolean(data_type):
         return 1
     if pa.types.is_fixed_size_binary(data_type) or pa.types.is_decimal(data_type):
@@ -94,7 +101,7 @@ def _fixed_width_bits(data_type: pa.DataType) -> int | None:
     return None
 
 
-def _fixed_bytes(array: pa.Array, width: int) -> np.ndarray:
+def fixed_bytes(array: pa.Array, width: int) -> np.ndarray:
     """The value bytes of the rows of a fixed-width array, as an (n, width) uint8 matrix (a view)."""
     buf = array.buffers()[1]
     n = len(array)
@@ -122,7 +129,7 @@ def _zero_invalid(matrix: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
 
 
 def fixed_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafValues:
-    bits = _fixed_width_bits(array.type)
+    bits = fixed_width_bits(array.type)
     if bits is None:
         raise UnsupportedFeatureError(f"type {array.type} cannot be written in file versions 2.1+", column=column)
     n = len(array)
@@ -132,7 +139,7 @@ def fixed_values(array: pa.Array, valid: np.ndarray | None, column: str) -> Leaf
             values = values & valid
         return LeafValues("bool", n, bits=values)
     width = bits // 8
-    matrix = _zero_invalid(_fixed_bytes(array, width), valid)
+    matrix = _zero_invalid(fixed_bytes(array, width), valid)
     words = None
     if width in _WORD_DTYPES:
         words = np.ascontiguousarray(matrix).reshape(-1).view(_WORD_DTYPES[width])
@@ -159,7 +166,7 @@ def fsl_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafVa
         if child_valid is not None:
             keep = child_valid if keep is None else keep & child_valid
         current = child
-    bits = _fixed_width_bits(current.type)
+    bits = fixed_width_bits(current.type)
     if bits is None or pa.types.is_null(current.type):
         raise UnsupportedFeatureError(
             f"fixed-size lists of {current.type} cannot be written in file versions 2.1+", column=column
@@ -168,7 +175,7 @@ def fsl_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafVa
         item = _bool_bits(current)
         data = item if keep is None else item & keep
     else:
-        data = _zero_invalid(_fixed_bytes(current, bits // 8), keep).reshape(-1)
+        data = _zero_invalid(fixed_bytes(current, bits // 8), keep).reshape(-1)
     return LeafValues(
         "fsl", len(array), bytes_per_value=(bits * int(np.prod(dims)) + 7) // 8, item_bits=bits,
         dims=dims, item_validity=validity, data=data,

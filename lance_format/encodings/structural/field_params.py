@@ -16,7 +16,11 @@ defaults, as pylance does; an unknown compression scheme is an error, as in pyla
   dictionary-encoded when it has at most values / divisor distinct values and dictionary plus
   indices take at most ratio x the plain bytes;
 * ``lance-encoding:dict-values-compression`` (lz4; zstd / none) and
-  ``…:dict-values-compression-level``: how 2.2 compresses a page's dictionary.
+  ``…:dict-values-compression-level``: how 2.2 compresses a page's dictionary;
+* ``lance-encoding:structural-encoding``: ``miniblock`` or ``fullzip`` whatever the value width
+  (constant and dictionary pages stay as they are);
+* ``lance-encoding:minichunk-size``: the bytes a mini-block chunk of variable-width values aims
+  at (4 KiB).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ DICT_DIVISOR_KEY = "lance-encoding:dict-divisor"
 DICT_SIZE_RATIO_KEY = "lance-encoding:dict-size-ratio"
 DICT_VALUES_COMPRESSION_KEY = "lance-encoding:dict-values-compression"
 DICT_VALUES_LEVEL_KEY = "lance-encoding:dict-values-compression-level"
+STRUCTURAL_ENCODING_KEY = "lance-encoding:structural-encoding"
+MINICHUNK_SIZE_KEY = "lance-encoding:minichunk-size"
 _SCHEMES = ("zstd", "lz4", "none", "fsst")
 _BSS_MODES = ("on", "off", "auto")
 
@@ -51,6 +57,8 @@ class FieldParams:
     dict_size_ratio: float | None = None
     dict_values_compression: str | None = None
     dict_values_level: int | None = None
+    structural: str | None = None
+    minichunk_size: int | None = None
 
     @property
     def general(self) -> Compression | None:
@@ -103,7 +111,13 @@ def field_params(metadata: Mapping[str, Union[str, bytes]] | None, column: str |
         raise InvalidInputError(f"Unknown compression scheme: {dict_values} (field metadata "
                                 f"{DICT_VALUES_COMPRESSION_KEY!r} accepts zstd, lz4, none)", column=column)
     dict_level = _number(_text(metadata.get(DICT_VALUES_LEVEL_KEY)), int)
+    structural = _text(metadata.get(STRUCTURAL_ENCODING_KEY))
+    if structural is not None and structural not in ("miniblock", "fullzip"):
+        raise InvalidInputError(f"Unknown structural encoding: {structural} (field metadata "
+                                f"{STRUCTURAL_ENCODING_KEY!r} accepts miniblock, fullzip)", column=column)
+    minichunk = _number(_text(metadata.get(MINICHUNK_SIZE_KEY)), int)
     return FieldParams(
         compression, None if level is None else int(level), None if threshold is None else float(threshold), bss,
         None if divisor is None or divisor < 1 else int(divisor), None if ratio is None else float(ratio),
-        dict_values, None if dict_level is None else int(dict_level))
+        dict_values, None if dict_level is None else int(dict_level), structural,
+        None if minichunk is None or minichunk < 1 else int(minichunk))
