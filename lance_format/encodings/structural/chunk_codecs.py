@@ -84,6 +84,20 @@ class FlatChunks(ChunkCodec):
             raise ctx.corrupt("a mini-block value buffer does not hold exactly its values")
         return Fixed(gather(buf, s, need), self.bits)
 
+    def take(self, buf, starts, sizes, counts, picks, ctx):
+        if self.compression is not None or self.bits % 8 or self.bits // 8 not in (1, 2, 4, 8):
+            return super().take(buf, starts, sizes, counts, picks, ctx)
+        s, z = starts[:, 0], sizes[:, 0]
+        width = self.bits // 8
+        if bool((z != counts * width).any()):
+            raise ctx.corrupt("a mini-block value buffer does not hold exactly its values")
+        # the picked values straight from their chunks: no copy of every chunk's values
+        value_ends = np.cumsum(counts)
+        chunk = np.searchsorted(value_ends, picks, side="right")
+        at = s[chunk] + (np.asarray(picks, np.int64) - (value_ends - counts)[chunk]) * width
+        words = read_uint(buf, at, width)
+        return Fixed(words.astype(f"<u{width}").view(np.uint8), self.bits)
+
 
 class InlineBitpackedChunks(ChunkCodec):
     def __init__(self, width: int) -> None:
@@ -93,6 +107,11 @@ class InlineBitpackedChunks(ChunkCodec):
         if bool((counts > 1024).any()):
             raise ctx.corrupt("a bit-packed mini-block chunk holds more than 1024 values")
         return self.block.decode_many(buf, starts[:, 0], sizes[:, 0], counts, ctx)
+
+    def take(self, buf, starts, sizes, counts, picks, ctx):
+        if bool((counts > 1024).any()):
+            raise ctx.corrupt("a bit-packed mini-block chunk holds more than 1024 values")
+        return self.block.take_many(buf, starts[:, 0], sizes[:, 0], counts, np.asarray(picks, np.int64), ctx)
 
 
 class VariableChunks(ChunkCodec):
