@@ -261,3 +261,14 @@ def test_inline_bitpacked_takes_across_buffers_of_several_blocks():
     taken = codec.take_many(buf, starts, sizes, np.array(counts), picks, CTX)
     assert np.array_equal(taken.data.view("<u2"), flat[picks])
     assert np.array_equal(codec.decode_many(buf, starts, sizes, np.array(counts), CTX).data.view("<u2"), flat)
+
+
+def test_group_of_sorted_values():
+    from lance_format.encodings.structural.blocks import group_of
+
+    starts = np.array([0, 5, 5, 9, 20])  # group 1 is empty (group 2 starts at the same row)
+    values = np.array([0, 4, 5, 8, 9, 19, 20, 31])
+    expected = np.clip(np.searchsorted(starts, values, side="right") - 1, 0, None)
+    assert np.array_equal(group_of(values, starts), expected)
+    assert np.array_equal(group_of(np.array([3, 7]), np.array([5, 6])), [0, 1])  # below the first start: group 0
+    assert len(group_of(np.zeros(0, np.int64), starts)) == 0

@@ -23,7 +23,17 @@ import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext, decompress_buffer
 from lance_format.encodings.structural import fastlanes
-from lance_format.encodings.structural.blocks import Block, Fixed, Fsl, Variable, concat, gather, ranges_index, read_uint
+from lance_format.encodings.structural.blocks import (
+    Block,
+    Fixed,
+    Fsl,
+    Variable,
+    concat,
+    gather,
+    group_of,
+    ranges_index,
+    read_uint,
+)
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
@@ -123,7 +133,7 @@ class InlineBitpackedBlock(BlockCodec):
         bpos, _, _ = self._blocks(buf, starts, sizes, counts, ctx)
         nblocks = (counts + fastlanes.BLOCK - 1) // fastlanes.BLOCK
         value_ends = np.cumsum(counts)
-        chunk = np.searchsorted(value_ends, picks, side="right")
+        chunk = group_of(picks, value_ends - counts)
         local = picks - (value_ends - counts)[chunk]
         block = (np.cumsum(nblocks) - nblocks)[chunk] + local // fastlanes.BLOCK
         at = bpos[block]

@@ -31,6 +31,7 @@ from lance_format.encodings.structural.blocks import (
     Variable,
     check_range,
     gather,
+    group_of,
     ranges_index,
     read_uint,
     take_block,
@@ -93,7 +94,7 @@ class FlatChunks(ChunkCodec):
             raise ctx.corrupt("a mini-block value buffer does not hold exactly its values")
         # the picked values straight from their chunks: no copy of every chunk's values
         value_ends = np.cumsum(counts)
-        chunk = np.searchsorted(value_ends, picks, side="right")
+        chunk = group_of(picks, value_ends - counts)
         at = s[chunk] + (np.asarray(picks, np.int64) - (value_ends - counts)[chunk]) * width
         words = read_uint(buf, at, width)
         return Fixed(words.astype(f"<u{width}").view(np.uint8), self.bits)
@@ -154,7 +155,7 @@ class VariableChunks(ChunkCodec):
             raise ctx.corrupt("a mini-block string buffer is shorter than its offsets")
         picks = np.asarray(picks, np.int64)
         value_ends = np.cumsum(counts)
-        chunk = np.searchsorted(value_ends, picks, side="right")
+        chunk = group_of(picks, value_ends - counts)
         at = s[chunk] + (picks - (value_ends - counts)[chunk]) * ow
         begin, end = read_uint(buf, at, ow), read_uint(buf, at + ow, ow)
         if bool(((begin < (counts[chunk] + 1) * ow) | (end < begin) | (end > z[chunk])).any()):

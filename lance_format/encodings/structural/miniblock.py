@@ -21,7 +21,15 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
-from lance_format.encodings.structural.blocks import Dictionary, Fixed, Variable, ranges_index, read_uint, take_block
+from lance_format.encodings.structural.blocks import (
+    Dictionary,
+    Fixed,
+    Variable,
+    group_of,
+    ranges_index,
+    read_uint,
+    take_block,
+)
 from lance_format.encodings.structural import fsst
 from lance_format.encodings.structural.chunk_codecs import FsstChunks, chunk_codec
 from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, empty_leaf
@@ -280,11 +288,12 @@ class MiniBlockPage(PageDecoder):
             return self._empty(data_type)
         if self.rep_codec is None:
             # one row per value: decode all the chunks holding the rows together
-            chunk = np.clip(np.searchsorted(self.first_row, rows, side="right") - 1, 0, len(self.chunk_counts) - 1)
-            chosen = chunk[np.append(True, chunk[1:] != chunk[:-1])]  # rows are sorted
+            chunk = group_of(rows, self.first_row)  # rows are sorted
+            first_of_chunk = np.append(True, chunk[1:] != chunk[:-1])
+            chosen = chunk[first_of_chunk]
             base = np.zeros(len(chosen), np.int64)
             np.cumsum(self.chunk_counts[chosen][:-1], out=base[1:])
-            local = base[np.searchsorted(chosen, chunk)] + rows - self.first_row[chunk]
+            local = base[np.cumsum(first_of_chunk) - 1] + rows - self.first_row[chunk]
             if isinstance(self.values, FsstChunks) and self.dictionary is None:
                 return self._take_fsst(chosen, local, data_type)
             # without lists each level has a value: only the rows taken are decoded to Arrow
