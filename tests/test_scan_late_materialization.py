@@ -272,3 +272,15 @@ def test_group_of_sorted_values():
     assert np.array_equal(group_of(values, starts), expected)
     assert np.array_equal(group_of(np.array([3, 7]), np.array([5, 6])), [0, 1])  # below the first start: group 0
     assert len(group_of(np.zeros(0, np.int64), starts)) == 0
+
+
+def test_matching_rows_keeps_only_true_rows():
+    from lance_format.dataset.sql.filter import matching_rows, to_expression
+
+    batch = pa.record_batch({"x": pa.array([1.0, None, 3.0, float("nan"), -0.0]), "s": ["a", "b", None, "d", "e"]})
+    cases = {"x > 1": [2, 3], "x = 0": [4], "s <> 'b' OR x IS NULL": [0, 1, 3, 4], "x IS NULL AND s = 'b'": [1]}
+    for sql, expected in cases.items():
+        assert matching_rows(batch, to_expression(sql, batch.schema)).to_pylist() == expected, sql
+    assert matching_rows(batch.slice(0, 0), to_expression("x > 1", batch.schema)).to_pylist() == []
+    with pytest.raises(pa.ArrowException):  # not a predicate: refused as Table.filter refuses it
+        matching_rows(batch, pa.compute.field("x"))
