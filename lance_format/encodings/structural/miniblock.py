@@ -337,7 +337,9 @@ class MiniBlockPage(PageDecoder):
         if len(local) and int(local.max()) >= len(starts_at):
             raise self.ctx.corrupt(f"the chunks hold {len(starts_at)} rows, {int(local.max()) + 1} were expected")
         begin = starts_at[local]
-        end = np.minimum(np.append(starts_at, len(rep))[local + 1], limit)
+        following = local + 1  # the next row's start, or the end of the levels after the last row
+        end = np.where(following < len(starts_at), starts_at[np.minimum(following, len(starts_at) - 1)], len(rep))
+        end = np.minimum(end, limit)
         levels = ranges_index(begin, end - begin)
         if visible is None or n_visible == len(rep):
             picks = levels
