@@ -12,7 +12,10 @@ The repetition index has ``depth + 1`` u64 per chunk: the rows that end in the c
 items of a row left unfinished at its end (a "trailer" continued by the next chunk's
 "preamble"). It maps rows to chunks, so reads and takes decode only the chunks they need; all
 headers of the needed chunks are parsed with numpy at once and the values of all chunks are
-decoded together by the chunk codecs.
+decoded together by the chunk codecs. A take (e.g. the other columns of the rows a filter
+kept) goes further: without lists the codecs decode only the values taken (``ChunkCodec.take``),
+with lists only the levels of the rows taken are unravelled; either way only those rows become
+Arrow arrays.
 """
 
 from __future__ import annotations
