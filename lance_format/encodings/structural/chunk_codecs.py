@@ -3,7 +3,8 @@
 Each mini-block chunk stores ``num_buffers`` value buffers. A codec receives the chunk bytes
 (``buf``), the position and size of every buffer of every chunk (``starts``/``sizes``, shape
 (chunks, buffers)) and the number of values of each chunk, and returns one block holding the
-values of all chunks in order. Formats (pylance 14):
+values of all chunks in order; ``take`` returns just the values at given positions (flat,
+bit-packed and string values read only those, other codecs decode all and select). Formats (pylance 14):
 
 - ``flat{bits}``: raw values (1 bit = LSB-first bitmap);
 - ``inline_bitpacking{W}``: one FastLanes block per chunk: ``[bit width][packed words]``;
