@@ -196,3 +196,91 @@ def test_fixed_takes_of_every_width(bits):
     index = np.array([9, 0, 3, 3])
     taken = take_block(Fixed(data, bits), index)
     assert np.array_equal(taken.data, data.reshape(10, width)[index].reshape(-1))
+
+
+@pytest.mark.parametrize("width, bits", [(8, 0), (8, 3), (8, 8), (16, 5), (16, 16), (32, 0), (32, 7), (32, 31),
+                                         (32, 32), (64, 1), (64, 13), (64, 63), (64, 64)])
+def test_fastlanes_takes_of_single_elements(width, bits):
+    from lance_format.encodings.structural import fastlanes
+    from tests.test_file_v2_1_read_units import fastlanes_pack
+
+    rng = np.random.default_rng(width * 100 + bits)
+    blocks = [rng.integers(0, 1 << min(bits, 63), 1024, dtype=np.uint64).astype(fastlanes.word_dtype(width))
+              for _ in range(3)]
+    if bits == 64:
+        blocks[1][5] = np.uint64(0xFFFFFFFFFFFFFFFF)  # the top bit survives the int64 reads
+    packed = [fastlanes_pack(b, bits, width).view(np.uint8) if bits else np.zeros(0, np.uint8) for b in blocks]
+    buf = np.concatenate([np.zeros(8, np.uint8)] + packed)
+    at = 8 + np.cumsum([0] + [len(p) for p in packed[:-1]])
+    block = rng.integers(0, 3, 500)
+    elements = rng.integers(0, 1024, 500)
+    got = fastlanes.take(buf, at[block], np.full(500, bits), elements, width)
+    assert got.dtype == fastlanes.word_dtype(width)
+    assert np.array_equal(got, np.array([blocks[b][e] for b, e in zip(block, elements)], got.dtype))
+
+
+def test_bitpacked_and_flat_chunk_takes_match_decoding(tmp_path):
+    """Takes of bit-packed (varying bit widths per chunk) and flat mini-block values equal the
+    decoded values at the same rows, in files of both writers."""
+    rng = np.random.default_rng(8)
+    rows = 20_000
+    small = rng.integers(0, 8, rows)
+    small[5_000:6_000] = rng.integers(0, 1 << 40, 1_000)  # a few chunks of wide values
+    table = pa.table({"packed": small.astype(np.int64), "flat": rng.standard_normal(rows),
+                      "narrow": rng.integers(-100, 100, rows).astype(np.int16),
+                      "maybe": pa.array(np.where(np.arange(rows) % 5 == 0, None, small), pa.int64())})
+    picks = np.sort(rng.choice(rows, 700, replace=False))
+    for writer in (lance_format, lance):
+        uri = str(tmp_path / f"{writer.__name__}.lance")
+        writer.write_dataset(table, uri, data_storage_version="2.2")
+        got = lance_format.dataset(uri).take(picks.tolist())
+        assert_tables_equal(got, table.take(picks), writer.__name__)
+        assert_tables_equal(got, lance.dataset(uri).take(picks.tolist()), writer.__name__)
+
+
+def test_inline_bitpacked_takes_across_buffers_of_several_blocks():
+    from lance_format.encodings.structural.block_codecs import InlineBitpackedBlock
+    from tests.test_file_v2_1_read_units import fastlanes_pack
+
+    rng = np.random.default_rng(6)
+    buffers, counts, values = [], [2500, 0, 700], []
+    for count, bits in zip(counts, (10, 4, 3)):
+        chunk = rng.integers(0, 1 << bits, count).astype(np.uint16)
+        padded = np.zeros(-(-count // 1024) * 1024, np.uint16)
+        padded[:count] = chunk
+        buffers.append(b"".join(np.array([bits], np.uint16).tobytes()
+                                + fastlanes_pack(padded[i:i + 1024], bits, 16).tobytes()
+                                for i in range(0, len(padded), 1024)))
+        values.append(chunk)
+    starts = np.cumsum([0] + [len(b) for b in buffers[:-1]])
+    buf = np.frombuffer(b"".join(buffers), np.uint8)
+    codec = InlineBitpackedBlock(16)
+    flat = np.concatenate(values)
+    picks = np.array([0, 3, 1023, 1024, 2047, 2048, 2499, 2500, 3199])
+    sizes = np.array([len(b) for b in buffers])
+    taken = codec.take_many(buf, starts, sizes, np.array(counts), picks, CTX)
+    assert np.array_equal(taken.data.view("<u2"), flat[picks])
+    assert np.array_equal(codec.decode_many(buf, starts, sizes, np.array(counts), CTX).data.view("<u2"), flat)
+
+
+def test_group_of_sorted_values():
+    from lance_format.encodings.structural.blocks import group_of
+
+    starts = np.array([0, 5, 5, 9, 20])  # group 1 is empty (group 2 starts at the same row)
+    values = np.array([0, 4, 5, 8, 9, 19, 20, 31])
+    expected = np.clip(np.searchsorted(starts, values, side="right") - 1, 0, None)
+    assert np.array_equal(group_of(values, starts), expected)
+    assert np.array_equal(group_of(np.array([3, 7]), np.array([5, 6])), [0, 1])  # below the first start: group 0
+    assert len(group_of(np.zeros(0, np.int64), starts)) == 0
+
+
+def test_matching_rows_keeps_only_true_rows():
+    from lance_format.dataset.sql.filter import matching_rows, to_expression
+
+    batch = pa.record_batch({"x": pa.array([1.0, None, 3.0, float("nan"), -0.0]), "s": ["a", "b", None, "d", "e"]})
+    cases = {"x > 1": [2, 3], "x = 0": [4], "s <> 'b' OR x IS NULL": [0, 1, 3, 4], "x IS NULL AND s = 'b'": [1]}
+    for sql, expected in cases.items():
+        assert matching_rows(batch, to_expression(sql, batch.schema)).to_pylist() == expected, sql
+    assert matching_rows(batch.slice(0, 0), to_expression("x > 1", batch.schema)).to_pylist() == []
+    with pytest.raises(pa.ArrowException):  # not a predicate: refused as Table.filter refuses it
+        matching_rows(batch, pa.compute.field("x"))

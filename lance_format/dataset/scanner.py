@@ -39,7 +39,7 @@ from lance_format.dataset.scan_options import (
     sorted_table,
 )
 from lance_format.dataset.arguments import column_names
-from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
+from lance_format.dataset.sql.filter import matching_rows, referenced_columns, to_expression, to_value_expression
 from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.io.threads import map_ordered
 from lance_format.schema import LanceSchema
@@ -53,7 +53,6 @@ _T = TypeVar("_T")
 
 DEFAULT_BATCH_SIZE = 65536  # rows read at a time when the caller gives no batch_size
 PYLANCE_BATCH_SIZE = 8192  # pylance's default: output batches are cut to it (without a batch_size)
-_POSITION = "__lance_format_position"  # a batch's row positions, carried through the filter
 _DENSE = 0.25  # above this fraction of a batch's rows passing, its other columns are read, not taken
 
 
@@ -271,8 +270,9 @@ class LanceScanner:
                     batch = null_deleted_ids(batch, fragment.deleted_offsets)
                 batch = batch.append_column(pa.field(ROW_OFFSET, pa.uint64()), offsets)
             if self._filter is not None:
-                batches = pa.Table.from_batches([batch]).filter(self._filter).combine_chunks().to_batches()
-                batch = batches[0] if batches else batch.slice(0, 0)
+                matching = matching_rows(batch, self._filter)
+                if len(matching) < rows:
+                    batch = batch.take(matching)
             return rows, batch
 
         for _, (rows, batch) in self._decoded(self._read_schema, self._read_system, finish,
@@ -308,9 +308,7 @@ class LanceScanner:
         condition = self._filter
 
         def passing_rows(fragment: LanceFragment, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Array]:
-            table = pa.Table.from_batches([batch])
-            positions = pa.array(np.arange(batch.num_rows, dtype=np.int64))
-            return batch, table.append_column(_POSITION, positions).filter(condition).column(_POSITION).combine_chunks()
+            return batch, matching_rows(batch, condition)
 
         pending: list[pa.RecordBatch] = []  # passing rows' filter columns, not yet completed
         pending_rows = 0

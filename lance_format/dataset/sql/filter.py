@@ -29,7 +29,9 @@ System columns ``_rowid``, ``_rowaddr``, ``_row_created_at_version`` and
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.acero as acero
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import sqlglot
@@ -45,7 +47,7 @@ from lance_format.dataset.sql.translate import (
 )
 from lance_format.errors import InvalidInputError
 
-__all__ = ["SYSTEM_COLUMNS", "to_expression", "to_value_expression", "referenced_columns"]
+__all__ = ["SYSTEM_COLUMNS", "to_expression", "to_value_expression", "referenced_columns", "matching_rows"]
 
 
 def to_expression(filter: str | pc.Expression | None, schema: pa.Schema) -> pc.Expression | None:
@@ -191,3 +193,22 @@ def _nullable(node: exp.Expr, schema: pa.Schema) -> bool:
             not isinstance(node, exp.TryCast):
         return any(_nullable(child, schema) for child in node.iter_expressions() if not isinstance(child, exp.DataType))
     return True
+
+
+def matching_rows(batch: pa.RecordBatch, condition: pc.Expression) -> pa.Array:
+    """The positions (ascending) of the rows of ``batch`` where ``condition`` is TRUE.
+
+    The predicate is evaluated into one boolean column on this thread (``Table.filter`` would
+    copy every column through a threaded plan, and scans already decode batches side by side).
+    """
+    plan = acero.Declaration.from_sequence([
+        acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
+        acero.Declaration("project", acero.ProjectNodeOptions([condition], ["matches"])),
+    ])
+    matches = plan.to_table(use_threads=False).column(0)
+    if not pa.types.is_boolean(matches.type):
+        # not a predicate (an expression given directly): Table.filter reports it as it always did
+        positions = pa.array(np.arange(batch.num_rows, dtype=np.uint64))
+        return pa.Table.from_batches([batch]).append_column("__position", positions).filter(condition) \
+            .column("__position").combine_chunks()
+    return pc.indices_nonzero(pc.fill_null(matches.combine_chunks(), False))

@@ -23,7 +23,17 @@ import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext, decompress_buffer
 from lance_format.encodings.structural import fastlanes
-from lance_format.encodings.structural.blocks import Block, Fixed, Fsl, Variable, concat, gather, ranges_index, read_uint
+from lance_format.encodings.structural.blocks import (
+    Block,
+    Fixed,
+    Fsl,
+    Variable,
+    concat,
+    gather,
+    group_of,
+    ranges_index,
+    read_uint,
+)
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
@@ -103,8 +113,37 @@ class InlineBitpackedBlock(BlockCodec):
         return self.decode_many(data, np.zeros(1, np.int64), np.array([len(data)]), np.array([count]), ctx)
 
     def decode_many(self, buf, starts, sizes, counts, ctx):
+        counts = np.asarray(counts, np.int64)
+        bpos, bchunk, bindex = self._blocks(buf, starts, sizes, counts, ctx)
+        if not len(bpos):
+            return Fixed(np.zeros(0, np.uint8), self.width)
+        values = self._unpack(buf, bpos)
+        keep = np.minimum(counts[bchunk] - bindex * fastlanes.BLOCK, fastlanes.BLOCK)
+        if bool((keep[:-1] == fastlanes.BLOCK).all()):
+            flat = values.reshape(-1)[: int(keep.sum())]  # only the last block is partial: a view
+        else:
+            flat = values[np.arange(fastlanes.BLOCK)[None, :] < keep[:, None]]
+        return Fixed(flat.view(np.uint8), self.width)
+
+    def take_many(self, buf, starts, sizes, counts, picks, ctx):
+        """The values at ``picks`` (sorted indices into all the buffers' values, in range) only:
+        one or two packed words read per value, no block unpacked whole."""
         wb = self.width // 8
         counts = np.asarray(counts, np.int64)
+        bpos, _, _ = self._blocks(buf, starts, sizes, counts, ctx)
+        nblocks = (counts + fastlanes.BLOCK - 1) // fastlanes.BLOCK
+        value_ends = np.cumsum(counts)
+        chunk = group_of(picks, value_ends - counts)
+        local = picks - (value_ends - counts)[chunk]
+        block = (np.cumsum(nblocks) - nblocks)[chunk] + local // fastlanes.BLOCK
+        at = bpos[block]
+        values = fastlanes.take(buf, at + wb, read_uint(buf, at, wb), local % fastlanes.BLOCK, self.width)
+        return Fixed(values.view(np.uint8), self.width)
+
+    def _blocks(self, buf, starts, sizes, counts, ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where each block of the buffers starts, its buffer and its index there, in buffer
+        order (the blocks are checked to fill their buffers exactly)."""
+        wb = self.width // 8
         nblocks = (counts + fastlanes.BLOCK - 1) // fastlanes.BLOCK
         # walk the j-th block of every buffer at once (buffers usually hold one block)
         block_pos, block_chunk, block_index = [], [], []
@@ -125,22 +164,15 @@ class InlineBitpackedBlock(BlockCodec):
             # every byte of a bit-packed buffer belongs to a block: anything else is corruption
             raise ctx.corrupt("bit-packed blocks do not fill their buffer exactly")
         if not block_pos:
-            return Fixed(np.zeros(0, np.uint8), self.width)
+            empty = np.zeros(0, np.int64)
+            return empty, empty, empty
         if len(block_pos) == 1:
-            bpos, bchunk, bindex = block_pos[0], block_chunk[0], block_index[0]
-        else:
-            bpos = np.concatenate(block_pos)
-            bchunk = np.concatenate(block_chunk)
-            bindex = np.concatenate(block_index)
-            order = np.lexsort((bindex, bchunk))
-            bpos, bchunk, bindex = bpos[order], bchunk[order], bindex[order]
-        values = self._unpack(buf, bpos)
-        keep = np.minimum(counts[bchunk] - bindex * fastlanes.BLOCK, fastlanes.BLOCK)
-        if bool((keep[:-1] == fastlanes.BLOCK).all()):
-            flat = values.reshape(-1)[: int(keep.sum())]  # only the last block is partial: a view
-        else:
-            flat = values[np.arange(fastlanes.BLOCK)[None, :] < keep[:, None]]
-        return Fixed(flat.view(np.uint8), self.width)
+            return block_pos[0], block_chunk[0], block_index[0]
+        bpos = np.concatenate(block_pos)
+        bchunk = np.concatenate(block_chunk)
+        bindex = np.concatenate(block_index)
+        order = np.lexsort((bindex, bchunk))
+        return bpos[order], bchunk[order], bindex[order]
 
     def _unpack(self, buf: np.ndarray, positions: np.ndarray) -> np.ndarray:
         wb = self.width // 8

@@ -109,6 +109,15 @@ def ranges_index(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + np.repeat(shift, lengths)
 
 
+def group_of(values: np.ndarray, group_starts: np.ndarray) -> np.ndarray:
+    """For each of the sorted ``values``, the last group whose (sorted) start is at or below it
+    (group 0 for values below every start): ``searchsorted(group_starts, values, "right") - 1``
+    clipped at 0, found by searching the few group starts among the many values instead."""
+    bounds = np.searchsorted(values, group_starts[1:], side="left")
+    sizes = np.diff(bounds, prepend=0, append=len(values))
+    return np.repeat(np.arange(len(group_starts)), sizes)
+
+
 def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The bytes ``buf[s:s+l]`` of every range, concatenated."""
     starts = np.asarray(starts, np.int64)

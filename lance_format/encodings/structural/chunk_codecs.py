@@ -3,7 +3,8 @@
 Each mini-block chunk stores ``num_buffers`` value buffers. A codec receives the chunk bytes
 (``buf``), the position and size of every buffer of every chunk (``starts``/``sizes``, shape
 (chunks, buffers)) and the number of values of each chunk, and returns one block holding the
-values of all chunks in order. Formats (pylance 14):
+values of all chunks in order; ``take`` returns just the values at given positions (flat,
+bit-packed and string values read only those, other codecs decode all and select). Formats (pylance 14):
 
 - ``flat{bits}``: raw values (1 bit = LSB-first bitmap);
 - ``inline_bitpacking{W}``: one FastLanes block per chunk: ``[bit width][packed words]``;
@@ -31,6 +32,7 @@ from lance_format.encodings.structural.blocks import (
     Variable,
     check_range,
     gather,
+    group_of,
     ranges_index,
     read_uint,
     take_block,
@@ -84,6 +86,20 @@ class FlatChunks(ChunkCodec):
             raise ctx.corrupt("a mini-block value buffer does not hold exactly its values")
         return Fixed(gather(buf, s, need), self.bits)
 
+    def take(self, buf, starts, sizes, counts, picks, ctx):
+        if self.compression is not None or self.bits % 8 or self.bits // 8 not in (1, 2, 4, 8):
+            return super().take(buf, starts, sizes, counts, picks, ctx)
+        s, z = starts[:, 0], sizes[:, 0]
+        width = self.bits // 8
+        if bool((z != counts * width).any()):
+            raise ctx.corrupt("a mini-block value buffer does not hold exactly its values")
+        # the picked values straight from their chunks: no copy of every chunk's values
+        value_ends = np.cumsum(counts)
+        chunk = group_of(picks, value_ends - counts)
+        at = s[chunk] + (np.asarray(picks, np.int64) - (value_ends - counts)[chunk]) * width
+        words = read_uint(buf, at, width)
+        return Fixed(words.astype(f"<u{width}").view(np.uint8), self.bits)
+
 
 class InlineBitpackedChunks(ChunkCodec):
     def __init__(self, width: int) -> None:
@@ -93,6 +109,11 @@ class InlineBitpackedChunks(ChunkCodec):
         if bool((counts > 1024).any()):
             raise ctx.corrupt("a bit-packed mini-block chunk holds more than 1024 values")
         return self.block.decode_many(buf, starts[:, 0], sizes[:, 0], counts, ctx)
+
+    def take(self, buf, starts, sizes, counts, picks, ctx):
+        if bool((counts > 1024).any()):
+            raise ctx.corrupt("a bit-packed mini-block chunk holds more than 1024 values")
+        return self.block.take_many(buf, starts[:, 0], sizes[:, 0], counts, np.asarray(picks, np.int64), ctx)
 
 
 class VariableChunks(ChunkCodec):
@@ -135,7 +156,7 @@ class VariableChunks(ChunkCodec):
             raise ctx.corrupt("a mini-block string buffer is shorter than its offsets")
         picks = np.asarray(picks, np.int64)
         value_ends = np.cumsum(counts)
-        chunk = np.searchsorted(value_ends, picks, side="right")
+        chunk = group_of(picks, value_ends - counts)
         at = s[chunk] + (picks - (value_ends - counts)[chunk]) * ow
         begin, end = read_uint(buf, at, ow), read_uint(buf, at + ow, ow)
         if bool(((begin < (counts[chunk] + 1) * ow) | (end < begin) | (end > z[chunk])).any()):

@@ -7,7 +7,8 @@ that little-endian bit stream, value ``r`` occupying bits ``[r*b, r*b + b)``. Va
 ``l`` is output element ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l``.
 
 ``unpack`` decodes any number of same-width blocks at once (one numpy pass over all of them);
-callers group the blocks of a page by bit width first.
+callers group the blocks of a page by bit width first. ``take`` decodes single elements (a
+selective take reads one or two words per value instead of unpacking whole blocks).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from lance_format.encodings.structural import accel
+from lance_format.encodings.structural.blocks import read_uint
 
 BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
@@ -94,3 +96,36 @@ def unpack(packed: np.ndarray, bits: int, width: int) -> np.ndarray:
             np.bitwise_or(dst, hi, out=dst)
         np.bitwise_and(dst, mask, out=dst)
     return out.reshape(n, BLOCK)
+
+
+@lru_cache(maxsize=None)
+def _element_origins(width: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each output element of a block: its value index ``r`` within its lane, and the lane."""
+    lanes = BLOCK // width
+    r = np.repeat(np.arange(width), lanes)
+    lane = np.tile(np.arange(lanes), width)
+    element = np.asarray(FL_ORDER)[r // 8] * 16 + (r % 8) * 128 + lane
+    rows, lanes_of = np.empty(BLOCK, np.int64), np.empty(BLOCK, np.int64)
+    rows[element], lanes_of[element] = r, lane
+    return rows, lanes_of
+
+
+def take(buf: np.ndarray, words_at: np.ndarray, bits: np.ndarray, elements: np.ndarray, width: int) -> np.ndarray:
+    """Output elements ``elements`` (0..1023) of blocks packed at ``bits`` bits whose packed
+    words start at byte ``words_at`` of ``buf`` (one entry per element taken), as ``width``-bit words."""
+    wb = width // 8
+    lanes = BLOCK // width
+    rows, lane = _element_origins(width)
+    bits = np.asarray(bits, np.int64)
+    bit = rows[elements] * bits
+    word, shift = bit // width, bit % width
+    at = words_at + (word * lanes + lane[elements]) * wb
+    value = read_uint(buf, np.where(bits > 0, at, 0), wb).view(np.uint64)  # no words when bits == 0
+    value >>= shift.astype(np.uint64)
+    spill = np.flatnonzero(shift + bits > width)
+    if len(spill):
+        above = read_uint(buf, at[spill] + lanes * wb, wb).view(np.uint64)
+        value[spill] |= above << (width - shift[spill]).astype(np.uint64)
+    mask = np.where(bits >= 64, np.uint64(0xFFFFFFFFFFFFFFFF),
+                    (np.uint64(1) << np.minimum(bits, 63).astype(np.uint64)) - np.uint64(1))
+    return (value & mask).astype(word_dtype(width))

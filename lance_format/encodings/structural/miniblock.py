@@ -12,7 +12,10 @@ The repetition index has ``depth + 1`` u64 per chunk: the rows that end in the c
 items of a row left unfinished at its end (a "trailer" continued by the next chunk's
 "preamble"). It maps rows to chunks, so reads and takes decode only the chunks they need; all
 headers of the needed chunks are parsed with numpy at once and the values of all chunks are
-decoded together by the chunk codecs.
+decoded together by the chunk codecs. A take (e.g. the other columns of the rows a filter
+kept) goes further: without lists the codecs decode only the values taken (``ChunkCodec.take``),
+with lists only the levels of the rows taken are unravelled; either way only those rows become
+Arrow arrays.
 """
 
 from __future__ import annotations
@@ -21,7 +24,15 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
-from lance_format.encodings.structural.blocks import Dictionary, Fixed, Variable, ranges_index, read_uint, take_block
+from lance_format.encodings.structural.blocks import (
+    Dictionary,
+    Fixed,
+    Variable,
+    group_of,
+    ranges_index,
+    read_uint,
+    take_block,
+)
 from lance_format.encodings.structural import fsst
 from lance_format.encodings.structural.chunk_codecs import FsstChunks, chunk_codec
 from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, empty_leaf
@@ -280,11 +291,12 @@ class MiniBlockPage(PageDecoder):
             return self._empty(data_type)
         if self.rep_codec is None:
             # one row per value: decode all the chunks holding the rows together
-            chunk = np.clip(np.searchsorted(self.first_row, rows, side="right") - 1, 0, len(self.chunk_counts) - 1)
-            chosen = chunk[np.append(True, chunk[1:] != chunk[:-1])]  # rows are sorted
+            chunk = group_of(rows, self.first_row)  # rows are sorted
+            first_of_chunk = np.append(True, chunk[1:] != chunk[:-1])
+            chosen = chunk[first_of_chunk]
             base = np.zeros(len(chosen), np.int64)
             np.cumsum(self.chunk_counts[chosen][:-1], out=base[1:])
-            local = base[np.searchsorted(chosen, chunk)] + rows - self.first_row[chunk]
+            local = base[np.cumsum(first_of_chunk) - 1] + rows - self.first_row[chunk]
             if isinstance(self.values, FsstChunks) and self.dictionary is None:
                 return self._take_fsst(chosen, local, data_type)
             # without lists each level has a value: only the rows taken are decoded to Arrow
@@ -328,7 +340,9 @@ class MiniBlockPage(PageDecoder):
         if len(local) and int(local.max()) >= len(starts_at):
             raise self.ctx.corrupt(f"the chunks hold {len(starts_at)} rows, {int(local.max()) + 1} were expected")
         begin = starts_at[local]
-        end = np.minimum(np.append(starts_at, len(rep))[local + 1], limit)
+        following = local + 1  # the next row's start, or the end of the levels after the last row
+        end = np.where(following < len(starts_at), starts_at[np.minimum(following, len(starts_at) - 1)], len(rep))
+        end = np.minimum(end, limit)
         levels = ranges_index(begin, end - begin)
         if visible is None or n_visible == len(rep):
             picks = levels
