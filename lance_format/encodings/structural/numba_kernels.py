@@ -358,29 +358,29 @@ def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # ty
                     c7 = w >> np.uint64(56)
                     if max(max(max(c0, c1), max(c2, c3)), max(max(c4, c5), max(c6, c7))) >= limit:
                         return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
-                    p = j - base
+                    p = np.uint64(j - base)
                     at_code[p] = o
                     _store_u64(out, o, words[c0])
                     o += lengths[c0]
-                    at_code[p + 1] = o
+                    at_code[p + np.uint64(1)] = o
                     _store_u64(out, o, words[c1])
                     o += lengths[c1]
-                    at_code[p + 2] = o
+                    at_code[p + np.uint64(2)] = o
                     _store_u64(out, o, words[c2])
                     o += lengths[c2]
-                    at_code[p + 3] = o
+                    at_code[p + np.uint64(3)] = o
                     _store_u64(out, o, words[c3])
                     o += lengths[c3]
-                    at_code[p + 4] = o
+                    at_code[p + np.uint64(4)] = o
                     _store_u64(out, o, words[c4])
                     o += lengths[c4]
-                    at_code[p + 5] = o
+                    at_code[p + np.uint64(5)] = o
                     _store_u64(out, o, words[c5])
                     o += lengths[c5]
-                    at_code[p + 6] = o
+                    at_code[p + np.uint64(6)] = o
                     _store_u64(out, o, words[c6])
                     o += lengths[c6]
-                    at_code[p + 7] = o
+                    at_code[p + np.uint64(7)] = o
                     _store_u64(out, o, words[c7])
                     o += lengths[c7]
                     j += 8
