@@ -95,6 +95,26 @@ class AllNull:
 Block = Fixed | Variable | Fsl | Struct | Dictionary | AllNull
 
 
+# -- allocation ------------------------------------------------------------------------------------
+
+# Below this many bytes numpy's own allocation is cheaper (pyarrow's costs ~1.5 us a call).
+_POOL_BYTES = 1 << 16
+
+
+def pool_empty(n: int, dtype: np.dtype | type = np.uint8) -> np.ndarray:
+    """An uninitialized array of ``n`` values, in Arrow's memory pool when it is large.
+
+    Decoded columns are large and short-lived: numpy takes them from glibc's malloc, which
+    hands back fresh pages (a page fault every 4 KiB, about as costly as decoding the bytes);
+    Arrow's pool (mimalloc or jemalloc) reuses the pages earlier batches and scans freed.
+    """
+    dtype = np.dtype(dtype)
+    nbytes = n * dtype.itemsize
+    if nbytes < _POOL_BYTES:
+        return np.empty(n, dtype)
+    return np.frombuffer(pa.allocate_buffer(nbytes), dtype)
+
+
 # -- byte gathers ---------------------------------------------------------------------------------
 
 
@@ -121,7 +141,7 @@ def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarr
         # few long ranges: copying them whole is cheaper than a byte-wise gather
         compiled = accel.kernels(total) if len(starts) >= 32 and buf.dtype == np.uint8 and buf.ndim == 1 else None
         if compiled is not None and int(starts.min()) >= 0 and int((starts + lengths).max()) <= len(buf):
-            out = np.empty(total, np.uint8)  # one nogil pass (a Python loop of slices holds the GIL)
+            out = pool_empty(total)  # one nogil pass (a Python loop of slices holds the GIL)
             compiled.copy_ranges(out, np.cumsum(lengths) - lengths, buf, starts, lengths)
             return out
         return np.concatenate([buf[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])

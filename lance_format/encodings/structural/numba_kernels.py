@@ -298,35 +298,65 @@ _LOW_BITS = np.uint64(0x0101010101010101)
 _HIGH_BITS = np.uint64(0x8080808080808080)
 
 
-@_jit
-def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # type: ignore[no-untyped-def]
+def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count,  # type: ignore[no-untyped-def]
+                empty=np.empty):
     """``chunk_codecs.FsstChunks`` over ``VariableChunks``: the strings of the mini-block chunks
     decoded straight from the chunks (no gathered copy of codes and offsets), as
     :func:`_fsst_chunks_exact` decodes them. Returns (status, decoded bytes, their offsets).
+
+    ``empty(n, dtype)`` allocates the outputs (e.g. from Arrow's memory pool, which reuses
+    pages a process has touched before; fresh pages cost a page fault every 4 KiB). The
+    decoded bytes get the worst case, 8 per code: pages never written are never backed.
+    """
+    strings, codes, widest = _fsst_extent(buf, starts, sizes, counts, width)
+    if strings >= 0:
+        out = empty(8 * codes + 8, np.uint8)
+        out_offsets = empty(strings + 1, np.int64)
+        status, end = _fsst_chunks_into(buf, starts, counts, width, words, lengths, count, widest, out, out_offsets)
+        if status == OK:
+            return OK, out[:end], out_offsets
+    # corrupt data: the exact kernel names the first error
+    return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+
+
+_ANOMALY = -1
+
+
+@_jit
+def _fsst_extent(buf, starts, sizes, counts, width):  # type: ignore[no-untyped-def]
+    """(strings, codes, the most codes in a chunk) of the chunks, or strings = -1 when their
+    buffers or outer offsets are out of bounds."""
+    n = starts.shape[0]
+    strings = 0
+    widest = 0
+    codes = 0
+    for c in range(n):
+        if sizes[c] < (counts[c] + 1) * width or starts[c] < 0 or starts[c] + sizes[c] > buf.shape[0]:
+            return -1, 0, 0
+        first = _read_offset(buf, starts[c], width)
+        last = _read_offset(buf, starts[c] + counts[c] * width, width)
+        if first < (counts[c] + 1) * width or last > sizes[c] or last < first:
+            return -1, 0, 0
+        strings += counts[c]
+        codes += last - first
+        widest = max(widest, last - first)
+    return strings, codes, widest
+
+
+@_jit
+def _fsst_chunks_into(buf, starts, counts, width, words, lengths, count, widest,  # type: ignore[no-untyped-def]
+                      out, out_offsets):
+    """The decoding of :func:`fsst_chunks` into ``out`` (8 bytes per code + 8) and
+    ``out_offsets``: (OK, bytes written), or (_ANOMALY, 0) on anything the exact kernel
+    must look at.
 
     The codes of a chunk's strings are adjacent, so each chunk is decoded as one run (no loop
     per string, whose exit mispredicts on short strings), 8 codes per step when the next 8
     bytes hold no escape; the output position before every code goes to a scratch array, from
     which the strings' offsets are read afterwards. A string may not end after an escape byte
-    (its literal is marked -1 there). On any anomaly, the exact kernel decodes again and
-    names the first error in its order (corrupt data only).
+    (its literal is marked -1 there).
     """
     n = starts.shape[0]
-    nstrings = 0
-    widest = 0
-    codes = 0
-    for c in range(n):
-        if sizes[c] < (counts[c] + 1) * width or starts[c] < 0 or starts[c] + sizes[c] > buf.shape[0]:
-            return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
-        first = _read_offset(buf, starts[c], width)
-        last = _read_offset(buf, starts[c] + counts[c] * width, width)
-        if first < (counts[c] + 1) * width or last > sizes[c] or last < first:
-            return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
-        nstrings += counts[c]
-        codes += last - first
-        widest = max(widest, last - first)
-    out = np.empty(8 * codes + 8, np.uint8)  # never touched beyond what is written
-    out_offsets = np.empty(nstrings + 1, np.int64)
     out_offsets[0] = 0
     at_code = np.empty(widest + 1, np.int64)
     limit = np.uint64(count)
@@ -338,7 +368,7 @@ def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # ty
         for k in range(1, counts[c] + 1):  # offsets index at_code below: check them first
             current = _read_offset(buf, s + k * width, width)
             if current < previous:
-                return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                return _ANOMALY, 0
             previous = current
         base = s + _read_offset(buf, s, width)
         end = s + previous
@@ -357,7 +387,7 @@ def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # ty
                     c6 = (w >> np.uint64(48)) & np.uint64(0xFF)
                     c7 = w >> np.uint64(56)
                     if max(max(max(c0, c1), max(c2, c3)), max(max(c4, c5), max(c6, c7))) >= limit:
-                        return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                        return _ANOMALY, 0
                     p = np.uint64(j - base)
                     at_code[p] = o
                     _store_u64(out, o, words[c0])
@@ -388,14 +418,14 @@ def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # ty
             code = buf[j]
             if code == 255:
                 if j + 1 >= end:
-                    return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                    return _ANOMALY, 0
                 at_code[j - base] = o
                 at_code[j + 1 - base] = -1  # the escaped literal: no string ends before it
                 out[o] = buf[j + 1]
                 o += 1
                 j += 2
             elif code >= count:
-                return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                return _ANOMALY, 0
             else:
                 at_code[j - base] = o
                 _store_u64(out, o, words[code])
@@ -405,10 +435,10 @@ def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # ty
         for k in range(1, counts[c] + 1):
             position = at_code[s + _read_offset(buf, s + k * width, width) - base]
             if position < 0:
-                return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                return _ANOMALY, 0
             i += 1
             out_offsets[i] = position
-    return OK, out[:o], out_offsets
+    return OK, o
 
 
 @_jit
