@@ -324,15 +324,16 @@ def to_arrow(block: Block, data_type: pa.DataType, valid: np.ndarray | None, ctx
 def _variable(block: Variable, data_type: pa.DataType, validity: pa.Buffer | None, ctx: DecodeContext) -> pa.Array:
     offsets = block.offsets
     n = block.n
-    if n and (int(offsets[0]) < 0 or int(offsets[-1]) > len(block.data) or bool((np.diff(offsets) < 0).any())):
+    if n and (int(offsets[0]) < 0 or int(offsets[-1]) > len(block.data) or bool(np.less(offsets[1:], offsets[:-1]).any())):
         raise ctx.corrupt("variable-width offsets are not increasing or point past the data")
     base = int(offsets[0]) if n else 0
     data = block.data[base : int(offsets[-1])] if n else block.data[:0]
-    rel = offsets - base
     large = pa.types.is_large_string(data_type) or pa.types.is_large_binary(data_type)
     if not large and len(data) > _INT32_MAX:
         raise ctx.corrupt("more than 2 GiB of string data in one read; use a large type")
-    rel = rel.astype(np.int64 if large else np.int32)
+    # rebased and narrowed in one pass, into a buffer the array keeps
+    rel = pool_empty(len(offsets), np.int64 if large else np.int32)
+    np.subtract(offsets, base, out=rel, casting="unsafe")
     return pa.Array.from_buffers(data_type, n, [validity, pa.py_buffer(rel), pa.py_buffer(data)])
 
 
