@@ -95,26 +95,6 @@ class AllNull:
 Block = Fixed | Variable | Fsl | Struct | Dictionary | AllNull
 
 
-# -- allocation ------------------------------------------------------------------------------------
-
-# Below this many bytes numpy's own allocation is cheaper (pyarrow's costs ~1.5 us a call).
-_POOL_BYTES = 1 << 16
-
-
-def pool_empty(n: int, dtype: np.dtype | type = np.uint8) -> np.ndarray:
-    """An uninitialized array of ``n`` values, in Arrow's memory pool when it is large.
-
-    Decoded columns are large and short-lived: numpy takes them from glibc's malloc, which
-    hands back fresh pages (a page fault every 4 KiB, about as costly as decoding the bytes);
-    Arrow's pool (mimalloc or jemalloc) reuses the pages earlier batches and scans freed.
-    """
-    dtype = np.dtype(dtype)
-    nbytes = n * dtype.itemsize
-    if nbytes < _POOL_BYTES:
-        return np.empty(n, dtype)
-    return np.frombuffer(pa.allocate_buffer(nbytes), dtype)
-
-
 # -- byte gathers ---------------------------------------------------------------------------------
 
 
@@ -141,7 +121,7 @@ def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarr
         # few long ranges: copying them whole is cheaper than a byte-wise gather
         compiled = accel.kernels(total) if len(starts) >= 32 and buf.dtype == np.uint8 and buf.ndim == 1 else None
         if compiled is not None and int(starts.min()) >= 0 and int((starts + lengths).max()) <= len(buf):
-            out = pool_empty(total)  # one nogil pass (a Python loop of slices holds the GIL)
+            out = np.empty(total, np.uint8)  # one nogil pass (a Python loop of slices holds the GIL)
             compiled.copy_ranges(out, np.cumsum(lengths) - lengths, buf, starts, lengths)
             return out
         return np.concatenate([buf[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
@@ -331,8 +311,7 @@ def _variable(block: Variable, data_type: pa.DataType, validity: pa.Buffer | Non
     large = pa.types.is_large_string(data_type) or pa.types.is_large_binary(data_type)
     if not large and len(data) > _INT32_MAX:
         raise ctx.corrupt("more than 2 GiB of string data in one read; use a large type")
-    # rebased and narrowed in one pass, into a buffer the array keeps
-    rel = pool_empty(len(offsets), np.int64 if large else np.int32)
+    rel = np.empty(len(offsets), np.int64 if large else np.int32)  # rebased and narrowed in one pass
     np.subtract(offsets, base, out=rel, casting="unsafe")
     return pa.Array.from_buffers(data_type, n, [validity, pa.py_buffer(rel), pa.py_buffer(data)])
 

@@ -31,7 +31,6 @@ from lance_format.encodings.structural.blocks import (
     Variable,
     check_range,
     gather,
-    pool_empty,
     ranges_index,
 )
 from lance_format.errors import UnsupportedFeatureError
@@ -133,8 +132,7 @@ class FsstChunks(ChunkCodec):
                 # one pass over the chunks' own bytes: no gathered copy of offsets and codes
                 result = compiled.fsst_chunks(np.ascontiguousarray(buf, np.uint8), starts[:, 0].astype(np.int64),
                                               sizes[:, 0].astype(np.int64), np.asarray(counts, np.int64),
-                                              self.inner.ow, self.table.words, self.table.lengths, self.table.count,
-                                              pool_empty)
+                                              self.inner.ow, self.table.words, self.table.lengths, self.table.count)
                 return fsst.compiled_result(compiled, result, ctx)
         block = self.inner.decode(buf, starts, sizes, counts, ctx)
         if not isinstance(block, Variable):

@@ -17,7 +17,6 @@ from functools import lru_cache
 import numpy as np
 
 from lance_format.encodings.structural import accel
-from lance_format.encodings.structural.blocks import pool_empty
 
 BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
@@ -68,7 +67,7 @@ def unpack(packed: np.ndarray, bits: int, width: int) -> np.ndarray:
     dtype = word_dtype(width)
     n = packed.shape[0]
     lanes = BLOCK // width
-    out = pool_empty(n * BLOCK, dtype).reshape(n, width, lanes)
+    out = np.empty((n, width, lanes), dtype)
     if bits == 0:
         out.fill(0)
         return out.reshape(n, BLOCK)

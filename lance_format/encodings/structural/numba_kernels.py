@@ -298,20 +298,20 @@ _LOW_BITS = np.uint64(0x0101010101010101)
 _HIGH_BITS = np.uint64(0x8080808080808080)
 
 
-def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count,  # type: ignore[no-untyped-def]
-                empty=np.empty):
+def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # type: ignore[no-untyped-def]
     """``chunk_codecs.FsstChunks`` over ``VariableChunks``: the strings of the mini-block chunks
     decoded straight from the chunks (no gathered copy of codes and offsets), as
     :func:`_fsst_chunks_exact` decodes them. Returns (status, decoded bytes, their offsets).
 
-    ``empty(n, dtype)`` allocates the outputs (e.g. from Arrow's memory pool, which reuses
-    pages a process has touched before; fresh pages cost a page fault every 4 KiB). The
-    decoded bytes get the worst case, 8 per code: pages never written are never backed.
+    The decoded bytes get the worst case, 8 per code: pages never written are never backed.
+    (Arrow's memory pool was tried for these outputs: mimalloc returns freed pages to the
+    system within milliseconds, and faulting them back, as transparent huge pages, cost more
+    system time than glibc's malloc, which keeps them.)
     """
     strings, codes, widest = _fsst_extent(buf, starts, sizes, counts, width)
     if strings >= 0:
-        out = empty(8 * codes + 8, np.uint8)
-        out_offsets = empty(strings + 1, np.int64)
+        out = np.empty(8 * codes + 8, np.uint8)
+        out_offsets = np.empty(strings + 1, np.int64)
         status, end = _fsst_chunks_into(buf, starts, counts, width, words, lengths, count, widest, out, out_offsets)
         if status == OK:
             return OK, out[:end], out_offsets
