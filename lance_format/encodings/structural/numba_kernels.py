@@ -442,6 +442,39 @@ def _fsst_chunks_into(buf, starts, counts, width, words, lengths, count, widest,
 
 
 @_jit
+def take_strings_size(lengths, indices):  # type: ignore[no-untyped-def]
+    """The bytes of the dictionary values at ``indices``, or -1 when an index is out of range."""
+    size = lengths.shape[0]
+    total = 0
+    for i in range(indices.shape[0]):
+        k = indices[i]
+        if k < 0 or k >= size:
+            return -1
+        total += lengths[k]
+    return total
+
+
+@_jit
+def take_strings(padded, starts, lengths, indices, out, out_offsets):  # type: ignore[no-untyped-def]
+    """The dictionary values at ``indices`` (checked by :func:`take_strings_size`) into ``out``
+    and ``out_offsets``, 8 bytes a step: ``padded`` (the values' bytes) has 8 spare bytes at
+    its end and ``out`` 8 beyond the total, so a value's last step may run over. Dictionary
+    values are short: one step each instead of Arrow's memcpy call per value."""
+    o = 0
+    out_offsets[0] = 0
+    for i in range(indices.shape[0]):
+        k = indices[i]
+        start = starts[k]
+        length = lengths[k]
+        step = 0
+        while step < length:
+            _store_u64(out, o + step, _load_u64(padded, start + step))
+            step += 8
+        o += length
+        out_offsets[i + 1] = o
+
+
+@_jit
 def chunk_starts(cost, end_of, has_levels, total_levels, n, max_chunk, min_chunk, target_bytes,  # type: ignore[no-untyped-def]
                  chunk_overhead, header, level_streams, num_buffers, hard, max_levels):
     """``encode_miniblock._Chunker.chunks`` for a cost prefix: the chunk starts, or None when an
