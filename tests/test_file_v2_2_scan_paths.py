@@ -103,7 +103,8 @@ def test_fixed_width_dictionary_still_materializes():
 def test_out_of_line_levels_without_raw_tails():
     rng = np.random.default_rng(3)
     codec = OutOfLineBitpackedBlock(16, 5)
-    for counts in ([1024, 300, 0, 2048, 1], [1024, 2048]):  # partial blocks, then only whole ones
+    # partial blocks; only whole ones; equal partial blocks (and a shorter last one); one block
+    for counts in ([1024, 300, 0, 2048, 1], [1024, 2048], [512, 512, 512, 77], [512, 512], [5]):
         chunks, expected = [], []
         for count in counts:
             values = rng.integers(0, 32, count).astype(np.uint16)
