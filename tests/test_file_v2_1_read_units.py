@@ -52,7 +52,7 @@ def fastlanes_pack(values: np.ndarray, bits: int, width: int) -> np.ndarray:
     return out.reshape(-1).astype(np.uint64).astype(fastlanes.word_dtype(width))
 
 
-@pytest.mark.parametrize("width, bits", [(8, 1), (8, 5), (16, 3), (16, 16), (32, 1), (32, 7), (32, 20), (32, 31),
+@pytest.mark.parametrize("width, bits", [(8, 1), (8, 5), (8, 7), (16, 3), (16, 9), (16, 15), (16, 16), (32, 1), (32, 7), (32, 20), (32, 31),
                                          (32, 32), (64, 1), (64, 13), (64, 63)])
 def test_fastlanes_unpack_matches_reference_packing(fsst_kernels, width, bits):
     rng = np.random.default_rng(bits)
@@ -67,6 +67,9 @@ def test_fastlanes_unpacks_many_blocks_and_zero_width(fsst_kernels):
     blocks = [rng.integers(0, 512, 1024).astype(np.uint32) for _ in range(40)]
     packed = np.stack([fastlanes_pack(b, 9, 32) for b in blocks])
     assert np.array_equal(fastlanes.unpack(packed, 9, 32), np.stack(blocks))
+    narrow = [rng.integers(0, 2048, 1024).astype(np.uint16) for _ in range(7)]  # 11 of 16 bits: spills
+    assert np.array_equal(fastlanes.unpack(np.stack([fastlanes_pack(b, 11, 16) for b in narrow]), 11, 16),
+                          np.stack(narrow))
     assert not fastlanes.unpack(np.zeros((3, 0), np.uint16), 0, 16).any()
 
 

@@ -41,8 +41,25 @@ def _dictionary_block(values: list[str], indices: list[int]) -> Dictionary:
     return Dictionary(np.array(indices, np.int64), Variable(offsets, data))
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def kernels(request):
+    """Arrow's take (numpy policy) and the compiled take of :mod:`numba_kernels`."""
+    import os
+
+    from lance_format.encodings.structural import accel
+
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+        if os.environ.get("LANCE_FORMAT_JIT") == "0":
+            pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
+    accel.use_compiled(request.param == "compiled")
+    assert (accel.kernels() is not None) == (request.param == "compiled")
+    yield request.param
+    accel.use_compiled(None)
+
+
 @pytest.mark.parametrize("data_type", [pa.string(), pa.large_string(), pa.binary()])
-def test_string_dictionary_take_matches_materializing(data_type):
+def test_string_dictionary_take_matches_materializing(data_type, kernels):
     block = _dictionary_block(["alpha", "", "gamma", "delta"], [2, 0, 1, 3, 3, 0, 2])
     valid = np.array([True, True, False, True, False, True, True])
     fast = to_arrow(block, data_type, valid, CTX)
@@ -54,11 +71,28 @@ def test_string_dictionary_take_matches_materializing(data_type):
     assert to_arrow(block, data_type, None, CTX).null_count == 0
 
 
-def test_dictionary_index_out_of_range_is_corrupt():
+def test_dictionary_index_out_of_range_is_corrupt(kernels):
     with pytest.raises(CorruptFileError, match="dictionary index out of range"):
         to_arrow(_dictionary_block(["a", "b"], [0, 2]), pa.string(), None, CTX)
     with pytest.raises(CorruptFileError, match="dictionary index out of range"):
         to_arrow(_dictionary_block(["a", "b"], [-1]), pa.string(), None, CTX)
+
+
+def test_dictionary_take_of_long_and_empty_values(kernels):
+    """Values of every length around the compiled take's 8-byte steps, the last one at the
+    very end of the dictionary's bytes, taken many times in random order."""
+    rng = np.random.default_rng(5)
+    values = ["x" * n + str(n) for n in range(0, 30)] + ["", "ü" * 9]
+    indices = rng.integers(0, len(values), 5000).tolist() + [len(values) - 1, len(values) - 2]
+    block = _dictionary_block(values, indices)
+    valid = rng.random(len(indices)) < 0.9
+    for data_type in (pa.string(), pa.large_string()):
+        taken = to_arrow(block, data_type, valid, CTX)
+        taken.validate(full=True)
+        expected = pa.array(values, data_type).take(pa.array(indices))
+        assert taken.equals(pa.Array.from_buffers(data_type, len(indices), [taken.buffers()[0]]
+                                                  + expected.buffers()[1:]))
+        assert taken.null_count == int((~valid).sum())
 
 
 def test_fixed_width_dictionary_still_materializes():
@@ -69,7 +103,8 @@ def test_fixed_width_dictionary_still_materializes():
 def test_out_of_line_levels_without_raw_tails():
     rng = np.random.default_rng(3)
     codec = OutOfLineBitpackedBlock(16, 5)
-    for counts in ([1024, 300, 0, 2048, 1], [1024, 2048]):  # partial blocks, then only whole ones
+    # partial blocks; only whole ones; equal partial blocks (and a shorter last one); one block
+    for counts in ([1024, 300, 0, 2048, 1], [1024, 2048], [512, 512, 512, 77], [512, 512], [5]):
         chunks, expected = [], []
         for count in counts:
             values = rng.integers(0, 32, count).astype(np.uint16)

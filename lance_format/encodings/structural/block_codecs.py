@@ -262,8 +262,18 @@ class OutOfLineBitpackedBlock(BlockCodec):
             keep = np.minimum(counts[block_chunk] - block_index * fastlanes.BLOCK, fastlanes.BLOCK)
             if bool((keep == fastlanes.BLOCK).all()):
                 return Fixed(values.view(np.uint8), self.width)
+            rows = values.reshape(total_blocks, fastlanes.BLOCK)
+            first = int(keep[0])
+            if bool((keep[:-1] == first).all()):
+                # equal chunks of one partial block each (the usual case): two strided copies
+                # instead of a boolean mask over every block
+                head = (total_blocks - 1) * first
+                out = np.empty(head + int(keep[-1]), self.dtype)
+                out[:head].reshape(total_blocks - 1, first)[:] = rows[:-1, :first]
+                out[head:] = rows[-1, : int(keep[-1])]
+                return Fixed(out.view(np.uint8), self.width)
             mask = np.arange(fastlanes.BLOCK)[None, :] < keep[:, None]
-            return Fixed(values.reshape(total_blocks, fastlanes.BLOCK)[mask].view(np.uint8), self.width)
+            return Fixed(rows[mask].view(np.uint8), self.width)
         # each chunk: the used part of its unpacked blocks, then its raw tail (a per-chunk loop
         # over slices: cheaper than index arithmetic over every level)
         pieces, at = [], 0

@@ -46,6 +46,8 @@ class Variable:
     data: np.ndarray  # uint8
     # Arrow arrays made from this block, by type: a page's dictionary serves every batch
     arrow: dict = field(default_factory=dict, repr=False, compare=False)
+    # (bytes + 8 spare, value starts, value lengths): a dictionary's form for compiled takes
+    padded: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -321,15 +323,15 @@ def to_arrow(block: Block, data_type: pa.DataType, valid: np.ndarray | None, ctx
 def _variable(block: Variable, data_type: pa.DataType, validity: pa.Buffer | None, ctx: DecodeContext) -> pa.Array:
     offsets = block.offsets
     n = block.n
-    if n and (int(offsets[0]) < 0 or int(offsets[-1]) > len(block.data) or bool((np.diff(offsets) < 0).any())):
+    if n and (int(offsets[0]) < 0 or int(offsets[-1]) > len(block.data) or bool(np.less(offsets[1:], offsets[:-1]).any())):
         raise ctx.corrupt("variable-width offsets are not increasing or point past the data")
     base = int(offsets[0]) if n else 0
     data = block.data[base : int(offsets[-1])] if n else block.data[:0]
-    rel = offsets - base
     large = pa.types.is_large_string(data_type) or pa.types.is_large_binary(data_type)
     if not large and len(data) > _INT32_MAX:
         raise ctx.corrupt("more than 2 GiB of string data in one read; use a large type")
-    rel = rel.astype(np.int64 if large else np.int32)
+    rel = np.empty(len(offsets), np.int64 if large else np.int32)  # rebased and narrowed in one pass
+    np.subtract(offsets, base, out=rel, casting="unsafe")
     return pa.Array.from_buffers(data_type, n, [validity, pa.py_buffer(rel), pa.py_buffer(data)])
 
 
@@ -356,6 +358,11 @@ def _take_dictionary(block: Dictionary, data_type: pa.DataType, valid: np.ndarra
         return None
     indices = block.indices
     size = block.dictionary.n
+    compiled = accel.kernels(len(indices) * 8)
+    if compiled is not None:
+        taken = _take_compiled(compiled, block.dictionary, indices, data_type, valid, ctx)
+        if taken is not None:
+            return taken
     if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= size):
         raise ctx.corrupt(f"dictionary index out of range (the dictionary has {size} items)")
     dictionary = block.dictionary.arrow.get(data_type)
@@ -370,6 +377,34 @@ def _take_dictionary(block: Dictionary, data_type: pa.DataType, valid: np.ndarra
         return taken
     buffers = taken.buffers()
     return pa.Array.from_buffers(data_type, len(taken), [validity, buffers[1], buffers[2]], offset=taken.offset)
+
+
+def _take_compiled(compiled, dictionary: Variable, indices: np.ndarray, data_type: pa.DataType,  # type: ignore[no-untyped-def]
+                   valid: np.ndarray | None, ctx: DecodeContext) -> pa.Array | None:
+    """:func:`_take_dictionary` with the compiled kernels, or None (over 2 GiB for a 32-bit
+    offset type: Arrow's path reports it)."""
+    if dictionary.padded is None:
+        offsets = dictionary.offsets
+        base = int(offsets[0]) if len(offsets) else 0
+        stop = int(offsets[-1]) if len(offsets) else 0
+        if base < 0 or stop > len(dictionary.data) or bool(np.less(offsets[1:], offsets[:-1]).any()):
+            raise ctx.corrupt("variable-width offsets are not increasing or point past the data")
+        padded = np.zeros(stop - base + 8, np.uint8)
+        padded[: stop - base] = dictionary.data[base:stop]
+        dictionary.padded = (padded, offsets[:-1] - base, np.diff(offsets))
+    padded, starts, lengths = dictionary.padded
+    indices = np.ascontiguousarray(indices, np.int64)
+    total = int(compiled.take_strings_size(lengths, indices))
+    if total < 0:
+        raise ctx.corrupt(f"dictionary index out of range (the dictionary has {len(lengths)} items)")
+    large = pa.types.is_large_string(data_type) or pa.types.is_large_binary(data_type)
+    if not large and total > _INT32_MAX:
+        return None
+    out = np.empty(total + 8, np.uint8)
+    out_offsets = np.empty(len(indices) + 1, np.int64 if large else np.int32)
+    compiled.take_strings(padded, starts, lengths, indices, out, out_offsets)
+    return pa.Array.from_buffers(data_type, len(indices),
+                                 [bitmap(valid), pa.py_buffer(out_offsets), pa.py_buffer(out[:total])])
 
 
 def _to_dictionary(block: Block, data_type: pa.DictionaryType, valid: np.ndarray | None, ctx: DecodeContext) -> pa.Array:

@@ -74,9 +74,8 @@ def unpack(packed: np.ndarray, bits: int, width: int) -> np.ndarray:
         out.fill(0)
         return out.reshape(n, BLOCK)
     compiled = accel.kernels()
-    if compiled is not None and bits < width and width >= 32:
-        # one compiled pass instead of several numpy passes per _STEP blocks (8- and 16-bit
-        # words: numpy's narrow vector passes measured as fast)
+    if compiled is not None and bits < width:
+        # one compiled (vectorized) pass instead of several numpy passes per _STEP blocks
         words2d = np.ascontiguousarray(packed).reshape(n, -1)
         return compiled.fastlanes_unpack(words2d, bits, width, np.uint64((1 << bits) - 1),
                                          out.reshape(n, BLOCK))

@@ -298,35 +298,65 @@ _LOW_BITS = np.uint64(0x0101010101010101)
 _HIGH_BITS = np.uint64(0x8080808080808080)
 
 
-@_jit
 def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # type: ignore[no-untyped-def]
     """``chunk_codecs.FsstChunks`` over ``VariableChunks``: the strings of the mini-block chunks
     decoded straight from the chunks (no gathered copy of codes and offsets), as
     :func:`_fsst_chunks_exact` decodes them. Returns (status, decoded bytes, their offsets).
 
-    The codes of a chunk's strings are adjacent, so each chunk is decoded as one run (no loop
-    per string, whose exit mispredicts on short strings), 8 codes per step when the next 8
-    bytes hold no escape; the output position before every code goes to a scratch array, from
-    which the strings' offsets are read afterwards. A string may not end after an escape byte
-    (its literal is marked -1 there). On any anomaly, the exact kernel decodes again and
-    names the first error in its order (corrupt data only).
+    The decoded bytes get the worst case, 8 per code: pages never written are never backed.
+    (Arrow's memory pool was tried for these outputs: mimalloc returns freed pages to the
+    system within milliseconds, and faulting them back, as transparent huge pages, cost more
+    system time than glibc's malloc, which keeps them.)
     """
+    strings, codes, widest = _fsst_extent(buf, starts, sizes, counts, width)
+    if strings >= 0:
+        out = np.empty(8 * codes + 8, np.uint8)
+        out_offsets = np.empty(strings + 1, np.int64)
+        status, end = _fsst_chunks_into(buf, starts, counts, width, words, lengths, count, widest, out, out_offsets)
+        if status == OK:
+            return OK, out[:end], out_offsets
+    # corrupt data: the exact kernel names the first error
+    return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+
+
+_ANOMALY = -1
+
+
+@_jit
+def _fsst_extent(buf, starts, sizes, counts, width):  # type: ignore[no-untyped-def]
+    """(strings, codes, the most codes in a chunk) of the chunks, or strings = -1 when their
+    buffers or outer offsets are out of bounds."""
     n = starts.shape[0]
-    nstrings = 0
+    strings = 0
     widest = 0
     codes = 0
     for c in range(n):
         if sizes[c] < (counts[c] + 1) * width or starts[c] < 0 or starts[c] + sizes[c] > buf.shape[0]:
-            return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+            return -1, 0, 0
         first = _read_offset(buf, starts[c], width)
         last = _read_offset(buf, starts[c] + counts[c] * width, width)
         if first < (counts[c] + 1) * width or last > sizes[c] or last < first:
-            return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
-        nstrings += counts[c]
+            return -1, 0, 0
+        strings += counts[c]
         codes += last - first
         widest = max(widest, last - first)
-    out = np.empty(8 * codes + 8, np.uint8)  # never touched beyond what is written
-    out_offsets = np.empty(nstrings + 1, np.int64)
+    return strings, codes, widest
+
+
+@_jit
+def _fsst_chunks_into(buf, starts, counts, width, words, lengths, count, widest,  # type: ignore[no-untyped-def]
+                      out, out_offsets):
+    """The decoding of :func:`fsst_chunks` into ``out`` (8 bytes per code + 8) and
+    ``out_offsets``: (OK, bytes written), or (_ANOMALY, 0) on anything the exact kernel
+    must look at.
+
+    The codes of a chunk's strings are adjacent, so each chunk is decoded as one run (no loop
+    per string, whose exit mispredicts on short strings), 8 codes per step when the next 8
+    bytes hold no escape; the output position before every code goes to a scratch array, from
+    which the strings' offsets are read afterwards. A string may not end after an escape byte
+    (its literal is marked -1 there).
+    """
+    n = starts.shape[0]
     out_offsets[0] = 0
     at_code = np.empty(widest + 1, np.int64)
     limit = np.uint64(count)
@@ -338,7 +368,7 @@ def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # ty
         for k in range(1, counts[c] + 1):  # offsets index at_code below: check them first
             current = _read_offset(buf, s + k * width, width)
             if current < previous:
-                return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                return _ANOMALY, 0
             previous = current
         base = s + _read_offset(buf, s, width)
         end = s + previous
@@ -357,30 +387,30 @@ def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # ty
                     c6 = (w >> np.uint64(48)) & np.uint64(0xFF)
                     c7 = w >> np.uint64(56)
                     if max(max(max(c0, c1), max(c2, c3)), max(max(c4, c5), max(c6, c7))) >= limit:
-                        return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
-                    p = j - base
+                        return _ANOMALY, 0
+                    p = np.uint64(j - base)
                     at_code[p] = o
                     _store_u64(out, o, words[c0])
                     o += lengths[c0]
-                    at_code[p + 1] = o
+                    at_code[p + np.uint64(1)] = o
                     _store_u64(out, o, words[c1])
                     o += lengths[c1]
-                    at_code[p + 2] = o
+                    at_code[p + np.uint64(2)] = o
                     _store_u64(out, o, words[c2])
                     o += lengths[c2]
-                    at_code[p + 3] = o
+                    at_code[p + np.uint64(3)] = o
                     _store_u64(out, o, words[c3])
                     o += lengths[c3]
-                    at_code[p + 4] = o
+                    at_code[p + np.uint64(4)] = o
                     _store_u64(out, o, words[c4])
                     o += lengths[c4]
-                    at_code[p + 5] = o
+                    at_code[p + np.uint64(5)] = o
                     _store_u64(out, o, words[c5])
                     o += lengths[c5]
-                    at_code[p + 6] = o
+                    at_code[p + np.uint64(6)] = o
                     _store_u64(out, o, words[c6])
                     o += lengths[c6]
-                    at_code[p + 7] = o
+                    at_code[p + np.uint64(7)] = o
                     _store_u64(out, o, words[c7])
                     o += lengths[c7]
                     j += 8
@@ -388,14 +418,14 @@ def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # ty
             code = buf[j]
             if code == 255:
                 if j + 1 >= end:
-                    return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                    return _ANOMALY, 0
                 at_code[j - base] = o
                 at_code[j + 1 - base] = -1  # the escaped literal: no string ends before it
                 out[o] = buf[j + 1]
                 o += 1
                 j += 2
             elif code >= count:
-                return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                return _ANOMALY, 0
             else:
                 at_code[j - base] = o
                 _store_u64(out, o, words[code])
@@ -405,10 +435,43 @@ def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # ty
         for k in range(1, counts[c] + 1):
             position = at_code[s + _read_offset(buf, s + k * width, width) - base]
             if position < 0:
-                return _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
+                return _ANOMALY, 0
             i += 1
             out_offsets[i] = position
-    return OK, out[:o], out_offsets
+    return OK, o
+
+
+@_jit
+def take_strings_size(lengths, indices):  # type: ignore[no-untyped-def]
+    """The bytes of the dictionary values at ``indices``, or -1 when an index is out of range."""
+    size = lengths.shape[0]
+    total = 0
+    for i in range(indices.shape[0]):
+        k = indices[i]
+        if k < 0 or k >= size:
+            return -1
+        total += lengths[k]
+    return total
+
+
+@_jit
+def take_strings(padded, starts, lengths, indices, out, out_offsets):  # type: ignore[no-untyped-def]
+    """The dictionary values at ``indices`` (checked by :func:`take_strings_size`) into ``out``
+    and ``out_offsets``, 8 bytes a step: ``padded`` (the values' bytes) has 8 spare bytes at
+    its end and ``out`` 8 beyond the total, so a value's last step may run over. Dictionary
+    values are short: one step each instead of Arrow's memcpy call per value."""
+    o = 0
+    out_offsets[0] = 0
+    for i in range(indices.shape[0]):
+        k = indices[i]
+        start = starts[k]
+        length = lengths[k]
+        step = 0
+        while step < length:
+            _store_u64(out, o + step, _load_u64(padded, start + step))
+            step += 8
+        o += length
+        out_offsets[i + 1] = o
 
 
 @_jit
@@ -467,27 +530,35 @@ _FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7], np.int64)
 
 @_jit
 def fastlanes_unpack(packed, bits, width, mask, out):  # type: ignore[no-untyped-def]
-    """``fastlanes.unpack`` into ``out`` ((n, 1024) words): value ``r`` of lane ``l`` is bits
-    ``[r*bits, r*bits + bits)`` of the lane's words ``k * lanes + l``, stored at
-    ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l``. One pass, in 64-bit arithmetic (``mask``
-    clears what a narrower word's shift leaves above ``bits``)."""
+    """``fastlanes.unpack`` into ``out`` ((n, 1024) words, C-contiguous like ``packed``): value
+    ``r`` of lane ``l`` is bits ``[r*bits, r*bits + bits)`` of the lane's words
+    ``k * lanes + l``, stored at ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l``. One pass, in
+    64-bit arithmetic (``mask`` clears what a narrower word's shift leaves above ``bits``).
+
+    The lanes are indexed with unsigned integers through flat views: with signed indices
+    numba adds a negative-index test to every access, which keeps LLVM from vectorizing the
+    lane loops (measured 3-5x slower)."""
     lanes = 1024 // width
     w = np.uint64(width)
+    per_block = packed.shape[1]
+    words = packed.reshape(-1)
+    values = out.reshape(-1)
     for i in range(packed.shape[0]):
         for r in range(width):
             bit = r * bits
             k = bit // width
             shift = np.uint64(bit % width)
-            spill = bit % width + bits > width
-            dst = _FL_ORDER[r // 8] * 16 + (r % 8) * 128
-            src = packed[i, k * lanes : (k + 1) * lanes]
-            target = out[i, dst : dst + lanes]
-            if spill:
-                above = packed[i, (k + 1) * lanes : (k + 2) * lanes]
+            dst = np.uint64(i * 1024 + _FL_ORDER[r >> 3] * 16 + (r & 7) * 128)
+            src = np.uint64(i * per_block + k * lanes)
+            if bit % width + bits > width:  # the value spills into the lane's next word
+                above = src + np.uint64(lanes)
                 up = w - shift
                 for lane in range(lanes):
-                    target[lane] = ((np.uint64(src[lane]) >> shift) | (np.uint64(above[lane]) << up)) & mask
+                    at = np.uint64(lane)
+                    values[dst + at] = ((np.uint64(words[src + at]) >> shift)
+                                        | (np.uint64(words[above + at]) << up)) & mask
             else:
                 for lane in range(lanes):
-                    target[lane] = (np.uint64(src[lane]) >> shift) & mask
+                    at = np.uint64(lane)
+                    values[dst + at] = (np.uint64(words[src + at]) >> shift) & mask
     return out
