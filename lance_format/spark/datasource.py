@@ -77,7 +77,7 @@ from lance_format.dataset.fragment_metadata import FragmentMetadata
 from lance_format.spark.coalesce import StagedOutput, coalescing_from_options
 from lance_format.spark.common import CommitResult
 from lance_format.spark.compaction import compact_after_write, compaction_from_options
-from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
+from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_partition
 from lance_format.spark.worker_heap import freeze_imported_objects
 from lance_format.spark.write import Deletions, Written, commit_coalesced, discard_write
@@ -196,7 +196,7 @@ class LanceReader(DataSourceReader):
             with_row_id=_flag(options, "with_row_id"), with_row_address=_flag(options, "with_row_address"),
             target_splits=_int(options, "target_splits", 2), rows_per_split=_int(options, "rows_per_split",
                                                                                   DEFAULT_ROWS_PER_SPLIT),
-            batch_size=_int(options, "batch_size", DEFAULT_BATCH_SIZE), storage_options=storage,
+            batch_size=_int(options, "batch_size"), storage_options=storage,
         )
 
     def partitions(self) -> list[LancePartition]:

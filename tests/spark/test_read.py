@@ -267,3 +267,29 @@ def test_a_selective_filter_takes_only_the_passing_rows_other_columns(tmp_path, 
     taken.clear()
     assert read("id % 2 = 0") == list(range(0, 20_000, 2))
     assert taken == []  # most rows pass: "s" is read in ranges, not taken
+
+
+def test_batches_are_sized_by_rows_and_by_the_table_bytes_per_row(spark, tmp_path):
+    from lance_format.spark.read import DEFAULT_BATCH_SIZE, DEFAULT_BYTES_PER_BATCH, batch_rows, plan_read
+    from lance_format.spark.tasks import read_split
+
+    narrow = str(tmp_path / "narrow.lance")
+    lance_format.write_dataset(pa.table({"id": pa.array(np.arange(300_000), pa.int64())}), narrow)
+    plan = plan_read(narrow, target_splits=1)
+    assert plan.spec.batch_size == DEFAULT_BATCH_SIZE
+    assert [b.num_rows for s in plan.splits for b in read_split(plan.spec, s)] == [131_072, 131_072, 37_856]
+    assert plan_read(narrow, batch_size=1_000).spec.batch_size == 1_000  # asked for: as asked
+
+    wide = str(tmp_path / "wide.lance")  # 16 KiB of floats per row: 2,048 rows hold 32 MiB
+    rng = np.random.default_rng(0)
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(3_000 * 4_096, dtype=np.float32)), 4_096)
+    lance_format.write_dataset(pa.table({"id": pa.array(np.arange(3_000), pa.int64()), "v": vectors}), wide)
+    rows = batch_rows(lance_format.dataset(wide))
+    assert 1_900 < rows <= DEFAULT_BYTES_PER_BATCH // (4_096 * 4)
+    plan = plan_read(wide, target_splits=1)
+    assert plan.spec.batch_size == rows
+    assert max(b.num_rows for s in plan.splits for b in read_split(plan.spec, s)) == rows
+    df = spark.read.format("lance").load(wide)
+    assert df.count() == 3_000 and df.selectExpr("sum(id)").first()[0] == sum(range(3_000))
+    with pytest.raises(InvalidInputError, match="positive"):
+        plan_read(narrow, batch_size=0)
