@@ -17,6 +17,7 @@ from lance_format.dataset.inspection import InspectionMethods, version_entry
 from lance_format.dataset.open_options import as_local_datetime, refuse_unsupported
 from lance_format.dataset.session import Session
 from lance_format.dataset.reading import ReadingMethods
+from lance_format.dataset.reference_methods import ReferenceMethods
 from lance_format.dataset.table_writes import TableWriteMethods
 from lance_format.dataset.transactions_api import TransactionMethods
 from lance_format.errors import (
@@ -32,7 +33,7 @@ from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
-from lance_format.table.base_paths import BaseStores, DatasetBasePath
+from lance_format.table.base_paths import BaseStores
 from lance_format.table.auto_cleanup import due as auto_cleanup_due
 from lance_format.table.commit import (
     DETACHED_VERSION_BIT,
@@ -43,11 +44,10 @@ from lance_format.table.commit import (
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import LATEST_ONLY, VersionListing, list_versions
 from lance_format.table.operations import has_stable_row_ids
-from lance_format.table.refs import Reference, resolve_reference
+from lance_format.table.refs import resolve_reference
 from lance_format.table.transaction import load_transaction
 
 if TYPE_CHECKING:
-    from lance_format.dataset.branches import Branches, Tags
     from lance_format.dataset.changes.feed import DatasetDelta
     from lance_format.dataset.file_session import LanceFileSession
 
@@ -60,7 +60,8 @@ def _open_listing(store: ObjectStore, since: int | None = None) -> VersionListin
     return listing
 
 
-class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableWriteMethods, InspectionMethods):
+class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableWriteMethods, InspectionMethods,
+                   ReferenceMethods):
     """A Lance table pinned at one version.
 
     Parameters
@@ -263,70 +264,6 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
     def schema_metadata(self) -> dict[str, str]:
         """The Arrow schema metadata, values decoded as UTF-8."""
         return {k: v.decode(errors="replace") for k, v in self.manifest.schema_metadata.items()}
-
-    @property
-    def tags(self) -> Tags:
-        """The table's tags (named versions): ``create``, ``delete``, ``list``, ``get_version``."""
-        from lance_format.dataset.branches import dataset_tags
-
-        return dataset_tags(self)
-
-    # -- branches and clones (lance_format.dataset.branches / clones) ---------------------------
-    @property
-    def branches(self) -> Branches:
-        from lance_format.dataset.branches import Branches
-
-        return Branches(self)
-
-    def create_branch(self, branch: str, reference: Reference = None,
-                      storage_options: dict[str, str] | None = None) -> LanceDataset:
-        """Create ``branch`` from ``reference`` (a version, tag or ``(branch, version)``; None: this
-        version) and return the branch's dataset (pylance's ``create_branch``).
-
-        Raises
-        ------
-        BranchError
-            The branch exists already or its name is invalid.
-        """
-        from lance_format.dataset.branches import create_branch
-
-        return create_branch(self, branch, reference, storage_options)
-
-    def shallow_clone(self, target_path: str | os.PathLike[str], reference: Reference,
-                      storage_options: dict[str, str] | None = None, **kwargs: Any) -> LanceDataset:
-        """A new table at ``target_path`` whose first version references this table's files at
-        ``reference`` (pylance's ``shallow_clone``; nothing is copied)."""
-        from lance_format.dataset.clones import shallow_clone
-
-        return shallow_clone(self, target_path, reference, storage_options)
-
-    def deep_clone(self, target_path: str | os.PathLike[str], reference: Reference,
-                   storage_options: dict[str, str] | None = None, **kwargs: Any) -> LanceDataset:
-        """A new table at ``target_path`` with copies of this table's files at ``reference``
-        (pylance's ``deep_clone``)."""
-        from lance_format.dataset.clones import deep_clone
-
-        return deep_clone(self, target_path, reference, storage_options)
-
-    def base_paths(self) -> dict[int, DatasetBasePath]:
-        """The base paths of this version, by id (pylance's ``base_paths()``)."""
-        return {b.id: DatasetBasePath.from_proto(b) for b in self.manifest.base_paths}
-
-    def add_bases(self, new_bases: list[DatasetBasePath],
-                  transaction_properties: dict[str, str] | None = None) -> LanceDataset:
-        """Register base paths later writes may send data files to (``target_bases``), in a new
-        version (pylance's ``add_bases``); returns this dataset, moved to that version.
-
-        Raises
-        ------
-        InvalidInputError
-            A base is not a ``DatasetBasePath``, not an absolute path or URI, or its name, path
-            or id is registered already.
-        """
-        from lance_format.dataset.maintenance.metadata_commits import add_bases
-
-        add_bases(self, new_bases, transaction_properties=transaction_properties)
-        return self
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
