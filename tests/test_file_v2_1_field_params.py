@@ -493,3 +493,32 @@ def test_variable_packed_struct_matches_pylance(tmp_path: Path, extra: dict[str,
     assert "variable_packed_struct" in _pages(ours)[0][0]
     if not extra:
         assert ours.read_bytes() == theirs.read_bytes()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_dataset_data_files_match_pylance(tmp_path: Path, version: str) -> None:
+    # the keys reach the data files through write_dataset as well
+    import glob
+
+    import lance
+
+    import lance_format
+
+    schema = pa.schema([
+        pa.field("url", pa.string(), metadata={"lance-encoding:compression": "zstd",
+                                               "lance-encoding:compression-level": "7"}),
+        pa.field("amount", pa.float64(), metadata={"lance-encoding:compression": "lz4", "lance-encoding:bss": "on"}),
+        pa.field("user", pa.int64(), metadata={"lance-encoding:rle-threshold": "0.2"}),
+        pa.field("sku", pa.binary(), metadata={"lance-encoding:dict-values-compression": "zstd"}),
+        pa.field("body", pa.binary(), metadata={"lance-encoding:structural-encoding": "miniblock",
+                                                "lance-encoding:minichunk-size": "2048"}),
+    ])
+    table = pa.table([urls(), prices(), nullable_ints(), skus(), blobs().take(np.arange(N) % 600)], schema=schema)
+    lance_format.write_dataset(table, str(tmp_path / "ours"), data_storage_version=version)
+    lance.write_dataset(table, str(tmp_path / "theirs"), data_storage_version=version)
+    ours = glob.glob(str(tmp_path / "ours" / "data" / "*.lance"))
+    theirs = glob.glob(str(tmp_path / "theirs" / "data" / "*.lance"))
+    assert len(ours) == len(theirs) == 1
+    assert _pages(Path(ours[0])) == _pages(Path(theirs[0]))
+    assert lance.dataset(str(tmp_path / "ours")).to_table().equals(table)
+    assert lance_format.dataset(str(tmp_path / "theirs")).to_table().equals(table)

@@ -24,5 +24,8 @@ Writing side (the ``encode_*`` modules, which never import the decoding side):
 - :mod:`.encode_repdef`: Arrow columns shredded into leaf pages with rep/def levels;
 - :mod:`.encode_values`: leaf values as flat numpy data;
 - :mod:`.encode_miniblock`, :mod:`.encode_fullzip`, :mod:`.encode_constant`: the page layouts;
-- :mod:`.encode_compression`: the mini-block value compressions, with :mod:`.fastlanes_pack`.
+- :mod:`.encode_compression`: the mini-block value compressions, with :mod:`.fastlanes_pack`,
+  :mod:`.rle_chunks` and :mod:`.variable_chunks` (pylance's chunk cuts);
+- :mod:`.encode_dictionary`, :mod:`.encode_packed`: dictionary pages and packed structs;
+- :mod:`.field_params`: the field metadata keys (``lance-encoding:*``) that tune all of the above.
 """

@@ -10,6 +10,11 @@ For each leaf page (see ``encode_repdef``) the layout is chosen the way pylance 
    variable);
 6. wide values (vectors, long strings, big binaries) -> full-zip.
 
+Packed structs (``lance-encoding:packed``) are one leaf of whole rows (see ``encode_packed``).
+The field's encoding metadata (``field_params``) tunes every step: dictionary thresholds,
+compressions, ``structural-encoding`` forcing mini-block or full-zip (read on the top-level
+field, as pylance does).
+
 ``StructuralFieldWriter`` buffers the arrays of one top-level field and cuts them into pages of
 about ``max_page_bytes``; memory is bounded by the page size, as in pylance's accumulation queue.
 """
