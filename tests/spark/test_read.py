@@ -277,7 +277,7 @@ def test_batches_are_sized_by_rows_and_by_the_table_bytes_per_row(spark, tmp_pat
     lance_format.write_dataset(pa.table({"id": pa.array(np.arange(300_000), pa.int64())}), narrow)
     plan = plan_read(narrow, target_splits=1)
     assert plan.spec.batch_size == DEFAULT_BATCH_SIZE
-    assert [b.num_rows for s in plan.splits for b in read_split(plan.spec, s)] == [131_072, 131_072, 37_856]
+    assert [b.num_rows for s in plan.splits for b in read_split(plan.spec, s)] == [65_536] * 4 + [37_856]
     assert plan_read(narrow, batch_size=1_000).spec.batch_size == 1_000  # asked for: as asked
 
     wide = str(tmp_path / "wide.lance")  # 16 KiB of floats per row: 2,048 rows hold 32 MiB
