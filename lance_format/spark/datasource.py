@@ -7,7 +7,8 @@ its tasks run the same write function, and its commit builds the same transactio
 
 Read options (strings): ``version``, ``columns`` (comma-separated: Python data sources get no
 column pruning from Spark, so ask for columns here), ``filter`` (SQL, evaluated by the engine),
-``with_row_id``, ``with_row_address``, ``rows_per_split``, ``batch_size``; with
+``with_row_id``, ``with_row_address``, ``rows_per_split``, ``batch_size`` (rows per Arrow batch;
+default 65,536, fewer for wide rows: :func:`lance_format.spark.read.batch_rows`); with
 ``begin_version`` (and optionally ``end_version``) the DataFrame is the change feed instead.
 Spark's own filters are pushed into the engine when the session has
 ``spark.sql.python.filterPushdown.enabled=true`` at :func:`register` time.

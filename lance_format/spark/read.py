@@ -41,7 +41,7 @@ from lance_format.table.deletion import live_row_count
 DEFAULT_ROWS_PER_SPLIT = 1024 * 1024
 DEFAULT_BYTES_PER_SPLIT = 256 * 1024 * 1024
 MIN_ROWS_PER_SPLIT = 64 * 1024
-DEFAULT_BATCH_SIZE = 131072  # rows per Arrow batch a task hands Spark, at most (see batch_rows)
+DEFAULT_BATCH_SIZE = 65536  # rows per Arrow batch a task hands Spark, at most (see batch_rows)
 DEFAULT_BYTES_PER_BATCH = 32 * 1024 * 1024  # ... and about this many bytes of the table's files
 MIN_BATCH_SIZE = 1024
 
@@ -130,9 +130,10 @@ def batch_rows(ds: LanceDataset, batch_size: int | None = None) -> int:
     rows, fewer when that many rows hold more than ``DEFAULT_BYTES_PER_BATCH`` of the table's
     data files (wide rows, e.g. vectors: a batch is decoded, sent and held whole).
 
-    Measured on Spark reads (local[2], 1M realistic rows): 131,072-row batches take about 10%
-    less Python worker CPU than 65,536 (each batch costs a fixed decode setup per column and
-    page edges decoded twice) and no more JVM CPU; larger batches gained nothing more.
+    Measured on Spark reads (local[2], 1M rows of ``bench_realistic``, ~70-170 bytes a row):
+    131,072- or 262,144-row batches saved no CPU over 65,536 (fewer per-batch decode setups,
+    but more page faults for the larger buffers), so the row default stays; the byte cap keeps
+    wide rows (a 4,096-float vector is 16 KiB) from making batches of a gigabyte.
     """
     if batch_size is not None:
         return int(batch_size)
@@ -244,7 +245,7 @@ def read_dataframe(
     to read (table columns and ``_rowid``/``_rowaddr``/``_row_created_at_version``/
     ``_row_last_updated_at_version``); unread columns cost nothing. ``filter``: a SQL predicate
     evaluated by the engine while reading. ``batch_size``: rows per Arrow batch the tasks hand
-    Spark (default: :func:`batch_rows`, 131,072 or fewer for wide rows). ``with_row_id`` / ``with_row_address`` append
+    Spark (default: :func:`batch_rows`, 65,536 or fewer for wide rows). ``with_row_id`` / ``with_row_address`` append
     ``_rowid`` / ``_rowaddr`` (as Spark longs). ``storage_options``: object-store settings
     (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables, shipped to the executors.
     """

@@ -277,7 +277,7 @@ def test_batches_are_sized_by_rows_and_by_the_table_bytes_per_row(spark, tmp_pat
     lance_format.write_dataset(pa.table({"id": pa.array(np.arange(300_000), pa.int64())}), narrow)
     plan = plan_read(narrow, target_splits=1)
     assert plan.spec.batch_size == DEFAULT_BATCH_SIZE
-    assert [b.num_rows for s in plan.splits for b in read_split(plan.spec, s)] == [131_072, 131_072, 37_856]
+    assert [b.num_rows for s in plan.splits for b in read_split(plan.spec, s)] == [65_536] * 4 + [37_856]
     assert plan_read(narrow, batch_size=1_000).spec.batch_size == 1_000  # asked for: as asked
 
     wide = str(tmp_path / "wide.lance")  # 16 KiB of floats per row: 2,048 rows hold 32 MiB
@@ -293,3 +293,37 @@ def test_batches_are_sized_by_rows_and_by_the_table_bytes_per_row(spark, tmp_pat
     assert df.count() == 3_000 and df.selectExpr("sum(id)").first()[0] == sum(range(3_000))
     with pytest.raises(InvalidInputError, match="positive"):
         plan_read(narrow, batch_size=0)
+
+
+def test_a_task_with_one_core_decodes_its_split_on_its_own_thread(spark, tmp_path):
+    from lance_format.spark.read import plan_read
+
+    uri = str(tmp_path / "t.lance")
+    lance_format.write_dataset(pa.table({"id": pa.array(np.arange(50_000), pa.int64()),
+                                         "s": pa.array([f"row {i}" for i in range(50_000)])}), uri,
+                               data_storage_version="2.2")
+    plan = plan_read(uri, batch_size=10_000)
+    spec, splits = plan.spec, plan.splits
+
+    def pools_used(batches):  # runs in a Spark task (pickled by value)
+        import lance_format.io.threads as threads
+        from lance_format.spark.tasks import read_split
+
+        seen: list[bool] = []
+        original = threads.decode_pool
+
+        def recording():
+            pool = original()
+            seen.append(pool is not None)
+            return pool
+
+        threads.decode_pool = recording
+        try:
+            rows = sum(b.num_rows for _ in batches for split in splits for b in read_split(spec, split))
+        finally:
+            threads.decode_pool = original
+        yield pa.record_batch([pa.array([rows]), pa.array([sum(seen)]), pa.array([len(seen)])],
+                              names=["rows", "pooled", "calls"])
+
+    result = spark.range(0, 1, 1, 1).mapInArrow(pools_used, "rows long, pooled long, calls long").first()
+    assert result.rows == 50_000 and result.calls > 0 and result.pooled == 0
