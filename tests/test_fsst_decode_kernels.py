@@ -151,6 +151,24 @@ def test_fuzzed_chunks_match_the_exact_kernel_and_numpy(width):
             bytes(fast[1][a:b]) for a, b in zip(fast[2][:-1].tolist(), fast[2][1:].tolist())], trial
 
 
+def test_fuzzed_runs_match_the_string_by_string_decoder():
+    """``decompress`` (full-zip pages and takes: the codes of all strings in one run) against
+    the string-by-string decoder, on valid and corrupt code strings."""
+    rng = np.random.default_rng(8)
+    for trial in range(300):
+        count = int(rng.choice([1, 9, 200, 255]))
+        table = table_of([bytes(rng.integers(0, 256, int(rng.integers(1, 9)), np.uint8)) for _ in range(count)])
+        alphabet = np.array(list(range(min(count, 12))) + [255] * 3 + [count], np.uint8)
+        strings = [bytes(rng.choice(alphabet, int(rng.integers(0, 30)))) for _ in range(int(rng.integers(0, 40)))]
+        codes = np.frombuffer(b"".join(strings), np.uint8).copy()
+        bounds = np.cumsum([0] + [len(x) for x in strings]).astype(np.int64)
+        fast = numba_kernels.decompress(codes, bounds, table.words, table.lengths, table.count)
+        exact = numba_kernels._decode_ranges(codes, bounds[:-1], bounds[1:], table.words, table.lengths, table.count)
+        assert fast[0] == exact[0], trial
+        if fast[0] == numba_kernels.OK:
+            assert np.array_equal(fast[1], exact[1]) and np.array_equal(fast[2], exact[2]), trial
+
+
 def test_pylance_files_read_identically(tmp_path):
     """Files pylance writes (strings with nulls and empties, binaries with 255 bytes, lists of
     strings, a one-row page): the compiled decoder reads what pylance reads."""
