@@ -551,11 +551,15 @@ def chunk_starts(cost, end_of, has_levels, total_levels, n, max_chunk, min_chunk
 
 @_jit
 def copy_ranges(out, dst, data, src, sizes):  # type: ignore[no-untyped-def]
-    """``out[dst[i]:dst[i] + sizes[i]] = data[src[i]:src[i] + sizes[i]]`` for every i."""
+    """``out[dst[i]:dst[i] + sizes[i]] = data[src[i]:src[i] + sizes[i]]`` for every i.
+
+    A byte loop over unsigned indices, which LLVM turns into a vectorized copy (numba's slice
+    assignment, or signed indices with their negative-index tests, measured 10x slower)."""
     for i in range(dst.shape[0]):
-        d = dst[i]
-        s = src[i]
-        out[d : d + sizes[i]] = data[s : s + sizes[i]]
+        d = np.uint64(dst[i])
+        s = np.uint64(src[i])
+        for k in range(sizes[i]):
+            out[d + np.uint64(k)] = data[s + np.uint64(k)]
 
 
 
