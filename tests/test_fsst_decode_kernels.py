@@ -11,6 +11,7 @@ the same first error as the exact one).
 from __future__ import annotations
 
 import os
+import struct
 
 import numpy as np
 import pyarrow as pa
@@ -151,6 +152,24 @@ def test_fuzzed_chunks_match_the_exact_kernel_and_numpy(width):
             bytes(fast[1][a:b]) for a, b in zip(fast[2][:-1].tolist(), fast[2][1:].tolist())], trial
 
 
+def test_fuzzed_runs_match_the_string_by_string_decoder():
+    """``decompress`` (full-zip pages and takes: the codes of all strings in one run) against
+    the string-by-string decoder, on valid and corrupt code strings."""
+    rng = np.random.default_rng(8)
+    for trial in range(300):
+        count = int(rng.choice([1, 9, 200, 255]))
+        table = table_of([bytes(rng.integers(0, 256, int(rng.integers(1, 9)), np.uint8)) for _ in range(count)])
+        alphabet = np.array(list(range(min(count, 12))) + [255] * 3 + [count], np.uint8)
+        strings = [bytes(rng.choice(alphabet, int(rng.integers(0, 30)))) for _ in range(int(rng.integers(0, 40)))]
+        codes = np.frombuffer(b"".join(strings), np.uint8).copy()
+        bounds = np.cumsum([0] + [len(x) for x in strings]).astype(np.int64)
+        fast = numba_kernels.decompress(codes, bounds, table.words, table.lengths, table.count)
+        exact = numba_kernels._decode_ranges(codes, bounds[:-1], bounds[1:], table.words, table.lengths, table.count)
+        assert fast[0] == exact[0], trial
+        if fast[0] == numba_kernels.OK:
+            assert np.array_equal(fast[1], exact[1]) and np.array_equal(fast[2], exact[2]), trial
+
+
 def test_pylance_files_read_identically(tmp_path):
     """Files pylance writes (strings with nulls and empties, binaries with 255 bytes, lists of
     strings, a one-row page): the compiled decoder reads what pylance reads."""
@@ -198,3 +217,48 @@ def test_corrupt_chunks_raise_the_typed_error():
             FsstChunks(table, VariableChunks(32)).decode(buf, starts, sizes, counts, CTX)
     finally:
         accel.use_compiled(None)
+
+
+def _chunk(num_levels: int, level_sizes: list[int], buffer_sizes: list[int], size_bytes: int) -> bytes:
+    """A mini-block chunk: header, then levels and value buffers (each padded to 8)."""
+    head = struct.pack("<H", num_levels) + b"".join(struct.pack("<H", z) for z in level_sizes)
+    head += b"".join(struct.pack("<I" if size_bytes == 4 else "<H", z) for z in buffer_sizes)
+    body = b"".join(bytes([7]) * z + b"\0" * (-z % 8) for z in level_sizes + buffer_sizes)
+    return head + b"\0" * (-len(head) % 8) + body
+
+
+@pytest.mark.parametrize("has_rep, has_def, size_bytes, num_buffers",
+                         [(False, False, 4, 1), (True, False, 4, 2), (False, True, 2, 1), (True, True, 4, 3)])
+def test_chunk_headers_match_the_numpy_parse(has_rep, has_def, size_bytes, num_buffers):
+    """The compiled header parse of mini-block chunks gives the numpy parse's fields and
+    refuses the same truncated chunks with the same errors."""
+    from types import SimpleNamespace
+
+    from lance_format.encodings.structural import accel
+    from lance_format.encodings.structural.miniblock import MiniBlockPage
+
+    rng = np.random.default_rng(1)
+    levels = int(has_rep) + int(has_def)
+    chunks = [_chunk(int(rng.integers(0, 500)), rng.integers(0, 40, levels).tolist(),
+                     rng.integers(0, 300, num_buffers).tolist(), size_bytes) for _ in range(9)]
+    buf = np.frombuffer(b"".join(chunks), np.uint8)
+    ends = np.cumsum([len(c) for c in chunks]).astype(np.int64)
+    starts = ends - [len(c) for c in chunks]
+    page = SimpleNamespace(rep_codec=object() if has_rep else None, def_codec=object() if has_def else None,
+                           large=size_bytes == 4, num_buffers=num_buffers, ctx=CTX)
+
+    def parse(compiled: bool, stops: np.ndarray):
+        accel.use_compiled(compiled)
+        try:
+            return MiniBlockPage._headers(page, buf, starts, stops)
+        finally:
+            accel.use_compiled(None)
+
+    fast, slow = parse(True, ends), parse(False, ends)
+    for a, b in zip(fast, slow):
+        assert (a is None and b is None) or np.array_equal(a, b)
+    assert fast[0].sum() > 0 and fast[5].shape == (9, num_buffers)
+    for stops, message in ((starts + 2, "shorter than its header"), (ends - 8, "run past the end")):
+        for compiled in (True, False):
+            with pytest.raises(CorruptFileError, match=message):
+                parse(compiled, stops)

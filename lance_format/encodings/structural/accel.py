@@ -62,6 +62,16 @@ def write_kernels(work: int = 0) -> ModuleType | None:
     return numba_write_kernels
 
 
+def read_kernels(work: int = 0) -> ModuleType | None:
+    """The reader's further compiled kernels (:mod:`.numba_read_kernels`), under the same
+    policy as :func:`kernels`: None whenever that gives None."""
+    if kernels(work) is None:
+        return None
+    from lance_format.encodings.structural import numba_read_kernels
+
+    return numba_read_kernels
+
+
 def use_compiled(policy: bool | None) -> None:
     """True: use the kernels from now on (where importable); False: numpy only; None: the
     default (load after WORTH_LOADING bytes of work). For tests and benchmarks."""

@@ -33,7 +33,7 @@ from lance_format.encodings.structural.blocks import (
     read_uint,
     take_block,
 )
-from lance_format.encodings.structural import fsst
+from lance_format.encodings.structural import accel, fsst
 from lance_format.encodings.structural.chunk_codecs import FsstChunks, chunk_codec
 from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, empty_leaf
 from lance_format.encodings.structural.repdef import LeafData, check_layers, max_rep, max_visible_def
@@ -184,15 +184,27 @@ class MiniBlockPage(PageDecoder):
         rep, defs, values, _ = self._decode_raw(chunks)
         return build_leaf(rep, defs, values, self.meanings, data_type, self.ctx)
 
-    def _decode_raw(self, chunks: np.ndarray, values_codec=None, picks: np.ndarray | None = None):
-        """Levels, values and per-chunk level counts of the given chunks (``values_codec``: to
-        decode the values with another codec than the page's, e.g. FSST's inner one; ``picks``:
-        sorted indices into the chunks' values, to decode only those values)."""
+    def _headers(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+        """The chunks' level counts, level sizes and starts (None without such levels), and
+        their value buffers' sizes and starts ((chunks, num_buffers) arrays)."""
         ctx = self.ctx
-        buf, starts, ends = self._chunk_bytes(chunks)
-        counts = self.chunk_counts[chunks]
         has_rep, has_def = self.rep_codec is not None, self.def_codec is not None
         bw = 4 if self.large else 2
+        compiled = accel.read_kernels()
+        if compiled is not None and buf.dtype == np.uint8 and buf.ndim == 1:
+            # one compiled pass instead of a dozen small numpy passes per decode
+            status, num_levels, rep_size, def_size, rep_at, def_at, sizes, buf_starts = compiled.chunk_headers(
+                np.ascontiguousarray(buf), np.asarray(starts, np.int64), np.asarray(ends, np.int64),
+                has_rep, has_def, bw, self.num_buffers)
+            if status == compiled.SHORTER_THAN_HEADER:
+                raise ctx.corrupt("mini-block chunk is shorter than its header")
+            if status == compiled.BUFFERS_PAST_END:
+                raise ctx.corrupt("mini-block chunk buffers run past the end of the chunk")
+            if not has_rep:
+                rep_size = rep_at = None
+            if not has_def:
+                def_size = def_at = None
+            return num_levels, rep_size, def_size, rep_at, def_at, sizes, buf_starts
         header = 2 + 2 * has_rep + 2 * has_def + bw * self.num_buffers
         if bool((ends - starts < header).any()):
             raise ctx.corrupt("mini-block chunk is shorter than its header")
@@ -219,6 +231,17 @@ class MiniBlockPage(PageDecoder):
             at = at + _pad(sizes[:, k])
         if bool((at > ends).any()):
             raise ctx.corrupt("mini-block chunk buffers run past the end of the chunk")
+        return num_levels, rep_size, def_size, rep_at, def_at, sizes, buf_starts
+
+    def _decode_raw(self, chunks: np.ndarray, values_codec=None, picks: np.ndarray | None = None):
+        """Levels, values and per-chunk level counts of the given chunks (``values_codec``: to
+        decode the values with another codec than the page's, e.g. FSST's inner one; ``picks``:
+        sorted indices into the chunks' values, to decode only those values)."""
+        ctx = self.ctx
+        buf, starts, ends = self._chunk_bytes(chunks)
+        counts = self.chunk_counts[chunks]
+        has_rep, has_def = self.rep_codec is not None, self.def_codec is not None
+        num_levels, rep_size, def_size, rep_at, def_at, sizes, buf_starts = self._headers(buf, starts, ends)
         rep = defs = None
         if has_rep:
             # the page has a rep codec when its chunks have rep levels; sizes/positions were set above

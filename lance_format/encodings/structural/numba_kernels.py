@@ -246,11 +246,30 @@ def decompress(codes, bounds, words, lengths, count):  # type: ignore[no-untyped
     """``fsst._decompress``: (status, decoded bytes, their offsets) for codes cut at ``bounds``.
 
     ``words`` are the symbols as little-endian u64 (zero-padded), ``lengths`` their lengths.
+    The strings' codes are adjacent: one run for all (see :func:`_decode_run`); on any
+    anomaly the string-by-string decoder names the first error.
     """
     nstrings = bounds.shape[0] - 1
     for i in range(nstrings):
         if bounds[i] < 0 or bounds[i + 1] < bounds[i] or bounds[i + 1] > codes.shape[0]:
             return BAD_OFFSETS, np.zeros(0, np.uint8), np.zeros(nstrings + 1, np.int64)
+    # output positions fit 32 bits below 2 GiB of output (larger runs go string by string)
+    if nstrings >= 0 and 8 * (bounds[nstrings] - bounds[0]) < 2**31:
+        base = bounds[0]
+        end = bounds[nstrings]
+        out = np.empty(8 * (end - base) + 8, np.uint8)
+        at_code = np.empty(end - base + 1, np.int32)
+        o = _decode_run(codes, base, end, words, lengths, count, out, 0, at_code)
+        if o >= 0:
+            out_offsets = np.empty(nstrings + 1, np.int64)
+            for i in range(nstrings + 1):
+                position = at_code[bounds[i] - base]
+                if position < 0:
+                    o = -1
+                    break
+                out_offsets[i] = position
+            if o >= 0:
+                return OK, out[:o], out_offsets
     return _decode_ranges(codes, bounds[:-1], bounds[1:], words, lengths, count)
 
 
@@ -296,6 +315,80 @@ def _fsst_chunks_exact(buf, starts, sizes, counts, width, words, lengths, count)
 
 _LOW_BITS = np.uint64(0x0101010101010101)
 _HIGH_BITS = np.uint64(0x8080808080808080)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _decode_run(buf, base, end, words, lengths, count, out, o, at_code):  # type: ignore[no-untyped-def]
+    """Decode the adjacent codes ``buf[base:end]`` of whole strings into ``out`` from ``o``:
+    the end position, or -1 on an unknown code or an escape ending the run. The output
+    position before every code goes to ``at_code[j - base]`` (-1 for an escaped literal:
+    no string may end before it) and the end position to ``at_code[end - base]``.
+
+    8 codes per step when the next 8 bytes hold no escape (inlined into its callers: a
+    called numba function measured several times slower in these loops).
+    """
+    limit = np.uint64(count)
+    j = base
+    while j < end:
+        if j + 8 <= end:
+            w = _load_u64(buf, j)
+            x = ~w
+            if ((x - _LOW_BITS) & w & _HIGH_BITS) == 0:  # no 255 byte among the 8
+                c0 = w & np.uint64(0xFF)
+                c1 = (w >> np.uint64(8)) & np.uint64(0xFF)
+                c2 = (w >> np.uint64(16)) & np.uint64(0xFF)
+                c3 = (w >> np.uint64(24)) & np.uint64(0xFF)
+                c4 = (w >> np.uint64(32)) & np.uint64(0xFF)
+                c5 = (w >> np.uint64(40)) & np.uint64(0xFF)
+                c6 = (w >> np.uint64(48)) & np.uint64(0xFF)
+                c7 = w >> np.uint64(56)
+                if max(max(max(c0, c1), max(c2, c3)), max(max(c4, c5), max(c6, c7))) >= limit:
+                    return -1
+                p = np.uint64(j - base)
+                at_code[p] = o
+                _store_u64(out, o, words[c0])
+                o += lengths[c0]
+                at_code[p + np.uint64(1)] = o
+                _store_u64(out, o, words[c1])
+                o += lengths[c1]
+                at_code[p + np.uint64(2)] = o
+                _store_u64(out, o, words[c2])
+                o += lengths[c2]
+                at_code[p + np.uint64(3)] = o
+                _store_u64(out, o, words[c3])
+                o += lengths[c3]
+                at_code[p + np.uint64(4)] = o
+                _store_u64(out, o, words[c4])
+                o += lengths[c4]
+                at_code[p + np.uint64(5)] = o
+                _store_u64(out, o, words[c5])
+                o += lengths[c5]
+                at_code[p + np.uint64(6)] = o
+                _store_u64(out, o, words[c6])
+                o += lengths[c6]
+                at_code[p + np.uint64(7)] = o
+                _store_u64(out, o, words[c7])
+                o += lengths[c7]
+                j += 8
+                continue
+        code = buf[j]
+        if code == 255:
+            if j + 1 >= end:
+                return -1
+            at_code[j - base] = o
+            at_code[j + 1 - base] = -1  # the escaped literal: no string ends before it
+            out[o] = buf[j + 1]
+            o += 1
+            j += 2
+        elif code >= count:
+            return -1
+        else:
+            at_code[j - base] = o
+            _store_u64(out, o, words[code])
+            o += lengths[code]
+            j += 1
+    at_code[end - base] = o
+    return o
 
 
 def fsst_chunks(buf, starts, sizes, counts, width, words, lengths, count):  # type: ignore[no-untyped-def]
@@ -359,7 +452,6 @@ def _fsst_chunks_into(buf, starts, counts, width, words, lengths, count, widest,
     n = starts.shape[0]
     out_offsets[0] = 0
     at_code = np.empty(widest + 1, np.int64)
-    limit = np.uint64(count)
     o = 0
     i = 0
     for c in range(n):
@@ -371,67 +463,9 @@ def _fsst_chunks_into(buf, starts, counts, width, words, lengths, count, widest,
                 return _ANOMALY, 0
             previous = current
         base = s + _read_offset(buf, s, width)
-        end = s + previous
-        j = base
-        while j < end:
-            if j + 8 <= end:
-                w = _load_u64(buf, j)
-                x = ~w
-                if ((x - _LOW_BITS) & w & _HIGH_BITS) == 0:  # no 255 byte among the 8
-                    c0 = w & np.uint64(0xFF)
-                    c1 = (w >> np.uint64(8)) & np.uint64(0xFF)
-                    c2 = (w >> np.uint64(16)) & np.uint64(0xFF)
-                    c3 = (w >> np.uint64(24)) & np.uint64(0xFF)
-                    c4 = (w >> np.uint64(32)) & np.uint64(0xFF)
-                    c5 = (w >> np.uint64(40)) & np.uint64(0xFF)
-                    c6 = (w >> np.uint64(48)) & np.uint64(0xFF)
-                    c7 = w >> np.uint64(56)
-                    if max(max(max(c0, c1), max(c2, c3)), max(max(c4, c5), max(c6, c7))) >= limit:
-                        return _ANOMALY, 0
-                    p = np.uint64(j - base)
-                    at_code[p] = o
-                    _store_u64(out, o, words[c0])
-                    o += lengths[c0]
-                    at_code[p + np.uint64(1)] = o
-                    _store_u64(out, o, words[c1])
-                    o += lengths[c1]
-                    at_code[p + np.uint64(2)] = o
-                    _store_u64(out, o, words[c2])
-                    o += lengths[c2]
-                    at_code[p + np.uint64(3)] = o
-                    _store_u64(out, o, words[c3])
-                    o += lengths[c3]
-                    at_code[p + np.uint64(4)] = o
-                    _store_u64(out, o, words[c4])
-                    o += lengths[c4]
-                    at_code[p + np.uint64(5)] = o
-                    _store_u64(out, o, words[c5])
-                    o += lengths[c5]
-                    at_code[p + np.uint64(6)] = o
-                    _store_u64(out, o, words[c6])
-                    o += lengths[c6]
-                    at_code[p + np.uint64(7)] = o
-                    _store_u64(out, o, words[c7])
-                    o += lengths[c7]
-                    j += 8
-                    continue
-            code = buf[j]
-            if code == 255:
-                if j + 1 >= end:
-                    return _ANOMALY, 0
-                at_code[j - base] = o
-                at_code[j + 1 - base] = -1  # the escaped literal: no string ends before it
-                out[o] = buf[j + 1]
-                o += 1
-                j += 2
-            elif code >= count:
-                return _ANOMALY, 0
-            else:
-                at_code[j - base] = o
-                _store_u64(out, o, words[code])
-                o += lengths[code]
-                j += 1
-        at_code[end - base] = o
+        o = _decode_run(buf, base, s + previous, words, lengths, count, out, o, at_code)
+        if o < 0:
+            return _ANOMALY, 0
         for k in range(1, counts[c] + 1):
             position = at_code[s + _read_offset(buf, s + k * width, width) - base]
             if position < 0:
@@ -517,11 +551,15 @@ def chunk_starts(cost, end_of, has_levels, total_levels, n, max_chunk, min_chunk
 
 @_jit
 def copy_ranges(out, dst, data, src, sizes):  # type: ignore[no-untyped-def]
-    """``out[dst[i]:dst[i] + sizes[i]] = data[src[i]:src[i] + sizes[i]]`` for every i."""
+    """``out[dst[i]:dst[i] + sizes[i]] = data[src[i]:src[i] + sizes[i]]`` for every i.
+
+    A byte loop over unsigned indices, which LLVM turns into a vectorized copy (numba's slice
+    assignment, or signed indices with their negative-index tests, measured 10x slower)."""
     for i in range(dst.shape[0]):
-        d = dst[i]
-        s = src[i]
-        out[d : d + sizes[i]] = data[s : s + sizes[i]]
+        d = np.uint64(dst[i])
+        s = np.uint64(src[i])
+        for k in range(sizes[i]):
+            out[d + np.uint64(k)] = data[s + np.uint64(k)]
 
 
 
