@@ -170,3 +170,26 @@ def test_list_fields_with_deletions_and_pages_spanned(tmp_path):
         return pa.Table.from_batches(_lists(i, rows).select(["a", "ints"]).to_batches(max_chunksize=5000))
 
     _assert_pylance_cuts(tmp_path, make, 3, 200_000, "2.1", delete="a % 7 = 0")
+
+
+def _structs(i: int, rows: int) -> pa.Table:
+    rng = np.random.default_rng(i)
+    j = np.arange(rows)
+    k = np.arange(i * rows, (i + 1) * rows)
+    plain = pa.StructArray.from_arrays([pa.array(k, pa.int64()), pa.array([f"v{x}" for x in range(rows)])], ["x", "y"])
+    nullable = pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 1 << 40, rows), pa.int64(), mask=j % 5 == 1),
+         pa.array([b"%019d" % (x * 7919 + i) for x in range(rows)]), pa.array(rng.random(rows))],
+        ["x", "y", "z"], mask=pa.array(j % 13 == 4))
+    return pa.table({"plain": plain, "nullable": nullable})
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("column", ["plain", "nullable"])
+def test_struct_fields(tmp_path, version, column):
+    """A struct's leaves are decoded, and counted by pylance's writer, each on its own: the
+    struct's pages are flushed when its fullest leaf would be."""
+    def make(i: int, rows: int) -> pa.Table:
+        return _structs(i, rows).select([column])
+
+    _assert_pylance_cuts(tmp_path, make, 4, 150_000, version)

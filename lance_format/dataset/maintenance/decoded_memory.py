@@ -15,9 +15,9 @@ compaction writes are those pylance's mini-block decoder built for each 8192-row
 * a page with definition levels (nullable strings) adds a validity bitmap to every batch, in a
   buffer rounded up to 64 bytes;
 * fixed-width values (numbers, timestamps, dates) without nulls end up in a buffer of exactly
-  their size (without rep/def levels pylance's decoder knows the decoded size); with nulls, in the values buffer described above (twice the touched chunks'
-  bytes, grown when short), and no validity bitmap is counted (measured: counting one moves
-  the cuts by a batch).
+  their size (without rep/def levels pylance's decoder knows the decoded size); with nulls, in
+  the values buffer described above (twice the touched chunks' bytes, grown when short), and no
+  validity bitmap is counted (measured: counting one moves the cuts by a batch).
 
 A fragment with deletions is read in batches of 8192 *live* rows, each run of live rows of each
 chunk being one decode instruction; the values buffer then starts at twice the bytes of the
@@ -34,17 +34,27 @@ a slice): their values buffer starts at twice the bytes of every chunk the batch
 list's continuation chunks included, since levels are not a known decoded size) and grows chunk
 by chunk (a row's items counted with the chunk where it starts); no validity is counted.
 
+Of a struct of leaves, each leaf is decoded, and counted by pylance's writer, on its own (the
+writer here flushes the struct when its fullest leaf would flush, keeping the leaves' pages
+aligned). Not matched: pylance then writes that leaf's page alone, this writer all the struct's
+leaves, so where a file is cut by the bytes of several small flushes (dense deletions) it can be
+cut a few batches earlier here; structs nesting structs or lists are counted by length.
+
 A batch spanning pages is decoded page by page and the parts concatenated by arrow, whose
 buffers hold exactly the values (rounded up to 64 bytes; no validity bitmap is counted), whatever
 the pages' layouts.
 
-So for a batch read from one mini-block page (of a top-level field or a list of one leaf), the size is a function of the page's chunk sizes and the batch's row ranges, which
+So for a batch read from one mini-block page (of a top-level field, a list of one leaf or a
+struct's leaf) the size is a function of the page's chunk sizes and the batch's row ranges, which
 this module computes from the source files. Other pages are not modelled: the writer then counts
 the array's length in bytes, as before. That is pylance's size of full-zip pages (wide strings,
 binary and vectors, decoded into buffers of their exact size: measured on batches of a few
-hundred rows, cut at pylance's rows) and, to a few bytes, of fixed-size lists. Measured against pylance 14 on string, int64, float64 and timestamp columns, with and
-without nulls and deletions, in 2.1 and 2.2: the same cuts, except near the threshold with
-several nullable string columns in 2.2 (a batch off).
+hundred rows, cut at pylance's rows) and, to a few bytes, of fixed-size lists. Measured against
+pylance 14 (tests/test_compaction_file_bytes*.py) in 2.1 and 2.2 on files of either engine: the
+same cuts, except near the threshold with several nullable string columns in 2.2 (a batch off).
+
+Not modelled: 2.0 files (pylance's 2.0 decoders and writer allocate differently; their
+compactions cut files by lengths here, up to a few batches away from pylance's).
 """
 
 from __future__ import annotations
@@ -266,8 +276,15 @@ class DecodedSizes:
             return None
         return buffers[1].address, array.offset, len(array)
 
-    def expect(self, batch: pa.RecordBatch, plans: list[_Plan | None]) -> None:
-        for array, plan in zip(batch.columns, plans):
+    def expect(self, batch: pa.RecordBatch, plans: list) -> None:
+        self._expect(batch.columns, plans)
+
+    def _expect(self, arrays: list[pa.Array], plans: list) -> None:
+        for array, plan in zip(arrays, plans):
+            if isinstance(plan, list):  # a struct's children
+                if pa.types.is_struct(array.type) and array.type.num_fields == len(plan):
+                    self._expect([array.field(i) for i in range(array.type.num_fields)], plan)
+                continue
             key = self._key(array)
             if plan is not None and key is not None and int((plan[2] - plan[1]).sum()) == len(array):
                 self._sizes[key] = _batch_bytes(plan[0], plan[1], plan[2], array)
@@ -290,8 +307,20 @@ def fragment_batch_plans(fragment: "LanceFragment", schema: pa.Schema, batch_row
            if not f.children or (len(f.children) == 1 and not f.children[0].children and f.name in schema.names
                                  and (pa.types.is_list(schema.field(f.name).type)
                                       or pa.types.is_large_list(schema.field(f.name).type)))}
-    columns = [_column_plans(fragment, field, ids[field.name], batches) if field.name in ids else []
-               for field in schema]
+    structs = {f.name: f for f in fragment._dataset.lance_schema.fields
+               if f.children and all(not c.children for c in f.children) and f.name in schema.names
+               and pa.types.is_struct(schema.field(f.name).type)}
+    columns: list[list] = []
+    for field in schema:
+        if field.name in ids:
+            columns.append(_column_plans(fragment, field, ids[field.name], batches))
+        elif field.name in structs:
+            # a struct of leaves: each child is decoded (and counted by pylance's writer) alone
+            children = [_column_plans(fragment, field.type.field(i), child.id, batches)
+                        for i, child in enumerate(structs[field.name].children)]
+            columns.append([[c[b] if b < len(c) else None for c in children] for b in range(len(batches))])
+        else:
+            columns.append([])
     return [[c[i] if i < len(c) else None for c in columns] for i in range(len(batches))]
 
 
