@@ -66,6 +66,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.encodings.structural.blocks import Variable
 from lance_format.encodings.structural.encode_page import decoded_memory_model
 from lance_format.encodings.structural.miniblock import MiniBlockPage
 from lance_format.file.reader import LanceFileReader
@@ -137,12 +138,16 @@ def _dictionary_decoded_bytes(page: MiniBlockPage, array: pa.Array) -> int:
     value into a buffer first sized for the dictionary's bytes (values and offsets) per entry
     times the batch's rows (plus one entry less than the dictionary holds), grown when short."""
     dictionary = page.dictionary
+    if dictionary is None:
+        return array.nbytes
     entries = dictionary.n
     n = len(array)
     if _fixed_width(array.type):
         dict_bytes = entries * array.type.byte_width
         estimate = dict_bytes * (n + entries - 1) // entries
         return _grown(estimate, n * array.type.byte_width, 8) + _PRIMITIVE_STRUCT
+    if not isinstance(dictionary, Variable):
+        return array.nbytes
     width = 8 if (pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)) else 4
     dict_bytes = len(dictionary.data) + (entries + 1) * width
     estimate = dict_bytes * (n + entries - 1) // entries
