@@ -89,7 +89,6 @@ def _grown(capacity: int, needed: int, minimum: int) -> int:
 def _grown_through(capacity: int, needs: np.ndarray, minimum: int) -> int:
     """A ``Vec``'s capacity after reserving, in turn, the (non-decreasing) ``needs``: one step
     per growth, not per element."""
-    at = 0
     while True:
         at = int(np.searchsorted(needs, capacity, side="right"))
         if at >= len(needs):
@@ -116,6 +115,11 @@ def _pieces(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nda
     return chunk, taken
 
 
+def _offset_width(data_type: pa.DataType) -> int:
+    large = pa.types.is_large_string(data_type) or pa.types.is_large_binary(data_type)
+    return 8 if large else 4
+
+
 def _round64(n: int) -> int:
     return -(-n // 64) * 64
 
@@ -130,7 +134,7 @@ def _concatenated_bytes(array: pa.Array) -> int:
     if _fixed_width(array.type):
         return _round64(len(array) * array.type.byte_width) + _PRIMITIVE_STRUCT
     values = int(pc.sum(pc.binary_length(array)).as_py() or 0)
-    return _round64(values) + _round64((len(array) + 1) * 4) + _BYTE_ARRAY_STRUCT
+    return _round64(values) + _round64((len(array) + 1) * _offset_width(array.type)) + _BYTE_ARRAY_STRUCT
 
 
 def _dictionary_decoded_bytes(page: MiniBlockPage, array: pa.Array) -> int:
@@ -148,7 +152,7 @@ def _dictionary_decoded_bytes(page: MiniBlockPage, array: pa.Array) -> int:
         return _grown(estimate, n * array.type.byte_width, 8) + _PRIMITIVE_STRUCT
     if not isinstance(dictionary, Variable):
         return array.nbytes
-    width = 8 if (pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)) else 4
+    width = _offset_width(array.type)
     dict_bytes = len(dictionary.data) + (entries + 1) * width
     estimate = dict_bytes * (n + entries - 1) // entries
     # null rows take an empty dictionary entry; no validity bitmap is counted (measured)
@@ -170,8 +174,9 @@ def _list_items_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array
         np.cumsum(per_range) - per_range, per_range)
     estimate = 2 * int(np.diff(page.chunk_offsets)[chunk].sum())
     # items taken chunk by chunk: each row's items counted with the chunk where the row starts
-    rows = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())]) if len(lo) > 1 \
-        else np.arange(int(lo[0]), int(hi[0]))
+    lengths_of_ranges = hi - lo
+    rows = np.repeat(lo - np.cumsum(lengths_of_ranges) + lengths_of_ranges, lengths_of_ranges) + np.arange(
+        int(lengths_of_ranges.sum()))
     row_chunk, _ = page._chunks_for(rows)
     lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     breaks = np.flatnonzero(np.diff(row_chunk) != 0) + 1
@@ -184,7 +189,7 @@ def _list_items_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array
     np.cumsum(pc.fill_null(pc.binary_length(items), 0).to_numpy(zero_copy_only=False), out=byte_ends[1:])
     values_cap = _grown_through(estimate, byte_ends[item_ends], 8)
     offsets_cap = _grown_through(1, 1 + item_ends, 4)
-    return values_cap + offsets_cap * 4 + _BYTE_ARRAY_STRUCT
+    return values_cap + offsets_cap * _offset_width(items.type) + _BYTE_ARRAY_STRUCT
 
 
 def _batch_bytes(page: MiniBlockPage | None, lo: np.ndarray, hi: np.ndarray, array: pa.Array) -> int:
@@ -211,8 +216,8 @@ def _batch_bytes(page: MiniBlockPage | None, lo: np.ndarray, hi: np.ndarray, arr
     values_cap = _grown_through(estimate, ends[row_ends], 8)
     offsets_cap = _grown_through(1, 1 + row_ends, 4)
     # a page with definition levels gives every batch a validity bitmap (a 64-byte rounded buffer)
-    validity = -(-((len(array) + 7) // 8) // 64) * 64 if page.def_codec is not None else 0
-    return values_cap + offsets_cap * 4 + validity + _BYTE_ARRAY_STRUCT
+    validity = _round64((len(array) + 7) // 8) if page.def_codec is not None else 0
+    return values_cap + offsets_cap * _offset_width(array.type) + validity + _BYTE_ARRAY_STRUCT
 
 
 _Plan = tuple[MiniBlockPage | None, np.ndarray, np.ndarray]
