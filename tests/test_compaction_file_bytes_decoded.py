@@ -5,6 +5,7 @@ rows on tables written by either engine (see
 
 from __future__ import annotations
 
+import shutil
 from types import ModuleType
 from typing import Callable
 
@@ -27,12 +28,18 @@ def _nullable_numbers(i: int, rows: int) -> pa.Table:
     })
 
 
-def _cuts(writer: ModuleType, compactor: ModuleType, uri: str, make: Callable[[int, int], pa.Table],
-          fragments: int, rows: int, version: str, delete: str | None = None, max_bytes: int = 1 << 20) -> list[int]:
+def _write(writer: ModuleType, uri: str, make: Callable[[int, int], pa.Table], fragments: int, rows: int,
+           version: str, delete: str | None = None) -> None:
     for i in range(fragments):
         writer.write_dataset(make(i, rows), uri, mode="append", data_storage_version=version)
     if delete is not None:
         writer.dataset(uri).delete(delete)
+
+
+def _compact(compactor: ModuleType, source: str, uri: str, max_bytes: int) -> list[int]:
+    """Compact a copy of ``source`` (compactions of one set of files, as pylance's writer does not
+    always lay out pages alike from one run to the next)."""
+    shutil.copytree(source, uri)
     expected = compactor.dataset(uri).to_table()
     compactor.dataset(uri).optimize.compact_files(target_rows_per_fragment=10**8, max_bytes_per_file=max_bytes)
     assert compactor.dataset(uri).to_table().equals(expected)
@@ -40,13 +47,14 @@ def _cuts(writer: ModuleType, compactor: ModuleType, uri: str, make: Callable[[i
 
 
 def _assert_pylance_cuts(tmp_path, make: Callable[[int, int], pa.Table], fragments: int, rows: int, version: str,
-                         delete: str | None = None, max_bytes: int = 1 << 20) -> list[int]:
-    args = (make, fragments, rows, version, delete, max_bytes)
-    theirs = _cuts(lance, lance, str(tmp_path / "theirs"), *args)
-    assert len(theirs) > 1
-    assert _cuts(lance_format, lance_format, str(tmp_path / "ours"), *args) == theirs
-    assert _cuts(lance, lance_format, str(tmp_path / "mixed"), *args) == theirs
-    return theirs
+                         delete: str | None = None, max_bytes: int = 1 << 20) -> None:
+    """On the files either engine wrote, pylance's compaction and ours cut at the same rows."""
+    for writer in (lance, lance_format):
+        source = str(tmp_path / f"{writer.__name__}-written")
+        _write(writer, source, make, fragments, rows, version, delete)
+        theirs = _compact(lance, source, source + "-theirs", max_bytes)
+        assert len(theirs) > 1
+        assert _compact(lance_format, source, source + "-ours", max_bytes) == theirs
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
@@ -95,19 +103,14 @@ def test_batches_spanning_pages(tmp_path, version):
         table = _nullable_numbers(i, rows).select(["i"])
         return pa.Table.from_batches(table.to_batches(max_chunksize=5000))
 
-    theirs_written = tmp_path / "theirs_written"
-    for i in range(2):
-        lance.write_dataset(make(i, 1_500_000), theirs_written, mode="append", data_storage_version=version)
-    ds = lance_format.dataset(str(theirs_written))
+    theirs_written = str(tmp_path / "theirs_written")
+    _write(lance, theirs_written, make, 2, 1_500_000, version)
+    ds = lance_format.dataset(theirs_written)
     spanning = [plan for fragment in ds.get_fragments()
                 for batch in fragment_batch_plans(fragment, ds.schema, 8192) for plan in batch
                 if plan is not None and plan[0] is None]
     assert len(spanning) > 20
-    for writer in (lance, lance_format):
-        cuts = [_cuts(writer, compactor, str(tmp_path / f"{writer.__name__}-{compactor.__name__}"), make, 2, 1_500_000,
-                      version) for compactor in (lance, lance_format)]
-        assert len(cuts[0]) > 2
-        assert cuts[1] == cuts[0]
+    _assert_pylance_cuts(tmp_path, make, 2, 1_500_000, version)
 
 
 def _low_cardinality(i: int, rows: int) -> pa.Table:
@@ -132,3 +135,61 @@ def test_dictionary_pages(tmp_path, version, column):
         return _low_cardinality(i, rows).select([column])
 
     _assert_pylance_cuts(tmp_path, make, 2, 1_000_000, version, max_bytes=1)
+
+
+def _lists(i: int, rows: int) -> pa.Table:
+    rng = np.random.default_rng(i)
+    j = np.arange(rows)
+    k = np.arange(i * rows, (i + 1) * rows)
+    ints = pa.ListArray.from_arrays(pa.array(np.arange(0, rows * 3 + 1, 3, dtype=np.int32)),
+                                    pa.array(np.arange(i * rows * 3, (i + 1) * rows * 3), pa.int64()))
+    lengths = rng.integers(0, 8, rows)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    ragged = pa.ListArray.from_arrays(offsets, pa.array(rng.integers(0, 1 << 30, int(lengths.sum())), pa.int64()),
+                                      mask=pa.array(j % 11 == 3))
+    n = int(lengths.sum())
+    words = pa.ListArray.from_arrays(offsets, pa.array(["item%d" % (x * 31 % 1000003) for x in range(n)],
+                                                       mask=np.arange(n) % 7 == 0))
+    return pa.table({"a": pa.array(k * 1000003 % (1 << 40), pa.int64()), "ints": ints, "ragged": ragged,
+                     "words": words})
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("column", ["ints", "ragged", "words"])
+def test_list_fields(tmp_path, version, column):
+    """Lists (of numbers, of strings with null items, null lists): pylance's writer counts the
+    decoded items buffer, started at twice the bytes of every chunk a batch touches."""
+    def make(i: int, rows: int) -> pa.Table:
+        return _lists(i, rows).select([column])
+
+    _assert_pylance_cuts(tmp_path, make, 4, 150_000, version)
+
+
+def test_list_fields_with_deletions_and_pages_spanned(tmp_path):
+    def make(i: int, rows: int) -> pa.Table:
+        return pa.Table.from_batches(_lists(i, rows).select(["a", "ints"]).to_batches(max_chunksize=5000))
+
+    _assert_pylance_cuts(tmp_path, make, 3, 200_000, "2.1", delete="a % 7 = 0")
+
+
+def _structs(i: int, rows: int) -> pa.Table:
+    rng = np.random.default_rng(i)
+    j = np.arange(rows)
+    k = np.arange(i * rows, (i + 1) * rows)
+    plain = pa.StructArray.from_arrays([pa.array(k, pa.int64()), pa.array([f"v{x}" for x in range(rows)])], ["x", "y"])
+    nullable = pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 1 << 40, rows), pa.int64(), mask=j % 5 == 1),
+         pa.array([b"%019d" % (x * 7919 + i) for x in range(rows)]), pa.array(rng.random(rows))],
+        ["x", "y", "z"], mask=pa.array(j % 13 == 4))
+    return pa.table({"plain": plain, "nullable": nullable})
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("column", ["plain", "nullable"])
+def test_struct_fields(tmp_path, version, column):
+    """A struct's leaves are decoded, and counted by pylance's writer, each on its own: the
+    struct's pages are flushed when its fullest leaf would be."""
+    def make(i: int, rows: int) -> pa.Table:
+        return _structs(i, rows).select([column])
+
+    _assert_pylance_cuts(tmp_path, make, 4, 150_000, version)

@@ -15,9 +15,9 @@ compaction writes are those pylance's mini-block decoder built for each 8192-row
 * a page with definition levels (nullable strings) adds a validity bitmap to every batch, in a
   buffer rounded up to 64 bytes;
 * fixed-width values (numbers, timestamps, dates) without nulls end up in a buffer of exactly
-  their size (without rep/def levels pylance's decoder knows the decoded size); with nulls, in the values buffer described above (twice the touched chunks'
-  bytes, grown when short), and no validity bitmap is counted (measured: counting one moves
-  the cuts by a batch).
+  their size (without rep/def levels pylance's decoder knows the decoded size); with nulls, in
+  the values buffer described above (twice the touched chunks' bytes, grown when short), and no
+  validity bitmap is counted (measured: counting one moves the cuts by a batch).
 
 A fragment with deletions is read in batches of 8192 *live* rows, each run of live rows of each
 chunk being one decode instruction; the values buffer then starts at twice the bytes of the
@@ -29,15 +29,32 @@ A dictionary page's batch is expanded from the dictionary value by value into a 
 sized for the dictionary's bytes (values and offsets) per entry times the batch's rows (plus one
 entry less than the dictionary holds), grown when short; the offsets grow one row at a time.
 
+Of a list field, pylance's list encoder hands its leaf the decoded items (of which the lists are
+a slice): their values buffer starts at twice the bytes of every chunk the batch's rows touch (a
+list's continuation chunks included, since levels are not a known decoded size) and grows chunk
+by chunk (a row's items counted with the chunk where it starts); no validity is counted.
+
+Of a struct of leaves, each leaf is decoded, and counted by pylance's writer, on its own (the
+writer here flushes the struct when its fullest leaf would flush, keeping the leaves' pages
+aligned). Not matched: pylance then writes that leaf's page alone, this writer all the struct's
+leaves, so where a file is cut by the bytes of several small flushes (dense deletions) it can be
+cut a few batches earlier here; structs nesting structs or lists are counted by length.
+
 A batch spanning pages is decoded page by page and the parts concatenated by arrow, whose
 buffers hold exactly the values (rounded up to 64 bytes; no validity bitmap is counted), whatever
 the pages' layouts.
 
-So for a batch read from one mini-block page without repetition levels (not nested), the size is a function of the page's chunk sizes and the batch's row ranges, which
-this module computes from the source files. Other pages (full-zip, dictionaries, nested fields)
-are not modelled: the writer then counts the array's length in bytes, as before. Measured against pylance 14 on string, int64, float64 and timestamp columns, with and
-without nulls and deletions, in 2.1 and 2.2: the same cuts, except near the threshold with
-several nullable string columns in 2.2 (a batch off).
+So for a batch read from one mini-block page (of a top-level field, a list of one leaf or a
+struct's leaf) the size is a function of the page's chunk sizes and the batch's row ranges, which
+this module computes from the source files. Other pages are not modelled: the writer then counts
+the array's length in bytes, as before. That is pylance's size of full-zip pages (wide strings,
+binary and vectors, decoded into buffers of their exact size: measured on batches of a few
+hundred rows, cut at pylance's rows) and, to a few bytes, of fixed-size lists. Measured against
+pylance 14 (tests/test_compaction_file_bytes*.py) in 2.1 and 2.2 on files of either engine: the
+same cuts, except near the threshold with several nullable string columns in 2.2 (a batch off).
+
+Not modelled: 2.0 files (pylance's 2.0 decoders and writer allocate differently; their
+compactions cut files by lengths here, up to a few batches away from pylance's).
 """
 
 from __future__ import annotations
@@ -49,6 +66,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.encodings.structural.blocks import Variable
 from lance_format.encodings.structural.encode_page import decoded_memory_model
 from lance_format.encodings.structural.miniblock import MiniBlockPage
 from lance_format.file.reader import LanceFileReader
@@ -71,7 +89,6 @@ def _grown(capacity: int, needed: int, minimum: int) -> int:
 def _grown_through(capacity: int, needs: np.ndarray, minimum: int) -> int:
     """A ``Vec``'s capacity after reserving, in turn, the (non-decreasing) ``needs``: one step
     per growth, not per element."""
-    at = 0
     while True:
         at = int(np.searchsorted(needs, capacity, side="right"))
         if at >= len(needs):
@@ -98,6 +115,11 @@ def _pieces(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nda
     return chunk, taken
 
 
+def _offset_width(data_type: pa.DataType) -> int:
+    large = pa.types.is_large_string(data_type) or pa.types.is_large_binary(data_type)
+    return 8 if large else 4
+
+
 def _round64(n: int) -> int:
     return -(-n // 64) * 64
 
@@ -105,11 +127,14 @@ def _round64(n: int) -> int:
 def _concatenated_bytes(array: pa.Array) -> int:
     """Allocated bytes of arrow's ``concat`` of the arrays a batch spanning pages was decoded
     into: buffers of exactly the values' size, rounded up to 64 bytes (no validity bitmap is
-    counted: measured on nullable numbers, where counting one moves the cuts)."""
+    counted: measured on nullable numbers, where counting one moves the cuts). Of lists, the
+    concatenated items count (the list encoder hands its leaf the items)."""
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        array = array.flatten()
     if _fixed_width(array.type):
         return _round64(len(array) * array.type.byte_width) + _PRIMITIVE_STRUCT
     values = int(pc.sum(pc.binary_length(array)).as_py() or 0)
-    return _round64(values) + _round64((len(array) + 1) * 4) + _BYTE_ARRAY_STRUCT
+    return _round64(values) + _round64((len(array) + 1) * _offset_width(array.type)) + _BYTE_ARRAY_STRUCT
 
 
 def _dictionary_decoded_bytes(page: MiniBlockPage, array: pa.Array) -> int:
@@ -117,13 +142,17 @@ def _dictionary_decoded_bytes(page: MiniBlockPage, array: pa.Array) -> int:
     value into a buffer first sized for the dictionary's bytes (values and offsets) per entry
     times the batch's rows (plus one entry less than the dictionary holds), grown when short."""
     dictionary = page.dictionary
+    if dictionary is None:
+        return array.nbytes
     entries = dictionary.n
     n = len(array)
     if _fixed_width(array.type):
         dict_bytes = entries * array.type.byte_width
         estimate = dict_bytes * (n + entries - 1) // entries
         return _grown(estimate, n * array.type.byte_width, 8) + _PRIMITIVE_STRUCT
-    width = 8 if (pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)) else 4
+    if not isinstance(dictionary, Variable):
+        return array.nbytes
+    width = _offset_width(array.type)
     dict_bytes = len(dictionary.data) + (entries + 1) * width
     estimate = dict_bytes * (n + entries - 1) // entries
     # null rows take an empty dictionary entry; no validity bitmap is counted (measured)
@@ -133,6 +162,36 @@ def _dictionary_decoded_bytes(page: MiniBlockPage, array: pa.Array) -> int:
     return values_cap + offsets_cap * width + _BYTE_ARRAY_STRUCT
 
 
+def _list_items_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array: pa.Array) -> int:
+    """Allocated bytes of the items of a batch of lists (what pylance's list encoder hands its
+    leaf: the decoded items buffer, of which the lists are a slice). Every chunk the batch's
+    ranges touch (a list's continuation chunks too) is one instruction of the items' decode task;
+    the values buffer starts at twice their bytes and grows chunk by chunk."""
+    first_chunk, _ = page._chunks_for(lo)
+    _, last_chunk = page._chunks_for(hi - 1)
+    per_range = last_chunk - first_chunk + 1
+    chunk = np.repeat(first_chunk, per_range) + np.arange(int(per_range.sum())) - np.repeat(
+        np.cumsum(per_range) - per_range, per_range)
+    estimate = 2 * int(np.diff(page.chunk_offsets)[chunk].sum())
+    # items taken chunk by chunk: each row's items counted with the chunk where the row starts
+    lengths_of_ranges = hi - lo
+    rows = np.repeat(lo - np.cumsum(lengths_of_ranges) + lengths_of_ranges, lengths_of_ranges) + np.arange(
+        int(lengths_of_ranges.sum()))
+    row_chunk, _ = page._chunks_for(rows)
+    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    breaks = np.flatnonzero(np.diff(row_chunk) != 0) + 1
+    piece_items = np.add.reduceat(lengths, np.concatenate([[0], breaks])) if len(rows) else np.zeros(0, np.int64)
+    item_ends = np.cumsum(piece_items)
+    items = array.flatten()
+    if _fixed_width(items.type):
+        return _grown_through(estimate, item_ends * items.type.byte_width, 8) + _PRIMITIVE_STRUCT
+    byte_ends = np.zeros(len(items) + 1, np.int64)
+    np.cumsum(pc.fill_null(pc.binary_length(items), 0).to_numpy(zero_copy_only=False), out=byte_ends[1:])
+    values_cap = _grown_through(estimate, byte_ends[item_ends], 8)
+    offsets_cap = _grown_through(1, 1 + item_ends, 4)
+    return values_cap + offsets_cap * _offset_width(items.type) + _BYTE_ARRAY_STRUCT
+
+
 def _batch_bytes(page: MiniBlockPage | None, lo: np.ndarray, hi: np.ndarray, array: pa.Array) -> int:
     """Allocated bytes of the page-relative row ranges [lo, hi) of ``page`` (``array`` holds
     their rows in order) decoded as pylance does: one decode task whose instructions each take
@@ -140,6 +199,8 @@ def _batch_bytes(page: MiniBlockPage | None, lo: np.ndarray, hi: np.ndarray, arr
     chunk of every instruction (a chunk several ranges touch is counted once per range)."""
     if page is None:
         return _concatenated_bytes(array)
+    if page.rep_codec is not None:
+        return _list_items_bytes(page, lo, hi, array)
     if page.dictionary_enc is not None:
         return _dictionary_decoded_bytes(page, array)
     chunk, taken = _pieces(page, lo, hi)
@@ -155,8 +216,8 @@ def _batch_bytes(page: MiniBlockPage | None, lo: np.ndarray, hi: np.ndarray, arr
     values_cap = _grown_through(estimate, ends[row_ends], 8)
     offsets_cap = _grown_through(1, 1 + row_ends, 4)
     # a page with definition levels gives every batch a validity bitmap (a 64-byte rounded buffer)
-    validity = -(-((len(array) + 7) // 8) // 64) * 64 if page.def_codec is not None else 0
-    return values_cap + offsets_cap * 4 + validity + _BYTE_ARRAY_STRUCT
+    validity = _round64((len(array) + 7) // 8) if page.def_codec is not None else 0
+    return values_cap + offsets_cap * _offset_width(array.type) + validity + _BYTE_ARRAY_STRUCT
 
 
 _Plan = tuple[MiniBlockPage | None, np.ndarray, np.ndarray]
@@ -181,7 +242,9 @@ def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int,
     decoded from (None: not modelled)."""
     t = pa.types
     files = [f for f in fragment.proto.files if field_id in f.fields]
-    if not (t.is_string(field.type) or t.is_binary(field.type) or _fixed_width(field.type)) or len(files) != 1 \
+    is_list = t.is_list(field.type) or t.is_large_list(field.type)
+    leaf_type = field.type.value_type if is_list else field.type
+    if not (t.is_string(leaf_type) or t.is_binary(leaf_type) or _fixed_width(leaf_type)) or len(files) != 1 \
             or files[0].file_major_version != 2 or files[0].file_minor_version < 1:
         return []
     data_file = files[0]
@@ -198,7 +261,8 @@ def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int,
         decoder = col.decoder(page)
         if isinstance(decoder, MiniBlockPage):
             decoder._load()
-            if decoder.rep_codec is None:
+            if (decoder.rep_codec is not None) == is_list and not (
+                    decoder.rep_codec is not None and (decoder.whole_page or decoder.dictionary_enc is not None)):
                 start = int(col.starts[page])
                 out.append((decoder, lo - start, hi - start))
                 continue
@@ -222,8 +286,15 @@ class DecodedSizes:
             return None
         return buffers[1].address, array.offset, len(array)
 
-    def expect(self, batch: pa.RecordBatch, plans: list[_Plan | None]) -> None:
-        for array, plan in zip(batch.columns, plans):
+    def expect(self, batch: pa.RecordBatch, plans: list) -> None:
+        self._expect(batch.columns, plans)
+
+    def _expect(self, arrays: list[pa.Array], plans: list) -> None:
+        for array, plan in zip(arrays, plans):
+            if isinstance(plan, list):  # a struct's children
+                if pa.types.is_struct(array.type) and array.type.num_fields == len(plan):
+                    self._expect([array.field(i) for i in range(array.type.num_fields)], plan)
+                continue
             key = self._key(array)
             if plan is not None and key is not None and int((plan[2] - plan[1]).sum()) == len(array):
                 self._sizes[key] = _batch_bytes(plan[0], plan[1], plan[2], array)
@@ -241,9 +312,25 @@ def fragment_batch_plans(fragment: "LanceFragment", schema: pa.Schema, batch_row
     batches = _batch_ranges(live, fragment.physical_rows, batch_rows)
     if not batches:
         return []
-    ids = {f.name: f.id for f in fragment._dataset.lance_schema.fields if not f.children}
-    columns = [_column_plans(fragment, field, ids[field.name], batches) if field.name in ids else []
-               for field in schema]
+    # the leaf column's field: the field itself, or a list's item field
+    ids = {f.name: f.id if not f.children else f.children[0].id for f in fragment._dataset.lance_schema.fields
+           if not f.children or (len(f.children) == 1 and not f.children[0].children and f.name in schema.names
+                                 and (pa.types.is_list(schema.field(f.name).type)
+                                      or pa.types.is_large_list(schema.field(f.name).type)))}
+    structs = {f.name: f for f in fragment._dataset.lance_schema.fields
+               if f.children and all(not c.children for c in f.children) and f.name in schema.names
+               and pa.types.is_struct(schema.field(f.name).type)}
+    columns: list[list] = []
+    for field in schema:
+        if field.name in ids:
+            columns.append(_column_plans(fragment, field, ids[field.name], batches))
+        elif field.name in structs:
+            # a struct of leaves: each child is decoded (and counted by pylance's writer) alone
+            children = [_column_plans(fragment, field.type.field(i), child.id, batches)
+                        for i, child in enumerate(structs[field.name].children)]
+            columns.append([[c[b] if b < len(c) else None for c in children] for b in range(len(batches))])
+        else:
+            columns.append([])
     return [[c[i] if i < len(c) else None for c in columns] for i in range(len(batches))]
 
 

@@ -17,6 +17,8 @@ field, as pylance does).
 
 ``StructuralFieldWriter`` buffers the arrays of one top-level field and cuts them into pages of
 about ``max_page_bytes``; memory is bounded by the page size, as in pylance's accumulation queue.
+pylance keeps one queue per leaf column; of a struct of leaves, the pages here are flushed when
+the fullest leaf's queue would be, all leaves together (pages stay aligned across leaves).
 """
 
 from __future__ import annotations
@@ -223,15 +225,30 @@ class StructuralFieldWriter:
         self.buffered = 0
         self.buffered_rows = 0
         self.rows_written = 0
+        # a struct of leaves: pylance accumulates (and flushes) each leaf column on its own; its
+        # pages stay aligned here, flushed when the fullest leaf would flush
+        self.leaf_buffered = np.zeros(self.num_leaves, np.int64)
+
+    def _leaf_arrays(self, array: pa.Array) -> list[pa.Array] | None:
+        if self.num_leaves < 2 or not pa.types.is_struct(array.type) or array.type.num_fields != self.num_leaves:
+            return None
+        return [array.field(i) for i in range(array.type.num_fields)]
 
     def append(self, array: pa.Array) -> None:
         if not len(array):
             return
         self.chunks.append(array)
         model = decoded_memory_model.get()
-        modelled = model(array) if model is not None else None
-        # nbytes counts only the referenced ranges of sliced arrays
-        self.buffered += array.nbytes if modelled is None else modelled
+        leaves = self._leaf_arrays(array)
+        if leaves is None:
+            modelled = model(array) if model is not None else None
+            # nbytes counts only the referenced ranges of sliced arrays
+            self.buffered += array.nbytes if modelled is None else modelled
+        else:
+            for i, leaf in enumerate(leaves):
+                modelled = model(leaf) if model is not None else None
+                self.leaf_buffered[i] += leaf.nbytes if modelled is None else modelled
+            self.buffered = int(self.leaf_buffered.max())
         self.buffered_rows += len(array)
         if self.buffered >= self.max_page_bytes and (
             self.buffered_rows >= MIN_PAGE_ROWS or self.buffered >= _FORCE_FLUSH_FACTOR * self.max_page_bytes
@@ -243,6 +260,7 @@ class StructuralFieldWriter:
             return
         chunks, total = self.chunks, self.buffered
         self.chunks, self.buffered, self.buffered_rows = [], 0, 0
+        self.leaf_buffered[:] = 0
         array = _concat(chunks)
         del chunks
         # Oversized input: equal row ranges of at most _SPLIT_FACTOR pages' bytes (not too few rows).
