@@ -68,3 +68,18 @@ def s3():
 @pytest.fixture
 def bucket(s3):
     return s3.new_bucket()
+
+
+@pytest.fixture(params=["numpy", "compiled"])
+def kernel_policy(request):
+    """Run a test on the numpy codecs and on the numba-compiled kernels (the `fast` extra)."""
+    from lance_format.encodings.structural import accel
+
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+        if os.environ.get("LANCE_FORMAT_JIT") == "0":
+            pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
+    accel.use_compiled(request.param == "compiled")
+    assert (accel.kernels() is not None) == (request.param == "compiled")
+    yield request.param
+    accel.use_compiled(None)

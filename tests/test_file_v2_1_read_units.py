@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import struct
 
 import numpy as np
@@ -54,7 +53,7 @@ def fastlanes_pack(values: np.ndarray, bits: int, width: int) -> np.ndarray:
 
 @pytest.mark.parametrize("width, bits", [(8, 1), (8, 5), (8, 7), (16, 3), (16, 9), (16, 15), (16, 16), (32, 1), (32, 7), (32, 20), (32, 31),
                                          (32, 32), (64, 1), (64, 13), (64, 63)])
-def test_fastlanes_unpack_matches_reference_packing(fsst_kernels, width, bits):
+def test_fastlanes_unpack_matches_reference_packing(kernel_policy, width, bits):
     rng = np.random.default_rng(bits)
     values = rng.integers(0, 1 << bits, 1024, dtype=np.uint64).astype(fastlanes.word_dtype(width))
     packed = fastlanes_pack(values, bits, width)
@@ -62,7 +61,7 @@ def test_fastlanes_unpack_matches_reference_packing(fsst_kernels, width, bits):
     assert np.array_equal(fastlanes.unpack(packed[None, :], bits, width)[0], values)
 
 
-def test_fastlanes_unpacks_many_blocks_and_zero_width(fsst_kernels):
+def test_fastlanes_unpacks_many_blocks_and_zero_width(kernel_policy):
     rng = np.random.default_rng(0)
     blocks = [rng.integers(0, 512, 1024).astype(np.uint32) for _ in range(40)]
     packed = np.stack([fastlanes_pack(b, 9, 32) for b in blocks])
@@ -133,21 +132,6 @@ def test_rle_and_variable_blocks():
 # -- FSST ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["numpy", "compiled"])
-def fsst_kernels(request):
-    """Run a test on the numpy FSST and FastLanes decoders and on the numba-compiled ones (the `fast` extra)."""
-    from lance_format.encodings.structural import accel
-
-    if request.param == "compiled":
-        pytest.importorskip("numba")
-        if os.environ.get("LANCE_FORMAT_JIT") == "0":
-            pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
-    accel.use_compiled(request.param == "compiled")
-    assert (accel.kernels() is not None) == (request.param == "compiled")
-    yield request.param
-    accel.use_compiled(None)
-
-
 def symbol_table(symbols: list[bytes], enabled: bool = True) -> bytes:
     header = (fsst.FSST_MAGIC << 32) | (int(enabled) << 24) | len(symbols)
     body = b"".join(s.ljust(8, b"\0") for s in symbols) + bytes(len(s) for s in symbols)
@@ -161,7 +145,7 @@ def decode_strings(table: bytes, parts: list[bytes]) -> list[bytes]:
     return to_arrow(out, pa.binary(), None, CTX).to_pylist()
 
 
-def test_fsst_symbols_and_escapes(fsst_kernels):
+def test_fsst_symbols_and_escapes(kernel_policy):
     table = symbol_table([b"hello", b" ", b"world!!!", b"x"])
     strings = [bytes([0, 1, 2]), bytes([255, 65, 3, 255, 255]), b"", bytes([255, 255, 255, 255, 0, 3])]
     assert decode_strings(table, strings) == [b"hello world!!!", b"Ax\xff", b"", b"\xff\xffhellox"]
@@ -169,7 +153,7 @@ def test_fsst_symbols_and_escapes(fsst_kernels):
     assert decode_strings(raw, [b"plain", b"bytes"]) == [b"plain", b"bytes"]
 
 
-def test_fsst_corruption_is_detected(fsst_kernels):
+def test_fsst_corruption_is_detected(kernel_policy):
     with pytest.raises(CorruptFileError, match="magic"):
         fsst.parse_symbol_table(b"\0" * fsst.SYMBOL_TABLE_SIZE, CTX)
     table = symbol_table([b"a"])
@@ -202,7 +186,7 @@ def fsst_chunk_page(chunks: list[list[bytes]], width: int) -> tuple[np.ndarray, 
 
 
 @pytest.mark.parametrize("width", [4, 8])
-def test_fsst_chunks_decode_and_corruption(fsst_kernels, width):
+def test_fsst_chunks_decode_and_corruption(kernel_policy, width):
     """FSST over variable chunks: the compiled path decodes straight from the chunks and must
     decode and refuse exactly as the gather-then-decode numpy path does."""
     from lance_format.encodings.structural.chunk_codecs import FsstChunks, VariableChunks

@@ -324,21 +324,6 @@ def test_pages_are_written_while_streaming(tmp_path):
 # -- FSST ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["numpy", "compiled"])
-def fsst_kernels(request):
-    """Run a test on the numpy FSST code and on the numba-compiled kernels (the `fast` extra)."""
-    from lance_format.encodings.structural import accel
-
-    if request.param == "compiled":
-        pytest.importorskip("numba")
-        if os.environ.get("LANCE_FORMAT_JIT") == "0":
-            pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
-    accel.use_compiled(request.param == "compiled")
-    assert (accel.kernels() is not None) == (request.param == "compiled")
-    yield request.param
-    accel.use_compiled(None)
-
-
 def _fsst_round_trip(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, bytes]:
     from lance_format.encodings.buffers import DecodeContext
     from lance_format.encodings.structural import encode_fsst, fsst
@@ -355,7 +340,7 @@ def _fsst_round_trip(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, byte
     return packed, packed_offsets, raw_table
 
 
-def test_fsst_symbol_table_layout(fsst_kernels):
+def test_fsst_symbol_table_layout(kernel_policy):
     strings = [f"https://example.com/item-{i:05d}".encode() for i in range(3000)]
     packed, offsets, raw = _fsst_round_trip(strings)
     assert len(raw) == 2312
@@ -369,7 +354,7 @@ def test_fsst_symbol_table_layout(fsst_kernels):
 
 
 @pytest.mark.parametrize("kind", ["escapes", "binary", "long", "empty", "tiny", "utf8"])
-def test_fsst_round_trips(kind, fsst_kernels):
+def test_fsst_round_trips(kind, kernel_policy):
     rng = np.random.default_rng(4)
     strings = {
         "escapes": [bytes([255, 255, i % 256, 255]) * (i % 5) for i in range(2000)],
@@ -382,7 +367,7 @@ def test_fsst_round_trips(kind, fsst_kernels):
     _fsst_round_trip(strings)
 
 
-def test_fsst_training_is_reproducible(fsst_kernels):
+def test_fsst_training_is_reproducible(kernel_policy):
     strings = [f"customer-{i:06d}@example.com/echo".encode() for i in range(20_000)]
     assert _fsst_round_trip(strings)[2] == _fsst_round_trip(strings)[2]
 

@@ -41,25 +41,8 @@ def _dictionary_block(values: list[str], indices: list[int]) -> Dictionary:
     return Dictionary(np.array(indices, np.int64), Variable(offsets, data))
 
 
-@pytest.fixture(params=["numpy", "compiled"])
-def kernels(request):
-    """Arrow's take (numpy policy) and the compiled take of :mod:`numba_kernels`."""
-    import os
-
-    from lance_format.encodings.structural import accel
-
-    if request.param == "compiled":
-        pytest.importorskip("numba")
-        if os.environ.get("LANCE_FORMAT_JIT") == "0":
-            pytest.skip("LANCE_FORMAT_JIT=0 keeps the numpy code")
-    accel.use_compiled(request.param == "compiled")
-    assert (accel.kernels() is not None) == (request.param == "compiled")
-    yield request.param
-    accel.use_compiled(None)
-
-
 @pytest.mark.parametrize("data_type", [pa.string(), pa.large_string(), pa.binary()])
-def test_string_dictionary_take_matches_materializing(data_type, kernels):
+def test_string_dictionary_take_matches_materializing(data_type, kernel_policy):
     block = _dictionary_block(["alpha", "", "gamma", "delta"], [2, 0, 1, 3, 3, 0, 2])
     valid = np.array([True, True, False, True, False, True, True])
     fast = to_arrow(block, data_type, valid, CTX)
@@ -71,14 +54,14 @@ def test_string_dictionary_take_matches_materializing(data_type, kernels):
     assert to_arrow(block, data_type, None, CTX).null_count == 0
 
 
-def test_dictionary_index_out_of_range_is_corrupt(kernels):
+def test_dictionary_index_out_of_range_is_corrupt(kernel_policy):
     with pytest.raises(CorruptFileError, match="dictionary index out of range"):
         to_arrow(_dictionary_block(["a", "b"], [0, 2]), pa.string(), None, CTX)
     with pytest.raises(CorruptFileError, match="dictionary index out of range"):
         to_arrow(_dictionary_block(["a", "b"], [-1]), pa.string(), None, CTX)
 
 
-def test_dictionary_take_of_long_and_empty_values(kernels):
+def test_dictionary_take_of_long_and_empty_values(kernel_policy):
     """Values of every length around the compiled take's 8-byte steps, the last one at the
     very end of the dictionary's bytes, taken many times in random order."""
     rng = np.random.default_rng(5)
