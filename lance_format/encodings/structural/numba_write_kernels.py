@@ -1,6 +1,6 @@
 """More kernels of the writer compiled with numba (see :mod:`.numba_kernels`, whose cache
 settings and helpers they share): FSST training's candidate counting, Arrow's dictionary encoding
-of strings, FastLanes bit-packing and the ``variable`` mini-block chunk layout.
+of strings, FastLanes bit-packing, the ``variable`` mini-block chunk layout and where such chunks are cut.
 
 Imported only through :func:`lance_format.encodings.structural.accel.write_kernels`. Each kernel
 computes exactly what its numpy (or Arrow) counterpart computes; the tests compare the bytes.
@@ -255,3 +255,39 @@ def write_variable_chunks(out, positions, offsets, data, starts, counts, width, 
         out[body : body + size] = data[offsets[s] : offsets[s] + size]
         for k in range((-(head + size)) % width):
             out[body + size + k] = pad
+
+
+@_jit
+def variable_chunk_counts(cost, aim, width):  # type: ignore[no-untyped-def]
+    """``variable_chunks.variable_chunk_counts`` over the cost prefix ``cost`` (offsets plus
+    ``width`` per value): the same walk, chunk by chunk, with the bisection inlined."""
+    n = cost.shape[0] - 1
+    counts = np.empty(max(n, 1), np.int64)
+    k = 0
+    last = 0
+    while last < n:
+        remaining = n - last
+        limit = cost[last] + aim - width
+        lo = last
+        hi = n + 1
+        while lo < hi:  # bisect_right(cost, limit, last)
+            mid = (lo + hi) // 2
+            if cost[mid] <= limit:
+                lo = mid + 1
+            else:
+                hi = mid
+        most = min(lo - 1 - last, remaining)
+        if most >= 2:
+            power = 1
+            while power * 2 <= most:
+                power *= 2
+            if 2 * power > remaining:
+                count = remaining if cost[n] - cost[last] + width <= aim else power
+            else:
+                count = power
+        else:
+            count = remaining if remaining < 2 else 2
+        counts[k] = count
+        k += 1
+        last += count
+    return counts[:k]

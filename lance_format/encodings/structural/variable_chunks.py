@@ -5,7 +5,8 @@ From each chunk start it tries 2, 4, 8, ... values and keeps the largest count w
 ``lance-encoding:minichunk-size``); when the doubled count would pass the end of the page it
 takes the rest if the rest fits, else the count it had. A chunk holds at least two values
 however large (a chunk's log2 count of 0 means "the last chunk"), but the last one may hold one.
-The walk is per chunk; each step is one lookup in the offsets.
+The walk is per chunk; each step is one lookup in the offsets (compiled when the writer's
+kernels are loaded: the walk visits every chunk of the page).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 from bisect import bisect_right
 
 import numpy as np
+
+from lance_format.encodings.structural import accel
 
 DEFAULT_AIM_BYTES = 4 * 1024
 MAX_AIM_BYTES_2_1 = 32 * 1024  # pylance 14 ignores larger aims in 2.1 (u16 chunk sizes)
@@ -27,7 +30,11 @@ def variable_chunk_counts(offsets: np.ndarray, offset_width: int, aim: int = DEF
     """
     n = len(offsets) - 1
     width = offset_width
-    cost = (np.asarray(offsets, np.int64) + width * np.arange(n + 1)).tolist()
+    cost_array = np.asarray(offsets, np.int64) + width * np.arange(n + 1)
+    compiled = accel.write_kernels(8 * (n + 1))
+    if compiled is not None:
+        return compiled.variable_chunk_counts(cost_array, np.int64(aim), np.int64(width))
+    cost = cost_array.tolist()
     counts = []
     last = 0
     while last < n:
