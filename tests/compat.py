@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import lance
 import pyarrow as pa
+from lance.file import LanceFileWriter as PyLanceFileWriter
 
 import lance_format
+from lance_format.file import LanceFileWriter
 
 SYSTEM = ["_rowid", "_rowaddr", "_row_created_at_version", "_row_last_updated_at_version"]
 
@@ -46,3 +50,17 @@ def assert_same_history(uri: str) -> None:
     assert ours.versions() == theirs.versions()
     for v in theirs.versions():
         assert_same_version(uri, v["version"])
+
+
+def write_file_both(tmp_path: Path, version: str, table: pa.Table, *,
+                    declare_schema: bool = True) -> tuple[Path, Path]:
+    """``table`` written as one Lance file by this engine (``ours.lance``) and by pylance
+    (``theirs.lance``) at file ``version``; ``declare_schema=False`` lets each writer take the
+    schema from the first batch."""
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    schema = table.schema if declare_schema else None
+    with LanceFileWriter(str(ours), schema, version=version) as writer:
+        writer.write_batch(table)
+    with PyLanceFileWriter(str(theirs), schema, version=version) as writer:
+        writer.write_batch(table)
+    return ours, theirs

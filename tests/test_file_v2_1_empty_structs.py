@@ -18,6 +18,7 @@ from lance.file import LanceFileWriter as PyWriter
 import lance_format
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.file import LanceFileReader, LanceFileWriter
+from tests.compat import write_file_both
 
 EMPTY = pa.struct([])
 TABLES = {
@@ -33,11 +34,7 @@ TABLES = {
 @pytest.mark.parametrize("case", sorted(TABLES))
 def test_empty_structs_match_pylance(tmp_path: Path, version: str, case: str) -> None:
     table = TABLES[case]
-    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
-    with LanceFileWriter(str(ours), version=version) as writer:
-        writer.write_batch(table)
-    with PyWriter(str(theirs), version=version) as writer:
-        writer.write_batch(table)
+    ours, theirs = write_file_both(tmp_path, version, table, declare_schema=False)
     assert ours.read_bytes() == theirs.read_bytes()
     assert PyReader(str(ours)).read_all().to_table() == table
     assert LanceFileReader(str(theirs)).read_all().to_table() == table

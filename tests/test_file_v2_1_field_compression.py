@@ -14,9 +14,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from lance.file import LanceFileReader as PyReader
-from lance.file import LanceFileWriter as PyWriter
 
-from lance_format.file import LanceFileReader, LanceFileWriter
+from lance_format.file import LanceFileReader
+from tests.compat import write_file_both
 
 STRINGS = [f"compress_me_please-{i}" for i in range(10 * 1024)]
 
@@ -25,11 +25,7 @@ def _write_both(tmp_path: Path, version: str, metadata: dict[str, str] | None,
                 values: list) -> tuple[Path, Path, pa.Table]:
     schema = pa.schema([pa.field("s", pa.string(), metadata=metadata)])
     table = pa.table({"s": values}, schema=schema)
-    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
-    with LanceFileWriter(str(ours), schema, version=version) as writer:
-        writer.write_batch(table)
-    with PyWriter(str(theirs), schema, version=version) as writer:
-        writer.write_batch(table)
+    ours, theirs = write_file_both(tmp_path, version, table)
     return ours, theirs, table
 
 

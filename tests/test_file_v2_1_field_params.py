@@ -18,10 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from lance.file import LanceFileReader as PyReader
-from lance.file import LanceFileWriter as PyWriter
 
 from lance_format.errors import InvalidInputError
 from lance_format.file import LanceFileReader, LanceFileWriter
+from tests.compat import write_file_both
 
 VERSIONS = ["2.1", "2.2"]
 N = 6000
@@ -100,11 +100,7 @@ def _write_both(tmp_path: Path, version: str, values: pa.Array,
                 metadata: dict[str, str]) -> tuple[Path, Path, pa.Table]:
     schema = pa.schema([pa.field("c", values.type, metadata=metadata)])
     table = pa.table({"c": values}, schema=schema)
-    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
-    with LanceFileWriter(str(ours), schema, version=version) as writer:
-        writer.write_batch(table)
-    with PyWriter(str(theirs), schema, version=version) as writer:
-        writer.write_batch(table)
+    ours, theirs = write_file_both(tmp_path, version, table)
     return ours, theirs, table
 
 
@@ -210,11 +206,7 @@ def test_rle_pages_and_chunks_match_pylance(tmp_path: Path, version: str, width:
     values = np.repeat(rng.integers(-100, 100, len(lengths)), lengths)[:20_000].astype(width)
     schema = pa.schema([pa.field("c", pa.from_numpy_dtype(width))])
     table = pa.table({"c": pa.array(values)}, schema=schema)
-    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
-    with LanceFileWriter(str(ours), schema, version=version) as writer:
-        writer.write_batch(table)
-    with PyWriter(str(theirs), schema, version=version) as writer:
-        writer.write_batch(table)
+    ours, theirs = write_file_both(tmp_path, version, table)
     assert ours.read_bytes() == theirs.read_bytes()
 
 
@@ -280,11 +272,7 @@ def test_dictionary_keys_change_the_pages(tmp_path: Path) -> None:
 def _write_field(tmp_path: Path, version: str, field: pa.Field, values: pa.Array) -> tuple[Path, Path, pa.Table]:
     schema = pa.schema([field])
     table = pa.table({field.name: values}, schema=schema)
-    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
-    with LanceFileWriter(str(ours), schema, version=version) as writer:
-        writer.write_batch(table)
-    with PyWriter(str(theirs), schema, version=version) as writer:
-        writer.write_batch(table)
+    ours, theirs = write_file_both(tmp_path, version, table)
     assert PyReader(str(ours)).read_all().to_table().equals(table)
     assert LanceFileReader(str(theirs)).read_all().to_table().equals(table)
     return ours, theirs, table
@@ -357,11 +345,7 @@ def test_page_edges_match_pylance(tmp_path: Path, version: str, rows: int) -> No
         "tags": pa.array([[f"t{j}" for j in range(i % 3)] if i % 7 else None for i in range(rows)]),
     }
     table = pa.table(columns)
-    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
-    with LanceFileWriter(str(ours), table.schema, version=version) as writer:
-        writer.write_batch(table)
-    with PyWriter(str(theirs), table.schema, version=version) as writer:
-        writer.write_batch(table)
+    ours, theirs = write_file_both(tmp_path, version, table)
     assert ours.read_bytes() == theirs.read_bytes()
 
 
@@ -466,11 +450,7 @@ def test_sparse_null_levels_match_pylance(tmp_path: Path, version: str, null_sha
         "ids": pa.array([None if null else i for i, null in enumerate(nulls.tolist())], pa.int64()),
         "codes": pa.array([None if null else b"c%d" % (i % 50) for i, null in enumerate(nulls.tolist())]),
     })
-    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
-    with LanceFileWriter(str(ours), table.schema, version=version) as writer:
-        writer.write_batch(table)
-    with PyWriter(str(theirs), table.schema, version=version) as writer:
-        writer.write_batch(table)
+    ours, theirs = write_file_both(tmp_path, version, table)
     assert ours.read_bytes() == theirs.read_bytes()
     assert PyReader(str(ours)).read_all().to_table().equals(table)
 
