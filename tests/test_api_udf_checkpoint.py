@@ -22,28 +22,33 @@ ENGINES = [lance, lance_format]
 OUTPUT = pa.schema([pa.field("double", pa.int64())])
 
 
+def _doubling_udf(engine: ModuleType, checkpoint: str, calls: list, fail_at: int, declare_schema: bool, *,
+                  fail: bool):
+    """A checkpointed UDF adding ``double``; it records each batch's first id in ``calls`` and,
+    with ``fail``, raises on call number ``fail_at``."""
+    @engine.batch_udf(output_schema=OUTPUT if declare_schema else None, checkpoint_file=checkpoint)
+    def double(batch):
+        calls.append(batch["id"][0].as_py())
+        if fail and len(calls) == fail_at:
+            raise RuntimeError("the UDF failed")
+        return pa.record_batch([pc.multiply(batch["id"], 2)], names=["double"])
+    return double
+
+
 def _run(engine: ModuleType, tmp_path, fail_at: int, declare_schema: bool = True) -> list:
     uri, checkpoint = str(tmp_path / engine.__name__), str(tmp_path / f"{engine.__name__}.sqlite")
     ds = engine.write_dataset(pa.table({"id": list(range(30))}), uri, max_rows_per_file=10)
     calls: list[int] = []
 
-    def udf(fail: bool):
-        @engine.batch_udf(output_schema=OUTPUT if declare_schema else None, checkpoint_file=checkpoint)
-        def double(batch):
-            calls.append(batch["id"][0].as_py())
-            if fail and len(calls) == fail_at:
-                raise RuntimeError("the UDF failed")
-            return pa.record_batch([pc.multiply(batch["id"], 2)], names=["double"])
-        return double
-
     with pytest.raises((RuntimeError, OSError), match="the UDF failed"):
-        ds.add_columns(udf(True), read_columns=["id"], batch_size=4)
+        ds.add_columns(_doubling_udf(engine, checkpoint, calls, fail_at, declare_schema, fail=True), read_columns=["id"], batch_size=4)
     with closing(sqlite3.connect(checkpoint)) as conn:
         saved = (conn.execute("SELECT fragment_id, batch_index FROM batches ORDER BY 1, 2").fetchall(),
                  [r[0] for r in conn.execute("SELECT fragment_id FROM fragments")])
     first = (list(calls), saved, engine.dataset(uri).version, len(os.listdir(os.path.join(uri, "data"))))
     calls.clear()
-    engine.dataset(uri).add_columns(udf(False), read_columns=["id"], batch_size=4)
+    engine.dataset(uri).add_columns(
+        _doubling_udf(engine, checkpoint, calls, fail_at, declare_schema, fail=False), read_columns=["id"], batch_size=4)
     second = (list(calls), os.path.exists(checkpoint), len(os.listdir(os.path.join(uri, "data"))))
     return [first, second, lance.dataset(uri).to_table(), lance_format.dataset(uri).to_table()]
 
@@ -97,23 +102,15 @@ def _interrupted_then_resumed(tmp_path, first: ModuleType, second: ModuleType, f
         ds = first.dataset(uri)
     calls: list[int] = []
 
-    def udf(engine: ModuleType, fail: bool):
-        @engine.batch_udf(output_schema=OUTPUT if declare_schema else None, checkpoint_file=checkpoint)
-        def double(batch):
-            calls.append(batch["id"][0].as_py())
-            if fail and len(calls) == fail_at:
-                raise RuntimeError("the UDF failed")
-            return pa.record_batch([pc.multiply(batch["id"], 2)], names=["double"])
-        return double
-
     with pytest.raises((RuntimeError, OSError), match="the UDF failed"):
-        ds.add_columns(udf(first, True), read_columns=["id"], batch_size=4)
+        ds.add_columns(_doubling_udf(first, checkpoint, calls, fail_at, declare_schema, fail=True), read_columns=["id"], batch_size=4)
     with closing(sqlite3.connect(checkpoint)) as conn:
         saved = (conn.execute("SELECT fragment_id, batch_index FROM batches ORDER BY 1, 2").fetchall(),
                  [r[0] for r in conn.execute("SELECT fragment_id FROM fragments ORDER BY 1")])
     first_calls = list(calls)
     calls.clear()
-    second.dataset(uri).add_columns(udf(second, False), read_columns=["id"], batch_size=4)
+    second.dataset(uri).add_columns(
+        _doubling_udf(second, checkpoint, calls, fail_at, declare_schema, fail=False), read_columns=["id"], batch_size=4)
     return first_calls, saved, list(calls), os.path.exists(checkpoint), uri
 
 
