@@ -1,5 +1,6 @@
-"""pylance's ``lance.arrow`` bfloat16 support: :class:`BFloat16Type` (the Arrow extension type
-``lance.bfloat16`` over 2-byte values), :class:`BFloat16Array` and :func:`bfloat16_array`.
+"""pylance's ``lance.arrow``: bfloat16 support (:class:`BFloat16Type`, the Arrow extension type
+``lance.bfloat16`` over 2-byte values, :class:`BFloat16Array` and :func:`bfloat16_array`) and the
+image types of :mod:`lance_format.arrow_images`.
 
 The engine itself never needs the type registered: without it a bfloat16 column reads as its
 2-byte storage with the extension named in the field metadata, and nothing is lost. The first
@@ -17,6 +18,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.arrow_images import (
+    EncodedImageArray,
+    EncodedImageScalar,
+    EncodedImageType,
+    FixedShapeImageTensorArray,
+    FixedShapeImageTensorScalar,
+    FixedShapeImageTensorType,
+    ImageArray,
+    ImageScalar,
+    ImageURIArray,
+    ImageURIScalar,
+    ImageURIType,
+)
 from lance_format.errors import InvalidInputError
 
 BFLOAT16_NAME = "lance.bfloat16"
@@ -40,30 +54,64 @@ def _float32_from_bits(bits: np.ndarray) -> np.ndarray:
 class BFloat16Array(pa.ExtensionArray):
     """An array of bfloat16 values (2-byte storage)."""
 
+    def __repr__(self) -> str:
+        return f"<lance.arrow.BFloat16Array object at 0x{id(self):016x}>\n{self}"
+
+    def __str__(self) -> str:
+        # pylance's layout: one value a line, the first and last ten of longer arrays
+        def lines(values: pa.Array) -> str:
+            return ",\n".join(f"  {value.as_py()}" for value in values)
+
+        if len(self) < 22:
+            return f"[\n{lines(self)}\n]"
+        return f"[\n{lines(self[:10])},\n...\n{lines(self[-10:])}\n]"
+
     def to_numpy(self, zero_copy_only: bool = False, writable: bool = False) -> np.ndarray:  # type: ignore[override]
-        """The values as float32 (numpy has no bfloat16; nulls become NaN)."""
+        """The values as an ``ml_dtypes.bfloat16`` numpy array, without copying (as pylance;
+        ``ml_dtypes`` must be installed). Arrays with nulls cannot convert (``ValueError``)."""
+        if self.null_count > 0:
+            raise InvalidInputError("Cannot convert null values to numpy")
+        from ml_dtypes import bfloat16
+
         storage = self.storage
-        data = np.frombuffer(storage.buffers()[1], dtype=np.uint16, count=storage.offset + len(storage))
-        values = _float32_from_bits(data[storage.offset:])
-        if storage.null_count:
-            values = np.where(np.asarray(storage.is_valid()), values, np.float32("nan"))
-        return values
+        data = np.frombuffer(storage.buffers()[1], dtype=bfloat16, count=storage.offset + len(storage))
+        return data[storage.offset:]
 
     @classmethod
     def from_numpy(cls, array: np.ndarray) -> "BFloat16Array":
-        """bfloat16 values of a float array (rounded to nearest even)."""
-        bits = _bits_from_float32(np.asarray(array, dtype=np.float32))
+        """bfloat16 values of a one-dimensional numpy array: ``ml_dtypes.bfloat16`` values as they
+        are, other floats rounded to nearest even (pylance takes bfloat16 arrays only)."""
+        array = np.asarray(array)
+        if array.ndim != 1:
+            raise InvalidInputError("Cannot convert multi-dimensional array to BFloat16Array")
+        if array.dtype.name == "bfloat16":
+            bits = np.ascontiguousarray(array).view(np.uint16)
+        elif array.dtype.kind in "fiu":
+            bits = _bits_from_float32(array.astype(np.float32))
+        else:
+            raise InvalidInputError("Cannot convert non-bfloat16 values to BFloat16Array")
         storage = pa.FixedSizeBinaryArray.from_buffers(pa.binary(2), len(bits), [None, pa.py_buffer(bits.tobytes())])
         return pa.ExtensionArray.from_storage(bfloat16_type(), storage)  # type: ignore[return-value]
 
 
 class BFloat16Scalar(pa.ExtensionScalar):
-    """One bfloat16 value; ``as_py`` gives it as a float."""
+    """One bfloat16 value; ``as_py`` gives it as a :class:`BFloat16` (as pylance)."""
 
-    def as_py(self, **kwargs: Any) -> Optional[float]:  # type: ignore[override]
+    def as_py(self, **kwargs: Any) -> Optional["BFloat16"]:  # type: ignore[override]
         if self.value is None:
             return None
-        return float(_float32_from_bits(np.frombuffer(self.value.as_py(), dtype=np.uint16))[0])
+        return BFloat16.from_bytes(self.value.as_py())
+
+    def __eq__(self, other: Any) -> bool:  # type: ignore[override]
+        if isinstance(other, BFloat16Scalar):
+            return bool(self.as_py() == other.as_py())
+        if isinstance(other, BFloat16):
+            return bool(self.as_py() == other)
+        if type(other).__name__ == "bfloat16":  # an ml_dtypes scalar
+            return bool(self.as_py() == BFloat16.from_bytes(other.tobytes()))
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class BFloat16Type(pa.ExtensionType):
@@ -116,7 +164,7 @@ def bfloat16_type() -> pa.DataType:
 
 def bfloat16_array(values: Iterable[Optional[float]]) -> pa.ExtensionArray:
     """A bfloat16 array of ``values`` (floats or None), as pylance's ``bfloat16_array``."""
-    floats = pa.array(list(values), pa.float32())
+    floats = pa.array([value.as_float() if isinstance(value, BFloat16) else value for value in values], pa.float32())
     bits = _bits_from_float32(floats.fill_null(0).to_numpy(zero_copy_only=False))
     validity = floats.buffers()[0] if floats.null_count else None
     storage = pa.FixedSizeBinaryArray.from_buffers(pa.binary(2), len(bits), [validity, pa.py_buffer(bits.tobytes())],
@@ -240,4 +288,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BFloat16Type", "BFloat16Array", "BFloat16Scalar", "BFloat16", "bfloat16_array", "bfloat16_type", "cast"]
+__all__ = [
+    "BFloat16Type", "BFloat16Array", "BFloat16Scalar", "BFloat16", "bfloat16_array", "bfloat16_type", "cast",
+    "EncodedImageArray", "EncodedImageScalar", "EncodedImageType", "FixedShapeImageTensorArray",
+    "FixedShapeImageTensorScalar", "FixedShapeImageTensorType", "ImageArray", "ImageScalar", "ImageURIArray",
+    "ImageURIScalar", "ImageURIType",
+]

@@ -8,85 +8,23 @@ engine does not track (e.g. Rust-side caches) are left out.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from google.protobuf.message import Message
 
 from lance_format.proto import table_pb2
+from lance_format.rust_debug import NONE as _NONE
+from lance_format.rust_debug import Struct as _Struct
+from lance_format.rust_debug import Tuple as _Tuple
+from lance_format.rust_debug import Unit as _Unit
+from lance_format.rust_debug import camel as _camel
+from lance_format.rust_debug import render as _render
+from lance_format.rust_debug import some as _some
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
     from lance_format.dataset.fragment_metadata import FragmentMetadata
     from lance_format.schema import LanceField, LanceSchema
-
-_INDENT = "    "
-
-
-@dataclass
-class _Struct:
-    """``Name { key: value, ... }``."""
-
-    name: str
-    fields: list[tuple[str, Any]]
-
-
-@dataclass
-class _Tuple:
-    """``Name(value, ...)`` (``Some(x)``, ``LogicalType("int64")``)."""
-
-    name: str
-    values: list[Any]
-
-
-@dataclass
-class _Unit:
-    """A bare name: ``None``, ``Plain``, ``Array``."""
-
-    name: str
-
-
-_NONE = _Unit("None")
-
-
-def _some(value: Any) -> Any:
-    return _NONE if value is None else _Tuple("Some", [value])
-
-
-def _render(value: Any, depth: int = 0) -> str:
-    """``value`` as Rust's ``{:#?}`` would print it."""
-    pad, inner = _INDENT * depth, _INDENT * (depth + 1)
-    if isinstance(value, _Unit):
-        return value.name
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, _Struct):
-        if not value.fields:
-            return value.name
-        body = "".join(f"{inner}{k}: {_render(v, depth + 1)},\n" for k, v in value.fields)
-        return f"{value.name} {{\n{body}{pad}}}"
-    if isinstance(value, _Tuple):
-        body = "".join(f"{inner}{_render(v, depth + 1)},\n" for v in value.values)
-        return f"{value.name}(\n{body}{pad})"
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        body = "".join(f"{inner}{_render(k, depth + 1)}: {_render(v, depth + 1)},\n" for k, v in value.items())
-        return f"{{\n{body}{pad}}}"
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return "[]"
-        body = "".join(f"{inner}{_render(v, depth + 1)},\n" for v in value)
-        return f"[\n{body}{pad}]"
-    return json.dumps(str(value))
-
 
 _ENCODINGS = {0: _NONE, 1: _some(_Unit("Plain")), 2: _some(_Unit("VarBinary")), 3: _some(_Unit("Dictionary"))}
 
@@ -147,10 +85,6 @@ def format_fragment(fragment: "FragmentMetadata", dataset: "LanceDataset") -> st
         ("id", fragment.id), ("files", files), ("deletion_file", deletion_value),
         ("physical_rows", _some(fragment.physical_rows)),
     ]))
-
-
-def _camel(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def _message(message: Message, name: Optional[str] = None) -> _Struct:

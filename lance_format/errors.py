@@ -153,6 +153,10 @@ class StorageAccessError(LanceError, PermissionError):
     """The object store refused the credentials (missing, invalid or expired) or the permission."""
 
 
+class ImageReadError(LanceError, OSError):
+    """An image location (``ImageURIArray.read_uris``) could not be read: missing, refused or unreachable."""
+
+
 class StorageThrottledError(LanceError, OSError):
     """The object store kept throttling requests (HTTP 429/503) beyond the bounded retries."""
 
@@ -180,4 +184,5 @@ __all__ = [
     "BranchError",
     "StorageAccessError",
     "StorageThrottledError",
+    "ImageReadError",
 ]

@@ -19,9 +19,9 @@ from typing import Any, Mapping, Optional, Union
 
 import numpy as np
 import pyarrow as pa
-from google.protobuf import text_format
 
 from lance_format.errors import InvalidInputError
+from lance_format.rust_debug import prost_message, render
 from lance_format.file.plans import ColumnPlan, plans_for_schema, structural_plans_for_schema
 from lance_format.file.reader import LanceFileReader as _EngineReader
 from lance_format.file.writer import LanceFileWriter as _EngineWriter
@@ -217,12 +217,12 @@ class LanceFileReader:
         )
 
     def _encoding_text(self, page: Any) -> str:
-        """A page's encoding proto in text form (pylance prints its Rust rendering)."""
+        """A page's encoding as pylance prints it: Rust's pretty ``Debug`` of the prost message."""
         message_cls = encodings_v2_1_pb2.PageLayout if self._reader.structural else encodings_v2_0_pb2.ArrayEncoding
         raw = self._reader.page_encoding(page, message_cls, None) if page.HasField("encoding") else None
         if raw is None:
             return ""
-        return f"{message_cls.__name__} {{\n{text_format.MessageToString(raw, indent=4)}}}"
+        return render(prost_message(raw))
 
     def file_statistics(self) -> LanceFileStatistics:
         """Pages and page bytes of each column."""

@@ -60,14 +60,14 @@ class List(_message.Message):
     def __init__(self, offsets: _Optional[_Union[ArrayEncoding, _Mapping]] = ..., null_offset_adjustment: _Optional[int] = ..., num_items: _Optional[int] = ...) -> None: ...
 
 class FixedSizeList(_message.Message):
-    __slots__ = ("dimension", "items", "has_validity")
+    __slots__ = ("dimension", "has_validity", "items")
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
-    ITEMS_FIELD_NUMBER: _ClassVar[int]
     HAS_VALIDITY_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
     dimension: int
-    items: ArrayEncoding
     has_validity: bool
-    def __init__(self, dimension: _Optional[int] = ..., items: _Optional[_Union[ArrayEncoding, _Mapping]] = ..., has_validity: _Optional[bool] = ...) -> None: ...
+    items: ArrayEncoding
+    def __init__(self, dimension: _Optional[int] = ..., has_validity: _Optional[bool] = ..., items: _Optional[_Union[ArrayEncoding, _Mapping]] = ...) -> None: ...
 
 class Compression(_message.Message):
     __slots__ = ("scheme", "level")

@@ -200,14 +200,14 @@ class General(_message.Message):
     def __init__(self, compression: _Optional[_Union[BufferCompression, _Mapping]] = ..., values: _Optional[_Union[CompressiveEncoding, _Mapping]] = ...) -> None: ...
 
 class FixedSizeList(_message.Message):
-    __slots__ = ("items_per_value", "values", "has_validity")
+    __slots__ = ("items_per_value", "has_validity", "values")
     ITEMS_PER_VALUE_FIELD_NUMBER: _ClassVar[int]
-    VALUES_FIELD_NUMBER: _ClassVar[int]
     HAS_VALIDITY_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
     items_per_value: int
-    values: CompressiveEncoding
     has_validity: bool
-    def __init__(self, items_per_value: _Optional[int] = ..., values: _Optional[_Union[CompressiveEncoding, _Mapping]] = ..., has_validity: _Optional[bool] = ...) -> None: ...
+    values: CompressiveEncoding
+    def __init__(self, items_per_value: _Optional[int] = ..., has_validity: _Optional[bool] = ..., values: _Optional[_Union[CompressiveEncoding, _Mapping]] = ...) -> None: ...
 
 class PackedStruct(_message.Message):
     __slots__ = ("bits_per_value", "values")
