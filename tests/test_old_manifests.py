@@ -94,3 +94,54 @@ def test_storage_version_of_manifests_without_data_format(tmp_path):
         _edit_latest_manifest(empty, strip)
         theirs = lance.dataset(empty).data_storage_version
         assert lance_format.dataset(empty).data_storage_version == theirs == expected
+
+
+def _strings_as_lance_0_13(manifest, names: dict[str, str]) -> None:
+    """Turn ``list<uint8>`` fields into the string/binary fields Lance 0.13 wrote: the field
+    keeps the list offsets column, its bytes stay in the next column, and the schema names no
+    child (``names``: field name -> logical type)."""
+    dropped = set()
+    for field in manifest.fields:
+        if field.name in names:
+            field.logical_type = names[field.name]
+            field.type = field.LEAF
+            dropped |= {child.id for child in manifest.fields if child.parent_id == field.id}
+    kept = [f for f in manifest.fields if f.id not in dropped]
+    del manifest.fields[:]
+    manifest.fields.extend(kept)
+    for fragment in manifest.fragments:
+        for data_file in fragment.files:
+            pairs = [(f, c) for f, c in zip(data_file.fields, data_file.column_indices) if f not in dropped]
+            del data_file.fields[:], data_file.column_indices[:]
+            data_file.fields.extend(f for f, _ in pairs)
+            data_file.column_indices.extend(c for _, c in pairs)
+            data_file.file_major_version, data_file.file_minor_version = 0, 3
+
+
+def test_strings_stored_as_lists_of_bytes_by_lance_0_13(tmp_path):
+    # Lance 0.13 (file version "0.3") stored a string column as list offsets plus a uint8 column
+    # (official Lance's own tests keep such a table: historical_datasets/0.13.0_string_encoding)
+    uri = str(tmp_path / "t")
+    rows = 3000
+    texts = [None if i % 7 == 3 else f"user-{i}@example.com/{'x' * (i % 40)}" for i in range(rows)]
+    raw = [None if i % 5 == 0 else bytes([i % 256]) * (i % 9) for i in range(rows)]
+    as_bytes = pa.list_(pa.uint8())
+    table = pa.table({
+        "n": pa.array(range(rows), pa.int64()),
+        "s": pa.array([None if t is None else list(t.encode()) for t in texts], as_bytes),
+        "b": pa.array([None if b is None else list(b) for b in raw], pa.large_list(pa.uint8())),
+        "m": pa.array(range(rows, 2 * rows), pa.int64()),
+    })
+    lance.write_dataset(table, uri, data_storage_version="2.0", max_rows_per_file=1000, max_rows_per_group=256)
+    _edit_latest_manifest(uri, lambda m: _strings_as_lance_0_13(m, {"s": "string", "b": "large_binary"}))
+    ours, theirs = lance_format.dataset(uri), lance.dataset(uri)
+    expected = pa.table({"n": table["n"], "s": pa.array(texts), "b": pa.array(raw, pa.large_binary()), "m": table["m"]})
+    assert theirs.to_table().equals(expected)  # official Lance reads the layout as we build it
+    assert ours.schema == theirs.schema
+    assert ours.to_table().equals(expected)
+    rows_wanted = [2999, 0, 1500, 3, 999, 1000, 1001]
+    assert ours.take(rows_wanted).equals(theirs.take(rows_wanted))
+    assert ours.to_table(columns=["s"], filter="n >= 990 AND n < 1010").equals(
+        theirs.to_table(columns=["s"], filter="n >= 990 AND n < 1010"))
+    batches = list(ours.to_batches(batch_size=333, columns=["b", "s"]))
+    assert pa.Table.from_batches(batches).equals(expected.select(["b", "s"]))

@@ -6,6 +6,10 @@ cumulative page lengths (2.0 page priorities are always 0). List columns map row
 through their offsets pages: the items of offsets page *p* start at the sum of ``num_items`` of
 the pages before it. Struct columns hold header pages only; their children carry the rows.
 
+Strings and binaries written by Lance 0.13 and earlier (file version "0.3", the pre-release 2.0)
+are two columns: list offsets pages, and the bytes as a ``uint8`` column right after; they read
+as ``list<uint8>`` and are turned into the string type (:meth:`ArrayEncodedReader._as_stored`).
+
 Only pages that overlap the requested rows are read and decoded; each column keeps its last
 decoded pages so that sequential batch reads do not decode a page once per batch, and a read of
 a small window of a page decodes only that window when the encoding allows.
@@ -45,6 +49,11 @@ def _list_key(page: int) -> tuple:
 
 def _is_list(data_type: pa.DataType) -> bool:
     return pa.types.is_list(data_type) or pa.types.is_large_list(data_type)
+
+
+def _is_binary_like(data_type: pa.DataType) -> bool:
+    return (pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+            or pa.types.is_binary(data_type) or pa.types.is_large_binary(data_type))
 
 
 class _Column:
@@ -237,9 +246,24 @@ class ArrayEncodedReader:
             col = self._columns[plan.column] = _Column(self.reader, plan.column)
         return col.named(plan.field.name)
 
+    def _as_stored(self, plan: ColumnPlan) -> ColumnPlan:
+        """The plan of what the column really holds: a string or binary field stored the pre-2.0
+        way (its column holds list offsets pages) reads as ``list<uint8>`` whose bytes are the
+        next column, as official Lance reads such files."""
+        if plan.children or not _is_binary_like(plan.field.type):
+            return plan
+        col = self._column(plan)
+        if not col.pages or col.encoding(0).WhichOneof("array_encoding") != "list":
+            return plan
+        large = pa.types.is_large_string(plan.field.type) or pa.types.is_large_binary(plan.field.type)
+        item = pa.field("item", pa.uint8())
+        stored = pa.field(plan.field.name, pa.large_list(item) if large else pa.list_(item), plan.field.nullable)
+        return ColumnPlan(stored, plan.column, [ColumnPlan(item, plan.column + 1)])
+
     def check(self, plans: list[ColumnPlan]) -> None:
         """Check that the planned columns hold as many rows and values as their parents need."""
         for plan in plans:
+            plan = self._as_stored(plan)
             col = self._column(plan)
             if col.total != self.num_rows and (plan.column, -1) not in self._verified:
                 raise col.ctx.corrupt(f"column has {col.total} rows, the file has {self.num_rows}")
@@ -259,6 +283,7 @@ class ArrayEncodedReader:
                 self._verified.add((plan.column, -2))
             expected = col.total if pa.types.is_struct(data_type) else int(col.item_bases()[-1])
             for child in plan.children:
+                child = self._as_stored(child)
                 key = (plan.column, child.column)
                 if key not in self._verified:
                     child_col = self._column(child)
@@ -277,6 +302,9 @@ class ArrayEncodedReader:
 
     # -- range path ------------------------------------------------------------------------------
     def _read_plan(self, plan: ColumnPlan, start: int, stop: int) -> pa.Array:
+        stored = self._as_stored(plan)
+        if stored is not plan:
+            return _bytes_as(plan.field.type, self._read_plan(stored, start, stop))
         data_type = plan.field.type
         col = self._column(plan)
         col.check_rows(stop)
@@ -329,6 +357,9 @@ class ArrayEncodedReader:
         """Rows (sorted, unique) of one planned field."""
         if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
             return self._read_plan(plan, int(rows[0]), int(rows[-1]) + 1)  # contiguous: range path
+        stored = self._as_stored(plan)
+        if stored is not plan:
+            return _bytes_as(plan.field.type, self._take_plan(stored, rows))
         data_type = plan.field.type
         col = self._column(plan)
         if len(rows):
@@ -394,6 +425,22 @@ def _concat(pieces: list[pa.Array], data_type: pa.DataType) -> pa.Array:
 
 def _struct(data_type: pa.StructType, length: int, children: list[pa.Array]) -> pa.Array:
     return pa.StructArray.from_buffers(data_type, length, [None], children=children)
+
+
+def _bytes_as(data_type: pa.DataType, lists: pa.Array) -> pa.Array:
+    """A ``list<uint8>`` array as the string/binary type its bytes are (no copy)."""
+    if lists.offset:  # _list builds unsliced arrays; a sliced one is normalised first
+        lists = pa.concat_arrays([lists])
+    items = lists.values  # the items of this array only, offset applied
+    offsets = lists.offsets  # relative to the unsliced items: rebase on the first
+    large = pa.types.is_large_string(data_type) or pa.types.is_large_binary(data_type)
+    base = offsets[0].as_py() if len(offsets) else 0
+    values = items.buffers()[1]
+    offset_values = np.asarray(offsets, np.int64 if large else np.int32)
+    if base or items.offset:
+        offset_values = offset_values - base
+        values = values.slice(items.offset + base)
+    return pa.Array.from_buffers(data_type, len(lists), [lists.buffers()[0], pa.py_buffer(offset_values), values])
 
 
 def _list(data_type: pa.DataType, ends: np.ndarray, valid: np.ndarray, items: pa.Array, ctx: DecodeContext) -> pa.Array:
