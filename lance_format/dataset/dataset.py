@@ -174,6 +174,12 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         return self._session
 
     @property
+    def _ds(self) -> "LanceDataset":
+        """pylance's handle on its native dataset, which user code (and pylance's own tests) reach
+        into for methods such as ``base_paths()``; here the dataset itself answers them."""
+        return self
+
+    @property
     def uri(self) -> str:
         """The location this dataset was opened at (pylance's ``uri``): a branch checked out by
         reference reports the table's root; :attr:`object_store` is the branch's own store."""

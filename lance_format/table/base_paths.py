@@ -238,7 +238,7 @@ def target_bases_of(bases: Any, target_bases: Any, target_all_bases: bool | None
         found = next((b for b in by_id if b.HasField("name") and b.name == reference), None)
         found = found or next((b for b in by_id if b.path == reference), None)
         if found is None:
-            raise InvalidInputError(f"base reference {reference!r} is not a registered base's name or path",
+            raise InvalidInputError(f"Base reference {reference!r} not found in available bases (their names and paths)",
                                     table=table)
         chosen.append(found.id)
     return chosen or [None]

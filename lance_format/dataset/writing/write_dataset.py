@@ -152,7 +152,8 @@ def write_dataset(
             )
 
     if initial_bases is not None and mode != "create":
-        raise InvalidInputError(f"cannot register new bases in {mode} mode; only mode='create' can", table=store.uri)
+        raise InvalidInputError(f"Cannot register new bases in {mode.capitalize()} mode. Only CREATE mode can register "
+                                "new bases (add them to an existing table with add_bases)", table=store.uri)
     bases = new_base_protos(initial_bases, [], table=store.uri) if initial_bases is not None else []
     registered = bases if existing is None else list(existing[1].manifest.base_paths)
     targets = _targets(store, registered, target_bases, target_all_bases)
