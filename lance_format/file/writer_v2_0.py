@@ -15,6 +15,7 @@ in the file.
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from typing import Callable
 
 import numpy as np
@@ -35,6 +36,13 @@ from lance_format.schema import LanceField
 
 EmitPage = Callable[[int, EncodedPage], None]
 """Receives each finished page with its column number (the file writer writes it out)."""
+
+# The bytes a buffered leaf array counts for (None: its length in bytes). A compaction of 2.0
+# files sets it to the memory pylance's 2.0 decoders allocate for the arrays it reads: pylance's
+# writer flushes a page once that memory passes the page size, which decides where it cuts files
+# (lance_format.dataset.maintenance.decoded_memory_v2_0).
+legacy_decoded_memory_model: ContextVar[Callable[[pa.Array], int | None] | None] = ContextVar(
+    "legacy_decoded_memory_model", default=None)
 
 
 class ColumnWriter:
@@ -66,8 +74,16 @@ class _LeafWriter(ColumnWriter):
     def append(self, array: pa.Array) -> None:
         # Empty chunks are kept too: pylance writes a 0-row page for them (e.g. items of all-null lists).
         self.chunks.append(array)
-        self.buffered += leaf_nbytes(array)
-        if self.buffered >= self.max_page_bytes:
+        model = legacy_decoded_memory_model.get()
+        modelled = model(array) if model is not None else None
+        if modelled is None:
+            self.buffered += leaf_nbytes(array)
+            if self.buffered >= self.max_page_bytes:
+                self.flush()
+            return
+        # pylance's accumulation queue: a page once the arrays' memory is strictly over the limit
+        self.buffered += modelled
+        if self.buffered > self.max_page_bytes:
             self.flush()
 
     def flush(self) -> None:
@@ -79,8 +95,9 @@ class _LeafWriter(ColumnWriter):
             pages = encode_leaf_pages(chunks, column=self.name)
         else:
             array = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
-            # Split an oversized buffer into equal row ranges of about max_page_bytes each.
-            parts = max(1, min(math.ceil(total / self.max_page_bytes), len(array)))
+            # Split an oversized array into equal row ranges of about max_page_bytes each; like
+            # pylance, several buffered arrays make one page.
+            parts = 1 if len(chunks) > 1 else max(1, min(math.ceil(total / self.max_page_bytes), len(array)))
             step = math.ceil(len(array) / parts) if len(array) else 0
             pieces = [array.slice(i, step) for i in range(0, len(array), step)] if step else [array]
             pages = [p for piece in pieces for p in encode_leaf_pages([piece], self.compression, column=self.name)]
