@@ -16,7 +16,7 @@ decoders built for each 8192-row scan batch. Unlike the 2.1 mini-block decoder, 
 * a dictionary page's batch is expanded by arrow's ``take``: exact values and offsets, and the
   validity of the indices (64-byte rounded) when the batch holds a null;
 * a batch spanning pages is decoded page by page and concatenated by arrow (buffers rounded up to
-  64 bytes);
+  64 bytes, a validity bitmap too when the batch holds a null);
 * a fragment with deletions is read in batches of 8192 live rows, its live runs being the ranges
   scheduled in each page. The values (or string bytes) of a batch then come from several
   fetched pieces, one per run, and are copied into a ``Vec`` first sized for the bytes *after* the
@@ -109,10 +109,11 @@ def _concatenated_bytes(array: pa.Array) -> int:
     """arrow's ``concat`` of a batch's parts from several pages: buffers of exactly the values'
     size, rounded up to 64 bytes."""
     n = len(array)
+    validity = _round64((n + 7) // 8) if array.null_count else 0
     if _fixed_width(array.type):
-        return _round64(n * array.type.byte_width) + _PRIMITIVE_STRUCT
+        return _round64(n * array.type.byte_width) + validity + _PRIMITIVE_STRUCT
     values = int(pc.sum(pc.binary_length(array)).as_py() or 0)
-    return _round64(values) + _round64((n + 1) * _offset_width(array.type)) + _BYTE_ARRAY_STRUCT
+    return _round64(values) + _round64((n + 1) * _offset_width(array.type)) + validity + _BYTE_ARRAY_STRUCT
 
 
 def batch_bytes(plan: BatchPlan, array: pa.Array) -> int | None:
@@ -149,16 +150,17 @@ class _ColumnPages:
             (reader.page_encoding(p, encodings_v2_0_pb2.ArrayEncoding, name).WhichOneof("array_encoding")
              == "dictionary" for p in pages), bool, len(pages))
 
-    def plan(self, lo: np.ndarray, hi: np.ndarray, live_before: np.ndarray) -> BatchPlan:
-        """The plan of a batch reading rows [lo, hi) (runs of live rows); ``live_before``: whether
-        each run's first row continues a run of the previous batch."""
+    def plan(self, lo: np.ndarray, hi: np.ndarray, previous_end: int | None) -> BatchPlan:
+        """The plan of a batch reading rows [lo, hi) (runs of live rows) after a batch that ended
+        before row ``previous_end`` (None: the first batch)."""
         first = int(np.searchsorted(self.starts, lo[0], side="right") - 1)
         last = int(np.searchsorted(self.starts, hi[-1] - 1, side="right") - 1)
         if last != first:
             return BatchPlan(last - first + 1, False, hi - lo, False)
-        # the batch begins a fetched piece when its first row begins a run that is not the page's
-        # first (pylance skips whole pieces only while the rows to skip exceed them)
-        begins = not bool(live_before[0]) and lo[0] > self.starts[first]
+        # The batch begins a fetched piece when its first row begins a run and rows of the page
+        # were read before it: pylance's decoder skips whole pieces only while the bytes to skip
+        # exceed them, so it stops at the end of the previous piece and sizes the copy for all.
+        begins = previous_end is not None and previous_end != lo[0] and previous_end > self.starts[first]
         return BatchPlan(1, bool(self.dictionary[first]), (hi - lo).astype(np.int64), begins)
 
 
@@ -251,21 +253,18 @@ class _FragmentModel:
         if index >= len(self.batches):
             return
         lo, hi = self.batches[index]
-        # a run continues the previous batch's when the row before it was read by that batch
-        live_before = np.zeros(len(lo), bool)
-        if index > 0:
-            live_before[0] = self.batches[index - 1][1][-1] == lo[0]
+        previous_end = int(self.batches[index - 1][1][-1]) if index > 0 else None
         for k, source in enumerate(self.sources):
             array = _leaf_array(batch, source.path)
             if not source.items:
-                sizes.register(array, batch_bytes(source.pages.plan(lo, hi, live_before), array))
+                sizes.register(array, batch_bytes(source.pages.plan(lo, hi, previous_end), array))
                 continue
             items = _items(array)
             start = self.next_item[k]
             self.next_item[k] = start + len(items)
             if self.deletions or not len(items):
                 continue
-            plan = source.pages.plan(np.array([start]), np.array([start + len(items)]), np.array([index > 0]))
+            plan = source.pages.plan(np.array([start]), np.array([start + len(items)]), start if index > 0 else None)
             sizes.register(items, batch_bytes(plan, items))
 
 
