@@ -91,6 +91,7 @@ class BatchPlan:
     dictionary: bool
     segments: np.ndarray
     begins_piece: bool
+    page_rows: int = 0  # rows scheduled in the page, when the batch is the first read from it
 
 
 def _copied_capacity(segment_bytes: np.ndarray, begins_piece: bool) -> int:
@@ -136,7 +137,12 @@ def batch_bytes(plan: BatchPlan, array: pa.Array) -> int | None:
     segment_bytes = np.add.reduceat(lengths, starts) if n else np.zeros(0, np.int64)
     segment_bytes = segment_bytes[segment_bytes > 0]  # runs of empty strings fetch no bytes
     values = _copied_capacity(segment_bytes, plan.begins_piece)
-    return values + offsets + ((n + 7) // 8 if nulls else 0) + _BYTE_ARRAY_STRUCT
+    validity = 0
+    if nulls:
+        # a Vec sized for the batch's bitmap; the first batch of a page copies the page's whole
+        # bitmap into it (arrow's slice at offset 0 keeps the whole buffer)
+        validity = _grown_through((n + 7) // 8, np.array([(plan.page_rows + 7) // 8]))
+    return values + offsets + validity + _BYTE_ARRAY_STRUCT
 
 
 class _ColumnPages:
@@ -146,9 +152,14 @@ class _ColumnPages:
         pages = reader.metadata.columns[column].pages
         lengths = np.fromiter((p.length for p in pages), np.int64, len(pages))
         self.starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        self.scheduled = lengths  # rows read of each page
         self.dictionary = np.fromiter(
             (reader.page_encoding(p, encodings_v2_0_pb2.ArrayEncoding, name).WhichOneof("array_encoding")
              == "dictionary" for p in pages), bool, len(pages))
+
+    def read_live(self, live: np.ndarray) -> None:
+        """Only the ``live`` rows (sorted) are read."""
+        self.scheduled = np.diff(np.searchsorted(live, self.starts))
 
     def plan(self, lo: np.ndarray, hi: np.ndarray, previous_end: int | None) -> BatchPlan:
         """The plan of a batch reading rows [lo, hi) (runs of live rows) after a batch that ended
@@ -160,8 +171,10 @@ class _ColumnPages:
         # The batch begins a fetched piece when its first row begins a run and rows of the page
         # were read before it: pylance's decoder skips whole pieces only while the bytes to skip
         # exceed them, so it stops at the end of the previous piece and sizes the copy for all.
-        begins = previous_end is not None and previous_end != lo[0] and previous_end > self.starts[first]
-        return BatchPlan(1, bool(self.dictionary[first]), (hi - lo).astype(np.int64), begins)
+        read_before = previous_end is not None and previous_end > self.starts[first]
+        begins = read_before and previous_end != lo[0]
+        page_rows = 0 if read_before else int(self.scheduled[first])
+        return BatchPlan(1, bool(self.dictionary[first]), (hi - lo).astype(np.int64), begins, page_rows)
 
 
 @dataclass
@@ -246,6 +259,10 @@ class _FragmentModel:
         if fragment.proto.HasField("deletion_file"):
             live = np.setdiff1d(np.arange(fragment.physical_rows), fragment.deleted_offsets.astype(np.int64))
         self.deletions = live is not None
+        if live is not None:
+            for source in self.sources:
+                if not source.items:
+                    source.pages.read_live(live)
         self.batches = _batch_ranges(live, fragment.physical_rows, batch_rows)
         self.next_item = [0] * len(self.sources)  # first item of the next batch, per list leaf
 
