@@ -61,12 +61,15 @@ def test_fragments_with_deletions(tmp_path, every):
     _assert_pylance_cuts(tmp_path, _keyed_strings, 4, 50_000, delete=f"a % {every} = 0")
 
 
-def test_nullable_columns_with_deletions(tmp_path):
-    def make(i: int, rows: int) -> pa.Table:
-        return _nullable_numbers(i, rows).append_column("s", _columns(i, rows, "w")["w"]).append_column(
-            "a", _keyed_strings(i, rows)["a"])
+@pytest.mark.parametrize("numbers, fragments, rows, every", [(True, 4, 150_000, 100), (False, 6, 60_000, 30)])
+def test_nullable_columns_with_deletions(tmp_path, numbers, fragments, rows, every):
+    """With deletions, a nullable string batch's bitmap is its own (without, the first batch of a
+    page copies the page's)."""
+    def make(i: int, n: int) -> pa.Table:
+        table = _columns(i, n, "w").append_column("a", _keyed_strings(i, n)["a"])
+        return table.append_column("i", _nullable_numbers(i, n)["i"]) if numbers else table
 
-    _assert_pylance_cuts(tmp_path, make, 4, 150_000, delete="a % 100 = 0")
+    _assert_pylance_cuts(tmp_path, make, fragments, rows, delete=f"a % {every} = 0")
 
 
 def test_batches_spanning_pages(tmp_path):
@@ -120,7 +123,8 @@ def test_struct_fields(tmp_path, column, fragments, delete):
 
 def test_copied_values_grow_like_a_vec():
     """Values fetched in several pieces: a copy first sized for the bytes after the first piece's
-    part, doubled when short; one piece (or a batch beginning a piece): exactly the bytes."""
+    part, doubled when short; one piece (or a batch beginning a piece): exactly the bytes. A
+    nullable string batch decoded first from its page copies the page's bitmap."""
     ints = pa.array(np.arange(100), pa.int64())
     one_piece = batch_bytes(BatchPlan(1, False, np.array([100]), False), ints)
     assert one_piece == 800 + 96
@@ -130,3 +134,8 @@ def test_copied_values_grow_like_a_vec():
     # spanning pages: arrow's concat, 64-byte rounded, with validity when a null is present
     nullable = pa.array([1, None] * 50, pa.int64())
     assert batch_bytes(BatchPlan(2, False, np.array([100]), False), nullable) == 832 + 64 + 96
+    words = pa.array(["ab", None] * 50)
+    alone = 100 + 101 * 4 + 13 + 120
+    assert batch_bytes(BatchPlan(1, False, np.array([100]), False), words) == alone
+    # a page of 1000 rows: its 125-byte bitmap copied into a 13-byte Vec -> max(26, 125)
+    assert batch_bytes(BatchPlan(1, False, np.array([100]), False, 1000), words) == alone - 13 + 125

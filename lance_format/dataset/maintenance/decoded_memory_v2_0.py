@@ -12,7 +12,8 @@ decoders built for each 8192-row scan batch. Unlike the 2.1 mini-block decoder, 
   also counts its own struct (96 bytes for numbers, 120 for strings);
 * a validity bitmap is counted only when the batch holds a null (arrow drops an all-valid one): of
   numbers, built by a ``BooleanBufferBuilder`` (rounded up to 64 bytes); of strings, an exact
-  ``Vec``;
+  ``Vec``, except that the first batch decoded from a page (of a fragment without deletions)
+  copies the page's whole bitmap into it (arrow's slice at offset 0 keeps the whole buffer);
 * a dictionary page's batch is expanded by arrow's ``take``: exact values and offsets, and the
   validity of the indices (64-byte rounded) when the batch holds a null;
 * a batch spanning pages is decoded page by page and concatenated by arrow (buffers rounded up to
@@ -20,13 +21,15 @@ decoders built for each 8192-row scan batch. Unlike the 2.1 mini-block decoder, 
 * a fragment with deletions is read in batches of 8192 live rows, its live runs being the ranges
   scheduled in each page. The values (or string bytes) of a batch then come from several
   fetched pieces, one per run, and are copied into a ``Vec`` first sized for the bytes *after* the
-  first piece's part (the whole batch when the batch begins a run), which then grows as Rust's
-  ``Vec`` does: up to twice the bytes, which is what makes pylance flush pages early there.
+  first piece's part (the whole batch when the batch begins a run other than its page's first),
+  which then grows as Rust's ``Vec`` does: up to twice the bytes, which is what makes pylance
+  flush pages early there.
 
 Of a list field, the writer counts the decoded items (the list encoder hands its leaf the items
 the lists slice); of a struct, each child on its own. Both are sized like a top-level field's
 array, from the item or child column's pages (list items only in fragments without deletions;
-with deletions their length in bytes is counted).
+with deletions their length in bytes is counted, and files are then cut up to a few batches
+away from pylance's rows).
 """
 
 from __future__ import annotations
@@ -152,18 +155,14 @@ class _ColumnPages:
         pages = reader.metadata.columns[column].pages
         lengths = np.fromiter((p.length for p in pages), np.int64, len(pages))
         self.starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        self.scheduled = lengths  # rows read of each page
         self.dictionary = np.fromiter(
             (reader.page_encoding(p, encodings_v2_0_pb2.ArrayEncoding, name).WhichOneof("array_encoding")
              == "dictionary" for p in pages), bool, len(pages))
 
-    def read_live(self, live: np.ndarray) -> None:
-        """Only the ``live`` rows (sorted) are read."""
-        self.scheduled = np.diff(np.searchsorted(live, self.starts))
-
-    def plan(self, lo: np.ndarray, hi: np.ndarray, previous_end: int | None) -> BatchPlan:
+    def plan(self, lo: np.ndarray, hi: np.ndarray, previous_end: int | None, deletions: bool) -> BatchPlan:
         """The plan of a batch reading rows [lo, hi) (runs of live rows) after a batch that ended
-        before row ``previous_end`` (None: the first batch)."""
+        before row ``previous_end`` (None: the first batch) of a fragment with or without
+        ``deletions``."""
         first = int(np.searchsorted(self.starts, lo[0], side="right") - 1)
         last = int(np.searchsorted(self.starts, hi[-1] - 1, side="right") - 1)
         if last != first:
@@ -173,7 +172,9 @@ class _ColumnPages:
         # exceed them, so it stops at the end of the previous piece and sizes the copy for all.
         read_before = previous_end is not None and previous_end > self.starts[first]
         begins = read_before and previous_end != lo[0]
-        page_rows = 0 if read_before else int(self.scheduled[first])
+        # Without deletions, a nullable string batch decoded first from its page copies the
+        # page's whole bitmap (measured: not so in fragments with deletions).
+        page_rows = 0 if read_before or deletions else int(self.starts[first + 1] - self.starts[first])
         return BatchPlan(1, bool(self.dictionary[first]), (hi - lo).astype(np.int64), begins, page_rows)
 
 
@@ -259,10 +260,6 @@ class _FragmentModel:
         if fragment.proto.HasField("deletion_file"):
             live = np.setdiff1d(np.arange(fragment.physical_rows), fragment.deleted_offsets.astype(np.int64))
         self.deletions = live is not None
-        if live is not None:
-            for source in self.sources:
-                if not source.items:
-                    source.pages.read_live(live)
         self.batches = _batch_ranges(live, fragment.physical_rows, batch_rows)
         self.next_item = [0] * len(self.sources)  # first item of the next batch, per list leaf
 
@@ -274,14 +271,15 @@ class _FragmentModel:
         for k, source in enumerate(self.sources):
             array = _leaf_array(batch, source.path)
             if not source.items:
-                sizes.register(array, batch_bytes(source.pages.plan(lo, hi, previous_end), array))
+                sizes.register(array, batch_bytes(source.pages.plan(lo, hi, previous_end, self.deletions), array))
                 continue
             items = _items(array)
             start = self.next_item[k]
             self.next_item[k] = start + len(items)
             if self.deletions or not len(items):
                 continue
-            plan = source.pages.plan(np.array([start]), np.array([start + len(items)]), start if index > 0 else None)
+            plan = source.pages.plan(np.array([start]), np.array([start + len(items)]), start if index > 0 else None,
+                                    False)
             sizes.register(items, batch_bytes(plan, items))
 
 
