@@ -15,6 +15,7 @@ in the file.
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from typing import Callable
 
 import numpy as np
@@ -36,6 +37,51 @@ from lance_format.schema import LanceField
 EmitPage = Callable[[int, EncodedPage], None]
 """Receives each finished page with its column number (the file writer writes it out)."""
 
+# The bytes a buffered leaf array counts for (None: its length in bytes). A compaction of 2.0
+# files sets it to the memory pylance's 2.0 decoders allocate for the arrays it reads: pylance's
+# writer flushes a page once that memory passes the page size, which decides where it cuts files
+# (lance_format.dataset.maintenance.decoded_memory_v2_0).
+legacy_decoded_memory_model: ContextVar[Callable[[pa.Array], int | None] | None] = ContextVar(
+    "legacy_decoded_memory_model", default=None)
+
+_BYTE_ARRAY_STRUCT = 120  # size_of arrow-rs GenericByteArray<i32>
+_PRIMITIVE_STRUCT = 96  # size_of arrow-rs PrimitiveArray<T>
+
+
+def _fixed_width(data_type: pa.DataType) -> bool:
+    t = pa.types
+    return (t.is_integer(data_type) or t.is_floating(data_type) or t.is_timestamp(data_type) or t.is_date(data_type)
+            or t.is_time(data_type) or t.is_duration(data_type))
+
+
+def imported_nbytes(array: pa.Array, whole: bool = False) -> int | None:
+    """The memory pylance's writer counts for ``array`` handed over from Python (arrow's C data
+    interface), None where not modelled.
+
+    arrow-rs sizes an imported buffer by the array's offset plus length, so a slice counts every
+    row before it too; a struct's children and a list's items are exported (and counted) whole
+    (``whole``: their buffers' full sizes). A validity bitmap counts only when there are nulls."""
+    data_type = array.type
+    buffers = array.buffers()
+    end = array.offset + len(array)
+    if whole:
+        has_validity = buffers[0] is not None
+    else:
+        has_validity = array.null_count > 0
+    validity = (buffers[0].size if whole else (end + 7) // 8) if has_validity and buffers[0] is not None else 0
+    if _fixed_width(data_type) and len(buffers) == 2 and buffers[1] is not None:
+        values = buffers[1].size if whole else end * data_type.byte_width
+        return values + validity + _PRIMITIVE_STRUCT
+    t = pa.types
+    if (t.is_string(data_type) or t.is_binary(data_type) or t.is_large_string(data_type)
+            or t.is_large_binary(data_type)) and len(buffers) == 3 and buffers[1] is not None:
+        width = 8 if t.is_large_string(data_type) or t.is_large_binary(data_type) else 4
+        if whole:
+            return buffers[1].size + (buffers[2].size if buffers[2] is not None else 0) + validity + _BYTE_ARRAY_STRUCT
+        last = int(np.frombuffer(buffers[1], np.int64 if width == 8 else np.int32, 1, end * width)[0])
+        return (end + 1) * width + last + validity + _BYTE_ARRAY_STRUCT
+    return None
+
 
 class ColumnWriter:
     """Buffers one field's data and emits pages for it (and for its child columns)."""
@@ -46,7 +92,9 @@ class ColumnWriter:
         self.max_page_bytes = max_page_bytes
         self.emit = emit
 
-    def append(self, array: pa.Array) -> None:
+    def append(self, array: pa.Array, whole: bool = False) -> None:
+        """Buffer ``array`` (``whole``: a struct's child or a list's items, which pylance counts
+        whole)."""
         raise NotImplementedError
 
     def flush(self) -> None:
@@ -63,24 +111,34 @@ class _LeafWriter(ColumnWriter):
         self.chunks: list[pa.Array] = []
         self.buffered = 0
 
-    def append(self, array: pa.Array) -> None:
+    def append(self, array: pa.Array, whole: bool = False) -> None:
         # Empty chunks are kept too: pylance writes a 0-row page for them (e.g. items of all-null lists).
         self.chunks.append(array)
-        self.buffered += leaf_nbytes(array)
-        if self.buffered >= self.max_page_bytes:
+        model = legacy_decoded_memory_model.get()
+        modelled = model(array) if model is not None else imported_nbytes(array, whole)
+        if modelled is None:
+            self.buffered += leaf_nbytes(array)
+            if self.buffered >= self.max_page_bytes:
+                self.flush()
+            return
+        # pylance's accumulation queue: a page once the arrays' memory is strictly over the limit
+        self.buffered += modelled
+        if self.buffered > self.max_page_bytes:
             self.flush()
 
     def flush(self) -> None:
         if not self.chunks:
             return
-        chunks, total = self.chunks, self.buffered
+        chunks = self.chunks
         self.chunks, self.buffered = [], 0
         if pa.types.is_dictionary(chunks[0].type):
             pages = encode_leaf_pages(chunks, column=self.name)
         else:
             array = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
-            # Split an oversized buffer into equal row ranges of about max_page_bytes each.
-            parts = max(1, min(math.ceil(total / self.max_page_bytes), len(array)))
+            # Like pylance, several buffered arrays make one page; one oversized array is split
+            # into equal row ranges of about max_page_bytes of its own rows' bytes each.
+            own = leaf_nbytes(array)
+            parts = 1 if len(chunks) > 1 else max(1, min(math.ceil(own / self.max_page_bytes), len(array)))
             step = math.ceil(len(array) / parts) if len(array) else 0
             pieces = [array.slice(i, step) for i in range(0, len(array), step)] if step else [array]
             pages = [p for piece in pieces for p in encode_leaf_pages([piece], self.compression, column=self.name)]
@@ -95,7 +153,7 @@ class _ListWriter(ColumnWriter):
         self.chunks: list[tuple[np.ndarray, np.ndarray | None]] = []
         self.buffered = 0
 
-    def append(self, array: pa.Array) -> None:
+    def append(self, array: pa.Array, whole: bool = False) -> None:
         large = pa.types.is_large_list(array.type)
         dtype = np.int64 if large else np.int32
         max_rows = max(1, self.max_page_bytes // 8)
@@ -112,9 +170,13 @@ class _ListWriter(ColumnWriter):
                 offsets = np.frombuffer(raw, dtype, count + 1, piece.offset * np.dtype(dtype).itemsize)
             first, last = int(offsets[0]), int(offsets[-1])
             self.chunks.append((offsets, validity_bools(piece)))
-            self.child.append(piece.values.slice(first, last - first))
-            self.buffered += 8 * count
-            if self.buffered >= self.max_page_bytes:
+            self.child.append(piece.values.slice(first, last - first), whole=True)
+            # pylance queues the offsets (sized as imported: every offset up to the last) and the
+            # validity (an empty boolean array without nulls)
+            end = piece.offset + count
+            width = 8 if large else 4
+            self.buffered += (end + 1) * width + _PRIMITIVE_STRUCT + ((end + 7) // 8 if piece.null_count else 0) + 80
+            if self.buffered > self.max_page_bytes:
                 self.flush()
 
     def flush(self) -> None:
@@ -134,7 +196,7 @@ class _StructWriter(ColumnWriter):
         self.children = children
         self.rows = 0
 
-    def append(self, array: pa.Array) -> None:
+    def append(self, array: pa.Array, whole: bool = False) -> None:
         if array.null_count:
             raise UnsupportedFeatureError(
                 "file version 2.0 does not encode struct validity (null structs); "
@@ -142,7 +204,7 @@ class _StructWriter(ColumnWriter):
                 column=self.name,
             )
         for i, child in enumerate(self.children):
-            child.append(array.field(i))
+            child.append(array.field(i), whole=True)
         self.rows += len(array)
 
     def flush(self) -> None:

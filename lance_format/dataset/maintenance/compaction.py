@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator
 import pyarrow as pa
 
 from lance_format.dataset.maintenance.decoded_memory import modelled_decoder_memory, registered
+from lance_format.dataset.maintenance.decoded_memory_v2_0 import modelled_legacy_decoder_memory, registered_v2_0
 from lance_format.dataset.mutations.base import Prepared, storage_version_of, write_new_fragments
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
@@ -267,13 +268,18 @@ def rewrite_group(ds: "LanceDataset", group: list["LanceFragment"], target: int,
     The rows are read in pylance's default batches (8192 rows, restarting at each fragment),
     since where a file is cut by bytes depends on where the writer flushed its pages; for 2.1/2.2
     files the writer counts the arrays at the memory pylance's decoder would have allocated
-    for them (:mod:`lance_format.dataset.maintenance.decoded_memory`)."""
+    for them (:mod:`lance_format.dataset.maintenance.decoded_memory`; 2.0 files:
+    :mod:`lance_format.dataset.maintenance.decoded_memory_v2_0`)."""
     sizes = chunk_sizes(sum(f.count_rows() for f in group), target)
     batch_rows = batch_size or DEFAULT_SCAN_BATCH_ROWS
     batches: Iterator[pa.RecordBatch] = iter(ds.scanner(fragments=group, batch_size=batch_rows).to_batches())
     new: list[table_pb2.DataFragment] = []
     with contextlib.ExitStack() as stack:
-        if max_bytes_per_file is not None:
+        if max_bytes_per_file is not None and (prepared.storage_version or storage_version_of(ds)) == "2.0":
+            # 2.0 files: pylance's legacy decoders allocate otherwise
+            batches = registered_v2_0(batches, group, ds.schema, batch_rows,
+                                      stack.enter_context(modelled_legacy_decoder_memory()))
+        elif max_bytes_per_file is not None:
             # where pylance cuts files by bytes depends on the memory its decoder allocated
             batches = registered(batches, group, ds.schema, batch_rows, stack.enter_context(modelled_decoder_memory()))
         for size, piece in zip(sizes, _chunked(batches, sizes)):

@@ -257,9 +257,12 @@ class FragmentSink:
         offset = 0
         while offset < batch.num_rows:
             writer = self._current or self._open()
-            take = min(batch.num_rows - offset, self._max_rows - self._current_rows)
             if isinstance(writer, LegacyFileWriter):
-                take = min(take, writer.room_in_batch())
+                take = min(batch.num_rows - offset, self._max_rows - self._current_rows, writer.room_in_batch())
+            else:
+                # like pylance's break_stream: batches are split where the stream's rows reach a
+                # multiple of max_rows_per_file (a file begun after a cut by bytes is not realigned)
+                take = min(batch.num_rows - offset, self._max_rows - self.rows % self._max_rows)
             piece = batch.slice(offset, take)
             writer.write_batch(piece)
             if self._current_ids is not None:
