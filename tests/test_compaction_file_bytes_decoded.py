@@ -193,3 +193,16 @@ def test_struct_fields(tmp_path, version, column):
         return _structs(i, rows).select([column])
 
     _assert_pylance_cuts(tmp_path, make, 4, 150_000, version)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("every", [7, 100])
+def test_struct_fields_with_deletions(tmp_path, version, every):
+    """Deletions make a struct's string leaf flush a page per batch while its number leaves keep
+    buffering: pylance writes that leaf's pages alone (every leaf has its own queue), so files
+    are cut by the bytes of the string leaf's pages only."""
+    def make(i: int, rows: int) -> pa.Table:
+        k = np.arange(i * rows, (i + 1) * rows)
+        return _structs(i, rows).select(["nullable"]).append_column("a", pa.array(k * 1000003 % (1 << 40), pa.int64()))
+
+    _assert_pylance_cuts(tmp_path, make, 4, 150_000, version, delete=f"a % {every} = 0")

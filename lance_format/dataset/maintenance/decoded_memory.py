@@ -34,11 +34,10 @@ a slice): their values buffer starts at twice the bytes of every chunk the batch
 list's continuation chunks included, since levels are not a known decoded size) and grows chunk
 by chunk (a row's items counted with the chunk where it starts); no validity is counted.
 
-Of a struct of leaves, each leaf is decoded, and counted by pylance's writer, on its own (the
-writer here flushes the struct when its fullest leaf would flush, keeping the leaves' pages
-aligned). Not matched: pylance then writes that leaf's page alone, this writer all the struct's
-leaves, so where a file is cut by the bytes of several small flushes (dense deletions) it can be
-cut a few batches earlier here; structs nesting structs or lists are counted by length.
+Of a struct of leaves, each leaf is decoded, and counted by pylance's writer, on its own: each
+leaf has its own queue and writes its own pages (so where dense deletions make one leaf flush a
+page per batch, only that leaf's pages are written); structs nesting structs or lists are counted
+by length.
 
 A batch spanning pages is decoded page by page and the parts concatenated by arrow, whose
 buffers hold exactly the values (rounded up to 64 bytes; no validity bitmap is counted), whatever
