@@ -214,7 +214,7 @@ def _is_list(data_type: pa.DataType) -> bool:
     return pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_map(data_type)
 
 
-def _counted_array(array: pa.Array, path: tuple[int, ...]) -> pa.Array:
+def counted_array(array: pa.Array, path: tuple[int, ...]) -> pa.Array:
     """The array pylance's leaf encoder receives for the leaf at ``path`` (what its accumulation
     queue counts): struct children taken in turn, a list of a nested type entered as its items;
     a list of a leaf type is counted as the list (the model knows its decoded items)."""
@@ -292,13 +292,13 @@ class StructuralFieldWriter:
             return
         model = decoded_memory_model.get()
         for leaf, path in enumerate(self.paths):
-            counted = _counted_array(array, path) if self.num_leaves > 1 else array
+            counted = counted_array(array, path)
             modelled = model(counted) if model is not None else None
             # nbytes counts only the referenced ranges of sliced arrays
             self.real[leaf] += counted.nbytes
             self.counted[leaf] += counted.nbytes if modelled is None else modelled
             self.rows[leaf] += len(array)
-            self.pending[leaf].append(_pruned(array, path) if self.num_leaves > 1 else array)
+            self.pending[leaf].append(_pruned(array, path))
             if self.counted[leaf] >= self.max_page_bytes and (
                 self.rows[leaf] >= MIN_PAGE_ROWS or self.counted[leaf] >= _FORCE_FLUSH_FACTOR * self.max_page_bytes
             ):
@@ -327,7 +327,7 @@ class StructuralFieldWriter:
 
     def _write_page(self, leaf: int, array: pa.Array) -> None:
         # a pruned struct has one child: the one on the leaf's path
-        page = shred_leaf(array, self.field, self.paths[leaf], pruned=self.num_leaves > 1)
+        page = shred_leaf(array, self.field, self.paths[leaf], pruned=True)
         try:
             buffers, layout = encode_leaf_page(page, self.minor, self.structural)
         except PageTooDense:
