@@ -66,7 +66,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.encodings.structural.blocks import Variable
-from lance_format.encodings.structural.encode_page import counted_array, decoded_memory_model
+from lance_format.encodings.structural.encode_page import counted_array, decoded_memory_model, leaf_array
 from lance_format.encodings.structural.miniblock import MiniBlockPage
 from lance_format.file.reader import LanceFileReader
 from lance_format.file.reader_structural import StructuralReader
@@ -128,10 +128,8 @@ def _round64(n: int) -> int:
 def _concatenated_bytes(array: pa.Array) -> int:
     """Allocated bytes of arrow's ``concat`` of the arrays a batch spanning pages was decoded
     into: buffers of exactly the values' size, rounded up to 64 bytes (no validity bitmap is
-    counted: measured on nullable numbers, where counting one moves the cuts). Of lists, the
-    concatenated items count (the list encoder hands its leaf the items)."""
-    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
-        array = array.flatten()
+    counted: measured on nullable numbers, where counting one moves the cuts). Of lists,
+    ``array`` is the items (which the list encoder hands its leaf)."""
     if _fixed_width(array.type):
         return _round64(len(array) * array.type.byte_width) + _PRIMITIVE_STRUCT
     values = int(pc.sum(pc.binary_length(array)).as_py() or 0)
@@ -204,8 +202,6 @@ def _batch_bytes(page: MiniBlockPage | None, lo: np.ndarray, hi: np.ndarray, arr
     chunk of every instruction (a chunk several ranges touch is counted once per range)."""
     if page is None:
         return _concatenated_bytes(array)
-    if page.rep_codec is not None:
-        return _list_items_bytes(page, lo, hi, _row_lengths(array), array.flatten())
     if page.dictionary_enc is not None:
         return _dictionary_decoded_bytes(page, array)
     chunk, taken = _pieces(page, lo, hi)
@@ -303,9 +299,12 @@ class DecodedSizes:
             for path, list_path, plan in leaves:
                 if plan is None:
                     continue
+                # the items pylance's leaf encoder counts, and the lists they are items of
                 counted = counted_array(column, path)
                 key = self._key(counted)
-                lists = None if list_path is None else counted_array(column, list_path)
+                holder = leaf_array(column, path)
+                lists = holder if _is_list(holder.type) else (
+                    None if list_path is None else leaf_array(column, list_path))
                 rows = len(counted) if lists is None else len(lists)
                 if key is None or int((plan[2] - plan[1]).sum()) != rows:
                     continue

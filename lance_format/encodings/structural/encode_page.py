@@ -214,14 +214,22 @@ def _is_list(data_type: pa.DataType) -> bool:
     return pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_map(data_type)
 
 
-def counted_array(array: pa.Array, path: tuple[int, ...]) -> pa.Array:
-    """The array pylance's leaf encoder receives for the leaf at ``path`` (what its accumulation
-    queue counts): struct children taken in turn, a list of a nested type entered as its items;
-    a list of a leaf type is counted as the list (the model knows its decoded items)."""
+def leaf_array(array: pa.Array, path: tuple[int, ...]) -> pa.Array:
+    """The array of the leaf at ``path`` of a top-level field's array (struct children taken in
+    turn, lists of nested types entered as their items): a leaf, or a list of leaves."""
     for index in path:
         while _is_list(array.type):
             array = list_items(array)
         array = array.field(index)
+    return array
+
+
+def counted_array(array: pa.Array, path: tuple[int, ...]) -> pa.Array:
+    """The array pylance's leaf encoder receives for the leaf at ``path``, which its accumulation
+    queue counts: the leaf, or of a list, the items its rows span (``trimmed_values``)."""
+    array = leaf_array(array, path)
+    while _is_list(array.type):
+        array = list_items(array)
     return array
 
 
