@@ -34,23 +34,26 @@ a slice): their values buffer starts at twice the bytes of every chunk the batch
 list's continuation chunks included, since levels are not a known decoded size) and grows chunk
 by chunk (a row's items counted with the chunk where it starts); no validity is counted.
 
-Of a struct of leaves, each leaf is decoded, and counted by pylance's writer, on its own: each
-leaf has its own queue and writes its own pages (so where dense deletions make one leaf flush a
-page per batch, only that leaf's pages are written); structs nesting structs or lists are counted
-by length.
+Every leaf column is decoded, and counted by pylance's writer, on its own: the writer gives each
+leaf its own queue (so where dense deletions make one leaf of a struct flush a page per batch,
+only that leaf's pages are written). A leaf is counted as pylance's leaf encoder receives it: a
+struct's child (at any depth), a list's items (a list in a struct too), a leaf of the items of a
+list of structs (the items' values buffer as for a list of that leaf). Deeper nesting (lists of
+lists, lists of structs of lists, maps) is counted by length.
 
 A batch spanning pages is decoded page by page and the parts concatenated by arrow, whose
 buffers hold exactly the values (rounded up to 64 bytes; no validity bitmap is counted), whatever
 the pages' layouts.
 
-So for a batch read from one mini-block page (of a top-level field, a list of one leaf or a
-struct's leaf) the size is a function of the page's chunk sizes and the batch's row ranges, which
+So for a batch read from one mini-block page (of a leaf, a list of one leaf or a leaf of a
+list's items) the size is a function of the page's chunk sizes and the batch's row ranges, which
 this module computes from the source files. Other pages are not modelled: the writer then counts
 the array's length in bytes, as before. That is pylance's size of full-zip pages (wide strings,
 binary and vectors, decoded into buffers of their exact size: measured on batches of a few
 hundred rows, cut at pylance's rows) and, to a few bytes, of fixed-size lists. Measured against
 pylance 14 (tests/test_compaction_file_bytes*.py) in 2.1 and 2.2 on files of either engine: the
-same cuts, except near the threshold with several nullable string columns in 2.2 (a batch off).
+same cuts, except near the threshold with several nullable string columns in 2.2 (a batch off),
+and once in a 2.2 list of structs of nullable strings with deletions (a batch off).
 
 Not modelled: 2.0 files (pylance's 2.0 decoders and writer allocate differently; their
 compactions cut files by lengths here, up to a few batches away from pylance's).
