@@ -107,8 +107,8 @@ def test_batches_spanning_pages(tmp_path, version):
     _write(lance, theirs_written, make, 2, 1_500_000, version)
     ds = lance_format.dataset(theirs_written)
     spanning = [plan for fragment in ds.get_fragments()
-                for batch in fragment_batch_plans(fragment, ds.schema, 8192) for plan in batch
-                if plan is not None and plan[0] is None]
+                for batch in fragment_batch_plans(fragment, ds.schema, 8192) for column in batch
+                for _, _, plan in column if plan is not None and plan[0] is None]
     assert len(spanning) > 20
     _assert_pylance_cuts(tmp_path, make, 2, 1_500_000, version)
 
@@ -193,3 +193,54 @@ def test_struct_fields(tmp_path, version, column):
         return _structs(i, rows).select([column])
 
     _assert_pylance_cuts(tmp_path, make, 4, 150_000, version)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("every", [7, 100])
+def test_struct_fields_with_deletions(tmp_path, version, every):
+    """Deletions make a struct's string leaf flush a page per batch while its number leaves keep
+    buffering: pylance writes that leaf's pages alone (every leaf has its own queue), so files
+    are cut by the bytes of the string leaf's pages only."""
+    def make(i: int, rows: int) -> pa.Table:
+        k = np.arange(i * rows, (i + 1) * rows)
+        return _structs(i, rows).select(["nullable"]).append_column("a", pa.array(k * 1000003 % (1 << 40), pa.int64()))
+
+    _assert_pylance_cuts(tmp_path, make, 4, 150_000, version, delete=f"a % {every} = 0")
+
+
+def _nested(i: int, rows: int) -> pa.Table:
+    """A struct nesting a struct, a struct holding a list, and a list of structs."""
+    rng = np.random.default_rng(i)
+    j = np.arange(rows)
+    k = np.arange(i * rows, (i + 1) * rows)
+    inner = pa.StructArray.from_arrays([pa.array(rng.integers(0, 1 << 40, rows), pa.int64(), mask=j % 5 == 1),
+                                        pa.array([b"%019d" % (x * 7919 + i) for x in range(rows)])], ["p", "q"],
+                                       mask=pa.array(j % 13 == 4))
+    lengths = rng.integers(0, 6, rows)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    n = int(lengths.sum())
+    numbers = pa.ListArray.from_arrays(offsets, pa.array(rng.integers(0, 1 << 30, n), pa.int64()),
+                                       mask=pa.array(j % 11 == 3))
+    items = pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 1 << 40, n), pa.int64()),
+         pa.array([b"w%015d" % (x * 7 + i) for x in range(n)], mask=np.arange(n) % 9 == 0)], ["x", "y"])
+    return pa.table({
+        "a": pa.array(k * 1000003 % (1 << 40), pa.int64()),
+        "struct_of_struct": pa.StructArray.from_arrays([inner, pa.array(k, pa.int64())], ["inner", "b"]),
+        "struct_of_list": pa.StructArray.from_arrays(
+            [numbers, pa.array([b"%017d" % (x * 31 + i) for x in range(rows)])], ["numbers", "c"]),
+        "list_of_struct": pa.ListArray.from_arrays(offsets, items),
+    })
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("column", ["struct_of_struct", "struct_of_list", "list_of_struct"])
+@pytest.mark.parametrize("every", [None, 100])
+def test_nested_fields(tmp_path, version, column, every):
+    """Structs of structs or lists and lists of structs: every leaf is counted as pylance's leaf
+    encoder receives it (a nested struct's child, a list's decoded items, a leaf of a list's
+    items) and flushed on its own."""
+    def make(i: int, rows: int) -> pa.Table:
+        return _nested(i, rows).select(["a", column])
+
+    _assert_pylance_cuts(tmp_path, make, 4, 150_000, version, delete=None if every is None else f"a % {every} = 0")

@@ -249,7 +249,7 @@ def test_file_with_many_small_pages_reads_in_pylance(tmp_path):
     table = map_table(3000, seed=4)
     store = ObjectStore(tmp_path)
     schema = LanceSchema.from_arrow(table.schema)
-    writer = LanceFileWriter(store, "f.lance", schema, version="2.2", max_page_bytes=4096)
+    writer = LanceFileWriter(store, "f.lance", schema, version="2.2", max_page_bytes=2048)
     for batch in table.to_batches(max_chunksize=700):
         writer.write_batch(batch)
     writer.finish()

@@ -34,24 +34,26 @@ a slice): their values buffer starts at twice the bytes of every chunk the batch
 list's continuation chunks included, since levels are not a known decoded size) and grows chunk
 by chunk (a row's items counted with the chunk where it starts); no validity is counted.
 
-Of a struct of leaves, each leaf is decoded, and counted by pylance's writer, on its own (the
-writer here flushes the struct when its fullest leaf would flush, keeping the leaves' pages
-aligned). Not matched: pylance then writes that leaf's page alone, this writer all the struct's
-leaves, so where a file is cut by the bytes of several small flushes (dense deletions) it can be
-cut a few batches earlier here; structs nesting structs or lists are counted by length.
+Every leaf column is decoded, and counted by pylance's writer, on its own: the writer gives each
+leaf its own queue (so where dense deletions make one leaf of a struct flush a page per batch,
+only that leaf's pages are written). A leaf is counted as pylance's leaf encoder receives it: a
+struct's child (at any depth), a list's items (a list in a struct too), a leaf of the items of a
+list of structs (the items' values buffer as for a list of that leaf). Deeper nesting (lists of
+lists, lists of structs of lists, maps) is counted by length.
 
 A batch spanning pages is decoded page by page and the parts concatenated by arrow, whose
 buffers hold exactly the values (rounded up to 64 bytes; no validity bitmap is counted), whatever
 the pages' layouts.
 
-So for a batch read from one mini-block page (of a top-level field, a list of one leaf or a
-struct's leaf) the size is a function of the page's chunk sizes and the batch's row ranges, which
+So for a batch read from one mini-block page (of a leaf, a list of one leaf or a leaf of a
+list's items) the size is a function of the page's chunk sizes and the batch's row ranges, which
 this module computes from the source files. Other pages are not modelled: the writer then counts
 the array's length in bytes, as before. That is pylance's size of full-zip pages (wide strings,
 binary and vectors, decoded into buffers of their exact size: measured on batches of a few
 hundred rows, cut at pylance's rows) and, to a few bytes, of fixed-size lists. Measured against
 pylance 14 (tests/test_compaction_file_bytes*.py) in 2.1 and 2.2 on files of either engine: the
-same cuts, except near the threshold with several nullable string columns in 2.2 (a batch off).
+same cuts, except near the threshold with several nullable string columns in 2.2 (a batch off),
+and once in a 2.2 list of structs of nullable strings with deletions (a batch off).
 
 Not modelled: 2.0 files (pylance's 2.0 decoders and writer allocate differently; their
 compactions cut files by lengths here, up to a few batches away from pylance's).
@@ -67,13 +69,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.encodings.structural.blocks import Variable
-from lance_format.encodings.structural.encode_page import decoded_memory_model
+from lance_format.encodings.structural.encode_page import counted_array, decoded_memory_model, leaf_array
 from lance_format.encodings.structural.miniblock import MiniBlockPage
 from lance_format.file.reader import LanceFileReader
 from lance_format.file.reader_structural import StructuralReader
+from lance_format.schema.fields import marked_packed
 
 if TYPE_CHECKING:
     from lance_format.dataset.fragment import LanceFragment
+    from lance_format.schema import LanceField
 
 _BYTE_ARRAY_STRUCT = 120  # size_of arrow-rs GenericByteArray<i32>
 _PRIMITIVE_STRUCT = 96  # size_of arrow-rs PrimitiveArray<T>
@@ -127,10 +131,8 @@ def _round64(n: int) -> int:
 def _concatenated_bytes(array: pa.Array) -> int:
     """Allocated bytes of arrow's ``concat`` of the arrays a batch spanning pages was decoded
     into: buffers of exactly the values' size, rounded up to 64 bytes (no validity bitmap is
-    counted: measured on nullable numbers, where counting one moves the cuts). Of lists, the
-    concatenated items count (the list encoder hands its leaf the items)."""
-    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
-        array = array.flatten()
+    counted: measured on nullable numbers, where counting one moves the cuts). Of lists,
+    ``array`` is the items (which the list encoder hands its leaf)."""
     if _fixed_width(array.type):
         return _round64(len(array) * array.type.byte_width) + _PRIMITIVE_STRUCT
     values = int(pc.sum(pc.binary_length(array)).as_py() or 0)
@@ -162,11 +164,13 @@ def _dictionary_decoded_bytes(page: MiniBlockPage, array: pa.Array) -> int:
     return values_cap + offsets_cap * width + _BYTE_ARRAY_STRUCT
 
 
-def _list_items_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array: pa.Array) -> int:
+def _list_items_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, lengths: np.ndarray,
+                      items: pa.Array) -> int:
     """Allocated bytes of the items of a batch of lists (what pylance's list encoder hands its
-    leaf: the decoded items buffer, of which the lists are a slice). Every chunk the batch's
-    ranges touch (a list's continuation chunks too) is one instruction of the items' decode task;
-    the values buffer starts at twice their bytes and grows chunk by chunk."""
+    leaf: the decoded items buffer, of which the lists are a slice); ``lengths``: the items of
+    each row. Every chunk the batch's ranges touch (a list's continuation chunks too) is one
+    instruction of the items' decode task; the values buffer starts at twice their bytes and
+    grows chunk by chunk."""
     first_chunk, _ = page._chunks_for(lo)
     _, last_chunk = page._chunks_for(hi - 1)
     per_range = last_chunk - first_chunk + 1
@@ -178,11 +182,9 @@ def _list_items_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array
     rows = np.repeat(lo - np.cumsum(lengths_of_ranges) + lengths_of_ranges, lengths_of_ranges) + np.arange(
         int(lengths_of_ranges.sum()))
     row_chunk, _ = page._chunks_for(rows)
-    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     breaks = np.flatnonzero(np.diff(row_chunk) != 0) + 1
     piece_items = np.add.reduceat(lengths, np.concatenate([[0], breaks])) if len(rows) else np.zeros(0, np.int64)
     item_ends = np.cumsum(piece_items)
-    items = array.flatten()
     if _fixed_width(items.type):
         return _grown_through(estimate, item_ends * items.type.byte_width, 8) + _PRIMITIVE_STRUCT
     byte_ends = np.zeros(len(items) + 1, np.int64)
@@ -192,6 +194,10 @@ def _list_items_bytes(page: MiniBlockPage, lo: np.ndarray, hi: np.ndarray, array
     return values_cap + offsets_cap * _offset_width(items.type) + _BYTE_ARRAY_STRUCT
 
 
+def _row_lengths(lists: pa.Array) -> np.ndarray:
+    return pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 def _batch_bytes(page: MiniBlockPage | None, lo: np.ndarray, hi: np.ndarray, array: pa.Array) -> int:
     """Allocated bytes of the page-relative row ranges [lo, hi) of ``page`` (``array`` holds
     their rows in order) decoded as pylance does: one decode task whose instructions each take
@@ -199,8 +205,6 @@ def _batch_bytes(page: MiniBlockPage | None, lo: np.ndarray, hi: np.ndarray, arr
     chunk of every instruction (a chunk several ranges touch is counted once per range)."""
     if page is None:
         return _concatenated_bytes(array)
-    if page.rep_codec is not None:
-        return _list_items_bytes(page, lo, hi, array)
     if page.dictionary_enc is not None:
         return _dictionary_decoded_bytes(page, array)
     chunk, taken = _pieces(page, lo, hi)
@@ -237,13 +241,14 @@ def _batch_ranges(live: np.ndarray | None, total: int, batch_rows: int) -> list[
 
 
 def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int,
-                  batches: list[tuple[np.ndarray, np.ndarray]]) -> list[_Plan | None]:
-    """Per scan batch, the page and page-relative row ranges one top-level leaf field's array is
-    decoded from (None: not modelled)."""
+                  batches: list[tuple[np.ndarray, np.ndarray]], in_list: bool = False) -> list[_Plan | None]:
+    """Per scan batch, the page and page-relative row ranges one leaf field's array (a leaf, a
+    list of a leaf, or, ``in_list``, a leaf of a list's items) is decoded from (None: not
+    modelled)."""
     t = pa.types
     files = [f for f in fragment.proto.files if field_id in f.fields]
-    is_list = t.is_list(field.type) or t.is_large_list(field.type)
-    leaf_type = field.type.value_type if is_list else field.type
+    is_list = in_list or t.is_list(field.type) or t.is_large_list(field.type)
+    leaf_type = field.type if in_list else field.type.value_type if is_list else field.type
     if not (t.is_string(leaf_type) or t.is_binary(leaf_type) or _fixed_width(leaf_type)) or len(files) != 1 \
             or files[0].file_major_version != 2 or files[0].file_minor_version < 1:
         return []
@@ -270,11 +275,17 @@ def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int,
     return out
 
 
+# One leaf's plan: its path (see ``leaf_paths``), the path of the list whose items it is a leaf of
+# (None: not in a list's items), and its decode plan for one scan batch.
+_LeafPlan = tuple[tuple[int, ...], "tuple[int, ...] | None", "_Plan | None"]
+
+
 class DecodedSizes:
     """Modelled sizes of the arrays of scan batches, looked up by the writer (see module doc).
 
     ``expect`` registers a batch as it is read; the writer's lookup finds an array by its buffer
-    (the very array the scan produced), so arrays of other origins are never matched."""
+    (the very array the scan produced, or the leaf of it the writer counts), so arrays of other
+    origins are never matched."""
 
     def __init__(self) -> None:
         self._sizes: dict[tuple[int, int, int], int] = {}
@@ -286,52 +297,83 @@ class DecodedSizes:
             return None
         return buffers[1].address, array.offset, len(array)
 
-    def expect(self, batch: pa.RecordBatch, plans: list) -> None:
-        self._expect(batch.columns, plans)
-
-    def _expect(self, arrays: list[pa.Array], plans: list) -> None:
-        for array, plan in zip(arrays, plans):
-            if isinstance(plan, list):  # a struct's children
-                if pa.types.is_struct(array.type) and array.type.num_fields == len(plan):
-                    self._expect([array.field(i) for i in range(array.type.num_fields)], plan)
-                continue
-            key = self._key(array)
-            if plan is not None and key is not None and int((plan[2] - plan[1]).sum()) == len(array):
-                self._sizes[key] = _batch_bytes(plan[0], plan[1], plan[2], array)
+    def expect(self, batch: pa.RecordBatch, plans: list[list[_LeafPlan]]) -> None:
+        for column, leaves in zip(batch.columns, plans):
+            for path, list_path, plan in leaves:
+                if plan is None:
+                    continue
+                # the items pylance's leaf encoder counts, and the lists they are items of
+                counted = counted_array(column, path)
+                key = self._key(counted)
+                holder = leaf_array(column, path)
+                lists = holder if _is_list(holder.type) else (
+                    None if list_path is None else leaf_array(column, list_path))
+                rows = len(counted) if lists is None else len(lists)
+                if key is None or int((plan[2] - plan[1]).sum()) != rows:
+                    continue
+                if lists is None:
+                    self._sizes[key] = _batch_bytes(plan[0], plan[1], plan[2], counted)
+                elif plan[0] is None:
+                    self._sizes[key] = _concatenated_bytes(counted)
+                else:
+                    self._sizes[key] = _list_items_bytes(plan[0], plan[1], plan[2], _row_lengths(lists), counted)
 
     def size_of(self, array: pa.Array) -> int | None:
         key = self._key(array)
         return None if key is None else self._sizes.pop(key, None)
 
 
-def fragment_batch_plans(fragment: "LanceFragment", schema: pa.Schema, batch_rows: int) -> list[list[_Plan | None]]:
-    """Per scan batch of ``fragment``, each column's decode plan."""
+def _is_list(data_type: pa.DataType) -> bool:
+    return pa.types.is_list(data_type) or pa.types.is_large_list(data_type)
+
+
+_Leaf = tuple[tuple[int, ...], "tuple[int, ...] | None", pa.Field, int, bool]
+
+
+def _leaf_fields(lance_field: "LanceField", arrow_field: pa.Field, path: tuple[int, ...] = (),
+                 list_path: tuple[int, ...] | None = None) -> Iterator[_Leaf]:
+    """(path, list path, arrow field, lance field id, modelled) of each leaf column of a field,
+    in ``leaf_paths`` order. Modelled: a leaf, a list of a leaf, and a leaf of the items of one
+    list of structs (deeper nesting, maps and packed structs are not)."""
+    data_type = arrow_field.type
+    packed = marked_packed(lance_field.metadata)
+    if pa.types.is_struct(data_type) and lance_field.children and not packed:
+        for index, child in enumerate(lance_field.children):
+            yield from _leaf_fields(child, data_type.field(index), (*path, index), list_path)
+        return
+    if lance_field.children and not pa.types.is_struct(data_type):  # a list or map
+        item = lance_field.children[0]
+        if not item.children or marked_packed(item.metadata):
+            yield path, list_path, arrow_field, item.id, _is_list(data_type) and list_path is None
+            return
+        nested = _is_list(data_type) and list_path is None and pa.types.is_struct(data_type.value_type)
+        for leaf_path, leaf_list_path, leaf_field, leaf_id, modelled in _leaf_fields(
+                item, data_type.value_field if _is_list(data_type) else pa.field("entries", pa.null()), path, path):
+            yield leaf_path, leaf_list_path, leaf_field, leaf_id, modelled and nested
+        return
+    yield path, list_path, arrow_field, lance_field.id, not packed and not lance_field.children
+
+
+def fragment_batch_plans(fragment: "LanceFragment", schema: pa.Schema, batch_rows: int) -> list[list[list[_LeafPlan]]]:
+    """Per scan batch of ``fragment``, per column, each leaf's decode plan."""
     live = None
     if fragment.proto.HasField("deletion_file"):
         live = np.setdiff1d(np.arange(fragment.physical_rows), fragment.deleted_offsets.astype(np.int64))
     batches = _batch_ranges(live, fragment.physical_rows, batch_rows)
     if not batches:
         return []
-    # the leaf column's field: the field itself, or a list's item field
-    ids = {f.name: f.id if not f.children else f.children[0].id for f in fragment._dataset.lance_schema.fields
-           if not f.children or (len(f.children) == 1 and not f.children[0].children and f.name in schema.names
-                                 and (pa.types.is_list(schema.field(f.name).type)
-                                      or pa.types.is_large_list(schema.field(f.name).type)))}
-    structs = {f.name: f for f in fragment._dataset.lance_schema.fields
-               if f.children and all(not c.children for c in f.children) and f.name in schema.names
-               and pa.types.is_struct(schema.field(f.name).type)}
-    columns: list[list] = []
+    lance_fields = {f.name: f for f in fragment._dataset.lance_schema.fields}
+    columns: list[list[tuple[tuple[int, ...], tuple[int, ...] | None, list[_Plan | None]]]] = []
     for field in schema:
-        if field.name in ids:
-            columns.append(_column_plans(fragment, field, ids[field.name], batches))
-        elif field.name in structs:
-            # a struct of leaves: each child is decoded (and counted by pylance's writer) alone
-            children = [_column_plans(fragment, field.type.field(i), child.id, batches)
-                        for i, child in enumerate(structs[field.name].children)]
-            columns.append([[c[b] if b < len(c) else None for c in children] for b in range(len(batches))])
-        else:
-            columns.append([])
-    return [[c[i] if i < len(c) else None for c in columns] for i in range(len(batches))]
+        leaves = []
+        if field.name in lance_fields:
+            for path, list_path, leaf_field, leaf_id, modelled in _leaf_fields(lance_fields[field.name], field):
+                # each leaf is decoded (and counted by pylance's writer) on its own
+                plans = _column_plans(fragment, leaf_field, leaf_id, batches, list_path is not None) if modelled else []
+                leaves.append((path, list_path, plans))
+        columns.append(leaves)
+    return [[[(path, list_path, plans[b] if b < len(plans) else None) for path, list_path, plans in leaves]
+             for leaves in columns] for b in range(len(batches))]
 
 
 def _rebatched(batches: Iterator[pa.RecordBatch], rows: int, batch_rows: int,

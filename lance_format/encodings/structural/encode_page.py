@@ -17,8 +17,9 @@ field, as pylance does).
 
 ``StructuralFieldWriter`` buffers the arrays of one top-level field and cuts them into pages of
 about ``max_page_bytes``; memory is bounded by the page size, as in pylance's accumulation queue.
-pylance keeps one queue per leaf column; of a struct of leaves, the pages here are flushed when
-the fullest leaf's queue would be, all leaves together (pages stay aligned across leaves).
+As pylance does, every leaf column has its own queue, counting the array pylance's leaf encoder
+receives (a struct's child, a nested list's items) and flushed on its own: a struct's leaves
+write pages at different rows.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from lance_format.encodings.structural.encode_constant import constant_value, en
 from lance_format.encodings.structural.encode_fullzip import encode_fullzip
 from lance_format.encodings.structural.encode_miniblock import encode_miniblock
 from lance_format.encodings.structural.encode_packed import packed_values
-from lance_format.encodings.structural.encode_repdef import LeafPage, shred
+from lance_format.encodings.structural.encode_repdef import LeafPage, leaf_paths, shred_leaf
 from lance_format.encodings.structural.encode_values import LeafValues, leaf_values, take_values
 from lance_format.encodings.structural.field_params import FieldParams, field_params
 from lance_format.encodings.structural.variable_chunks import MAX_AIM_BYTES_2_1
@@ -209,8 +210,68 @@ def _concat(chunks: list[pa.Array]) -> pa.Array:
     return pa.concat_arrays(chunks)
 
 
+def _is_list(data_type: pa.DataType) -> bool:
+    return pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_map(data_type)
+
+
+def leaf_array(array: pa.Array, path: tuple[int, ...]) -> pa.Array:
+    """The array of the leaf at ``path`` of a top-level field's array (struct children taken in
+    turn, lists of nested types entered as their items): a leaf, or a list of leaves."""
+    for index in path:
+        while _is_list(array.type):
+            array = list_items(array)
+        array = array.field(index)
+    return array
+
+
+def counted_array(array: pa.Array, path: tuple[int, ...]) -> pa.Array:
+    """The array pylance's leaf encoder receives for the leaf at ``path``, which its accumulation
+    queue counts: the leaf, or of a list, the items its rows span (``trimmed_values``)."""
+    array = leaf_array(array, path)
+    while _is_list(array.type):
+        array = list_items(array)
+    return array
+
+
+def list_items(array: pa.Array) -> pa.Array:
+    """The items a list (or map) array's rows span (pylance's ``trimmed_values``)."""
+    if not len(array):
+        return array.values.slice(0, 0)
+    offsets = array.offsets
+    first = offsets[0].as_py()
+    return array.values.slice(first, offsets[-1].as_py() - first)
+
+
+def _pruned(array: pa.Array, path: tuple[int, ...]) -> pa.Array:
+    """``array`` with, at each struct on ``path``, only the child on the path (zero-copy but for
+    the structs' validity): what a leaf's queue keeps of a field's array, so that a leaf which
+    flushes rarely holds no other leaf's data."""
+    if not path:
+        return array
+    data_type = array.type
+    if _is_list(data_type):
+        # the list's own buffers (validity, offsets) over its pruned, unsliced items
+        values = _pruned(array.values, path)
+        # a map becomes a list of its pruned entries (stored alike)
+        value_field = pa.field("entries", values.type, False) if pa.types.is_map(data_type) else data_type.value_field
+        item = pa.field(value_field.name, values.type, value_field.nullable)
+        list_type = pa.large_list(item) if pa.types.is_large_list(data_type) else pa.list_(item)
+        return pa.Array.from_buffers(list_type, len(array), array.buffers()[:2], null_count=array.null_count,
+                                     offset=array.offset, children=[values])
+    child = array.field(path[0])
+    mask = array.is_null() if array.null_count else None
+    field = data_type.field(path[0])
+    child = _pruned(child, path[1:])
+    return pa.StructArray.from_arrays([child], fields=[field.with_type(child.type)], mask=mask)
+
+
 class StructuralFieldWriter:
-    """Buffers one top-level field and writes its leaf columns page by page (2.1/2.2)."""
+    """Buffers one top-level field and writes its leaf columns page by page (2.1/2.2).
+
+    As in pylance, every leaf column has its own queue: a struct's leaves are counted, and
+    flushed into pages, each on its own (a leaf of small values keeps buffering while its
+    neighbour of wide strings writes a page per batch). A leaf's queue holds the field's arrays
+    pruned to the path to that leaf."""
 
     def __init__(self, lance_field: LanceField, first_column: int, minor: int, max_page_bytes: int,
                  emit: EmitPage) -> None:
@@ -219,74 +280,74 @@ class StructuralFieldWriter:
         self.minor = minor
         self.max_page_bytes = max_page_bytes
         self.emit = emit
-        self.num_leaves = sum(1 for _ in column_leaves(lance_field))
+        self.paths = leaf_paths(lance_field)
+        self.num_leaves = len(self.paths)
         self.structural = field_params(lance_field.metadata, lance_field.name).structural
-        self.chunks: list[pa.Array] = []
-        self.buffered = 0
-        self.buffered_rows = 0
-        self.rows_written = 0
-        # a struct of leaves: pylance accumulates (and flushes) each leaf column on its own; its
-        # pages stay aligned here, flushed when the fullest leaf would flush
-        self.leaf_buffered = np.zeros(self.num_leaves, np.int64)
+        # per leaf: buffered (pruned) arrays, bytes counted for flushing, bytes they hold, rows
+        self.pending: list[list[pa.Array]] = [[] for _ in self.paths]
+        self.counted = np.zeros(self.num_leaves, np.int64)
+        self.real = np.zeros(self.num_leaves, np.int64)
+        self.rows = np.zeros(self.num_leaves, np.int64)
+        self.rows_written = np.zeros(self.num_leaves, np.int64)
 
-    def _leaf_arrays(self, array: pa.Array) -> list[pa.Array] | None:
-        if self.num_leaves < 2 or not pa.types.is_struct(array.type) or array.type.num_fields != self.num_leaves:
-            return None
-        return [array.field(i) for i in range(array.type.num_fields)]
+    @property
+    def buffered(self) -> int:
+        """Bytes counted by the fullest leaf queue."""
+        return int(self.counted.max())
 
     def append(self, array: pa.Array) -> None:
         if not len(array):
             return
-        self.chunks.append(array)
         model = decoded_memory_model.get()
-        leaves = self._leaf_arrays(array)
-        if leaves is None:
-            modelled = model(array) if model is not None else None
+        for leaf, path in enumerate(self.paths):
+            counted = counted_array(array, path)
+            modelled = model(counted) if model is not None else None
             # nbytes counts only the referenced ranges of sliced arrays
-            self.buffered += array.nbytes if modelled is None else modelled
-        else:
-            for i, leaf in enumerate(leaves):
-                modelled = model(leaf) if model is not None else None
-                self.leaf_buffered[i] += leaf.nbytes if modelled is None else modelled
-            self.buffered = int(self.leaf_buffered.max())
-        self.buffered_rows += len(array)
-        if self.buffered >= self.max_page_bytes and (
-            self.buffered_rows >= MIN_PAGE_ROWS or self.buffered >= _FORCE_FLUSH_FACTOR * self.max_page_bytes
-        ):
-            self.flush()
+            self.real[leaf] += counted.nbytes
+            self.counted[leaf] += counted.nbytes if modelled is None else modelled
+            self.rows[leaf] += len(array)
+            self.pending[leaf].append(_pruned(array, path))
+            if self.counted[leaf] >= self.max_page_bytes and (
+                self.rows[leaf] >= MIN_PAGE_ROWS or self.counted[leaf] >= _FORCE_FLUSH_FACTOR * self.max_page_bytes
+            ):
+                self._flush_leaf(leaf)
 
     def flush(self) -> None:
-        if not self.chunks:
+        for leaf in range(self.num_leaves):
+            self._flush_leaf(leaf)
+
+    def _flush_leaf(self, leaf: int) -> None:
+        if not self.pending[leaf]:
             return
-        chunks, total = self.chunks, self.buffered
-        self.chunks, self.buffered, self.buffered_rows = [], 0, 0
-        self.leaf_buffered[:] = 0
+        chunks, real, counted = self.pending[leaf], int(self.real[leaf]), int(self.counted[leaf])
+        self.pending[leaf] = []
+        self.real[leaf] = self.counted[leaf] = self.rows[leaf] = 0
         array = _concat(chunks)
         del chunks
-        # Oversized input: equal row ranges of at most _SPLIT_FACTOR pages' bytes (not too few rows).
-        parts = math.ceil(total / (_SPLIT_FACTOR * self.max_page_bytes))
-        min_rows = MIN_PAGE_ROWS if total < _FORCE_FLUSH_FACTOR * self.max_page_bytes else 1
+        # Oversized input: equal row ranges of at most _SPLIT_FACTOR pages' bytes (not too few
+        # rows), judged by the bytes the arrays hold (not the decoder memory a compaction counts)
+        parts = math.ceil(real / (_SPLIT_FACTOR * self.max_page_bytes))
+        min_rows = MIN_PAGE_ROWS if counted < _FORCE_FLUSH_FACTOR * self.max_page_bytes else 1
         parts = max(1, min(parts, len(array) // min_rows))
         step = math.ceil(len(array) / parts)
         for start in range(0, len(array), step):
-            self._write_page(array.slice(start, step))
+            self._write_page(leaf, array.slice(start, step))
 
-    def _write_page(self, array: pa.Array) -> None:
-        leaves = shred(array, self.field)
+    def _write_page(self, leaf: int, array: pa.Array) -> None:
+        # a pruned struct has one child: the one on the leaf's path
+        page = shred_leaf(array, self.field, self.paths[leaf], pruned=True)
         try:
-            # encode every leaf before emitting any, so a retry never duplicates pages
-            encoded = [encode_leaf_page(leaf, self.minor, self.structural) for leaf in leaves]
+            buffers, layout = encode_leaf_page(page, self.minor, self.structural)
         except PageTooDense:
             if len(array) < 2:
                 raise
             half = len(array) // 2
-            del leaves
-            self._write_page(array.slice(0, half))
-            self._write_page(array.slice(half))
+            del page
+            self._write_page(leaf, array.slice(0, half))
+            self._write_page(leaf, array.slice(half))
             return
-        for offset, (buffers, layout) in enumerate(encoded):
-            self.emit(self.first_column + offset, buffers, layout, len(array), self.rows_written)
-        self.rows_written += len(array)
+        self.emit(self.first_column + leaf, buffers, layout, len(array), int(self.rows_written[leaf]))
+        self.rows_written[leaf] += len(array)
 
     def finish(self) -> None:
         self.flush()

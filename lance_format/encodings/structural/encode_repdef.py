@@ -317,7 +317,10 @@ def _empty_struct_leaf(state: _State, lance_field: LanceField, name: str, num_ro
                     layers=[NULLABLE_ITEM], num_rows=num_rows, max_visible_def=None)
 
 
-def _walk(array: pa.Array, lance_field: LanceField, name: str, state: _State, num_rows: int, out: list[LeafPage]) -> None:
+def _walk(array: pa.Array, lance_field: LanceField, name: str, state: _State, num_rows: int, out: list[LeafPage],
+          path: tuple[int, ...] | None = None, pruned: bool = False) -> None:
+    """Shred ``array`` into ``out``; ``path`` (child indices at each struct) walks one leaf only,
+    of an array whose structs hold only the path's child when ``pruned``."""
     data_type = array.type
     state.nullable.append(lance_field.nullable)
     if pa.types.is_struct(data_type):
@@ -329,6 +332,11 @@ def _walk(array: pa.Array, lance_field: LanceField, name: str, state: _State, nu
             # a packed struct is one leaf column whose items are whole rows
             out.append(_finish(state, array, lance_field, name, num_rows))
             return
+        if path is not None:
+            child = lance_field.children[path[0]]
+            _walk(array.field(0 if pruned else path[0]), child, f"{name}.{child.name}", state, num_rows, out,
+                  path[1:], pruned)
+            return
         for index, child in enumerate(lance_field.children):
             _walk(array.field(index), child, f"{name}.{child.name}", state.copy(), num_rows, out)
         return
@@ -336,7 +344,7 @@ def _walk(array: pa.Array, lance_field: LanceField, name: str, state: _State, nu
         # a map is stored exactly like a list of its "entries" struct (as pylance does)
         child = lance_field.children[0]
         values = _apply_list(state, array)
-        _walk(values, child, f"{name}.{child.name}", state, num_rows, out)
+        _walk(values, child, f"{name}.{child.name}", state, num_rows, out, path, pruned)
         return
     if pa.types.is_fixed_size_list(data_type) and lance_field.children:
         # pylance 14 writes such columns with a page length of rows x dimension and then cannot
@@ -355,3 +363,22 @@ def shred(array: pa.Array, lance_field: LanceField, name: str | None = None) -> 
     out: list[LeafPage] = []
     _walk(array, lance_field, name or lance_field.name, _State(len(array)), len(array), out)
     return out
+
+
+def leaf_paths(lance_field: LanceField) -> list[tuple[int, ...]]:
+    """Per leaf column of a top-level field (depth-first, as ``shred`` yields them), the child
+    index taken at each struct on the way to it."""
+    if pa.types.is_struct(lance_field.data_type) and lance_field.children and not marked_packed(
+            lance_field.metadata):
+        return [(index, *rest) for index, child in enumerate(lance_field.children) for rest in leaf_paths(child)]
+    if lance_field.children and not pa.types.is_struct(lance_field.data_type):  # a list's (or map's) item
+        return leaf_paths(lance_field.children[0])
+    return [()]
+
+
+def shred_leaf(array: pa.Array, lance_field: LanceField, path: tuple[int, ...], pruned: bool = False) -> LeafPage:
+    """The page of the one leaf column ``path`` (see ``leaf_paths``) of a top-level column
+    (``pruned``: its structs hold only the path's child)."""
+    out: list[LeafPage] = []
+    _walk(array, lance_field, lance_field.name, _State(len(array)), len(array), out, path, pruned)
+    return out[0]
