@@ -93,9 +93,9 @@ def test_writing_a_blob_column_in_2_2_is_refused(tmp_path):
     assert not os.path.exists(os.path.join(uri, "_versions")) or not os.listdir(os.path.join(uri, "_versions"))
 
 
-def test_appending_to_a_blob_v2_table_is_refused(blob_uri):
-    if lance.dataset(blob_uri).data_storage_version != "2.2":
-        pytest.skip("blob v1 appends are supported (tests/test_blob_writes.py)")
+def test_appending_to_a_blob_v2_table_is_refused(tmp_path):
+    blob_uri = str(tmp_path / "v2")
+    lance.write_dataset(_blob_table(VALUES), blob_uri, data_storage_version="2.2")
     before = lance.dataset(blob_uri).version
     # rows of exactly the stored schema (2.2: the blob v2 storage struct with its extension name)
     stored = lance_format.dataset(blob_uri).lance_schema.to_arrow()

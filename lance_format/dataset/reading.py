@@ -321,12 +321,13 @@ class ReadingMethods(RelationalMethods):
 
     def _take_rows(self, row_ids: Sequence[int] | np.ndarray | pa.Array,
                    columns: list[str] | Mapping[str, str] | None = None, *, ignore_deletions: bool = False,
-                   **scan_options: Any) -> pa.Table:
+                   _addresses: bool = False, **scan_options: Any) -> pa.Table:
         """Rows by row id, in the order given (pylance's ``_take_rows``).
 
         Without stable row ids a row id is the row address (fragment id << 32 | offset): one that
         points outside the table is refused. With stable row ids, ids no row has are skipped.
-        Deleted rows are left out unless ``ignore_deletions``.
+        Deleted rows are left out unless ``ignore_deletions``. ``_addresses``: the values are row
+        addresses even in a table with stable row ids.
 
         Raises
         ------
@@ -338,7 +339,7 @@ class ReadingMethods(RelationalMethods):
                          else list(row_ids), dtype=np.uint64)
         scanner = self.scanner(columns=columns, **scan_options)
         fragments = {f.fragment_id: f for f in ds.get_fragments()}
-        if ds.has_stable_row_ids:
+        if ds.has_stable_row_ids and not _addresses:
             owners, offsets = _stable_row_locations(fragments, ids)
         else:
             owners = (ids >> np.uint64(32)).astype(np.int64)

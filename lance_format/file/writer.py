@@ -234,7 +234,7 @@ class LanceFileWriter:
                 if is_blob and batch.num_rows:
                     nulls[i] = columns[i].null_count > 0
                     columns[i], payload = out_of_line(columns[i], self._pos, minor)
-                    self._write_buffer(memoryview(payload))
+                    self._write_buffer(payload.data)
             for writer, array, has_nulls in zip(self._writers, columns, nulls):
                 if isinstance(writer, BlobFieldWriterV2_1):
                     writer.append(array, has_nulls)
