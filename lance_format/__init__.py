@@ -25,7 +25,7 @@ from importlib import metadata as _metadata
 
 import pyarrow as _pa
 
-from lance_format.blob import BlobColumn, BlobFile
+from lance_format.blob import Blob, BlobArray, BlobColumn, BlobFile, blob_array, blob_field
 from lance_format.dataset.branch_publish import publish_branch
 from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
@@ -99,8 +99,12 @@ def sql_expression_type(sql: str, schema: _pa.Schema) -> _pa.DataType:
 
 __all__ = [
     "__version__",
+    "Blob",
+    "BlobArray",
     "BlobColumn",
     "BlobFile",
+    "blob_array",
+    "blob_field",
     "LanceDataset",
     "LanceStats",
     "DataStatistics",

@@ -1,6 +1,8 @@
 """Blob values as pylance's ``lance.blob`` presents them: :class:`BlobFile` (one stored blob as a
-read-only, seekable file that fetches only the byte ranges it is asked for) and
-:class:`BlobColumn` (a binary column iterated as file-like objects).
+read-only, seekable file that fetches only the byte ranges it is asked for),
+:class:`BlobColumn` (a binary column iterated as file-like objects), and the blob v2 values
+written to file version 2.2 tables: :class:`Blob`, :class:`BlobType` (the ``lance.blob.v2``
+Arrow extension type), :class:`BlobArray`, :func:`blob_array` and :func:`blob_field`.
 
 ``LanceDataset.take_blobs`` hands out :class:`BlobFile` objects; ``read_blobs`` and
 ``read_blob_ranges`` read whole blobs or ranges of them (:mod:`lance_format.dataset.blob_reads`).
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import IO, Iterator, Sequence
+from typing import IO, Any, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -193,4 +195,156 @@ class BlobColumn:
             yield io.BytesIO(value.as_py())
 
 
-__all__ = ["DEFAULT_BLOB_BUFFER_SIZE", "BlobColumn", "BlobFile", "BlobLocation"]
+BLOB_V2_EXTENSION_NAME = "lance.blob.v2"
+_INLINE_THRESHOLD_KEY = b"lance-encoding:blob-inline-size-threshold"
+_DEDICATED_THRESHOLD_KEY = b"lance-encoding:blob-dedicated-size-threshold"
+_PACK_FILE_THRESHOLD_KEY = b"lance-encoding:blob-pack-file-size-threshold"
+_STORAGE_FIELDS = [("data", pa.large_binary()), ("uri", pa.utf8()), ("position", pa.uint64()), ("size", pa.uint64())]
+
+
+@dataclass(frozen=True)
+class Blob:
+    """One blob v2 value to write: inline ``data``, or an external ``uri`` (optionally a range of
+    it: ``position`` and a positive ``size``). ``None`` is a null blob; :meth:`empty` an empty one."""
+
+    data: bytes | None = None
+    uri: str | None = None
+    position: int | None = None
+    size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.data is not None and self.uri is not None:
+            raise InvalidInputError("Blob cannot have both data and uri")
+        if self.uri == "":
+            raise InvalidInputError("Blob uri cannot be empty")
+        if (self.position is not None or self.size is not None) and self.uri is None:
+            raise InvalidInputError("External packed blob must have a uri")
+        if (self.position is None) != (self.size is None):
+            raise InvalidInputError("External blob must set both position and size, or neither")
+        if self.data is None and self.uri is None:
+            raise InvalidInputError("Blob must set `data` or `uri`; use None for a null blob")
+        if self.size == 0:
+            raise InvalidInputError("External blob range size must be greater than zero")
+
+    @staticmethod
+    def from_bytes(data: bytes | bytearray | memoryview) -> "Blob":
+        return Blob(data=bytes(data))
+
+    @staticmethod
+    def from_uri(uri: str, position: int | None = None, size: int | None = None) -> "Blob":
+        if uri == "":
+            raise InvalidInputError("Blob uri cannot be empty")
+        if (position is not None and position < 0) or (size is not None and size < 0):
+            raise InvalidInputError("External blob position and size must be non-negative")
+        return Blob(uri=uri, position=position, size=size)
+
+    @staticmethod
+    def empty() -> "Blob":
+        return Blob(data=b"")
+
+
+class BlobType(pa.ExtensionType):
+    """The ``lance.blob.v2`` Arrow extension type: a blob column as written (stored as
+    ``struct<data: large_binary, uri: string, position: uint64, size: uint64>``; the two-field
+    ``struct<data, uri>`` is accepted too). Reads give descriptors, not this type's values."""
+
+    def __init__(self, storage_type: pa.DataType | None = None) -> None:
+        if storage_type is None:
+            storage_type = pa.struct([pa.field(name, data_type) for name, data_type in _STORAGE_FIELDS])
+        _check_storage(storage_type)
+        super().__init__(storage_type, BLOB_V2_EXTENSION_NAME)
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> "BlobType":
+        return cls(storage_type)
+
+    def __arrow_ext_class__(self) -> type:
+        return BlobArray
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return BlobType, (self.storage_type,)
+
+
+def _check_storage(storage_type: pa.DataType) -> None:
+    if not pa.types.is_struct(storage_type):
+        raise InvalidInputError("BlobType storage type must be a struct")
+    fields = list(storage_type)
+    if len(fields) not in (2, 4):
+        raise InvalidInputError("BlobType storage struct must contain either data/uri or data/uri/position/size")
+    for index, (field, (name, data_type)) in enumerate(zip(fields, _STORAGE_FIELDS)):
+        if field.name != name or field.type != data_type:
+            raise InvalidInputError(f"BlobType storage field {index} must be {name}: {data_type}, "
+                                    f"got {field.name}: {field.type}")
+        if index < 2 and not field.nullable:
+            raise InvalidInputError(f"BlobType storage field {field.name} must be nullable")
+
+
+try:
+    pa.register_extension_type(BlobType())
+except pa.ArrowKeyError:  # already registered in this interpreter (e.g. by pylance, whose class then wins)
+    pass
+
+
+class BlobArray(pa.ExtensionArray):
+    """An array of the ``lance.blob.v2`` extension type; build one with :func:`blob_array`."""
+
+    @classmethod
+    def from_pylist(cls, values: list[Any]) -> "BlobArray":
+        """From bytes-like values (inline), ``str`` (an external URI), :class:`Blob` or ``None``."""
+        rows: list[tuple[bytes | None, str | None, int | None, int | None] | None] = []
+        for value in values:
+            if value is None:
+                rows.append(None)
+            elif isinstance(value, Blob):
+                rows.append((value.data, value.uri, value.position, value.size))
+            elif isinstance(value, str):
+                rows.append((None, Blob.from_uri(value).uri, None, None))
+            elif isinstance(value, (bytes, bytearray, memoryview)):
+                rows.append((bytes(value), None, None, None))
+            else:
+                raise TypeError(f"BlobArray values must be bytes-like, str (URI), Blob, or None; got {type(value)}")
+        columns = [pa.array([None if row is None else row[i] for row in rows], data_type)
+                   for i, (_, data_type) in enumerate(_STORAGE_FIELDS)]
+        storage = pa.StructArray.from_arrays(columns, names=[name for name, _ in _STORAGE_FIELDS],
+                                             mask=pa.array([row is None for row in rows], pa.bool_()))
+        return pa.ExtensionArray.from_storage(BlobType(), storage)  # type: ignore[return-value]
+
+
+def blob_array(values: list[Any]) -> BlobArray:
+    """A blob v2 array from bytes-like values (inline), ``str`` (external URIs), :class:`Blob` and ``None``."""
+    return BlobArray.from_pylist(values)
+
+
+def _threshold(name: str, value: int | None, *, allow_zero: bool) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InvalidInputError(f"{name} must be {'non-negative' if allow_zero else 'positive'}")
+    if value >= 1 << 64:
+        raise OverflowError(f"{name} must fit in a Rust usize")
+    return str(value).encode()
+
+
+def blob_field(name: str, *, nullable: bool = True, inline_size_threshold: int | None = None,
+               dedicated_size_threshold: int | None = None, pack_file_size_threshold: int | None = None) -> pa.Field:
+    """An Arrow field of a blob v2 column (file version 2.2). The thresholds (bytes) choose where
+    each blob is stored: up to ``inline_size_threshold`` in the data file, up to
+    ``dedicated_size_threshold`` in a shared pack sidecar (a new one past
+    ``pack_file_size_threshold``), larger ones in a sidecar of their own."""
+    thresholds = {
+        _INLINE_THRESHOLD_KEY: _threshold("inline_size_threshold", inline_size_threshold, allow_zero=True),
+        _DEDICATED_THRESHOLD_KEY: _threshold("dedicated_size_threshold", dedicated_size_threshold, allow_zero=False),
+        _PACK_FILE_THRESHOLD_KEY: _threshold("pack_file_size_threshold", pack_file_size_threshold, allow_zero=False),
+    }
+    field = pa.field(name, BlobType(), nullable=nullable)
+    metadata = {key: value for key, value in thresholds.items() if value is not None}
+    return field.with_metadata(metadata) if metadata else field
+
+
+__all__ = ["DEFAULT_BLOB_BUFFER_SIZE", "Blob", "BlobArray", "BlobColumn", "BlobFile", "BlobLocation", "BlobType",
+           "blob_array", "blob_field"]

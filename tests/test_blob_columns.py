@@ -93,24 +93,27 @@ def test_writing_a_blob_column_in_2_2_is_refused(tmp_path):
     assert not os.path.exists(os.path.join(uri, "_versions")) or not os.listdir(os.path.join(uri, "_versions"))
 
 
-def test_appending_to_a_blob_v2_table_is_refused(tmp_path):
+def test_appending_to_a_converted_blob_v2_table(tmp_path):
+    """pylance turns lance-encoding:blob into blob v2 (struct<data, uri>) in 2.2; rows of that
+    stored schema append here, and both engines read them."""
     blob_uri = str(tmp_path / "v2")
     lance.write_dataset(_blob_table(VALUES), blob_uri, data_storage_version="2.2")
-    before = lance.dataset(blob_uri).version
-    # rows of exactly the stored schema (2.2: the blob v2 storage struct with its extension name)
     stored = lance_format.dataset(blob_uri).lance_schema.to_arrow()
-    blob = b"new" if pa.types.is_large_binary(stored.field("b").type) else {"data": b"new", "uri": None}
-    rows = pa.Table.from_pylist([{"id": 500, "b": blob, "all_null": None, "name": "n"}], schema=stored)
-    with pytest.raises(UnsupportedFeatureError, match="blob column 'b'"):
-        lance_format.write_dataset(rows, blob_uri, mode="append")
-    assert lance.dataset(blob_uri).version == before
-    assert lance_format.dataset(blob_uri).version == before
+    rows = pa.Table.from_pylist([{"id": 500, "b": {"data": b"new", "uri": None}, "all_null": None, "name": "n"}],
+                                schema=stored)
+    lance_format.write_dataset(rows, blob_uri, mode="append")
+    for v in lance.dataset(blob_uri).versions():
+        assert_same_version(blob_uri, v["version"])
+    last = lance.dataset(blob_uri).count_rows() - 1
+    assert lance.dataset(blob_uri).take_blobs("b", indices=[last])[0].read() == b"new"
 
 
-def test_writing_the_blob_v2_extension_type_is_refused(tmp_path):
+@pytest.mark.parametrize("version", ["2.0", "2.1"])
+def test_writing_the_blob_v2_extension_type_before_2_2_is_refused(tmp_path, version):
     table = pa.table({"b": lance.blob_array([b"a", None])})
-    with pytest.raises(UnsupportedFeatureError, match="lance.blob.v2"):
-        lance_format.write_dataset(table, str(tmp_path / "x"), data_storage_version="2.2")
+    with pytest.raises(UnsupportedFeatureError, match="requires file version 2.2") as info:
+        lance_format.write_dataset(table, str(tmp_path / "x"), data_storage_version=version)
+    assert info.value.column == "b"
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])

@@ -30,7 +30,7 @@ BFLOAT16 = "lance.bfloat16"
 ARROW_JSON = "arrow.json"
 LANCE_JSON = "lance.json"
 # extension types official Lance stores in a format of its own that this engine does not write
-_REFUSED = {"lance.blob.v2": "blob v2 columns (official Lance writes them out of line)"}
+_REFUSED: dict[str, str] = {}
 
 
 def is_lance_json(field: pa.Field) -> bool:
