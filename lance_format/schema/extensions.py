@@ -114,6 +114,17 @@ def storage_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([storage_field(f) for f in schema], metadata=schema.metadata)
 
 
+def same_stored_type(a: pa.DataType, b: pa.DataType) -> bool:
+    """Whether two Arrow types are stored alike: equal, or extension types of the same name over
+    the same storage (e.g. pylance's and this package's ``lance.blob.v2`` classes)."""
+    if a.equals(b):
+        return True
+    names = [t.extension_name if isinstance(t, pa.BaseExtensionType) else None for t in (a, b)]
+    if names[0] != names[1]:
+        return False
+    return storage_field(pa.field("v", a)).type.equals(storage_field(pa.field("v", b)).type)
+
+
 def to_storage(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A batch whose extension columns are cast to their storage (zero-copy)."""
     target = storage_schema(batch.schema)

@@ -42,6 +42,7 @@ from lance_format.dataset.mutations.base import (
 )
 from lance_format.dataset.sql.filter import to_expression, to_value_expression
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.schema.blob import refuse_blob_rewrite
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -144,6 +145,7 @@ def update(
         compiled = _compile_values(ds, updates)
         if where is not None:
             to_expression(where, ds.schema)
+        refuse_blob_rewrite(ds.lance_schema, "update", table=ds.uri)
 
     def prepare(current: "LanceDataset") -> Prepared:
         prepared = Prepared(transaction_for(current, transaction_properties, commit_message), None,

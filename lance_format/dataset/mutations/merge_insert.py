@@ -43,6 +43,7 @@ from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.dataset.writing.fragment_sink import DATA_DIR, WriteTarget, resolve_storage_version
 from lance_format.table.base_paths import BaseStores, target_bases_of
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
+from lance_format.schema.extensions import same_stored_type
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -392,7 +393,7 @@ class MergeInsertBuilder:
         if unexpected:
             problems.append(f"unexpected columns {unexpected}")
         for field in source.schema:
-            if field.name in table.names and not field.type.equals(table.field(field.name).type):
+            if field.name in table.names and not same_stored_type(field.type, table.field(field.name).type):
                 problems.append(f"{field.name!r} should have type {table.field(field.name).type} "
                                 f"but type was {field.type}")
         missing_keys = [k for k in self._on if k not in source.schema.names]
