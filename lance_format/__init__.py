@@ -25,7 +25,18 @@ from importlib import metadata as _metadata
 
 import pyarrow as _pa
 
-from lance_format.blob import Blob, BlobArray, BlobColumn, BlobFile, blob_array, blob_field
+from lance_format.blob import (
+    Blob,
+    BlobArray,
+    BlobColumn,
+    BlobDescriptor,
+    BlobDescriptorArrayBuilder,
+    BlobFile,
+    DedicatedBlobWriter,
+    PackedBlobWriter,
+    blob_array,
+    blob_field,
+)
 from lance_format.dataset.branch_publish import publish_branch
 from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
@@ -102,7 +113,11 @@ __all__ = [
     "Blob",
     "BlobArray",
     "BlobColumn",
+    "BlobDescriptor",
+    "BlobDescriptorArrayBuilder",
     "BlobFile",
+    "DedicatedBlobWriter",
+    "PackedBlobWriter",
     "blob_array",
     "blob_field",
     "LanceDataset",

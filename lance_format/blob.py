@@ -17,6 +17,12 @@ from typing import IO, Any, Iterator, Sequence
 import pyarrow as pa
 
 from lance_format.errors import BlobFileClosedError, InvalidInputError, NotABlobColumnError
+from lance_format.file.blob_writers import (
+    BlobDescriptor,
+    BlobDescriptorArrayBuilder,
+    DedicatedBlobWriter,
+    PackedBlobWriter,
+)
 from lance_format.io.object_store import ObjectStore
 
 DEFAULT_BLOB_BUFFER_SIZE = 512 * 1024
@@ -346,5 +352,6 @@ def blob_field(name: str, *, nullable: bool = True, inline_size_threshold: int |
     return field.with_metadata(metadata) if metadata else field
 
 
-__all__ = ["DEFAULT_BLOB_BUFFER_SIZE", "Blob", "BlobArray", "BlobColumn", "BlobFile", "BlobLocation", "BlobType",
+__all__ = ["DEFAULT_BLOB_BUFFER_SIZE", "Blob", "BlobArray", "BlobDescriptor", "BlobDescriptorArrayBuilder",
+           "DedicatedBlobWriter", "PackedBlobWriter", "BlobColumn", "BlobFile", "BlobLocation", "BlobType",
            "blob_array", "blob_field"]

@@ -25,6 +25,8 @@ import pyarrow as pa
 
 from lance_format.encodings.structural.encode_page import StructuralFieldWriter
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.file.blob_writers import INLINE as INPUT_INLINE
+from lance_format.file.blob_writers import INPUT_TYPE
 from lance_format.file.container import PAD_BYTE, PAGE_BUFFER_ALIGNMENT
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb21
@@ -114,9 +116,10 @@ def check_blob_v2_field(lance_field: LanceField, path: str | None, *, top_level:
         raise UnsupportedFeatureError(
             f"writing blob column {lance_field.name!r} nested inside another field is not supported",
             path=path, column=lance_field.name)
-    if names[:2] != ["data", "uri"]:
-        raise InvalidInputError(f"blob v2 column {lance_field.name!r} must be struct<data, uri[, position, size]>, "
-                                f"got fields {names}", path=path, column=lance_field.name)
+    if names[:2] != ["data", "uri"] and names != INPUT_TYPE.names:
+        raise InvalidInputError(f"blob v2 column {lance_field.name!r} must be struct<data, uri[, position, size]> "
+                                f"(or BlobDescriptorArrayBuilder's input), got fields {names}",
+                                path=path, column=lance_field.name)
 
 
 def blob_v2_descriptors(array: pa.StructArray, base: int, lance_field: LanceField,
@@ -126,14 +129,22 @@ def blob_v2_descriptors(array: pa.StructArray, base: int, lance_field: LanceFiel
     are written to ``sidecars``."""
     n = len(array)
     valid = np.ones(n, bool) if array.null_count == 0 else np.asarray(array.is_valid())
-    data = array.field(0)  # the chunk's rows (a slice's offset applied)
-    uri = array.field(1)
+    # BlobDescriptorArrayBuilder's input: rows of kind 1/2 name bytes already in sidecars
+    referenced = np.zeros(n, bool)
+    if array.type.names == INPUT_TYPE.names:
+        input_kinds = np.asarray(array.field("kind").fill_null(INPUT_INLINE).to_numpy(), np.uint8)
+        if (valid & ~np.isin(input_kinds, (INPUT_INLINE, PACKED, DEDICATED))).any():
+            raise UnsupportedFeatureError(f"writing table-managed or external blobs in blob column "
+                                          f"{lance_field.name!r} is not supported", column=lance_field.name)
+        referenced = valid & (input_kinds != INPUT_INLINE)
+    data = array.field("data")  # the chunk's rows (a slice's offset applied)
+    uri = array.field("uri")
     has_uri = valid & np.asarray(uri.is_valid())
     if has_uri.any():
         raise UnsupportedFeatureError(f"writing external blobs (a uri) in blob column {lance_field.name!r} "
                                       "is not supported", column=lance_field.name)
     has_data = np.asarray(data.is_valid()) if data.null_count else np.ones(n, bool)
-    if (valid & ~has_data).any():
+    if (valid & ~has_data & ~referenced).any():
         raise InvalidInputError(f"blob column {lance_field.name!r}: a non-null blob must set data or uri",
                                 column=lance_field.name)
     offsets = np.frombuffer(data.buffers()[1], np.int64, n + 1, data.offset * 8) if n else np.zeros(1, np.int64)
@@ -142,9 +153,10 @@ def blob_v2_descriptors(array: pa.StructArray, base: int, lance_field: LanceFiel
     dedicated_max = _threshold(lance_field, DEDICATED_THRESHOLD_KEY, DEFAULT_DEDICATED_THRESHOLD)
     pack_limit = _threshold(lance_field, PACK_FILE_THRESHOLD_KEY, None)
     assert inline_max is not None and dedicated_max is not None
-    dedicated = valid & (sizes > dedicated_max)
-    packed = valid & ~dedicated & (sizes > inline_max)
-    inline = valid & ~dedicated & ~packed
+    inlined = valid & ~referenced
+    dedicated = inlined & (sizes > dedicated_max)
+    packed = inlined & ~dedicated & (sizes > inline_max)
+    inline = inlined & ~dedicated & ~packed
     kinds = np.where(dedicated, DEDICATED, np.where(packed, PACKED, INLINE)).astype(np.uint8)
     # inline: padded back to back from base; an empty one sits where the next would start
     padded = np.where(inline & (sizes > 0), sizes + (-sizes) % PAGE_BUFFER_ALIGNMENT, 0)
@@ -172,8 +184,15 @@ def blob_v2_descriptors(array: pa.StructArray, base: int, lance_field: LanceFiel
         kept_offsets = np.frombuffer(kept.buffers()[1], np.int64, len(kept) + 1, kept.offset * 8)
         payload[np.cumsum(marks[:-1], dtype=np.int8).astype(bool)] = \
             np.frombuffer(kept.buffers()[2], np.uint8)[kept_offsets[0]:kept_offsets[-1]]
+    sizes = np.where(valid, sizes, 0).astype(np.uint64)
+    if referenced.any():
+        kinds[referenced] = input_kinds[referenced]
+        sizes[referenced] = np.asarray(array.field("blob_size").fill_null(0).to_numpy(), np.uint64)[referenced]
+        blob_ids[referenced] = np.asarray(array.field("blob_id").fill_null(0).to_numpy(), np.uint32)[referenced]
+        given = np.asarray(array.field("position").fill_null(0).to_numpy(), np.uint64)
+        positions[referenced] = np.where(input_kinds == PACKED, given, 0)[referenced]
     children = [pa.array(kinds, pa.uint8()), pa.array(positions, pa.uint64()),
-                pa.array(np.where(valid, sizes, 0).astype(np.uint64), pa.uint64()), pa.array(blob_ids, pa.uint32()),
+                pa.array(sizes, pa.uint64()), pa.array(blob_ids, pa.uint32()),
                 pa.array(np.full(n, "", object), pa.string())]
     mask = None if valid.all() else pa.array(~valid)
     return pa.StructArray.from_arrays(children, fields=list(DESCRIPTOR_TYPE), mask=mask), payload
