@@ -69,9 +69,9 @@ class BlobFile(io.BufferedIOBase):
     without moving the cursor. Obtain them from ``LanceDataset.take_blobs``.
     """
 
-    def __init__(self, location: BlobLocation, buffer_size: int = DEFAULT_BLOB_BUFFER_SIZE) -> None:
+    def __init__(self, inner: BlobLocation, buffer_size: int = DEFAULT_BLOB_BUFFER_SIZE) -> None:
         super().__init__()
-        self._location = location
+        self._location = inner  # pylance's name for what the blob's bytes are read from
         self._buffer_size = validate_buffer_size(buffer_size)
         self._cursor = 0
         self._ahead_start = 0
