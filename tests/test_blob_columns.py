@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 import lance
 import pyarrow as pa
@@ -85,12 +84,20 @@ def test_blob_v2_schema_is_the_extension_type(tmp_path):
     assert read.metadata == {b"lance-encoding:packed": b"true", b"lance-encoding:blob": b"true"}
 
 
-def test_writing_a_blob_column_in_2_2_is_refused(tmp_path):
-    uri, version = str(tmp_path / "w"), "2.2"
-    with pytest.raises(UnsupportedFeatureError, match="'b'") as info:
-        lance_format.write_dataset(_blob_table(VALUES), uri, data_storage_version=version)
-    assert info.value.column == "b"
-    assert not os.path.exists(os.path.join(uri, "_versions")) or not os.listdir(os.path.join(uri, "_versions"))
+def test_a_blob_column_in_2_2_is_written_as_blob_v2_like_pylance(tmp_path):
+    """pylance 14 stores lance-encoding:blob columns of 2.2 (the default) tables as blob v2."""
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance_format.write_dataset(_blob_table(VALUES), ours)
+    lance.write_dataset(_blob_table(VALUES), theirs)
+    lance_format.write_dataset(_blob_table(VALUES[:2], ids_from=50), theirs, mode="append")
+    lance.write_dataset(_blob_table(VALUES[:2], ids_from=50), ours, mode="append")
+    for uri in (ours, theirs):
+        assert lance.dataset(uri).data_storage_version == "2.2"
+        assert_same_version(uri, 2)
+        assert [None if f is None else f.read() for f in lance.dataset(uri).take_blobs("b", indices=list(range(10)))] \
+            == VALUES + VALUES[:2]
+    assert lance.dataset(ours).schema.equals(lance.dataset(theirs).schema, check_metadata=True)
+    assert lance.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
 
 
 def test_appending_to_a_converted_blob_v2_table(tmp_path):

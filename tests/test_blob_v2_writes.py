@@ -140,17 +140,12 @@ def test_blob_v2_names_behave_like_pylance():
             lance_format.blob_field("b", **bad)
 
 
-def test_external_blobs_and_legacy_blobs_in_2_2_are_refused(tmp_path):
+def test_external_blobs_are_refused(tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="external blobs") as info:
         lance_format.write_dataset(pa.table({"b": lance_format.blob_array(["s3://bucket/key"])}),
                                    str(tmp_path / "e"), data_storage_version="2.2")
     assert info.value.column == "b"
     assert not glob.glob(str(tmp_path / "e" / "data" / "**" / "*.*"), recursive=True)
-    legacy = pa.table({"b": pa.array([b"x"], pa.large_binary())},
-                      schema=pa.schema([pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})]))
-    with pytest.raises(UnsupportedFeatureError, match="blob v2") as info:
-        lance_format.write_dataset(legacy, str(tmp_path / "l"), data_storage_version="2.2")
-    assert info.value.column == "b"
 
 
 @pytest.mark.parametrize("operation", ["compaction", "update"])

@@ -106,3 +106,51 @@ def refuse_blob_rewrite(schema: LanceSchema, operation: str, *, table: str | Non
             raise UnsupportedFeatureError(
                 f"{operation} of a table with blob column {lance_field.name!r} is not supported (rewriting "
                 "rows needs the blobs' bytes)", table=table, column=lance_field.name)
+
+
+_V2_STORAGE = pa.struct([pa.field("data", pa.large_binary()), pa.field("uri", pa.string())])
+
+
+def _is_legacy_blob(field: pa.Field) -> bool:
+    return _flag((field.metadata or {}).get(BLOB_META_KEY.encode())) and (
+        pa.types.is_large_binary(field.type) or pa.types.is_binary(field.type))
+
+
+def legacy_blobs_as_v2(schema: pa.Schema) -> pa.Schema:
+    """``schema`` for a file version 2.2 table: pylance 14 stores a ``lance-encoding:blob`` binary
+    column there as a blob v2 column, ``struct<data: large_binary, uri: string>`` named
+    ``lance.blob.v2`` (the blob flag dropped from its metadata)."""
+    if not any(_is_legacy_blob(f) for f in schema):
+        return schema
+    fields = []
+    for field in schema:
+        if _is_legacy_blob(field):
+            metadata = {k: v for k, v in (field.metadata or {}).items() if k != BLOB_META_KEY.encode()}
+            metadata[EXTENSION_NAME_KEY.encode()] = BLOB_V2_EXTENSION
+            field = pa.field(field.name, _V2_STORAGE, field.nullable, metadata=metadata)
+        fields.append(field)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def binary_as_blob_v2(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with binary columns given for blob v2 columns of ``target`` as blob v2 storage
+    (the bytes as ``data``, no ``uri``), as pylance takes ``lance-encoding:blob`` data in 2.2."""
+    columns = list(batch.columns)
+    changed = False
+    for index, field in enumerate(batch.schema):
+        if field.name not in target.names:
+            continue
+        wanted = target.field(field.name)
+        column = columns[index]
+        if (wanted.metadata or {}).get(EXTENSION_NAME_KEY.encode()) != BLOB_V2_EXTENSION or not (
+                pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+            continue
+        data = column.cast(pa.large_binary())
+        children = [data if f.name == "data" else pa.nulls(len(data), f.type) for f in wanted.type]
+        mask = data.is_null() if data.null_count else None
+        columns[index] = pa.StructArray.from_arrays(children, fields=list(wanted.type), mask=mask)
+        changed = True
+    if not changed:
+        return batch
+    fields = [pa.field(f.name, c.type, f.nullable, f.metadata) for f, c in zip(batch.schema, columns)]
+    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, metadata=batch.schema.metadata))
