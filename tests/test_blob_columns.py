@@ -1,7 +1,6 @@
-"""Blob columns read exactly as pylance 14 presents them (descriptions, not bytes); blob v2 writes are refused."""
+"""Blob columns read exactly as pylance 14 presents them (descriptions, not bytes), in every file version."""
 
 from __future__ import annotations
-
 
 import lance
 import pyarrow as pa

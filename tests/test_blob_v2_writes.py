@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+from datetime import timedelta
 
 import lance
 import pyarrow as pa
@@ -203,3 +204,19 @@ def test_sidecars_uploaded_ahead_then_the_data_file(tmp_path):
             mine = mine.replace(_PACKED_ENTRY + _BLOB_ENTRY, _BLOB_ENTRY + _PACKED_ENTRY)
             data = data.replace(_PACKED_ENTRY + _BLOB_ENTRY, _BLOB_ENTRY + _PACKED_ENTRY)
         assert mine == data, name
+
+
+def test_cleanup_removes_sidecars_with_their_data_file(tmp_path):
+    stats, left = {}, {}
+    for name, module in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / name)
+        table = blob_table(lance, [b"x" * 70_000, b"y" * 5_000_000])
+        lance.write_dataset(table, uri)
+        lance.write_dataset(table, uri, mode="overwrite")
+        result = module.dataset(uri).cleanup_old_versions(older_than=timedelta(0), delete_unverified=True)
+        stats[name] = (result.bytes_removed, result.data_files_removed)
+        left[name] = sorted(stored_files(uri))
+    assert stats["ours"] == stats["theirs"] and stats["ours"][1] == 3
+    assert left["ours"] == left["theirs"] == ["file0.lance", "file0/01000000000000000000000000000000.blob",
+                                              "file0/10000000000000000000000000000000.blob"]
+    assert lance.dataset(str(tmp_path / "ours")).take_blobs("b", indices=[1])[0].size() == 5_000_000
