@@ -207,3 +207,23 @@ def test_blob_column_iterates_file_likes():
             lance.BlobColumn(bad)
         with pytest.raises(error):
             lance_format.BlobColumn(bad)
+
+
+@pytest.mark.parametrize("mode", ["lazy", "bytes", "descriptions"])
+def test_to_pandas_blob_modes_match_pylance(blob_uri, v2_uri, mode):
+    for uri in (blob_uri, v2_uri):
+        ours, theirs = _both(uri)
+
+        def values(frame):
+            column = frame["b"].tolist()
+            return [x.read() if isinstance(x, io.IOBase) else x for x in column]
+
+        for kwargs in ({}, {"columns": ["b"], "filter": "id > 2"}, {"with_row_address": True}):
+            mine, official = ours.to_pandas(blob_mode=mode, **kwargs), theirs.to_pandas(blob_mode=mode, **kwargs)
+            assert list(mine.columns) == list(official.columns)
+            assert [type(x).__name__ for x in mine["b"]] == [type(x).__name__ for x in official["b"]]
+            assert values(mine) == values(official), kwargs
+        fragment = ours.get_fragments()[0], theirs.get_fragments()[0]
+        assert values(fragment[0].to_pandas(blob_mode=mode)) == values(fragment[1].to_pandas(blob_mode=mode))
+    with pytest.raises(InvalidInputError, match="blob_mode must be one of"):
+        lance_format.dataset(blob_uri).to_pandas(blob_mode="nope")

@@ -79,18 +79,22 @@ class BlobMethods(DatasetMixin):
                                       f"{'address' if kind == 'addresses' else 'id'} must not target deleted rows",
                                       table=ds.uri, column=blob_column)
         addresses = np.asarray(table.column("_rowaddr").to_numpy(), np.uint64)
-        descriptions = table.column(blob_column).combine_chunks()
+        return addresses, self._locations_of(blob_field, table.column(blob_column).combine_chunks(), addresses)
+
+    def _locations_of(self, blob_field: LanceField, descriptions: pa.StructArray,
+                      addresses: np.ndarray) -> list[BlobLocation | None]:
+        """Where each described blob is (None: null), for rows at ``addresses``."""
+        ds = self._as_dataset()
+        blob_column = blob_field.name
         if len(addresses) == 0:
-            return addresses, []
+            return []
         valid = np.asarray(descriptions.is_valid())
         positions = np.asarray(descriptions.field("position").fill_null(0).to_numpy(), np.uint64)
         sizes = np.asarray(descriptions.field("size").fill_null(0).to_numpy(), np.uint64)
-        v2 = is_blob_v2(blob_field)
-        if v2:
+        if is_blob_v2(blob_field):
             kinds = np.asarray(descriptions.field("kind").fill_null(0).to_numpy(), np.uint8)
             blob_ids = np.asarray(descriptions.field("blob_id").fill_null(0).to_numpy(), np.uint32)
-            external = valid & (kinds == _EXTERNAL)
-            if external.any() or (valid & (kinds > _EXTERNAL)).any():
+            if (valid & (kinds >= _EXTERNAL)).any():
                 raise UnsupportedFeatureError(
                     f"reading external blobs (blob v2 kind {int(kinds[valid][kinds[valid] >= _EXTERNAL][0])}) "
                     f"of column {blob_column!r} is not supported", table=ds.uri, column=blob_column)
@@ -110,7 +114,7 @@ class BlobMethods(DatasetMixin):
             if kinds[i] in (_PACKED, _DEDICATED):
                 path = f"{path.removesuffix('.lance')}/{_blob_file_name(int(blob_ids[i]))}"
             locations.append(BlobLocation(store, path, int(positions[i]), int(sizes[i])))
-        return addresses, locations
+        return locations
 
     def _blob_data_files(self, blob_field: LanceField, fragment_ids: np.ndarray) -> dict[int, tuple[Any, str]]:
         ds = self._as_dataset()
@@ -224,4 +228,37 @@ def _read_pieces(pieces: list[tuple[BlobLocation | None, int, int]]) -> list[byt
     return out
 
 
-__all__ = ["BlobMethods"]
+def blob_frame(ds: Any, scanner: Any, blob_mode: str, keep_address: bool) -> Any:
+    """The pandas DataFrame of ``scanner``'s rows with its blob columns as pylance's ``to_pandas``
+    gives them: ``BlobFile`` objects (``"lazy"``), bytes (``"bytes"``) or descriptions."""
+    if blob_mode not in _PANDAS_BLOB_MODES:
+        raise InvalidInputError("blob_mode must be one of: 'lazy', 'bytes', 'descriptions'")
+    fields = {f.name: f for f in ds.lance_schema.fields if is_blob_field(f)}
+    table = scanner.to_table()
+    blob_columns = [name for name in table.column_names if name in fields]
+    if blob_mode == "descriptions" or not blob_columns or table.num_rows == 0:
+        frame = table.to_pandas()
+        return frame if keep_address or "_rowaddr" not in frame else frame.drop(columns=["_rowaddr"])
+    if "_rowaddr" not in table.column_names:
+        raise InvalidInputError("reading blob bytes needs the rows' addresses (scan with with_row_address=True)")
+    addresses = np.asarray(table.column("_rowaddr").to_numpy(), np.uint64)
+    values: dict[str, list[Any]] = {}
+    for name in blob_columns:
+        locations = ds._locations_of(fields[name], table.column(name).combine_chunks(), addresses)
+        values[name] = (_read_whole(locations) if blob_mode == "bytes"
+                        else [None if where is None else BlobFile(where) for where in locations])
+    frame = table.drop_columns(blob_columns).to_pandas()
+    for name in blob_columns:
+        frame.insert(table.column_names.index(name), name, pd_object_series(values[name], frame.index))
+    return frame if keep_address else frame.drop(columns=["_rowaddr"])
+
+
+def pd_object_series(values: list[Any], index: Any) -> Any:
+    import pandas as pd
+
+    return pd.Series(values, index=index, dtype=object)
+
+
+_PANDAS_BLOB_MODES = ("lazy", "bytes", "descriptions")
+
+__all__ = ["BlobMethods", "blob_frame"]
