@@ -227,3 +227,17 @@ def test_to_pandas_blob_modes_match_pylance(blob_uri, v2_uri, mode):
         assert values(fragment[0].to_pandas(blob_mode=mode)) == values(fragment[1].to_pandas(blob_mode=mode))
     with pytest.raises(InvalidInputError, match="blob_mode must be one of"):
         lance_format.dataset(blob_uri).to_pandas(blob_mode="nope")
+
+
+@pytest.mark.parametrize("handling", ["all_binary", "all_descriptions", "blobs_descriptions"])
+def test_blob_handling_matches_pylance(blob_uri, v2_uri, handling):
+    for uri in (blob_uri, v2_uri):
+        ours, theirs = _both(uri)
+        for kwargs in ({}, {"columns": ["b"], "filter": "id > 2"}, {"with_row_address": True, "limit": 3, "offset": 1},
+                       {"columns": ["id", "b"], "filter": "id < 100", "batch_size": 2}):
+            mine = ours.to_table(blob_handling=handling, **kwargs)
+            official = theirs.to_table(blob_handling=handling, **kwargs)
+            assert mine.schema.equals(official.schema, check_metadata=True), kwargs
+            assert mine.equals(official), kwargs
+        fragment = ours.get_fragments()[-1], theirs.get_fragments()[-1]
+        assert (fragment[0].to_table(blob_handling=handling).equals(fragment[1].to_table(blob_handling=handling)))

@@ -228,6 +228,21 @@ def _read_pieces(pieces: list[tuple[BlobLocation | None, int, int]]) -> list[byt
     return out
 
 
+def blob_bytes_columns(ds: Any, batch: pa.RecordBatch, names: Sequence[str]) -> pa.RecordBatch:
+    """``batch`` (with ``_rowaddr``) with the description columns ``names`` replaced by the blobs'
+    bytes (``blob_handling="all_binary"``)."""
+    if not names:
+        return batch
+    fields = {f.name: f for f in ds.lance_schema.fields}
+    addresses = np.asarray(batch.column("_rowaddr").to_numpy(), np.uint64)
+    columns = dict(zip(batch.schema.names, batch.columns))
+    for name in names:
+        descriptions = columns[name]
+        locations = ds._locations_of(fields[name], descriptions, addresses) if batch.num_rows else []
+        columns[name] = pa.array(_read_whole(locations), pa.large_binary())
+    return pa.RecordBatch.from_pydict(columns)
+
+
 def blob_frame(ds: Any, scanner: Any, blob_mode: str, keep_address: bool) -> Any:
     """The pandas DataFrame of ``scanner``'s rows with its blob columns as pylance's ``to_pandas``
     gives them: ``BlobFile`` objects (``"lazy"``), bytes (``"bytes"``) or descriptions."""
@@ -261,4 +276,4 @@ def pd_object_series(values: list[Any], index: Any) -> Any:
 
 _PANDAS_BLOB_MODES = ("lazy", "bytes", "descriptions")
 
-__all__ = ["BlobMethods", "blob_frame"]
+__all__ = ["BlobMethods", "blob_bytes_columns", "blob_frame"]

@@ -70,10 +70,20 @@ def read_arrow_field(lance_field: LanceField) -> pa.Field:
     return blob_read_field(lance_field) or lance_field.to_arrow()
 
 
-def read_arrow_schema(schema: LanceSchema) -> pa.Schema:
-    """The schema of rows read with ``schema`` (blob columns give descriptions)."""
+def binary_read_field(lance_field: LanceField) -> pa.Field:
+    """A blob column read as its bytes (``blob_handling="all_binary"``): ``large_binary`` with the
+    field's metadata, less an extension name, as pylance gives it."""
+    metadata = {k: v for k, v in lance_field.metadata.items() if k != EXTENSION_NAME_KEY}
+    return pa.field(lance_field.name, pa.large_binary(), lance_field.nullable,
+                    metadata={k.encode(): v for k, v in metadata.items()} or None)
+
+
+def read_arrow_schema(schema: LanceSchema, *, blobs_as_binary: bool = False) -> pa.Schema:
+    """The schema of rows read with ``schema`` (blob columns give descriptions, or their bytes
+    with ``blobs_as_binary``)."""
     arrow = schema.to_arrow()
-    return pa.schema([read_arrow_field(f) for f in schema.fields], metadata=arrow.metadata)
+    return pa.schema([binary_read_field(f) if blobs_as_binary and is_blob_field(f) else read_arrow_field(f)
+                      for f in schema.fields], metadata=arrow.metadata)
 
 
 def dataset_arrow_schema(schema: LanceSchema) -> pa.Schema:
