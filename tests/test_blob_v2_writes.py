@@ -149,15 +149,31 @@ def test_external_blobs_are_refused(tmp_path):
     assert not glob.glob(str(tmp_path / "e" / "data" / "**" / "*.*"), recursive=True)
 
 
-@pytest.mark.parametrize("operation", ["compaction", "update"])
-def test_row_rewrites_of_blob_tables_are_refused(tmp_path, operation):
-    uri = str(tmp_path / "t")
-    lance_format.write_dataset(blob_table(lance_format, [b"a", None]), uri, data_storage_version="2.2")
-    lance_format.write_dataset(blob_table(lance_format, [b"b"], 10), uri, mode="append")
-    ds = lance_format.dataset(uri)
-    with pytest.raises(UnsupportedFeatureError, match=f"{operation} of a table with blob column 'b'"):
-        ds.optimize.compact_files() if operation == "compaction" else ds.update({"id": "id + 1"})
-    assert lance.dataset(uri).version == 2
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+def test_compaction_and_update_rewrite_blobs_like_pylance(tmp_path, version):
+    """Rows rewritten from their blobs' bytes: the same rows, blobs and descriptions as pylance's."""
+    legacy = pa.schema([pa.field("id", pa.int64()), pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})])
+
+    def rows(values: list, first: int) -> pa.Table:
+        if version == "2.2":
+            return blob_table(lance, values, first)
+        return pa.table({"id": pa.array(range(first, first + len(values)), pa.int64()),
+                         "b": pa.array(values, pa.large_binary())}, schema=legacy)
+
+    results = {}
+    for name, module in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / name)
+        lance.write_dataset(rows([b"a", None, b"x" * 70_000], 0), uri, data_storage_version=version)
+        lance.write_dataset(rows([b"b", b"", b"y" * 5_000_000], 10), uri, mode="append")
+        lance.dataset(uri).delete("id = 1")
+        module.dataset(uri).optimize.compact_files()
+        module.dataset(uri).update({"id": "id + 100"}, where="id >= 2")
+        ds = lance.dataset(uri)
+        results[name] = (len(ds.get_fragments()), ds.to_table(), contents(ds, list(range(ds.count_rows()))))
+        assert_same_version(uri, ds.version)
+    assert results["ours"][0] == results["theirs"][0]
+    assert results["ours"][1].equals(results["theirs"][1])
+    assert results["ours"][2] == results["theirs"][2] == [b"a", b"x" * 70_000, b"b", b"", b"y" * 5_000_000]
 
 
 def test_sidecars_uploaded_ahead_then_the_data_file(tmp_path):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.errors import UnsupportedFeatureError
 from lance_format.schema.extensions import with_extension_types
 
 from lance_format.schema.fields import LanceField, LanceSchema
@@ -106,16 +105,6 @@ def null_children_of_null_blobs(array: pa.StructArray) -> pa.StructArray:
     mask = array.is_null()
     children = [pc.if_else(mask, pa.scalar(None, f.type), array.field(i)) for i, f in enumerate(array.type)]
     return pa.StructArray.from_arrays(children, fields=list(array.type), mask=mask)
-
-
-def refuse_blob_rewrite(schema: LanceSchema, operation: str, *, table: str | None) -> None:
-    """Refuse an operation that rewrites whole rows (compaction, update) of a table with a blob
-    column: reads give blob descriptions, not the bytes the new files would need."""
-    for lance_field in schema.walk():
-        if is_blob_field(lance_field):
-            raise UnsupportedFeatureError(
-                f"{operation} of a table with blob column {lance_field.name!r} is not supported (rewriting "
-                "rows needs the blobs' bytes)", table=table, column=lance_field.name)
 
 
 _V2_STORAGE = pa.struct([pa.field("data", pa.large_binary()), pa.field("uri", pa.string())])
