@@ -236,3 +236,23 @@ def test_cleanup_removes_sidecars_with_their_data_file(tmp_path):
     assert left["ours"] == left["theirs"] == ["file0.lance", "file0/01000000000000000000000000000000.blob",
                                               "file0/10000000000000000000000000000000.blob"]
     assert lance.dataset(str(tmp_path / "ours")).take_blobs("b", indices=[1])[0].size() == 5_000_000
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_merge_insert_keeps_target_blobs_like_pylance(tmp_path, version):
+    """Updated rows keep the blobs the source does not give (read as bytes, stored anew)."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("x", pa.int64()),
+                        pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})])
+    results = {}
+    for name, module in (("ours", lance_format), ("theirs", lance)):
+        uri = str(tmp_path / name)
+        lance.write_dataset(pa.table({"id": [0, 1, 2], "x": [0, 0, 0], "b": pa.array([b"a", None, b"c" * 70_000],
+                                                                                     pa.large_binary())},
+                                     schema=schema), uri, data_storage_version=version)
+        module.dataset(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+            pa.table({"id": [0, 2, 5], "x": [7, 8, 9]}))
+        ds = lance.dataset(uri)
+        results[name] = (ds.to_table(), contents(ds, list(range(ds.count_rows()))))
+        assert_same_version(uri, ds.version)
+    assert results["ours"][0].equals(results["theirs"][0])
+    assert results["ours"][1] == results["theirs"][1] == [None, b"a", b"c" * 70_000, None]

@@ -131,6 +131,15 @@ def legacy_blobs_as_v2(schema: pa.Schema) -> pa.Schema:
     return pa.schema(fields, metadata=schema.metadata)
 
 
+def bytes_as_blob_v2_storage(column: pa.Array, storage_type: pa.DataType) -> pa.StructArray:
+    """Blob bytes (a binary column) as blob v2 values of ``storage_type`` (``struct<data, uri[,
+    position, size]>``): the bytes as ``data``, everything else null."""
+    data = column.cast(pa.large_binary())
+    children = [data if f.name == "data" else pa.nulls(len(data), f.type) for f in storage_type]
+    mask = data.is_null() if data.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(storage_type), mask=mask)
+
+
 def binary_as_blob_v2(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """``batch`` with binary columns given for blob v2 columns of ``target`` as blob v2 storage
     (the bytes as ``data``, no ``uri``), as pylance takes ``lance-encoding:blob`` data in 2.2."""
@@ -144,10 +153,7 @@ def binary_as_blob_v2(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatc
         if (wanted.metadata or {}).get(EXTENSION_NAME_KEY.encode()) != BLOB_V2_EXTENSION or not (
                 pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
             continue
-        data = column.cast(pa.large_binary())
-        children = [data if f.name == "data" else pa.nulls(len(data), f.type) for f in wanted.type]
-        mask = data.is_null() if data.null_count else None
-        columns[index] = pa.StructArray.from_arrays(children, fields=list(wanted.type), mask=mask)
+        columns[index] = bytes_as_blob_v2_storage(column, wanted.type)
         changed = True
     if not changed:
         return batch
