@@ -25,6 +25,18 @@ from importlib import metadata as _metadata
 
 import pyarrow as _pa
 
+from lance_format.blob import (
+    Blob,
+    BlobArray,
+    BlobColumn,
+    BlobDescriptor,
+    BlobDescriptorArrayBuilder,
+    BlobFile,
+    DedicatedBlobWriter,
+    PackedBlobWriter,
+    blob_array,
+    blob_field,
+)
 from lance_format.dataset.branch_publish import publish_branch
 from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
@@ -48,6 +60,10 @@ from lance_format.udf import BatchUDF, batch_udf
 from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
     ArgumentTypeError,
+    BlobFileClosedError,
+    ColumnNotFoundError,
+    DeletedRowError,
+    NotABlobColumnError,
     EmptyDataError,
     CommitConflictError,
     CorruptFileError,
@@ -95,6 +111,16 @@ def sql_expression_type(sql: str, schema: _pa.Schema) -> _pa.DataType:
 
 __all__ = [
     "__version__",
+    "Blob",
+    "BlobArray",
+    "BlobColumn",
+    "BlobDescriptor",
+    "BlobDescriptorArrayBuilder",
+    "BlobFile",
+    "DedicatedBlobWriter",
+    "PackedBlobWriter",
+    "blob_array",
+    "blob_field",
     "LanceDataset",
     "LanceStats",
     "DataStatistics",
@@ -136,6 +162,10 @@ __all__ = [
     "register_manifest_store",
     "LanceError",
     "ArgumentTypeError",
+    "BlobFileClosedError",
+    "ColumnNotFoundError",
+    "DeletedRowError",
+    "NotABlobColumnError",
     "EmptyDataError",
     "NewColumnDataError",
     "CommitConflictError",

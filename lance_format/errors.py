@@ -145,6 +145,23 @@ class ArgumentTypeError(InvalidInputError, TypeError):
     """An argument has the wrong type, e.g. a fragment list holding something else (pylance: ``TypeError``)."""
 
 
+class ColumnNotFoundError(InvalidInputError, RuntimeError):
+    """A named column is not in the table's schema (pylance's blob reads: ``RuntimeError``)."""
+
+
+class NotABlobColumnError(InvalidInputError):
+    """A blob read (``take_blobs``, ``read_blobs``, ``read_blob_ranges``, ``BlobColumn``) was
+    given a column that does not hold blobs (pylance: ``ValueError``)."""
+
+
+class DeletedRowError(InvalidRowSelectionError, NotImplementedError):
+    """A read by row id or row address names a deleted row (pylance's blob reads: ``NotImplementedError``)."""
+
+
+class BlobFileClosedError(InvalidInputError):
+    """An operation on a closed ``BlobFile`` (pylance: ``ValueError``, like any closed file)."""
+
+
 class PathEscapeError(CorruptFileError):
     """A path read from a manifest points outside the table root."""
 
@@ -163,6 +180,10 @@ class StorageThrottledError(LanceError, OSError):
 
 __all__ = [
     "LanceError",
+    "BlobFileClosedError",
+    "ColumnNotFoundError",
+    "DeletedRowError",
+    "NotABlobColumnError",
     "InvalidRowSelectionError",
     "DatasetNotFoundError",
     "DatasetAlreadyExistsError",

@@ -1,8 +1,6 @@
-"""Blob columns read exactly as pylance 14 presents them (descriptions, not bytes); writing them is refused."""
+"""Blob columns read exactly as pylance 14 presents them (descriptions, not bytes), in every file version."""
 
 from __future__ import annotations
-
-import os
 
 import lance
 import pyarrow as pa
@@ -13,7 +11,7 @@ from lance_format.errors import UnsupportedFeatureError
 from tests.compat import assert_same_version
 
 BLOB_META = {"lance-encoding:blob": "true"}
-VERSIONS = ["2.1", "2.2"]
+VERSIONS = ["2.0", "2.1", "2.2"]
 
 
 def _blob_table(values: list, ids_from: int = 0) -> pa.Table:
@@ -62,7 +60,8 @@ def test_scan_returns_descriptions_like_pylance(blob_uri):
     table = ours.to_table()
     _same(table, theirs.to_table())
     assert pa.types.is_struct(table.schema.field("b").type)
-    assert table.column("b").null_count == 3
+    # 2.0 describes a null blob as (position 1, size 0), not as a null
+    assert table.column("b").null_count == (0 if theirs.data_storage_version == "2.0" else 3)
     _same(ours.to_table(columns=["b", "id"]), theirs.to_table(columns=["b", "id"]))
     _same(ours.to_table(filter="id > 2"), theirs.to_table(filter="id > 2"))
 
@@ -84,34 +83,46 @@ def test_blob_v2_schema_is_the_extension_type(tmp_path):
     assert read.metadata == {b"lance-encoding:packed": b"true", b"lance-encoding:blob": b"true"}
 
 
-@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
-def test_writing_a_blob_column_is_refused(tmp_path, version):
-    uri = str(tmp_path / "w")
-    with pytest.raises(UnsupportedFeatureError, match="'b'") as info:
-        lance_format.write_dataset(_blob_table(VALUES), uri, data_storage_version=version)
-    assert info.value.column == "b"
-    assert not os.path.exists(os.path.join(uri, "_versions")) or not os.listdir(os.path.join(uri, "_versions"))
+def test_a_blob_column_in_2_2_is_written_as_blob_v2_like_pylance(tmp_path):
+    """pylance 14 stores lance-encoding:blob columns of 2.2 (the default) tables as blob v2."""
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance_format.write_dataset(_blob_table(VALUES), ours)
+    lance.write_dataset(_blob_table(VALUES), theirs)
+    lance_format.write_dataset(_blob_table(VALUES[:2], ids_from=50), theirs, mode="append")
+    lance.write_dataset(_blob_table(VALUES[:2], ids_from=50), ours, mode="append")
+    for uri in (ours, theirs):
+        assert lance.dataset(uri).data_storage_version == "2.2"
+        assert_same_version(uri, 2)
+        assert [None if f is None else f.read() for f in lance.dataset(uri).take_blobs("b", indices=list(range(10)))] \
+            == VALUES + VALUES[:2]
+    assert lance.dataset(ours).schema.equals(lance.dataset(theirs).schema, check_metadata=True)
+    assert lance.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
 
 
-def test_appending_to_a_blob_table_is_refused(blob_uri):
-    before = lance.dataset(blob_uri).version
-    # rows of exactly the stored schema (2.2: the blob v2 storage struct with its extension name)
+def test_appending_to_a_converted_blob_v2_table(tmp_path):
+    """pylance turns lance-encoding:blob into blob v2 (struct<data, uri>) in 2.2; rows of that
+    stored schema append here, and both engines read them."""
+    blob_uri = str(tmp_path / "v2")
+    lance.write_dataset(_blob_table(VALUES), blob_uri, data_storage_version="2.2")
     stored = lance_format.dataset(blob_uri).lance_schema.to_arrow()
-    blob = b"new" if pa.types.is_large_binary(stored.field("b").type) else {"data": b"new", "uri": None}
-    rows = pa.Table.from_pylist([{"id": 500, "b": blob, "all_null": None, "name": "n"}], schema=stored)
-    with pytest.raises(UnsupportedFeatureError, match="blob column 'b'"):
-        lance_format.write_dataset(rows, blob_uri, mode="append")
-    assert lance.dataset(blob_uri).version == before
-    assert lance_format.dataset(blob_uri).version == before
+    rows = pa.Table.from_pylist([{"id": 500, "b": {"data": b"new", "uri": None}, "all_null": None, "name": "n"}],
+                                schema=stored)
+    lance_format.write_dataset(rows, blob_uri, mode="append")
+    for v in lance.dataset(blob_uri).versions():
+        assert_same_version(blob_uri, v["version"])
+    last = lance.dataset(blob_uri).count_rows() - 1
+    assert lance.dataset(blob_uri).take_blobs("b", indices=[last])[0].read() == b"new"
 
 
-def test_writing_the_blob_v2_extension_type_is_refused(tmp_path):
+@pytest.mark.parametrize("version", ["2.0", "2.1"])
+def test_writing_the_blob_v2_extension_type_before_2_2_is_refused(tmp_path, version):
     table = pa.table({"b": lance.blob_array([b"a", None])})
-    with pytest.raises(UnsupportedFeatureError, match="lance.blob.v2"):
-        lance_format.write_dataset(table, str(tmp_path / "x"), data_storage_version="2.2")
+    with pytest.raises(UnsupportedFeatureError, match="requires file version 2.2") as info:
+        lance_format.write_dataset(table, str(tmp_path / "x"), data_storage_version=version)
+    assert info.value.column == "b"
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_delta_returns_descriptions_like_pylance(tmp_path, version):
     uri = str(tmp_path / "d")
     lance.write_dataset(_blob_table(VALUES[:3]), uri, data_storage_version=version, enable_stable_row_ids=True)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 
 from lance_format.dataset.arguments import version_number
+from lance_format.dataset.blob_reads import BlobMethods
 from lance_format.dataset.committing import CommittingMethods
 from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
 from lance_format.dataset.fragment import LanceFragment
@@ -61,7 +62,7 @@ def _open_listing(store: ObjectStore, since: int | None = None) -> VersionListin
 
 
 class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableWriteMethods, InspectionMethods,
-                   ReferenceMethods):
+                   ReferenceMethods, BlobMethods):
     """A Lance table pinned at one version.
 
     Parameters

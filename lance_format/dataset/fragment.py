@@ -22,6 +22,7 @@ from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import (
+    is_blob_field,
     read_arrow_schema,
 )
 from lance_format.table.deletion import deleted_row_count, deletion_file_path, live_row_count
@@ -251,10 +252,13 @@ class LanceFragment(FragmentReading):
         blob_mode: str = "lazy",
         **scan_options: Any,
     ) -> Any:
-        """This fragment's live rows as a pandas DataFrame (blob columns as descriptions)."""
-        return self.scanner(columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
-                            with_row_id=with_row_id, with_row_address=with_row_address,
-                            **scan_options).to_table().to_pandas()
+        """This fragment's live rows as a pandas DataFrame (``blob_mode`` as in ``LanceDataset.to_pandas``)."""
+        from lance_format.dataset.blob_reads import blob_frame
+
+        blobs = blob_mode != "descriptions" and any(is_blob_field(f) for f in self._dataset.lance_schema.fields)
+        scanner = self.scanner(columns=columns, filter=filter, limit=limit, offset=offset, batch_size=batch_size,
+                               with_row_id=with_row_id, with_row_address=with_row_address or blobs, **scan_options)
+        return blob_frame(self._dataset, scanner, blob_mode, with_row_address)
 
     @property
     def physical_schema(self) -> pa.Schema:

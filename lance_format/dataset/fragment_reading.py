@@ -32,6 +32,7 @@ from lance_format.proto import table_pb2
 from lance_format.schema import LanceField, LanceSchema
 from lance_format.schema.blob import (
     BLOB_V2_DESCRIPTION,
+    blob_read_field,
     null_children_of_null_blobs,
     read_arrow_field,
     read_arrow_schema,
@@ -237,6 +238,8 @@ class FragmentReading:
                 column=field.name,
                 **self.error_context(),
             )
+        if blob_read_field(field) is not None:  # 2.0 blob: its descriptions, one packed struct column
+            return ColumnPlan(read_arrow_field(field), positions[field.id], [])
         if is_packed_struct_leaf(field, positions):  # 2.0 packed struct: one column, children have none
             return ColumnPlan(field.to_arrow(), positions[field.id], [])
         return self._parent_plan(field, positions[field.id], positions, path, False)

@@ -20,6 +20,7 @@ from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
 from lance_format.dataset.scan_options import ColumnOrdering
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.errors import InvalidInputError, InvalidRowSelectionError
+from lance_format.schema.blob import is_blob_field
 
 if TYPE_CHECKING:
     from lance_format.dataset.sql_query import SqlQueryBuilder
@@ -204,12 +205,19 @@ class ReadingMethods(RelationalMethods):
     ) -> Any:
         """Read this version (or the rows and columns asked for) into a pandas DataFrame.
 
-        Takes :meth:`scanner`'s parameters (positional ones in pylance's ``to_pandas`` order;
-        ``blob_mode`` is accepted like pylance's and blob columns read as descriptions).
+        Takes :meth:`scanner`'s parameters (positional ones in pylance's ``to_pandas`` order).
+        ``blob_mode``, as in pylance: blob columns as ``BlobFile`` objects (``"lazy"``, the
+        default), their bytes (``"bytes"``) or their descriptions (``"descriptions"``).
         """
-        scan_options.pop("blob_mode", None)
-        return self.scanner(columns, filter, limit, offset, nearest, batch_size, None, batch_readahead,
-                            fragment_readahead, scan_in_order, **scan_options).to_table().to_pandas()
+        from lance_format.dataset.blob_reads import blob_frame
+
+        blob_mode = scan_options.pop("blob_mode", "lazy")
+        keep_address = bool(scan_options.get("with_row_address"))
+        if blob_mode != "descriptions" and any(is_blob_field(f) for f in self._as_dataset().lance_schema.fields):
+            scan_options["with_row_address"] = True
+        scanner = self.scanner(columns, filter, limit, offset, nearest, batch_size, None, batch_readahead,
+                               fragment_readahead, scan_in_order, **scan_options)
+        return blob_frame(self._as_dataset(), scanner, blob_mode, keep_address)
 
     def head(self, num_rows: int, **scan_options: Any) -> pa.Table:
         """The first ``num_rows`` rows in table order (pylance's ``head``).
@@ -321,12 +329,13 @@ class ReadingMethods(RelationalMethods):
 
     def _take_rows(self, row_ids: Sequence[int] | np.ndarray | pa.Array,
                    columns: list[str] | Mapping[str, str] | None = None, *, ignore_deletions: bool = False,
-                   **scan_options: Any) -> pa.Table:
+                   _addresses: bool = False, **scan_options: Any) -> pa.Table:
         """Rows by row id, in the order given (pylance's ``_take_rows``).
 
         Without stable row ids a row id is the row address (fragment id << 32 | offset): one that
         points outside the table is refused. With stable row ids, ids no row has are skipped.
-        Deleted rows are left out unless ``ignore_deletions``.
+        Deleted rows are left out unless ``ignore_deletions``. ``_addresses``: the values are row
+        addresses even in a table with stable row ids.
 
         Raises
         ------
@@ -338,7 +347,7 @@ class ReadingMethods(RelationalMethods):
                          else list(row_ids), dtype=np.uint64)
         scanner = self.scanner(columns=columns, **scan_options)
         fragments = {f.fragment_id: f for f in ds.get_fragments()}
-        if ds.has_stable_row_ids:
+        if ds.has_stable_row_ids and not _addresses:
             owners, offsets = _stable_row_locations(fragments, ids)
         else:
             owners = (ids >> np.uint64(32)).astype(np.int64)

@@ -56,9 +56,10 @@ def check_options(options: Mapping[str, Any], *, table: str) -> None:
                                               "(no vector, full-text or row-address-list scans)", table=table)
             continue
         if name == "blob_handling":
-            if value not in (None, "blobs_descriptions"):
+            # "all_descriptions" reads like "blobs_descriptions" (pylance: plain binary columns stay bytes)
+            if value not in (None, "blobs_descriptions", "all_descriptions", "all_binary"):
                 raise UnsupportedFeatureError(f"blob_handling={value!r} is not supported; blob columns read as "
-                                              "their descriptions", table=table)
+                                              "their descriptions or, with \"all_binary\", their bytes", table=table)
             continue
         raise InvalidInputError(f"unknown scan option {name!r}", table=table)
 

@@ -43,7 +43,8 @@ from lance_format.dataset.sql.filter import matching_rows, referenced_columns, t
 from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.io.threads import map_ordered
 from lance_format.schema import LanceSchema
-from lance_format.schema.blob import read_arrow_schema
+from lance_format.dataset.blob_reads import blob_bytes_columns
+from lance_format.schema.blob import is_blob_field, read_arrow_schema
 from lance_format.schema.extensions import as_extension_arrays, with_extension_types
 
 if TYPE_CHECKING:
@@ -171,6 +172,11 @@ class LanceScanner:
         self._read_system = [n for n in needed if n in SYSTEM_COLUMNS]
         if self._row_offsets and ROW_ADDRESS not in self._read_system:
             self._read_system.append(ROW_ADDRESS)  # _rowoffset is computed from the address
+        # blob_handling="all_binary": blob columns read as their bytes, found from their rows' addresses
+        self._binary_blobs = [n for n in self._output if n not in self._expressions and n in table_schema.names()
+                              and is_blob_field(table_schema.field(n))] if options.get("blob_handling") == "all_binary" else []
+        if self._binary_blobs and ROW_ADDRESS not in self._read_system:
+            self._read_system.append(ROW_ADDRESS)
         # late materialization: the filter's columns first (with the row address to find the
         # passing rows again), then the rest for the passing rows only
         self._late: tuple[LanceSchema, list[str], LanceSchema, list[str]] | None = None
@@ -198,7 +204,8 @@ class LanceScanner:
     @cached_property
     def _stored_schema(self) -> pa.Schema:
         """The output schema as stored: extension columns as storage plus metadata."""
-        full = _filter_schema(read_arrow_schema(self._dataset.lance_schema)).append(pa.field(ROW_OFFSET, pa.uint64()))
+        full = _filter_schema(read_arrow_schema(self._dataset.lance_schema, blobs_as_binary=bool(self._binary_blobs)))
+        full = full.append(pa.field(ROW_OFFSET, pa.uint64()))
         fields = [pa.field(n, self._expressions[n][1]) if n in self._expressions else full.field(n)
                   for n in self._output]
         return pa.schema(fields, metadata=self._dataset.lance_schema.to_arrow().metadata)
@@ -213,6 +220,7 @@ class LanceScanner:
         elif not self._output:  # no columns: keep the row count
             return batch.select([])
         else:
+            batch = blob_bytes_columns(self._dataset, batch, self._binary_blobs)
             stored = pa.RecordBatch.from_arrays([batch.column(n) for n in self._output], schema=schema)
         return as_extension_arrays(stored, self.projected_schema)
 

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError
+from lance_format.file.blob_writers import DedicatedBlobWriter, PackedBlobWriter
 from lance_format.rust_debug import prost_message, render
 from lance_format.file.plans import ColumnPlan, plans_for_schema, structural_plans_for_schema
 from lance_format.file.reader import LanceFileReader as _EngineReader
@@ -364,6 +365,14 @@ class LanceFileSession:
                     version: Optional[str] = None, keep_original_array: Optional[bool] = None,
                     max_page_bytes: Optional[int] = None) -> LanceFileWriter:
         return LanceFileWriter(path, schema, version=version, max_page_bytes=max_page_bytes, _store=self._store)
+
+    def open_packed_blob_writer(self, path: str, blob_id: int) -> PackedBlobWriter:
+        """A writer of the pack sidecar ``blob_id`` of the data file ``path`` (written later)."""
+        return PackedBlobWriter(self._store, path, blob_id)
+
+    def open_dedicated_blob_writer(self, path: str, blob_id: int) -> DedicatedBlobWriter:
+        """A writer of the dedicated sidecar ``blob_id`` of the data file ``path`` (written later)."""
+        return DedicatedBlobWriter(self._store, path, blob_id)
 
     def contains(self, path: str) -> bool:
         return self._store.exists(path)

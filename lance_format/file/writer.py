@@ -39,7 +39,21 @@ from lance_format.file.writer_v2_0 import ColumnWriter, make_column_writer
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_0_pb2, file2_pb2, file_pb2
 from lance_format.schema import LanceField, LanceSchema
-from lance_format.schema.blob import is_blob_field
+from lance_format.file.blob_columns import (
+    BLOB_COLUMN_ENCODING_V2_0,
+    BlobColumnWriterV2_0,
+    BlobFieldWriterV2_1,
+    check_blob_v1_field,
+    out_of_line,
+)
+from lance_format.file.blob_v2_columns import (
+    BlobSidecars,
+    blob_v2_descriptors,
+    check_blob_v2_field,
+    descriptor_protos,
+    descriptor_writer,
+)
+from lance_format.schema.blob import is_blob_field, is_blob_v2
 
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
 _PADDING = bytes([PAD_BYTE]) * 64
@@ -63,14 +77,29 @@ class WrittenFile:
     column_indices: list[int] = field(default_factory=list)
 
 
-def _refuse_blob_fields(schema: LanceSchema, path: str | None) -> None:
-    """Blob columns are written out of line by official Lance; this engine does not write them."""
+def _check_blob_fields(schema: LanceSchema, footer_version: tuple[int, int], path: str | None) -> list[str | None]:
+    """Per top-level field, its blob column kind: "v1" (``lance-encoding:blob``, files 2.0/2.1,
+    :mod:`lance_format.file.blob_columns`), "v2" (``lance.blob.v2``, file 2.2,
+    :mod:`lance_format.file.blob_v2_columns`) or None; refuse the blob columns this writer cannot store."""
+    top_level = {id(f) for f in schema.fields}
     for lance_field in schema.walk():
-        if is_blob_field(lance_field):
+        if not is_blob_field(lance_field):
+            continue
+        on_top = id(lance_field) in top_level
+        if is_blob_v2(lance_field):
+            if footer_version != (2, 2):
+                raise UnsupportedFeatureError(
+                    f"blob v2 column {lance_field.name!r} (lance.blob.v2) requires file version 2.2",
+                    path=path, column=lance_field.name)
+            check_blob_v2_field(lance_field, path, top_level=on_top)
+        elif footer_version == (2, 2):
             raise UnsupportedFeatureError(
-                f"writing blob column {lance_field.name!r} (lance-encoding:blob / lance.blob.v2) is not supported",
-                path=path, column=lance_field.name,
-            )
+                f"writing blob column {lance_field.name!r} with lance-encoding:blob in file version 2.2 is not "
+                "supported; use a blob v2 column (lance_format.blob_field / blob_array) or file version 2.0/2.1",
+                path=path, column=lance_field.name)
+        else:
+            check_blob_v1_field(lance_field, path, top_level=on_top)
+    return [None if not is_blob_field(f) else "v2" if is_blob_v2(f) else "v1" for f in schema.fields]
 
 
 class LanceFileWriter:
@@ -118,17 +147,21 @@ class LanceFileWriter:
             )
         if max_page_bytes < 1:
             raise ValueError("max_page_bytes must be positive")
+        self._footer_version = _FILE_VERSIONS[version]
         try:
-            _refuse_blob_fields(schema, path)
+            self._blob_fields = _check_blob_fields(schema, self._footer_version, path)
         except LanceError as exc:
             raise exc.with_context(table=table)
+        self._blob_columns: set[int] = set()
         self.path = path
         self.schema = schema
         self.max_page_bytes = int(max_page_bytes)
-        self._footer_version = _FILE_VERSIONS[version]
         self._arrow_schema = schema.to_arrow()
         self._field_ids: list[int] = []
-        self._writers: list[ColumnWriter | StructuralFieldWriter]
+        self._writers: list[ColumnWriter | StructuralFieldWriter | BlobFieldWriterV2_1]
+        self._sidecars: BlobSidecars | None = None
+        if "v2" in self._blob_fields and path is not None:
+            self._sidecars = BlobSidecars(self.store, path)
         try:
             if self._footer_version == (0, 3):
                 self._writers = [self._make_v2_0_writer(f) for f in schema.fields]
@@ -139,9 +172,21 @@ class LanceFileWriter:
             raise exc.with_context(table=table, path=path)
 
     def _make_v2_0_writer(self, lance_field: LanceField) -> ColumnWriter:
+        if is_blob_field(lance_field):
+            self._blob_columns.add(len(self._field_ids))
+            self._field_ids.append(lance_field.id)
+            return BlobColumnWriterV2_0(len(self._field_ids) - 1, lance_field.name,
+                                        self.max_page_bytes, self._emit)
         return make_column_writer(lance_field, lance_field.name, self._field_ids, self.max_page_bytes, self._emit, self.path)
 
-    def _make_structural_writer(self, lance_field: LanceField) -> StructuralFieldWriter:
+    def _make_structural_writer(self, lance_field: LanceField) -> StructuralFieldWriter | BlobFieldWriterV2_1:
+        if is_blob_v2(lance_field):
+            self._field_ids.append(lance_field.id)
+            return descriptor_writer(lance_field, len(self._field_ids) - 1, self.max_page_bytes, self._emit_structural)
+        if is_blob_field(lance_field):
+            self._field_ids.append(lance_field.id)
+            return BlobFieldWriterV2_1(lance_field, len(self._field_ids) - 1, self.max_page_bytes,
+                                       self._emit_structural)
         try:
             check_structural_field(lance_field, lance_field.name, self._footer_version[1])
         except LanceError as exc:
@@ -202,8 +247,26 @@ class LanceFileWriter:
             if not expected.nullable and array.null_count:
                 raise SchemaMismatchError("non-nullable column contains nulls", path=self.path, column=expected.name)
         try:
-            for writer, array in zip(self._writers, batch.columns):
-                writer.append(array)
+            # like pylance, the batch's blob bytes go first (in field order), then its pages
+            minor = None if self._footer_version == (0, 3) else self._footer_version[1]
+            columns = list(batch.columns)
+            nulls = [False] * len(columns)
+            for i, blob_kind in enumerate(self._blob_fields):
+                if blob_kind is None or not batch.num_rows:
+                    continue
+                nulls[i] = columns[i].null_count > 0
+                if blob_kind == "v2":
+                    assert self._sidecars is not None  # a writer with a path has them
+                    columns[i], payload = blob_v2_descriptors(columns[i], self._pos, self.schema.fields[i],
+                                                              self._sidecars)
+                else:
+                    columns[i], payload = out_of_line(columns[i], self._pos, minor)
+                self._write_buffer(payload.data)
+            for writer, array, has_nulls in zip(self._writers, columns, nulls):
+                if isinstance(writer, BlobFieldWriterV2_1):
+                    writer.append(array, has_nulls)
+                else:
+                    writer.append(array)
         except LanceError as exc:
             raise exc.with_context(path=self.path)
         self._num_rows += batch.num_rows
@@ -217,8 +280,8 @@ class LanceFileWriter:
         self._write_buffer(data)
         return len(self._global_buffers)
 
-    def _write_buffer(self, data: bytes) -> None:
-        if data:
+    def _write_buffer(self, data: bytes | memoryview) -> None:
+        if len(data):
             self._out.write(data)
         padding = pad_len(len(data))
         if padding:
@@ -239,11 +302,17 @@ class LanceFileWriter:
                 writer.flush()
             for writer in self._writers:
                 writer.finish()
+            if self._sidecars is not None:
+                self._sidecars.close_pack()
             column_encoding = direct_encoding(_COLUMN_ENCODING)
-            for column in self._columns:
-                column.encoding.CopyFrom(column_encoding)
+            blob_encoding = direct_encoding(pack_any(BLOB_COLUMN_ENCODING_V2_0))
+            for index, column in enumerate(self._columns):
+                column.encoding.CopyFrom(blob_encoding if index in self._blob_columns else column_encoding)
             descriptor = file_pb2.FileDescriptor(length=self._num_rows)
-            descriptor.schema.fields.extend(self.schema.to_protos())
+            for lance_field, blob_kind in zip(self.schema.fields, self._blob_fields):
+                # a blob v2 column is stored as its descriptors; the file's schema says so
+                descriptor.schema.fields.extend(
+                    descriptor_protos(lance_field) if blob_kind == "v2" else lance_field.to_protos())
             for key, value in self.schema.metadata.items():
                 descriptor.schema.metadata[key] = value if isinstance(value, bytes) else str(value).encode()
             tail = build_tail(self._pos, descriptor, self._columns, self._global_buffers,
@@ -278,6 +347,8 @@ class LanceFileWriter:
             self._out.close()
         finally:
             self.store.delete(self.path, missing_ok=True)
+            if self._sidecars is not None:
+                self._sidecars.abort()
 
     def __enter__(self) -> "LanceFileWriter":
         return self

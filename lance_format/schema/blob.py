@@ -69,10 +69,20 @@ def read_arrow_field(lance_field: LanceField) -> pa.Field:
     return blob_read_field(lance_field) or lance_field.to_arrow()
 
 
-def read_arrow_schema(schema: LanceSchema) -> pa.Schema:
-    """The schema of rows read with ``schema`` (blob columns give descriptions)."""
+def binary_read_field(lance_field: LanceField) -> pa.Field:
+    """A blob column read as its bytes (``blob_handling="all_binary"``): ``large_binary`` with the
+    field's metadata, less an extension name, as pylance gives it."""
+    metadata = {k: v for k, v in lance_field.metadata.items() if k != EXTENSION_NAME_KEY}
+    return pa.field(lance_field.name, pa.large_binary(), lance_field.nullable,
+                    metadata={k.encode(): v for k, v in metadata.items()} or None)
+
+
+def read_arrow_schema(schema: LanceSchema, *, blobs_as_binary: bool = False) -> pa.Schema:
+    """The schema of rows read with ``schema`` (blob columns give descriptions, or their bytes
+    with ``blobs_as_binary``)."""
     arrow = schema.to_arrow()
-    return pa.schema([read_arrow_field(f) for f in schema.fields], metadata=arrow.metadata)
+    return pa.schema([binary_read_field(f) if blobs_as_binary and is_blob_field(f) else read_arrow_field(f)
+                      for f in schema.fields], metadata=arrow.metadata)
 
 
 def dataset_arrow_schema(schema: LanceSchema) -> pa.Schema:
@@ -95,3 +105,57 @@ def null_children_of_null_blobs(array: pa.StructArray) -> pa.StructArray:
     mask = array.is_null()
     children = [pc.if_else(mask, pa.scalar(None, f.type), array.field(i)) for i, f in enumerate(array.type)]
     return pa.StructArray.from_arrays(children, fields=list(array.type), mask=mask)
+
+
+_V2_STORAGE = pa.struct([pa.field("data", pa.large_binary()), pa.field("uri", pa.string())])
+
+
+def _is_legacy_blob(field: pa.Field) -> bool:
+    return _flag((field.metadata or {}).get(BLOB_META_KEY.encode())) and (
+        pa.types.is_large_binary(field.type) or pa.types.is_binary(field.type))
+
+
+def legacy_blobs_as_v2(schema: pa.Schema) -> pa.Schema:
+    """``schema`` for a file version 2.2 table: pylance 14 stores a ``lance-encoding:blob`` binary
+    column there as a blob v2 column, ``struct<data: large_binary, uri: string>`` named
+    ``lance.blob.v2`` (the blob flag dropped from its metadata)."""
+    if not any(_is_legacy_blob(f) for f in schema):
+        return schema
+    fields = []
+    for field in schema:
+        if _is_legacy_blob(field):
+            metadata = {k: v for k, v in (field.metadata or {}).items() if k != BLOB_META_KEY.encode()}
+            metadata[EXTENSION_NAME_KEY.encode()] = BLOB_V2_EXTENSION
+            field = pa.field(field.name, _V2_STORAGE, field.nullable, metadata=metadata)
+        fields.append(field)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def bytes_as_blob_v2_storage(column: pa.Array, storage_type: pa.DataType) -> pa.StructArray:
+    """Blob bytes (a binary column) as blob v2 values of ``storage_type`` (``struct<data, uri[,
+    position, size]>``): the bytes as ``data``, everything else null."""
+    data = column.cast(pa.large_binary())
+    children = [data if f.name == "data" else pa.nulls(len(data), f.type) for f in storage_type]
+    mask = data.is_null() if data.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(storage_type), mask=mask)
+
+
+def binary_as_blob_v2(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with binary columns given for blob v2 columns of ``target`` as blob v2 storage
+    (the bytes as ``data``, no ``uri``), as pylance takes ``lance-encoding:blob`` data in 2.2."""
+    columns = list(batch.columns)
+    changed = False
+    for index, field in enumerate(batch.schema):
+        if field.name not in target.names:
+            continue
+        wanted = target.field(field.name)
+        column = columns[index]
+        if (wanted.metadata or {}).get(EXTENSION_NAME_KEY.encode()) != BLOB_V2_EXTENSION or not (
+                pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+            continue
+        columns[index] = bytes_as_blob_v2_storage(column, wanted.type)
+        changed = True
+    if not changed:
+        return batch
+    fields = [pa.field(f.name, c.type, f.nullable, f.metadata) for f, c in zip(batch.schema, columns)]
+    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields, metadata=batch.schema.metadata))

@@ -30,7 +30,7 @@ BFLOAT16 = "lance.bfloat16"
 ARROW_JSON = "arrow.json"
 LANCE_JSON = "lance.json"
 # extension types official Lance stores in a format of its own that this engine does not write
-_REFUSED = {"lance.blob.v2": "blob v2 columns (official Lance writes them out of line)"}
+_REFUSED: dict[str, str] = {}
 
 
 def is_lance_json(field: pa.Field) -> bool:
@@ -112,6 +112,17 @@ def storage_schema(schema: pa.Schema) -> pa.Schema:
     if not any(has_extension(f.type) for f in schema):
         return schema
     return pa.schema([storage_field(f) for f in schema], metadata=schema.metadata)
+
+
+def same_stored_type(a: pa.DataType, b: pa.DataType) -> bool:
+    """Whether two Arrow types are stored alike: equal, or extension types of the same name over
+    the same storage (e.g. pylance's and this package's ``lance.blob.v2`` classes)."""
+    if a.equals(b):
+        return True
+    names = [t.extension_name if isinstance(t, pa.BaseExtensionType) else None for t in (a, b)]
+    if names[0] != names[1]:
+        return False
+    return storage_field(pa.field("v", a)).type.equals(storage_field(pa.field("v", b)).type)
 
 
 def to_storage(batch: pa.RecordBatch) -> pa.RecordBatch:

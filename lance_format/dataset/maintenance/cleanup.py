@@ -210,15 +210,19 @@ def _plan_cleanup(
                 # `data/.tmpXXXXXX`): never part of a version once it is this old
                 files.append(CleanupCandidateFile(relative, "staging", True, info.size))
                 continue
-            if directory == "data" and not name.endswith(".lance"):
+            owner = relative
+            if directory == "data" and name.endswith(".blob") and posixpath.dirname(relative) != "data":
+                # a blob sidecar (data/<data file stem>/<blob id>.blob) goes with its data file
+                owner = posixpath.dirname(relative) + ".lance"
+            elif directory == "data" and not name.endswith(".lance"):
                 continue
             if directory == "_deletions" and not name.endswith((".arrow", ".bin")):
                 continue
             if directory == TRANSACTIONS_DIR and not name.endswith(".txn"):
                 continue
-            if relative in getattr(referenced, refs):
+            if owner in getattr(referenced, refs):
                 continue
-            known = relative in getattr(verified, refs)
+            known = owner in getattr(verified, refs)
             if not in_progress or known:
                 files.append(CleanupCandidateFile(relative, kind, not known, info.size))
     return _Plan(old_manifests, files, sorted(_branch_names(ds, kept_for_branches, branch_manifests)))

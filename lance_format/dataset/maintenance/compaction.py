@@ -26,6 +26,7 @@ from lance_format.dataset.maintenance.decoded_memory import modelled_decoder_mem
 from lance_format.dataset.maintenance.decoded_memory_v2_0 import modelled_legacy_decoder_memory, registered_v2_0
 from lance_format.dataset.mutations.base import Prepared, storage_version_of, write_new_fragments
 from lance_format.errors import InvalidInputError
+from lance_format.schema.blob import is_blob_field
 from lance_format.proto import table_pb2
 from lance_format.table.commit import commit_landed, commit_transaction
 from lance_format.table.index_meta import indexed_fragment_ids
@@ -272,7 +273,10 @@ def rewrite_group(ds: "LanceDataset", group: list["LanceFragment"], target: int,
     :mod:`lance_format.dataset.maintenance.decoded_memory_v2_0`)."""
     sizes = chunk_sizes(sum(f.count_rows() for f in group), target)
     batch_rows = batch_size or DEFAULT_SCAN_BATCH_ROWS
-    batches: Iterator[pa.RecordBatch] = iter(ds.scanner(fragments=group, batch_size=batch_rows).to_batches())
+    # blob columns are rewritten from their bytes (stored anew by the writer, as pylance does)
+    blobs = "all_binary" if any(is_blob_field(f) for f in ds.lance_schema.fields) else None
+    batches: Iterator[pa.RecordBatch] = iter(ds.scanner(fragments=group, batch_size=batch_rows,
+                                                        blob_handling=blobs).to_batches())
     new: list[table_pb2.DataFragment] = []
     with contextlib.ExitStack() as stack:
         if max_bytes_per_file is not None and (prepared.storage_version or storage_version_of(ds)) == "2.0":

@@ -42,6 +42,7 @@ from lance_format.dataset.mutations.base import (
 )
 from lance_format.dataset.sql.filter import to_expression, to_value_expression
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.schema.blob import binary_read_field, is_blob_field
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -148,14 +149,19 @@ def update(
     def prepare(current: "LanceDataset") -> Prepared:
         prepared = Prepared(transaction_for(current, transaction_properties, commit_message), None,
                             storage_version=storage_version_of(current))
-        schema = current.schema
+        # blob columns are rewritten from their bytes (the writer stores them anew)
+        blob_fields = {f.name: f for f in current.lance_schema.fields if is_blob_field(f)}
+        schema = pa.schema([binary_read_field(blob_fields[f.name]) if f.name in blob_fields else f
+                            for f in current.schema], metadata=current.schema.metadata)
+        blobs = "all_binary" if blob_fields else None
         stable = current.has_stable_row_ids
         names = schema.names
         addresses: list[np.ndarray] = []
         row_ids: list[np.ndarray] = []
 
         def rows() -> Iterator[pa.RecordBatch]:
-            scanner = current.scanner(columns=names, filter=where, with_row_address=True, with_row_id=stable)
+            scanner = current.scanner(columns=names, filter=where, with_row_address=True, with_row_id=stable,
+                                      blob_handling=blobs)
             for batch in scanner.to_batches():
                 addresses.append(batch.column(ROW_ADDRESS).to_numpy(zero_copy_only=False))
                 if stable:

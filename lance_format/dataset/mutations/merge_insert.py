@@ -43,6 +43,8 @@ from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.dataset.writing.fragment_sink import DATA_DIR, WriteTarget, resolve_storage_version
 from lance_format.table.base_paths import BaseStores, target_bases_of
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
+from lance_format.schema.blob import bytes_as_blob_v2_storage, is_blob_field
+from lance_format.schema.extensions import same_stored_type
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -392,7 +394,7 @@ class MergeInsertBuilder:
         if unexpected:
             problems.append(f"unexpected columns {unexpected}")
         for field in source.schema:
-            if field.name in table.names and not field.type.equals(table.field(field.name).type):
+            if field.name in table.names and not same_stored_type(field.type, table.field(field.name).type):
                 problems.append(f"{field.name!r} should have type {table.field(field.name).type} "
                                 f"but type was {field.type}")
         missing_keys = [k for k in self._on if k not in source.schema.names]
@@ -405,6 +407,16 @@ class MergeInsertBuilder:
         if problems:
             raise SchemaMismatchError("merge_insert source does not match the table schema: " + "; ".join(problems),
                                       table=ds.uri, version=ds.version)
+
+
+def _blob_v2_values(column: pa.Array, field: pa.Field) -> pa.Array:
+    """A target column for ``field``: blob bytes read for a blob v2 column become its values."""
+    data_type = field.type
+    storage = data_type.storage_type if isinstance(data_type, pa.BaseExtensionType) else data_type
+    if not (pa.types.is_large_binary(column.type) and pa.types.is_struct(storage)):
+        return column
+    values = bytes_as_blob_v2_storage(column, storage)
+    return pa.ExtensionArray.from_storage(data_type, values) if storage is not data_type else values
 
 
 def _pair_schema(target: pa.Schema, source: pa.Schema) -> pa.Schema:
@@ -494,7 +506,7 @@ class _Run:
             self.updated_row_ids.append(batch.column(_ROWID).to_numpy(zero_copy_only=False)[targets])
         columns = [
             source_rows.column(f.name).combine_chunks() if f.name in self.source.column_names
-            else target_rows.column(f.name)
+            else _blob_v2_values(target_rows.column(f.name), f)
             for f in schema
         ]
         return pa.RecordBatch.from_arrays(columns, schema=schema)
@@ -512,7 +524,11 @@ class _Run:
 
     def _scan(self) -> Iterator[pa.RecordBatch]:
         stable = self.ds.has_stable_row_ids
-        scanner = self.ds.scanner(columns=self._target_columns(), with_row_address=True, with_row_id=stable)
+        # updated rows keep the target's blobs the source does not give: read their bytes
+        carried = [f for f in self.ds.lance_schema.fields if is_blob_field(f) and f.name not in self.source.column_names]
+        blobs = "all_binary" if carried and self.b._matched == "update" else None
+        scanner = self.ds.scanner(columns=self._target_columns(), with_row_address=True, with_row_id=stable,
+                                  blob_handling=blobs)
         for batch in scanner.to_batches():
             targets, sources = self._matches(batch)
             self.matched_sources[sources] = True

@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
+from lance_format.schema.blob import binary_as_blob_v2, legacy_blobs_as_v2
 from lance_format.schema.extensions import to_storage
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1_writer import LegacyFileWriter
@@ -42,6 +43,7 @@ DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024 * 1024 * 1024
 _VERSION_ALIASES = {"legacy": "0.1", "stable": "2.2", "next": "2.3"}
 # What new tables get when no version is asked for (pylance 14's default is "stable" = 2.2).
 DEFAULT_STORAGE_VERSION = "2.2"
+BLOB_V2_STORAGE = "2.2"  # the file version whose blob columns are blob v2 (lance.blob.v2)
 
 
 def resolve_storage_version(requested: str | None, existing: str | None, *, table: str) -> str:
@@ -64,6 +66,8 @@ def write_target(append_to: table_pb2.Manifest | None, data_schema: pa.Schema, r
     if append_to is not None:
         table_schema = LanceSchema.from_protos(list(append_to.fields), dict(append_to.schema_metadata))
         storage_version = resolve_storage_version(None, append_to.data_format.version or "2.0", table=table)
+        if storage_version == BLOB_V2_STORAGE:
+            data_schema = legacy_blobs_as_v2(data_schema)
         given = set(data_schema.names)
         missing = [f for f in table_schema.fields if f.name not in given]
         if missing and given and given <= set(table_schema.names()) and storage_version != LEGACY_STORAGE \
@@ -75,8 +79,10 @@ def write_target(append_to: table_pb2.Manifest | None, data_schema: pa.Schema, r
             return present, storage_version
         check_arrow_compatible(table_schema.to_arrow(), data_schema, table=table)
         return table_schema, storage_version
-    return LanceSchema.from_arrow(data_schema), resolve_storage_version(requested, None if requested else previous,
-                                                                        table=table)
+    storage_version = resolve_storage_version(requested, None if requested else previous, table=table)
+    if storage_version == BLOB_V2_STORAGE:
+        data_schema = legacy_blobs_as_v2(data_schema)
+    return LanceSchema.from_arrow(data_schema), storage_version
 
 
 def new_write_id() -> str:
@@ -303,7 +309,7 @@ class FragmentSink:
 
 def _conform(batch: pa.RecordBatch, target: pa.Schema, *, table: str) -> pa.RecordBatch:
     """Reorder columns to the table's order and refuse nulls in non-nullable columns."""
-    batch = to_storage(batch)  # extension columns are written as their storage
+    batch = binary_as_blob_v2(to_storage(batch), target)  # extension columns are written as their storage
     if batch.schema.names != target.names:
         batch = pa.RecordBatch.from_arrays([batch.column(n) for n in target.names], schema=target)
     for index, field in enumerate(target):
