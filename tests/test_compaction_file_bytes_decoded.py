@@ -187,8 +187,8 @@ def _structs(i: int, rows: int) -> pa.Table:
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 @pytest.mark.parametrize("column", ["plain", "nullable"])
 def test_struct_fields(tmp_path, version, column):
-    """A struct's leaves are decoded, and counted by pylance's writer, each on its own: the
-    struct's pages are flushed when its fullest leaf would be."""
+    """A struct's leaves are decoded, and counted and flushed by pylance's writer, each on its
+    own."""
     def make(i: int, rows: int) -> pa.Table:
         return _structs(i, rows).select([column])
 

@@ -290,11 +290,6 @@ class StructuralFieldWriter:
         self.rows = np.zeros(self.num_leaves, np.int64)
         self.rows_written = np.zeros(self.num_leaves, np.int64)
 
-    @property
-    def buffered(self) -> int:
-        """Bytes counted by the fullest leaf queue."""
-        return int(self.counted.max())
-
     def append(self, array: pa.Array) -> None:
         if not len(array):
             return
