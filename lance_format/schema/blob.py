@@ -1,17 +1,22 @@
 """Blob columns: how official Lance (pylance 14) presents them to readers.
 
-A blob column stores its values out of line and reads return *descriptions*, not bytes:
+A blob column stores its values out of line and reads return *descriptions*, not bytes (unless a
+scan asks for ``blob_handling="all_binary"``: :func:`binary_read_field`):
 
 - blob v1 (file version 2.1 and earlier): a ``large_binary`` field with field metadata
   ``lance-encoding:blob`` = ``"true"``. The dataset schema shows ``large_binary``; scans and
-  takes return ``struct<position: uint64, size: uint64>`` with the field's metadata.
+  takes return ``struct<position: uint64, size: uint64>`` with the field's metadata (in 2.0 a
+  null blob is described as ``(1, 0)``, not as a null).
 - blob v2 (file version 2.2): a struct ``<data: large_binary, uri: string>`` with the Arrow
   extension name ``lance.blob.v2``. The dataset schema shows that extension type (pyarrow turns it
   into the registered extension class, if one is registered); scans and takes return the stored
   descriptor struct ``<kind, position, size, blob_id, blob_uri>`` (a packed struct column) with
   metadata ``lance-encoding:packed`` and ``lance-encoding:blob``.
 
-In both, the children of a null blob are null too.
+In both, the children of a null blob are null too. A 2.2 table stores a ``lance-encoding:blob``
+column as blob v2 (:func:`legacy_blobs_as_v2`, :func:`binary_as_blob_v2`), as pylance does. The
+writers are :mod:`lance_format.file.blob_columns` (v1) and :mod:`lance_format.file.blob_v2_columns`;
+the byte reads :mod:`lance_format.dataset.blob_reads`.
 """
 
 from __future__ import annotations
