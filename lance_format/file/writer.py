@@ -76,6 +76,8 @@ def _refuse_blob_fields(schema: LanceSchema, path: str | None) -> None:
 class LanceFileWriter:
     """Streams record batches into one Lance data file (file version 2.0, 2.1 or 2.2)."""
 
+    split_page_bytes: int | None = None
+
     def __init__(
         self,
         store: ObjectStore,
@@ -84,8 +86,13 @@ class LanceFileWriter:
         *,
         version: str = "2.0",
         max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
+        split_page_bytes: int | None = None,
     ) -> None:
         self.store = store
+        # 2.0: one buffered array is split into pages once its memory passes this (pylance's
+        # max_page_bytes, while max_page_bytes here is the bytes buffered before a flush); None:
+        # once its rows' bytes pass max_page_bytes
+        self.split_page_bytes = split_page_bytes
         self._prepare(schema, version, max_page_bytes, path, table=store.uri)
         self._columns = [file2_pb2.ColumnMetadata() for _ in self._field_ids]
         self._num_rows = 0
@@ -139,7 +146,8 @@ class LanceFileWriter:
             raise exc.with_context(table=table, path=path)
 
     def _make_v2_0_writer(self, lance_field: LanceField) -> ColumnWriter:
-        return make_column_writer(lance_field, lance_field.name, self._field_ids, self.max_page_bytes, self._emit, self.path)
+        return make_column_writer(lance_field, lance_field.name, self._field_ids, self.max_page_bytes, self._emit, self.path,
+                                  self.split_page_bytes)
 
     def _make_structural_writer(self, lance_field: LanceField) -> StructuralFieldWriter:
         try:

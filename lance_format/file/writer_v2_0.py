@@ -105,8 +105,12 @@ class ColumnWriter:
 
 
 class _LeafWriter(ColumnWriter):
-    def __init__(self, column: int, name: str, max_page_bytes: int, emit: EmitPage, lance_field: LanceField) -> None:
+    def __init__(self, column: int, name: str, max_page_bytes: int, emit: EmitPage, lance_field: LanceField,
+                 split_page_bytes: int | None = None) -> None:
         super().__init__(column, name, max_page_bytes, emit)
+        # pylance splits a single buffered array into pages past its max_page_bytes (32 MiB),
+        # counting the array's memory; None: past max_page_bytes of the array's own rows
+        self.split_page_bytes = split_page_bytes
         self.compression = compression_from_metadata(lance_field.metadata)
         self.chunks: list[pa.Array] = []
         self.buffered = 0
@@ -129,16 +133,19 @@ class _LeafWriter(ColumnWriter):
     def flush(self) -> None:
         if not self.chunks:
             return
-        chunks = self.chunks
+        chunks, buffered = self.chunks, self.buffered
         self.chunks, self.buffered = [], 0
         if pa.types.is_dictionary(chunks[0].type):
             pages = encode_leaf_pages(chunks, column=self.name)
         else:
             array = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
             # Like pylance, several buffered arrays make one page; one oversized array is split
-            # into equal row ranges of about max_page_bytes of its own rows' bytes each.
-            own = leaf_nbytes(array)
-            parts = 1 if len(chunks) > 1 else max(1, min(math.ceil(own / self.max_page_bytes), len(array)))
+            # into equal row ranges.
+            if self.split_page_bytes is not None:
+                size, limit = buffered, self.split_page_bytes
+            else:
+                size, limit = leaf_nbytes(array), self.max_page_bytes
+            parts = 1 if len(chunks) > 1 else max(1, min(math.ceil(size / limit), len(array)))
             step = math.ceil(len(array) / parts) if len(array) else 0
             pieces = [array.slice(i, step) for i in range(0, len(array), step)] if step else [array]
             pages = [p for piece in pieces for p in encode_leaf_pages([piece], self.compression, column=self.name)]
@@ -218,21 +225,25 @@ class _StructWriter(ColumnWriter):
 
 
 def make_column_writer(
-    lance_field: LanceField, name: str, field_ids: list[int], max_page_bytes: int, emit: EmitPage, path: str | None
+    lance_field: LanceField, name: str, field_ids: list[int], max_page_bytes: int, emit: EmitPage, path: str | None,
+    split_page_bytes: int | None = None,
 ) -> ColumnWriter:
     """The writer of ``lance_field`` and its children; appends their field ids to ``field_ids``,
-    whose positions are the column numbers (parents before their children)."""
+    whose positions are the column numbers (parents before their children). ``split_page_bytes``:
+    see :class:`~lance_format.file.writer.LanceFileWriter`."""
     column = len(field_ids)
     field_ids.append(lance_field.id)
     data_type = lance_field.data_type
     if pa.types.is_struct(data_type):
         children = [
-            make_column_writer(c, f"{name}.{c.name}", field_ids, max_page_bytes, emit, path) for c in lance_field.children
+            make_column_writer(c, f"{name}.{c.name}", field_ids, max_page_bytes, emit, path, split_page_bytes)
+            for c in lance_field.children
         ]
         return _StructWriter(column, name, max_page_bytes, emit, children)
     if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
         child = lance_field.children[0]
-        child_writer = make_column_writer(child, f"{name}.{child.name}", field_ids, max_page_bytes, emit, path)
+        child_writer = make_column_writer(child, f"{name}.{child.name}", field_ids, max_page_bytes, emit, path,
+                                          split_page_bytes)
         return _ListWriter(column, name, max_page_bytes, emit, child_writer)
     if pa.types.is_map(data_type):
         raise UnsupportedFeatureError(
@@ -249,4 +260,4 @@ def make_column_writer(
             column=name,
         )
     check_encodable(data_type, name)
-    return _LeafWriter(column, name, max_page_bytes, emit, lance_field)
+    return _LeafWriter(column, name, max_page_bytes, emit, lance_field, split_page_bytes)
