@@ -27,9 +27,9 @@ decoders built for each 8192-row scan batch. Unlike the 2.1 mini-block decoder, 
 
 Of a list field, the writer counts the decoded items (the list encoder hands its leaf the items
 the lists slice); of a struct, each child on its own. Both are sized like a top-level field's
-array, from the item or child column's pages (list items only in fragments without deletions;
-with deletions their length in bytes is counted, and files are then cut up to a few batches
-away from pylance's rows).
+array, from the item or child column's pages (with deletions, each run of live lists fetching
+its items as one piece; list items only of one-page item columns there, else their length in
+bytes is counted).
 """
 
 from __future__ import annotations
@@ -276,11 +276,27 @@ class _FragmentModel:
             items = _items(array)
             start = self.next_item[k]
             self.next_item[k] = start + len(items)
-            if self.deletions or not len(items):
+            if not len(items):
                 continue
-            plan = source.pages.plan(np.array([start]), np.array([start + len(items)]), start if index > 0 else None,
-                                    False)
+            if not self.deletions:
+                plan = source.pages.plan(np.array([start]), np.array([start + len(items)]),
+                                         start if index > 0 else None, False)
+            elif len(source.pages.starts) == 2:
+                plan = self._items_plan(source.pages, array, lo, hi, previous_end, start > 0)
+            else:
+                continue  # item positions in pages unknown: the items' length in bytes counts
             sizes.register(items, batch_bytes(plan, items))
+
+    @staticmethod
+    def _items_plan(pages: _ColumnPages, array: pa.Array, lo: np.ndarray, hi: np.ndarray, previous_end: int | None,
+                    read_before: bool) -> BatchPlan:
+        """The plan of a batch's items from a one-page item column of a fragment with deletions:
+        each run of live rows fetches its items as one piece."""
+        offsets = array.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        row_edges = np.concatenate([[0], np.cumsum(hi - lo)])
+        segments = np.diff(offsets[row_edges])
+        begins = read_before and previous_end is not None and previous_end != lo[0]
+        return BatchPlan(1, bool(pages.dictionary[0]), segments[segments > 0], begins)
 
 
 def registered_v2_0(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment"], schema: pa.Schema,
