@@ -178,9 +178,10 @@ class _ListWriter(ColumnWriter):
             first, last = int(offsets[0]), int(offsets[-1])
             self.chunks.append((offsets, validity_bools(piece)))
             self.child.append(piece.values.slice(first, last - first), whole=True)
-            # pylance queues the offsets (sized as imported: every offset up to the last) and the
-            # validity (an empty boolean array without nulls)
-            end = piece.offset + count
+            # pylance queues the offsets (sized as imported: every offset up to the last; arrays
+            # its decoder built for a compaction: their own) and the validity (an empty boolean
+            # array without nulls)
+            end = count if legacy_decoded_memory_model.get() is not None else piece.offset + count
             width = 8 if large else 4
             self.buffered += (end + 1) * width + _PRIMITIVE_STRUCT + ((end + 7) // 8 if piece.null_count else 0) + 80
             if self.buffered > self.max_page_bytes:
