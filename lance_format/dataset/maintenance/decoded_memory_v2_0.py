@@ -30,6 +30,10 @@ the lists slice); of a struct, each child on its own. Both are sized like a top-
 array, from the item or child column's pages (with deletions, each run of live lists fetching
 its items as one piece; list items only of one-page item columns there, else their length in
 bytes is counted).
+
+Measured against pylance 14 (tests/test_compaction_file_bytes_v2_0.py) on files of either
+engine: the same cuts, except lists with null lists or of strings in fragments with deletions
+(a batch or two off).
 """
 
 from __future__ import annotations
