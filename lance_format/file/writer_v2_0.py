@@ -6,9 +6,9 @@ their data and write a page once more than ``max_page_bytes`` have accumulated, 
 bounded by the page size, not the file size. Like pylance's accumulation queues, they count an
 array at the memory pylance would see: of arrays from Python, their buffers as arrow-rs imports
 them (:func:`imported_nbytes`); in a compaction, the arrays pylance's decoders would have built
-(:data:`legacy_decoded_memory_model`); several buffered arrays make one page. List columns write an offsets page and then flush their
-item column, because a 2.0 item page must never be shared by two offsets pages (pylance's reader
-relies on it). Struct columns write one header page (``SimpleStruct``, no buffers) at the end.
+(:data:`legacy_decoded_memory_model`); several buffered arrays make one page. List columns
+write an offsets page and then flush their item column, because a 2.0 item page must never be
+shared by two offsets pages (pylance's reader relies on it). Struct columns write one header page (``SimpleStruct``, no buffers) at the end.
 Given the same batches, the output is byte-identical to pylance 14's (checked by the tests).
 
 :class:`~lance_format.file.writer.LanceFileWriter` drives these writers and places their pages
