@@ -95,10 +95,12 @@ class ColumnWriter:
         self.max_page_bytes = max_page_bytes
         self.emit = emit
 
-    def append(self, array: pa.Array, whole: bool = False) -> None:
-        """Buffer ``array`` (``whole``: a struct's child or a list's items, which pylance counts
-        whole)."""
+    def append(self, array: pa.Array) -> None:
         raise NotImplementedError
+
+    def append_child(self, array: pa.Array) -> None:
+        """Buffer ``array``, a struct's child or a list's items (which pylance counts whole)."""
+        self.append(array)
 
     def flush(self) -> None:
         raise NotImplementedError
@@ -118,7 +120,13 @@ class _LeafWriter(ColumnWriter):
         self.chunks: list[pa.Array] = []
         self.buffered = 0
 
-    def append(self, array: pa.Array, whole: bool = False) -> None:
+    def append(self, array: pa.Array) -> None:
+        self._buffer(array, whole=False)
+
+    def append_child(self, array: pa.Array) -> None:
+        self._buffer(array, whole=True)
+
+    def _buffer(self, array: pa.Array, whole: bool) -> None:
         # Empty chunks are kept too: pylance writes a 0-row page for them (e.g. items of all-null lists).
         self.chunks.append(array)
         model = legacy_decoded_memory_model.get()
@@ -163,7 +171,7 @@ class _ListWriter(ColumnWriter):
         self.chunks: list[tuple[np.ndarray, np.ndarray | None]] = []
         self.buffered = 0
 
-    def append(self, array: pa.Array, whole: bool = False) -> None:
+    def append(self, array: pa.Array) -> None:
         large = pa.types.is_large_list(array.type)
         dtype = np.int64 if large else np.int32
         max_rows = max(1, self.max_page_bytes // 8)
@@ -180,7 +188,7 @@ class _ListWriter(ColumnWriter):
                 offsets = np.frombuffer(raw, dtype, count + 1, piece.offset * np.dtype(dtype).itemsize)
             first, last = int(offsets[0]), int(offsets[-1])
             self.chunks.append((offsets, validity_bools(piece)))
-            self.child.append(piece.values.slice(first, last - first), whole=True)
+            self.child.append_child(piece.values.slice(first, last - first))
             # pylance queues the offsets (sized as imported: every offset up to the last; arrays
             # its decoder built for a compaction: their own) and the validity (an empty boolean
             # array without nulls)
@@ -207,7 +215,7 @@ class _StructWriter(ColumnWriter):
         self.children = children
         self.rows = 0
 
-    def append(self, array: pa.Array, whole: bool = False) -> None:
+    def append(self, array: pa.Array) -> None:
         if array.null_count:
             raise UnsupportedFeatureError(
                 "file version 2.0 does not encode struct validity (null structs); "
@@ -215,7 +223,7 @@ class _StructWriter(ColumnWriter):
                 column=self.name,
             )
         for i, child in enumerate(self.children):
-            child.append(array.field(i), whole=True)
+            child.append_child(array.field(i))
         self.rows += len(array)
 
     def flush(self) -> None:
