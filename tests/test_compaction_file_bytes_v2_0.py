@@ -139,3 +139,12 @@ def test_copied_values_grow_like_a_vec():
     assert batch_bytes(BatchPlan(1, False, np.array([100]), False), words) == alone
     # a page of 1000 rows: its 125-byte bitmap copied into a 13-byte Vec -> max(26, 125)
     assert batch_bytes(BatchPlan(1, False, np.array([100]), False, 1000), words) == alone - 13 + 125
+
+
+@pytest.mark.parametrize("column", ["ints", "ragged"])
+def test_list_items_with_deletions(tmp_path, column):
+    """With deletions, each run of live lists fetches its items as one piece: the items of a batch
+    are copied into a growing Vec, like a top-level column's values; pylance's items of null
+    lists include those stored under them."""
+    _assert_pylance_cuts(tmp_path, lambda i, n: _lists(i, n).select(["a", column]), 4, 150_000,
+                         delete="a % 100 = 0")

@@ -78,3 +78,19 @@ def test_stream_broken_at_multiples_of_max_rows_per_file(tmp_path):
         layouts.append(_layout(uri))
     assert 1024 * 1024 in np.cumsum([rows for rows, _ in layouts[0]])
     assert layouts[1] == layouts[0]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pa.table({"s": pa.array([b"z" * 1024] * 40_000)}),  # 41 MB: two pages
+    lambda: pa.table({"a": np.arange(5_000_000)}),  # 40 MB: two pages
+    lambda: _lists(0, 150_000).select(["words"]),  # 9 MB of items: one page
+], ids=["wide strings", "numbers", "list items"])
+def test_one_big_batch_split_into_pages_like_pylance(tmp_path, make):
+    """pylance splits one buffered array into pages only past its 32 MiB page limit."""
+    table = make()
+    layouts = []
+    for engine in (lance, lance_format):
+        uri = str(tmp_path / engine.__name__)
+        engine.write_dataset(table, uri, data_storage_version="2.0", max_rows_per_file=10**8)
+        layouts.append(_layout(uri))
+    assert layouts[1] == layouts[0]

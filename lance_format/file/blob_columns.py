@@ -96,7 +96,7 @@ class BlobColumnWriterV2_0(ColumnWriter):
         self.chunks: list[pa.StructArray] = []
         self.buffered = 0
 
-    def append(self, array: pa.Array, whole: bool = False) -> None:
+    def append(self, array: pa.Array) -> None:
         self.chunks.append(array)
         self.buffered += 16 * len(array)
         if self.buffered >= self.max_page_bytes:

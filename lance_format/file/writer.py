@@ -105,6 +105,8 @@ def _check_blob_fields(schema: LanceSchema, footer_version: tuple[int, int], pat
 class LanceFileWriter:
     """Streams record batches into one Lance data file (file version 2.0, 2.1 or 2.2)."""
 
+    split_page_bytes: int | None = None
+
     def __init__(
         self,
         store: ObjectStore,
@@ -113,8 +115,13 @@ class LanceFileWriter:
         *,
         version: str = "2.0",
         max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
+        split_page_bytes: int | None = None,
     ) -> None:
         self.store = store
+        # 2.0: one buffered array is split into pages once its memory passes this (pylance's
+        # max_page_bytes, while max_page_bytes here is the bytes buffered before a flush); None:
+        # once its rows' bytes pass max_page_bytes
+        self.split_page_bytes = split_page_bytes
         self._prepare(schema, version, max_page_bytes, path, table=store.uri)
         self._columns = [file2_pb2.ColumnMetadata() for _ in self._field_ids]
         self._num_rows = 0
@@ -177,7 +184,8 @@ class LanceFileWriter:
             self._field_ids.append(lance_field.id)
             return BlobColumnWriterV2_0(len(self._field_ids) - 1, lance_field.name,
                                         self.max_page_bytes, self._emit)
-        return make_column_writer(lance_field, lance_field.name, self._field_ids, self.max_page_bytes, self._emit, self.path)
+        return make_column_writer(lance_field, lance_field.name, self._field_ids, self.max_page_bytes, self._emit, self.path,
+                                  self.split_page_bytes)
 
     def _make_structural_writer(self, lance_field: LanceField) -> StructuralFieldWriter | BlobFieldWriterV2_1:
         if is_blob_v2(lance_field):

@@ -2,10 +2,13 @@
 
 Every schema field, parents included, gets one column (depth-first order), whose pages are
 ``ArrayEncoding`` trees encoded by :mod:`lance_format.encodings.array_v2_0`. Leaf columns buffer
-their data and write a page whenever ``max_page_bytes`` have accumulated, so memory stays bounded
-by the page size, not the file size. List columns write an offsets page and then flush their
-item column, because a 2.0 item page must never be shared by two offsets pages (pylance's reader
-relies on it). Struct columns write one header page (``SimpleStruct``, no buffers) at the end.
+their data and write a page once more than ``max_page_bytes`` have accumulated, so memory stays
+bounded by the page size, not the file size. Like pylance's accumulation queues, they count an
+array at the memory pylance would see: of arrays from Python, their buffers as arrow-rs imports
+them (:func:`imported_nbytes`); in a compaction, the arrays pylance's decoders would have built
+(:data:`legacy_decoded_memory_model`); several buffered arrays make one page. List columns
+write an offsets page and then flush their item column, because a 2.0 item page must never be
+shared by two offsets pages (pylance's reader relies on it). Struct columns write one header page (``SimpleStruct``, no buffers) at the end.
 Given the same batches, the output is byte-identical to pylance 14's (checked by the tests).
 
 :class:`~lance_format.file.writer.LanceFileWriter` drives these writers and places their pages
@@ -92,10 +95,12 @@ class ColumnWriter:
         self.max_page_bytes = max_page_bytes
         self.emit = emit
 
-    def append(self, array: pa.Array, whole: bool = False) -> None:
-        """Buffer ``array`` (``whole``: a struct's child or a list's items, which pylance counts
-        whole)."""
+    def append(self, array: pa.Array) -> None:
         raise NotImplementedError
+
+    def append_child(self, array: pa.Array) -> None:
+        """Buffer ``array``, a struct's child or a list's items (which pylance counts whole)."""
+        self.append(array)
 
     def flush(self) -> None:
         raise NotImplementedError
@@ -105,13 +110,23 @@ class ColumnWriter:
 
 
 class _LeafWriter(ColumnWriter):
-    def __init__(self, column: int, name: str, max_page_bytes: int, emit: EmitPage, lance_field: LanceField) -> None:
+    def __init__(self, column: int, name: str, max_page_bytes: int, emit: EmitPage, lance_field: LanceField,
+                 split_page_bytes: int | None = None) -> None:
         super().__init__(column, name, max_page_bytes, emit)
+        # pylance splits a single buffered array into pages past its max_page_bytes (32 MiB),
+        # counting the array's memory; None: past max_page_bytes of the array's own rows
+        self.split_page_bytes = split_page_bytes
         self.compression = compression_from_metadata(lance_field.metadata)
         self.chunks: list[pa.Array] = []
         self.buffered = 0
 
-    def append(self, array: pa.Array, whole: bool = False) -> None:
+    def append(self, array: pa.Array) -> None:
+        self._buffer(array, whole=False)
+
+    def append_child(self, array: pa.Array) -> None:
+        self._buffer(array, whole=True)
+
+    def _buffer(self, array: pa.Array, whole: bool) -> None:
         # Empty chunks are kept too: pylance writes a 0-row page for them (e.g. items of all-null lists).
         self.chunks.append(array)
         model = legacy_decoded_memory_model.get()
@@ -129,16 +144,19 @@ class _LeafWriter(ColumnWriter):
     def flush(self) -> None:
         if not self.chunks:
             return
-        chunks = self.chunks
+        chunks, buffered = self.chunks, self.buffered
         self.chunks, self.buffered = [], 0
         if pa.types.is_dictionary(chunks[0].type):
             pages = encode_leaf_pages(chunks, column=self.name)
         else:
             array = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
             # Like pylance, several buffered arrays make one page; one oversized array is split
-            # into equal row ranges of about max_page_bytes of its own rows' bytes each.
-            own = leaf_nbytes(array)
-            parts = 1 if len(chunks) > 1 else max(1, min(math.ceil(own / self.max_page_bytes), len(array)))
+            # into equal row ranges.
+            if self.split_page_bytes is not None:
+                size, limit = buffered, self.split_page_bytes
+            else:
+                size, limit = leaf_nbytes(array), self.max_page_bytes
+            parts = 1 if len(chunks) > 1 else max(1, min(math.ceil(size / limit), len(array)))
             step = math.ceil(len(array) / parts) if len(array) else 0
             pieces = [array.slice(i, step) for i in range(0, len(array), step)] if step else [array]
             pages = [p for piece in pieces for p in encode_leaf_pages([piece], self.compression, column=self.name)]
@@ -153,7 +171,7 @@ class _ListWriter(ColumnWriter):
         self.chunks: list[tuple[np.ndarray, np.ndarray | None]] = []
         self.buffered = 0
 
-    def append(self, array: pa.Array, whole: bool = False) -> None:
+    def append(self, array: pa.Array) -> None:
         large = pa.types.is_large_list(array.type)
         dtype = np.int64 if large else np.int32
         max_rows = max(1, self.max_page_bytes // 8)
@@ -170,10 +188,11 @@ class _ListWriter(ColumnWriter):
                 offsets = np.frombuffer(raw, dtype, count + 1, piece.offset * np.dtype(dtype).itemsize)
             first, last = int(offsets[0]), int(offsets[-1])
             self.chunks.append((offsets, validity_bools(piece)))
-            self.child.append(piece.values.slice(first, last - first), whole=True)
-            # pylance queues the offsets (sized as imported: every offset up to the last) and the
-            # validity (an empty boolean array without nulls)
-            end = piece.offset + count
+            self.child.append_child(piece.values.slice(first, last - first))
+            # pylance queues the offsets (sized as imported: every offset up to the last; arrays
+            # its decoder built for a compaction: their own) and the validity (an empty boolean
+            # array without nulls)
+            end = count if legacy_decoded_memory_model.get() is not None else piece.offset + count
             width = 8 if large else 4
             self.buffered += (end + 1) * width + _PRIMITIVE_STRUCT + ((end + 7) // 8 if piece.null_count else 0) + 80
             if self.buffered > self.max_page_bytes:
@@ -196,7 +215,7 @@ class _StructWriter(ColumnWriter):
         self.children = children
         self.rows = 0
 
-    def append(self, array: pa.Array, whole: bool = False) -> None:
+    def append(self, array: pa.Array) -> None:
         if array.null_count:
             raise UnsupportedFeatureError(
                 "file version 2.0 does not encode struct validity (null structs); "
@@ -204,7 +223,7 @@ class _StructWriter(ColumnWriter):
                 column=self.name,
             )
         for i, child in enumerate(self.children):
-            child.append(array.field(i), whole=True)
+            child.append_child(array.field(i))
         self.rows += len(array)
 
     def flush(self) -> None:
@@ -218,21 +237,25 @@ class _StructWriter(ColumnWriter):
 
 
 def make_column_writer(
-    lance_field: LanceField, name: str, field_ids: list[int], max_page_bytes: int, emit: EmitPage, path: str | None
+    lance_field: LanceField, name: str, field_ids: list[int], max_page_bytes: int, emit: EmitPage, path: str | None,
+    split_page_bytes: int | None = None,
 ) -> ColumnWriter:
     """The writer of ``lance_field`` and its children; appends their field ids to ``field_ids``,
-    whose positions are the column numbers (parents before their children)."""
+    whose positions are the column numbers (parents before their children). ``split_page_bytes``:
+    see :class:`~lance_format.file.writer.LanceFileWriter`."""
     column = len(field_ids)
     field_ids.append(lance_field.id)
     data_type = lance_field.data_type
     if pa.types.is_struct(data_type):
         children = [
-            make_column_writer(c, f"{name}.{c.name}", field_ids, max_page_bytes, emit, path) for c in lance_field.children
+            make_column_writer(c, f"{name}.{c.name}", field_ids, max_page_bytes, emit, path, split_page_bytes)
+            for c in lance_field.children
         ]
         return _StructWriter(column, name, max_page_bytes, emit, children)
     if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
         child = lance_field.children[0]
-        child_writer = make_column_writer(child, f"{name}.{child.name}", field_ids, max_page_bytes, emit, path)
+        child_writer = make_column_writer(child, f"{name}.{child.name}", field_ids, max_page_bytes, emit, path,
+                                          split_page_bytes)
         return _ListWriter(column, name, max_page_bytes, emit, child_writer)
     if pa.types.is_map(data_type):
         raise UnsupportedFeatureError(
@@ -249,4 +272,4 @@ def make_column_writer(
             column=name,
         )
     check_encodable(data_type, name)
-    return _LeafWriter(column, name, max_page_bytes, emit, lance_field)
+    return _LeafWriter(column, name, max_page_bytes, emit, lance_field, split_page_bytes)

@@ -39,6 +39,7 @@ DATA_DIR = "data"
 FILE_VERSION_NUMBERS = {"0.1": (0, 2), "2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2)}
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024 * 1024 * 1024
+PYLANCE_MAX_PAGE_BYTES = 32 * 1024 * 1024  # pylance's file writer default max_page_bytes
 # Names pylance accepts for file versions; 2.3 ("next") and the legacy 0.1 format are refused.
 _VERSION_ALIASES = {"legacy": "0.1", "stable": "2.2", "next": "2.3"}
 # What new tables get when no version is asked for (pylance 14's default is "stable" = 2.2).
@@ -151,7 +152,8 @@ def _file_writer(store: ObjectStore, path: str, schema: LanceSchema,
         dictionaries = dictionaries or _LegacyDictionaries(store, new_table=False)
         return LegacyFileWriter(store, path, schema, load_dictionaries=dictionaries.load,
                                 define_dictionaries=dictionaries.defined)
-    return LanceFileWriter(store, path, schema, version=storage_version)
+    # like pylance's writes, which leave the file writer's max_page_bytes at its 32 MiB default
+    return LanceFileWriter(store, path, schema, version=storage_version, split_page_bytes=PYLANCE_MAX_PAGE_BYTES)
 
 
 class FragmentSink:
