@@ -4,7 +4,9 @@ The realistic table of ``bench_realistic.py`` plus further string shapes (16-hex
 high-cardinality strings, word text, half-null text, lists of 3 words) is written by both
 engines at file version 2.2; each column of each copy is then read alone, serially
 (``LANCE_CPU_THREADS=1`` for both engines, set before they load), ``--rounds`` times, the two
-engines interleaved so that they see the same machine load. Prints the fastest CPU milliseconds
+engines interleaved so that they see the same machine load. Every byte of every buffer of what
+each engine returns is read inside the clock (:func:`touch_buffers`): mapped, zero-copy reads
+must not look free. Prints the fastest CPU milliseconds
 of each engine and their ratio (ours / pylance) per column, and the totals.
 
     python benchmarks/bench_decode_serial.py [--rows 1000000] [--rounds 7]
@@ -50,13 +52,97 @@ def string_shapes(rows: int, seed: int = 5) -> pa.Table:
     })
 
 
+def touch_buffers(table: pa.Table) -> int:
+    """Read every byte of every Arrow buffer of the table (validity, offsets, values, children's):
+    our reader maps local files and hands out zero-copy views, so a scan that only builds arrays
+    would not have read the bytes yet. Both engines pay the same per byte."""
+    total = 0
+    for column in table.columns:
+        for chunk in column.chunks:
+            for buf in chunk.buffers():
+                if buf is None:
+                    continue
+                raw = np.frombuffer(buf, np.uint8)
+                words = len(raw) // 8
+                total += int(raw[: words * 8].view(np.uint64).sum(dtype=np.uint64)) + int(raw[words * 8:].sum())
+    return total
+
+
+def _lengths_to_offsets(lengths: np.ndarray) -> pa.Array:
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.array(offsets)
+
+
+def _with_nulls(array: pa.Array, null_mask: np.ndarray) -> pa.Array:
+    return pc.if_else(pa.array(null_mask), pa.nulls(len(array), array.type), array)
+
+
+def nested_shapes(rows: int, seed: int = 7) -> pa.Table:
+    """Nullable primitives, variable lists, nested structs and lists of structs, large strings,
+    timestamps with nulls; about a tenth of them null where nullable, lists of 0-8 items (some empty)."""
+    rng = np.random.default_rng(seed)
+    nulls = rng.random(rows) < 0.1
+    lengths = rng.integers(0, 9, rows)
+    items = int(lengths.sum())
+    offsets = _lengths_to_offsets(lengths)
+    list_nulls = pa.array(~(rng.random(rows) < 0.1)).to_numpy(zero_copy_only=False)
+    small_lengths = rng.integers(0, 4, rows)
+    small_items = int(small_lengths.sum())
+    inner = pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 1 << 40, rows)), pa.array(np.char.mod("k%05d", rng.integers(0, 50_000, rows)))],
+        ["c", "d"])
+    text = pc.binary_join_element_wise(pa.array(WORDS[rng.integers(0, 10, rows)]), " ",
+                                       pa.array(rng.integers(0, 1_000_000, rows)).cast(pa.string()), "")
+    ts = pa.array(1_700_000_000_000_000 + rng.integers(0, 10**12, rows), pa.timestamp("us"))
+    return pa.table({
+        "int_null": _with_nulls(pa.array(rng.integers(-(1 << 40), 1 << 40, rows)), nulls),
+        "float_null": _with_nulls(pa.array(rng.standard_normal(rows)), rng.random(rows) < 0.1),
+        "bool": pa.array(rng.random(rows) < 0.5),
+        "bool_null": _with_nulls(pa.array(rng.random(rows) < 0.5), rng.random(rows) < 0.1),
+        "ts_null": _with_nulls(ts, rng.random(rows) < 0.1),
+        "large_text": text.cast(pa.large_string()),
+        "ints": pa.ListArray.from_arrays(offsets, pa.array(rng.integers(0, 1 << 40, items))),
+        "floats": pa.ListArray.from_arrays(offsets, pa.array(rng.random(items).astype(np.float32)),
+                                           mask=pa.array(~list_nulls)),
+        "nested": pa.StructArray.from_arrays(
+            [pa.ListArray.from_arrays(_lengths_to_offsets(small_lengths),
+                                      pa.array(rng.integers(0, 1000, small_items).astype(np.int32))), inner],
+            ["a", "b"]),
+        "points": pa.ListArray.from_arrays(
+            _lengths_to_offsets(small_lengths),
+            pa.StructArray.from_arrays([pa.array(rng.standard_normal(small_items)),
+                                        pa.array(rng.integers(0, 1000, small_items).astype(np.int32))], ["x", "y"])),
+    })
+
+
+def vector_shapes(rows: int, seed: int = 11) -> pa.Table:
+    """Embeddings: fixed-size lists of float32 of 128 and 768 dimensions, the 128 ones also nullable."""
+    rng = np.random.default_rng(seed)
+
+    def vectors(dim: int) -> pa.Array:
+        return pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * dim, np.float32)), dim)
+
+    return pa.table({
+        "vec128": vectors(128),
+        "vec128_null": _with_nulls(vectors(128), rng.random(rows) < 0.1),
+        "vec768": vectors(768),
+    })
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--tables", help="comma-separated subset of realistic,shapes,nested,vectors")
+    parser.add_argument("--columns", help="comma-separated subset of the columns")
+    parser.add_argument("--vector-divisor", type=int, default=10, help="vector tables have rows / this many rows")
     args = parser.parse_args()
     accel.use_compiled(True)
-    tables = {"realistic": realistic_table(args.rows), "shapes": string_shapes(args.rows)}
+    tables = {"realistic": realistic_table(args.rows), "shapes": string_shapes(args.rows),
+              "nested": nested_shapes(args.rows), "vectors": vector_shapes(max(args.rows // args.vector_divisor, 1))}
+    if args.tables:
+        tables = {name: tables[name] for name in args.tables.split(",")}
     root = tempfile.mkdtemp(prefix="bench-decode-")
     engines = {"ours": lance_format, "pylance": lance}
     try:
@@ -69,11 +155,13 @@ def main() -> None:
                 path = os.path.join(root, f"{table_name}-{writer}.lance")
                 engine.write_dataset(table, path, data_storage_version="2.2")
                 for column in table.column_names:
+                    if args.columns and column not in args.columns.split(","):
+                        continue
                     best = {name: float("inf") for name in engines}
                     for _ in range(args.rounds + 1):  # the first round warms up
                         for name, reader in engines.items():
                             start = time.process_time()
-                            reader.dataset(path).to_table(columns=[column])
+                            touch_buffers(reader.dataset(path).to_table(columns=[column]))
                             best[name] = min(best[name], time.process_time() - start)
                     for name in engines:
                         totals[name] += best[name]
