@@ -52,20 +52,44 @@ def string_shapes(rows: int, seed: int = 5) -> pa.Table:
     })
 
 
+def _touch_bytes(buf: pa.Buffer | None, start: int, stop: int) -> int:
+    if buf is None or stop <= start:
+        return 0
+    raw = np.frombuffer(buf, np.uint8)[start:stop]
+    words = len(raw) // 8
+    return int(raw[: words * 8].view(np.uint64).sum(dtype=np.uint64)) + int(raw[words * 8:].sum())
+
+
+def touch_array(array: pa.Array) -> int:
+    """Read every byte of ``array``'s own rows: validity, offsets, values, children's (a chunk can
+    be a slice of larger buffers, which ``Array.buffers()`` would hand out whole)."""
+    kind, off, n = array.type, array.offset, len(array)
+    buffers = array.buffers()
+    total = _touch_bytes(buffers[0], off // 8, (off + n + 7) // 8)
+    if pa.types.is_struct(kind):
+        return total + sum(touch_array(array.field(i)) for i in range(kind.num_fields))
+    if pa.types.is_fixed_size_list(kind):
+        return total + touch_array(array.values.slice(off * kind.list_size, n * kind.list_size))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
+        width = 8 if pa.types.is_large_list(kind) else 4
+        offsets = np.frombuffer(buffers[1], np.int64 if width == 8 else np.int32)[off: off + n + 1]
+        total += _touch_bytes(buffers[1], off * width, (off + n + 1) * width)
+        return total + touch_array(array.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0])))
+    if pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind) \
+            or pa.types.is_large_binary(kind):
+        width = 8 if pa.types.is_large_string(kind) or pa.types.is_large_binary(kind) else 4
+        offsets = np.frombuffer(buffers[1], np.int64 if width == 8 else np.int32)[off: off + n + 1]
+        total += _touch_bytes(buffers[1], off * width, (off + n + 1) * width)
+        return total + _touch_bytes(buffers[2], int(offsets[0]), int(offsets[-1]))
+    bits = kind.bit_width
+    return total + _touch_bytes(buffers[1], off * bits // 8, ((off + n) * bits + 7) // 8)
+
+
 def touch_buffers(table: pa.Table) -> int:
-    """Read every byte of every Arrow buffer of the table (validity, offsets, values, children's):
-    our reader maps local files and hands out zero-copy views, so a scan that only builds arrays
-    would not have read the bytes yet. Both engines pay the same per byte."""
-    total = 0
-    for column in table.columns:
-        for chunk in column.chunks:
-            for buf in chunk.buffers():
-                if buf is None:
-                    continue
-                raw = np.frombuffer(buf, np.uint8)
-                words = len(raw) // 8
-                total += int(raw[: words * 8].view(np.uint64).sum(dtype=np.uint64)) + int(raw[words * 8:].sum())
-    return total
+    """Read every byte of what a scan returned: our reader maps local files and hands out
+    zero-copy views, so a scan that only builds arrays would not have read the bytes yet. Both
+    engines pay the same per byte."""
+    return sum(touch_array(chunk) for column in table.columns for chunk in column.chunks)
 
 
 def _lengths_to_offsets(lengths: np.ndarray) -> pa.Array:
