@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext, decompress_buffer
-from lance_format.encodings.structural import fastlanes
+from lance_format.encodings.structural import accel, fastlanes
 from lance_format.encodings.structural.blocks import (
     Block,
     Fixed,
@@ -274,10 +274,25 @@ class OutOfLineBitpackedBlock(BlockCodec):
                 return Fixed(out.view(np.uint8), self.width)
             mask = np.arange(fastlanes.BLOCK)[None, :] < keep[:, None]
             return Fixed(rows[mask].view(np.uint8), self.width)
+        tail_at = starts + whole * per_block * wb
+        raw_words = np.where(raw_tail, tail, 0)
+        if int((tail_at + raw_words * wb).max()) > len(buf) or int(tail_at.min()) < 0:
+            raise ctx.corrupt("bit-packed levels run past their buffer")
+        compiled = accel.kernels(int(counts.sum()) * wb) if len(counts) >= 8 and buf.dtype == np.uint8 else None
+        if compiled is not None:
+            # two nogil passes of byte-range copies: every chunk's used unpacked values, then
+            # behind each of them its raw tail
+            kept = packed_len + raw_words
+            dst = np.cumsum(kept) - kept
+            block_at = (np.cumsum(nblocks) - nblocks) * fastlanes.BLOCK
+            out_bytes = np.empty(int(kept.sum()) * wb, np.uint8)
+            compiled.copy_ranges(out_bytes, dst * wb, np.ascontiguousarray(values).view(np.uint8), block_at * wb,
+                                 packed_len * wb)
+            compiled.copy_ranges(out_bytes, (dst + packed_len) * wb, buf, tail_at, raw_words * wb)
+            return Fixed(out_bytes, self.width)
         # each chunk: the used part of its unpacked blocks, then its raw tail (a per-chunk loop
         # over slices: cheaper than index arithmetic over every level)
         pieces, at = [], 0
-        tail_at = starts + whole * per_block * wb
         for i in range(len(counts)):
             used = int(packed_len[i])
             if used:
