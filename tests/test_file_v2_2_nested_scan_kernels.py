@@ -15,6 +15,7 @@ from lance_format.encodings.structural import accel
 from lance_format.encodings.structural.block_codecs import OutOfLineBitpackedBlock
 from lance_format.encodings.structural.encode_repdef import shred
 from lance_format.encodings.structural.repdef import unravel
+from lance_format.errors import CorruptFileError
 from lance_format.schema import LanceSchema
 from tests.compat import assert_tables_equal
 from tests.test_file_v2_1_read_units import fastlanes_pack
@@ -76,28 +77,37 @@ def test_list_layers_compiled_and_numpy_agree(name):
                     assert np.array_equal(x, y)
 
 
-def test_out_of_line_levels_with_raw_tails(kernel_policy):
-    """Chunks whose last partial block is stored as raw 16-bit values (pylance's pages of lists):
-    at least 8 chunks so that the compiled copy is used, with empty, whole-block and tail-only
-    chunks among them."""
+@pytest.mark.parametrize("width", [16, 32])
+def test_out_of_line_bitpacking_with_raw_tails(kernel_policy, width):
+    """Chunks whose last partial block is stored as raw words (pylance's pages of lists): at
+    least 8 chunks so that the compiled paths are used (16-bit levels: one unpacking kernel;
+    other widths: range copies), with empty, whole-block and tail-only chunks among them."""
     rng = np.random.default_rng(8)
-    codec = OutOfLineBitpackedBlock(16, 5)
+    dtype = np.dtype(f"<u{width // 8}")
+    codec = OutOfLineBitpackedBlock(width, 5)
     counts = [1024 + 300, 77, 0, 2048, 1, 1024, 5, 1500, 3000, 900]
     chunks, expected = [], []
     for count in counts:
-        values = rng.integers(0, 32, count).astype(np.uint16)
+        values = rng.integers(0, 32, count).astype(dtype)
         whole = count // 1024
-        packed = b"".join(fastlanes_pack(values[i: i + 1024], 5, 16).tobytes() for i in range(0, whole * 1024, 1024))
+        # raw tails are copied as they are, whatever their bits
+        values[whole * 1024:] = rng.integers(0, 1 << width, count - whole * 1024, dtype=np.uint64).astype(dtype)
+        packed = b"".join(fastlanes_pack(values[i: i + 1024], 5, width).tobytes()
+                          for i in range(0, whole * 1024, 1024))
         chunks.append(packed + values[whole * 1024:].tobytes())
         expected.append(values)
     data = np.frombuffer(b"".join(chunks), np.uint8)
     sizes = np.array([len(c) for c in chunks])
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     decoded = codec.decode_many(data, starts, sizes, np.array(counts), CTX)
-    assert np.array_equal(decoded.data.view("<u2"), np.concatenate(expected))
-    # a tail that runs past the buffer is corruption on both paths
-    with pytest.raises(lance_format.errors.CorruptFileError):
+    assert np.array_equal(decoded.data.view(dtype), np.concatenate(expected))
+    # a buffer shorter than its chunks, and a chunk size that fits no layout, are corruption
+    with pytest.raises(CorruptFileError):
         codec.decode_many(data[:-2], starts, sizes, np.array(counts), CTX)
+    wrong = sizes.copy()
+    wrong[1] -= width // 8
+    with pytest.raises(CorruptFileError, match="do not match their buffer size"):
+        codec.decode_many(data, starts, wrong, np.array(counts), CTX)
 
 
 def _table(n: int) -> pa.Table:

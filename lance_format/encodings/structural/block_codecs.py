@@ -237,6 +237,16 @@ class OutOfLineBitpackedBlock(BlockCodec):
         starts = np.asarray(starts, np.int64)
         sizes = np.asarray(sizes, np.int64)
         counts = np.asarray(counts, np.int64)
+        compiled = accel.read_kernels(int(counts.sum()) * wb) \
+            if self.width == 16 and 0 < self.bits < 16 and buf.dtype == np.uint8 and buf.ndim == 1 else None
+        if compiled is not None:
+            # rep/def levels: every chunk unpacked in one compiled pass
+            status, levels = compiled.unpack_u16(np.ascontiguousarray(buf), starts, sizes, counts, self.bits)
+            if status == compiled.UNPACK_SIZE_MISMATCH:
+                raise ctx.corrupt("bit-packed levels do not match their buffer size")
+            if status == compiled.UNPACK_PAST_END:
+                raise ctx.corrupt("bit-packed levels run past their buffer")
+            return Fixed(levels.view(np.uint8), self.width)
         per_block = fastlanes.packed_words(self.bits, self.width)
         whole, tail = counts // fastlanes.BLOCK, counts % fastlanes.BLOCK
         words = sizes // wb
