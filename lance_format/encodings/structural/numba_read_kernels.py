@@ -90,7 +90,7 @@ def list_layer(rep, defs, max_level, valid_level, null_level, empty_level, upper
 
     Returns (offsets of the visible lists (n + 1, int64), their validity (~null), the
     repetition levels of the starts minus one, the definition levels of the starts (both empty
-    when ``outermost``: no layer above needs them), the number of items: entries that are not
+    when ``outermost``: the top layer, no layer above needs them), the number of items: entries that are not
     item-less starts).
 
     Branch-free: every entry writes its slot and only starts (visible starts) advance the

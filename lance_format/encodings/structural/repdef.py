@@ -154,7 +154,7 @@ def unravel(rep: np.ndarray | None, defs: np.ndarray | None, meanings: list[int]
         elif compiled is not None:
             offsets, valid, next_rep, new_def, total = compiled.list_layer(
                 cur_rep, cur_def, max_level, valid_level, null_level, empty_level, upper_null,
-                not any(is_list(above) for above in meanings[i + 1:]))
+                i == len(meanings) - 1)
             validity = valid if m in (NULLABLE_LIST, NULL_AND_EMPTY_LIST) else None
         else:
             sd = cur_def[start_idx]
