@@ -12,7 +12,7 @@ import pytest
 import lance_format
 from lance_format.encodings.buffers import DecodeContext
 from lance_format.encodings.structural import accel
-from lance_format.encodings.structural.block_codecs import OutOfLineBitpackedBlock
+from lance_format.encodings.structural.block_codecs import InlineBitpackedBlock, OutOfLineBitpackedBlock
 from lance_format.encodings.structural.encode_repdef import shred
 from lance_format.encodings.structural.repdef import unravel
 from lance_format.errors import CorruptFileError
@@ -158,3 +158,35 @@ def test_lists_with_empty_and_null_runs_at_boundaries(tmp_path, writer, kernel_p
     ds = lance_format.dataset(uri)
     assert_tables_equal(ds.to_table(), table, f"ours reading {writer}")
     assert_tables_equal(ds.to_table(batch_size=1499), table, f"ours reading {writer} in batches")
+
+
+@pytest.mark.parametrize("width", [8, 16, 32, 64])
+def test_inline_bitpacked_blocks_of_mixed_widths(kernel_policy, width):
+    """Blocks each at its own bit width (0, 1, odd ones, the full width), in chunks whose last
+    block is partial: the compiled unpacking (block by block, straight from the buffer) and the
+    numpy one (grouped by width) give the values; a width above the words is corruption."""
+    rng = np.random.default_rng(width)
+    dtype = np.dtype(f"<u{width // 8}")
+    codec = InlineBitpackedBlock(width)
+    widths = [0, 1, width, 3, width - 1, 5, 5, width // 2]
+    blocks, expected = [], []
+    for bits in widths:
+        values = rng.integers(0, 1 << bits, 1024, dtype=np.uint64).astype(dtype) if bits < 64 else \
+            rng.integers(0, 1 << 63, 1024, dtype=np.uint64).astype(dtype) * 2 + 1
+        packed = fastlanes_pack(values, bits, width).tobytes() if bits else b""
+        blocks.append(np.array([bits], dtype).tobytes() + packed)
+        expected.append(values)
+    counts = np.array([1024 * 3, 1024 * 2 + 1000, 1024 + 17])  # chunks of 3, 3 and 2 blocks
+    chunk_blocks = [blocks[0:3], blocks[3:6], blocks[6:8]]
+    keep = [np.concatenate(expected[0:3]), np.concatenate(expected[3:6])[:2 * 1024 + 1000],
+            np.concatenate(expected[6:8])[:1024 + 17]]
+    chunks = [b"".join(c) for c in chunk_blocks]
+    data = np.frombuffer(b"".join(chunks), np.uint8)
+    sizes = np.array([len(c) for c in chunks])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    decoded = codec.decode_many(data, starts, sizes, counts, CTX)
+    assert np.array_equal(decoded.data.view(dtype), np.concatenate(keep))
+    bad = data.copy()
+    bad[int(starts[1])] = width + 1  # the first block of the second chunk claims too many bits
+    with pytest.raises(CorruptFileError):
+        codec.decode_many(bad, starts, sizes, counts, CTX)

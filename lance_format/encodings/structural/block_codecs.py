@@ -117,7 +117,7 @@ class InlineBitpackedBlock(BlockCodec):
         bpos, bchunk, bindex = self._blocks(buf, starts, sizes, counts, ctx)
         if not len(bpos):
             return Fixed(np.zeros(0, np.uint8), self.width)
-        values = self._unpack(buf, bpos)
+        values = self._unpack(buf, bpos, ctx)
         keep = np.minimum(counts[bchunk] - bindex * fastlanes.BLOCK, fastlanes.BLOCK)
         if bool((keep[:-1] == fastlanes.BLOCK).all()):
             flat = values.reshape(-1)[: int(keep.sum())]  # only the last block is partial: a view
@@ -174,8 +174,15 @@ class InlineBitpackedBlock(BlockCodec):
         order = np.lexsort((bindex, bchunk))
         return bpos[order], bchunk[order], bindex[order]
 
-    def _unpack(self, buf: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    def _unpack(self, buf: np.ndarray, positions: np.ndarray, ctx: DecodeContext) -> np.ndarray:
         wb = self.width // 8
+        compiled = accel.read_kernels(len(positions) * fastlanes.BLOCK * wb) \
+            if buf.dtype == np.uint8 and buf.ndim == 1 else None
+        if compiled is not None:
+            out = np.empty((len(positions), fastlanes.BLOCK), self.dtype)
+            if not compiled.unpack_inline_blocks(np.ascontiguousarray(buf), np.asarray(positions, np.int64), wb, out):
+                raise ctx.corrupt("bit-packed blocks run past their buffer or exceed their bit width")
+            return out
         widths = read_uint(buf, positions, wb)
         first = int(widths[0])
         if bool((widths == first).all()):

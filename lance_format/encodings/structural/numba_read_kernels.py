@@ -171,3 +171,35 @@ def unpack_u16(buf, starts, sizes, counts, bits):  # type: ignore[no-untyped-def
                 out[at + k] = np.uint16(buf[src + 2 * k]) | (np.uint16(buf[src + 2 * k + 1]) << np.uint16(8))
             at += tail
     return UNPACK_OK, out
+
+
+@_jit
+def unpack_inline_blocks(buf, positions, wb, out):  # type: ignore[no-untyped-def]
+    """``InlineBitpackedBlock._unpack``: block ``i`` starts at byte ``positions[i]`` of ``buf``
+    with its bit width (``wb`` bytes, little-endian), followed by its FastLanes words; it is
+    unpacked into row ``i`` of ``out`` ((n, 1024) words of ``wb`` bytes). Straight from the
+    buffer, each block at its own width: no gathers of equal-width groups and no scatter back.
+
+    Returns False when a width exceeds the words or a block runs past the buffer."""
+    width = wb * 8
+    flat = out.reshape(-1)
+    for i in range(positions.shape[0]):
+        p = positions[i]
+        if p < 0 or p + wb > buf.shape[0]:
+            return False
+        bits = np.int64(0)
+        for b in range(wb):
+            bits |= np.int64(buf[p + b]) << (8 * b)
+        if bits > width:
+            return False
+        per_block = 1024 * bits // width
+        if p + wb + per_block * wb > buf.shape[0]:
+            return False
+        row = flat[i * 1024: (i + 1) * 1024]
+        if bits == 0:
+            row[:] = 0
+            continue
+        mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - bits)
+        packed = buf[p + wb: p + wb + per_block * wb].view(out.dtype).reshape(1, per_block)
+        fastlanes_unpack(packed, bits, width, mask, row.reshape(1, 1024))
+    return True
