@@ -1,15 +1,19 @@
 """Serial decoding CPU of 2.2 files, column by column: lance_format against pylance.
 
-The realistic table of ``bench_realistic.py`` plus further string shapes (16-hex-digit
-high-cardinality strings, word text, half-null text, lists of 3 words) is written by both
-engines at file version 2.2; each column of each copy is then read alone, serially
-(``LANCE_CPU_THREADS=1`` for both engines, set before they load), ``--rounds`` times, the two
-engines interleaved so that they see the same machine load. Every byte of every buffer of what
-each engine returns is read inside the clock (:func:`touch_buffers`): mapped, zero-copy reads
-must not look free. Prints the fastest CPU milliseconds
-of each engine and their ratio (ours / pylance) per column, and the totals.
+Four tables are written by both engines at file version 2.2: the realistic table of
+``bench_realistic.py``; string shapes (16-hex-digit high-cardinality strings, word text,
+half-null text, lists of 3 words); nested shapes (nullable int64/float64/bool/timestamp, a bool,
+large_string, list<int64> and nullable list<float32> of 0-8 items, a struct of a list and a
+struct, a list of structs); vectors (fixed_size_list<float32> of 128, nullable 128 and 768
+dimensions, ``--rows / --vector-divisor`` rows). Each column of each copy is then read alone,
+serially (``LANCE_CPU_THREADS=1`` for both engines, set before they load), ``--rounds`` times,
+the two engines interleaved so that they see the same machine load. Every byte of what each
+engine returns is read inside the clock (:func:`touch_buffers`): mapped, zero-copy reads must
+not look free. Prints the fastest CPU milliseconds of each engine and their ratio (ours /
+pylance) per column, and the totals.
 
     python benchmarks/bench_decode_serial.py [--rows 1000000] [--rounds 7]
+        [--tables realistic,shapes,nested,vectors] [--columns a,b] [--vector-divisor 10]
 
 Our compiled kernels are loaded before the clock starts (see ``bench_realistic.py``).
 """
