@@ -141,8 +141,6 @@ def unpack_u16(buf, starts, sizes, counts, bits):  # type: ignore[no-untyped-def
     for c in range(n):
         total += counts[c]
     out = np.empty(total, np.uint16)
-    packed = np.empty((1, per_block), np.uint16)
-    packed_bytes = packed.reshape(-1).view(np.uint8)
     block = np.empty((1, 1024), np.uint16)
     mask = np.uint64((1 << bits) - 1)
     at = 0
@@ -158,12 +156,14 @@ def unpack_u16(buf, starts, sizes, counts, bits):  # type: ignore[no-untyped-def
             return UNPACK_PAST_END, out
         for b in range(nblocks):
             src = start + b * per_block * 2
-            for k in range(per_block * 2):
-                packed_bytes[k] = buf[src + k]
-            fastlanes_unpack(packed, bits, 16, mask, block)
             keep = min(count - b * 1024, 1024)
-            for k in range(keep):
-                out[at + k] = block[0, k]
+            packed = buf[src: src + per_block * 2].view(np.uint16).reshape(1, per_block)
+            if keep == 1024:  # a whole block: straight into the output
+                fastlanes_unpack(packed, bits, 16, mask, out[at: at + 1024].reshape(1, 1024))
+            else:
+                fastlanes_unpack(packed, bits, 16, mask, block)
+                for k in range(keep):
+                    out[at + k] = block[0, k]
             at += keep
         if raw_tail:
             src = start + whole * per_block * 2
