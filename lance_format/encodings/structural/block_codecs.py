@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext, decompress_buffer
-from lance_format.encodings.structural import fastlanes
+from lance_format.encodings.structural import accel, fastlanes
 from lance_format.encodings.structural.blocks import (
     Block,
     Fixed,
@@ -117,7 +117,7 @@ class InlineBitpackedBlock(BlockCodec):
         bpos, bchunk, bindex = self._blocks(buf, starts, sizes, counts, ctx)
         if not len(bpos):
             return Fixed(np.zeros(0, np.uint8), self.width)
-        values = self._unpack(buf, bpos)
+        values = self._unpack(buf, bpos, ctx)
         keep = np.minimum(counts[bchunk] - bindex * fastlanes.BLOCK, fastlanes.BLOCK)
         if bool((keep[:-1] == fastlanes.BLOCK).all()):
             flat = values.reshape(-1)[: int(keep.sum())]  # only the last block is partial: a view
@@ -174,8 +174,15 @@ class InlineBitpackedBlock(BlockCodec):
         order = np.lexsort((bindex, bchunk))
         return bpos[order], bchunk[order], bindex[order]
 
-    def _unpack(self, buf: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    def _unpack(self, buf: np.ndarray, positions: np.ndarray, ctx: DecodeContext) -> np.ndarray:
         wb = self.width // 8
+        compiled = accel.read_kernels(len(positions) * fastlanes.BLOCK * wb) \
+            if buf.dtype == np.uint8 and buf.ndim == 1 else None
+        if compiled is not None:
+            out = np.empty((len(positions), fastlanes.BLOCK), self.dtype)
+            if not compiled.unpack_inline_blocks(np.ascontiguousarray(buf), np.asarray(positions, np.int64), wb, out):
+                raise ctx.corrupt("bit-packed blocks run past their buffer or exceed their bit width")
+            return out
         widths = read_uint(buf, positions, wb)
         first = int(widths[0])
         if bool((widths == first).all()):
@@ -237,6 +244,16 @@ class OutOfLineBitpackedBlock(BlockCodec):
         starts = np.asarray(starts, np.int64)
         sizes = np.asarray(sizes, np.int64)
         counts = np.asarray(counts, np.int64)
+        compiled = accel.read_kernels(int(counts.sum()) * wb) \
+            if self.width == 16 and 0 < self.bits < 16 and buf.dtype == np.uint8 and buf.ndim == 1 else None
+        if compiled is not None:
+            # rep/def levels: every chunk unpacked in one compiled pass
+            status, levels = compiled.unpack_u16(np.ascontiguousarray(buf), starts, sizes, counts, self.bits)
+            if status == compiled.UNPACK_SIZE_MISMATCH:
+                raise ctx.corrupt("bit-packed levels do not match their buffer size")
+            if status == compiled.UNPACK_PAST_END:
+                raise ctx.corrupt("bit-packed levels run past their buffer")
+            return Fixed(levels.view(np.uint8), self.width)
         per_block = fastlanes.packed_words(self.bits, self.width)
         whole, tail = counts // fastlanes.BLOCK, counts % fastlanes.BLOCK
         words = sizes // wb
@@ -274,10 +291,25 @@ class OutOfLineBitpackedBlock(BlockCodec):
                 return Fixed(out.view(np.uint8), self.width)
             mask = np.arange(fastlanes.BLOCK)[None, :] < keep[:, None]
             return Fixed(rows[mask].view(np.uint8), self.width)
+        tail_at = starts + whole * per_block * wb
+        raw_words = np.where(raw_tail, tail, 0)
+        if int((tail_at + raw_words * wb).max()) > len(buf) or int(tail_at.min()) < 0:
+            raise ctx.corrupt("bit-packed levels run past their buffer")
+        compiled = accel.kernels(int(counts.sum()) * wb) if len(counts) >= 8 and buf.dtype == np.uint8 else None
+        if compiled is not None:
+            # two nogil passes of byte-range copies: every chunk's used unpacked values, then
+            # behind each of them its raw tail
+            kept = packed_len + raw_words
+            dst = np.cumsum(kept) - kept
+            block_at = (np.cumsum(nblocks) - nblocks) * fastlanes.BLOCK
+            out_bytes = np.empty(int(kept.sum()) * wb, np.uint8)
+            compiled.copy_ranges(out_bytes, dst * wb, np.ascontiguousarray(values).view(np.uint8), block_at * wb,
+                                 packed_len * wb)
+            compiled.copy_ranges(out_bytes, (dst + packed_len) * wb, buf, tail_at, raw_words * wb)
+            return Fixed(out_bytes, self.width)
         # each chunk: the used part of its unpacked blocks, then its raw tail (a per-chunk loop
         # over slices: cheaper than index arithmetic over every level)
         pieces, at = [], 0
-        tail_at = starts + whole * per_block * wb
         for i in range(len(counts)):
             used = int(packed_len[i])
             if used:

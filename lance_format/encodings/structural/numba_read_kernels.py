@@ -1,5 +1,6 @@
 """More kernels of the reader compiled with numba (see :mod:`.numba_kernels`, whose cache settings
-and helpers they share): the parsing of mini-block chunk headers.
+and helpers they share): the parsing of mini-block chunk headers, the unpacking of out-of-line
+bit-packed 16-bit levels, and the list layers of rep/def levels.
 
 Imported only through :func:`lance_format.encodings.structural.accel.read_kernels`. Each kernel
 computes exactly what its numpy counterpart in :mod:`.miniblock` computes, with the same checks
@@ -10,12 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_format.encodings.structural.numba_kernels import _jit, _load_u32
+from lance_format.encodings.structural.numba_kernels import _jit, _load_u32, fastlanes_unpack
 
 # statuses of chunk_headers (the caller raises the matching typed error)
 HEADERS_OK = 0
 SHORTER_THAN_HEADER = 1
 BUFFERS_PAST_END = 2
+# statuses of unpack_u16 (the caller raises the matching typed error)
+UNPACK_OK = 0
+UNPACK_SIZE_MISMATCH = 1
+UNPACK_PAST_END = 2
 
 
 @_jit
@@ -73,3 +78,128 @@ def chunk_headers(buf, starts, ends, has_rep, has_def, size_bytes, num_buffers):
             past_end = True
     status = BUFFERS_PAST_END if past_end else HEADERS_OK
     return status, num_levels, rep_size, def_size, rep_at, def_at, sizes, buf_starts
+
+
+@_jit
+def list_layer(rep, defs, max_level, valid_level, null_level, empty_level, upper_null,  # type: ignore[no-untyped-def]
+               outermost):
+    """One list layer of ``repdef.unravel`` with definition levels, in one pass instead of a
+    dozen array passes: an entry with a nonzero repetition level starts a list; a start whose
+    level is above ``max_level`` is invisible (a null or empty ancestor), one at ``null_level``
+    or above ``upper_null`` (but visible) is a null list, one at ``empty_level`` an empty list.
+
+    Returns (offsets of the visible lists (n + 1, int64), their validity (~null), the
+    repetition levels of the starts minus one, the definition levels of the starts (both empty
+    when ``outermost``: the top layer, no layer above needs them), the number of items: entries that are not
+    item-less starts).
+
+    Branch-free: every entry writes its slot and only starts (visible starts) advance the
+    output positions, because lists of one or two items make "is this a start" a coin flip
+    for the branch predictor. The outputs are allocated for the worst case (every entry a
+    start) and cut: memory never written is never touched."""
+    n = rep.shape[0]
+    offsets = np.empty(n + 1, np.int64)
+    valid = np.empty(n + 1, np.bool_)
+    next_size = 1 if outermost else n + 1
+    next_rep = np.empty(next_size, rep.dtype)
+    next_def = np.empty(next_size, defs.dtype)
+    skipped = np.int64(0)  # item-less starts so far
+    j = np.int64(0)
+    k = np.int64(0)
+    for i in range(n):
+        r = rep[i]
+        d = np.int64(defs[i])
+        start = np.int64(r != 0)
+        if not outermost:
+            next_rep[j] = r - start
+            next_def[j] = defs[i]
+        j += start
+        visible = start & np.int64(d <= max_level)
+        null = np.int64(d > valid_level) & (np.int64(d == null_level) | np.int64(d > upper_null))
+        offsets[k] = i - skipped
+        valid[k] = null == 0
+        k += visible
+        skipped += start & ((1 - visible) | null | np.int64(d == empty_level))
+    total = n - skipped
+    offsets[k] = total
+    starts = 0 if outermost else j
+    return offsets[: k + 1].copy(), valid[:k].copy(), next_rep[:starts], next_def[:starts], total
+
+
+@_jit
+def unpack_u16(buf, starts, sizes, counts, bits):  # type: ignore[no-untyped-def]
+    """``OutOfLineBitpackedBlock(16, bits).decode_many`` for ``0 < bits < 16``: each chunk
+    ``buf[starts[c]:starts[c] + sizes[c]]`` holds ``counts[c]`` values as FastLanes blocks of
+    ``bits`` bits, the last partial block either packed (zero-padded) or stored raw as ``u16``
+    words when that is exactly what the size says. One pass over the chunks instead of a dozen
+    numpy passes over them (pages of lists have many chunks of short level runs).
+
+    Returns (status, the values); the values are valid only with ``UNPACK_OK``."""
+    n = starts.shape[0]
+    per_block = 1024 * bits // 16
+    total = 0
+    for c in range(n):
+        total += counts[c]
+    out = np.empty(total, np.uint16)
+    block = np.empty((1, 1024), np.uint16)
+    mask = np.uint64((1 << bits) - 1)
+    at = 0
+    for c in range(n):
+        count, start, size = counts[c], starts[c], sizes[c]
+        whole, tail = count // 1024, count % 1024
+        words = size // 2
+        raw_tail = tail > 0 and words == whole * per_block + tail
+        nblocks = whole + (1 if tail > 0 and not raw_tail else 0)
+        if size % 2 != 0 or words != nblocks * per_block + (tail if raw_tail else 0):
+            return UNPACK_SIZE_MISMATCH, out
+        if start < 0 or start + size > buf.shape[0]:
+            return UNPACK_PAST_END, out
+        for b in range(nblocks):
+            src = start + b * per_block * 2
+            keep = min(count - b * 1024, 1024)
+            packed = buf[src: src + per_block * 2].view(np.uint16).reshape(1, per_block)
+            if keep == 1024:  # a whole block: straight into the output
+                fastlanes_unpack(packed, bits, 16, mask, out[at: at + 1024].reshape(1, 1024))
+            else:
+                fastlanes_unpack(packed, bits, 16, mask, block)
+                for k in range(keep):
+                    out[at + k] = block[0, k]
+            at += keep
+        if raw_tail:
+            src = start + whole * per_block * 2
+            for k in range(tail):
+                out[at + k] = np.uint16(buf[src + 2 * k]) | (np.uint16(buf[src + 2 * k + 1]) << np.uint16(8))
+            at += tail
+    return UNPACK_OK, out
+
+
+@_jit
+def unpack_inline_blocks(buf, positions, wb, out):  # type: ignore[no-untyped-def]
+    """``InlineBitpackedBlock._unpack``: block ``i`` starts at byte ``positions[i]`` of ``buf``
+    with its bit width (``wb`` bytes, little-endian), followed by its FastLanes words; it is
+    unpacked into row ``i`` of ``out`` ((n, 1024) words of ``wb`` bytes). Straight from the
+    buffer, each block at its own width: no gathers of equal-width groups and no scatter back.
+
+    Returns False when a width exceeds the words or a block runs past the buffer."""
+    width = wb * 8
+    flat = out.reshape(-1)
+    for i in range(positions.shape[0]):
+        p = positions[i]
+        if p < 0 or p + wb > buf.shape[0]:
+            return False
+        bits = np.int64(0)
+        for b in range(wb):
+            bits |= np.int64(buf[p + b]) << (8 * b)
+        if bits > width:
+            return False
+        per_block = 1024 * bits // width
+        if p + wb + per_block * wb > buf.shape[0]:
+            return False
+        row = flat[i * 1024: (i + 1) * 1024]
+        if bits == 0:
+            row[:] = 0
+            continue
+        mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - bits)
+        packed = buf[p + wb: p + wb + per_block * wb].view(out.dtype).reshape(1, per_block)
+        fastlanes_unpack(packed, bits, width, mask, row.reshape(1, 1024))
+    return True

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
+from lance_format.encodings.structural import accel
 from lance_format.encodings.structural.blocks import ranges_index
 
 ALL_VALID_ITEM, ALL_VALID_LIST, NULLABLE_ITEM, NULLABLE_LIST, EMPTYABLE_LIST, NULL_AND_EMPTY_LIST = range(1, 7)
@@ -105,6 +106,8 @@ def unravel(rep: np.ndarray | None, defs: np.ndarray | None, meanings: list[int]
     if visible != n_items:
         raise ctx.corrupt(f"rep/def levels describe {visible} values but the page has {n_items}")
 
+    # the list layers with definition levels in one compiled pass each (see list_layer)
+    compiled = accel.read_kernels(len(defs) * 4) if defs is not None and rep is not None and len(defs) >= 64 else None
     layers: list[Layer] = []
     cur_rep, cur_def = rep, defs
     def_cmp = rep_cmp = 0
@@ -140,13 +143,19 @@ def unravel(rep: np.ndarray | None, defs: np.ndarray | None, meanings: list[int]
                 break
         def_cmp += own
         assert cur_rep is not None  # a list layer means repetition levels (checked above)
-        starts = cur_rep != 0
-        start_idx = np.flatnonzero(starts)
+        next_rep = None
+        if cur_def is None or compiled is None:
+            start_idx = np.flatnonzero(cur_rep)
         if cur_def is None:
             offsets = np.append(start_idx, len(cur_rep)).astype(np.int64)
             total = len(cur_rep)
             validity = None
             new_def = None
+        elif compiled is not None:
+            offsets, valid, next_rep, new_def, total = compiled.list_layer(
+                cur_rep, cur_def, max_level, valid_level, null_level, empty_level, upper_null,
+                i == len(meanings) - 1)
+            validity = valid if m in (NULLABLE_LIST, NULL_AND_EMPTY_LIST) else None
         else:
             sd = cur_def[start_idx]
             invisible = sd > max_level
@@ -165,7 +174,7 @@ def unravel(rep: np.ndarray | None, defs: np.ndarray | None, meanings: list[int]
             raise ctx.corrupt(f"list layer holds {total} items but the layer below has {count}")
         layers.append(Layer(True, validity, offsets))
         count = len(offsets) - 1
-        cur_rep = cur_rep[start_idx] - 1
+        cur_rep = cur_rep[start_idx] - 1 if next_rep is None else next_rep
         cur_def = new_def
         rep_cmp += 1
     layers.reverse()
