@@ -55,8 +55,8 @@ pylance 14 (tests/test_compaction_file_bytes*.py) in 2.1 and 2.2 on files of eit
 same cuts, except near the threshold with several nullable string columns in 2.2 (a batch off),
 and once in a 2.2 list of structs of nullable strings with deletions (a batch off).
 
-Not modelled: 2.0 files (pylance's 2.0 decoders and writer allocate differently; their
-compactions cut files by lengths here, up to a few batches away from pylance's).
+2.0 files have their own model (:mod:`~lance_format.dataset.maintenance.decoded_memory_v2_0`):
+pylance's 2.0 decoders and writer allocate differently.
 """
 
 from __future__ import annotations
