@@ -24,7 +24,6 @@ write pages at different rows.
 
 from __future__ import annotations
 
-import math
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Callable, Iterator
@@ -54,11 +53,6 @@ MINIBLOCK_MAX_VALUE_BYTES = 256
 MIN_PAGE_ROWS = 256
 # ...but a buffer this many times over the page size is flushed anyway (huge rows).
 _FORCE_FLUSH_FACTOR = 16
-# A flush becomes one page unless it holds more than this many times the page size (one huge
-# batch): pylance 14 flushes a column at 8 MiB (``cache_bytes_per_column``) and caps pages at
-# 32 MiB (``max_page_bytes``). Splitting a flush that is barely over 8 MiB would halve the pages
-# and store every page's dictionary twice as often.
-_SPLIT_FACTOR = 4
 
 # The bytes a buffered array counts for (None: its length in bytes). A compaction sets it to
 # pylance's decoder allocations for the arrays it reads, which decide where pylance's writer
@@ -283,10 +277,9 @@ class StructuralFieldWriter:
         self.paths = leaf_paths(lance_field)
         self.num_leaves = len(self.paths)
         self.structural = field_params(lance_field.metadata, lance_field.name).structural
-        # per leaf: buffered (pruned) arrays, bytes counted for flushing, bytes they hold, rows
+        # per leaf: buffered (pruned) arrays, bytes counted for flushing, rows
         self.pending: list[list[pa.Array]] = [[] for _ in self.paths]
         self.counted = np.zeros(self.num_leaves, np.int64)
-        self.real = np.zeros(self.num_leaves, np.int64)
         self.rows = np.zeros(self.num_leaves, np.int64)
         self.rows_written = np.zeros(self.num_leaves, np.int64)
 
@@ -303,7 +296,6 @@ class StructuralFieldWriter:
             counted = counted_array(array, path)
             modelled = model(counted) if model is not None else None
             # nbytes counts only the referenced ranges of sliced arrays
-            self.real[leaf] += counted.nbytes
             self.counted[leaf] += counted.nbytes if modelled is None else modelled
             self.rows[leaf] += len(array)
             self.pending[leaf].append(_pruned(array, path))
@@ -319,19 +311,14 @@ class StructuralFieldWriter:
     def _flush_leaf(self, leaf: int) -> None:
         if not self.pending[leaf]:
             return
-        chunks, real, counted = self.pending[leaf], int(self.real[leaf]), int(self.counted[leaf])
+        chunks = self.pending[leaf]
         self.pending[leaf] = []
-        self.real[leaf] = self.counted[leaf] = self.rows[leaf] = 0
+        self.counted[leaf] = self.rows[leaf] = 0
         array = _concat(chunks)
         del chunks
-        # Oversized input: equal row ranges of at most _SPLIT_FACTOR pages' bytes (not too few
-        # rows), judged by the bytes the arrays hold (not the decoder memory a compaction counts)
-        parts = math.ceil(real / (_SPLIT_FACTOR * self.max_page_bytes))
-        min_rows = MIN_PAGE_ROWS if counted < _FORCE_FLUSH_FACTOR * self.max_page_bytes else 1
-        parts = max(1, min(parts, len(array) // min_rows))
-        step = math.ceil(len(array) / parts)
-        for start in range(0, len(array), step):
-            self._write_page(leaf, array.slice(start, step))
+        # One flush is one page however large (pylance's 2.1+ writer never splits on write: its
+        # ``max_page_bytes`` applies to 2.0 only, 2.1+ readers split big pages on read).
+        self._write_page(leaf, array)
 
     def _write_page(self, leaf: int, array: pa.Array) -> None:
         # a pruned struct has one child: the one on the leaf's path
