@@ -54,6 +54,11 @@ MIN_PAGE_ROWS = 256
 # ...but a buffer this many times over the page size is flushed anyway (huge rows).
 _FORCE_FLUSH_FACTOR = 16
 
+# pylance cuts a page whose lists hold empty or null lists into runs of whole rows whose rep and
+# def levels, at the bit widths of the flush's largest levels, fit this many bits (mini-block's
+# rep/def budget); pages of lists without such lists are never cut.
+LEVEL_BITS_BUDGET = 16 * 1024 * 8 - 1
+
 # The bytes a buffered array counts for (None: its length in bytes). A compaction sets it to
 # pylance's decoder allocations for the arrays it reads, which decide where pylance's writer
 # flushes pages and so where it cuts files (lance_format.dataset.maintenance.decoded_memory).
@@ -196,6 +201,33 @@ def encode_leaf_page(leaf: LeafPage, minor: int, structural: str | None = None) 
     return _fullzip(leaf, values, params)
 
 
+def level_budget_rows(page: LeafPage) -> np.ndarray | None:
+    """Rows of each page ``page`` is cut into by the rep/def budget (None: it stays whole).
+
+    Only pages with empty or null lists (more level entries than items) are cut, greedily: each
+    page takes whole rows while its levels fit ``LEVEL_BITS_BUDGET`` (at least one row)."""
+    if page.rep is None or page.num_levels <= page.num_items:
+        return None
+    # pylance's def levels number only the null / empty kinds the data holds (ours may also number
+    # layers the schema declares): its largest def level is the count of distinct ones present
+    kinds = 0 if page.defs is None else int(np.count_nonzero(np.bincount(page.defs)[1:]))
+    bits = int(page.rep.max()).bit_length() + kinds.bit_length()
+    limit = LEVEL_BITS_BUDGET // bits
+    if page.num_levels <= limit:
+        return None
+    # a top-level row begins at every entry with the largest rep level
+    row_starts = np.flatnonzero(page.rep == page.max_rep)
+    ends = np.append(row_starts[1:], page.num_levels)  # level entries up to the end of each row
+    rows = []
+    first_row, done = 0, 0
+    while first_row < len(row_starts):
+        last = int(np.searchsorted(ends, done + limit, side="right"))  # rows ending within the budget
+        last = max(last, first_row + 1)
+        rows.append(last - first_row)
+        first_row, done = last, int(ends[last - 1])
+    return np.asarray(rows, np.int64)
+
+
 def _concat(chunks: list[pa.Array]) -> pa.Array:
     if len(chunks) == 1:
         return chunks[0]
@@ -320,9 +352,15 @@ class StructuralFieldWriter:
         # ``max_page_bytes`` applies to 2.0 only, 2.1+ readers split big pages on read).
         self._write_page(leaf, array)
 
-    def _write_page(self, leaf: int, array: pa.Array) -> None:
+    def _write_page(self, leaf: int, array: pa.Array, planned: bool = False) -> None:
         # a pruned struct has one child: the one on the leaf's path
         page = shred_leaf(array, self.field, self.paths[leaf], pruned=True)
+        rows = None if planned else level_budget_rows(page)
+        if rows is not None:
+            del page
+            for start, count in zip(np.cumsum(rows) - rows, rows):
+                self._write_page(leaf, array.slice(int(start), int(count)), planned=True)
+            return
         try:
             buffers, layout = encode_leaf_page(page, self.minor, self.structural)
         except PageTooDense:
@@ -330,8 +368,8 @@ class StructuralFieldWriter:
                 raise
             half = len(array) // 2
             del page
-            self._write_page(leaf, array.slice(0, half))
-            self._write_page(leaf, array.slice(half))
+            self._write_page(leaf, array.slice(0, half), planned=True)
+            self._write_page(leaf, array.slice(half), planned=True)
             return
         self.emit(self.first_column + leaf, buffers, layout, len(array), int(self.rows_written[leaf]))
         self.rows_written[leaf] += len(array)
