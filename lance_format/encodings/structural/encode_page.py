@@ -19,7 +19,8 @@ field, as pylance does).
 about ``max_page_bytes``; memory is bounded by the page size, as in pylance's accumulation queue.
 As pylance does, every leaf column has its own queue, counting the array pylance's leaf encoder
 receives (a struct's child, a nested list's items) and flushed on its own: a struct's leaves
-write pages at different rows.
+write pages at different rows. A flush is one page, except that lists holding empty or null lists
+are cut to pylance's rep/def level budget.
 """
 
 from __future__ import annotations
@@ -348,8 +349,9 @@ class StructuralFieldWriter:
         self.counted[leaf] = self.rows[leaf] = 0
         array = _concat(chunks)
         del chunks
-        # One flush is one page however large (pylance's 2.1+ writer never splits on write: its
-        # ``max_page_bytes`` applies to 2.0 only, 2.1+ readers split big pages on read).
+        # One flush is one page however large (pylance's 2.1+ writer never splits by bytes on
+        # write: its ``max_page_bytes`` applies to 2.0 only, 2.1+ readers split big pages on
+        # read); only the rep/def level budget of lists cuts it (``level_budget_rows``).
         self._write_page(leaf, array)
 
     def _write_page(self, leaf: int, array: pa.Array, planned: bool = False) -> None:
