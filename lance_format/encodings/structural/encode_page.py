@@ -19,12 +19,12 @@ field, as pylance does).
 about ``max_page_bytes``; memory is bounded by the page size, as in pylance's accumulation queue.
 As pylance does, every leaf column has its own queue, counting the array pylance's leaf encoder
 receives (a struct's child, a nested list's items) and flushed on its own: a struct's leaves
-write pages at different rows.
+write pages at different rows. A flush is one page, except that lists holding empty or null lists
+are cut to pylance's rep/def level budget.
 """
 
 from __future__ import annotations
 
-import math
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Callable, Iterator
@@ -54,11 +54,11 @@ MINIBLOCK_MAX_VALUE_BYTES = 256
 MIN_PAGE_ROWS = 256
 # ...but a buffer this many times over the page size is flushed anyway (huge rows).
 _FORCE_FLUSH_FACTOR = 16
-# A flush becomes one page unless it holds more than this many times the page size (one huge
-# batch): pylance 14 flushes a column at 8 MiB (``cache_bytes_per_column``) and caps pages at
-# 32 MiB (``max_page_bytes``). Splitting a flush that is barely over 8 MiB would halve the pages
-# and store every page's dictionary twice as often.
-_SPLIT_FACTOR = 4
+
+# pylance cuts a page whose lists hold empty or null lists into runs of whole rows whose rep and
+# def levels, at the bit widths of the flush's largest levels, fit this many bits (mini-block's
+# rep/def budget); pages of lists without such lists are never cut.
+LEVEL_BITS_BUDGET = 16 * 1024 * 8 - 1
 
 # The bytes a buffered array counts for (None: its length in bytes). A compaction sets it to
 # pylance's decoder allocations for the arrays it reads, which decide where pylance's writer
@@ -202,6 +202,33 @@ def encode_leaf_page(leaf: LeafPage, minor: int, structural: str | None = None) 
     return _fullzip(leaf, values, params)
 
 
+def level_budget_rows(page: LeafPage) -> np.ndarray | None:
+    """Rows of each page ``page`` is cut into by the rep/def budget (None: it stays whole).
+
+    Only pages with empty or null lists (more level entries than items) are cut, greedily: each
+    page takes whole rows while its levels fit ``LEVEL_BITS_BUDGET`` (at least one row)."""
+    if page.rep is None or page.num_levels <= page.num_items:
+        return None
+    # pylance's def levels number only the null / empty kinds the data holds (ours may also number
+    # layers the schema declares): its largest def level is the count of distinct ones present
+    kinds = 0 if page.defs is None else int(np.count_nonzero(np.bincount(page.defs)[1:]))
+    bits = int(page.rep.max()).bit_length() + kinds.bit_length()
+    limit = LEVEL_BITS_BUDGET // bits
+    if page.num_levels <= limit:
+        return None
+    # a top-level row begins at every entry with the largest rep level
+    row_starts = np.flatnonzero(page.rep == page.max_rep)
+    ends = np.append(row_starts[1:], page.num_levels)  # level entries up to the end of each row
+    rows = []
+    first_row, done = 0, 0
+    while first_row < len(row_starts):
+        last = int(np.searchsorted(ends, done + limit, side="right"))  # rows ending within the budget
+        last = max(last, first_row + 1)
+        rows.append(last - first_row)
+        first_row, done = last, int(ends[last - 1])
+    return np.asarray(rows, np.int64)
+
+
 def _concat(chunks: list[pa.Array]) -> pa.Array:
     if len(chunks) == 1:
         return chunks[0]
@@ -283,10 +310,9 @@ class StructuralFieldWriter:
         self.paths = leaf_paths(lance_field)
         self.num_leaves = len(self.paths)
         self.structural = field_params(lance_field.metadata, lance_field.name).structural
-        # per leaf: buffered (pruned) arrays, bytes counted for flushing, bytes they hold, rows
+        # per leaf: buffered (pruned) arrays, bytes counted for flushing, rows
         self.pending: list[list[pa.Array]] = [[] for _ in self.paths]
         self.counted = np.zeros(self.num_leaves, np.int64)
-        self.real = np.zeros(self.num_leaves, np.int64)
         self.rows = np.zeros(self.num_leaves, np.int64)
         self.rows_written = np.zeros(self.num_leaves, np.int64)
 
@@ -298,7 +324,6 @@ class StructuralFieldWriter:
             counted = counted_array(array, path)
             modelled = model(counted) if model is not None else None
             # nbytes counts only the referenced ranges of sliced arrays
-            self.real[leaf] += counted.nbytes
             self.counted[leaf] += counted.nbytes if modelled is None else modelled
             self.rows[leaf] += len(array)
             self.pending[leaf].append(_pruned(array, path))
@@ -314,23 +339,25 @@ class StructuralFieldWriter:
     def _flush_leaf(self, leaf: int) -> None:
         if not self.pending[leaf]:
             return
-        chunks, real, counted = self.pending[leaf], int(self.real[leaf]), int(self.counted[leaf])
+        chunks = self.pending[leaf]
         self.pending[leaf] = []
-        self.real[leaf] = self.counted[leaf] = self.rows[leaf] = 0
+        self.counted[leaf] = self.rows[leaf] = 0
         array = _concat(chunks)
         del chunks
-        # Oversized input: equal row ranges of at most _SPLIT_FACTOR pages' bytes (not too few
-        # rows), judged by the bytes the arrays hold (not the decoder memory a compaction counts)
-        parts = math.ceil(real / (_SPLIT_FACTOR * self.max_page_bytes))
-        min_rows = MIN_PAGE_ROWS if counted < _FORCE_FLUSH_FACTOR * self.max_page_bytes else 1
-        parts = max(1, min(parts, len(array) // min_rows))
-        step = math.ceil(len(array) / parts)
-        for start in range(0, len(array), step):
-            self._write_page(leaf, array.slice(start, step))
+        # One flush is one page however large (pylance's 2.1+ writer never splits by bytes on
+        # write: its ``max_page_bytes`` applies to 2.0 only, 2.1+ readers split big pages on
+        # read); only the rep/def level budget of lists cuts it (``level_budget_rows``).
+        self._write_page(leaf, array)
 
-    def _write_page(self, leaf: int, array: pa.Array) -> None:
+    def _write_page(self, leaf: int, array: pa.Array, planned: bool = False) -> None:
         # a pruned struct has one child: the one on the leaf's path
         page = shred_leaf(array, self.field, self.paths[leaf], pruned=True)
+        rows = None if planned else level_budget_rows(page)
+        if rows is not None:
+            del page
+            for start, count in zip(np.cumsum(rows) - rows, rows):
+                self._write_page(leaf, array.slice(int(start), int(count)), planned=True)
+            return
         try:
             buffers, layout = encode_leaf_page(page, self.minor, self.structural)
         except PageTooDense:
@@ -338,8 +365,8 @@ class StructuralFieldWriter:
                 raise
             half = len(array) // 2
             del page
-            self._write_page(leaf, array.slice(0, half))
-            self._write_page(leaf, array.slice(half))
+            self._write_page(leaf, array.slice(0, half), planned=True)
+            self._write_page(leaf, array.slice(half), planned=True)
             return
         self.emit(self.first_column + leaf, buffers, layout, len(array), int(self.rows_written[leaf]))
         self.rows_written[leaf] += len(array)

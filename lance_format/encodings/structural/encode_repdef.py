@@ -226,6 +226,16 @@ def _apply_list(state: _State, array: pa.Array) -> pa.Array:
     return array.values
 
 
+def _select(leaf: pa.Array, positions: np.ndarray) -> pa.Array:
+    """The items at ``positions``; a filter when they ascend, as pylance's garbage filter: unlike
+    a take, it keeps the bytes under null items (pylance writes them)."""
+    if len(positions) and bool((np.diff(positions) > 0).all()):
+        keep = np.zeros(len(leaf), np.bool_)
+        keep[positions] = True
+        return leaf.filter(pa.array(keep))
+    return leaf.take(pa.array(positions))
+
+
 def _finish(state: _State, leaf: pa.Array, lance_field: LanceField, name: str, num_rows: int) -> LeafPage:
     kinds = state.kinds
     n_codes = 2 * len(kinds) + 3
@@ -285,7 +295,7 @@ def _finish(state: _State, leaf: pa.Array, lance_field: LanceField, name: str, n
         max_rep = kinds.count("list")
         rep = np.where(state.rep > 0, max_rep + 1 - state.rep, 0).astype(np.uint16)
     src = state.src
-    values = leaf.slice(src[0], src[1] - src[0]) if isinstance(src, tuple) else leaf.take(pa.array(src))
+    values = leaf.slice(src[0], src[1] - src[0]) if isinstance(src, tuple) else _select(leaf, src)
     valid = None
     if defs is not None:
         slot_defs = defs if state.slot is None else defs[state.slot]

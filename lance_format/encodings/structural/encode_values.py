@@ -1,9 +1,9 @@
 """Leaf item values as flat numpy data for the 2.1/2.2 encoders, with null items normalised.
 
 Structural encodings store a placeholder for every null item (its validity lives in the def
-levels), so the value of a null item is free; we make it the cheapest one: zero for fixed-width
-values and the empty string for variable-width ones, which helps bit-packing and RLE and keeps
-garbage bytes (e.g. values under null structs) out of the file.
+levels). Fixed-width items (and fixed-size lists, booleans) keep whatever bytes Arrow holds under
+their nulls, as pylance does: those bytes feed the bit widths and chunking, so zeroing them would
+change the file. Variable-width items drop the bytes under nulls (empty strings).
 
 Kinds:
 
@@ -120,14 +120,6 @@ def _bool_bits(array: pa.Array) -> np.ndarray:
     return bits[array.offset : array.offset + n].view(np.bool_)
 
 
-def _zero_invalid(matrix: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
-    if valid is None:
-        return matrix
-    out = matrix.copy()
-    out[~valid] = 0
-    return out
-
-
 def fixed_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafValues:
     bits = fixed_width_bits(array.type)
     if bits is None:
@@ -135,11 +127,9 @@ def fixed_values(array: pa.Array, valid: np.ndarray | None, column: str) -> Leaf
     n = len(array)
     if bits == 1:
         values = _bool_bits(array)
-        if valid is not None:
-            values = values & valid
         return LeafValues("bool", n, bits=values)
     width = bits // 8
-    matrix = _zero_invalid(fixed_bytes(array, width), valid)
+    matrix = fixed_bytes(array, width)
     words = None
     if width in _WORD_DTYPES:
         words = np.ascontiguousarray(matrix).reshape(-1).view(_WORD_DTYPES[width])
@@ -151,31 +141,21 @@ def fsl_values(array: pa.Array, valid: np.ndarray | None, column: str) -> LeafVa
     dims: list[int] = []
     validity: list[np.ndarray | None] = []
     current = array
-    keep = valid  # rows whose content matters (item validity of null rows is irrelevant)
     while pa.types.is_fixed_size_list(current.type):
         dim = current.type.list_size
         dims.append(dim)
         child = current.values.slice(current.offset * dim, len(current) * dim)
-        keep = None if keep is None else np.repeat(keep, dim)
         child_valid = validity_bools(child) if child.null_count else None
-        if child_valid is not None and keep is not None:
-            child_valid = child_valid | ~keep
         if child_valid is not None and child_valid.all():
             child_valid = None
         validity.append(child_valid)
-        if child_valid is not None:
-            keep = child_valid if keep is None else keep & child_valid
         current = child
     bits = fixed_width_bits(current.type)
     if bits is None or pa.types.is_null(current.type):
         raise UnsupportedFeatureError(
             f"fixed-size lists of {current.type} cannot be written in file versions 2.1+", column=column
         )
-    if bits == 1:
-        item = _bool_bits(current)
-        data = item if keep is None else item & keep
-    else:
-        data = _zero_invalid(fixed_bytes(current, bits // 8), keep).reshape(-1)
+    data = _bool_bits(current) if bits == 1 else fixed_bytes(current, bits // 8).reshape(-1)
     return LeafValues(
         "fsl", len(array), bytes_per_value=(bits * int(np.prod(dims)) + 7) // 8, item_bits=bits,
         dims=dims, item_validity=validity, data=data,
