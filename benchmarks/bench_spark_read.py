@@ -8,7 +8,12 @@ query then runs on both, in one local[2] session, interleaved (parquet, lance, l
 round), ``--repeat`` rounds; the first round warms up (JIT, Python workers), the median of the
 others counts. Printed: median wall seconds and median CPU seconds (this process and its
 descendants: the JVM and its Python workers; steadier than wall time on a shared machine),
-each with the ratio lance / parquet. Both sides' answers are compared before timing.
+each with the ratio lance / parquet; ``paired``, the median of each round's CPU against the
+same round's parquet read (load that drifts between rounds moves both sides of a pair); and
+``py cpu s``, the part of the CPU spent in Spark's Python workers (the rest is the JVM's and a
+few milliseconds of this driver's). Both sides' answers are compared before timing.
+``--conf KEY=VALUE`` (repeatable) sets a Spark setting for the session, e.g. the read settings
+the README suggests (``spark.driver.extraJavaOptions`` is added to the benchmark's own).
 
 Queries (each touches every byte it reads: an aggregate over each selected column, so neither
 side can return before decoding; Spark's ``noop`` sink would let parquet skip decoding its
@@ -23,7 +28,7 @@ dictionary-encoded strings):
 Lance is read two ways: ``read_dataframe`` (``df``) and ``spark.read.format("lance")`` (``ds``).
 
     python benchmarks/bench_spark_read.py [--rows 3000000] [--repeat 5] [--versions 2.2 2.0]
-        [--only full,filter,project] [--json out.json]
+        [--only full,filter,project] [--json out.json] [--conf KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -76,14 +81,17 @@ def _check_worker_engine(spark) -> None:
         raise SystemExit(f"Spark's workers import {seen}, this process {lance_format.__file__}")
 
 
-def session(base: str):
+def session(base: str, conf: dict[str, str] | None = None):
     _pin_workers_to_this_engine(base)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    spark = (
+    settings = dict(conf or {})
+    # local mode runs one JVM: the driver's Java options are the executor's
+    extra_java = settings.pop("spark.driver.extraJavaOptions", "")
+    builder = (
         SparkSession.builder.master("local[2]").appName("bench_spark_read")
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
@@ -91,9 +99,12 @@ def session(base: str):
         .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g")
         .config("spark.sql.python.filterPushdown.enabled", "true")
         .config("spark.local.dir", f"{base}/local").config("spark.sql.warehouse.dir", f"{base}/warehouse")
-        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={base} -Dderby.system.home={base}")
-        .getOrCreate()
+        .config("spark.driver.extraJavaOptions",
+                f"-Djava.io.tmpdir={base} -Dderby.system.home={base} {extra_java}".strip())
     )
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     _check_worker_engine(spark)
     return spark
@@ -138,31 +149,42 @@ def _table(rows: int):
                             pa.array(1_700_000_000_000_000 + ids * 1_000_000, pa.timestamp("us")))
 
 
-def tree_cpu() -> float:
-    """CPU seconds used so far by this process and all its descendants (the JVM, its Python
-    workers): steadier than wall time when other work shares the machine. Python workers are
-    reused across tasks, so their counters keep growing between two readings."""
+def tree_cpu() -> dict[str, float]:
+    """CPU seconds used so far by this process and all its descendants, by role: ``driver``
+    (this process), ``jvm`` (Spark's JVM) and ``python`` (the JVM's descendants: Spark's Python
+    workers and their daemon). Steadier than wall time when other work shares the machine.
+    Python workers are reused across tasks, so their counters keep growing between two
+    readings; workers that exited count in their parent (cutime + cstime)."""
     ticks = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
     stats: dict[int, float] = {}
+    java: set[int] = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                head, tail = f.read().rsplit(")", 1)
         except OSError:
             continue
+        fields = tail.split()
         pid = int(entry)
         children.setdefault(int(fields[1]), []).append(pid)
         # utime + stime, and cutime + cstime: workers that exited count in their parent
         stats[pid] = sum(int(v) for v in fields[11:15]) / ticks
-    total, todo = 0.0, [os.getpid()]
+        if head.endswith("(java"):
+            java.add(pid)
+    totals = {"driver": 0.0, "jvm": 0.0, "python": 0.0}
+    todo = [(os.getpid(), "driver")]
     while todo:
-        pid = todo.pop()
-        total += stats.get(pid, 0.0)
-        todo.extend(children.get(pid, ()))
-    return total
+        pid, role = todo.pop()
+        if role == "driver" and pid in java:
+            role = "jvm"
+        elif role == "jvm" and pid not in java:
+            role = "python"
+        totals[role] += stats.get(pid, 0.0)
+        todo.extend((child, role) for child in children.get(pid, ()))
+    return totals
 
 
 def _same(a, b) -> bool:
@@ -179,6 +201,8 @@ def main() -> None:
     parser.add_argument("--only", default="full,filter,project")
     parser.add_argument("--ways", default="df,ds", help="Lance entry points: df (read_dataframe), ds (format)")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the session (repeatable), e.g. the read settings the README suggests")
     args = parser.parse_args()
     queries = args.only.split(",")
     ways = args.ways.split(",")
@@ -188,7 +212,7 @@ def main() -> None:
     base = tempfile.mkdtemp(prefix="bench_spark_read_")
     cwd = os.getcwd()
     try:
-        spark = session(base)
+        spark = session(base, dict(c.split("=", 1) for c in args.conf))
         from lance_format.spark import read_dataframe, register
 
         register(spark)
@@ -246,32 +270,45 @@ def main() -> None:
 
         times: dict[str, list[float]] = {name: [] for name, _ in cases}
         cpu: dict[str, list[float]] = {name: [] for name, _ in cases}
+        python_cpu: dict[str, list[float]] = {name: [] for name, _ in cases}
         for _ in range(args.repeat):
             for name, run in cases:
                 start, start_cpu = time.perf_counter(), tree_cpu()
                 run()  # type: ignore[operator]
                 times[name].append(time.perf_counter() - start)
-                cpu[name].append(tree_cpu() - start_cpu)
+                used = {role: seconds - start_cpu[role] for role, seconds in tree_cpu().items()}
+                cpu[name].append(sum(used.values()))
+                python_cpu[name].append(used["python"])
         spark.stop()
     finally:
         os.chdir(cwd)
         shutil.rmtree(base, ignore_errors=True)
 
-    median = {k: statistics.median(v[1:] or v) for k, v in times.items()}
-    median_cpu = {k: statistics.median(v[1:] or v) for k, v in cpu.items()}
+    def warm(values: list[float]) -> list[float]:
+        return values[1:] or values
+
+    median = {k: statistics.median(warm(v)) for k, v in times.items()}
+    median_cpu = {k: statistics.median(warm(v)) for k, v in cpu.items()}
+    median_python = {k: statistics.median(warm(v)) for k, v in python_cpu.items()}
+    # each round's CPU against the same round's parquet read: machine load that drifts between
+    # rounds moves both sides of a pair alike
+    paired = {k: statistics.median(a / b for a, b in zip(warm(v), warm(cpu[k.split("/")[0] + "/parquet"])))
+              for k, v in cpu.items()}
     print(f"rows={args.rows}  repeat={args.repeat} (median of warm rounds)  local[2]  "
-          f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'query':30}{'wall s':>9}{'ratio':>8}{'cpu s':>9}{'ratio':>8}")
+          f"load average {os.getloadavg()[0]:.1f}" + (f"  conf {' '.join(args.conf)}" if args.conf else ""))
+    print(f"{'query':30}{'wall s':>9}{'ratio':>8}{'cpu s':>9}{'ratio':>8}{'paired':>8}{'py cpu s':>10}")
     for query in queries:
         reference, reference_cpu = median[f"{query}/parquet"], median_cpu[f"{query}/parquet"]
         for name in times:
             if name.startswith(query + "/"):
                 print(f"{name:30}{median[name]:>9.3f}{median[name] / reference:>8.2f}"
-                      f"{median_cpu[name]:>9.2f}{median_cpu[name] / reference_cpu:>8.2f}")
+                      f"{median_cpu[name]:>9.2f}{median_cpu[name] / reference_cpu:>8.2f}{paired[name]:>8.2f}"
+                      f"{median_python[name]:>10.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": args.rows, "seconds": times, "cpu": cpu, "median": median,
-                       "median_cpu": median_cpu}, f, indent=1)
+            json.dump({"rows": args.rows, "conf": args.conf, "seconds": times, "cpu": cpu,
+                       "python_cpu": python_cpu, "median": median, "median_cpu": median_cpu,
+                       "paired_cpu_ratio": paired}, f, indent=1)
 
 
 if __name__ == "__main__":
