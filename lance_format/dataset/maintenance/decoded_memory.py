@@ -62,7 +62,7 @@ pylance's 2.0 decoders and writer allocate differently.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -280,12 +280,10 @@ def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int,
 _LeafPlan = tuple[tuple[int, ...], "tuple[int, ...] | None", "_Plan | None"]
 
 
-class DecodedSizes:
-    """Modelled sizes of the arrays of scan batches, looked up by the writer (see module doc).
-
-    ``expect`` registers a batch as it is read; the writer's lookup finds an array by its buffer
-    (the very array the scan produced, or the leaf of it the writer counts), so arrays of other
-    origins are never matched."""
+class ArraySizes:
+    """Modelled sizes of arrays, registered as a scan reads them and taken once by the writer.
+    An array is found by its data buffer, offset and length (the very array the scan produced,
+    or the leaf of it the writer counts), so arrays of other origins are never matched."""
 
     def __init__(self) -> None:
         self._sizes: dict[tuple[int, int, int], int] = {}
@@ -296,6 +294,20 @@ class DecodedSizes:
         if len(buffers) < 2 or buffers[1] is None:
             return None
         return buffers[1].address, array.offset, len(array)
+
+    def register(self, array: pa.Array, size: int | None) -> None:
+        key = self._key(array)
+        if key is not None and size is not None:
+            self._sizes[key] = size
+
+    def size_of(self, array: pa.Array) -> int | None:
+        key = self._key(array)
+        return None if key is None else self._sizes.pop(key, None)
+
+
+class DecodedSizes(ArraySizes):
+    """Modelled sizes of the arrays of 2.1/2.2 scan batches (see module doc); ``expect``
+    registers a batch as it is read."""
 
     def expect(self, batch: pa.RecordBatch, plans: list[list[_LeafPlan]]) -> None:
         for column, leaves in zip(batch.columns, plans):
@@ -317,10 +329,6 @@ class DecodedSizes:
                     self._sizes[key] = _concatenated_bytes(counted)
                 else:
                     self._sizes[key] = _list_items_bytes(plan[0], plan[1], plan[2], _row_lengths(lists), counted)
-
-    def size_of(self, array: pa.Array) -> int | None:
-        key = self._key(array)
-        return None if key is None else self._sizes.pop(key, None)
 
 
 def _is_list(data_type: pa.DataType) -> bool:
@@ -406,15 +414,19 @@ def _rebatched(batches: Iterator[pa.RecordBatch], rows: int, batch_rows: int,
     carry[:0] = pending
 
 
-def registered(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment"], schema: pa.Schema,
-               batch_rows: int, sizes: DecodedSizes) -> Iterator[pa.RecordBatch]:
+BatchRegistrar = Callable[[int, pa.RecordBatch], None]
+
+
+def registered_batches(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment"], batch_rows: int,
+                       registrar: Callable[["LanceFragment"], BatchRegistrar]) -> Iterator[pa.RecordBatch]:
     """``batches`` (a scan of ``fragments`` in order, restarting batches at each fragment), each
-    registered with ``sizes`` before it is passed on; a fragment with deletions is passed on in
-    batches of ``batch_rows`` live rows, as pylance reads it."""
+    registered by ``registrar(fragment)(index, batch)`` before it is passed on while the scan
+    stays in step with pylance's batches; a fragment with deletions is passed on in batches of
+    ``batch_rows`` live rows, as pylance reads it."""
     carry: list[pa.RecordBatch] = []
     for fragment in fragments:
-        plans = fragment_batch_plans(fragment, schema, batch_rows)
-        left, index = fragment.count_rows(), 0
+        register = registrar(fragment)
+        left, index, in_step = fragment.count_rows(), 0, True
         source: Iterator[pa.RecordBatch] = batches
         if fragment.proto.HasField("deletion_file") or carry:
             source = _rebatched(batches, left, batch_rows, carry)
@@ -422,15 +434,28 @@ def registered(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment
             batch = next(source, None)
             if batch is None:
                 return
-            if plans and index < len(plans) and batch.num_rows == min(batch_rows, left):
-                sizes.expect(batch, plans[index])
-            else:
-                plans = []  # out of step: count lengths from here on
+            in_step = in_step and batch.num_rows == min(batch_rows, left)  # out of step: lengths from here on
+            if in_step:
+                register(index, batch)
             left -= batch.num_rows
             index += 1
             yield batch
     yield from carry
     yield from batches
+
+
+def registered(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment"], schema: pa.Schema,
+               batch_rows: int, sizes: DecodedSizes) -> Iterator[pa.RecordBatch]:
+    """:func:`registered_batches` of 2.1/2.2 fragments, each batch registered with ``sizes``."""
+    def registrar(fragment: "LanceFragment") -> BatchRegistrar:
+        plans = fragment_batch_plans(fragment, schema, batch_rows)
+
+        def register(index: int, batch: pa.RecordBatch) -> None:
+            if index < len(plans):
+                sizes.expect(batch, plans[index])
+        return register
+
+    return registered_batches(batches, fragments, batch_rows, registrar)
 
 
 @contextlib.contextmanager

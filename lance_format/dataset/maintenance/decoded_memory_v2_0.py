@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.maintenance.decoded_memory import _batch_ranges, _rebatched
+from lance_format.dataset.maintenance.decoded_memory import ArraySizes, _batch_ranges, registered_batches
 from lance_format.file.reader import LanceFileReader
 from lance_format.file.writer_v2_0 import legacy_decoded_memory_model
 from lance_format.proto import encodings_v2_0_pb2
@@ -232,28 +232,8 @@ def _items(array: pa.Array) -> pa.Array:
     return array.values.slice(first, last - first)
 
 
-class LegacyDecodedSizes:
-    """Modelled sizes of the arrays of scan batches of 2.0 files, looked up by the 2.0 writer by
-    the array's data buffer, offset and length (arrays of other origins are never matched)."""
-
-    def __init__(self) -> None:
-        self._sizes: dict[tuple[int, int, int], int] = {}
-
-    @staticmethod
-    def _key(array: pa.Array) -> tuple[int, int, int] | None:
-        buffers = array.buffers()
-        if len(buffers) < 2 or buffers[1] is None:
-            return None
-        return buffers[1].address, array.offset, len(array)
-
-    def register(self, array: pa.Array, size: int | None) -> None:
-        key = self._key(array)
-        if key is not None and size is not None:
-            self._sizes[key] = size
-
-    def size_of(self, array: pa.Array) -> int | None:
-        key = self._key(array)
-        return None if key is None else self._sizes.pop(key, None)
+class LegacyDecodedSizes(ArraySizes):
+    """Modelled sizes of the arrays of scan batches of 2.0 files, looked up by the 2.0 writer."""
 
 
 class _FragmentModel:
@@ -323,29 +303,13 @@ class _FragmentModel:
 
 def registered_v2_0(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment"], schema: pa.Schema,
                     batch_rows: int, sizes: LegacyDecodedSizes) -> Iterator[pa.RecordBatch]:
-    """``batches`` (a scan of 2.0 ``fragments`` in order, restarting batches at each fragment),
-    each registered with ``sizes`` before it is passed on; a fragment with deletions is passed on
-    in batches of ``batch_rows`` live rows, as pylance reads it."""
-    carry: list[pa.RecordBatch] = []
-    for fragment in fragments:
+    """:func:`~lance_format.dataset.maintenance.decoded_memory.registered_batches` of 2.0
+    fragments, each batch registered with ``sizes``."""
+    def registrar(fragment: "LanceFragment") -> Callable[[int, pa.RecordBatch], None]:
         model = _FragmentModel(fragment, schema, batch_rows)
-        left, index = fragment.count_rows(), 0
-        in_step = True
-        source: Iterator[pa.RecordBatch] = batches
-        if fragment.proto.HasField("deletion_file") or carry:
-            source = _rebatched(batches, left, batch_rows, carry)
-        while left > 0:
-            batch = next(source, None)
-            if batch is None:
-                return
-            in_step = in_step and batch.num_rows == min(batch_rows, left)
-            if in_step:
-                model.expect(index, batch, sizes)
-            left -= batch.num_rows
-            index += 1
-            yield batch
-    yield from carry
-    yield from batches
+        return lambda index, batch: model.expect(index, batch, sizes)
+
+    return registered_batches(batches, fragments, batch_rows, registrar)
 
 
 @contextlib.contextmanager
