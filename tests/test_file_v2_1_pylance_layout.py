@@ -52,6 +52,16 @@ def test_a_string_column_over_32_mib_is_one_page(tmp_path: Path, version: str) -
     assert _page_counts(ours) == [1]
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_wide_values_flush_a_page_per_queue_fill(tmp_path: Path, version: str) -> None:
+    # 300 batches of one 64 KiB value: pylance flushes once 8 MiB are queued (every 128 rows),
+    # however few rows that is; only fields holding a struct keep pages of 256 rows and more
+    rng = np.random.default_rng(5)
+    batches = [pa.record_batch({"val": pa.array([rng.bytes(64 << 10)], pa.large_binary())}) for _ in range(300)]
+    ours = _assert_same_file(tmp_path, version, pa.Table.from_batches(batches))
+    assert _page_counts(ours) == [3]
+
+
 def _rng() -> np.random.Generator:
     return np.random.default_rng(11)
 

@@ -48,9 +48,10 @@ from lance_format.schema import LanceField
 from lance_format.schema.fields import marked_packed
 
 MINIBLOCK_MAX_VALUE_BYTES = 256
-# Pages hold at least this many rows (unless the data ends first): pylance 14's reader fails on
-# nested struct columns cut into many tiny pages ("Incorrect number of nulls for StructArray"),
-# even on files its own writer made that way.
+# Pages of fields holding a struct hold at least this many rows (unless the data ends first):
+# pylance 14's reader fails on nested struct columns cut into many tiny pages ("Incorrect number
+# of nulls for StructArray"), even on files its own writer made that way. Other fields flush as
+# pylance's do, however few rows (100 values of 1 MiB: a page per 8 values).
 MIN_PAGE_ROWS = 256
 # ...but a buffer this many times over the page size is flushed anyway (huge rows).
 _FORCE_FLUSH_FACTOR = 16
@@ -315,6 +316,8 @@ class StructuralFieldWriter:
         self.counted = np.zeros(self.num_leaves, np.int64)
         self.rows = np.zeros(self.num_leaves, np.int64)
         self.rows_written = np.zeros(self.num_leaves, np.int64)
+        holds_struct = any(pa.types.is_struct(f.data_type) for f in lance_field.walk())
+        self.min_page_rows = MIN_PAGE_ROWS if holds_struct else 1
 
     def append(self, array: pa.Array) -> None:
         if not len(array):
@@ -328,7 +331,7 @@ class StructuralFieldWriter:
             self.rows[leaf] += len(array)
             self.pending[leaf].append(_pruned(array, path))
             if self.counted[leaf] >= self.max_page_bytes and (
-                self.rows[leaf] >= MIN_PAGE_ROWS or self.counted[leaf] >= _FORCE_FLUSH_FACTOR * self.max_page_bytes
+                self.rows[leaf] >= self.min_page_rows or self.counted[leaf] >= _FORCE_FLUSH_FACTOR * self.max_page_bytes
             ):
                 self._flush_leaf(leaf)
 
