@@ -26,6 +26,12 @@ dictionary-encoded strings):
   ``columns``, since Python data sources get no column pruning from Spark).
 
 Lance is read two ways: ``read_dataframe`` (``df``) and ``spark.read.format("lance")`` (``ds``).
+A third line, ``arrow floor``, is what any reader written in Python costs at the least: the same
+query's rows, decoded beforehand (by this engine, outside the clock) into uncompressed Arrow IPC
+files, one per split, and handed to Spark through ``mapInArrow`` straight from a memory map, with
+no decoding at all. Its distance to parquet is the price of Spark's Python interface (the Arrow
+stream over the worker's socket, and the JVM turning every Arrow value into an ``UnsafeRow``);
+a Lance line's distance to it is what decoding Lance in the workers adds.
 
     python benchmarks/bench_spark_read.py [--rows 3000000] [--repeat 5] [--versions 2.2 2.0]
         [--only full,filter,project] [--json out.json] [--conf KEY=VALUE ...]
@@ -149,6 +155,50 @@ def _table(rows: int):
                             pa.array(1_700_000_000_000_000 + ids * 1_000_000, pa.timestamp("us")))
 
 
+def _replay_files(files: list[str]):
+    """``mapInArrow`` over ``spark.range(len(files))``: task ``i`` yields the batches of Arrow IPC
+    file ``i`` from a memory map (zero-copy: nothing is decoded)."""
+
+    def run(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                reader = pa.ipc.open_file(pa.memory_map(files[index]))
+                for k in range(reader.num_record_batches):
+                    yield reader.get_batch(k)
+
+    return run
+
+
+def floor_dataframe(spark, path: str, base: str, **read_options):
+    """The ``arrow floor`` DataFrame of a read: the rows ``read_dataframe(spark, path,
+    **read_options)`` returns, split as it splits them, decoded now into Arrow IPC files under
+    ``base`` and replayed by the tasks without decoding."""
+    import pyarrow as pa
+
+    from lance_format.spark.common import parallelism
+    from lance_format.spark.read import plan_read
+    from lance_format.spark.tasks import read_split
+
+    plan = plan_read(path, target_splits=parallelism(spark), **read_options)
+    os.makedirs(base, exist_ok=True)
+    files = []
+    for index, split in enumerate(plan.splits):
+        files.append(f"{base}/split{index}.arrow")
+        with pa.OSFile(files[-1], "wb") as sink:
+            writer = None
+            for batch in read_split(plan.spec, split):
+                if writer is None:
+                    writer = pa.ipc.new_file(sink, batch.schema)
+                writer.write_batch(batch)
+            if writer is None:
+                writer = pa.ipc.new_file(sink, pa.schema([]))
+            writer.close()
+    n = len(files)
+    return spark.range(0, n, 1, n).mapInArrow(_replay_files(files), plan.schema)
+
+
 def tree_cpu() -> dict[str, float]:
     """CPU seconds used so far by this process and all its descendants, by role: ``driver``
     (this process), ``jvm`` (Spark's JVM) and ``python`` (the JVM's descendants: Spark's Python
@@ -199,7 +249,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--versions", nargs="+", default=["2.2", "2.0"])
     parser.add_argument("--only", default="full,filter,project")
-    parser.add_argument("--ways", default="df,ds", help="Lance entry points: df (read_dataframe), ds (format)")
+    parser.add_argument("--ways", default="df,ds,floor",
+                        help="Lance entry points: df (read_dataframe), ds (format); floor: the arrow floor")
     parser.add_argument("--json", default=None)
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting for the session (repeatable), e.g. the read settings the README suggests")
@@ -233,15 +284,20 @@ def main() -> None:
                 df = df.select(*PROJECTED)
             return aggregates(df)
 
+        def read_options(query: str) -> dict:
+            if query == "filter":
+                return {"filter": FILTER}
+            if query == "project":
+                return {"columns": PROJECTED}
+            return {}
+
+        floors = {query: floor_dataframe(spark, paths[args.versions[0]], f"{base}/floor_{query}", **read_options(query))
+                  for query in queries} if "floor" in ways else {}
+
         def lance_query(way: str, version: str, query: str):
             path = paths[version]
             if way == "df":
-                kwargs: dict = {}
-                if query == "filter":
-                    kwargs["filter"] = FILTER
-                elif query == "project":
-                    kwargs["columns"] = PROJECTED
-                df = read_dataframe(spark, path, **kwargs)
+                df = read_dataframe(spark, path, **read_options(query))
             else:
                 reader = spark.read.format("lance")
                 if query == "project":
@@ -256,14 +312,17 @@ def main() -> None:
             cases.append((f"{query}/parquet", lambda q=query: parquet_query(q)))
             for version in args.versions:
                 for way in ways:
-                    cases.append((f"{query}/lance {version} {way}",
-                                  lambda w=way, v=version, q=query: lance_query(w, v, q)))
+                    if way != "floor":
+                        cases.append((f"{query}/lance {version} {way}",
+                                      lambda w=way, v=version, q=query: lance_query(w, v, q)))
+            if query in floors:
+                cases.append((f"{query}/arrow floor", lambda q=query: aggregates(floors[q])))
 
         # the answers must agree (a faster wrong read is no result)
         for query in queries:
             expected = parquet_query(query)
             for name, run in cases:
-                if name.startswith(query + "/lance"):
+                if name.startswith(query + "/") and name != query + "/parquet":
                     got = run()
                     if len(got) != len(expected) or not all(_same(a, b) for a, b in zip(got, expected)):
                         raise SystemExit(f"{name} disagrees with parquet: {got} != {expected}")
