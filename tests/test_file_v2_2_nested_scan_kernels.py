@@ -24,9 +24,9 @@ CTX = DecodeContext("f.lance", "col")
 
 
 def _lists(rng: np.random.Generator, n: int, values: pa.Array, *, null_share: float = 0.2,
-           max_len: int = 5) -> pa.Array:
-    """n lists of 0..max_len items of ``values`` (taken from its start), some null."""
-    lengths = rng.integers(0, max_len + 1, n)
+           max_len: int = 5, min_len: int = 0) -> pa.Array:
+    """n lists of min_len..max_len items of ``values`` (taken from its start), some null."""
+    lengths = rng.integers(min_len, max_len + 1, n)
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
     mask = pa.array(rng.random(n) < null_share) if null_share else None
@@ -51,15 +51,22 @@ def _nested_arrays(n: int, seed: int = 4) -> dict[str, pa.Array]:
         "nested": pa.StructArray.from_arrays([_lists(rng, n, ints), inner_struct], ["a", "b"],
                                              mask=pa.array(rng.random(n) < 0.2)),
         "lists_of_lists": _lists(rng, n, _lists(rng, 6 * n, ints, max_len=3), max_len=3),
+        # no null or empty list and no null item: repetition levels only (see list_starts)
+        "dense": _lists(rng, n, pa.array(rng.integers(0, 9, 6 * n)), null_share=0, min_len=1),
+        "dense_lists_of_lists": _lists(rng, n, _lists(rng, 6 * n, pa.array(rng.integers(0, 9, 20 * n)),
+                                                      null_share=0, min_len=1, max_len=3),
+                                       null_share=0, min_len=1, max_len=3),
     }
 
 
-@pytest.mark.parametrize("name", ["ints", "ints_no_nulls", "points", "nested", "lists_of_lists"])
+@pytest.mark.parametrize("name", ["ints", "ints_no_nulls", "points", "nested", "lists_of_lists", "dense",
+                                  "dense_lists_of_lists"])
 def test_list_layers_compiled_and_numpy_agree(name):
     pytest.importorskip("numba")
     array = _nested_arrays(3000)[name]
     field = LanceSchema.from_arrow(pa.schema([("c", array.type)])).fields[0]
     for leaf in shred(array, field):
+        assert (leaf.defs is None) == name.startswith("dense")
         results = []
         for compiled in (False, True):
             accel.use_compiled(compiled)

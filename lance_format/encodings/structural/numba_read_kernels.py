@@ -1,6 +1,7 @@
 """More kernels of the reader compiled with numba (see :mod:`.numba_kernels`, whose cache settings
 and helpers they share): the parsing of mini-block chunk headers, the unpacking of out-of-line
-bit-packed 16-bit levels, and the list layers of rep/def levels.
+bit-packed 16-bit levels, and the list layers of rep/def levels (with and without definition
+levels).
 
 Imported only through :func:`lance_format.encodings.structural.accel.read_kernels`. Each kernel
 computes exactly what its numpy counterpart in :mod:`.miniblock` computes, with the same checks
@@ -124,6 +125,29 @@ def list_layer(rep, defs, max_level, valid_level, null_level, empty_level, upper
     offsets[k] = total
     starts = 0 if outermost else j
     return offsets[: k + 1].copy(), valid[:k].copy(), next_rep[:starts], next_def[:starts], total
+
+
+@_jit
+def list_starts(rep, outermost):  # type: ignore[no-untyped-def]
+    """One list layer of ``repdef.unravel`` without definition levels (every list valid and
+    non-empty): an entry with a nonzero repetition level starts a list. One pass instead of
+    ``flatnonzero``, an append and a gather.
+
+    Returns (the starts followed by ``len(rep)`` (int64), the repetition levels of the starts
+    minus one (empty when ``outermost``)). Branch-free as :func:`list_layer`."""
+    n = rep.shape[0]
+    offsets = np.empty(n + 1, np.int64)
+    next_rep = np.empty(1 if outermost else n, rep.dtype)
+    k = np.int64(0)
+    for i in range(n):
+        r = rep[i]
+        start = np.int64(r != 0)
+        offsets[k] = i
+        if not outermost:
+            next_rep[k] = r - start
+        k += start
+    offsets[k] = n
+    return offsets[: k + 1].copy(), next_rep[: 0 if outermost else k].copy()
 
 
 @_jit

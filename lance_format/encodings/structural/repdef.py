@@ -106,8 +106,8 @@ def unravel(rep: np.ndarray | None, defs: np.ndarray | None, meanings: list[int]
     if visible != n_items:
         raise ctx.corrupt(f"rep/def levels describe {visible} values but the page has {n_items}")
 
-    # the list layers with definition levels in one compiled pass each (see list_layer)
-    compiled = accel.read_kernels(len(defs) * 4) if defs is not None and rep is not None and len(defs) >= 64 else None
+    # each list layer in one compiled pass (see list_layer and list_starts)
+    compiled = accel.read_kernels(len(rep) * 4) if rep is not None and len(rep) >= 64 else None
     layers: list[Layer] = []
     cur_rep, cur_def = rep, defs
     def_cmp = rep_cmp = 0
@@ -144,10 +144,13 @@ def unravel(rep: np.ndarray | None, defs: np.ndarray | None, meanings: list[int]
         def_cmp += own
         assert cur_rep is not None  # a list layer means repetition levels (checked above)
         next_rep = None
-        if cur_def is None or compiled is None:
+        if compiled is None:
             start_idx = np.flatnonzero(cur_rep)
         if cur_def is None:
-            offsets = np.append(start_idx, len(cur_rep)).astype(np.int64)
+            if compiled is not None:
+                offsets, next_rep = compiled.list_starts(cur_rep, i == len(meanings) - 1)
+            else:
+                offsets = np.append(start_idx, len(cur_rep)).astype(np.int64)
             total = len(cur_rep)
             validity = None
             new_def = None
