@@ -243,6 +243,11 @@ def _same(a, b) -> bool:
     return a == b
 
 
+def answers_agree(got, expected) -> bool:
+    """Whether two ``aggregates`` rows are the same answer (floats to 1e-9)."""
+    return len(got) == len(expected) and all(_same(a, b) for a, b in zip(got, expected))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=3_000_000)
@@ -324,7 +329,7 @@ def main() -> None:
             for name, run in cases:
                 if name.startswith(query + "/") and name != query + "/parquet":
                     got = run()
-                    if len(got) != len(expected) or not all(_same(a, b) for a, b in zip(got, expected)):
+                    if not answers_agree(got, expected):
                         raise SystemExit(f"{name} disagrees with parquet: {got} != {expected}")
 
         times: dict[str, list[float]] = {name: [] for name, _ in cases}
