@@ -38,6 +38,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from lance_format.dataset.sql.pushdown import split_arrow_filter
 from lance_format.dataset.sql.translate import (
     SYSTEM_COLUMNS,
     LanceFilterDialect,
@@ -54,15 +55,31 @@ def to_expression(filter: str | pc.Expression | None, schema: pa.Schema) -> pc.E
     """Translate a SQL predicate into a ``pc.Expression`` over ``schema``; expressions pass through.
 
     Raises :class:`InvalidInputError` for syntax errors, unknown columns, unsupported constructs
-    and predicates that do not evaluate to a boolean.
+    and predicates that do not evaluate to a boolean. A pyarrow expression is translated
+    where it can be exactly (see :func:`_from_arrow`).
     """
-    if filter is None or isinstance(filter, pc.Expression):
-        return filter
+    if filter is None:
+        return None
+    if isinstance(filter, pc.Expression):
+        return _from_arrow(filter, schema)
     if not isinstance(filter, str):
         raise InvalidInputError(
             f"filter must be a SQL string or a pyarrow.compute.Expression, got {type(filter).__name__}"
         )
     return Translator(filter, schema).translate()
+
+
+def _from_arrow(expr: pc.Expression, schema: pa.Schema) -> pc.Expression:
+    """A pyarrow filter (DuckDB's, Polars', a user's) through this SQL layer where it translates
+    exactly (:mod:`lance_format.dataset.sql.pushdown`), the rest evaluated by pyarrow as given."""
+    split = split_arrow_filter(expr, validation_schema(schema))
+    if split.sql is None:
+        return expr
+    try:
+        translated = Translator(split.sql, schema).translate()
+    except InvalidInputError:
+        return expr  # not expected; pyarrow evaluating the whole filter is right in any case
+    return translated if split.residual is None else translated & split.residual
 
 
 def referenced_columns(expr: pc.Expression | str, schema: pa.Schema) -> list[str]:
