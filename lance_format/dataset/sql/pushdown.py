@@ -100,6 +100,17 @@ def _flatten(node: ExprNode, name: str) -> list[ExprNode]:
     return operands
 
 
+def _constant(node: ExprNode) -> bool:
+    """Whether ``node`` reads no column (walked iteratively, chains can be deep)."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if current.kind == "field":
+            return False
+        pending.extend(current.args)
+    return True
+
+
 def quote_identifier(name: str) -> str:
     if "`" in name or not name:
         raise _Untranslatable(f"column name {name!r}")
@@ -124,10 +135,7 @@ class _Renderer:
     # -- operands ----------------------------------------------------------------------------
     def _fold(self, node: ExprNode) -> ExprNode:
         """A call on literals only becomes the literal pyarrow computes for it."""
-        if node.kind != "call" or not node.args:
-            return node
-        args = [self._fold(a) for a in node.args]
-        if not all(a.kind == "literal" for a in args):
+        if node.kind != "call" or not _constant(node):
             return node
         try:
             value = pads.dataset(pa.table({"_": [0]})).to_table(columns={"v": rebuild(node)}).column("v")[0]
@@ -264,7 +272,11 @@ def _literal(value: pa.Scalar, target: pa.DataType) -> str:
         raise _Untranslatable("a null literal")
     if pa.types.is_integer(target) and pa.types.is_integer(source):
         number = value.as_py()
-        if not _INT64[0] <= number < _INT64[1]:
+        if pa.types.is_uint64(target) and number >= 0:
+            # the SQL layer's integer literals are int64, and pyarrow compares a uint64 column
+            # with one as int64 (refusing values above its range): keep the column's type
+            return f"arrow_cast('{number}', 'UInt64')"
+        if not _INT64[0] <= number < _INT64[1] or pa.types.is_uint64(target):
             raise _Untranslatable("an integer beyond int64")
         return str(number)
     if pa.types.is_float64(target) and (pa.types.is_integer(source) or pa.types.is_floating(source)):
