@@ -120,7 +120,7 @@ def test_duckdb_aggregates_and_replacement_scans(sources: dict[str, object]) -> 
     assert duckdb.arrow(ds).filter("id < 10").aggregate("count(*)").fetchall() == [(10,)]
     assert duckdb.from_arrow(ds).filter("qty = 3").count("*").fetchall() == [(sum(
         1 for i in range(ROWS) if i % 11 and i % 50 == 3),)]
-    scanner = ds.scanner(columns=["id"], filter="id < 5")  # a Scanner replacement scan: its rows
+    scanner = ds.scanner(columns=["id"], filter="id < 5")  # noqa: F841  (a Scanner replacement scan)
     assert duckdb.sql("SELECT sum(id) FROM scanner").fetchall() == [(10,)]
 
 

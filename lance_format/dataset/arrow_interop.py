@@ -14,7 +14,6 @@ Both also speak the Arrow PyCapsule stream protocol (``__arrow_c_stream__``): ``
 
 from __future__ import annotations
 
-import copyreg
 import functools
 from typing import Any
 
@@ -23,6 +22,11 @@ import pyarrow.dataset as pads
 from lance_format.errors import UnsupportedFeatureError
 
 __all__ = ["ArrowDatasetBase", "ArrowScannerBase"]
+
+
+def _new(cls: Any) -> Any:
+    """An instance of ``cls`` without ``__init__`` (its state is set right after)."""
+    return cls.__new__(cls)
 
 
 def _refuse(what: str) -> UnsupportedFeatureError:
@@ -49,7 +53,7 @@ class ArrowDatasetBase(pads.Dataset):  # type: ignore[misc]  # pyarrow ships no 
         cls = type(self)
         state = {key: value for key, value in self.__dict__.items() if key not in self._UNPICKLED
                  and not isinstance(getattr(cls, key, None), functools.cached_property)}
-        return copyreg.__newobj__, (cls,), state
+        return _new, (cls,), state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
