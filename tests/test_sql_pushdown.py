@@ -190,3 +190,27 @@ def test_read_and_rebuild_round_trip() -> None:
         assert rebuild(read_expression(expr)).equals(expr)
     with pytest.raises(UnreadableExpression):
         read_expression(F(0) > 1)  # a field by position has no serialized form
+
+
+def _acero_rows(batch: pa.RecordBatch, condition: pc.Expression) -> list[int]:
+    positions = pa.array(range(batch.num_rows), pa.uint64())
+    return pa.Table.from_batches([batch]).append_column("__p", positions).filter(condition)["__p"].to_pylist()
+
+
+@pytest.mark.parametrize("expr", TRANSLATED + RESIDUAL, ids=[str(e)[:80] for e in TRANSLATED + RESIDUAL])
+def test_direct_evaluation_matches_acero(expr: pc.Expression) -> None:
+    """``matching_rows`` evaluates top-level predicates by kernel calls (``sql.evaluate``):
+    the same rows as an Acero filter, for the pyarrow expression and for its translation."""
+    from lance_format.dataset.sql.evaluate import compiled
+    from lance_format.dataset.sql.filter import matching_rows
+
+    batch = TABLE.combine_chunks().to_batches()[0]
+    for condition in (expr, to_expression(expr, SCHEMA)):
+        try:
+            expected = _acero_rows(batch, condition)
+        except pa.ArrowException as err:
+            with pytest.raises(type(err)):
+                matching_rows(batch, condition)
+            continue
+        assert matching_rows(batch, condition).to_pylist() == expected
+    assert compiled(to_expression(F("id") > 3, SCHEMA)) is not None  # the fast path is taken

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-__all__ = ["ExprNode", "UnreadableExpression", "read_expression", "rebuild"]
+__all__ = ["ExprNode", "UnreadableExpression", "function_options", "read_expression", "rebuild"]
 
 
 class UnreadableExpression(Exception):
@@ -51,6 +51,7 @@ class ExprNode:
     name: str = ""
     args: list["ExprNode"] = field(default_factory=list)
     options: dict[str, pa.Scalar] | None = None
+    options_array: pa.Array | None = None  # the options as their one-row struct column
 
     def __repr__(self) -> str:  # the dataclass repr would print the whole source
         if self.kind == "field":
@@ -161,6 +162,7 @@ def _parse(source: _Serialized, start: int) -> tuple[ExprNode, int]:
             if not isinstance(options, pa.StructScalar):
                 raise UnreadableExpression("function options are not a struct")
             stack[-1].options = {name: options[name] for name in options.keys()} if options.is_valid else {}
+            stack[-1].options_array = source.columns[int(value)]
             at += 1
             continue
         elif key == "end" and stack and stack[-1].name == value:
@@ -214,3 +216,20 @@ def rebuild(node: ExprNode) -> pc.Expression:
     deserialize: Any = pc.Expression._deserialize
     result: pc.Expression = deserialize(sink.getvalue())
     return result
+
+
+def function_options(node: ExprNode) -> pc.FunctionOptions | None:
+    """The options of a call node as pyarrow's ``FunctionOptions`` (None when it has none):
+    Arrow serializes options as the same one-row struct column the expression holds."""
+    if node.options_array is None:
+        return None
+    column = node.options_array
+    schema = pa.schema([pa.field("", column.type)])
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, schema) as writer:
+        writer.write_batch(pa.record_batch([column], schema=schema))
+    try:
+        options: pc.FunctionOptions = pc.FunctionOptions.deserialize(sink.getvalue())
+    except (pa.ArrowException, TypeError, ValueError) as err:
+        raise UnreadableExpression(f"options of {node.name}: {err}") from None
+    return options

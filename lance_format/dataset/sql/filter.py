@@ -38,6 +38,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from lance_format.dataset.sql.evaluate import compiled
 from lance_format.dataset.sql.pushdown import split_arrow_filter
 from lance_format.dataset.sql.translate import (
     SYSTEM_COLUMNS,
@@ -212,20 +213,46 @@ def _nullable(node: exp.Expr, schema: pa.Schema) -> bool:
     return True
 
 
+_NO_ROWS = pa.array([], pa.uint64())
+
+
 def matching_rows(batch: pa.RecordBatch, condition: pc.Expression) -> pa.Array:
     """The positions (ascending) of the rows of ``batch`` where ``condition`` is TRUE.
 
     The predicate is evaluated into one boolean column on this thread (``Table.filter`` would
     copy every column through a threaded plan, and scans already decode batches side by side).
     """
-    plan = acero.Declaration.from_sequence([
-        acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
-        acero.Declaration("project", acero.ProjectNodeOptions([condition], ["matches"])),
-    ])
-    matches = plan.to_table(use_threads=False).column(0)
+    matches = _evaluated(batch, condition)
+    if matches is None:
+        plan = acero.Declaration.from_sequence([
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
+            acero.Declaration("project", acero.ProjectNodeOptions([condition], ["matches"])),
+        ])
+        matches = plan.to_table(use_threads=False).column(0)
     if not pa.types.is_boolean(matches.type):
         # not a predicate (an expression given directly): Table.filter reports it as it always did
         positions = pa.array(np.arange(batch.num_rows, dtype=np.uint64))
         return pa.Table.from_batches([batch]).append_column("__position", positions).filter(condition) \
             .column("__position").combine_chunks()
-    return pc.indices_nonzero(pc.fill_null(matches.combine_chunks(), False))
+    if isinstance(matches, pa.ChunkedArray):
+        matches = matches.combine_chunks()
+    if matches.true_count == 0:  # most batches of a selective filter: a popcount, no index scan
+        return _NO_ROWS
+    return pc.indices_nonzero(matches if matches.null_count == 0 else pc.fill_null(matches, False))
+
+
+def _evaluated(batch: pa.RecordBatch, condition: pc.Expression) -> pa.Array | pa.ChunkedArray | None:
+    """``condition`` on ``batch`` by direct kernel calls (:mod:`lance_format.dataset.sql.evaluate`),
+    or None where the Acero plan must decide (including any kernel error: Acero reports it)."""
+    evaluator = compiled(condition)
+    if evaluator is None:
+        return None
+    try:
+        result = evaluator(batch)
+    except (pa.ArrowException, TypeError, ValueError, KeyError):
+        return None
+    if isinstance(result, pa.Scalar):
+        return pa.repeat(result, batch.num_rows)
+    if not isinstance(result, (pa.Array, pa.ChunkedArray)) or len(result) != batch.num_rows:
+        return None
+    return result
