@@ -172,8 +172,12 @@ def test_long_or_chains_and_in_lists() -> None:
     split = split_arrow_filter(chain, SCHEMA)
     assert split.sql is not None and split.residual is None
     assert _rows(to_expression(chain, SCHEMA)) == list(range(N))
-    big = F("id").isin(list(range(0, 100_000, 3)))
+    big = F("id").isin(list(range(0, 100_000, 3)))  # long lists stay with pyarrow: cheaper
+    assert split_arrow_filter(big, SCHEMA).sql is None
     assert _rows(to_expression(big, SCHEMA)) == _rows(big)
+    listed = F("id").isin(list(range(0, 512, 2)))  # 256 values
+    assert split_arrow_filter(listed, SCHEMA).sql is not None
+    assert _rows(to_expression(listed, SCHEMA)) == _rows(listed)
 
 
 def test_unknown_columns_and_odd_names() -> None:
