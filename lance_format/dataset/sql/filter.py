@@ -23,6 +23,11 @@ Lance's planner (``rust/lance-datafusion/src/planner.rs``):
   ``json_array_contains``, ``json_array_length``) apply to JSON columns
   (:mod:`lance_format.dataset.sql.json_functions`).
 
+A ``pc.Expression`` given as a filter (what DuckDB and Polars push into a scan) is translated into
+this dialect where that is exact, the rest kept for pyarrow (:mod:`lance_format.dataset.sql.pushdown`);
+``matching_rows`` evaluates predicates over top-level columns by direct kernel calls
+(:mod:`lance_format.dataset.sql.evaluate`).
+
 System columns ``_rowid``, ``_rowaddr``, ``_row_created_at_version`` and
 ``_row_last_updated_at_version`` (uint64) may be referenced even when ``schema`` lacks them.
 """
@@ -53,7 +58,7 @@ __all__ = ["SYSTEM_COLUMNS", "to_expression", "to_value_expression", "referenced
 
 
 def to_expression(filter: str | pc.Expression | None, schema: pa.Schema) -> pc.Expression | None:
-    """Translate a SQL predicate into a ``pc.Expression`` over ``schema``; expressions pass through.
+    """Translate a SQL predicate into a ``pc.Expression`` over ``schema``.
 
     Raises :class:`InvalidInputError` for syntax errors, unknown columns, unsupported constructs
     and predicates that do not evaluate to a boolean. A pyarrow expression is translated
