@@ -105,7 +105,7 @@ def run_page(page: Path, workdir: Path, extra: dict[str, Any] | None = None) -> 
             out = io.StringIO()
             try:
                 with contextlib.redirect_stdout(out):
-                    exec(compile(code, f"{page}:{snippet.line}", "exec"), module.__dict__)
+                    exec(compile(code, f"{page}:{snippet.line}", "exec", dont_inherit=True), module.__dict__)
             except Exception as exc:
                 raise AssertionError(f"{page}:{snippet.line}: the snippet failed: {exc!r}\n{snippet.code}") from exc
             if snippet.expected is not None:
