@@ -102,3 +102,18 @@ def test_two_rendered_pages_in_chromium(site: Path, tmp_path: Path) -> None:
         server.shutdown()
     for shot in ("getting-started.png", "reference.png"):
         assert (tmp_path / shot).stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+def test_performance_charts_match_the_recorded_figures(tmp_path: Path) -> None:
+    """docs/images/perf/*.svg are what benchmarks/charts.py draws from benchmarks/figures/."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_charts", REPO / "benchmarks" / "charts.py")
+    charts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(charts)
+    written = charts.render(tmp_path)
+    assert {p.name for p in written} == {"realistic.svg", "spark_read.svg"}
+    for path in written:
+        committed = DOCS / "images" / "perf" / path.name
+        assert committed.read_text() == path.read_text(), f"run python benchmarks/charts.py ({path.name} is stale)"
+        assert f'images/perf/{path.name}' in (DOCS / "performance.md").read_text()
