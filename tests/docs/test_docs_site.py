@@ -117,3 +117,32 @@ def test_performance_charts_match_the_recorded_figures(tmp_path: Path) -> None:
         committed = DOCS / "images" / "perf" / path.name
         assert committed.read_text() == path.read_text(), f"run python benchmarks/charts.py ({path.name} is stale)"
         assert f'images/perf/{path.name}' in (DOCS / "performance.md").read_text()
+
+
+def _bash_blocks(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"```bash\n(.*?)\n```", text, re.S)
+
+
+def test_getting_started_shows_the_readmes_two_commands_and_output() -> None:
+    readme = (REPO / "README.md").read_text()
+    page = (DOCS / "getting-started.md").read_text()
+    ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
+    two = [c for c in _bash_blocks(readme) if c.endswith("run_example") or c == ci]
+    assert len(two) == 2 and all(c in _bash_blocks(page) for c in two)
+    printed = readme.split("```text")[1].split("```")[0]
+    assert printed in page  # the first command's expected output, the same on both
+
+
+def test_ui_walkthrough_page_serves_with_dg_dev_and_shows_each_step() -> None:
+    page = (DOCS / "dagster" / "ui-walkthrough.md").read_text()
+    assert _bash_blocks(page) == ["DAGSTER_HOME=/tmp/lance-assets-example/dagster_home .venv/bin/dg dev"]
+    shots = sorted((DOCS / "images" / "ui").glob("*.png"))
+    assert len(shots) == 5
+    for shot in shots:
+        assert f"../images/ui/{shot.name}" in page
+        assert 10_000 < shot.stat().st_size < 200_000  # a real page, kept small
+    for step in ("raw_orders", "column_schema_change", "Materialize", "raw_orders_versions_sensor",
+                 "change_raw_orders", '{"raw_orders": 6}'):
+        assert step in page
