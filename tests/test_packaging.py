@@ -172,7 +172,8 @@ def test_wheel_installs_into_a_fresh_environment_and_writes_a_table(distribution
     subprocess.run([str(base_python), "-m", "venv", str(env)], check=True, timeout=120)
     python = env / "bin" / "python"
     installed = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(distributions["wheel"])],
+        [str(python), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check",
+         str(distributions["wheel"])],
         capture_output=True, text=True, timeout=600,
     )
     assert installed.returncode == 0, installed.stderr[-3000:]
