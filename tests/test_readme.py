@@ -1,5 +1,9 @@
-"""The README's set-up: exactly two labelled commands, the second the one CI runs, and a UI
-walkthrough served by ``dg dev`` with the command the first one prints."""
+"""The README: exactly two labelled set-up commands, the second the one CI runs; the UI served by
+``dg dev`` with the command the first one prints; short, with install instructions that work,
+a quick start that runs (one example per layer) and links into the documentation site.
+
+The reference material the README used to hold is in docs/; tests/docs/ checks it (the moved
+UI walkthrough steps, the commands repeated on the Getting started page, every snippet)."""
 
 from __future__ import annotations
 
