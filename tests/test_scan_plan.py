@@ -77,6 +77,7 @@ def test_filter_splits_the_read_for_late_materialization(uri):
     assert plan.late.first.system == ("_rowaddr",)  # to find the passing rows again
     assert _names(plan.late.rest) == ["id", "url"]
     assert plan.output == ("id", "url")
+    assert "; then [id, url] for the passing rows only)" in explain(plan)
 
 
 def test_filter_on_output_columns_only_needs_no_late_read(uri):
