@@ -69,7 +69,7 @@ class LanceScanner(ArrowScannerBase):
         self.plan: ScanPlan = plan_scan(
             dataset, columns=columns, filter=filter, limit=limit, offset=offset, with_row_id=with_row_id,
             with_row_address=with_row_address, batch_size=batch_size, fragments=fragments, order_by=order_by,
-            strict_batch_size=strict_batch_size, include_deleted_rows=include_deleted_rows, **options)
+            strict_batch_size=strict_batch_size, include_deleted_rows=include_deleted_rows, options=options)
         self._counts = ScanCounts()
 
     def _executor(self) -> ScanExecutor:

@@ -229,9 +229,10 @@ def plan_scan(
     strict_batch_size: bool = False,
     include_deleted_rows: bool = False,
     index: IndexStep | None = None,
-    **options: Any,
+    options: Mapping[str, Any] | None = None,
 ) -> ScanPlan:
-    """Plan a scan of ``dataset`` (``LanceDataset.scanner``'s parameters and options).
+    """Plan a scan of ``dataset`` (``LanceDataset.scanner``'s parameters; its other options,
+    such as ``batch_readahead`` or ``blob_handling``, in ``options``).
 
     ``fragments`` may hold :class:`FragmentRange` items to scan physical row ranges only.
     ``index``: a step narrowing each fragment to candidate rows (see :class:`IndexStep`); kept
@@ -245,6 +246,7 @@ def plan_scan(
         An option asking for a feature this engine lacks (vector or full-text search).
     """
     uri = dataset.uri
+    options = options or {}
     readahead, fragment_readahead, io_buffer_size = readahead_of(options, table=uri)
     check_options(options, table=uri)
     table_schema = dataset.lance_schema
