@@ -307,7 +307,9 @@ def plan_scan(
             asked_late is True or isinstance(asked_late, (list, tuple))),
         strict_batch_size=bool(strict_batch_size), readahead=readahead, fragment_readahead=fragment_readahead,
         io_buffer_size=io_buffer_size, in_order=options.get("scan_in_order") is not False,
-        # an index narrows the rows a filter reads; deleted rows (include_deleted_rows) are read in full
+        # an index narrows the rows a filter reads; deleted rows (include_deleted_rows) are read in
+        # full. (Choosing a table's own scalar index for ``condition`` belongs here, as a default
+        # for ``index`` when the caller gives none; the executor asks it per fragment.)
         index=index if condition is not None and not include_deleted_rows else None,
     )
 
