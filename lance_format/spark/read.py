@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID, SYSTEM_COLUMNS
-from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.scan import plan_scan
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore
 from lance_format.spark.common import pack_options, parallelism, table_location
@@ -202,11 +202,9 @@ def plan_read(
     """Open (and so pin) the version, validate the request and plan the splits."""
     ds = LanceDataset(table_location(uri), version, storage_options=storage_options)
     wanted = _output_columns(ds, columns, with_row_id, with_row_address)
-    if filter is not None:
-        filter_schema = ds.schema
-        for name in SYSTEM_COLUMNS:
-            filter_schema = filter_schema.append(pa.field(name, pa.uint64()))
-        to_expression(filter, filter_schema)  # a bad filter fails here, not in a task
+    # each task plans its split with the engine's plan_scan; planning the whole read here refuses
+    # a bad filter (or column) before any task runs
+    plan_scan(ds, columns=list(wanted), filter=filter)
     if (batch_size is not None and batch_size <= 0) or rows_per_split <= 0:
         raise InvalidInputError("batch_size and rows_per_split must be positive", table=ds.uri)
     schema = spark_schema(_arrow_output_schema(ds, wanted))
