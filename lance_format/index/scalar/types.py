@@ -1,0 +1,6 @@
+"""The built-in scalar index types: importing this module registers each of them.
+
+One module per type (``btree``, ``bitmap``, ...); add a type by importing its module here.
+"""
+
+from __future__ import annotations
