@@ -4,3 +4,5 @@ One module per type (``btree``, ``bitmap``, ...); add a type by importing its mo
 """
 
 from __future__ import annotations
+
+from lance_format.index.scalar import bitmap, btree  # noqa: F401 - registers BITMAP and BTREE
