@@ -145,6 +145,8 @@ class BTreeIndex(ScalarIndex):
             return np.flatnonzero(self._null_counts > 0)
         if isinstance(query, IsNotNull):
             return np.arange(self._null_max, n)
+        if isinstance(query, Range) and any(b is not None and not b.is_valid for b in (query.lower, query.upper)):
+            return np.zeros(0, dtype=np.int64)  # a comparison with NULL matches nothing
         if is_float(self._mins.type):
             # NaN sorts last and compares unlike numbers: read every page from the first candidate on
             if isinstance(query, Range):
