@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.index_scan import IndexScanPlan
 from lance_format.dataset.scan_stats import ScanCounts, reporting
 from lance_format.io.counters import bytes_read_counter, iops_counter
 from lance_format.dataset.scan_options import (
@@ -158,6 +159,10 @@ class LanceScanner:
         self._order_by = orderings(order_by, table=uri)
 
         self._filter = to_expression(filter, known) if filter is not None else None
+        # the index step needs the SQL text (an expression filter is never answered from indices)
+        self._filter_text = filter if isinstance(filter, str) else None
+        self._filter_schema = known
+        self._use_scalar_index = options.get("use_scalar_index") is not False
         if self._filter is not None:
             needed += [n for n in referenced_columns(self._filter, known) if n not in needed]
         for key in self._order_by:
@@ -238,20 +243,22 @@ class LanceScanner:
         return bases
 
     def _decoded(self, schema: LanceSchema, system: list[str],
-                 finish: Callable[[LanceFragment, pa.RecordBatch], _T], **read: Any) -> Iterator[tuple[LanceFragment, _T]]:
+                 finish: Callable[[LanceFragment, pa.RecordBatch], _T], fragments: list[LanceFragment] | None = None,
+                 **read: Any) -> Iterator[tuple[LanceFragment, _T]]:
         """``finish(fragment, batch)`` for every batch of every fragment, ``batch_readahead`` of
         them decoded (and finished) at once across fragment edges (from ``fragment_readahead``
         fragments at most, when given), in table order unless ``scan_in_order=False``."""
         depth = self._readahead
-        if self._io_buffer_size and depth > 1 and self._fragments:
+        fragments = self._fragments if fragments is None else fragments
+        if self._io_buffer_size and depth > 1 and fragments:
             # io_buffer_size: the pages of the batches in flight stay within it (one batch at least)
-            batch_bytes = self._fragments[0].stored_bytes_per_row(schema) * self._batch_size
+            batch_bytes = fragments[0].stored_bytes_per_row(schema) * self._batch_size
             if batch_bytes > 0:
                 depth = max(1, min(depth, int(self._io_buffer_size // batch_bytes)))
         threaded = depth > 1
 
         def tasks() -> Iterator[tuple[LanceFragment, Callable[[], pa.RecordBatch]]]:
-            for fragment in self._fragments:
+            for fragment in fragments:
                 self._counts.fragments += 1
                 for task in fragment.batch_tasks(schema, system, self._batch_size, threads=threaded, **read):
                     yield fragment, task
@@ -263,9 +270,49 @@ class LanceScanner:
         return map_ordered(run, tasks(), depth, ordered=self._in_order, group=_fragment_of,
                            max_groups=self._fragment_readahead)
 
+    @cached_property
+    def _index_plan(self) -> IndexScanPlan | None:
+        """The index step of this scan (None: no index helps, or the scan must see every row)."""
+        if (self._filter_text is None or not self._use_scalar_index or self._row_offsets
+                or self._include_deleted):
+            return None
+        return IndexScanPlan.build(self._dataset, self._filter_text, self._filter_schema, self._fragments)
+
     def _filtered_batches(self) -> Iterator[pa.RecordBatch]:
+        plan = self._index_plan
+        if plan is None or not plan.answers():
+            yield from self._scanned_batches(self._fragments)
+            return
+        # fragments in table order: runs of uncovered ones scanned, covered ones read at their candidates
+        run: list[LanceFragment] = []
+        for fragment in self._fragments:
+            if not plan.covers(fragment.fragment_id):
+                run.append(fragment)
+                continue
+            if run:
+                yield from self._scanned_batches(run)
+                run = []
+            yield from self._candidate_batches(fragment, plan.offsets(fragment))
+        if run:
+            yield from self._scanned_batches(run)
+
+    def _candidate_batches(self, fragment: LanceFragment, offsets: np.ndarray) -> Iterator[pa.RecordBatch]:
+        """The rows at ``offsets`` (an index's candidates) that pass the filter."""
+        assert self._filter is not None  # an index step exists only for a filter
+        self._counts.fragments += 1
+        for start in range(0, len(offsets), self._batch_size):
+            chunk = offsets[start:start + self._batch_size]
+            batch = fragment.take_physical(self._read_schema, self._read_system, chunk)
+            self._counts.rows += batch.num_rows
+            matching = matching_rows(batch, self._filter)
+            if len(matching) < batch.num_rows:
+                batch = batch.take(matching)
+            if batch.num_rows:
+                yield batch
+
+    def _scanned_batches(self, fragments: list[LanceFragment]) -> Iterator[pa.RecordBatch]:
         if self._late is not None:
-            yield from self._late_batches()
+            yield from self._late_batches(fragments)
             return
         bases = self._fragment_bases() if self._row_offsets else {}
 
@@ -283,7 +330,7 @@ class LanceScanner:
                     batch = batch.take(matching)
             return rows, batch
 
-        for _, (rows, batch) in self._decoded(self._read_schema, self._read_system, finish,
+        for _, (rows, batch) in self._decoded(self._read_schema, self._read_system, finish, fragments,
                                               include_deleted=self._include_deleted, keep_addresses=self._row_offsets):
             self._counts.rows += rows
             if batch.num_rows:
@@ -303,7 +350,7 @@ class LanceScanner:
         ordered = sorted_table(pa.Table.from_batches(matching), self._order_by, uri=self._dataset.uri)
         yield from ordered.combine_chunks().to_batches(max_chunksize=self._output_rows)
 
-    def _late_batches(self) -> Iterator[pa.RecordBatch]:
+    def _late_batches(self, fragments: list[LanceFragment]) -> Iterator[pa.RecordBatch]:
         """A filtered scan reading the non-filter columns of passing rows only.
 
         The filter columns are read and filtered ``batch_readahead`` batches at once. Passing
@@ -321,7 +368,7 @@ class LanceScanner:
         pending: list[pa.RecordBatch] = []  # passing rows' filter columns, not yet completed
         pending_rows = 0
         pending_fragment: LanceFragment | None = None
-        for fragment, (batch, passing) in self._decoded(first_schema, first_system, passing_rows):
+        for fragment, (batch, passing) in self._decoded(first_schema, first_system, passing_rows, fragments):
             self._counts.rows += batch.num_rows
             if not len(passing):
                 continue
@@ -499,6 +546,9 @@ class LanceScanner:
             f"physical_rows={physical}, {deleted}, system_columns={self._read_system}, "
             f"batch_size={self._batch_size}, batch_readahead={self._readahead}"
             f"{'' if self._in_order else ', out of order'}" + (f", metrics=[{read_metrics}]" if read_metrics else ""))
+        plan = self._index_plan
+        if plan is not None:
+            lines.append(plan.describe())  # pylance's ScalarIndexQuery, under the read it feeds
         text = "\n".join("  " * i + line for i, line in enumerate(lines)) + "\n"
         if verbose:
             indent = "  " * len(lines)

@@ -5,7 +5,5 @@ One module per type (``btree``, ``bitmap``, ...); add a type by importing its mo
 
 from __future__ import annotations
 
-from lance_format.index.scalar import zonemap  # noqa: E402,F401  (idx30b: ZONEMAP)
-from lance_format.index.scalar import bloomfilter  # noqa: E402,F401  (idx30b: BLOOMFILTER)
-from lance_format.index.scalar import label_list  # noqa: E402,F401  (idx30b: LABEL_LIST)
-from lance_format.index.scalar import ngram  # noqa: E402,F401  (idx30b: NGRAM)
+from lance_format.index.scalar import bitmap, btree  # noqa: F401 - registers BITMAP and BTREE
+from lance_format.index.scalar import bloomfilter, label_list, ngram, zonemap  # noqa: F401 - idx30b's types
