@@ -40,7 +40,7 @@ def build_ours(uri: str, column: str, index_type: str, name: str | None = None, 
     uuid = str(uuidlib.uuid4())
     store = store_for(uri, uuid, ds.data_storage_version)
     kind.train(store, training_batches(uri, column, kind.row_key), field.type, params)
-    details = kind.details_for(field.type, params) if hasattr(kind, "details_for") else kind.details(params)
+    details = kind.details(params)
     if commit:
         field_id = ds.lance_schema.field(column).id() if hasattr(ds, "lance_schema") else None
         if field_id is None:

@@ -20,6 +20,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from lance_format.dataset.sql.index_terms_text import text_term
 from lance_format.dataset.sql.translate import LanceFilterDialect, Translator
 from lance_format.errors import InvalidInputError
 from lance_format.index.scalar.queries import Equals, IsIn, IsNull, Range, ScalarQuery
@@ -133,7 +134,8 @@ class _Extractor:
             return self._in(node)
         if type(node) in _FLIP:
             return self._comparison(node)
-        return OPAQUE
+        found = text_term(self, node)  # LABEL_LIST / NGRAM terms (index_terms_text)
+        return OPAQUE if found is None else Leaf(*found)
 
     def _in(self, node: exp.In) -> Term:
         if any(node.args.get(key) is not None for key in ("query", "unnest", "field")) or not node.expressions:

@@ -38,7 +38,7 @@ class _Zones:
         floating = pa.types.is_floating(mins.type)
         self.max_nan = _mask(pc.is_nan(maxs)) if floating else np.zeros(len(maxs), bool)
         min_valid = _mask(pc.is_valid(mins))
-        self.finite_min = min_valid & ~(_mask(pc.is_nan(mins)) if floating else False)
+        self.finite_min = min_valid & ~_mask(pc.is_nan(mins)) if floating else min_valid
 
     def ge_lower(self, value: pa.Scalar, inclusive: bool) -> np.ndarray:
         """Zones whose max is above ``value`` (or unknown: a NaN max)."""

@@ -37,14 +37,6 @@ def is_nested(data_type: pa.DataType) -> bool:
     return pa.types.is_nested(data_type)
 
 
-def _uses_seeds(data_type: pa.DataType) -> bool:
-    """pylance's default ``use_seeds``: variable-width, wide fixed-width and nested types."""
-    return (pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
-            or pa.types.is_binary(data_type) or pa.types.is_large_binary(data_type)
-            or pa.types.is_decimal(data_type) or pa.types.is_nested(data_type)
-            or (pa.types.is_fixed_size_binary(data_type) and data_type.byte_width > 8))
-
-
 def rows_per_zone_param(params: Mapping[str, Any], key: str, default: int) -> int:
     value = params.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) <= 0:
@@ -106,14 +98,11 @@ class ZoneMapIndexType(ScalarIndexType):
 
     @classmethod
     def details(cls, params: Mapping[str, Any]) -> bytes:
+        # use_seeds stays false: pylance then rebuilds new fragments' zones by scanning them (it
+        # sets it for strings, binaries, decimals and nested types, and would look for per-fragment
+        # seed buffers that files this engine writes do not carry)
         rows = rows_per_zone_param(params, "rows_per_zone", DEFAULT_ROWS_PER_ZONE)
-        seeds = _uses_seeds(params["_value_type"]) if "_value_type" in params else False
-        return encode_fields([(1, rows), (2, int(seeds)), (3, 1)])
-
-    @classmethod
-    def details_for(cls, value_type: pa.DataType, params: Mapping[str, Any]) -> bytes:
-        """The details message for a column of ``value_type`` (``use_seeds`` depends on it)."""
-        return cls.details({**params, "_value_type": value_type})
+        return encode_fields([(1, rows), (2, 0), (3, 1)])
 
     @classmethod
     def train(cls, store: IndexStore, batches: Iterable[pa.RecordBatch], value_type: pa.DataType,
