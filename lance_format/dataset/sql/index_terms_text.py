@@ -36,6 +36,7 @@ def _labels(extractor: "_Extractor", node: exp.Expr, item_type: pa.DataType) -> 
 
 
 def _list_query(extractor: "_Extractor", node: exp.Expr) -> tuple[str, ScalarQuery] | None:
+    kind: type[LabelListHasAny] | type[LabelListHasAll]
     if isinstance(node, exp.Anonymous) and str(node.this).lower() == "array_has_any" and len(node.expressions) == 2:
         column, labels, kind = node.expressions[0], node.expressions[1], LabelListHasAny
     elif isinstance(node, exp.ArrayContainsAll):
@@ -47,7 +48,7 @@ def _list_query(extractor: "_Extractor", node: exp.Expr) -> tuple[str, ScalarQue
     found = extractor.column(column)
     if found is None or not (pa.types.is_list(found[1]) or pa.types.is_large_list(found[1])):
         return None
-    if kind is not LabelListHasAny and isinstance(node, exp.ArrayContainsAll) and not isinstance(labels, exp.Array):
+    if isinstance(node, exp.ArrayContainsAll) and not isinstance(labels, exp.Array):
         return None
     values = _labels(extractor, labels, found[1].value_type)
     return None if values is None else (found[0], kind(values))

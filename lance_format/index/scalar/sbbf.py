@@ -80,4 +80,4 @@ def might_contain(data: bytes, hashes: np.ndarray) -> np.ndarray:
     positions = _positions(hashes, len(data) // 32)
     bytes_ = array[(positions >> np.uint64(3)).astype(np.int64)]
     present = (bytes_ >> (positions & np.uint64(7)).astype(np.uint8)) & 1
-    return present.all(axis=1)
+    return np.asarray(present.all(axis=1), dtype=bool)

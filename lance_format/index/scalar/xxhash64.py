@@ -87,10 +87,8 @@ def hash_fixed(values: np.ndarray) -> np.ndarray:
 
 def hash_binary(array: pa.Array) -> np.ndarray:
     """xxHash64 of each (non-null) string's or binary's bytes; nulls hash as empty (callers drop them)."""
-    if pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type):
-        offset_type = np.int64
-    else:
-        offset_type = np.int32
+    large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
+    offset_type: type[np.signedinteger] = np.int64 if large else np.int32
     buffers = array.buffers()
     offsets = np.frombuffer(buffers[1], dtype=offset_type)[array.offset:array.offset + len(array) + 1].astype(np.int64)
     data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
