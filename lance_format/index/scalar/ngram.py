@@ -23,7 +23,7 @@ from pyroaring import BitMap
 from lance_format.errors import ArgumentTypeError
 from lance_format.index.scalar import queries as q
 from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndex, ScalarIndexType, SearchResult, register
-from lance_format.index.scalar.ngram_text import N, NULL_TOKEN, prepare, query_tokens, trigrams
+from lance_format.index.scalar.ngram_text import N, NULL_TOKEN, query_tokens, trigrams
 from lance_format.index.scalar.rowsets import deserialize_roaring_treemap
 from lance_format.index.scalar.zones import write_segment_file
 from lance_format.index.store import IndexStore
@@ -34,6 +34,7 @@ SCHEMA = pa.schema([
     pa.field("posting_list", pa.binary(), nullable=False, metadata={"lance-encoding:compression": "none"}),
 ])
 _SHIFT = np.uint64(32)
+_PAIRS_PER_UPDATE = 2_000_000
 
 
 def _is_string(data_type: pa.DataType) -> bool:
@@ -50,7 +51,11 @@ class _Postings:
         if len(tokens) == 0:
             return
         keys = (tokens.astype(np.uint64) << _SHIFT) | (rows >> _SHIFT)
-        order = np.argsort(keys, kind="stable")
+        fragments = rows >> _SHIFT
+        if int(tokens.max()) < 1 << 16 and (fragments == fragments[0]).all():
+            order = np.argsort(tokens.astype(np.uint16), kind="stable")  # a radix sort
+        else:
+            order = np.argsort(keys)
         keys, lows = keys[order], (rows[order] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(keys)]
         # one update per (token, fragment) group of the batch, not per row
@@ -99,12 +104,22 @@ class NGramIndexType(ScalarIndexType):
               params: Mapping[str, Any]) -> None:
         cls.check_type("value", value_type)
         postings = _Postings()
+        pending: list[tuple[np.ndarray, np.ndarray]] = []
+        pending_size = 0
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             rows = batch.column(cls.row_key).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-            tokens, positions = trigrams(prepare(batch.column(VALUE_COLUMN)))
-            postings.add(tokens, rows[positions])
+            tokens, positions = trigrams(batch.column(VALUE_COLUMN))
+            pending.append((tokens, rows[positions]))
+            pending_size += len(tokens)
+            # bitmaps are updated per (token, fragment) group: gather a few batches first so
+            # that each group is larger (bounded: about 2M pairs held at a time)
+            if pending_size >= _PAIRS_PER_UPDATE:
+                postings.add(np.concatenate([t for t, _ in pending]), np.concatenate([r for _, r in pending]))
+                pending, pending_size = [], 0
+        if pending:
+            postings.add(np.concatenate([t for t, _ in pending]), np.concatenate([r for _, r in pending]))
         write_segment_file(store, FILE, postings.table(), {})
 
     @classmethod
