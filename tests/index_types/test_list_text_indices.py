@@ -171,3 +171,30 @@ def test_trigram_tokens():
     tokens, positions = trigrams(pa.array(["abcd", None, "ab", "x-yz!q12"]))
     assert sorted(zip(positions.tolist(), tokens.tolist())) == sorted(
         [(0, 15516), (0, 16923), (1, 0), (3, 37040)])
+
+
+def test_pylance_optimizes_our_indices_after_append(dataset_uri, table):
+    ours = lance_format.dataset(dataset_uri)
+    kinds = {"tags": "LABEL_LIST", "url": "NGRAM", "id": "ZONEMAP", "cat": "BLOOMFILTER"}
+    for column, kind in kinds.items():
+        ours.create_scalar_index(column, kind)
+    lance.write_dataset(table.slice(100, 3000), dataset_uri, mode="append")
+    lance.dataset(dataset_uri).optimize.optimize_indices()  # pylance extends our segments
+    filters = ["array_has_any(tags, ['red'])", "contains(url, 'shop')", "id = 150", "cat = 'delta'"]
+    for flt in filters:
+        expected = _ids(lance.dataset(dataset_uri), flt, use_scalar_index=False)
+        assert np.array_equal(_ids(lance.dataset(dataset_uri), flt), expected), flt
+        assert np.array_equal(_ids(lance_format.dataset(dataset_uri), flt), expected), flt
+
+
+def test_zone_indices_with_stable_row_ids(tmp_path, table):
+    uri = str(tmp_path / "stable_zones.lance")
+    lance.write_dataset(table.slice(0, 6000), uri, max_rows_per_file=2500, enable_stable_row_ids=True)
+    lance.dataset(uri).update({"score": "score + 1"}, where="id % 5 = 0")
+    ours = lance_format.dataset(uri)
+    ours.create_scalar_index("score", "ZONEMAP")
+    ours.create_scalar_index("cat", "BLOOMFILTER")
+    for flt in ("score > 990", "cat = 'gamma'", "cat IS NULL"):
+        expected = _ids(lance.dataset(uri), flt, use_scalar_index=False)
+        assert np.array_equal(_ids(lance.dataset(uri), flt), expected), flt
+        assert np.array_equal(_ids(lance_format.dataset(uri), flt), expected), flt
