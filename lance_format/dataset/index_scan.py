@@ -169,7 +169,8 @@ class IndexScanPlan:
             if result is None:
                 return None
             exact &= result.exact
-            pieces.append(self._to_addresses(result.rows, index.index_type.row_key))
+            held = index.index_type.entries_hold(int(segment.meta.index_version))
+            pieces.append(self._to_addresses(result.rows, held))
         merged = np.unique(np.concatenate(pieces)) if pieces else _EMPTY
         return _Candidates(self._within(merged), exact)
 

@@ -77,10 +77,22 @@ class ScalarIndexType(abc.ABC):
     type_url: ClassVar[str]
     #: ``IndexMetadata.index_version`` pylance 14.0.2 writes for this type
     index_version: ClassVar[int] = 0
-    #: the row identifier an entry holds (see :mod:`lance_format.index`)
+    #: the row identifier a new segment's entries hold (see :mod:`lance_format.index`); what an
+    #: existing segment's hold is :meth:`entries_hold` of its ``index_version``
     row_key: ClassVar[RowKey] = "_rowid"
     #: other spellings ``create_scalar_index`` accepts (``"BITMAP"`` has none)
     aliases: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def version_for(cls, stable_row_ids: bool) -> int:
+        """The ``index_version`` a new segment gets in a table with / without stable row ids."""
+        return cls.index_version
+
+    @classmethod
+    def entries_hold(cls, index_version: int) -> RowKey:
+        """What the entries of a segment of ``index_version`` are (pylance 14.0.2 reads a BTREE
+        of version 0 as holding ``_rowid`` and of version 1 as holding row addresses)."""
+        return cls.row_key
 
     @classmethod
     @abc.abstractmethod

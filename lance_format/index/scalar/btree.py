@@ -10,7 +10,8 @@ Files (pylance 14.0.2's layout):
   else), ``null_count`` (uint32) and ``page_idx`` (uint32); schema metadata
   ``range_partitioned = "false"`` and ``batch_size`` (``"4096"``).
 
-``ids`` are row *addresses* even in tables with stable row ids (what pylance 14.0.2 writes).
+``ids`` are row *addresses*; in a table with stable row ids pylance 14.0.2 marks that with
+``index_version`` 1 (a version-0 segment's ids are read as stable row ids there).
 A search finds the candidate pages from the lookup (binary search on the page bounds), reads
 only those pages and compares their values: the answer is exact.
 """
@@ -23,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import CorruptFileError, InvalidInputError
-from lance_format.index.scalar.base import ScalarIndex, ScalarIndexType, SearchResult, register
+from lance_format.index.scalar.base import RowKey, ScalarIndex, ScalarIndexType, SearchResult, register
 from lance_format.index.scalar.common import combined, is_float, matches, scalar_text, sort_order, storage
 from lance_format.index.scalar.queries import Equals, IsIn, IsNotNull, IsNull, Range, ScalarQuery
 from lance_format.index.store import IndexStore
@@ -61,6 +62,16 @@ class BTreeIndexType(ScalarIndexType):
     type_url = "/lance.table.BTreeIndexDetails"
     index_version = 0
     row_key = "_rowaddr"
+
+    @classmethod
+    def version_for(cls, stable_row_ids: bool) -> int:
+        # pylance 14.0.2: version 1 marks entries that are row addresses in a table with stable
+        # row ids (version 0 entries are read as row ids there); other tables get version 0
+        return 1 if stable_row_ids else 0
+
+    @classmethod
+    def entries_hold(cls, index_version: int) -> RowKey:
+        return "_rowaddr" if index_version >= 1 else "_rowid"
 
     @classmethod
     def supports(cls, data_type: pa.DataType) -> bool:

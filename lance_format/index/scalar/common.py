@@ -157,6 +157,8 @@ def scalar_text(value: pa.Scalar | None) -> str:
         return "NULL"
     if isinstance(value, pa.ExtensionScalar):
         value = value.value
+    if pa.types.is_timestamp(value.type) or pa.types.is_time(value.type) or pa.types.is_duration(value.type):
+        return str(value.cast(pa.int64()).as_py())  # DataFusion prints these as their raw integers
     python = value.as_py()
     if isinstance(python, float) and python.is_integer():
         return str(int(python))
