@@ -22,6 +22,7 @@ import pyarrow as pa
 from lance_format.dataset.index_describe import field_paths
 from lance_format.dataset.sql.index_terms import OPAQUE, And, Leaf, Not, Or, Term, index_terms
 from lance_format.index.catalog import IndexCatalog, NamedIndex, RowIdLookup, display_type
+from lance_format.index.scalar.base import difference_sorted, intersect_sorted, sorted_unique
 from lance_format.index.scalar.queries import describe as describe_query
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ class IndexScanPlan:
             exact &= result.exact
             held = index.index_type.entries_hold(int(segment.meta.index_version))
             pieces.append(self._to_addresses(result.rows, held))
-        merged = np.unique(np.concatenate(pieces)) if pieces else _EMPTY
+        merged = sorted_unique(np.concatenate(pieces)) if pieces else _EMPTY
         return _Candidates(self._within(merged), exact)
 
     def _evaluate(self, plan: _Plan) -> _Candidates | None:
@@ -181,7 +182,7 @@ class IndexScanPlan:
             inner = self._evaluate(plan.child)  # type: ignore[arg-type]
             if inner is None or not inner.exact:
                 return None  # the complement of a superset is not a superset
-            return _Candidates(np.setdiff1d(self._all_rows(), inner.addresses, assume_unique=True), False)
+            return _Candidates(difference_sorted(self._all_rows(), inner.addresses), False)
         results = [self._evaluate(c) for c in plan.children]  # type: ignore[arg-type]
         if isinstance(plan, And):
             known = [r for r in results if r is not None]
@@ -189,11 +190,11 @@ class IndexScanPlan:
                 return None
             addresses = known[0].addresses
             for r in known[1:]:
-                addresses = np.intersect1d(addresses, r.addresses, assume_unique=True)
+                addresses = intersect_sorted(addresses, r.addresses)
             return _Candidates(addresses, len(known) == len(results) and all(r.exact for r in known))
         if any(r is None for r in results):
             return None
-        union = np.unique(np.concatenate([r.addresses for r in results if r is not None]))
+        union = sorted_unique(np.concatenate([r.addresses for r in results if r is not None]))
         return _Candidates(union, all(r is not None and r.exact for r in results))
 
     def _split(self) -> dict[int, np.ndarray] | None:

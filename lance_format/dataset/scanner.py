@@ -56,6 +56,9 @@ _T = TypeVar("_T")
 DEFAULT_BATCH_SIZE = 65536  # rows read at a time when the caller gives no batch_size
 PYLANCE_BATCH_SIZE = 8192  # pylance's default: output batches are cut to it (without a batch_size)
 _DENSE = 0.25  # above this fraction of a batch's rows passing, its other columns are read, not taken
+# above this fraction of a fragment's rows being an index's candidates, the fragment is scanned:
+# taking scattered rows decodes most pages anyway, and the scan's late materialization is cheaper
+_INDEX_DENSE = 0.1
 
 
 def _filter_schema(arrow_schema: pa.Schema) -> pa.Schema:
@@ -286,13 +289,14 @@ class LanceScanner:
         # fragments in table order: runs of uncovered ones scanned, covered ones read at their candidates
         run: list[LanceFragment] = []
         for fragment in self._fragments:
-            if not plan.covers(fragment.fragment_id):
-                run.append(fragment)
+            offsets = plan.offsets(fragment) if plan.covers(fragment.fragment_id) else None
+            if offsets is None or len(offsets) > _INDEX_DENSE * fragment.physical_rows:
+                run.append(fragment)  # not covered, or so many candidates that a scan reads less
                 continue
             if run:
                 yield from self._scanned_batches(run)
                 run = []
-            yield from self._candidate_batches(fragment, plan.offsets(fragment))
+            yield from self._candidate_batches(fragment, offsets)
         if run:
             yield from self._scanned_batches(run)
 

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lance_format.errors import CorruptFileError
+from lance_format.index.scalar.base import sorted_unique
 from lance_format.index.scalar.queries import Equals, IsIn, IsNotNull, IsNull, Range, ScalarQuery
 
 _U32 = struct.Struct("<I")
@@ -144,7 +145,7 @@ def union_sorted(arrays: Iterable[np.ndarray]) -> np.ndarray:
         return np.zeros(0, dtype=np.uint64)
     if len(items) == 1:
         return items[0]
-    return np.unique(np.concatenate(items))
+    return sorted_unique(np.concatenate(items))
 
 
 # -- statistics text -------------------------------------------------------------------------------
