@@ -126,7 +126,7 @@ def index_statistics(ds: "LanceDataset", name: str) -> dict[str, Any]:
     covered = named.fragment_ids
     per_segment: list[dict[str, Any]] = []
     for segment in named.segments:
-        if named.index_type is None or not len(segment.fragment_ids) and not segment.meta.files:
+        if named.index_type is None or not len(segment.fragment_ids):  # pylance: {} for an untrained one
             per_segment.append({})
         else:
             per_segment.append(catalog.load(segment).statistics())

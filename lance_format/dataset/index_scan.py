@@ -5,14 +5,15 @@ term on a column with a known scalar index is bound to that index (the first by 
 the terms it can answer, OR and NOT need all of theirs. The fragments the plan covers are
 those every bound index covers (and the scan reads). For them the indices' answers give
 candidate row addresses: a superset of the matching rows (NOT of a term is its complement
-within the covered fragments, nulls included), from which deleted rows are dropped. The scanner
-reads just those rows and re-applies the whole filter, so the result is always exactly a full
-scan's; uncovered fragments are scanned as without indices. Index types this engine does not
+within the covered fragments, nulls included). This is the ``IndexStep`` of a ``ScanPlan``: the
+executor takes just the live candidate rows and re-applies the whole filter, so the result is
+always exactly a full scan's; uncovered fragments are scanned as without indices. Index types this engine does not
 know are never bound (their fragments are scanned).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Union
 
@@ -22,6 +23,7 @@ import pyarrow as pa
 from lance_format.dataset.index_describe import field_paths
 from lance_format.dataset.sql.index_terms import OPAQUE, And, Leaf, Not, Or, Term, index_terms
 from lance_format.index.catalog import IndexCatalog, NamedIndex, RowIdLookup, display_type
+from lance_format.index.scalar.base import difference_sorted, intersect_sorted, sorted_unique
 from lance_format.index.scalar.queries import describe as describe_query
 
 if TYPE_CHECKING:
@@ -29,6 +31,9 @@ if TYPE_CHECKING:
     from lance_format.dataset.fragment import LanceFragment
 
 _EMPTY = np.zeros(0, dtype=np.uint64)
+# above this fraction of a fragment's rows being candidates, the fragment is scanned instead:
+# taking scattered rows decodes most pages anyway, and the late-materialized scan is cheaper
+INDEX_DENSE = 0.1
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,7 @@ class IndexScanPlan:
         self._lookup: RowIdLookup | None = None
         self._by_fragment: dict[int, np.ndarray] | None = None
         self._failed = False
+        self._lock = threading.Lock()  # the indices are searched once, by whichever reader asks first
 
     @staticmethod
     def build(ds: "LanceDataset", filter_text: str, schema: pa.Schema,
@@ -169,8 +175,9 @@ class IndexScanPlan:
             if result is None:
                 return None
             exact &= result.exact
-            pieces.append(self._to_addresses(result.rows, index.index_type.row_key))
-        merged = np.unique(np.concatenate(pieces)) if pieces else _EMPTY
+            held = index.index_type.entries_hold(int(segment.meta.index_version))
+            pieces.append(self._to_addresses(result.rows, held))
+        merged = sorted_unique(np.concatenate(pieces)) if pieces else _EMPTY
         return _Candidates(self._within(merged), exact)
 
     def _evaluate(self, plan: _Plan) -> _Candidates | None:
@@ -180,7 +187,7 @@ class IndexScanPlan:
             inner = self._evaluate(plan.child)  # type: ignore[arg-type]
             if inner is None or not inner.exact:
                 return None  # the complement of a superset is not a superset
-            return _Candidates(np.setdiff1d(self._all_rows(), inner.addresses, assume_unique=True), False)
+            return _Candidates(difference_sorted(self._all_rows(), inner.addresses), False)
         results = [self._evaluate(c) for c in plan.children]  # type: ignore[arg-type]
         if isinstance(plan, And):
             known = [r for r in results if r is not None]
@@ -188,11 +195,11 @@ class IndexScanPlan:
                 return None
             addresses = known[0].addresses
             for r in known[1:]:
-                addresses = np.intersect1d(addresses, r.addresses, assume_unique=True)
+                addresses = intersect_sorted(addresses, r.addresses)
             return _Candidates(addresses, len(known) == len(results) and all(r.exact for r in known))
         if any(r is None for r in results):
             return None
-        union = np.unique(np.concatenate([r.addresses for r in results if r is not None]))
+        union = sorted_unique(np.concatenate([r.addresses for r in results if r is not None]))
         return _Candidates(union, all(r is not None and r.exact for r in results))
 
     def _split(self) -> dict[int, np.ndarray] | None:
@@ -212,18 +219,18 @@ class IndexScanPlan:
             self._by_fragment = split
         return self._by_fragment
 
-    def answers(self) -> bool:
-        """Whether the indices answered (evaluates them once); False: scan everything."""
-        return self._split() is not None
-
-    def covers(self, fragment_id: int) -> bool:
-        return fragment_id in self.covered and self.answers()
-
-    def offsets(self, fragment: "LanceFragment") -> np.ndarray:
-        """Sorted physical offsets of the fragment's candidate rows, deleted rows left out."""
-        split = self._split()
-        assert split is not None  # callers check covers() first
+    def candidates(self, fragment: "LanceFragment") -> np.ndarray | None:
+        """The ``IndexStep`` of a ``ScanPlan``: sorted physical offsets of ``fragment``'s
+        candidate rows (the executor drops deleted ones and applies the filter), or None when
+        the fragment is not covered, the indices could not answer, or so many rows are
+        candidates that scanning the fragment reads less than taking them."""
+        if fragment.fragment_id not in self.covered:
+            return None
+        with self._lock:
+            split = self._split()
+        if split is None:
+            return None
         offsets = split.get(fragment.fragment_id, _EMPTY)
-        if len(offsets) and fragment.proto.HasField("deletion_file"):
-            offsets = offsets[~np.isin(offsets, fragment.deleted_offsets.astype(np.uint64))]
+        if len(offsets) > INDEX_DENSE * fragment.physical_rows:
+            return None
         return offsets

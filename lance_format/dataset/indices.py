@@ -158,7 +158,7 @@ def create_scalar_index(ds: "LanceDataset", column: Union[str, list[str]], index
         meta = new_index_metadata(
             index_uuid=store.uuid, name=chosen, field_ids=[lance_field.id], dataset_version=current.version,
             fragment_ids=covered, type_url=kind.type_url, details=kind.details(params),
-            index_version=kind.index_version, files=store.written_files())
+            index_version=kind.version_for(current.has_stable_row_ids), files=store.written_files())
         body = prepared.txn.create_index
         body.SetInParent()
         body.new_indices.add().CopyFrom(meta)

@@ -10,7 +10,12 @@
 What an index entry holds (pylance 14.0.2's rule, checked on its files): the row identifier the
 index type trains on. Most types (BITMAP, LABEL_LIST, NGRAM, INVERTED) store ``_rowid``: the stable
 row id when the table has stable row ids, else the row address (``fragment_id << 32 | offset``).
-BTREE stores the row *address* even with stable row ids; ZONEMAP and BLOOMFILTER store
-addresses (zones of physical rows). Each type says which in :attr:`ScalarIndexType.row_key`;
-the query layer turns row ids into addresses before it reads rows.
+BTREE stores row *addresses*, and with stable row ids pylance writes it with ``index_version``
+1, which is how a reader knows (a version-0 BTREE in such a table holds row ids); ZONEMAP and
+BLOOMFILTER store addresses (zones of physical rows). A type says what its new segments hold
+(:attr:`ScalarIndexType.row_key`), which ``index_version`` they get
+(:meth:`ScalarIndexType.version_for`) and what an existing segment of a given version holds
+(:meth:`ScalarIndexType.entries_hold`); the query layer turns row ids into addresses before it
+reads rows. (pylance 14.0.2 also writes LABEL_LIST with ``index_version`` 1 in stable-row-id
+tables, yet its entries are row ids: the version's meaning is per type.)
 """

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from typing import Union
 
 import pyarrow as pa
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from lance_format.dataset.sql.index_terms_text import text_term
-from lance_format.dataset.sql.translate import LanceFilterDialect, Translator
+from lance_format.dataset.sql.translate import Translator, parse_filter
 from lance_format.errors import InvalidInputError
 from lance_format.index.scalar.queries import Equals, IsIn, IsNull, Range, ScalarQuery
 
@@ -113,7 +112,7 @@ class _Extractor:
         if isinstance(node, exp.Paren):
             return self.term(node.this)
         if isinstance(node, exp.And):
-            return And((self.term(node.this), self.term(node.expression)))
+            return And(_merge_ranges(self._conjuncts(node)))
         if isinstance(node, exp.Or):
             return Or((self.term(node.this), self.term(node.expression)))
         if isinstance(node, exp.Not):
@@ -137,12 +136,23 @@ class _Extractor:
         found = text_term(self, node)  # LABEL_LIST / NGRAM terms (index_terms_text)
         return OPAQUE if found is None else Leaf(*found)
 
+    def _conjuncts(self, node: exp.Expr) -> list[Term]:
+        """The terms of a chain of ANDs (parentheses looked through)."""
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.And):
+            return self._conjuncts(node.this) + self._conjuncts(node.expression)
+        return [self.term(node)]
+
     def _in(self, node: exp.In) -> Term:
         if any(node.args.get(key) is not None for key in ("query", "unnest", "field")) or not node.expressions:
             return OPAQUE
         found = self.column(node.this)
         if found is None:
             return OPAQUE
+        fast = _plain_literals(node.expressions, found[1])
+        if fast is not None:
+            return Leaf(found[0], IsIn(fast))
         values = [self.literal(item, found[1]) for item in node.expressions]
         if any(v is None for v in values):
             return OPAQUE
@@ -171,10 +181,60 @@ class _Extractor:
         return Leaf(column, Range(upper=value, upper_inclusive=kind is exp.LTE))
 
 
+def _plain_literals(items: list[exp.Expr], target: pa.DataType) -> pa.Array | None:
+    """A long ``IN`` list of plain integer or string literals against an integer or string
+    column, converted at once (the general path coerces literal by literal); None otherwise."""
+    want = _storage(target)
+    if len(items) < 16 or not all(isinstance(i, exp.Literal) for i in items):
+        return None
+    if pa.types.is_integer(want) and not any(i.is_string for i in items):
+        texts = [i.this for i in items]
+        if not all(t.lstrip("-").isdigit() for t in texts):
+            return None
+        try:
+            return pa.array([int(t) for t in texts], pa.int64()).cast(want)  # safe: out of range refuses
+        except (pa.ArrowException, OverflowError):
+            return None
+    if (pa.types.is_string(want) or pa.types.is_large_string(want)) and all(i.is_string for i in items):
+        return pa.array([i.this for i in items], want)
+    return None
+
+
+def _range_of(term: Term) -> Range:
+    assert isinstance(term, Leaf) and isinstance(term.query, Range)  # recorded as such below
+    return term.query
+
+
+def _merge_ranges(terms: list[Term]) -> tuple[Term, ...]:
+    """``col >= a AND col < b`` as one range (one index search instead of two half-open ones)."""
+    out: list[Term] = []
+    open_upper: dict[str, int] = {}  # column -> position in out of a range with only a lower bound
+    open_lower: dict[str, int] = {}  # ... with only an upper bound
+    for term in terms:
+        if isinstance(term, Leaf) and isinstance(term.query, Range):
+            query = term.query
+            if query.upper is None and query.lower is not None and term.column in open_lower:
+                at = open_lower.pop(term.column)
+                other = _range_of(out[at])
+                out[at] = Leaf(term.column, Range(query.lower, other.upper, query.lower_inclusive, other.upper_inclusive))
+                continue
+            if query.lower is None and query.upper is not None and term.column in open_upper:
+                at = open_upper.pop(term.column)
+                other = _range_of(out[at])
+                out[at] = Leaf(term.column, Range(other.lower, query.upper, other.lower_inclusive, query.upper_inclusive))
+                continue
+            if query.upper is None and query.lower is not None:
+                open_upper.setdefault(term.column, len(out))
+            elif query.lower is None and query.upper is not None:
+                open_lower.setdefault(term.column, len(out))
+        out.append(term)
+    return tuple(out)
+
+
 def index_terms(filter: str, schema: pa.Schema) -> Term:
     """The index-answerable shape of a SQL filter (OPAQUE when none of it is)."""
     try:
-        tree = sqlglot.parse_one(filter, read=LanceFilterDialect)
+        tree = parse_filter(filter)
     except SqlglotError:
         return OPAQUE
     return _Extractor(filter, schema).term(tree)

@@ -31,6 +31,36 @@ VALUE_COLUMN = "value"
 _EMPTY = np.zeros(0, dtype=np.uint64)
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``values`` sorted without duplicates (a sort and a mask: numpy's ``unique`` hashes
+    integers, which is several times slower on large id sets)."""
+    if len(values) < 2:
+        return values.copy()
+    ordered = np.sort(values)
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered if keep.all() else ordered[keep]
+
+
+def intersect_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The common values of two sorted duplicate-free arrays (binary search of the smaller in the larger)."""
+    if len(a) > len(b):
+        a, b = b, a
+    if not len(a):
+        return a
+    at = np.minimum(np.searchsorted(b, a), len(b) - 1)
+    return a[b[at] == a]
+
+
+def difference_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The values of sorted ``a`` not in sorted ``b``."""
+    if not len(a) or not len(b):
+        return a
+    at = np.minimum(np.searchsorted(b, a), len(b) - 1)
+    return a[b[at] != a]
+
+
 @dataclass(frozen=True)
 class SearchResult:
     """What an index answered: candidate row identifiers (a sorted, duplicate-free uint64 array
@@ -43,8 +73,7 @@ class SearchResult:
     @staticmethod
     def of(rows: np.ndarray | Iterable[int], exact: bool = True) -> "SearchResult":
         """A result from unsorted identifiers, possibly with duplicates."""
-        array = np.unique(np.asarray(rows, dtype=np.uint64))
-        return SearchResult(array, exact)
+        return SearchResult(sorted_unique(np.asarray(rows, dtype=np.uint64)), exact)
 
 
 class ScalarIndex(abc.ABC):
@@ -77,10 +106,22 @@ class ScalarIndexType(abc.ABC):
     type_url: ClassVar[str]
     #: ``IndexMetadata.index_version`` pylance 14.0.2 writes for this type
     index_version: ClassVar[int] = 0
-    #: the row identifier an entry holds (see :mod:`lance_format.index`)
+    #: the row identifier a new segment's entries hold (see :mod:`lance_format.index`); what an
+    #: existing segment's hold is :meth:`entries_hold` of its ``index_version``
     row_key: ClassVar[RowKey] = "_rowid"
     #: other spellings ``create_scalar_index`` accepts (``"BITMAP"`` has none)
     aliases: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def version_for(cls, stable_row_ids: bool) -> int:
+        """The ``index_version`` a new segment gets in a table with / without stable row ids."""
+        return cls.index_version
+
+    @classmethod
+    def entries_hold(cls, index_version: int) -> RowKey:
+        """What the entries of a segment of ``index_version`` are (pylance 14.0.2 reads a BTREE
+        of version 0 as holding ``_rowid`` and of version 1 as holding row addresses)."""
+        return cls.row_key
 
     @classmethod
     @abc.abstractmethod

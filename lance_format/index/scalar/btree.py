@@ -10,7 +10,8 @@ Files (pylance 14.0.2's layout):
   else), ``null_count`` (uint32) and ``page_idx`` (uint32); schema metadata
   ``range_partitioned = "false"`` and ``batch_size`` (``"4096"``).
 
-``ids`` are row *addresses* even in tables with stable row ids (what pylance 14.0.2 writes).
+``ids`` are row *addresses*; in a table with stable row ids pylance 14.0.2 marks that with
+``index_version`` 1 (a version-0 segment's ids are read as stable row ids there).
 A search finds the candidate pages from the lookup (binary search on the page bounds), reads
 only those pages and compares their values: the answer is exact.
 """
@@ -23,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import CorruptFileError, InvalidInputError
-from lance_format.index.scalar.base import ScalarIndex, ScalarIndexType, SearchResult, register
+from lance_format.index.scalar.base import RowKey, ScalarIndex, ScalarIndexType, SearchResult, register
 from lance_format.index.scalar.common import combined, is_float, matches, scalar_text, sort_order, storage
 from lance_format.index.scalar.queries import Equals, IsIn, IsNotNull, IsNull, Range, ScalarQuery
 from lance_format.index.store import IndexStore
@@ -31,6 +32,7 @@ from lance_format.index.store import IndexStore
 PAGE_DATA = "page_data.lance"
 PAGE_LOOKUP = "page_lookup.lance"
 DEFAULT_BATCH_SIZE = 4096
+_CACHED_ROWS = 4 << 20  # pages kept in memory per segment once read (pylance keeps them in its index cache)
 
 
 def supports_value_type(data_type: pa.DataType) -> bool:
@@ -61,6 +63,16 @@ class BTreeIndexType(ScalarIndexType):
     type_url = "/lance.table.BTreeIndexDetails"
     index_version = 0
     row_key = "_rowaddr"
+
+    @classmethod
+    def version_for(cls, stable_row_ids: bool) -> int:
+        # pylance 14.0.2: version 1 marks entries that are row addresses in a table with stable
+        # row ids (version 0 entries are read as row ids there); other tables get version 0
+        return 1 if stable_row_ids else 0
+
+    @classmethod
+    def entries_hold(cls, index_version: int) -> RowKey:
+        return "_rowaddr" if index_version >= 1 else "_rowid"
 
     @classmethod
     def supports(cls, data_type: pa.DataType) -> bool:
@@ -113,7 +125,9 @@ class BTreeIndex(ScalarIndex):
         self._null_counts = np.asarray(lookup["null_count"], dtype=np.int64)
         self._pages = np.asarray(lookup["page_idx"], dtype=np.int64)
         self._rows = store.num_rows(PAGE_DATA)
-        self._data: pa.Table | None = None  # all of page_data once prewarmed
+        self._data: pa.Table | None = None  # all of page_data once prewarmed (or mostly read)
+        self._cached: dict[int, pa.Table] = {}  # page position -> its rows, up to _CACHED_ROWS rows
+        self._cached_rows = 0
         # pages whose min is null (they hold nulls) come first, then pages whose max is null
         # (only nulls) are the first of those
         self._null_min = int(self._mins.null_count)
@@ -200,23 +214,42 @@ class BTreeIndex(ScalarIndex):
         return np.sort(array.to_numpy(zero_copy_only=False))
 
     def _read_pages(self, pages: np.ndarray) -> pa.Table:
-        """The rows of ``pages`` (ascending) of ``page_data.lance``, contiguous pages read at once."""
-        bs = self._batch_size
+        """The rows of ``pages`` (ascending) of ``page_data.lance``: from memory when cached,
+        else contiguous missing pages read at once (and cached while the budget lasts)."""
+        if self._data is None and len(pages) * 2 > len(self._pages) and self._rows <= _CACHED_ROWS:
+            self.prewarm()  # most of the file: read it whole, once
         if self._data is not None:
-            source = self._data
-            read = lambda a, b: source.slice(a, b - a)  # noqa: E731 - a one-line reader over the cache
-        else:
-            read = lambda a, b: self._store.read_range(PAGE_DATA, a, b)  # noqa: E731
+            bs, data = self._batch_size, self._data
+            return pa.concat_tables([data.slice(self._pages_offset(p), bs) for p in pages.tolist()]) \
+                if len(pages) else self._empty()
+        missing = np.asarray([p for p in pages.tolist() if p not in self._cached], dtype=np.int64)
+        if len(missing):
+            breaks = np.flatnonzero(np.diff(missing) != 1) + 1
+            for run in np.split(missing, breaks):
+                start = self._pages_offset(int(run[0]))
+                stop = min(self._pages_offset(int(run[-1])) + self._batch_size, self._rows)
+                rows = self._store.read_range(PAGE_DATA, start, stop)
+                for i, page in enumerate(run.tolist()):
+                    piece = rows.slice(i * self._batch_size, self._batch_size)
+                    if self._cached_rows + piece.num_rows <= _CACHED_ROWS:
+                        self._cached[page] = piece
+                        self._cached_rows += piece.num_rows
+                    else:
+                        return self._read_uncached(pages)
+        return pa.concat_tables([self._cached[p] for p in pages.tolist()]) if len(pages) else self._empty()
+
+    def _read_uncached(self, pages: np.ndarray) -> pa.Table:
         breaks = np.flatnonzero(np.diff(pages) != 1) + 1
         pieces = []
         for run in np.split(pages, breaks):
-            start = int(self._pages_offset(run[0]))
-            stop = min(int(self._pages_offset(run[-1])) + bs, self._rows)
+            start = self._pages_offset(int(run[0]))
+            stop = min(self._pages_offset(int(run[-1])) + self._batch_size, self._rows)
             if stop > start:
-                pieces.append(read(start, stop))
-        if not pieces:
-            return pa.table({"values": pa.array([], self._mins.type), "ids": pa.array([], pa.uint64())})
-        return pa.concat_tables(pieces)
+                pieces.append(self._store.read_range(PAGE_DATA, start, stop))
+        return pa.concat_tables(pieces) if pieces else self._empty()
+
+    def _empty(self) -> pa.Table:
+        return pa.table({"values": pa.array([], self._mins.type), "ids": pa.array([], pa.uint64())})
 
     def _pages_offset(self, position: int) -> int:
         return int(self._pages[position]) * self._batch_size

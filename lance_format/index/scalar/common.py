@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lance_format.errors import CorruptFileError
+from lance_format.index.scalar.base import sorted_unique
 from lance_format.index.scalar.queries import Equals, IsIn, IsNotNull, IsNull, Range, ScalarQuery
 
 _U32 = struct.Struct("<I")
@@ -144,7 +145,7 @@ def union_sorted(arrays: Iterable[np.ndarray]) -> np.ndarray:
         return np.zeros(0, dtype=np.uint64)
     if len(items) == 1:
         return items[0]
-    return np.unique(np.concatenate(items))
+    return sorted_unique(np.concatenate(items))
 
 
 # -- statistics text -------------------------------------------------------------------------------
@@ -157,6 +158,8 @@ def scalar_text(value: pa.Scalar | None) -> str:
         return "NULL"
     if isinstance(value, pa.ExtensionScalar):
         value = value.value
+    if pa.types.is_timestamp(value.type) or pa.types.is_time(value.type) or pa.types.is_duration(value.type):
+        return str(value.cast(pa.int64()).as_py())  # DataFusion prints these as their raw integers
     python = value.as_py()
     if isinstance(python, float) and python.is_integer():
         return str(int(python))
