@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_format.index.scalar.ngram_folds import fold_table
 

@@ -199,5 +199,8 @@ class ZoneMapIndex(ScalarIndex):
             return self._zones(self.null_counts < self.lengths)
         if is_nested(self.value_type):
             return None
-        matches = zone_matches(self.mins, self.maxs, self.nan_counts, query)
+        try:
+            matches = zone_matches(self.mins, self.maxs, self.nan_counts, query)
+        except pa.ArrowNotImplementedError:
+            return None  # a type pyarrow cannot compare (halffloat): the fragments are scanned
         return None if matches is None else self._zones(matches)
