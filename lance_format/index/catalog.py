@@ -23,7 +23,7 @@ from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 from lance_format.table.rowids import read_row_ids
 
-_CACHE_SEGMENTS = 64
+_CACHE_SEGMENTS = 32
 
 
 class _SegmentCache:
@@ -104,9 +104,10 @@ class IndexCatalog:
         return self.indices.get(name)
 
     def on_field(self, field_id: int) -> list[NamedIndex]:
-        """Known single-field indices on ``field_id``, in name order."""
-        return [i for i in self.indices.values()
-                if i.index_type is not None and i.field_ids == [field_id]]
+        """Known single-field indices on ``field_id``: the one covering most fragments first
+        (an untrained or older index covers fewer), then by name."""
+        found = [i for i in self.indices.values() if i.index_type is not None and i.field_ids == [field_id]]
+        return sorted(found, key=lambda i: -len(i.fragment_ids))
 
     def store(self, segment: Segment) -> IndexStore:
         return IndexStore(self._store_for(segment.base_id), segment.uuid, self._file_version)
