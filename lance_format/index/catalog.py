@@ -156,3 +156,24 @@ class RowIdLookup:
         starts = np.repeat(left - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
         positions = starts + np.arange(total)
         return np.sort(self._addresses[positions])
+
+
+_LOOKUPS: OrderedDict[tuple[str, str, tuple[int, ...]], RowIdLookup] = OrderedDict()
+_LOOKUPS_LOCK = threading.Lock()
+
+
+def row_id_lookup(store: ObjectStore, version_key: str, fragments: list[Any]) -> RowIdLookup:
+    """The :class:`RowIdLookup` of ``fragments`` of one version (``version_key``: its manifest's
+    path), cached for the last few versions: a version's row ids never change."""
+    key = (store.uri, version_key, tuple(sorted(int(f.id) for f in fragments)))
+    with _LOOKUPS_LOCK:
+        found = _LOOKUPS.get(key)
+        if found is not None:
+            _LOOKUPS.move_to_end(key)
+            return found
+    built = RowIdLookup(store, fragments)
+    with _LOOKUPS_LOCK:
+        _LOOKUPS[key] = built
+        while len(_LOOKUPS) > 4:
+            _LOOKUPS.popitem(last=False)
+    return built
