@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _EMPTY = np.zeros(0, dtype=np.uint64)
 # above this fraction of a fragment's rows being candidates, the fragment is scanned instead:
 # taking scattered rows decodes most pages anyway, and the late-materialized scan is cheaper
-INDEX_DENSE = 0.1
+INDEX_DENSE = 0.05
 
 
 @dataclass(frozen=True)
