@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.dataset.arrow_interop import ArrowScannerBase
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.index_scan import IndexScanPlan
 from lance_format.dataset.scan.executor import ScanExecutor
@@ -32,8 +33,9 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 
-class LanceScanner:
-    """A planned scan of one table version (mirrors pylance's ``LanceScanner``).
+class LanceScanner(ArrowScannerBase):
+    """A planned scan of one table version (mirrors pylance's ``LanceScanner``; a
+    ``pyarrow.dataset.Scanner``, see :mod:`lance_format.dataset.arrow_interop`).
 
     Made by :meth:`LanceDataset.scanner`, whose parameters it takes; :attr:`plan` is what it
     will do.

@@ -12,6 +12,7 @@ A search reads the ``keys`` column once, finds the matching keys and reads only 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -25,7 +26,7 @@ from lance_format.index.scalar.common import (
     deserialize_tree_map,
     is_float,
     matches,
-    serialize_tree_map,
+    serialize_tree_maps,
     sort_order,
     union_sorted,
 )
@@ -36,32 +37,36 @@ BITMAP_LOOKUP = "bitmap_page_lookup.lance"
 STATS_KEY = "lance:index_stats"
 
 
-def group_bitmaps(values: pa.Array, ids: np.ndarray) -> tuple[pa.Array, list[bytes]]:
-    """The distinct ``values`` (nulls first, then ascending) and, for each, the serialized
-    bitmap of its ``ids``. One roaring bitmap is built per key and fragment: the rows are
-    sorted once, by value and then by id."""
-    by_id = np.argsort(ids, kind="stable")
-    values, ids = values.take(pa.array(by_id)), ids[by_id]
-    order = sort_order(values)  # stable: equal values keep ascending ids
-    sorted_values = values.take(pa.array(order))
-    sorted_ids = ids[order]
-    n = len(sorted_values)
-    if n == 0:
-        return sorted_values, []
-    # key boundaries: where the value changes (nulls form one group at the front)
-    nulls = sorted_values.null_count
-    rest = sorted_values.slice(nulls)
-    changed = np.asarray(pc.fill_null(pc.not_equal(rest.slice(1), rest.slice(0, max(len(rest) - 1, 0))), True))
-    if is_float(rest.type) and len(rest) > 1:
-        # NaN != NaN: consecutive NaNs are one key
-        nan = np.asarray(pc.fill_null(pc.is_nan(rest), False))
-        changed &= ~(nan[1:] & nan[:-1])
-    starts_rest = (np.flatnonzero(np.concatenate([[True], changed])) + nulls) if len(rest) else np.zeros(0, np.int64)
-    starts = np.concatenate([[0] if nulls else np.zeros(0, np.int64), starts_rest]).astype(np.int64)
-    ends = np.append(starts[1:], n)
-    keys = sorted_values.take(pa.array(starts))
-    bitmaps = [serialize_tree_map(sorted_ids[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
-    return keys, bitmaps
+def group_bitmaps(values: pa.Array, ids: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """The distinct ``values`` (a null key first when there are nulls, then ascending) and, for
+    each, the serialized bitmap of its ``ids``. The values are dictionary-encoded, the (few)
+    distinct ones sorted, and the rows grouped by one stable integer sort of their key's rank;
+    one roaring bitmap is then built per key."""
+    if len(ids) > 1 and bool(np.any(ids[1:] < ids[:-1])):  # stable row ids need not follow addresses
+        by_id = np.argsort(ids, kind="stable")
+        values, ids = values.take(pa.array(by_id)), ids[by_id]
+    if len(values) == 0:
+        return values, pa.array([], pa.binary())
+    encoded = pc.dictionary_encode(values)
+    dictionary = encoded.dictionary
+    order = sort_order(dictionary)  # ranks of the distinct values
+    rank = np.empty(len(dictionary), dtype=np.int64)
+    rank[order] = np.arange(len(dictionary))
+    codes = np.asarray(encoded.indices.fill_null(-1), dtype=np.int64)
+    row_rank = np.where(codes < 0, -1, rank[np.maximum(codes, 0)])
+    if len(dictionary) < 32767:
+        row_rank = row_rank.astype(np.int16)  # numpy's stable sort of 16-bit integers is a radix sort
+    rows = np.argsort(row_rank, kind="stable")  # nulls (-1) first; ids stay ascending within a key
+    sorted_rank = row_rank[rows]
+    sorted_ids = ids[rows]
+    starts = np.flatnonzero(np.concatenate([[True], sorted_rank[1:] != sorted_rank[:-1]]))
+    ends = np.append(starts[1:], len(rows))
+    present = sorted_rank[starts]
+    key_positions = order[present[present >= 0]]
+    keys = dictionary.take(pa.array(key_positions, pa.int64()))
+    if present[0] < 0:
+        keys = pa.concat_arrays([pa.nulls(1, keys.type), keys])
+    return keys, serialize_tree_maps(sorted_ids, starts, ends)
 
 
 @register
@@ -82,7 +87,7 @@ class BitmapIndexType(ScalarIndexType):
         values, ids = gather_training(batches, value_type)
         keys, bitmaps = group_bitmaps(values, ids)
         schema = pa.schema([pa.field("keys", keys.type, True), pa.field("bitmaps", pa.binary(), True)])
-        table = pa.table([keys, pa.array(bitmaps, pa.binary())], schema=schema)
+        table = pa.table([keys, bitmaps], schema=schema)
         store.write_table(BITMAP_LOOKUP, table,
                           metadata={STATS_KEY: json.dumps({"num_bitmaps": len(keys)}, separators=(",", ":"))})
 
@@ -98,6 +103,7 @@ class BitmapIndex(ScalarIndex):
         self._store = store
         self._keys = combined(store.read_table(BITMAP_LOOKUP, columns=["keys"])["keys"])
         self._bitmaps: dict[int, np.ndarray] = {}  # key position -> decoded ids, filled as read
+        self._lock = threading.Lock()
 
     def statistics(self) -> dict[str, Any]:
         return {"num_bitmaps": len(self._keys)}
@@ -106,6 +112,10 @@ class BitmapIndex(ScalarIndex):
         self._bitmaps_at(np.arange(len(self._keys)))
 
     def _bitmaps_at(self, positions: np.ndarray) -> list[np.ndarray]:
+        with self._lock:  # a cached segment is shared by concurrent scans
+            return self._bitmaps_at_locked(positions)
+
+    def _bitmaps_at_locked(self, positions: np.ndarray) -> list[np.ndarray]:
         missing = np.asarray([p for p in positions.tolist() if p not in self._bitmaps], dtype=np.int64)
         if len(missing):
             raw = self._store.take(BITMAP_LOOKUP, missing, columns=["bitmaps"])["bitmaps"]

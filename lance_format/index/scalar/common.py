@@ -4,6 +4,7 @@ an arrow array, the ``RowIdTreeMap`` framing of row-identifier bitmaps, and stat
 
 from __future__ import annotations
 
+import array
 import struct
 from typing import Iterable
 
@@ -29,18 +30,37 @@ def storage(values: pa.Array) -> pa.Array:
     return values.storage if isinstance(values, pa.ExtensionArray) else values
 
 
+def _numpy_keys(values: pa.Array) -> np.ndarray | None:
+    """Values without nulls as a numpy array that sorts like them (numbers, temporal values as
+    their integers), or None for types numpy cannot order the same way (strings, decimals)."""
+    t = values.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return values.to_numpy(zero_copy_only=False)
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        width = pa.int32() if t.bit_width == 32 else pa.int64()
+        return values.view(width).to_numpy(zero_copy_only=False)
+    if pa.types.is_boolean(t):
+        return values.to_numpy(zero_copy_only=False).astype(np.int8)
+    return None
+
+
 def sort_order(values: pa.Array) -> np.ndarray:
     """Positions that sort ``values`` ascending with nulls first and NaN after every number
     (DataFusion's ``asc_nulls_first``, which pylance's training sort uses); ties keep their
     input order (a stable sort)."""
     values = storage(values)
-    valid = np.asarray(values.is_valid())
-    nulls = np.flatnonzero(~valid)
-    present = np.flatnonzero(valid)
-    subset = values.filter(pa.array(valid)) if len(nulls) else values
-    # array_sort_indices is stable and puts NaN after every number
-    order = np.asarray(pc.array_sort_indices(subset, order="ascending", null_placement="at_end"))
-    return np.concatenate([nulls, present[order]]).astype(np.int64)
+    valid = np.asarray(values.is_valid()) if values.null_count else None
+    nulls = np.flatnonzero(~valid) if valid is not None else np.zeros(0, np.int64)
+    present = np.flatnonzero(valid) if valid is not None else None
+    subset = values.filter(pa.array(valid)) if valid is not None else values
+    keys = _numpy_keys(subset)
+    if keys is not None:
+        order = np.argsort(keys, kind="stable")  # radix/tim sort; NaN last
+    else:
+        # array_sort_indices is stable and puts NaN after every number
+        order = np.asarray(pc.array_sort_indices(subset, order="ascending", null_placement="at_end"))
+    ordered = present[order] if present is not None else order
+    return np.concatenate([nulls, ordered]).astype(np.int64)
 
 
 def is_float(data_type: pa.DataType) -> bool:
@@ -107,10 +127,63 @@ def serialize_tree_map(ids: np.ndarray) -> bytes:
     ends = np.append(starts[1:], len(ids))
     parts = [_U32.pack(len(starts))]
     for start, end in zip(starts.tolist(), ends.tolist()):
-        data = BitMap(low[start:end]).serialize()
+        # an array.array of uint32 reaches pyroaring's bulk constructor (numpy arrays go value by value)
+        data = BitMap(array.array("I", low[start:end].tobytes())).serialize()
         parts.append(_U32x2.pack(int(high[start]), len(data)))
         parts.append(data)
     return b"".join(parts)
+
+
+_SMALL_HEADER = np.dtype([("count", "<u4"), ("fragment", "<u4"), ("size", "<u4"), ("cookie", "<u4"),
+                          ("containers", "<u4"), ("key", "<u2"), ("cardinality", "<u2"), ("offset", "<u4")])
+_ROARING_COOKIE_NO_RUNS = 12346  # the portable format's cookie when no container is a run container
+
+
+def serialize_tree_maps(ids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """``serialize_tree_map(ids[a:b])`` for every group ``[a, b)`` of sorted ``ids``, as a binary
+    array. Groups whose ids share one fragment and one 65536-row block and number at most 4096
+    (every group of a high-cardinality column) are framed in one vectorized pass as a single
+    roaring array container; the others go through pyroaring one by one."""
+    ids = np.asarray(ids, dtype=np.uint64)
+    counts = ends - starts
+    if not len(counts):
+        return pa.array([], pa.binary())
+    block = ids >> np.uint64(16)
+    small = (counts > 0) & (counts <= 4096) & (block[np.maximum(ends - 1, 0)] == block[starts])
+    lengths = np.where(small, _SMALL_HEADER.itemsize + 2 * counts, 0)
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.zeros(int(offsets[-1]), dtype=np.uint8)
+    chosen = np.flatnonzero(small)
+    if len(chosen):
+        first = ids[starts[chosen]]
+        header = np.zeros(len(chosen), dtype=_SMALL_HEADER)
+        header["count"] = 1
+        header["fragment"] = (first >> np.uint64(32)).astype(np.uint32)
+        header["size"] = 16 + 2 * counts[chosen]
+        header["cookie"] = _ROARING_COOKIE_NO_RUNS
+        header["containers"] = 1
+        header["key"] = ((first >> np.uint64(16)) & np.uint64(0xFFFF)).astype(np.uint16)
+        header["cardinality"] = (counts[chosen] - 1).astype(np.uint16)
+        header["offset"] = 16
+        where = offsets[chosen][:, None] + np.arange(_SMALL_HEADER.itemsize)
+        data[where] = header.view(np.uint8).reshape(len(chosen), _SMALL_HEADER.itemsize)
+        # the values: low 16 bits of each id, after its group's header
+        member = np.repeat(chosen, counts[chosen])
+        within = np.arange(len(member)) - np.repeat(np.cumsum(counts[chosen]) - counts[chosen], counts[chosen])
+        rows = np.repeat(starts[chosen], counts[chosen]) + within
+        low = (ids[rows] & np.uint64(0xFFFF)).astype("<u2").view(np.uint8).reshape(-1, 2)
+        at = offsets[member] + _SMALL_HEADER.itemsize + 2 * within
+        data[at] = low[:, 0]
+        data[at + 1] = low[:, 1]
+    if small.all():
+        return pa.Array.from_buffers(pa.large_binary(), len(counts), [None, pa.py_buffer(offsets),
+                                                                        pa.py_buffer(data)]).cast(pa.binary())
+    items: list[bytes] = []
+    raw = data.tobytes()
+    for k, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
+        items.append(raw[offsets[k]:offsets[k + 1]] if small[k] else serialize_tree_map(ids[a:b]))
+    return pa.array(items, pa.binary())
 
 
 def deserialize_tree_map(data: bytes, *, fragment_rows: dict[int, int] | None = None, path: str | None = None
