@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 from lance_format.errors import ArgumentTypeError, InvalidInputError
 from lance_format.index.scalar import queries as q
 from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndex, ScalarIndexType, SearchResult, register
-from lance_format.index.scalar.rowsets import KeyedRowSets, deserialize_addr_treemap, serialize_addr_treemap
+from lance_format.index.scalar.rowsets import (KeyedRowSets, deserialize_addr_treemap, serialize_addr_treemap,
+                                               sorted_unique)
 from lance_format.index.scalar.zones import read_global_buffer, write_segment_file
 from lance_format.index.store import IndexStore
 
@@ -181,7 +182,7 @@ class LabelListIndex(ScalarIndex):
         if isinstance(query, q.LabelListHasAny):
             positions, _ = self._positions(query.values)
             sets = self._rows_of(positions)
-            return SearchResult.of(np.concatenate(sets) if sets else np.zeros(0, np.uint64))
+            return SearchResult(sorted_unique(np.concatenate(sets)) if sets else np.zeros(0, np.uint64))
         if isinstance(query, q.LabelListHasAll):
             wanted = query.values.drop_null()
             if len(wanted) == 0:
@@ -193,9 +194,9 @@ class LabelListIndex(ScalarIndex):
                 sets = self._rows_of(positions)
                 if not sets:
                     return SearchResult()
-                rows = sets[0] if len(sets) == 1 else np.unique(np.concatenate(sets))
+                rows = sets[0] if len(sets) == 1 else sorted_unique(np.concatenate(sets))
                 result = rows if result is None else np.intersect1d(result, rows, assume_unique=True)
             return SearchResult(np.asarray(result, dtype=np.uint64))
         if isinstance(query, q.IsNull):
-            return SearchResult.of(self.null_lists())
+            return SearchResult(sorted_unique(self.null_lists()))
         return None
