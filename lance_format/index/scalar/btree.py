@@ -222,10 +222,14 @@ class BTreeIndex(ScalarIndex):
             return self._read_pages_locked(pages)
 
     def _read_pages_locked(self, pages: np.ndarray) -> pa.Table:
-        if self._data is None and len(pages) * 2 > len(self._pages) and self._rows <= _CACHED_ROWS:
-            self.prewarm()  # most of the file: read it whole, once
-        if self._data is not None:
-            bs, data = self._batch_size, self._data
+        data = self._data
+        if data is None and len(pages) * 2 > len(self._pages):
+            # most of the file: one sequential read beats many scattered ones (kept when it fits)
+            data = self._store.read_table(PAGE_DATA)
+            if self._rows <= _CACHED_ROWS:
+                self._data = data
+        if data is not None:
+            bs = self._batch_size
             return pa.concat_tables([data.slice(self._pages_offset(p), bs) for p in pages.tolist()]) \
                 if len(pages) else self._empty()
         missing = np.asarray([p for p in pages.tolist() if p not in self._cached], dtype=np.int64)
