@@ -149,6 +149,25 @@ class ColumnNotFoundError(InvalidInputError, RuntimeError):
     """A named column is not in the table's schema (pylance's blob reads: ``RuntimeError``)."""
 
 
+class IndexColumnNotFoundError(ColumnNotFoundError, KeyError):
+    """An index was asked for on a column the schema does not have (pylance: ``KeyError``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""  # not KeyError's quoted repr
+
+
+class IndexNotFoundError(LanceError, KeyError, RuntimeError):
+    """No index has the given name (pylance: ``RuntimeError`` from ``drop_index``/``prewarm_index``,
+    ``KeyError`` from ``index_statistics``; this is both)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class IndexExistsError(LanceError, RuntimeError):
+    """An index of that name already exists and ``replace`` was not asked for (pylance: ``RuntimeError``)."""
+
+
 class NotABlobColumnError(InvalidInputError):
     """A blob read (``take_blobs``, ``read_blobs``, ``read_blob_ranges``, ``BlobColumn``) was
     given a column that does not hold blobs (pylance: ``ValueError``)."""
@@ -182,6 +201,9 @@ __all__ = [
     "LanceError",
     "BlobFileClosedError",
     "ColumnNotFoundError",
+    "IndexColumnNotFoundError",
+    "IndexExistsError",
+    "IndexNotFoundError",
     "DeletedRowError",
     "NotABlobColumnError",
     "InvalidRowSelectionError",

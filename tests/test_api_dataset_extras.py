@@ -71,8 +71,10 @@ def test_stats(table):
     theirs_fields = [(f.id, f.bytes_on_disk) for f in theirs.stats.data_stats().fields]
     assert ours_fields == theirs_fields
     assert all(size > 0 for fid, size in ours_fields if fid in (0, 1, 2, 3))
-    with pytest.raises(ValueError):
+    with pytest.raises(KeyError, match="no_such_index"):  # pylance: KeyError('Index "no_such_index" not found')
         ours.stats.index_stats("no_such_index")
+    with pytest.raises(KeyError, match="no_such_index"):
+        theirs.stats.index_stats("no_such_index")
 
 
 def test_validate_passes_and_catches_a_damaged_table(table):

@@ -15,6 +15,7 @@ from lance_format.dataset.blob_reads import BlobMethods
 from lance_format.dataset.committing import CommittingMethods
 from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
 from lance_format.dataset.fragment import LanceFragment
+from lance_format.dataset.indices import IndexMethods
 from lance_format.dataset.inspection import InspectionMethods, version_entry
 from lance_format.dataset.open_options import as_local_datetime, refuse_unsupported
 from lance_format.dataset.session import Session
@@ -63,7 +64,7 @@ def _open_listing(store: ObjectStore, since: int | None = None) -> VersionListin
 
 
 class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableWriteMethods, InspectionMethods,
-                   ReferenceMethods, BlobMethods, ArrowDatasetBase):
+                   ReferenceMethods, BlobMethods, IndexMethods, ArrowDatasetBase):
     """A Lance table pinned at one version.
 
     A ``pyarrow.dataset.Dataset`` (as pylance's is; the base comes last, so the methods here

@@ -125,8 +125,11 @@ class LanceStats:
         return DataStatistics([FieldStatistics(i, totals[i]) for i in ids])
 
     def index_stats(self, index_name: str) -> dict[str, Any]:
-        """Statistics of an index: this engine keeps no indices, so every name is unknown."""
-        raise InvalidInputError(f"Index not found: {index_name}", table=self._dataset.uri)
+        """Statistics of the index ``index_name`` (pylance's dictionary; ``IndexNotFoundError``,
+        a ``KeyError``, for a name no index has)."""
+        from lance_format.dataset.index_describe import index_statistics
+
+        return index_statistics(self._dataset, index_name)
 
 
 class InspectionMethods(DatasetMixin):

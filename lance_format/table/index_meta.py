@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyroaring import BitMap
 
 from lance_format.errors import UnsupportedFeatureError
-from lance_format.proto import table_pb2
+from lance_format.proto import table_pb2, transaction_pb2
 
 FRAG_REUSE_INDEX_NAME = "__lance_frag_reuse"
 
@@ -55,3 +55,15 @@ def indexed_fragment_ids(section: table_pb2.IndexSection | None) -> list[BitMap 
             continue
         result.append(BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap else None)
     return result
+
+
+def apply_create_index(section: table_pb2.IndexSection | None,
+                       body: transaction_pb2.Transaction.CreateIndex) -> table_pb2.IndexSection:
+    """The index section after a ``CreateIndex``: existing segments minus the removed ones and
+    minus those a new segment replaces (same uuid), then the new segments (pylance's order)."""
+    gone = {bytes(i.uuid.uuid) for i in body.removed_indices} | {bytes(i.uuid.uuid) for i in body.new_indices}
+    out = table_pb2.IndexSection()
+    if section is not None:
+        out.indices.extend(i for i in section.indices if bytes(i.uuid.uuid) not in gone)
+    out.indices.extend(body.new_indices)
+    return out

@@ -321,6 +321,12 @@ def _reserve_fragments(b: _Build) -> None:
     b.reserved_fragments = b.txn.reserve_fragments.num_fragments
 
 
+def _create_index(b: _Build) -> None:
+    """Publish new index segments and drop removed ones (by uuid); a new segment whose uuid is
+    already listed replaces it, as in pylance. Fragments and schema are unchanged."""
+    b.indices = index_meta.apply_create_index(b.indices, b.txn.create_index)
+
+
 def _update_config(b: _Build) -> None:
     _apply_update_config(b.manifest, b.txn.update_config)
 
@@ -360,6 +366,7 @@ _APPLY = {
     OperationKind.UPDATE_CONFIG: _update_config,
     OperationKind.UPDATE_BASES: _update_bases,
     OperationKind.DATA_OVERLAY: _data_overlay,
+    OperationKind.CREATE_INDEX: _create_index,
 }
 
 

@@ -7,6 +7,8 @@ and the functions in ``sql.functions``.
 
 from __future__ import annotations
 
+import functools
+
 import re
 from typing import Any, Callable
 
@@ -105,7 +107,7 @@ class Translator(LiteralCoercions, FunctionTranslations):
         if not self.text.strip():
             raise InvalidInputError("Invalid SQL filter: the filter string is empty")
         try:
-            tree = sqlglot.parse_one(self.text, read=LanceFilterDialect)
+            tree = parse_filter(self.text)
         except SqlglotError as err:
             raise InvalidInputError(f"Invalid SQL filter {self.text!r}: {syntax_detail(err)}") from None
         node = self.visit(tree)
@@ -309,7 +311,7 @@ class Translator(LiteralCoercions, FunctionTranslations):
         return Node(pc.coalesce(eq, both_null))
 
     def _visit_NullSafeNEQ(self, node: exp.NullSafeNEQ) -> Node:
-        same = exp.NullSafeEQ(this=node.this, expression=node.expression)
+        same = exp.NullSafeEQ(this=node.this.copy(), expression=node.expression.copy())  # the cached tree stays as parsed
         return Node(pc.invert(self._visit_NullSafeEQ(same).expr))
 
     # ------------------------------------------------------------------ comparisons
@@ -499,6 +501,14 @@ class Translator(LiteralCoercions, FunctionTranslations):
             return literal_node(pa.scalar(bytes.fromhex(str(node.this)), pa.binary()))
         except ValueError:
             raise self._invalid(f"X'{node.this}' is not a hex string") from None
+
+
+@functools.lru_cache(maxsize=32)
+def parse_filter(text: str) -> exp.Expr:
+    """The sqlglot tree of a filter, cached: a scan parses its filter for the filter itself and
+    for the index step, and a long ``IN`` list takes sqlglot a good fraction of a second. The
+    trees are only read, never modified."""
+    return sqlglot.parse_one(text, read=LanceFilterDialect)
 
 
 def syntax_detail(err: SqlglotError) -> str:

@@ -1,0 +1,268 @@
+"""The index API of ``LanceDataset``, with pylance's names, signatures and errors.
+
+``create_scalar_index`` trains a segment of a registered scalar type
+(:mod:`lance_format.index.scalar`) from a scan of the column (deleted rows left out, the row
+identifier the type stores attached), writes its files under ``_indices/<uuid>/`` and commits a
+``CreateIndex`` transaction (new segment; the segments of a replaced index removed).
+``drop_index`` commits a ``CreateIndex`` that only removes. ``describe_indices``,
+``list_indices``, ``index_statistics``, ``has_index`` and ``prewarm_index`` read the manifest.
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_mod
+import warnings
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Union
+
+import pyarrow as pa
+
+from lance_format.dataset.index_describe import (
+    IndexDescription,
+    catalog_of,
+    describe,
+    field_paths,
+    index_statistics,
+    require_index,
+)
+from lance_format.dataset.mixin import DatasetMixin
+from lance_format.dataset.mutations.base import Prepared, run_mutation, transaction_for
+from lance_format.errors import (
+    ArgumentTypeError,
+    IndexColumnNotFoundError,
+    IndexExistsError,
+    IndexNotFoundError,
+    InvalidInputError,
+    UnsupportedFeatureError,
+)
+from lance_format.index.metadata import new_index_metadata
+from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndexType, by_name
+from lance_format.index.store import IndexStore, index_file_version
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.schema import LanceField
+
+# the scalar types pylance 14.0.2's create_scalar_index accepts (others: NotImplementedError)
+PYLANCE_SCALAR_TYPES = ("BTREE", "BITMAP", "NGRAM", "ZONEMAP", "LABEL_LIST", "INVERTED", "FTS", "BLOOMFILTER",
+                        "RTREE", "MINHASHLSH")
+# the types pylance builds per fragment only through create_index_uncommitted
+_UNCOMMITTED_ONLY = ("BTREE", "BITMAP", "NGRAM", "RTREE", "ZONEMAP", "BLOOMFILTER", "LABEL_LIST", "MINHASHLSH")
+_TYPE_ERRORS = {
+    "BTREE": "BTREE/BITMAP index column {c} must be int, float, bool, str, large_str, binary, large_binary, "
+             "decimal, fixed-size-binary, or temporal",
+    "LABEL_LIST": "LABEL_LIST index column {c} must be a list or large list",
+    "NGRAM": "NGRAM index column {c} must be a string",
+    "BLOOMFILTER": "Bloom filter index does not support data type: {d} (column {c}). Supported types: Int8, Int16, "
+                   "Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float32, Float64, Utf8, LargeUtf8, Binary, "
+                   "LargeBinary, Date32, Date64, Time32, Time64, Timestamp",
+}
+_TYPE_ERRORS["BITMAP"] = _TYPE_ERRORS["BTREE"]
+
+
+def _resolve_column(ds: "LanceDataset", column: Union[str, list[str]]) -> tuple[str, "LanceField"]:
+    if isinstance(column, (list, tuple)):
+        if len(column) != 1:
+            raise UnsupportedFeatureError("Scalar indices currently only support a single column", table=ds.uri)
+        column = column[0]
+    paths = field_paths(ds)
+    fields = {f.id: f for f in ds.lance_schema.walk()}
+    exact = [i for i, p in paths.items() if p == column]
+    folded = exact or [i for i, p in paths.items() if p.lower() == str(column).lower()]
+    if not folded:
+        raise IndexColumnNotFoundError(f"{column} not found in schema", table=ds.uri, column=str(column))
+    return paths[folded[0]], fields[folded[0]]
+
+
+def _index_type(ds: "LanceDataset", index_type: Any) -> type[ScalarIndexType]:
+    if not isinstance(index_type, str):
+        raise UnsupportedFeatureError(f"index_type {index_type!r}: only scalar index type names are supported",
+                                      table=ds.uri)
+    name = index_type.upper()
+    if name not in PYLANCE_SCALAR_TYPES:
+        raise UnsupportedFeatureError(
+            'Only "BTREE", "BITMAP", "NGRAM", "ZONEMAP", "LABEL_LIST", "INVERTED", "BLOOMFILTER", "RTREE" or '
+            f'"MINHASHLSH" are supported for scalar columns.  Received {index_type}', table=ds.uri)
+    found = by_name(name)
+    if found is None:
+        raise UnsupportedFeatureError(f"building {name} indices is not supported by this engine yet", table=ds.uri)
+    return found
+
+
+def _training_batches(ds: "LanceDataset", column: str, index_type: type[ScalarIndexType],
+                      fragment_ids: Optional[list[int]]) -> Iterator[pa.RecordBatch]:
+    """``(value, row key)`` batches of the column, in row-address order, deleted rows left out."""
+    key = index_type.row_key
+    fragments = ds.get_fragments()
+    if fragment_ids is not None:
+        wanted = set(fragment_ids)
+        fragments = [f for f in fragments if f.fragment_id in wanted]
+    scanner = ds.scanner(columns=[column], fragments=fragments, with_row_id=key == "_rowid",
+                         with_row_address=key == "_rowaddr", scan_in_order=True)
+    for batch in scanner.to_batches():
+        yield pa.RecordBatch.from_arrays([batch.column(0), batch.column(key)], names=[VALUE_COLUMN, key])
+
+
+def _free_name(taken: Iterable[str], base: str) -> str:
+    names = set(taken)
+    n = 2
+    while f"{base}_{n}" in names:
+        n += 1
+    return f"{base}_{n}"
+
+
+def create_scalar_index(ds: "LanceDataset", column: Union[str, list[str]], index_type: Any, name: Optional[str],
+                        *, replace: bool, train: bool, fragment_ids: Optional[list[int]],
+                        index_uuid: Optional[str], params: dict[str, Any]) -> None:
+    kind = _index_type(ds, index_type)
+    path, lance_field = _resolve_column(ds, column)
+    data_type = lance_field.data_type
+    if not kind.supports(data_type):
+        message = _TYPE_ERRORS.get(kind.name, "{t} index column {c} has unsupported type {d}")
+        raise ArgumentTypeError(message.format(c=path, t=kind.name, d=data_type), table=ds.uri, column=path)
+    if fragment_ids is not None and kind.name in _UNCOMMITTED_ONLY:
+        raise InvalidInputError(f"{kind.name} distributed indexing uses create_index_uncommitted(..., "
+                                f'index_type="{kind.name}", fragment_ids=...)', table=ds.uri)
+    kind.check_params(params)
+    defaulted = name is None
+    chosen = name if name is not None else f"{path}_idx"
+    segment_uuid = str(uuid_mod.UUID(str(index_uuid))) if index_uuid is not None else None
+
+    def prepare(current: "LanceDataset") -> Prepared:
+        nonlocal chosen
+        catalog = catalog_of(current)
+        existing = catalog.get(chosen)
+        removed = []
+        if existing is not None:
+            if existing.field_ids != [lance_field.id]:
+                raise IndexExistsError(f"Index name '{chosen}' already exists with different fields, please "
+                                       "specify a different name")
+            if replace:
+                removed = [s.meta for s in existing.segments]
+            elif defaulted and existing.index_type is not kind:
+                chosen = _free_name(catalog.names(), chosen)
+            else:
+                raise IndexExistsError(f"Index name '{chosen}' already exists, please specify a different name "
+                                       "or use replace=True")
+        store = IndexStore(current.object_store, segment_uuid or str(uuid_mod.uuid4()),
+                           index_file_version(current.data_storage_version))
+        prepared = Prepared(transaction_for(current, None, None), None)
+        covered: list[int] = []
+        if train:
+            covered = [f.id for f in current.manifest.fragments
+                       if fragment_ids is None or f.id in set(fragment_ids)]
+        batches = _training_batches(current, path, kind, fragment_ids) if train else iter(())
+        try:
+            kind.train(store, batches, data_type, params)
+        finally:
+            prepared.written.extend(store.path(n) for n, _ in store.written_files())
+        meta = new_index_metadata(
+            index_uuid=store.uuid, name=chosen, field_ids=[lance_field.id], dataset_version=current.version,
+            fragment_ids=covered, type_url=kind.type_url, details=kind.details(params),
+            index_version=kind.version_for(current.has_stable_row_ids), files=store.written_files())
+        body = prepared.txn.create_index
+        body.SetInParent()
+        body.new_indices.add().CopyFrom(meta)
+        for old in removed:
+            body.removed_indices.add().CopyFrom(old)
+        return prepared
+
+    run_mutation(ds, prepare)
+
+
+def drop_index(ds: "LanceDataset", name: str) -> None:
+    catalog = catalog_of(ds)
+    if catalog.get(name) is None:
+        raise IndexNotFoundError(f"Lance index not found: name={name}", table=ds.uri, version=ds.version)
+
+    def prepare(current: "LanceDataset") -> Prepared:
+        found = catalog_of(current).get(name)
+        if found is None:
+            raise IndexNotFoundError(f"Lance index not found: name={name}")
+        prepared = Prepared(transaction_for(current, None, None), None)
+        body = prepared.txn.create_index
+        body.SetInParent()
+        for segment in found.segments:
+            body.removed_indices.add().CopyFrom(segment.meta)
+        return prepared
+
+    run_mutation(ds, prepare)
+
+
+class IndexMethods(DatasetMixin):
+    """Mixed into ``LanceDataset``: building, dropping and describing indices."""
+
+    def create_scalar_index(self, column: Union[str, list[str]], index_type: Any, name: Optional[str] = None, *,
+                            replace: bool = True, train: bool = True, fragment_ids: Optional[list[int]] = None,
+                            index_uuid: Optional[str] = None, **kwargs: Any) -> None:
+        """Build a scalar index on ``column`` and commit it (pylance's ``create_scalar_index``).
+
+        ``index_type``: ``"BTREE"`` or ``"BITMAP"`` (plus the types registered in
+        :mod:`lance_format.index.scalar.types`); ``name`` defaults to ``"{column}_idx"``;
+        ``replace`` replaces an index of that name (else :class:`IndexExistsError`); ``train=False``
+        commits an empty index covering no fragment. Other keyword arguments are the type's
+        parameters (BTREE: ``batch_size``, rows per page, default 4096).
+        """
+        for ignored in ("progress_callback", "format_version", "document_granularity"):
+            kwargs.pop(ignored, None)
+        create_scalar_index(self._as_dataset(), column, index_type, name, replace=replace, train=train,
+                            fragment_ids=fragment_ids, index_uuid=index_uuid, params=kwargs)
+
+    def create_index(self, column: Union[str, list[str]], index_type: str, name: Optional[str] = None,
+                     metric: str = "L2", replace: bool = False, *args: Any, train: bool = True,
+                     fragment_ids: Optional[list[int]] = None, index_uuid: Optional[str] = None,
+                     **kwargs: Any) -> None:
+        """pylance's ``create_index``: here for scalar index types (vector indices are not built by
+        this engine: :class:`UnsupportedFeatureError`)."""
+        if isinstance(index_type, str) and by_name(index_type) is not None:
+            scalar = {k: v for k, v in kwargs.items() if k in ("batch_size",)}
+            self.create_scalar_index(column, index_type, name, replace=replace, train=train,
+                                     fragment_ids=fragment_ids, index_uuid=index_uuid, **scalar)
+            return
+        raise UnsupportedFeatureError(f"building {index_type} indices is not supported by this engine",
+                                      table=self._as_dataset().uri)
+
+    def describe_indices(self) -> list[IndexDescription]:
+        """Every index of this version, by name (pylance's ``describe_indices``)."""
+        return describe(self._as_dataset())
+
+    def list_indices(self) -> list[dict[str, Any]]:
+        """One dict per index segment (deprecated in pylance, in favour of ``describe_indices``)."""
+        warnings.warn("The 'list_indices' method is deprecated. It may be removed in a future version. "
+                      "Use describe_indices() instead.", DeprecationWarning, stacklevel=2)
+        return [{"name": d.name, "type": d.index_type, "uuid": s.uuid, "fields": d.field_names,
+                 "version": s.dataset_version_at_last_update, "fragment_ids": s.fragment_ids,
+                 "base_id": s.base_id}
+                for d in self.describe_indices() for s in d.segments]
+
+    def index_statistics(self, index_name: str) -> dict[str, Any]:
+        """Statistics of an index (deprecated in pylance, in favour of ``stats.index_stats``)."""
+        warnings.warn("LanceDataset.index_statistics() is deprecated, use LanceDataset.stats.index_stats() "
+                      "instead", DeprecationWarning, stacklevel=2)
+        return index_statistics(self._as_dataset(), index_name)
+
+    @property
+    def has_index(self) -> bool:
+        """Whether the version has any index."""
+        return len(catalog_of(self._as_dataset()).indices) > 0
+
+    def drop_index(self, name: str) -> None:
+        """Remove the index ``name`` (its files stay until cleanup) and commit."""
+        drop_index(self._as_dataset(), name)
+
+    def prewarm_index(self, name: str, *, with_position: bool = False,
+                      index_segments: Optional[Iterable[Union[str, uuid_mod.UUID]]] = None) -> None:
+        """Load the index ``name`` (or only ``index_segments`` of it) into memory."""
+        ds = self._as_dataset()
+        catalog = catalog_of(ds)
+        found = catalog.get(name)
+        if found is None:
+            raise IndexNotFoundError(f"Lance index not found: name={name}", table=ds.uri, version=ds.version)
+        wanted = None if index_segments is None else {str(uuid_mod.UUID(str(s))) for s in index_segments}
+        if found.index_type is None:
+            return  # an index type this engine does not read: nothing to load
+        for segment in found.segments:
+            if wanted is None or segment.uuid in wanted:
+                catalog.load(segment).prewarm()
+
+
+__all__ = ["IndexMethods", "require_index"]
