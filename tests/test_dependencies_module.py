@@ -21,10 +21,10 @@ def test_flags_and_proxies_like_pylance():
     for engine in (lance.dependencies, dependencies):
         missing = engine._LazyModule("pandas", module_available=False)
         with pytest.raises(ModuleNotFoundError, match="pd.DataFrame requires 'pandas' module to be installed"):
-            getattr(missing, "DataFrame")
+            _ = missing.DataFrame
         assert missing.__doc__ is None  # introspection does not raise
         with pytest.raises(AttributeError):
-            getattr(missing, "__wrapped__")
+            _ = missing.__wrapped__
     assert not hasattr(dependencies._LazyModule("numpy", module_available=True), "__wrapped__")
 
 
