@@ -254,8 +254,9 @@ def delete_fragment_rows(fragment: "LanceFragment", offsets: Any) -> FragmentMet
 
     new = np.asarray([int(o) for o in offsets], dtype=np.int64)
     if new.size and (new.min() < 0 or new.max() >= fragment.physical_rows):
-        raise InvalidInputError(f"row offsets outside fragment {fragment.fragment_id} "
-                                f"({fragment.physical_rows} rows)", **fragment.error_context())
+        bad = int(new.min()) if new.min() < 0 else int(new.max())
+        raise InvalidInputError(f"delete_rows offset {bad} is out of range for fragment {fragment.fragment_id} "
+                                f"with {fragment.physical_rows} rows", **fragment.error_context())
     updated = fragment.metadata
     union = np.union1d(fragment.deleted_offsets.astype(np.int64), new)
     if union.size == len(fragment.deleted_offsets):

@@ -294,9 +294,12 @@ def build_delta(
         return DatasetDelta(DeltaRange(dataset, begin, end))
     if begin_version is None and end_version is None:
         raise InvalidInputError(
-            "Must specify either compared_against_version or both with_begin_version and with_end_version",
+            # pylance's wording, prefix included: callers match on it
+            "Invalid user input: Must specify either compared_against_version or both with_begin_version and "
+            "with_end_version",
             table=dataset.uri,
         )
     if begin_version is None or end_version is None:
-        raise InvalidInputError("Must specify both with_begin_version and with_end_version", table=dataset.uri)
+        raise InvalidInputError("Invalid user input: Must specify both with_begin_version and with_end_version",
+                                table=dataset.uri)
     return DatasetDelta(DeltaRange(dataset, begin_version, end_version))

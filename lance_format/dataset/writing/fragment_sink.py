@@ -317,8 +317,8 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema, *, table: str) -> pa.Reco
     for index, field in enumerate(target):
         if not field.nullable and batch.column(index).null_count:
             raise SchemaMismatchError(
-                f"column {field.name!r} is not nullable but the data has "
-                f"{batch.column(index).null_count} null value(s)",
+                f"The field `{field.name}` contained null values even though the field is marked non-null in the "
+                f"schema ({batch.column(index).null_count} null value(s))",
                 table=table,
                 column=field.name,
             )
