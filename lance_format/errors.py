@@ -71,6 +71,15 @@ class TagError(LanceError, ValueError):
     """A tag operation failed: already exists, missing, or invalid name (pylance: ``ValueError``)."""
 
 
+class TagNotFoundError(TagError, OSError):
+    """The tag named does not exist (pylance: ``ValueError`` from the tag calls and opening a table,
+    ``OSError`` from ``checkout_version``; this is both)."""
+
+
+class TaggedVersionsError(TagError, OSError):
+    """``cleanup_old_versions`` would remove versions that tags still point at (pylance: ``OSError``)."""
+
+
 class BranchError(LanceError, ValueError):
     """A branch operation failed: already exists, missing, still referenced, or invalid name."""
 

@@ -43,3 +43,32 @@ def test_nulls_in_a_non_nullable_field(engine, tmp_path):
                                       "non-null in the schema"):
         engine.write_dataset(nulls, str(tmp_path / "t"), mode="append")
     assert engine.dataset(str(tmp_path / "t")).count_rows() == 3
+
+
+def test_missing_tags_and_versions(engine, tmp_path):
+    uri = str(tmp_path / "t")
+    ds = engine.write_dataset(ROWS, uri)
+    ds = engine.write_dataset(ROWS, uri, mode="append")
+    ds.tags.create("release-1", 1)
+    with pytest.raises(OSError, match="Ref not found error: tag gone does not exist"):
+        ds.checkout_version("gone")
+    for call in (lambda: engine.dataset(uri, "gone"), lambda: ds.tags.update("gone", 1),
+                 lambda: ds.tags.delete("gone"), lambda: ds.tags.get_version("gone")):
+        with pytest.raises(ValueError, match="tag gone does not exist"):
+            call()
+    with pytest.raises(ValueError, match="Version not found error: version main:7 does not exist"):
+        ds.tags.update("release-1", 7)
+    assert ds.tags.get_version("release-1") == 1
+
+
+def test_cleanup_refuses_tagged_versions(engine, tmp_path):
+    from datetime import timedelta
+
+    uri = str(tmp_path / "t")
+    ds = engine.write_dataset(ROWS, uri)
+    engine.write_dataset(ROWS, uri, mode="overwrite")
+    ds = engine.write_dataset(ROWS, uri, mode="overwrite")
+    ds.tags.create("audit", 1)
+    with pytest.raises(OSError, match="tagged version"):
+        ds.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=True)
+    assert len(engine.dataset(uri).versions()) == 3

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lance_format.dataset.arguments import age
-from lance_format.errors import InvalidInputError, TagError
+from lance_format.errors import InvalidInputError, TaggedVersionsError
 from lance_format.table.deletion import deletion_file_path
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import VERSIONS_DIR, list_versions
@@ -177,7 +177,7 @@ def _plan_cleanup(
     for mf in branch_manifests:  # files a branch shares with this one stay
         referenced.add(mf)
     if tagged_old and error_if_tagged_old_versions:
-        raise TagError(
+        raise TaggedVersionsError(
             f"{len(tagged_old)} tagged version(s) have been marked for cleanup. Either set "
             f"error_if_tagged_old_versions=False or delete the following tag(s) to enable cleanup: {tagged_old}",
             table=ds.uri,
