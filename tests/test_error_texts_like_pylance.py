@@ -72,3 +72,18 @@ def test_cleanup_refuses_tagged_versions(engine, tmp_path):
     with pytest.raises(OSError, match="tagged version"):
         ds.cleanup_old_versions(older_than=timedelta(0), error_if_tagged_old_versions=True)
     assert len(engine.dataset(uri).versions()) == 3
+
+
+@pytest.mark.parametrize("storage", ["legacy", "stable", "2.1"])
+@pytest.mark.parametrize("where", ["top", "in_struct", "in_list"])
+def test_zero_dimension_fixed_size_lists_are_refused(engine, tmp_path, storage, where):
+    empty = pa.list_(pa.float32(), 0)
+    column = {"top": pa.array([[], None], empty),
+              "in_struct": pa.array([{"vec": []}, None], pa.struct([pa.field("vec", empty)])),
+              "in_list": pa.array([[[]], []], pa.list_(empty))}[where]
+    name = {"top": "v", "in_struct": "vec", "in_list": "item"}[where]
+    table = pa.table({"id": [1, 2], "v": column})
+    with pytest.raises(OSError, match=f'Field "{name}" contains a FixedSizeList with dimension 0; dimension must be '
+                                      "a positive integer"):
+        engine.write_dataset(table, str(tmp_path / "t"), data_storage_version=storage)
+    assert not (tmp_path / "t" / "_versions").exists()

@@ -46,6 +46,16 @@ def _encoding_for(data_type: pa.DataType) -> int:
     return ENCODING_PLAIN
 
 
+def _refuse_empty_fixed_size_list(arrow_field: pa.Field) -> None:
+    """A fixed-size list of dimension 0 holds nothing and divides by zero in readers: pylance refuses it."""
+    data_type = arrow_field.type
+    while pa.types.is_fixed_size_list(data_type):
+        if data_type.list_size == 0:
+            raise SchemaMismatchError(f'Field "{arrow_field.name}" contains a FixedSizeList with dimension 0; '
+                                      "dimension must be a positive integer", column=arrow_field.name)
+        arrow_field, data_type = data_type.value_field, data_type.value_type
+
+
 @dataclass
 class LanceField:
     """One field of a Lance schema (a node of the field tree)."""
@@ -84,6 +94,7 @@ class LanceField:
             raise UnsupportedFeatureError(
                 f"field {arrow_field.name!r} has type {data_type}, which Lance tables cannot store"
             )
+        _refuse_empty_fixed_size_list(arrow_field)
         if has_extension(data_type):
             # stored as its storage type, named in the field metadata (schema.extensions)
             arrow_field = storage_field(arrow_field)
