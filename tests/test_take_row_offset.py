@@ -28,7 +28,8 @@ def test_take_row_offset_like_pylance(tables, columns):
     indices = [96, 0, 5, 49, 50, 5]
     ours = tables["ours"].take(indices, columns=columns)
     assert ours.equals(tables["pylance"].take(indices, columns=columns))
-    assert ours.column("_rowoffset").to_pylist() == indices and ours.schema.field("_rowoffset").type == pa.uint64()
+    first = columns.index("_rowoffset")
+    assert ours.column(first).to_pylist() == indices and ours.schema.field(first).type == pa.uint64()
 
 
 def test_take_row_offset_out_of_range(tables):
