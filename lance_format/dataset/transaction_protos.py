@@ -24,6 +24,7 @@ from lance_format.dataset.overlays import DataOverlayGroup, overlay_from_proto, 
 from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import transaction_pb2
 from lance_format.schema import LanceSchema
+from lance_format.table.base_paths import new_base_protos
 from lance_format.table.transaction import OperationKind, operation_name
 
 # pylance 14 writes unnamed varint flags on Merge (field 4) and Project (field 2).
@@ -73,8 +74,6 @@ def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction
     ``first_new_id``: the id of a field new to the table)."""
     L = LanceOperation
     if isinstance(operation, L.Overwrite):
-        if operation.initial_bases:
-            raise UnsupportedFeatureError("Overwrite with initial_bases is not supported by this engine")
         fragments = list(operation.fragments)
         if any(f.deletion_file is not None for f in fragments):
             raise InvalidInputError("an Overwrite cannot carry fragments with deletion files; commit deletions "
@@ -85,6 +84,8 @@ def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction
         body.schema.extend(fields)
         body.schema_metadata.update(metadata)
         body.fragments.extend(fragment_to_proto(f) for f in fragments)
+        if operation.initial_bases:  # bases the new table registers (ids the fragments' files name)
+            body.initial_bases.extend(new_base_protos(list(operation.initial_bases), [], table=""))
     elif isinstance(operation, L.Append):
         txn.append.SetInParent()
         txn.append.fragments.extend(fragment_to_proto(f) for f in operation.fragments)
