@@ -328,7 +328,7 @@ class ReadingMethods(RelationalMethods):
             order.append(where)
         schema = scanner.projected_schema
         if not pieces:
-            return schema.empty_table()
+            return pa.Table.from_batches([], schema=schema)  # empty_table() fails on nested extension types
         table = pa.Table.from_batches(pieces, schema=schema)
         inverse = np.empty(len(positions), dtype=np.int64)
         inverse[np.concatenate(order)] = np.arange(len(positions))
@@ -378,7 +378,7 @@ class ReadingMethods(RelationalMethods):
                 pieces.append(scanner.take_physical(fragment, wanted))
                 order.append(where)
         if not pieces:
-            return scanner.projected_schema.empty_table()
+            return pa.Table.from_batches([], schema=scanner.projected_schema)
         table = pa.Table.from_batches(pieces, schema=scanner.projected_schema)
         # back to the order of row_ids (skipped ids leave no row)
         return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
