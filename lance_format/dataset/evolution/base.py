@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
     from lance_format.dataset.fragment import LanceFragment
 
-# pylance 14 sets unnamed varint fields on Merge (4) and Project (2) to 1; Project leaves its
-# field unset when the alteration changes nullability ("preserves_nullability").
+# pylance 14 sets unnamed varint fields on Merge (4) and Project (2) to 1 ("preserves_nullability");
+# Project leaves its field unset when the alteration changes nullability, Merge when it adds a
+# non-null field.
 _MERGE_FLAG = b"\x20\x01"
 _PROJECT_FLAG = b"\x10\x01"
 
@@ -59,7 +60,11 @@ def set_merge(ds: "LanceDataset", prepared: Prepared, fragments, fields: list[fi
     body.SetInParent()
     body.fragments.extend(fragments)
     body.schema.extend(fields)
-    body.MergeFromString(_MERGE_FLAG)
+    # like pylance, a merge that brings a non-null field does not claim to preserve nullability:
+    # rows committed concurrently (a stale append) would read as nulls in it
+    existing = {f.id for f in ds.manifest.fields}
+    if all(f.nullable for f in fields if f.id not in existing):
+        body.MergeFromString(_MERGE_FLAG)
 
 
 def set_project(prepared: Prepared, fields: list[file_pb2.Field], preserves_nullability: bool = True) -> None:
