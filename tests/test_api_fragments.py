@@ -533,3 +533,16 @@ def test_merge_with_a_pyarrow_schema_over_dropped_columns_like_pylance(tmp_path)
         ds = engine.LanceDataset.commit(uri, merge, read_version=ds.version)
         tables.append(ds.to_table().to_pydict())
     assert tables[0] == tables[1] == {"a": list(range(5)), "c": [0, 3, 6, 9, 12]}
+
+
+def test_pickled_fragment_keeps_its_dataset_and_options(tmp_path):
+    """A fragment pickles without reopening its dataset, and the copy's ``_ds`` has the storage
+    options it was opened with (pylance's attributes)."""
+    options = {"allow_http": "true"}
+    uri = str(tmp_path / "t")
+    for engine in ENGINES:
+        engine.write_dataset(TABLE, uri, mode="overwrite", storage_options=options)
+        fragment = engine.dataset(uri, storage_options=options).get_fragments()[0]
+        copy = pickle.loads(pickle.dumps(fragment))
+        assert copy._ds._storage_options == options
+        assert copy.to_table().equals(fragment.to_table())

@@ -181,6 +181,11 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         return self
 
     @property
+    def _storage_options(self) -> dict[str, str]:
+        """pylance's attribute: the object-store options this dataset was opened with."""
+        return dict(self._store.storage_options or {})
+
+    @property
     def uri(self) -> str:
         """The location this dataset was opened at (pylance's ``uri``): a branch checked out by
         reference reports the table's root; :attr:`object_store` is the branch's own store."""
