@@ -140,6 +140,10 @@ class NewColumnDataError(SchemaMismatchError, InvalidInputError):
     ``add_columns``, ``ValueError`` from ``LanceFragment.merge_columns``)."""
 
 
+class CommitOptionError(InvalidInputError, OSError):
+    """A commit option is invalid, such as a zero ``commit_timeout`` (pylance: ``OSError``)."""
+
+
 class EmptyDataError(InvalidInputError, OSError):
     """There is nothing to write: data without columns, or no rows where a fragment needs some
     (pylance: ``OSError``)."""

@@ -112,3 +112,21 @@ def test_nested_nulls_in_non_null_fields(engine, tmp_path, case):
     sliced = pa.array(bad + good, kind).slice(len(bad))
     engine.write_dataset(pa.table({"v": sliced}, schema=schema), uri, mode="append")
     assert engine.dataset(uri).count_rows() == 2 * len(good)
+
+
+def test_commit_timeout_checks(engine, tmp_path):
+    from datetime import timedelta
+
+    uri = str(tmp_path / "t")
+    ds = engine.write_dataset(ROWS, uri)
+    fragment = engine.fragment.LanceFragment.create(uri, ROWS)
+    append = engine.LanceOperation.Append([fragment])
+    with pytest.raises(OSError, match="non-zero"):
+        engine.LanceDataset.commit(ds, append, read_version=1, commit_timeout=timedelta(0))
+    with pytest.raises(ValueError, match="negative timedelta"):
+        engine.LanceDataset.commit(ds, append, read_version=1, commit_timeout=timedelta(seconds=-1))
+    with pytest.raises(TypeError, match="timedelta"):
+        engine.LanceDataset.commit(ds, append, read_version=1, commit_timeout=5)
+    assert engine.dataset(uri).version == 1
+    assert engine.LanceDataset.commit(ds, append, read_version=1, commit_timeout=timedelta(minutes=1)).version == 2
+    assert engine.LanceDataset.commit(uri, append, read_version=2, commit_timeout=None).count_rows() == 9
