@@ -141,7 +141,8 @@ class NewColumnDataError(SchemaMismatchError, InvalidInputError):
 
 
 class CommitOptionError(InvalidInputError, OSError):
-    """A commit option is invalid, such as a zero ``commit_timeout`` (pylance: ``OSError``)."""
+    """An option of a commit or cleanup is invalid: a zero ``commit_timeout``, a ``delete_rate_limit``
+    of 0 (pylance: ``OSError``)."""
 
 
 class EmptyDataError(InvalidInputError, OSError):
