@@ -130,3 +130,18 @@ def test_commit_timeout_checks(engine, tmp_path):
     assert engine.dataset(uri).version == 1
     assert engine.LanceDataset.commit(ds, append, read_version=1, commit_timeout=timedelta(minutes=1)).version == 2
     assert engine.LanceDataset.commit(uri, append, read_version=2, commit_timeout=None).count_rows() == 9
+
+
+@pytest.mark.parametrize("new, message", [
+    (pa.field("visits", pa.float32()), r"Type conflicts between visits\(Int64\) and visits\(Float32\)"),
+    ([pa.field("score", pa.int32()), pa.field("email", pa.large_string())],
+     r"Type conflicts between email\(Utf8\) and email\(LargeUtf8\)"),
+    (pa.field("visits", pa.uint16()), r"Type conflicts between visits\(Int64\) and visits\(UInt16\)"),
+    (pa.field("visits", pa.int64()), "Column visits already exists in the dataset"),
+])
+def test_add_columns_name_conflicts(engine, tmp_path, new, message):
+    uri = str(tmp_path / "t")
+    ds = engine.write_dataset(ROWS, uri)
+    with pytest.raises(OSError if "Type" in message else Exception, match=message):
+        ds.add_columns(new)
+    assert engine.dataset(uri).schema == ROWS.schema
