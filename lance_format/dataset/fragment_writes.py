@@ -30,6 +30,7 @@ from lance_format.dataset.writing.fragment_sink import (
 from lance_format.errors import ArgumentTypeError, EmptyDataError, InvalidInputError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.schema import LanceSchema
+from lance_format.schema.extensions import storage_schema, to_storage
 from lance_format.table import feature_flags
 from lance_format.table.base_paths import DatasetBasePath, check_base_store_params, new_base_protos
 from lance_format.table.commit import latest_manifest
@@ -386,7 +387,9 @@ def update_fragment_columns(
 
     ds = fragment._dataset
     right_on = right_on or left_on
-    right = as_reader(data_obj, schema).read_all()
+    reader = as_reader(data_obj, schema)
+    # extension columns (arrow.json text) in their stored form (JSONB), as the table holds them
+    right = pa.Table.from_batches([to_storage(b) for b in reader], schema=storage_schema(reader.schema))
     names = ds.schema.names
     if left_on not in names and left_on not in (ROW_ID, ROW_ADDRESS):
         raise InvalidInputError(f"Column {left_on} does not exist in the left side fragment", table=ds.uri,
