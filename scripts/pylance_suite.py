@@ -21,8 +21,11 @@ b8bf97c9 of the GitHub fork LuciferYang/lance, pylance 11.0.0-beta.15's tree), e
 bare mirror with::
 
     mkdir -p /tmp/upstream
-    git -C <mirror>/repo archive b8bf97c96192304621b7b94d861526d35fa0dee0 python/python/tests \\
+    git -C <mirror>/repo archive b8bf97c96192304621b7b94d861526d35fa0dee0 python/python/tests test_data \\
         | tar -x -C /tmp/upstream      # then --tests /tmp/upstream/python/python/tests
+
+(``test_data/``, next to ``python/``, holds the historical tables test_migration.py and
+test_backwards_compatibility.py open.)
 
 (any clone of github.com/LuciferYang/lance at that commit does as well). The suite is slow: run it
 per file (``--files``) on a shared machine.
@@ -110,9 +113,13 @@ def main() -> int:
         if side == "oracle" and args.reuse_oracle and (work / "oracle.xml").exists():
             results[side] = outcomes(work / "oracle.xml")
             continue
-        folder = work / side
-        shutil.rmtree(folder, ignore_errors=True)
+        # the checkout's layout, so tests reaching for its test_data/ (historical tables) find it
+        shutil.rmtree(work / side, ignore_errors=True)
+        folder = work / side / "python" / "python" / "tests"
         shutil.copytree(args.tests, folder)
+        test_data = args.tests.resolve().parents[2] / "test_data"
+        if test_data.is_dir():
+            (work / side / "test_data").symlink_to(test_data)
         side_env = dict(env)
         if side == "ours":
             conftest = folder / "conftest.py"
