@@ -65,7 +65,7 @@ BAD_CALLS = {
         pa.table({"id": pa.array([3, 3], pa.int64())})), InvalidInputError, "Ambiguous"),
     "merge nothing to do": (lambda ds: ds.merge_insert("id").execute(base_table(1)), InvalidInputError,
                             "not configured"),
-    "add existing column": (lambda ds: ds.add_columns({"x": "id"}), InvalidInputError, "already exists"),
+    "add existing column": (lambda ds: ds.add_columns({"x": "id"}), SchemaMismatchError, "Type conflicts between x"),
     "add too few rows": (lambda ds: ds.add_columns(pa.table({"r": pa.array(range(19))})), InvalidInputError,
                          "Stream ended"),
     "add too many rows": (lambda ds: ds.add_columns(pa.table({"r": pa.array(range(21))})), InvalidInputError,
