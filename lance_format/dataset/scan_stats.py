@@ -39,8 +39,10 @@ class ScanCounts:
     """What one run of a scan has read so far (filled in by the scanner)."""
 
     def __init__(self) -> None:
-        self.fragments = 0
-        self.rows = 0
+        self.fragments = 0  # fragments (or row ranges) whose reading began
+        self.rows = 0  # rows read before the filter
+        self.matched_rows = 0  # rows after the filter (before ordering, offset and limit)
+        self.matched_batches = 0
 
 
 def reporting(batches: Iterator[pa.RecordBatch], counts: ScanCounts,

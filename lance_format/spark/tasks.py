@@ -26,10 +26,10 @@ import pyarrow.compute as pc
 
 from lance_format.dataset.writing.commit_fragments import delete_rows
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.fragment import SYSTEM_COLUMNS
 from lance_format.dataset.fragment_metadata import fragment_from_proto
+from lance_format.dataset.scan import FragmentRange, ScanExecutor, plan_scan
 from lance_format.dataset.writing.fragment_sink import FragmentSink, write_prefix
-from lance_format.dataset.sql.filter import referenced_columns, to_expression
+from lance_format.dataset.sql.filter import to_expression
 from lance_format.errors import CorruptFileError, InvalidInputError
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
@@ -526,7 +526,7 @@ def _decoded_serially(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBa
 
 def read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
     """The live rows of one split, filtered and projected, in Spark's Arrow types (a filter
-    is late-materialized: see :mod:`lance_format.spark.split_scan`).
+    is late-materialized: see :mod:`lance_format.dataset.scan.executor`).
 
     In a Spark task given one core (``spark.task.cpus=1``, the default) the columns are
     decoded one after another, not on the decode pool: Spark already runs a task per core, and
@@ -540,42 +540,24 @@ def read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
 
 
 def _read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
-    from lance_format.spark.split_scan import late_columns, late_filtered_batches
     from lance_format.spark.types import BatchConverter
 
     freeze_imported_objects()  # the worker's full gc.collect() after the task skips them
     ds = open_version(spec.uri, spec.version, spec.identity, spec.storage_options)
-    table_schema = ds.lance_schema
-    filter_schema = table_schema.to_arrow()
-    for name in SYSTEM_COLUMNS:
-        filter_schema = filter_schema.append(pa.field(name, pa.uint64()))
-    expr = to_expression(spec.filter, filter_schema) if spec.filter else None
-    needed = list(spec.columns)
-    late = None
-    if expr is not None:
-        used = referenced_columns(expr, filter_schema)
-        needed += [n for n in used if n not in needed]
-        late = late_columns(table_schema, needed, set(used))
-    read_schema = table_schema.project([n for n in needed if n not in SYSTEM_COLUMNS])
-    system = [n for n in needed if n in SYSTEM_COLUMNS]
-    convert = BatchConverter(arrow_schema_from_bytes(spec.target), table=spec.uri, check_nulls=False)
+    ranges = []
     for fragment_id, begin, end in split:
         fragment = ds.get_fragment(fragment_id)
         if fragment is None:
             raise CorruptFileError(f"fragment {fragment_id} is not in version {spec.version}", table=spec.uri,
                                    version=spec.version)
-        if expr is not None and late is not None:
-            for batch in late_filtered_batches(fragment, expr, late, spec.batch_size, (begin, end)):
-                yield convert(batch)
-            continue
-        for batch in fragment.read_batches(read_schema, system, spec.batch_size, row_range=(begin, end)):
-            if expr is not None:
-                batch = pa.Table.from_batches([batch]).filter(expr).combine_chunks()
-                if batch.num_rows == 0:
-                    continue
-                batch = batch.to_batches()[0]
-            if batch.num_rows:
-                yield convert(batch)
+        ranges.append(FragmentRange(fragment, (begin, end)))
+    # the engine's scan plan over the split's row ranges; the task decodes one batch at a time
+    # (batch_readahead=0), and the batches are converted to Spark's types, not projected
+    plan = plan_scan(ds, columns=list(spec.columns), filter=spec.filter or None, batch_size=spec.batch_size,
+                     fragments=ranges, batch_readahead=0)
+    convert = BatchConverter(arrow_schema_from_bytes(spec.target), table=spec.uri, check_nulls=False)
+    for batch in ScanExecutor(ds, plan).rows():
+        yield convert(batch)
 
 
 def read_task(spec: ScanSpec, splits: list[Split]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

@@ -1,0 +1,314 @@
+"""``plan_scan``: what a scan will read, filter, order and return, decided once, as a frozen
+:class:`ScanPlan` (run by :mod:`lance_format.dataset.scan.executor`).
+
+A plan names:
+
+* the output: column names, the SQL expressions among them, and the output schema;
+* the read: the table's data columns and system columns every row needs (:class:`ColumnSet`);
+* the filter, its columns, and the late-materialization split (:class:`LateSplit`): the filter's
+  columns (with ``_rowaddr``) are read first, the others for the passing rows only;
+* ordering, offset and limit;
+* the fragments, each whole or one physical row range (:class:`FragmentRange`; Spark's splits);
+* how batches are cut and decoded (batch size, readahead, order of delivery).
+
+Later steps have their places here, both None today:
+
+* ``index`` (:class:`IndexStep`): asked per fragment, before the filter's columns are read, for
+  the candidate physical row offsets (None: every row). The executor reads only those rows and
+  still applies the filter to them, so an index may answer with a superset (a zone map, a
+  bitmap of a coarser predicate) and results never depend on it.
+* ``search`` (:class:`SearchStep`): a vector or full-text search, which ranks rows instead of
+  selecting them; it will run before ordering and limit and add its score column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_format.dataset.arguments import column_names
+from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.scan_options import (
+    ROW_OFFSET,
+    ColumnOrdering,
+    check_options,
+    default_batch_size,
+    orderings,
+    readahead_of,
+)
+from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
+from lance_format.errors import InvalidInputError
+from lance_format.schema import LanceSchema
+from lance_format.schema.blob import is_blob_field, read_arrow_schema
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+DEFAULT_BATCH_SIZE = 65536  # rows read at a time when the caller gives no batch_size
+PYLANCE_BATCH_SIZE = 8192  # pylance's default: output batches are cut to it (without a batch_size)
+
+
+@dataclass(frozen=True)
+class ColumnSet:
+    """The columns one read decodes: data columns (a projection of the table schema), then
+    system columns (``_rowid``, ``_rowaddr``, ...)."""
+
+    schema: LanceSchema
+    system: tuple[str, ...]
+
+    @property
+    def names(self) -> list[str]:
+        """The data columns' names, then the system columns'."""
+        return self.schema.names() + list(self.system)
+
+
+@dataclass(frozen=True)
+class LateSplit:
+    """Late materialization: ``first`` (the filter's columns and ``_rowaddr``) is read for every
+    row; ``rest`` only for the rows that pass (taken by physical offset, or read for a batch's
+    whole range when more than :data:`DENSE` of it passes)."""
+
+    first: ColumnSet
+    rest: ColumnSet
+
+
+DENSE = 0.25  # above this fraction of a batch's rows passing, its other columns are read, not taken
+
+
+@dataclass(frozen=True)
+class FragmentRange:
+    """One fragment to scan: all of it, or only physical rows ``[begin, end)`` (a Spark split)."""
+
+    fragment: LanceFragment
+    row_range: tuple[int, int] | None = None
+
+
+class IndexStep(Protocol):
+    """A scalar-index step: narrows each fragment to the rows that may match, before the
+    filter's columns are read (the filter still runs on them)."""
+
+    def candidates(self, fragment: LanceFragment) -> np.ndarray | None:
+        """Sorted, distinct physical row offsets of ``fragment`` that may pass the filter; None
+        when the index cannot narrow this fragment (every row is read)."""
+        ...
+
+    def describe(self) -> str:
+        """One line for ``explain_plan``, e.g. ``ScalarIndexQuery: id = 42``."""
+        ...
+
+
+class SearchStep(Protocol):
+    """A vector or full-text search step (not implemented yet): ranks the candidate rows and
+    adds a score or distance column; ordering, offset and limit apply after it."""
+
+    def describe(self) -> str:
+        ...
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: pyarrow expressions do not compare to a bool
+class ScanPlan:
+    """Everything a scan does, decided before a byte is read. Built by :func:`plan_scan`."""
+
+    uri: str
+    version: int
+    output: tuple[str, ...]  # output column names, in order
+    expressions: Mapping[str, tuple[pc.Expression, pa.DataType]]  # output name -> SQL expression, type
+    output_schema: pa.Schema  # as stored (extension columns as their storage, see schema.extensions)
+    read: ColumnSet  # every column a row needs: output, filter and ordering columns
+    filter: pc.Expression | None
+    filter_columns: tuple[str, ...]
+    late: LateSplit | None  # None: the filter (if any) runs on batches of all of ``read``
+    order_by: tuple[ColumnOrdering, ...]
+    limit: int | None
+    offset: int
+    fragments: tuple[FragmentRange, ...]
+    whole_table: bool  # the caller chose no fragments
+    row_offsets: bool  # _rowoffset is asked for (computed from the row address)
+    include_deleted: bool
+    binary_blobs: tuple[str, ...]  # blob columns returned as their bytes (blob_handling="all_binary")
+    batch_size: int  # rows per read
+    output_rows: int  # rows per output batch (at most, unless ``regroup``)
+    regroup: bool  # filtered rows are gathered into batches of ``output_rows`` (pylance's shape)
+    strict_batch_size: bool
+    readahead: int  # batches decoding at once (below 2: on the calling thread)
+    fragment_readahead: int  # fragments those batches come from at once (0: any)
+    io_buffer_size: int  # bytes of pages in flight (0: no limit)
+    in_order: bool
+    index: IndexStep | None = None
+    search: SearchStep | None = None
+
+    @property
+    def physical_rows(self) -> int:
+        """Rows stored in the scanned fragments (or ranges), deleted ones included."""
+        total = 0
+        for part in self.fragments:
+            begin, end = part.row_range or (0, part.fragment.physical_rows)
+            total += max(0, min(end, part.fragment.physical_rows) - max(begin, 0))
+        return total
+
+
+def _filter_schema(arrow_schema: pa.Schema) -> pa.Schema:
+    """The table's columns and the system columns: what filters and expressions may name."""
+    for name in SYSTEM_COLUMNS:
+        arrow_schema = arrow_schema.append(pa.field(name, pa.uint64()))
+    return arrow_schema
+
+
+def _projection(columns: Any, table_schema: LanceSchema, known: pa.Schema, uri: str,
+                ) -> tuple[list[str], dict[str, tuple[pc.Expression, pa.DataType]], list[str]]:
+    """(output names, their SQL expressions, the columns they read) of ``columns``."""
+    expressions: dict[str, tuple[pc.Expression, pa.DataType]] = {}
+    needed: list[str] = []
+    if columns is not None and not isinstance(columns, Mapping):
+        listed = column_names(columns, table=uri)
+        if any("." in name and name not in table_schema.names() for name in listed):
+            # pylance's nested projection: "struct.x" is the field x of struct, in a column
+            # named "struct.x" (top-level names cannot hold a dot)
+            columns = {name: name for name in listed}
+    if isinstance(columns, Mapping):
+        for name, sql in columns.items():
+            expr, dtype, reads = to_value_expression(sql, known)
+            expressions[str(name)] = (expr, dtype)
+            needed += [r for r in reads if r not in needed]
+        return column_names(columns, table=uri), expressions, needed
+    requested = column_names(columns, table=uri) if columns is not None else table_schema.names()
+    for name in requested:
+        if name not in SYSTEM_COLUMNS and name != ROW_OFFSET and name not in table_schema.names():
+            raise InvalidInputError(f"unknown column {name!r}; columns are {table_schema.names()}", table=uri)
+    return requested, expressions, list(requested)
+
+
+def _late_split(table_schema: LanceSchema, needed: list[str], used: set[str]) -> LateSplit | None:
+    """How to split ``needed`` for a filter reading ``used``; None when every needed column is
+    the filter's (nothing is left to read late)."""
+    rest = [n for n in needed if n not in used]
+    if not rest:
+        return None
+    first = [n for n in needed if n in used]
+    first_system = [n for n in first if n in SYSTEM_COLUMNS]
+    if ROW_ADDRESS not in first_system:
+        first_system.append(ROW_ADDRESS)
+    return LateSplit(
+        ColumnSet(table_schema.project([n for n in first if n not in SYSTEM_COLUMNS]), tuple(first_system)),
+        ColumnSet(table_schema.project([n for n in rest if n not in SYSTEM_COLUMNS]),
+                  tuple(n for n in rest if n in SYSTEM_COLUMNS)),
+    )
+
+
+def _fragment_ranges(dataset: "LanceDataset", fragments: Sequence[LanceFragment | FragmentRange] | None,
+                     ) -> tuple[FragmentRange, ...]:
+    chosen = dataset.get_fragments() if fragments is None else fragments
+    return tuple(f if isinstance(f, FragmentRange) else FragmentRange(f) for f in chosen)
+
+
+def _output_schema(table_schema: LanceSchema, output: list[str],
+                   expressions: Mapping[str, tuple[pc.Expression, pa.DataType]], binary_blobs: bool) -> pa.Schema:
+    full = _filter_schema(read_arrow_schema(table_schema, blobs_as_binary=binary_blobs))
+    full = full.append(pa.field(ROW_OFFSET, pa.uint64()))
+    fields = [pa.field(n, expressions[n][1]) if n in expressions else full.field(n) for n in output]
+    return pa.schema(fields, metadata=table_schema.to_arrow().metadata)
+
+
+def plan_scan(
+    dataset: "LanceDataset",
+    *,
+    columns: list[str] | Mapping[str, str] | None = None,
+    filter: str | pc.Expression | None = None,
+    limit: int | None = None,
+    offset: int | None = None,
+    with_row_id: bool = False,
+    with_row_address: bool = False,
+    batch_size: int | None = None,
+    fragments: Sequence[LanceFragment | FragmentRange] | None = None,
+    order_by: Iterable[ColumnOrdering | str] | None = None,
+    strict_batch_size: bool = False,
+    include_deleted_rows: bool = False,
+    index: IndexStep | None = None,
+    **options: Any,
+) -> ScanPlan:
+    """Plan a scan of ``dataset`` (``LanceDataset.scanner``'s parameters and options).
+
+    ``fragments`` may hold :class:`FragmentRange` items to scan physical row ranges only.
+    ``index``: a step narrowing each fragment to candidate rows (see :class:`IndexStep`); kept
+    only for a filtered scan of live rows (the filter still decides which rows pass).
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown column or option, an invalid filter or expression, a negative limit or offset.
+    UnsupportedFeatureError
+        An option asking for a feature this engine lacks (vector or full-text search).
+    """
+    uri = dataset.uri
+    readahead, fragment_readahead, io_buffer_size = readahead_of(options, table=uri)
+    check_options(options, table=uri)
+    table_schema = dataset.lance_schema
+    known = _filter_schema(table_schema.to_arrow())
+    requested, expressions, needed = _projection(columns, table_schema, known, uri)
+    if with_row_id and "_rowid" not in requested:
+        requested.append("_rowid")
+    if with_row_address and "_rowaddr" not in requested:
+        requested.append("_rowaddr")
+    if include_deleted_rows and not with_row_id:
+        raise InvalidInputError("include_deleted_rows is set but with_row_id is false", table=uri)
+    # pylance's messages (its users match them); the limit is checked first
+    if limit is not None and limit < 0:
+        raise InvalidInputError(f"Limit must be non-negative, got {limit}", table=uri)
+    if offset is not None and offset < 0:
+        raise InvalidInputError(f"Offset must be non-negative, got {offset}", table=uri)
+    keys = orderings(order_by, table=uri)
+    condition = to_expression(filter, known) if filter is not None else None
+    used = referenced_columns(condition, known) if condition is not None else []
+    needed += [n for n in used if n not in needed]
+    for key in keys:
+        if key.column_name not in known.names and key.column_name != ROW_OFFSET:
+            raise InvalidInputError(f"cannot order by unknown column {key.column_name!r}", table=uri)
+        if key.column_name not in needed:
+            needed.append(key.column_name)
+    needed += [n for n in requested if n not in needed and n in SYSTEM_COLUMNS]
+    row_offsets = ROW_OFFSET in needed
+    system = [n for n in needed if n in SYSTEM_COLUMNS]
+    if row_offsets and ROW_ADDRESS not in system:
+        system.append(ROW_ADDRESS)  # _rowoffset is computed from the address
+    # blob_handling="all_binary": blob columns read as their bytes, found from their rows' addresses
+    binary_blobs = [n for n in requested if n not in expressions and n in table_schema.names()
+                    and is_blob_field(table_schema.field(n))] if options.get("blob_handling") == "all_binary" else []
+    if binary_blobs and ROW_ADDRESS not in system:
+        system.append(ROW_ADDRESS)
+    # late materialization (not with row offsets or deleted rows, which need every row's address
+    # on the first read)
+    late = None
+    if condition is not None and not row_offsets and not include_deleted_rows:
+        late = _late_split(table_schema, needed, set(used))
+    # pylance regroups a filtered scan's rows into batches of batch_size when late
+    # materialization is asked for (True or a column list) with a batch_size, not when left to
+    # its heuristic (without a batch_size its batches are the filtered reads)
+    asked_late = options.get("late_materialization")
+    return ScanPlan(
+        uri=uri, version=dataset.version, output=tuple(requested), expressions=MappingProxyType(expressions),
+        output_schema=_output_schema(table_schema, requested, expressions, bool(binary_blobs)),
+        read=ColumnSet(table_schema.project([n for n in needed if n not in SYSTEM_COLUMNS and n != ROW_OFFSET]),
+                       tuple(system)),
+        filter=condition, filter_columns=tuple(used), late=late, order_by=tuple(keys), limit=limit,
+        offset=offset or 0, fragments=_fragment_ranges(dataset, fragments), whole_table=fragments is None,
+        row_offsets=row_offsets, include_deleted=bool(include_deleted_rows), binary_blobs=tuple(binary_blobs),
+        batch_size=batch_size or default_batch_size(DEFAULT_BATCH_SIZE),
+        # output batches hold at most this many rows: reads stay large (fewer, cheaper decodes)
+        # while a plain scan yields pylance's batch shapes (8192-row slices of each fragment)
+        output_rows=batch_size or default_batch_size(PYLANCE_BATCH_SIZE),
+        regroup=bool(batch_size) and condition is not None and (
+            asked_late is True or isinstance(asked_late, (list, tuple))),
+        strict_batch_size=bool(strict_batch_size), readahead=readahead, fragment_readahead=fragment_readahead,
+        io_buffer_size=io_buffer_size, in_order=options.get("scan_in_order") is not False,
+        # an index narrows the rows a filter reads; deleted rows (include_deleted_rows) are read in full
+        index=index if condition is not None and not include_deleted_rows else None,
+    )
+
+
+__all__ = ["DEFAULT_BATCH_SIZE", "PYLANCE_BATCH_SIZE", "DENSE", "ColumnSet", "LateSplit", "FragmentRange",
+           "IndexStep", "SearchStep", "ScanPlan", "plan_scan"]
