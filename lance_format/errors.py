@@ -71,6 +71,15 @@ class TagError(LanceError, ValueError):
     """A tag operation failed: already exists, missing, or invalid name (pylance: ``ValueError``)."""
 
 
+class TagNotFoundError(TagError, OSError):
+    """The tag named does not exist (pylance: ``ValueError`` from the tag calls and opening a table,
+    ``OSError`` from ``checkout_version``; this is both)."""
+
+
+class TaggedVersionsError(TagError, OSError):
+    """``cleanup_old_versions`` would remove versions that tags still point at (pylance: ``OSError``)."""
+
+
 class BranchError(LanceError, ValueError):
     """A branch operation failed: already exists, missing, still referenced, or invalid name."""
 
@@ -129,6 +138,11 @@ class NewColumnDataError(SchemaMismatchError, InvalidInputError):
     """Data for new columns does not fit the table: a stream with fewer or more rows than the
     table has, or a UDF output whose schema is not the expected one (pylance: ``OSError`` from
     ``add_columns``, ``ValueError`` from ``LanceFragment.merge_columns``)."""
+
+
+class CommitOptionError(InvalidInputError, OSError):
+    """An option of a commit or cleanup is invalid: a zero ``commit_timeout``, a ``delete_rate_limit``
+    of 0 (pylance: ``OSError``)."""
 
 
 class EmptyDataError(InvalidInputError, OSError):
@@ -211,6 +225,9 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "VersionNotFoundError",
     "TagError",
+    "TagNotFoundError",
+    "TaggedVersionsError",
+    "CommitOptionError",
     "CommitConflictError",
     "DuplicateCommitError",
     "RetryableCommitConflictError",

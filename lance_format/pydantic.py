@@ -115,14 +115,27 @@ def pydantic_to_schema(model: type) -> pa.Schema:
     return pa.schema([_field(name, f) for name, f in model.model_fields.items()])  # type: ignore[attr-defined]
 
 
-def models_to_table(model_class: type, data: list[Any]) -> pa.Table:
-    """Model instances as a table of ``pydantic_to_schema(model_class)``."""
+def models_to_table(model_class: type, data: list[Any], schema: pa.Schema | None = None) -> pa.Table:
+    """Model instances as a table of ``pydantic_to_schema(model_class)`` (or of ``schema``).
+
+    Raises
+    ------
+    TypeError
+        ``model_class`` is not a pydantic model, ``data`` is not a list, or an item is not exactly
+        a ``model_class`` (a subclass may carry fields the schema lacks); the message names its index.
+    ValueError
+        ``data`` is empty.
+    """
     import pydantic
 
     if not (isinstance(model_class, type) and issubclass(model_class, pydantic.BaseModel)):
         raise TypeError(f"`model_class` must be a Pydantic BaseModel subclass, got {model_class!r}")
-    if not isinstance(data, list) or not all(isinstance(item, model_class) for item in data):
-        raise TypeError(f"`data` must be a list of {model_class.__name__} instances")
+    if not isinstance(data, list):
+        raise TypeError(f"Pydantic model data must be provided as a list, got {type(data)!r}")
+    wrong = next((i for i, item in enumerate(data) if type(item) is not model_class), None)
+    if wrong is not None:
+        raise TypeError(f"data[{wrong}] must be an instance of {model_class!r} exactly (subclasses are not "
+                        f"accepted), got {type(data[wrong])!r} (data has {len(data)} items)")
     if not data:
         raise ValueError("`data` must be a non-empty list of Pydantic model instances.")
     rows = [item.model_dump(mode="python") for item in data]
@@ -130,7 +143,7 @@ def models_to_table(model_class: type, data: list[Any]) -> pa.Table:
         for key, value in row.items():
             if isinstance(value, Enum):
                 row[key] = value.value
-    return pa.Table.from_pylist(rows, schema=pydantic_to_schema(model_class))
+    return pa.Table.from_pylist(rows, schema=schema if schema is not None else pydantic_to_schema(model_class))
 
 
 __all__ = ["Vector", "MultiVector", "pydantic_to_schema", "models_to_table"]

@@ -21,6 +21,8 @@ from typing import Any, Callable, NamedTuple
 
 import pyarrow as pa
 
+from lance_format import dependencies
+from lance_format.dependencies import pandas as pd
 from lance_format.errors import NewColumnDataError
 
 
@@ -93,7 +95,8 @@ def as_record_batch(out: Any) -> pa.RecordBatch:
     """A UDF's result as a record batch: pandas frames (as pylance converts them) and dicts."""
     if isinstance(out, pa.RecordBatch):
         return out
-    if hasattr(out, "to_numpy"):
+    # the flag first: without pandas, ``pd`` is a proxy whose attributes raise
+    if dependencies._PANDAS_AVAILABLE and isinstance(out, pd.DataFrame):
         return pa.RecordBatch.from_pandas(out)
     return pa.RecordBatch.from_pydict(out)
 

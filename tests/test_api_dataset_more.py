@@ -483,7 +483,6 @@ def test_sql_queries_like_pylance(tmp_path, query, options):
     "SELECT value, sum(id) AS s FROM dataset GROUP BY value",
     "SELECT DISTINCT value FROM dataset",
     "SELECT id + 1 FROM dataset",
-    'SELECT "id" FROM dataset',
     "SELECT a.id FROM dataset a JOIN dataset b ON a.id = b.id",
 ])
 def test_sql_beyond_one_scan_is_refused(tmp_path, query):

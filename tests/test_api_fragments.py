@@ -533,3 +533,36 @@ def test_merge_with_a_pyarrow_schema_over_dropped_columns_like_pylance(tmp_path)
         ds = engine.LanceDataset.commit(uri, merge, read_version=ds.version)
         tables.append(ds.to_table().to_pydict())
     assert tables[0] == tables[1] == {"a": list(range(5)), "c": [0, 3, 6, 9, 12]}
+
+
+def test_pickled_fragment_keeps_its_dataset_and_options(tmp_path):
+    """A fragment pickles without reopening its dataset, and the copy's ``_ds`` has the storage
+    options it was opened with (pylance's attributes)."""
+    options = {"allow_http": "true"}
+    uri = str(tmp_path / "t")
+    for engine in ENGINES:
+        engine.write_dataset(TABLE, uri, mode="overwrite", storage_options=options)
+        fragment = engine.dataset(uri, storage_options=options).get_fragments()[0]
+        copy = pickle.loads(pickle.dumps(fragment))
+        assert copy._ds._storage_options == options
+        assert copy.to_table().equals(fragment.to_table())
+
+
+def test_update_columns_of_a_json_column_like_pylance(tmp_path):
+    """New ``arrow.json`` values for a JSON column are stored as JSONB, as the table holds them."""
+    table = pa.table({"id": pa.array([1, 2, 3, 4, 5]), "email": [f"u{i}@example.com" for i in range(5)],
+                      "meta": pa.array(['{"plan":"free"}', None, '{"plan":"pro","seats":3}', '{"x":4}', '{}'],
+                                       pa.json_())})
+    updates = pa.table({"_rowid": pa.array([1, 3], pa.uint64()),
+                        "meta": pa.array(['{"updated":true,"id":2}', None], pa.json_())})
+    results = []
+    for engine in ENGINES:
+        uri = str(tmp_path / engine.__name__)
+        ds = engine.write_dataset(table, uri)
+        fragment, modified = ds.get_fragment(0).update_columns(updates)
+        op = engine.LanceOperation.Update(updated_fragments=[fragment], fields_modified=modified)
+        engine.LanceDataset.commit(uri, op, read_version=ds.version)
+        results.append(lance.dataset(uri).to_table())
+    assert results[0].equals(results[1])
+    assert [json.loads(v) if v else v for v in results[1].column("meta").to_pylist()] == [
+        {"plan": "free"}, {"updated": True, "id": 2}, {"plan": "pro", "seats": 3}, None, {}]

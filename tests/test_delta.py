@@ -123,10 +123,13 @@ def test_compared_against_matches_pylance(history):
     assert (delta.begin_version, delta.end_version) == (3, latest)
 
 
-def test_transactions_are_protobufs_of_each_version(history):
+def test_transactions_of_each_version_like_pylance(history):
     uri, latest = history
     txns = lance_format.dataset(uri).delta(begin_version=5, end_version=8).list_transactions()
-    assert [t.WhichOneof("operation") for t in txns] == ["reserve_fragments", "rewrite", "merge"]
+    theirs = lance.dataset(uri).delta(begin_version=5, end_version=8).list_transactions()
+    assert [type(t.operation).__name__ for t in txns] == [type(t.operation).__name__ for t in theirs]
+    assert [type(t.operation).__name__ for t in txns[1:]] == ["Rewrite", "Merge"]
+    assert [(t.uuid, t.read_version) for t in txns] == [(t.uuid, t.read_version) for t in theirs]
     assert lance_format.dataset(uri).delta(begin_version=3, end_version=3).list_transactions() == []
 
 

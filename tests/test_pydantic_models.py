@@ -112,3 +112,52 @@ def test_refusals_like_pylance():
     with pytest.raises(TypeError):
         lance_format.LanceDataset.from_pydantic_model(dict, [{}], "x.lance")
     assert lance_format.pydantic.pydantic_to_schema(model).field("embedding").type == pa.list_(pa.float32(), 4)
+
+
+def test_write_dataset_takes_a_list_of_models_like_pylance(tmp_path):
+    """``write_dataset([Model(...), ...])`` derives the schema from the model class, so an Optional
+    field that is None in every row keeps its type; a schema= given wins."""
+    class Visit(pydantic.BaseModel):
+        url: str
+        email: Optional[str]
+        avatar: Optional[bytes] = None
+        tags: List[str]
+        when: datetime
+
+    rows = [Visit(url=f"https://example.com/p/{i}", email=f"u{i}@example.org" if i % 3 else None,
+                  tags=["new"] * (i % 2), when=datetime(2024, 5, 1, i)) for i in range(5)]
+    ours = lance_format.write_dataset(rows, str(tmp_path / "ours"))
+    theirs = lance.write_dataset(rows, str(tmp_path / "theirs"))
+    assert ours.schema == theirs.schema and ours.schema.field("avatar").type == pa.binary()
+    assert lance.dataset(str(tmp_path / "ours")).to_table().equals(theirs.to_table())
+
+    class Score(pydantic.BaseModel):
+        who: str
+        score: float
+
+    narrow = pa.schema([pa.field("who", pa.string()), pa.field("score", pa.float32())])
+    ds = lance_format.write_dataset([Score(who="a@example.com", score=0.5)], str(tmp_path / "s"), schema=narrow)
+    assert ds.schema == narrow
+
+
+def test_lists_with_other_items_are_refused_like_pylance(tmp_path):
+    class Record(pydantic.BaseModel):
+        name: str
+
+    class Subclass(Record):
+        extra: int = 0
+
+    class Other(pydantic.BaseModel):
+        x: int
+
+    for bad in ({"name": "eve"}, Other(x=1), Subclass(name="bob")):
+        data = [Record(name="alice"), bad]
+        for engine in (lance, lance_format):
+            with pytest.raises(TypeError, match=r"data\[1\] must be an instance of .* exactly"):
+                engine.write_dataset(data, str(tmp_path / "w"))
+            with pytest.raises(TypeError, match=r"data\[1\]"):
+                engine.LanceDataset.from_pydantic_model(Record, data, uri=str(tmp_path / "m"))
+    for engine in (lance, lance_format):
+        with pytest.raises(TypeError, match="must be provided as a list"):
+            engine.LanceDataset.from_pydantic_model(Record, (Record(name=n) for n in "ab"), uri=str(tmp_path / "g"))
+    assert not (tmp_path / "w").exists() and not (tmp_path / "m").exists()

@@ -15,7 +15,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from lance_format.dataset.clones import source_version, write_shallow_copy
-from lance_format.errors import BranchError, InvalidInputError, TagError
+from lance_format.errors import BranchError, InvalidInputError, TagError, VersionNotFoundError
 from lance_format.io import ObjectStore
 from lance_format.io.manifest_store import split_uri_query
 from lance_format.table.manifest import ManifestFile, read_manifest
@@ -183,8 +183,13 @@ class Tags(TableTags):
             store, version = self._current, None
         else:
             store, version = resolve_reference(self._current, reference)
-        version, path = version_path(store, version)
-        return _branch_of_store(self._store, store), version, store.size(path)
+        branch = _branch_of_store(self._store, store)
+        try:
+            version, path = version_path(store, version)
+        except VersionNotFoundError:  # pylance's wording, which names the branch
+            raise VersionNotFoundError(f"Version not found error: version {branch or 'main'}:{version} does not "
+                                       "exist", table=self._store.uri) from None
+        return branch, version, store.size(path)
 
     # pylance's signature: a reference (version, tag or (branch, version); None: the current
     # version) where the table's TableTags take a version number

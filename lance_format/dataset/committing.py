@@ -300,7 +300,7 @@ class CommittingMethods(DatasetMixin):
         error_if_tagged_old_versions
             Raise instead of skipping when a tagged version would be removed.
         delete_rate_limit
-            Accepted for pylance compatibility; deletes are not rate-limited.
+            At most this many files deleted per second (positive).
         versions
             Remove exactly these versions.
         delete_concurrency

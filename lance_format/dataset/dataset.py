@@ -36,7 +36,7 @@ from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
-from lance_format.table.base_paths import BaseStores
+from lance_format.table.base_paths import BaseStores, check_base_store_params
 from lance_format.table.auto_cleanup import due as auto_cleanup_due
 from lance_format.table.commit import (
     DETACHED_VERSION_BIT,
@@ -110,8 +110,8 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         # pylance's constructor arguments, in its order; cache and decoder sizes have no effect here
         refuse_unsupported(uri, read_params, serialized_manifest=serialized_manifest,
                             namespace_client=namespace_client, table_id=table_id,
-                            base_store_params=base_store_params,
                             namespace_client_managed_versioning=namespace_client_managed_versioning or None)
+        check_base_store_params(base_store_params, table=uri.uri if isinstance(uri, ObjectStore) else os.fspath(uri))
         self._default_scan_options = dict(default_scan_options or {})
         if session is not None and not isinstance(session, Session):
             raise InvalidInputError(f"session must be a lance_format.Session, got {type(session).__name__}")
@@ -187,6 +187,11 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         """pylance's handle on its native dataset, which user code (and pylance's own tests) reach
         into for methods such as ``base_paths()``; here the dataset itself answers them."""
         return self
+
+    @property
+    def _storage_options(self) -> dict[str, str]:
+        """pylance's attribute: the object-store options this dataset was opened with."""
+        return dict(self._store.storage_options or {})
 
     @property
     def uri(self) -> str:

@@ -62,6 +62,11 @@ class LanceFragment(FragmentReading):
 
     # -- identity ----------------------------------------------------------------------------
     @property
+    def _ds(self) -> "LanceDataset":
+        """pylance's attribute: the dataset this fragment belongs to."""
+        return self._dataset
+
+    @property
     def fragment_id(self) -> int:
         """The fragment's id within the table."""
         return self.proto.id

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, List, Optional
+from typing import Any, Iterable, Iterator, List, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.dataset.overlays import overlay_from_json, overlay_from_proto, overlay_to_json, overlay_to_proto
 from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
@@ -229,11 +230,69 @@ class RowDatasetVersionMeta(_SequenceMeta):
     __hash__ = None  # type: ignore[assignment]
 
 
+def _row_id_array(row_ids: Any) -> np.ndarray:
+    """``row_ids`` as uint64 values, refusing nulls, non-integers and negatives with pylance's wording."""
+    if isinstance(row_ids, np.ndarray) and row_ids.dtype == np.uint64:
+        return row_ids
+    if isinstance(row_ids, range):
+        if len(row_ids) and min(row_ids[0], row_ids[-1]) < 0:
+            raise InvalidInputError(f"Row ids must be non-negative, but the range starts at {row_ids.start}")
+        if len(row_ids) and max(row_ids[0], row_ids[-1]) >= 2**64:
+            raise InvalidInputError("Row ids must fit in a uint64")
+        if row_ids.step == 1:  # no per-id Python work for the common case
+            return np.arange(len(row_ids), dtype=np.uint64) + np.uint64(row_ids.start)
+        return np.fromiter(row_ids, dtype=np.uint64, count=len(row_ids))
+    if isinstance(row_ids, (pa.Array, pa.ChunkedArray)):
+        if not pa.types.is_integer(row_ids.type):
+            raise ArgumentTypeError(f"Row ids must be an array of integers, but got an array of type {row_ids.type}")
+        if row_ids.null_count:
+            raise InvalidInputError(f"Row ids must not be null, but the array has {row_ids.null_count} null values")
+        if pa.types.is_signed_integer(row_ids.type) and len(row_ids) and pc.min(row_ids).as_py() < 0:
+            raise InvalidInputError(
+                f"Row ids must fit in a uint64, but the array holds the negative value {pc.min(row_ids)}")
+        return np.asarray(row_ids.to_numpy(), dtype=np.uint64) if len(row_ids) else np.empty(0, np.uint64)
+    if isinstance(row_ids, (str, bytes)) or not isinstance(row_ids, Iterable):
+        raise ArgumentTypeError("Row ids must be an iterable of integers or an Arrow array, "
+                                f"but got {type(row_ids).__name__}")
+    values = list(row_ids)
+    if not values:
+        return np.empty(0, np.uint64)
+    try:
+        found = np.array(values)
+        if found.dtype.kind in "iu":
+            if found.dtype.kind == "i" and found.min() < 0:
+                raise OverflowError(f"the negative value {found.min()}")
+            return found.astype(np.uint64)
+        # ints beyond int64 come back as objects or floats: numpy checks each against uint64's range
+        if found.dtype.kind in "fO" and all(isinstance(v, (int, np.integer)) for v in values):
+            return np.array(values, dtype=np.uint64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ArgumentTypeError(f"Row ids must be non-negative integers that fit in a uint64: {exc}") from None
+    raise ArgumentTypeError(f"Row ids must be an iterable of integers, but got values of type {found.dtype}")
+
+
 class RowIdSequence:
-    """The stable row ids of one fragment's rows, in physical order (pylance's ``RowIdSequence``)."""
+    """The stable row ids of one fragment's rows, in physical order (pylance's ``RowIdSequence``).
+
+    Takes any iterable of non-negative integers, a ``range`` or an Arrow integer array (chunked or
+    sliced); ids must be unique, as the table's row id index assumes.
+    """
 
     def __init__(self, row_ids: Iterable[int]) -> None:
-        self._ids = np.asarray(list(row_ids) if not isinstance(row_ids, np.ndarray) else row_ids, dtype=np.uint64)
+        self._ids = _row_id_array(row_ids)
+        if len(self._ids) > 1 and not isinstance(row_ids, range):  # a range never repeats itself
+            ordered = np.sort(self._ids, kind="stable")
+            repeats = np.flatnonzero(ordered[1:] == ordered[:-1])
+            if len(repeats):
+                raise InvalidInputError(
+                    f"Row ids must be unique, but row id {int(ordered[repeats[0]])} appears more than once in the "
+                    f"sequence of {len(self._ids)} row ids")
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids.tolist())
+
+    def __reduce__(self) -> Any:
+        return (RowIdSequence, (self._ids,))
 
     def to_pyarrow(self) -> pa.Array:
         return pa.array(self._ids, pa.uint64())

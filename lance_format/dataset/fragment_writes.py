@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto
 from lance_format.dataset.writing.arrow_input import as_reader
-from lance_format.dataset.writing.write_dataset import progress_hook
+from lance_format.dataset.writing.write_dataset import progress_hook, write_targets
 from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -30,7 +30,9 @@ from lance_format.dataset.writing.fragment_sink import (
 from lance_format.errors import ArgumentTypeError, EmptyDataError, InvalidInputError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.schema import LanceSchema
+from lance_format.schema.extensions import storage_schema, to_storage
 from lance_format.table import feature_flags
+from lance_format.table.base_paths import DatasetBasePath, check_base_store_params, new_base_protos
 from lance_format.table.commit import latest_manifest
 
 if TYPE_CHECKING:
@@ -63,7 +65,8 @@ def _write(
     data: Any, dataset_uri: Any, schema: pa.Schema | None, *, mode: str, max_rows_per_file: int,
     max_bytes_per_file: int, progress: Any, data_storage_version: str | None,
     storage_options: Mapping[str, str] | None, fragment_id: int | None = None,
-) -> tuple[list[FragmentMetadata], LanceSchema, int]:
+    initial_bases: Any = None, target_bases: Any = None,
+) -> tuple[list[FragmentMetadata], LanceSchema, int, list[Any]]:
     """Write ``data`` as uncommitted fragments; returns them, the schema they follow and the
     version they were written against (0: no table yet). ``fragment_id`` (``LanceFragment.create``)
     numbers the one fragment, also in what ``progress`` is told as its file opens and closes."""
@@ -82,12 +85,20 @@ def _write(
     append_to = existing[1].manifest if existing is not None and mode == "append" else None
     table_schema, storage_version = write_target(append_to, reader.schema, data_storage_version, None,
                                                  table=store.uri)
+    if initial_bases is not None and mode != "create":
+        raise InvalidInputError(f"Cannot register new bases in {mode.capitalize()} mode. Only CREATE mode can "
+                                "register new bases", table=store.uri)
+    # the bases the new files may go to: the ones a new table registers, or the table's own
+    bases = new_base_protos(initial_bases, [], table=store.uri) if initial_bases is not None else \
+        list(existing[1].manifest.base_paths) if existing is not None else []
+    targets = write_targets(store, bases, target_bases, None) if target_bases is not None else None
     protos, _sink = write_fragment_protos(reader, store, table_schema, storage_version,
                                           max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
-                                          on_file=progress_hook(progress, fragment_id),
+                                          targets=targets, on_file=progress_hook(progress, fragment_id),
                                           begin_with_file=fragment_id is not None)
     fragments = [fragment_from_proto(p) for p in protos]
-    return fragments, table_schema, read_version
+    registered = [DatasetBasePath.from_proto(b) for b in bases] if initial_bases is not None else []
+    return fragments, table_schema, read_version, registered
 
 
 def create_fragment(
@@ -118,7 +129,7 @@ def create_fragment(
     if any(v is not None for v in unsupported.values()):
         raise InvalidInputError(f"unsupported LanceFragment.create arguments: {sorted(unsupported)}")
     version = _legacy_alias(data_storage_version, use_legacy_format)
-    fragments, _schema, _read = _write(data, dataset_uri, schema, mode=mode, max_rows_per_file=2**63 - 1,
+    fragments, _schema, _read, _bases = _write(data, dataset_uri, schema, mode=mode, max_rows_per_file=2**63 - 1,
                                        max_bytes_per_file=2**63 - 1, progress=progress, data_storage_version=version,
                                        storage_options=storage_options,
                                        fragment_id=0 if fragment_id is None else int(fragment_id))
@@ -147,6 +158,9 @@ def write_fragments(
     use_legacy_format: bool | None = None,
     storage_options: Mapping[str, str] | None = None,
     enable_stable_row_ids: bool = False,
+    target_bases: list[str] | None = None,
+    initial_bases: list[DatasetBasePath] | None = None,
+    base_store_params: Mapping[str, Mapping[str, str]] | None = None,
     **unsupported: Any,
 ) -> "list[FragmentMetadata] | Transaction":
     """pylance's ``write_fragments``: uncommitted fragments (ids 0), or with
@@ -154,15 +168,18 @@ def write_fragments(
 
     ``max_rows_per_group``, ``data_cache_bytes``, ``max_page_bytes`` and ``enable_stable_row_ids``
     (which has no effect in pylance either: ids are assigned at commit) are accepted for
-    compatibility.
+    compatibility. ``target_bases``: names or paths of bases the files go to (registered ones, or
+    with ``mode="create"`` the ``initial_bases`` the new table registers, which the returned
+    transaction carries); ``base_store_params`` as in :func:`write_dataset`.
     """
     if any(v not in (None, False, "reference") for v in unsupported.values()):
         raise InvalidInputError(f"unsupported write_fragments arguments: {sorted(unsupported)}")
+    check_base_store_params(base_store_params, table=str(getattr(dataset_uri, "uri", dataset_uri)))
     version = _legacy_alias(data_storage_version, use_legacy_format)
-    fragments, table_schema, read_version = _write(
+    fragments, table_schema, read_version, bases = _write(
         data, dataset_uri, schema, mode=mode, max_rows_per_file=max_rows_per_file,
         max_bytes_per_file=max_bytes_per_file, progress=progress, data_storage_version=version,
-        storage_options=storage_options)
+        storage_options=storage_options, initial_bases=initial_bases, target_bases=target_bases)
     if not return_transaction:
         return fragments
     from lance_format.dataset.transactions_api import LanceOperation, Transaction
@@ -171,7 +188,7 @@ def write_fragments(
     if mode == "append" and read_version:
         operation = LanceOperation.Append(fragments)
     else:
-        operation = LanceOperation.Overwrite(table_schema, fragments)
+        operation = LanceOperation.Overwrite(table_schema, fragments, initial_bases=bases or None)
     return Transaction(read_version=read_version, operation=operation, uuid=str(uuid.uuid4()))
 
 
@@ -254,8 +271,9 @@ def delete_fragment_rows(fragment: "LanceFragment", offsets: Any) -> FragmentMet
 
     new = np.asarray([int(o) for o in offsets], dtype=np.int64)
     if new.size and (new.min() < 0 or new.max() >= fragment.physical_rows):
-        raise InvalidInputError(f"row offsets outside fragment {fragment.fragment_id} "
-                                f"({fragment.physical_rows} rows)", **fragment.error_context())
+        bad = int(new.min()) if new.min() < 0 else int(new.max())
+        raise InvalidInputError(f"delete_rows offset {bad} is out of range for fragment {fragment.fragment_id} "
+                                f"with {fragment.physical_rows} rows", **fragment.error_context())
     updated = fragment.metadata
     union = np.union1d(fragment.deleted_offsets.astype(np.int64), new)
     if union.size == len(fragment.deleted_offsets):
@@ -369,7 +387,9 @@ def update_fragment_columns(
 
     ds = fragment._dataset
     right_on = right_on or left_on
-    right = as_reader(data_obj, schema).read_all()
+    reader = as_reader(data_obj, schema)
+    # extension columns (arrow.json text) in their stored form (JSONB), as the table holds them
+    right = pa.Table.from_batches([to_storage(b) for b in reader], schema=storage_schema(reader.schema))
     names = ds.schema.names
     if left_on not in names and left_on not in (ROW_ID, ROW_ADDRESS):
         raise InvalidInputError(f"Column {left_on} does not exist in the left side fragment", table=ds.uri,

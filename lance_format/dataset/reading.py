@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from lance_format.dataset.relational import RelationalMethods
 from lance_format.dataset.arguments import row_positions
 from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
-from lance_format.dataset.scan_options import ColumnOrdering
+from lance_format.dataset.scan_options import ROW_OFFSET, ColumnOrdering
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.errors import InvalidInputError, InvalidRowSelectionError
 from lance_format.schema.blob import is_blob_field
@@ -301,6 +301,13 @@ class ReadingMethods(RelationalMethods):
         if repeated is not None:
             distinct = list(dict.fromkeys(repeated))
             return self.take(positions, columns=distinct).select([distinct.index(c) for c in repeated])
+        if columns is not None and not isinstance(columns, Mapping) and ROW_OFFSET in columns:
+            # a row's offset is its position among the live rows: the index it was asked for
+            rest = [c for c in columns if c != ROW_OFFSET]
+            table = self.take(positions, columns=rest or ["_rowaddr"])
+            offsets = pa.array(positions.astype(np.uint64), pa.uint64())
+            table = table.add_column(columns.index(ROW_OFFSET), pa.field(ROW_OFFSET, pa.uint64(), False), offsets)
+            return table if rest else table.select([ROW_OFFSET])
         scanner = self.scanner(columns=_without_repeats(columns))
         fragments = ds.get_fragments()
         counts = np.array([f.count_rows() for f in fragments], dtype=np.int64)
@@ -321,7 +328,7 @@ class ReadingMethods(RelationalMethods):
             order.append(where)
         schema = scanner.projected_schema
         if not pieces:
-            return schema.empty_table()
+            return pa.Table.from_batches([], schema=schema)  # empty_table() fails on nested extension types
         table = pa.Table.from_batches(pieces, schema=schema)
         inverse = np.empty(len(positions), dtype=np.int64)
         inverse[np.concatenate(order)] = np.arange(len(positions))
@@ -371,7 +378,7 @@ class ReadingMethods(RelationalMethods):
                 pieces.append(scanner.take_physical(fragment, wanted))
                 order.append(where)
         if not pieces:
-            return scanner.projected_schema.empty_table()
+            return pa.Table.from_batches([], schema=scanner.projected_schema)
         table = pa.Table.from_batches(pieces, schema=scanner.projected_schema)
         # back to the order of row_ids (skipped ids leave no row)
         return table.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
@@ -403,7 +410,7 @@ def _repeated_system_columns(columns: Any) -> list[str] | None:
     a data column once, where first named, and system columns as often as named."""
     if not isinstance(columns, (list, tuple)) or len(set(columns)) == len(columns):
         return None
-    return [c for i, c in enumerate(columns) if c in SYSTEM_COLUMNS or c not in columns[:i]]
+    return [c for i, c in enumerate(columns) if c in SYSTEM_COLUMNS or c == ROW_OFFSET or c not in columns[:i]]
 
 
 def _without_repeats(columns: Any) -> Any:

@@ -10,13 +10,15 @@ pylance runs ``ds.sql(...)`` through DataFusion. Here a query is translated into
 
 with the filter dialect's functions and operators in expressions and conditions. Anything else
 (aggregates, GROUP BY, joins, DISTINCT, subqueries, unnamed expressions, whose column names are
-DataFusion's own, double-quoted identifiers) is refused with :class:`UnsupportedFeatureError`
-rather than answered differently.
+DataFusion's own) is refused with :class:`UnsupportedFeatureError` rather than answered
+differently. Double-quoted names are column names, as in DataFusion (in filters they are strings).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import re
 
 import pyarrow as pa
 import sqlglot
@@ -71,6 +73,27 @@ class SqlStatement(NamedTuple):
     sql: str
 
 
+# a single-quoted string (quotes doubled inside), a backticked name, or a double-quoted name
+_QUOTED = re.compile(r"'(?:[^']|'')*'|`[^`]*`|\"((?:[^\"]|\"\")*)\"")
+
+
+def _backtick_identifiers(sql: str, uri: str) -> str:
+    """``sql`` with its double-quoted names (DataFusion's identifiers, as pylance's ``sql`` reads
+    them) written with backticks, the quoting this engine's SQL dialect uses for names; double
+    quotes inside string literals stay as they are."""
+    def rewrite(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return match.group(0)
+        name = name.replace('""', '"')
+        if "`" in name:
+            raise UnsupportedFeatureError(f"the column name {name!r} holds a backtick, which SQL queries here "
+                                          "cannot name", table=uri)
+        return f"`{name}`"
+
+    return _QUOTED.sub(rewrite, sql)
+
+
 class SqlQueryBuilder:
     """Options of a query (pylance's ``SqlQueryBuilder``); :meth:`build` checks and plans it."""
 
@@ -117,12 +140,8 @@ class SqlQueryBuilder:
             SQL beyond what one scan answers (see the module docstring).
         """
         uri = self._dataset.uri
-        if '"' in self._sql:
-            raise UnsupportedFeatureError("double-quoted identifiers are not supported in SQL queries here (in "
-                                          "DataFusion they name columns, in Lance filters they are strings); use "
-                                          "backticks for names and single quotes for strings", table=uri)
         try:
-            tree = sqlglot.parse_one(self._sql, read=_QueryDialect)
+            tree = sqlglot.parse_one(_backtick_identifiers(self._sql, uri), read=_QueryDialect)
         except sqlglot.errors.ParseError as error:
             raise InvalidInputError(f"cannot parse SQL query {self._sql!r}: {error}", table=uri) from None
         if not isinstance(tree, exp.Select):

@@ -23,7 +23,9 @@ from lance_format.dataset.lance_operations import Index, LanceOperation, Transac
 from lance_format.dataset.overlays import DataOverlayGroup, overlay_from_proto, overlay_to_proto
 from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import transaction_pb2
+from lance_format.dataset.update_offsets import decode_offsets, encode_offsets
 from lance_format.schema import LanceSchema
+from lance_format.table.base_paths import new_base_protos
 from lance_format.table.transaction import OperationKind, operation_name
 
 # pylance 14 writes unnamed varint flags on Merge (field 4) and Project (field 2).
@@ -73,8 +75,6 @@ def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction
     ``first_new_id``: the id of a field new to the table)."""
     L = LanceOperation
     if isinstance(operation, L.Overwrite):
-        if operation.initial_bases:
-            raise UnsupportedFeatureError("Overwrite with initial_bases is not supported by this engine")
         fragments = list(operation.fragments)
         if any(f.deletion_file is not None for f in fragments):
             raise InvalidInputError("an Overwrite cannot carry fragments with deletion files; commit deletions "
@@ -85,6 +85,8 @@ def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction
         body.schema.extend(fields)
         body.schema_metadata.update(metadata)
         body.fragments.extend(fragment_to_proto(f) for f in fragments)
+        if operation.initial_bases:  # bases the new table registers (ids the fragments' files name)
+            body.initial_bases.extend(new_base_protos(list(operation.initial_bases), [], table=""))
     elif isinstance(operation, L.Append):
         txn.append.SetInParent()
         txn.append.fragments.extend(fragment_to_proto(f) for f in operation.fragments)
@@ -106,6 +108,7 @@ def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction
         update.fields_modified.extend(operation.fields_modified)
         update.fields_for_preserving_frag_bitmap.extend(operation.fields_for_preserving_frag_bitmap)
         update.update_mode = _UPDATE_MODES[operation.update_mode]  # type: ignore[assignment]
+        update.MergeFromString(encode_offsets(operation.updated_fragment_offsets))
     elif isinstance(operation, L.Merge):
         merge = txn.merge
         merge.SetInParent()
@@ -198,7 +201,8 @@ def operation_from_proto(txn: transaction_pb2.Transaction) -> LanceOperation.Bas
         u = txn.update
         return L.Update(list(u.removed_fragment_ids), _frags(u.updated_fragments), _frags(u.new_fragments),
                         list(u.fields_modified), list(u.fields_for_preserving_frag_bitmap),
-                        "rewrite_columns" if u.update_mode == 1 else "rewrite_rows")
+                        "rewrite_columns" if u.update_mode == 1 else "rewrite_rows",
+                        updated_fragment_offsets=decode_offsets(u))
     if kind == OperationKind.MERGE:
         m = txn.merge
         return L.Merge(_frags(m.fragments), LanceSchema.from_protos(list(m.schema), dict(m.schema_metadata)),

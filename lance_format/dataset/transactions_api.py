@@ -13,6 +13,7 @@ but committing them raises :class:`UnsupportedFeatureError`.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, cast
 
 import numpy as np
@@ -25,7 +26,7 @@ from lance_format.dataset.transaction_protos import (
     transaction_from_proto,
     transaction_to_proto,
 )
-from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import ArgumentTypeError, CommitOptionError, InvalidInputError, UnsupportedFeatureError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import transaction_pb2
 from lance_format.schema import LanceSchema
@@ -39,6 +40,7 @@ from lance_format.table.commit import (
     detached_manifest_path,
     latest_manifest,
 )
+from lance_format.table.base_paths import check_base_store_params
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.operations import BuildOptions
@@ -63,8 +65,25 @@ _DEFAULT_ONLY = {"namespace_client": None, "table_id": None, "namespace_client_m
                  "base_store_params": None}
 
 
+def _check_timeout(timeout: Any) -> None:
+    """pylance's checks of ``commit_timeout`` (a timedelta, positive, or None for none); a commit
+    here never waits on a lock of its own, so the value bounds nothing further."""
+    if timeout is None:
+        return
+    if not isinstance(timeout, timedelta):
+        raise ArgumentTypeError(f"argument 'commit_timeout': {type(timeout).__name__!r} object is not an instance "
+                                "of 'timedelta'")
+    if timeout < timedelta(0):
+        raise InvalidInputError("It is not possible to convert a negative timedelta to a commit timeout")
+    if timeout == timedelta(0):
+        raise CommitOptionError("Invalid user input: CommitBuilder timeout must be non-zero; pass `None` to disable")
+
+
 def _refuse_unsupported(kwargs: Dict[str, Any]) -> None:
-    kwargs = {k: v for k, v in kwargs.items() if k != "commit_timeout"}  # commits here do not block
+    _check_timeout(kwargs.get("commit_timeout"))
+    if kwargs.get("base_store_params"):
+        check_base_store_params(kwargs["base_store_params"], table="")
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("commit_timeout", "base_store_params")}
     unknown = sorted(k for k in kwargs if k not in _DEFAULT_ONLY)
     if unknown:
         raise InvalidInputError(f"unexpected commit arguments: {unknown}")

@@ -46,6 +46,16 @@ def _encoding_for(data_type: pa.DataType) -> int:
     return ENCODING_PLAIN
 
 
+def _refuse_empty_fixed_size_list(arrow_field: pa.Field) -> None:
+    """A fixed-size list of dimension 0 holds nothing and divides by zero in readers: pylance refuses it."""
+    data_type = arrow_field.type
+    while pa.types.is_fixed_size_list(data_type):
+        if data_type.list_size == 0:
+            raise SchemaMismatchError(f'Field "{arrow_field.name}" contains a FixedSizeList with dimension 0; '
+                                      "dimension must be a positive integer", column=arrow_field.name)
+        arrow_field, data_type = data_type.value_field, data_type.value_type
+
+
 @dataclass
 class LanceField:
     """One field of a Lance schema (a node of the field tree)."""
@@ -84,6 +94,7 @@ class LanceField:
             raise UnsupportedFeatureError(
                 f"field {arrow_field.name!r} has type {data_type}, which Lance tables cannot store"
             )
+        _refuse_empty_fixed_size_list(arrow_field)
         if has_extension(data_type):
             # stored as its storage type, named in the field metadata (schema.extensions)
             arrow_field = storage_field(arrow_field)
@@ -231,6 +242,42 @@ class LanceSchema:
                     )
                 parent.children.append(node)
         return cls(top, dict(metadata))
+
+    @classmethod
+    def _from_protos(cls, metadata_json: str, *field_protos: bytes) -> "LanceSchema":
+        """pylance's ``LanceSchema._from_protos``: a schema from serialized ``Field`` messages (parents
+        before children) and its metadata as JSON (key -> list of byte values).
+
+        Raises
+        ------
+        InvalidInputError
+            Malformed JSON or message, or a field whose parent does not come before it.
+        """
+        import json
+
+        from google.protobuf.message import DecodeError
+
+        try:
+            raw = json.loads(metadata_json)
+            if not isinstance(raw, dict):
+                raise ValueError(f"expected a map, got {type(raw).__name__}")
+            metadata = {str(k): bytes(v) for k, v in raw.items()}
+        except (ValueError, TypeError) as error:
+            raise InvalidInputError(f"Failed to parse metadata: {error}") from None
+        protos = []
+        seen: set[int] = set()
+        for blob in field_protos:
+            try:
+                pb = file_pb2.Field.FromString(bytes(blob))
+            except DecodeError as error:
+                raise InvalidInputError(f"Failed to parse field proto: {error}") from None
+            if pb.parent_id != -1 and pb.parent_id not in seen:
+                raise InvalidInputError(f"Failed to reconstruct schema: Field '{pb.name}' (id={pb.id}) references "
+                                        f"parent id {pb.parent_id}, which must appear earlier in the protobuf field "
+                                        "list")
+            seen.add(pb.id)
+            protos.append(pb)
+        return cls.from_protos(protos, metadata)
 
     def to_protos(self) -> list[file_pb2.Field]:
         return [pb for f in self.fields for pb in f.to_protos()]

@@ -12,9 +12,9 @@ Paths inside a base are checked exactly like the table's own: they may not leave
 from __future__ import annotations
 
 import posixpath
-from typing import Any
+from typing import Any, Mapping
 
-from lance_format.errors import CorruptFileError, InvalidInputError, PathEscapeError
+from lance_format.errors import CorruptFileError, InvalidInputError, PathEscapeError, UnsupportedFeatureError
 from lance_format.io import ObjectStore, check_relative_path
 from lance_format.proto import table_pb2
 
@@ -189,6 +189,21 @@ class DatasetBasePath:
                 f"is_dataset_root={str(self._is_dataset_root).lower()})")
 
 
+def check_base_store_params(params: Any, *, table: str) -> None:
+    """pylance's ``base_store_params`` (storage options per base path): every base is opened with
+    the table's own ``storage_options`` here, so only empty option sets are accepted."""
+    if params is None:
+        return
+    if not isinstance(params, Mapping):
+        raise InvalidInputError(f"base_store_params must be a dict of base path -> storage options, got "
+                                f"{type(params).__name__}", table=table)
+    for path, options in params.items():
+        if options:
+            raise UnsupportedFeatureError(
+                f"base_store_params for {path!r}: storage options per base path are not supported by this engine "
+                "(every base is opened with the table's storage_options)", table=table)
+
+
 def new_base_protos(bases: Any, existing: list[table_pb2.BasePath], *, table: str) -> list[table_pb2.BasePath]:
     """``bases`` (DatasetBasePath objects) as protos to register next to ``existing``.
 
@@ -214,11 +229,19 @@ def new_base_protos(bases: Any, existing: list[table_pb2.BasePath], *, table: st
     return out
 
 
+def _same_location(a: str, b: str) -> bool:
+    def plain(uri: str) -> str:
+        return uri[len("file://"):].rstrip("/") if uri.startswith("file://") else uri.rstrip("/")
+
+    return plain(a) == plain(b)
+
+
 def target_bases_of(bases: Any, target_bases: Any, target_all_bases: bool | None,
                     *, table: str) -> list[int | None]:
     """The base ids new data files rotate through, file by file (None: the table's own root).
 
-    ``target_bases`` names bases by name first, then by path; ``target_all_bases`` takes every
+    ``target_bases`` names bases by name first, then by path (the table's own URI ``table`` is its
+    root); ``target_all_bases`` takes every
     registered base in id order, after the table's own root when True.
     """
     by_id = sorted(bases, key=lambda b: b.id)
@@ -235,6 +258,9 @@ def target_bases_of(bases: Any, target_bases: Any, target_all_bases: bool | None
         raise InvalidInputError("target_bases must be a list of base names or paths", table=table)
     chosen: list[int | None] = []
     for reference in target_bases:
+        if isinstance(reference, str) and _same_location(reference, table):
+            chosen.append(None)  # the table's own URI: its primary storage
+            continue
         found = next((b for b in by_id if b.HasField("name") and b.name == reference), None)
         found = found or next((b for b in by_id if b.path == reference), None)
         if found is None:

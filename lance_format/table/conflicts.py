@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from google.protobuf import unknown_fields
 from pyroaring import BitMap
 
 from lance_format.errors import RetryableCommitConflictError
@@ -125,6 +126,22 @@ def _same_metadata(a: Txn, b: Txn) -> bool:
 
 def _index_bitmaps(indices) -> list[BitMap | None]:
     return [BitMap.deserialize(bytes(i.fragment_bitmap)) if i.fragment_bitmap else None for i in indices]
+
+
+def _may_alter_nullability(txn: Txn) -> bool:
+    """A Project or Merge without pylance's ``preserves_nullability`` flag (an unknown varint
+    field of its body: 2 of Project, 4 of Merge): it may have made a field non-null, checked
+    against the data of its read version only."""
+    op = operation_name(txn)
+    if op not in (Op.PROJECT, Op.MERGE):
+        return False
+    body, number = (txn.project, 2) if op == Op.PROJECT else (txn.merge, 4)
+    return not any(f.field_number == number and f.data == 1 for f in unknown_fields.UnknownFieldSet(body))
+
+
+def _supplies_values(txn: Txn) -> bool:
+    """Writes rows whose values (or missing columns) may break such a non-null claim."""
+    return operation_name(txn) in (Op.APPEND, Op.UPDATE, Op.DATA_REPLACEMENT, Op.DATA_OVERLAY)
 
 
 # -- per-operation rules -------------------------------------------------------------------------
@@ -276,6 +293,10 @@ def check(
     other = operation_name(theirs)
     if other is None:
         return _never(me, "operation this engine does not know")
+    # either order: a nullability claim was checked without the other writer's rows
+    if (_may_alter_nullability(ours) and _supplies_values(theirs)) or \
+            (_supplies_values(ours) and _may_alter_nullability(theirs)):
+        return _retry(me, other, "it may change which columns accept nulls")
     if me in (Op.DELETE, Op.UPDATE):
         return _check_delete_update(ours, theirs, initial_fragments, has_affected_rows)
     if me == Op.REWRITE:

@@ -14,6 +14,8 @@ format" flag, else legacy 0.1.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from lance_format.errors import CorruptFileError, LanceError
@@ -31,6 +33,38 @@ def repair_old_manifest(store: ObjectStore, manifest: table_pb2.Manifest) -> Non
         manifest.data_format.file_format = "lance"
         manifest.data_format.version = _inferred_storage_version(manifest)
     repair_row_counts(store, manifest)
+
+
+def _file_version(data_file: table_pb2.DataFile) -> str:
+    from lance_format.file.legacy_v0_1 import is_legacy_version
+
+    major, minor = data_file.file_major_version, data_file.file_minor_version
+    if is_legacy_version(major, minor):
+        return "0.1"
+    return "2.0" if (major, minor) == (0, 3) else f"{major}.{minor}"
+
+
+def repair_legacy_storage_version(manifest: table_pb2.Manifest) -> None:
+    """A new version of a table whose manifest says storage version 0.1 while its data files are
+    all 2.x (written so by Lance 0.16) says their version instead, as official Lance repairs it;
+    a table holding both 0.1 and 2.x files is refused (roll back to an earlier version).
+
+    Raises
+    ------
+    CorruptFileError
+        The data files have different versions.
+    """
+    if manifest.data_format.version not in ("0.1", "legacy"):
+        return
+    found = sorted({_file_version(f) for fragment in manifest.fragments for f in fragment.files})
+    if len(found) > 1:
+        raise CorruptFileError("The dataset contains a mixture of file versions. You will need to rollback to an "
+                               f"earlier version: All data files must have the same version. Detected both "
+                               f"{found[-1]} and {found[0]}")
+    if found and found[0] != "0.1":
+        warnings.warn(f"Data storage version {manifest.data_format.version} is less than the actual file version "
+                      f"{found[0]}. This has been automatically updated.", stacklevel=3)
+        manifest.data_format.version = found[0]
 
 
 def _inferred_storage_version(manifest: table_pb2.Manifest) -> str:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from lance_format.errors import CommitConflictError, InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table import feature_flags, index_meta, lineage
+from lance_format.table.legacy_manifest import repair_legacy_storage_version
 from lance_format.table.manifest import ManifestFile
 from lance_format.table.transaction import OperationKind, operation_name, transaction_file_name
 
@@ -444,6 +445,7 @@ def _finish(b: _Build) -> BuiltVersion:
         manifest.next_row_id = b.next_row_id
     else:
         manifest.ClearField("next_row_id")
+    repair_legacy_storage_version(manifest)
     reader, writer = feature_flags.compute_flags(manifest, stable_row_ids=b.stable)
     manifest.reader_feature_flags = reader
     manifest.writer_feature_flags = writer

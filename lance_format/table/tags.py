@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from lance_format.errors import ArgumentTypeError, CorruptFileError, TagError, VersionNotFoundError
+from lance_format.errors import ArgumentTypeError, CorruptFileError, TagError, TagNotFoundError, VersionNotFoundError
 from lance_format.io import ObjectStore
 from lance_format.table.naming import list_versions
 
@@ -58,7 +58,7 @@ class Tags:
     def _read(self, name: str) -> dict[str, Any]:
         path = self._path(name)
         if not self._store.exists(path):
-            raise TagError(f"tag {name!r} does not exist", table=self._store.uri)
+            raise TagNotFoundError(f"Ref not found error: tag {name} does not exist", table=self._store.uri)
         try:
             content = json.loads(self._store.read_bytes(path))
             int(content["version"])
@@ -130,7 +130,7 @@ class Tags:
     def delete(self, tag: str) -> None:
         path = self._path(tag)
         if not self._store.exists(path):
-            raise TagError(f"tag {tag!r} does not exist", table=self._store.uri)
+            raise TagNotFoundError(f"Ref not found error: tag {tag} does not exist", table=self._store.uri)
         self._store.delete(path)
 
     def replace_metadata(self, tag: str, metadata: dict[str, str]) -> None:

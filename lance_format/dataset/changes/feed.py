@@ -27,13 +27,13 @@ from lance_format.dataset.changes.plan import (
 from lance_format.dataset.fragment import ROW_ID
 from lance_format.dataset.scanner import DEFAULT_BATCH_SIZE
 from lance_format.errors import InvalidInputError, VersionNotFoundError
-from lance_format.proto import transaction_pb2
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import list_versions
 from lance_format.table.transaction import load_transaction, operation_name
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.lance_operations import Transaction
     from lance_format.schema import LanceField
 
 
@@ -122,16 +122,18 @@ class DatasetDelta:
         return self._dataset.checkout_version(version)
 
     # -- pylance's API -----------------------------------------------------------------------
-    def list_transactions(self) -> list[transaction_pb2.Transaction]:
-        """Transactions of versions ``begin_version + 1 .. end_version`` (versions without a
-        recorded transaction are skipped, as in pylance)."""
+    def list_transactions(self) -> "list[Transaction]":
+        """Transactions of versions ``begin_version + 1 .. end_version`` as pylance's
+        ``Transaction`` objects (versions without a recorded transaction are skipped, as in pylance)."""
+        from lance_format.dataset.transaction_protos import transaction_from_proto
+
         self._check_order()
         store = self._dataset.object_store
         result = []
         for _, path in sorted(self._manifest_paths(range(self._begin + 1, self._end + 1)).items()):
             txn = load_transaction(store, read_manifest(store, path))
             if txn is not None:
-                result.append(txn)
+                result.append(transaction_from_proto(txn))
         return result
 
     def get_inserted_rows(self) -> pa.RecordBatchReader:
@@ -294,9 +296,12 @@ def build_delta(
         return DatasetDelta(DeltaRange(dataset, begin, end))
     if begin_version is None and end_version is None:
         raise InvalidInputError(
-            "Must specify either compared_against_version or both with_begin_version and with_end_version",
+            # pylance's wording, prefix included: callers match on it
+            "Invalid user input: Must specify either compared_against_version or both with_begin_version and "
+            "with_end_version",
             table=dataset.uri,
         )
     if begin_version is None or end_version is None:
-        raise InvalidInputError("Must specify both with_begin_version and with_end_version", table=dataset.uri)
+        raise InvalidInputError("Invalid user input: Must specify both with_begin_version and with_end_version",
+                                table=dataset.uri)
     return DatasetDelta(DeltaRange(dataset, begin_version, end_version))

@@ -11,7 +11,7 @@ import pyarrow as pa
 from lance_format.file.legacy_v0_1_writer import batches_like
 from lance_format.table.legacy_manifest import fragment_batch_rows
 from lance_format.dataset.mutations.base import Prepared, write_new_fragments
-from lance_format.errors import InvalidInputError
+from lance_format.errors import InvalidInputError, SchemaMismatchError
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
 
@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
     from lance_format.dataset.fragment import LanceFragment
 
-# pylance 14 sets unnamed varint fields on Merge (4) and Project (2) to 1; Project leaves its
-# field unset when the alteration changes nullability ("preserves_nullability").
+# pylance 14 sets unnamed varint fields on Merge (4) and Project (2) to 1 ("preserves_nullability");
+# Project leaves its field unset when the alteration changes nullability, Merge when it adds a
+# non-null field.
 _MERGE_FLAG = b"\x20\x01"
 _PROJECT_FLAG = b"\x10\x01"
 
@@ -33,11 +34,31 @@ def next_field_id_of(manifest: table_pb2.Manifest) -> int:
     return max(ids, default=-1) + 1
 
 
+_RUST_NAMES = {"string": "Utf8", "large_string": "LargeUtf8", "bool": "Boolean", "binary": "Binary",
+               "large_binary": "LargeBinary", "halffloat": "Float16", "float": "Float32", "double": "Float64"}
+
+
+def _rust_name(data_type: pa.DataType) -> str:
+    """A type as Arrow's Rust library prints it (``Int64``, ``Float32``, ``Utf8``), which pylance's
+    messages show; other types as pyarrow prints them."""
+    text = str(data_type)
+    if text in _RUST_NAMES:
+        return _RUST_NAMES[text]
+    if pa.types.is_integer(data_type):
+        return text.capitalize().replace("Uint", "UInt")
+    return text
+
+
 def new_columns_schema(ds: "LanceDataset", arrow: pa.Schema) -> LanceSchema:
     """The schema of columns to add: new names only, ids above every id in use."""
-    for name in arrow.names:
-        if name in ds.schema.names:
-            raise InvalidInputError(f"Column {name} already exists in the dataset", table=ds.uri, column=name)
+    for field in arrow:
+        if field.name not in ds.schema.names:
+            continue
+        existing = ds.schema.field(field.name).type
+        if existing != field.type:  # pylance's wording, with Arrow's Rust type names
+            raise SchemaMismatchError(f"Type conflicts between {field.name}({_rust_name(existing)}) and "
+                                      f"{field.name}({_rust_name(field.type)})", table=ds.uri, column=field.name)
+        raise InvalidInputError(f"Column {field.name} already exists in the dataset", table=ds.uri, column=field.name)
     return LanceSchema.from_arrow(arrow, first_id=next_field_id_of(ds.manifest))
 
 
@@ -59,7 +80,11 @@ def set_merge(ds: "LanceDataset", prepared: Prepared, fragments, fields: list[fi
     body.SetInParent()
     body.fragments.extend(fragments)
     body.schema.extend(fields)
-    body.MergeFromString(_MERGE_FLAG)
+    # like pylance, a merge that brings a non-null field does not claim to preserve nullability:
+    # rows committed concurrently (a stale append) would read as nulls in it
+    existing = {f.id for f in ds.manifest.fields}
+    if all(f.nullable for f in fields if f.id not in existing):
+        body.MergeFromString(_MERGE_FLAG)
 
 
 def set_project(prepared: Prepared, fields: list[file_pb2.Field], preserves_nullability: bool = True) -> None:

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lance_format.dataset.arguments import age
-from lance_format.errors import InvalidInputError, TagError
+from lance_format.errors import CommitOptionError, InvalidInputError, TaggedVersionsError
 from lance_format.table.deletion import deletion_file_path
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import VERSIONS_DIR, list_versions
@@ -177,7 +177,7 @@ def _plan_cleanup(
     for mf in branch_manifests:  # files a branch shares with this one stay
         referenced.add(mf)
     if tagged_old and error_if_tagged_old_versions:
-        raise TagError(
+        raise TaggedVersionsError(
             f"{len(tagged_old)} tagged version(s) have been marked for cleanup. Either set "
             f"error_if_tagged_old_versions=False or delete the following tag(s) to enable cleanup: {tagged_old}",
             table=ds.uri,
@@ -251,6 +251,21 @@ def _would_remove(plan: _Plan, inside: "_ResolvesInside") -> CleanupStats:
     return stats
 
 
+class _Pace:
+    """Spaces deletions ``1 / per_second`` seconds apart (the first goes at once)."""
+
+    def __init__(self, per_second: int) -> None:
+        self._interval = 1.0 / per_second
+        self._next: float | None = None
+
+    def wait(self) -> None:
+        now = time.monotonic()
+        if self._next is not None and now < self._next:
+            time.sleep(self._next - now)
+            now = self._next
+        self._next = now + self._interval
+
+
 def cleanup_old_versions(
     ds: "LanceDataset",
     older_than: timedelta | None = None,
@@ -262,7 +277,15 @@ def cleanup_old_versions(
     versions: list[int] | None = None,
     delete_concurrency: int | None = None,
 ) -> CleanupStats:
-    """Remove old versions and the files only they reference (pylance's semantics)."""
+    """Remove old versions and the files only they reference (pylance's semantics).
+
+    ``delete_rate_limit``: at most this many files deleted per second (one request per file,
+    spaced ``1 / delete_rate_limit`` seconds apart, as pylance paces them).
+    """
+    if delete_rate_limit is not None and (isinstance(delete_rate_limit, bool) or int(delete_rate_limit) <= 0):
+        raise CommitOptionError(f"Cleanup error: delete_rate_limit must be greater than 0, got {delete_rate_limit}",
+                                table=ds.uri)
+    pace = _Pace(int(delete_rate_limit)) if delete_rate_limit is not None else None
     plan = _plan_cleanup(ds, older_than, retain_versions, delete_unverified=delete_unverified,
                          error_if_tagged_old_versions=error_if_tagged_old_versions, versions=versions)
     store = ds.object_store
@@ -280,7 +303,13 @@ def cleanup_old_versions(
         stats.failed_deletes += len(doomed) - len(batch)  # reached through a link leaving the table: kept
         doomed.clear()
         try:
-            failed = set(store.delete_many([relative for relative, _, _ in batch]))
+            if pace is None:
+                failed = set(store.delete_many([relative for relative, _, _ in batch]))
+            else:
+                failed = set()
+                for relative, _, _ in batch:
+                    pace.wait()
+                    failed.update(store.delete_many([relative]))
         except OSError:
             stats.failed_deletes += len(batch)
             return

@@ -1,9 +1,10 @@
 """The inputs the write APIs accept (tables, batches, readers, Arrow streams, iterables of
-batches or tables, pandas frames, dicts of columns, lists of row dicts, datasets, scanners) turned into one
+batches or tables, pandas frames, dicts of columns, lists of row dicts or of pydantic models, datasets, scanners) turned into one
 ``RecordBatchReader``, without materializing what streams; anything else is refused by type."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
@@ -27,6 +28,11 @@ def as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
         data = _arrow_from_python(pa.Table.from_pydict, data, schema)
     elif isinstance(data, list) and data and isinstance(data[0], dict):
         data = _arrow_from_python(pa.Table.from_pylist, data, schema)
+    elif isinstance(data, list) and data and _is_pydantic_model(data[0]):
+        # the schema comes from the model class, so a field that is None in every row keeps its type
+        from lance_format.pydantic import models_to_table
+
+        data = models_to_table(type(data[0]), data, schema)
     elif not isinstance(data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)) and callable(
         getattr(data, "scanner", None)
     ):
@@ -63,6 +69,12 @@ def as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
             iterator = chain()
         return pa.RecordBatchReader.from_batches(schema, iterator)
     raise InvalidInputError(f"cannot write data of type {type(data).__name__} to a Lance table")
+
+
+def _is_pydantic_model(item: Any) -> bool:
+    """Whether ``item`` is a pydantic model instance (without importing pydantic when nobody has)."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(item, pydantic.BaseModel)
 
 
 def _arrow_from_python(build: Callable[..., pa.Table], data: Any, schema: pa.Schema | None) -> pa.Table:

@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.schema.blob import binary_as_blob_v2, legacy_blobs_as_v2
 from lance_format.schema.extensions import to_storage
@@ -309,19 +310,33 @@ class FragmentSink:
                 pass
 
 
+def _refuse_nulls(array: pa.Array, field: pa.Field, present: pa.Array | None, *, table: str) -> None:
+    """Refuse nulls in a non-null field, nested ones too: a struct's child only where the struct
+    is there (``present``), a list's items only inside lists (null lists hold none)."""
+    nulls = array.null_count if present is None else \
+        pc.sum(pc.and_(array.is_null(), present)).as_py() or 0 if array.null_count else 0
+    if not field.nullable and nulls:
+        raise SchemaMismatchError(
+            f"The field `{field.name}` contained null values even though the field is marked non-null in the "
+            f"schema ({nulls} null value(s))", table=table, column=field.name)
+    kind = field.type
+    if pa.types.is_struct(kind):
+        here = array.is_valid() if present is None else pc.and_(array.is_valid(), present)
+        for i in range(kind.num_fields):
+            _refuse_nulls(array.field(i), kind.field(i), here, table=table)
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        # items of the lists that are there (a null list holds none); lists under a missing
+        # struct are checked as well (stricter, never looser)
+        _refuse_nulls(pc.list_flatten(array), kind.value_field, None, table=table)
+
+
 def _conform(batch: pa.RecordBatch, target: pa.Schema, *, table: str) -> pa.RecordBatch:
     """Reorder columns to the table's order and refuse nulls in non-nullable columns."""
     batch = binary_as_blob_v2(to_storage(batch), target)  # extension columns are written as their storage
     if batch.schema.names != target.names:
         batch = pa.RecordBatch.from_arrays([batch.column(n) for n in target.names], schema=target)
     for index, field in enumerate(target):
-        if not field.nullable and batch.column(index).null_count:
-            raise SchemaMismatchError(
-                f"column {field.name!r} is not nullable but the data has "
-                f"{batch.column(index).null_count} null value(s)",
-                table=table,
-                column=field.name,
-            )
+        _refuse_nulls(batch.column(index), field, None, table=table)
     if batch.schema.metadata != target.metadata or not batch.schema.equals(target):
         batch = pa.RecordBatch.from_arrays(batch.columns, schema=target)
     return batch

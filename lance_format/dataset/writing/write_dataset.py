@@ -33,7 +33,13 @@ from lance_format.table.auto_cleanup import config_values
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table import feature_flags
-from lance_format.table.base_paths import BaseStores, DatasetBasePath, new_base_protos, target_bases_of
+from lance_format.table.base_paths import (
+    BaseStores,
+    DatasetBasePath,
+    check_base_store_params,
+    new_base_protos,
+    target_bases_of,
+)
 from lance_format.table.commit import commit_landed, commit_lock_held_by, commit_transaction, latest_manifest
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.operations import BuildOptions
@@ -46,7 +52,7 @@ MODES = ("create", "append", "overwrite")
 _TUNING_OPTIONS = ("data_cache_bytes", "max_page_bytes", "progress_callback")
 # pylance options this engine cannot honour: accepted only at their defaults
 _UNSUPPORTED_OPTIONS: dict[str, Any] = {
-    "session": None, "namespace_client": None, "table_id": None, "base_store_params": None,
+    "session": None, "namespace_client": None, "table_id": None,
     "external_blob_mode": "reference", "allow_external_blob_outside_bases": False,
     "blob_pack_file_size_threshold": None,
 }
@@ -97,6 +103,7 @@ def write_dataset(
     auto_cleanup_options: Mapping[str, int] | None = None,
     progress: Any = None,
     commit_lock: Callable[[int], Any] | None = None,
+    base_store_params: Mapping[str, Mapping[str, str]] | None = None,
     **options: Any,
 ) -> LanceDataset:
     """Write ``data_obj`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
@@ -150,6 +157,9 @@ def write_dataset(
     commit_lock
         pylance's custom lock: called with the version being committed; the context manager
         it returns is held while that version's manifest is published.
+    base_store_params
+        pylance's storage options per base path; bases are opened with ``storage_options``
+        here, so only empty ones are accepted.
     **options
         pylance's tuning options (``data_cache_bytes``, ``max_page_bytes``) are accepted and
         ignored; a ``session``, namespace or blob-ingest option is refused.
@@ -189,6 +199,7 @@ def write_dataset(
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
     # a LanceDataset: write to its store, which is its branch's when it is checked out on one
     store = object_store_for(uri.object_store if isinstance(uri, LanceDataset) else uri, storage_options)
+    check_base_store_params(base_store_params, table=store.uri)
     existing = latest_manifest(store)
     start_over = getattr(store.backend, "start_over", None)
     if existing is not None and mode == "create" and start_over is not None:
@@ -209,7 +220,7 @@ def write_dataset(
                                 "new bases (add them to an existing table with add_bases)", table=store.uri)
     bases = new_base_protos(initial_bases, [], table=store.uri) if initial_bases is not None else []
     registered = bases if existing is None else list(existing[1].manifest.base_paths)
-    targets = _targets(store, registered, target_bases, target_all_bases)
+    targets = write_targets(store, registered, target_bases, target_all_bases)
     reader = as_reader(data_obj, schema)
     _check_utf8_metadata(reader.schema)
     append_to = existing[1].manifest if existing is not None and mode == "append" else None
@@ -274,7 +285,7 @@ def _check_field_metadata(field: pa.Field, check: Callable[[Any], None]) -> None
         _check_field_metadata(field.type.field(index), check)
 
 
-def _targets(store: ObjectStore, bases: list[table_pb2.BasePath], target_bases: Any,
+def write_targets(store: ObjectStore, bases: list[table_pb2.BasePath], target_bases: Any,
              target_all_bases: bool | None) -> list[WriteTarget]:
     ids = target_bases_of(bases, target_bases, target_all_bases, table=store.uri)
     stores = BaseStores(store, table_pb2.Manifest(base_paths=bases))
