@@ -174,6 +174,10 @@ class ImageReadError(LanceError, OSError):
     """An image location (``ImageURIArray.read_uris``) could not be read: missing, refused or unreachable."""
 
 
+class WorkerEnvironmentError(LanceError, ImportError):
+    """Spark's Python workers run an interpreter that lacks ``lance_format`` or its dependencies."""
+
+
 class StorageThrottledError(LanceError, OSError):
     """The object store kept throttling requests (HTTP 429/503) beyond the bounded retries."""
 
@@ -206,4 +210,5 @@ __all__ = [
     "StorageAccessError",
     "StorageThrottledError",
     "ImageReadError",
+    "WorkerEnvironmentError",
 ]
