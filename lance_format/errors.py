@@ -125,6 +125,12 @@ class InvalidInputError(LanceError, ValueError):
     """An argument is invalid (bad mode, bad filter, bad path)."""
 
 
+class MalformedInputError(InvalidInputError):
+    """Arrow data handed to the engine is structurally broken (offsets that go backwards or past
+    their data, buffers shorter than the length, dictionary indices out of range), e.g. built
+    with ``pa.Array.from_buffers`` or passed through the C data interface (pylance: ``ValueError``)."""
+
+
 class NewColumnDataError(SchemaMismatchError, InvalidInputError):
     """Data for new columns does not fit the table: a stream with fewer or more rows than the
     table has, or a UDF output whose schema is not the expected one (pylance: ``OSError`` from
@@ -211,4 +217,5 @@ __all__ = [
     "StorageThrottledError",
     "ImageReadError",
     "WorkerEnvironmentError",
+    "MalformedInputError",
 ]
