@@ -7,7 +7,6 @@ and the functions in ``sql.functions``.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 import pyarrow as pa
