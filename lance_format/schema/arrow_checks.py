@@ -31,6 +31,19 @@ from lance_format.errors import MalformedInputError, SchemaMismatchError
 _OFFSET_TYPES = {4: np.int32, 8: np.int64}
 
 
+_BINARY_IDS = frozenset(t.id for t in (pa.string(), pa.binary(), pa.large_string(), pa.large_binary()))
+_LARGE_IDS = frozenset(t.id for t in (pa.large_string(), pa.large_binary(), pa.large_list(pa.int8())))
+_LIST_IDS = frozenset(t.id for t in (pa.list_(pa.int8()), pa.large_list(pa.int8()), pa.map_(pa.int8(), pa.int8())))
+_FIXED_LIST_ID = pa.list_(pa.int8(), 1).id
+_STRUCT_ID = pa.struct([]).id
+_DICTIONARY_ID = pa.dictionary(pa.int8(), pa.string()).id
+# layouts whose cheap validation leaves their views, type ids or run ends unchecked: fully validated
+_FULL_IDS = frozenset(t.id for t in (
+    pa.string_view(), pa.binary_view(), pa.run_end_encoded(pa.int32(), pa.int8()),
+    pa.sparse_union([pa.field("a", pa.int8())]), pa.dense_union([pa.field("a", pa.int8())]),
+    *[make(pa.int8()) for make in (getattr(pa, "list_view", None), getattr(pa, "large_list_view", None)) if make]))
+
+
 def _problem(array: pa.Array) -> str | None:
     """What is structurally wrong with ``array`` (None when nothing is)."""
     try:
@@ -38,37 +51,35 @@ def _problem(array: pa.Array) -> str | None:
     except (pa.ArrowInvalid, pa.ArrowException) as err:
         return str(err)
     dtype = array.type
-    if isinstance(dtype, pa.ExtensionType):
-        return _problem(array.storage)
-    if (pa.types.is_string_view(dtype) or pa.types.is_binary_view(dtype) or pa.types.is_union(dtype)
-            or pa.types.is_run_end_encoded(dtype) or _is_list_view(dtype)):
-        try:
-            array.validate(full=True)
-        except (pa.ArrowInvalid, pa.ArrowException) as err:
-            return str(err)
-        return None
-    if (pa.types.is_string(dtype) or pa.types.is_binary(dtype) or pa.types.is_large_string(dtype)
-            or pa.types.is_large_binary(dtype)):
-        return _offsets_problem(array, _buffer_size(array, 2))
-    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_map(dtype):
-        values = array.values
-        return _offsets_problem(array, len(values)) or _child_problem(values, "item")
-    if pa.types.is_fixed_size_list(dtype):
-        return _child_problem(array.values, "item")
-    if pa.types.is_struct(dtype):
+    kind = dtype.id
+    if kind in _BINARY_IDS:
+        return _offsets_problem(array, _buffer_size(array, 2), kind in _LARGE_IDS)
+    if kind in _LIST_IDS:
+        values = array.values  # the whole child, also of a slice: check only the part it spans
+        found = _offsets_problem(array, len(values), kind in _LARGE_IDS)
+        if found is not None or len(array) == 0:
+            return found
+        first, last = _offset_bounds(array, kind in _LARGE_IDS)
+        return _child_problem(values.slice(first, last - first), "item")
+    if kind == _STRUCT_ID:
         for index in range(dtype.num_fields):
             found = _child_problem(array.field(index), dtype.field(index).name)
             if found is not None:
                 return found
         return None
-    if pa.types.is_dictionary(dtype):
+    if kind == _DICTIONARY_ID:
         return _indices_problem(array) or _child_problem(array.dictionary, "dictionary")
-    return None
-
-
-def _is_list_view(dtype: pa.DataType) -> bool:
-    return bool(getattr(pa.types, "is_list_view", lambda _t: False)(dtype)
-                or getattr(pa.types, "is_large_list_view", lambda _t: False)(dtype))
+    if kind == _FIXED_LIST_ID:
+        size = dtype.list_size
+        return _child_problem(array.values.slice(array.offset * size, len(array) * size), "item")
+    if isinstance(dtype, pa.ExtensionType):
+        return _problem(array.storage)
+    if kind in _FULL_IDS:
+        try:
+            array.validate(full=True)
+        except (pa.ArrowInvalid, pa.ArrowException) as err:
+            return str(err)
+    return None  # fixed-width layouts: validate() checked their buffers against the length
 
 
 def _child_problem(child: pa.Array, name: str) -> str | None:
@@ -81,13 +92,12 @@ def _buffer_size(array: pa.Array, index: int) -> int:
     return 0 if buffer is None else buffer.size
 
 
-def _offsets_problem(array: pa.Array, limit: int) -> str | None:
+def _offsets_problem(array: pa.Array, limit: int, large: bool) -> str | None:
     """Offsets that decrease, are negative or point past their data (``limit`` items/bytes)."""
     if len(array) == 0:
         return None
     buffer = array.buffers()[1]
-    width = 8 if (pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
-                  or pa.types.is_large_list(array.type)) else 4
+    width = 8 if large else 4
     if buffer is None or buffer.size < (array.offset + len(array) + 1) * width:
         return "its offsets buffer is missing or too small"
     offsets = np.frombuffer(buffer, dtype=_OFFSET_TYPES[width], count=array.offset + len(array) + 1)
@@ -96,12 +106,19 @@ def _offsets_problem(array: pa.Array, limit: int) -> str | None:
         return f"its first offset is negative ({offsets[0]})"
     if offsets[-1] > limit:
         return f"its last offset ({offsets[-1]}) points past the end of its data ({limit})"
-    backwards = np.flatnonzero(offsets[1:] < offsets[:-1])
-    if backwards.size:
-        row = int(backwards[0])
+    decreasing = offsets[1:] < offsets[:-1]
+    if decreasing.any():
+        row = int(np.argmax(decreasing))
         return (f"non-monotonic offsets: row {row} ends at offset {offsets[row + 1]}, before it starts "
                 f"({offsets[row]})")
     return None
+
+
+def _offset_bounds(array: pa.Array, large: bool) -> tuple[int, int]:
+    """The first and last offsets of a (non-empty, checked) list array."""
+    offsets = np.frombuffer(array.buffers()[1], np.int64 if large else np.int32,
+                            count=array.offset + len(array) + 1)
+    return int(offsets[array.offset]), int(offsets[-1])
 
 
 def _indices_problem(array: pa.DictionaryArray) -> str | None:
@@ -111,10 +128,15 @@ def _indices_problem(array: pa.DictionaryArray) -> str | None:
     found = _problem(indices)
     if found is not None:
         return f"in its indices: {found}"
-    low, high = pc.min_max(indices).values()
-    if low.as_py() < 0 or high.as_py() >= len(array.dictionary):
-        return (f"dictionary indices range over [{low.as_py()}, {high.as_py()}] but the dictionary has "
-                f"{len(array.dictionary)} values")
+    if indices.null_count == 0:  # straight from the buffer (null slots may hold any value)
+        values = np.frombuffer(indices.buffers()[1], indices.type.to_pandas_dtype(),
+                               count=indices.offset + len(indices))[indices.offset:]
+        low, high = int(values.min()), int(values.max())
+    else:
+        low_scalar, high_scalar = pc.min_max(indices).values()
+        low, high = low_scalar.as_py(), high_scalar.as_py()
+    if low < 0 or high >= len(array.dictionary):
+        return f"dictionary indices range over [{low}, {high}] but the dictionary has {len(array.dictionary)} values"
     return None
 
 
