@@ -134,6 +134,12 @@ class InvalidInputError(LanceError, ValueError):
     """An argument is invalid (bad mode, bad filter, bad path)."""
 
 
+class MalformedInputError(InvalidInputError):
+    """Arrow data handed to the engine is structurally broken (offsets that go backwards or past
+    their data, buffers shorter than the length, dictionary indices out of range), e.g. built
+    with ``pa.Array.from_buffers`` or passed through the C data interface (pylance: ``ValueError``)."""
+
+
 class NewColumnDataError(SchemaMismatchError, InvalidInputError):
     """Data for new columns does not fit the table: a stream with fewer or more rows than the
     table has, or a UDF output whose schema is not the expected one (pylance: ``OSError`` from
@@ -207,6 +213,10 @@ class ImageReadError(LanceError, OSError):
     """An image location (``ImageURIArray.read_uris``) could not be read: missing, refused or unreachable."""
 
 
+class WorkerEnvironmentError(LanceError, ImportError):
+    """Spark's Python workers run an interpreter that lacks ``lance_format`` or its dependencies."""
+
+
 class StorageThrottledError(LanceError, OSError):
     """The object store kept throttling requests (HTTP 429/503) beyond the bounded retries."""
 
@@ -245,4 +255,6 @@ __all__ = [
     "StorageAccessError",
     "StorageThrottledError",
     "ImageReadError",
+    "WorkerEnvironmentError",
+    "MalformedInputError",
 ]

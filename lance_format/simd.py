@@ -14,7 +14,6 @@ _X86_FEATURES = (("sse2", "SSE2"), ("sse3", "SSE3"), ("ssse3", "SSSE3"), ("sse4.
                  ("popcnt", "POPCNT"), ("avx", "AVX"), ("avx2", "AVX2"), ("fma", "FMA3"), ("f16c", "F16C"),
                  ("bmi1", "BMI"), ("bmi2", "BMI2"), ("avx512f", "AVX512F"), ("avx512bw", "AVX512BW"),
                  ("avx512cd", "AVX512CD"), ("avx512dq", "AVX512DQ"), ("avx512vl", "AVX512VL"))
-_ARM_FEATURES = (("neon", "ASIMD"), ("fp16", "ASIMDHP"), ("dotprod", "ASIMDDP"), ("sve", "SVE"))
 
 
 def _cpu_features() -> dict[str, bool]:
@@ -25,15 +24,39 @@ def _cpu_features() -> dict[str, bool]:
     return dict(__cpu_features__)
 
 
+def _x86_tier(found: dict[str, bool]) -> str:
+    """pylance's x86-64 dispatch tier: AVX-512 (with FP16 arithmetic when the CPU has it), AVX2
+    with FMA, AVX with FMA, AVX, else none."""
+    if found.get("AVX512F"):
+        return "avx512_fp16" if found.get("AVX512FP16") else "avx512"
+    if found.get("AVX2") and found.get("FMA3"):
+        return "avx2"
+    if found.get("AVX"):
+        return "avx_fma" if found.get("FMA3") else "avx"
+    return "none"
+
+
+def _tier(arch: str, found: dict[str, bool]) -> str:
+    if arch == "x86_64":
+        return _x86_tier(found)
+    if arch == "aarch64":
+        # pylance dispatches to NEON when half-precision arithmetic is there (Linux: HWCAP_FPHP;
+        # always on macOS, never on Windows)
+        system = platform.system()
+        if system == "Darwin":
+            return "neon"
+        if system == "Windows":
+            return "none"
+        return "neon" if found.get("FPHP") or found.get("ASIMDHP") else "none"
+    return "none"
+
+
 def simd_info() -> dict[str, Any]:
-    """``{"tier": ..., "target_arch": ..., "host_features": [...]}`` like pylance's ``lance.simd_info()``."""
+    """``{"tier": ..., "target_arch": ..., "host_features": [...]}`` like pylance's ``lance.simd_info()``:
+    the tier is one of pylance's (``none``, ``neon``, ``avx``, ``avx_fma``, ``avx2``, ``avx512``,
+    ``avx512_fp16``); the raw features are listed on x86-64 only, as pylance lists them."""
     arch = platform.machine().lower()
     arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
     found = _cpu_features()
-    table = _X86_FEATURES if arch == "x86_64" else _ARM_FEATURES
-    features = [name for name, numpy_name in table if found.get(numpy_name)]
-    if arch == "x86_64":
-        tier = "avx512" if "avx512f" in features else "avx2" if "avx2" in features else "scalar"
-    else:
-        tier = "neon" if "neon" in features else "scalar"
-    return {"tier": tier, "target_arch": arch, "host_features": features}
+    features = [name for name, numpy_name in _X86_FEATURES if found.get(numpy_name)] if arch == "x86_64" else []
+    return {"tier": _tier(arch, found), "target_arch": arch, "host_features": features}

@@ -24,6 +24,7 @@ import pyarrow as pa
 from lance_format import dependencies
 from lance_format.dependencies import pandas as pd
 from lance_format.errors import NewColumnDataError
+from lance_format.schema.arrow_checks import check_batch
 
 
 class BatchUDFCheckpoint:
@@ -102,8 +103,10 @@ def as_record_batch(out: Any) -> pa.RecordBatch:
 
 
 def checked_output(out: Any, expected: pa.Schema) -> pa.RecordBatch:
-    """``out`` as a record batch if its schema is exactly ``expected`` (pylance casts nothing)."""
+    """``out`` as a record batch if its schema is exactly ``expected`` (pylance casts nothing)
+    and its arrays are well formed."""
     batch = as_record_batch(out)
+    check_batch(batch, what="the output of the UDF")
     if batch.schema != expected:
         raise NewColumnDataError("Output schema of function does not match the expected schema. "
                                  f"Expected:\n{expected}\nGot:\n{batch.schema}")

@@ -72,6 +72,34 @@ def test_simd_info_equals_pylance():
     assert lance_format.simd_info() == lance.simd_info()
 
 
+_X86 = {"SSE2": True, "AVX": True, "FMA3": True, "AVX2": True}
+
+
+@pytest.mark.parametrize("features, tier", [
+    ({**_X86, "AVX512F": True, "AVX512FP16": True}, "avx512_fp16"),  # Sapphire Rapids and later
+    ({**_X86, "AVX512F": True}, "avx512"),
+    (_X86, "avx2"),
+    ({**_X86, "AVX2": False}, "avx_fma"),  # AMD Piledriver: no AVX2
+    ({**_X86, "AVX2": False, "FMA3": False}, "avx"),  # Sandy Bridge
+    ({"AVX2": True}, "none"),  # AVX2 without FMA is not pylance's avx2 tier
+    ({"SSE2": True}, "none"),
+])
+def test_simd_tiers_are_pylances_names(monkeypatch, features, tier):
+    from lance_format import simd
+
+    monkeypatch.setattr(simd, "_cpu_features", lambda: dict(features))
+    monkeypatch.setattr(simd.platform, "machine", lambda: "x86_64")
+    info = simd.simd_info()
+    assert info["tier"] == tier and info["target_arch"] == "x86_64"
+    assert ("avx2" in info["host_features"]) == bool(features.get("AVX2"))
+    monkeypatch.setattr(simd.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(simd.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(simd, "_cpu_features", lambda: {"ASIMD": True, "FPHP": True})
+    assert simd.simd_info() == {"tier": "neon", "target_arch": "aarch64", "host_features": []}
+    monkeypatch.setattr(simd, "_cpu_features", lambda: {"ASIMD": True})
+    assert simd.simd_info()["tier"] == "none"
+
+
 def test_prioritized_item_orders_like_pylance():
     import heapq
 

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError
+from lance_format.schema.arrow_checks import check_table
 from lance_format.file.blob_writers import DedicatedBlobWriter, PackedBlobWriter
 from lance_format.rust_debug import prost_message, render
 from lance_format.file.plans import ColumnPlan, plans_for_schema, structural_plans_for_schema
@@ -279,6 +280,7 @@ class LanceFileWriter:
         """Append a batch or a table (safe to call from several threads)."""
         if self.closed:
             raise InvalidInputError("the file writer is already closed", path=self._path)
+        check_table(batch, what="LanceFileWriter.write_batch", table=self._path)
         pieces = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
         with self._lock:
             writer = self._writer or self._open(batch.schema)

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError
+from lance_format.schema.arrow_checks import check_array
 from lance_format.io.object_store import ObjectStore
 
 INPUT_TYPE = pa.struct([
@@ -131,6 +132,7 @@ class PackedBlobWriter(_SidecarWriter):
 
     def write_blobs(self, payloads: pa.Array | pa.ChunkedArray) -> None:
         chunks = payloads.chunks if isinstance(payloads, pa.ChunkedArray) else [payloads]
+        check_array(payloads, what="Packed blob payload")  # every chunk before any is written
         for chunk in chunks:
             if not (pa.types.is_binary(chunk.type) or pa.types.is_large_binary(chunk.type)
                     or pa.types.is_fixed_size_binary(chunk.type) or pa.types.is_binary_view(chunk.type)):

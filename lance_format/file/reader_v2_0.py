@@ -29,6 +29,10 @@ from lance_format.errors import CorruptFileError, InvalidInputError, LanceError,
 from lance_format.file.plans import ColumnPlan
 from lance_format.proto import encodings_v2_0_pb2
 
+# a blob column's descriptions; a null blob is (1, 0) (lance_format.file.blob_columns writes them)
+BLOB_DESCRIPTION = pa.struct([pa.field("position", pa.uint64(), False), pa.field("size", pa.uint64(), False)])
+_NULL_BLOB_POSITION = 1
+
 if TYPE_CHECKING:
     from lance_format.file.reader import LanceFileReader
 
@@ -300,8 +304,42 @@ class ArrayEncodedReader:
                 column=plan.field.name,
             )
 
+    # -- blob columns ----------------------------------------------------------------------------
+    def _blob_descriptions(self, plan: ColumnPlan) -> ColumnPlan | None:
+        """For a ``large_binary`` field stored as a blob column (its pages a packed struct of
+        ``(position, size)`` descriptions, the bytes elsewhere in the file, as pylance writes
+        ``lance-encoding:blob`` fields in 2.0): the plan reading those descriptions."""
+        if plan.children or not pa.types.is_large_binary(plan.field.type):
+            return None
+        col = self._column(plan)
+        if not col.pages or col.encoding(0).WhichOneof("array_encoding") != "packed_struct":
+            return None
+        return ColumnPlan(pa.field(plan.field.name, BLOB_DESCRIPTION, plan.field.nullable), plan.column)
+
+    def _resolve_blobs(self, descriptions: pa.StructArray, ctx: DecodeContext) -> pa.Array:
+        """The blobs' bytes (one read spanning the rows' blobs) as ``large_binary``."""
+        n = len(descriptions)
+        positions = descriptions.field(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        sizes = descriptions.field(1).to_numpy(zero_copy_only=False).astype(np.int64)
+        null = (sizes == 0) & (positions == _NULL_BLOB_POSITION)
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        data = np.zeros(0, np.uint8)
+        if offsets[-1]:
+            stored = sizes > 0
+            lo, hi = int(positions[stored].min()), int((positions + sizes)[stored].max())
+            if lo < 0 or hi > self.reader.metadata.footer.column_meta_start:
+                raise ctx.corrupt(f"blob bytes [{lo}, {hi}) lie outside the data region")
+            span = np.frombuffer(self.reader.read_bytes(lo, hi - lo, ctx), np.uint8)
+            data = span[np.repeat(positions - lo - offsets[:-1], sizes) + np.arange(offsets[-1], dtype=np.int64)]
+        validity = bools_to_bitmap(~null) if null.any() else None
+        return pa.Array.from_buffers(pa.large_binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+
     # -- range path ------------------------------------------------------------------------------
     def _read_plan(self, plan: ColumnPlan, start: int, stop: int) -> pa.Array:
+        described = self._blob_descriptions(plan)
+        if described is not None:
+            return self._resolve_blobs(self._read_plan(described, start, stop), self._column(plan).ctx)
         stored = self._as_stored(plan)
         if stored is not plan:
             return _bytes_as(plan.field.type, self._read_plan(stored, start, stop))
@@ -357,6 +395,9 @@ class ArrayEncodedReader:
         """Rows (sorted, unique) of one planned field."""
         if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
             return self._read_plan(plan, int(rows[0]), int(rows[-1]) + 1)  # contiguous: range path
+        described = self._blob_descriptions(plan)
+        if described is not None:
+            return self._resolve_blobs(self._take_plan(described, rows), self._column(plan).ctx)
         stored = self._as_stored(plan)
         if stored is not plan:
             return _bytes_as(plan.field.type, self._take_plan(stored, rows))

@@ -143,12 +143,27 @@ _CLIENTS: dict[AzureConfig, Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
+def _missing(exc: ImportError) -> UnsupportedFeatureError:
+    # any ImportError: a partly installed extra misses a dependency of the SDK (azure.core)
+    return UnsupportedFeatureError(
+        f"az:// tables need azure-storage-blob and its dependencies ({exc.name or exc} is missing): "
+        f"pip install 'lance-assets[azure]' ({AZURE_REQUIREMENT})")
+
+
+def _exceptions() -> Any:
+    """``azure.core.exceptions``."""
+    try:
+        from azure.core import exceptions as aexc
+    except ImportError as exc:
+        raise _missing(exc) from None
+    return aexc
+
+
 def _make_container_client(config: AzureConfig) -> Any:
     try:
         from azure.storage.blob import ContainerClient
-    except ImportError:
-        raise UnsupportedFeatureError(
-            f"az:// tables need azure-storage-blob: pip install 'lance-assets[azure]' ({AZURE_REQUIREMENT})") from None
+    except ImportError as exc:
+        raise _missing(exc) from None
     kind, value = config.credential or (None, "")
     if kind == "key":
         from azure.core.credentials import AzureNamedKeyCredential
@@ -209,7 +224,7 @@ class AzureBackend(BlobBackend):
         return self._client().get_blob_client(path.split("/", 1)[1])
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
-        from azure.core import exceptions as aexc
+        aexc = _exceptions()
 
         def throttled(exc: BaseException) -> bool:
             return isinstance(exc, aexc.HttpResponseError) and exc.status_code in (429, 503)
@@ -288,7 +303,7 @@ class AzureBackend(BlobBackend):
         self._call(f"writing {path!r}", upload)
 
     def put_if_absent(self, path: str, data: bytes, *, relative: str) -> bool:
-        from azure.core import exceptions as aexc
+        aexc = _exceptions()
 
         blob = self._blob(path)
         try:

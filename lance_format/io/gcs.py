@@ -105,13 +105,29 @@ def gcs_config(bucket: str, options: dict[str, str], *, table: str | None = None
     return GcsConfig(bucket, base_url, credentials, project, client)
 
 
+def _missing(exc: ImportError) -> UnsupportedFeatureError:
+    # any ImportError: a partly installed extra misses a dependency of the SDK (google.api_core)
+    return UnsupportedFeatureError(
+        f"gs:// tables need google-cloud-storage and its dependencies ({exc.name or exc} is missing): "
+        f"pip install 'lance-assets[gcs]' ({GCS_REQUIREMENT})")
+
+
 def _sdk() -> Any:
     try:
         from google.cloud import storage
-    except ImportError:
-        raise UnsupportedFeatureError(
-            f"gs:// tables need google-cloud-storage: pip install 'lance-assets[gcs]' ({GCS_REQUIREMENT})") from None
+    except ImportError as exc:
+        raise _missing(exc) from None
     return storage
+
+
+def _exceptions() -> tuple[Any, Any]:
+    """The SDK's exception modules (``google.api_core.exceptions``, ``google.auth.exceptions``)."""
+    try:
+        from google.api_core import exceptions as gexc
+        from google.auth import exceptions as auth_exc
+    except ImportError as exc:
+        raise _missing(exc) from None
+    return gexc, auth_exc
 
 
 _CLIENTS: dict[GcsConfig, Any] = {}
@@ -176,8 +192,7 @@ class GcsBackend(BlobBackend):
         return self._client_bucket().blob(path.split("/", 1)[1])
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
-        from google.api_core import exceptions as gexc
-        from google.auth import exceptions as auth_exc
+        gexc, auth_exc = _exceptions()
 
         def throttled(exc: BaseException) -> bool:
             return isinstance(exc, (gexc.TooManyRequests, gexc.ServiceUnavailable))
@@ -254,7 +269,7 @@ class GcsBackend(BlobBackend):
         self._call(f"writing {path!r}", upload)
 
     def put_if_absent(self, path: str, data: bytes, *, relative: str) -> bool:
-        from google.api_core import exceptions as gexc
+        gexc, _ = _exceptions()
 
         blob = self._blob(path)
         try:

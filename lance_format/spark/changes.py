@@ -35,7 +35,7 @@ from lance_format.dataset.changes.plan import (
 from lance_format.dataset.changes.materialize import ChangeWriter, change_schema
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
-from lance_format.spark.common import StorageOptions, pack_options, table_location
+from lance_format.spark.common import StorageOptions, pack_options, table_location, use_driver_python
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT
 from lance_format.spark.tasks import arrow_schema_from_bytes, arrow_schema_to_bytes, manifest_identity, open_version
 from lance_format.spark.types import spark_arrow_schema, spark_schema
@@ -192,6 +192,7 @@ def read_changes(
                                        storage_options=storage_options)
     if not tasks:
         return spark.createDataFrame([], schema)
+    use_driver_python(spark)
     n = len(tasks)
     return spark.range(0, n, 1, n).mapInArrow(changes_task(spec, tasks), schema)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from lance_format import errors as lance_errors
-from lance_format.errors import LanceError, UnsupportedFeatureError
+from lance_format.errors import LanceError, UnsupportedFeatureError, WorkerEnvironmentError
 from lance_format.io import ObjectStore, normalize_storage_options, object_store_for
 
 DEFAULT_PARALLELISM = 2
@@ -112,6 +113,14 @@ def translate_task_error(exc: BaseException) -> BaseException:
     """
     if isinstance(exc, LanceError):
         return exc
+    missing = _MISSING_MODULE.search(str(exc))
+    if missing is not None:
+        error: LanceError = WorkerEnvironmentError(
+            f"Spark's Python workers cannot import {missing.group(1)}: they run another interpreter than the "
+            "driver's. Set PYSPARK_PYTHON (or spark.pyspark.python) to an interpreter that has lance_format "
+            "installed, or ship it to the executors with lance_format.spark.ship_to_executors")
+        error.__cause__ = exc
+        return error
     matches = _TASK_ERROR.findall(str(exc))
     if not matches:
         return exc
@@ -180,13 +189,52 @@ def _seconds(text: str | None, default: float) -> float:
         return default
 
 
-def is_connect(df: Any) -> bool:
-    """Whether ``df`` is a Spark Connect DataFrame."""
+_CONNECT_PACKAGE = "pyspark.sql.connect."
+
+
+def is_connect(obj: Any) -> bool:
+    """Whether ``obj`` (a DataFrame, Column or SparkSession) belongs to Spark Connect.
+
+    Decided by the classes' module names: importing ``pyspark.sql.connect`` to compare classes
+    runs PySpark's dependency check, which calls ``sys.exit(0)`` when the Connect client packages
+    (grpcio-status, googleapis-common-protos, zstandard) are missing and ``__main__`` has no
+    ``__file__`` (``python -c``, notebooks, Dagster's run workers). A Connect object exists only
+    once its module has been imported, so a classic session never needs those packages.
+    """
+    return any(cls.__module__.startswith(_CONNECT_PACKAGE) for cls in type(obj).__mro__)
+
+
+# Spark SQL's Python workers (UDFs, mapInArrow) run this; unset, ``spark.pyspark.python``, else
+# the JVM's $PYSPARK_PYTHON, else ``python3``: never the driver's own interpreter.
+_SQL_WORKER_PYTHON = "spark.sql.execution.pyspark.python"
+
+
+def use_driver_python(spark: Any) -> None:
+    """Let a local session's Python workers run the driver's interpreter when nobody chose one.
+
+    PySpark starts its workers with ``$PYSPARK_PYTHON``, else ``python3`` from ``PATH``: a script
+    run as ``.venv/bin/python`` without the venv activated would get workers that cannot import
+    pyarrow or ``lance_format``. When neither ``PYSPARK_PYTHON`` nor ``spark.pyspark.python`` is
+    set and the master is local (the workers run on this machine), the session's Python workers
+    started from here on run ``sys.executable`` (``spark.sql.execution.pyspark.python``, unless
+    set, and the context's ``pythonExec``), as ``lance_assets``' Spark resource does. Other masters are left alone: set ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) to
+    an interpreter the executors have, or ship the package with :func:`ship_to_executors`.
+    """
+    if is_connect(spark) or os.environ.get("PYSPARK_PYTHON"):
+        return
     try:
-        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
-    except ImportError:  # Spark Connect's client dependencies are not installed
-        return False
-    return isinstance(df, ConnectDataFrame)
+        sc = spark.sparkContext
+        if not str(sc.master).startswith("local") or sc.getConf().get("spark.pyspark.python", None):
+            return
+        if spark.conf.get(_SQL_WORKER_PYTHON, None) is None:
+            spark.conf.set(_SQL_WORKER_PYTHON, sys.executable)  # what mapInArrow's workers run
+        if sc.pythonExec == "python3":  # PySpark's default: no choice was made
+            sc.pythonExec = sys.executable  # what RDD functions' workers run
+    except Exception:
+        return  # not a classic session (no SparkContext): its workers are not ours to choose
+
+
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '(lance_format|pyarrow|numpy)[.']")
 
 
 def functions_for(df: Any) -> Any:
@@ -254,6 +302,7 @@ class JobScope:
 
     def __init__(self, spark: Any) -> None:
         self.group = f"lance-format-{uuid.uuid4().hex}"
+        use_driver_python(spark)
         try:
             self._sc = spark.sparkContext  # classic sessions only (Spark Connect has none)
         except Exception:
@@ -325,4 +374,4 @@ class JobScope:
 
 
 __all__ = ["CommitResult", "SMALL_FILE_FRACTION", "DEFAULT_TARGET_ROWS_PER_FILE", "DEFAULT_TARGET_BYTES_PER_FILE",
-           "count_small_fragments", "is_small_fragment", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "conf_bytes", "is_connect", "table_location", "functions_for", "quoted"]
+           "count_small_fragments", "is_small_fragment", "JobScope", "RowBoundedArrowBatches", "translate_task_error", "parallelism", "conf_flag", "conf_bytes", "is_connect", "use_driver_python", "table_location", "functions_for", "quoted"]

@@ -33,7 +33,7 @@ from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID, SYSTEM_COLUMNS
 from lance_format.dataset.scan import plan_scan
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore
-from lance_format.spark.common import pack_options, parallelism, table_location
+from lance_format.spark.common import pack_options, parallelism, table_location, use_driver_python
 from lance_format.spark.tasks import ScanSpec, Split, arrow_schema_to_bytes, manifest_identity, read_task
 from lance_format.spark.types import spark_arrow_schema, spark_schema
 from lance_format.table.deletion import live_row_count
@@ -221,6 +221,7 @@ def dataframe_of(spark: Any, plan: ReadPlan) -> Any:
     if not plan.splits:
         return spark.createDataFrame([], plan.schema)
     n = len(plan.splits)
+    use_driver_python(spark)
     return spark.range(0, n, 1, n).mapInArrow(read_task(plan.spec, plan.splits), plan.schema)
 
 

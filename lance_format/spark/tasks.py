@@ -31,6 +31,7 @@ from lance_format.dataset.scan import FragmentRange, ScanExecutor, plan_scan
 from lance_format.dataset.writing.fragment_sink import FragmentSink, write_prefix
 from lance_format.dataset.sql.filter import to_expression
 from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.schema.arrow_checks import check_batch
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
 from lance_format.spark.coalesce import StagedOutput, StagingFile, split_staged_ids, staged_schema, with_staged_ids
@@ -189,6 +190,7 @@ class PartitionWriter:
     def write(self, raw: pa.RecordBatch) -> None:
         if raw.num_rows == 0:
             return
+        check_batch(raw, what="a Spark task's rows", table=self.spec.uri)
         batch = self._convert(raw)
         if self._check is not None:
             _check_rows(batch, self._check, self.spec)

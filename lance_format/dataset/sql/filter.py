@@ -50,6 +50,7 @@ from lance_format.dataset.sql.translate import (
     LanceFilterDialect,
     Translator,
     syntax_detail,
+    too_deep,
     validation_schema,
 )
 from lance_format.errors import InvalidInputError
@@ -166,9 +167,11 @@ def to_value_expression(sql: str, schema: pa.Schema) -> tuple[pc.Expression, pa.
         raise InvalidInputError("Invalid SQL expression: the expression is empty")
     try:
         tree = sqlglot.parse_one(sql, read=LanceFilterDialect)
+        node = translator.visit(tree)  # type: ignore[arg-type]  # sqlglot 30 types parse_one as Expr
     except SqlglotError as err:
         raise InvalidInputError(f"Invalid SQL expression {sql!r}: {syntax_detail(err)}") from None
-    node = translator.visit(tree)  # type: ignore[arg-type]  # sqlglot 30 types parse_one as Expr
+    except RecursionError:
+        raise too_deep("expression", sql) from None
     dtype = translator._type_of(node)
     found = translator.referenced
     columns = [n for n in schema.names if n in found] + [n for n in SYSTEM_COLUMNS if n in found and n not in schema.names]

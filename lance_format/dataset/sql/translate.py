@@ -8,8 +8,6 @@ and the functions in ``sql.functions``.
 from __future__ import annotations
 
 import functools
-
-import re
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -20,6 +18,13 @@ from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
+from lance_format.dataset.sql.diagnostics import (
+    arrow_detail,
+    is_text,
+    operand,
+    syntax_detail,
+    type_mismatch,
+)
 from lance_format.dataset.sql.floats import compare_floats, is_float, is_number, literal_key, order_key
 from lance_format.dataset.sql.functions import FunctionTranslations
 from lance_format.dataset.sql.literals import LiteralCoercions, Node, literal_node, parses_from_string
@@ -93,11 +98,17 @@ class Translator(LiteralCoercions, FunctionTranslations):
         self.referenced: set[str] = set()
         self._full_schema = validation_schema(schema)
         self._empty: pa.Table | None = None
+        # comparisons and arithmetic as built (innermost first), to name the one whose operand
+        # types pyarrow refuses: (function, sqlglot operands or None, operand nodes, expression)
+        self._operations: list[tuple[str, tuple[exp.Expr | None, ...], tuple[Node, ...], pc.Expression]] = []
 
     # ------------------------------------------------------------------ entry points
     def translate(self) -> pc.Expression:
         try:
-            return self._translate()
+            try:
+                return self._translate()
+            except RecursionError:
+                raise too_deep("filter", self.text) from None
         except InvalidInputError as exc:
             # pylance's wording for every rejected filter; tests and users match on it
             exc.reason = f"Invalid user input: {exc.reason}"
@@ -116,13 +127,35 @@ class Translator(LiteralCoercions, FunctionTranslations):
         except pa.ArrowTypeError as err:
             if "must evaluate to bool" in str(err):
                 raise InvalidInputError(f"Filter {self.text!r} does not return a boolean") from None
-            raise self._invalid(err) from None
+            raise self.diagnosed(err) from None
         except (pa.ArrowException, TypeError, ValueError) as err:
-            raise self._invalid(err) from None
+            raise self.diagnosed(err) from None
         return node.expr
 
     def _invalid(self, err: Exception | str, column: str | None = None) -> InvalidInputError:
         return InvalidInputError(f"Invalid SQL filter {self.text!r}: {err}", column=column)
+
+    def diagnosed(self, err: Exception) -> InvalidInputError:
+        """The error of an expression pyarrow cannot bind, naming the first operation (innermost
+        first) whose operand types it refuses, with those operands and their types."""
+        for function, sources, nodes, expr in self._operations:
+            try:
+                pads.dataset(self._empty_table()).to_table(columns={"v": expr})
+                continue
+            except (pa.ArrowException, TypeError, ValueError):
+                pass
+            try:
+                sides = [operand(source, str(node.expr), self._type_of(node)) for source, node in zip(sources, nodes)]
+            except InvalidInputError:
+                continue  # an operand is itself wrong: an inner operation names it
+            column = next((side.column for side in sides if side.column is not None), None)
+            return self._invalid(type_mismatch(function, sides), column=column)
+        return self._invalid(arrow_detail(err))
+
+    def _record(self, function: str, sources: tuple[exp.Expr | None, ...], nodes: tuple[Node, ...],
+                expr: pc.Expression) -> Node:
+        self._operations.append((function, sources, nodes, expr))
+        return Node(expr)
 
     def _unsupported(self, what: str) -> InvalidInputError:
         return InvalidInputError(f"Unsupported construct in SQL filter {self.text!r}: {what}")
@@ -138,7 +171,7 @@ class Translator(LiteralCoercions, FunctionTranslations):
             try:
                 result = pads.dataset(self._empty_table()).to_table(columns={"v": node.expr})
             except (pa.ArrowException, TypeError, ValueError) as err:
-                raise self._invalid(err) from None
+                raise self.diagnosed(err) from None
             node.dtype = result.schema.field("v").type
         return node.dtype
 
@@ -149,7 +182,7 @@ class Translator(LiteralCoercions, FunctionTranslations):
             return handler(node)
         if type(node) in _COMPARISONS:
             left, right = self.visit(node.this), self.visit(node.expression)
-            return self._compare(_COMPARISONS[type(node)], left, right)
+            return self._compare(_COMPARISONS[type(node)], left, right, (node.this, node.expression))
         if type(node) in _ARITHMETIC:
             return self._arithmetic(_ARITHMETIC[type(node)], node)
         if type(node) in _UNARY_FUNCTIONS:
@@ -315,12 +348,13 @@ class Translator(LiteralCoercions, FunctionTranslations):
         return Node(pc.invert(self._visit_NullSafeEQ(same).expr))
 
     # ------------------------------------------------------------------ comparisons
-    def _compare(self, function: str, left: Node, right: Node) -> Node:
+    def _compare(self, function: str, left: Node, right: Node,
+                 sources: tuple[exp.Expr | None, exp.Expr | None] = (None, None)) -> Node:
         left, right = self._coerce_pair(left, right)
         by_total_order = self._float_compare(function, left, right)
         if by_total_order is not None:
             return by_total_order
-        return Node(pc.Expression._call(function, [left.expr, right.expr]))
+        return self._record(function, sources, (left, right), pc.Expression._call(function, [left.expr, right.expr]))
 
     def _float_compare(self, function: str, left: Node, right: Node) -> Node | None:
         """A comparison involving floats, by DataFusion's totalOrder (see ``sql.floats``)."""
@@ -332,8 +366,8 @@ class Translator(LiteralCoercions, FunctionTranslations):
         if node.args.get("symmetric"):
             raise self._unsupported("BETWEEN SYMMETRIC")
         value = self.visit(node.this)
-        low = self._compare("greater_equal", value, self.visit(node.args["low"]))
-        high = self._compare("less_equal", value, self.visit(node.args["high"]))
+        low = self._compare("greater_equal", value, self.visit(node.args["low"]), (node.this, node.args["low"]))
+        high = self._compare("less_equal", value, self.visit(node.args["high"]), (node.this, node.args["high"]))
         return Node(pc.and_kleene(low.expr, high.expr))
 
     def _visit_In(self, node: exp.In) -> Node:
@@ -344,9 +378,16 @@ class Translator(LiteralCoercions, FunctionTranslations):
         if not items:
             raise self._unsupported("empty IN list")
         if value.is_literal or not all(item.is_literal for item in items):
-            return self._or_equalities(value, items)
+            return self._or_equalities(value, items, node)
         target = self._type_of(value)
         coerced = [self._coerce_literal(item, target).literal for item in items]
+        for scalar, source in zip(coerced, node.expressions):
+            # a text column against a number (or the reverse): pylance refuses it, a cast would
+            # silently compare "1" with 1
+            if scalar.is_valid and ((is_text(target) and is_number(scalar.type))
+                                    or (is_number(target) and is_text(scalar.type))):
+                sides = [operand(node.this, "", target), operand(source, str(scalar), scalar.type)]
+                raise self._invalid(type_mismatch("equal", sides), column=sides[0].column)
         has_null = any(not s.is_valid for s in coerced)
         values = [s for s in coerced if s.is_valid]
         if not values:
@@ -363,7 +404,7 @@ class Translator(LiteralCoercions, FunctionTranslations):
             value_set = pa.array([s.cast(target) for s in values], type=target)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             # Literals of another type (e.g. 2.5 against an int column): compare one by one.
-            return self._or_equalities(value, items)
+            return self._or_equalities(value, items, node)
         found = pc.is_in(value.expr, value_set=value_set, skip_nulls=True)
         # SQL: NULL IN (...) is NULL; x IN (.., NULL) is NULL rather than FALSE when x is not found.
         result = pc.if_else(pc.is_null(value.expr), pc.scalar(_NULL_BOOL), found)
@@ -371,11 +412,12 @@ class Translator(LiteralCoercions, FunctionTranslations):
             result = pc.if_else(result, pc.scalar(True), pc.scalar(_NULL_BOOL))
         return Node(result)
 
-    def _or_equalities(self, value: Node, items: list[Node]) -> Node:
+    def _or_equalities(self, value: Node, items: list[Node], node: exp.In) -> Node:
         # An OR of equalities gives SQL's NULL semantics for IN directly.
-        result = self._compare("equal", value, items[0]).expr
-        for item in items[1:]:
-            result = pc.or_kleene(result, self._compare("equal", value, item).expr)
+        pairs = list(zip(items, node.expressions))
+        result = self._compare("equal", value, pairs[0][0], (node.this, pairs[0][1])).expr
+        for item, source in pairs[1:]:
+            result = pc.or_kleene(result, self._compare("equal", value, item, (node.this, source)).expr)
         return Node(result)
 
     # ------------------------------------------------------------------ LIKE
@@ -424,7 +466,8 @@ class Translator(LiteralCoercions, FunctionTranslations):
             left = self._coerce_literal(left, self._type_of(right))
         elif right.is_literal and not left.is_literal and pa.types.is_decimal(self._type_of(left)):
             right = self._coerce_literal(right, self._type_of(left))
-        return Node(pc.Expression._call(function, [left.expr, right.expr]))
+        return self._record(function, (node.this, node.expression), (left, right),
+                            pc.Expression._call(function, [left.expr, right.expr]))
 
     def _visit_Neg(self, node: exp.Neg) -> Node:
         operand = self.visit(node.this)
@@ -511,12 +554,12 @@ def parse_filter(text: str) -> exp.Expr:
     return sqlglot.parse_one(text, read=LanceFilterDialect)
 
 
-def syntax_detail(err: SqlglotError) -> str:
-    """sqlglot's message without its terminal underline codes, with the error position."""
-    first = (getattr(err, "errors", None) or [{}])[0]
-    if first.get("description"):
-        return f"{first['description']} (line {first.get('line')}, column {first.get('col')})"
-    return re.sub(r"\x1b\[[0-9;]*m", "", str(err))
+def too_deep(what: str, text: str) -> InvalidInputError:
+    """A filter or expression nested deeper than the parser's recursion allows."""
+    shown = text if len(text) <= 80 else f"{text[:40]}...{text[-20:]}"
+    return InvalidInputError(f"Invalid SQL {what} {shown!r} ({len(text)} characters): it nests parentheses or "
+                             f"operators too deeply to parse (about 45 levels at most, as in pylance); flatten it, e.g. "
+                             f"`x IN (...)` instead of nested ORs")
 
 
 def _rewrite_escape(pattern: str, escape: str) -> str:

@@ -10,10 +10,23 @@ from typing import Any, Callable, Iterable, Iterator
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError
+from lance_format.schema.arrow_checks import check_field_names, check_table, checked_batches
+
+_WHAT = "the data given to write"
 
 
 def as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
-    """Turn any supported input into a RecordBatchReader without materializing it."""
+    """Turn any supported input into a RecordBatchReader without materializing it; refuse
+    column names official Lance cannot read back (empty, repeated)."""
+    reader = _as_reader(data, schema)
+    check_field_names(reader.schema)
+    return reader
+
+
+def _as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
+    """Arrow data made elsewhere (tables, batches, readers, Arrow streams, iterables) is checked
+    for malformed arrays (:mod:`lance_format.schema.arrow_checks`) before anything computes on
+    it; what pyarrow builds here from pandas or Python objects is well formed."""
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency
@@ -46,13 +59,14 @@ def as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
+        check_table(data, what=_WHAT)  # before the cast: a cast of malformed offsets aborts
         if schema is not None and not data.schema.equals(schema):
             data = data.cast(schema)
         return data.to_reader()
     if isinstance(data, pa.RecordBatchReader):
-        return data
+        return checked_batches(data, what=_WHAT)
     if hasattr(data, "__arrow_c_stream__"):
-        return pa.RecordBatchReader.from_stream(data, schema=schema)
+        return checked_batches(pa.RecordBatchReader.from_stream(data, schema=schema), what=_WHAT)
     if isinstance(data, Iterable):
         iterator = _record_batches(iter(data))
         if schema is None:
@@ -67,7 +81,7 @@ def as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
                 yield from rest
 
             iterator = chain()
-        return pa.RecordBatchReader.from_batches(schema, iterator)
+        return checked_batches(pa.RecordBatchReader.from_batches(schema, iterator), what=_WHAT)
     raise InvalidInputError(f"cannot write data of type {type(data).__name__} to a Lance table")
 
 
