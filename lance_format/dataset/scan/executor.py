@@ -238,6 +238,9 @@ class ScanExecutor:
     def _ordered(self) -> Iterator[pa.RecordBatch]:
         """The filtered rows, sorted when ``order_by`` asks for it (which needs all of them)."""
         plan = self.plan
+        if plan.search is not None:  # ranked rows, in rank order (order_by does not apply)
+            yield from plan.search.run(self)
+            return
         if not plan.order_by:
             yield from coalesced_batches(self.rows(), plan.output_rows) if plan.regroup else self.rows()
             return
@@ -271,7 +274,7 @@ class ScanExecutor:
         """The number of rows the scan returns; from fragment metadata when nothing but
         deletions decides it (no filter, limit, offset, deleted rows or row ranges)."""
         plan = self.plan
-        if (plan.filter is None and plan.limit is None and not plan.offset and not plan.include_deleted
+        if (plan.search is None and plan.filter is None and plan.limit is None and not plan.offset and not plan.include_deleted
                 and all(part.row_range is None for part in plan.fragments)):
             return sum(part.fragment.count_rows() for part in plan.fragments)
         return sum(b.num_rows for b in self.limited())

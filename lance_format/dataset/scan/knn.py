@@ -1,0 +1,140 @@
+"""Exact k-nearest-neighbour kernels: distances of a batch of vectors to the query vectors, and a
+running top-k that merges batch after batch (memory bounded by the batch and k, not the table).
+
+Distances are pylance's: ``l2`` is the squared Euclidean distance, ``cosine`` is
+``1 - cos(x, q)``, ``dot`` is ``-x.q``, ``hamming`` counts differing bits of uint8 vectors.
+l2/cosine/dot go through one BLAS matrix product per batch (all queries at once); the few
+candidates kept are then recomputed directly, so rounding in the product never reorders them.
+Ties are broken by the smaller row id, as pylance's ``TopK`` sorts by ``(_distance, _rowid)``.
+Null vectors and vectors at a NaN distance are never returned (pylance drops them too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+METRICS = {"l2": "l2", "euclidean": "l2", "cosine": "cosine", "dot": "dot", "hamming": "hamming"}
+
+
+def vector_matrix(vectors: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the non-null vectors of a fixed-size-list column as a (rows, dim) matrix, their
+    positions in the column)."""
+    if isinstance(vectors, pa.ChunkedArray):
+        vectors = vectors.combine_chunks()
+    if isinstance(vectors, pa.ExtensionArray):
+        vectors = vectors.storage
+    assert isinstance(vectors, pa.FixedSizeListArray)  # checked when the search was planned
+    rows = np.arange(len(vectors))
+    if vectors.null_count:
+        rows = np.flatnonzero(np.asarray(vectors.is_valid().to_numpy(zero_copy_only=False)))
+        vectors = vectors.take(pa.array(rows))
+    values = vectors.flatten()  # honours the slice's offset
+    values = values.storage if isinstance(values, pa.ExtensionArray) else values
+    matrix = values.to_numpy(zero_copy_only=False).reshape(len(vectors), dim)
+    return matrix, rows
+
+
+def _compute_dtype(matrix: np.ndarray) -> np.dtype:
+    """float64 vectors are measured in float64, the others in float32 (as pylance)."""
+    return np.dtype(np.float64) if matrix.dtype == np.float64 else np.dtype(np.float32)
+
+
+def approximate(metric: str, queries: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """(queries, rows) distances; for l2/cosine/dot through a matrix product (a few ulps of
+    cancellation, corrected by :func:`exact` for the candidates kept)."""
+    if metric == "hamming":
+        return np.stack([np.bitwise_count(matrix ^ q).sum(axis=1, dtype=np.int64) for q in queries]).astype(np.float64)
+    dtype = _compute_dtype(matrix)
+    x = matrix.astype(dtype, copy=False)
+    q = queries.astype(dtype, copy=False)
+    dots = q @ x.T
+    if metric == "dot":
+        return -dots
+    if metric == "l2":
+        xn = np.einsum("ij,ij->i", x, x)
+        qn = np.einsum("ij,ij->i", q, q)
+        return np.maximum(qn[:, None] + xn[None, :] - 2 * dots, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+        qnorms = np.sqrt(np.einsum("ij,ij->i", q, q))
+        return 1 - dots / (qnorms[:, None] * norms[None, :])
+
+
+def exact(metric: str, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Distances of ``rows`` (a few vectors) to one query, computed term by term."""
+    if metric == "hamming":
+        return np.bitwise_count(rows ^ query).sum(axis=1, dtype=np.int64).astype(np.float64)
+    dtype = _compute_dtype(rows)
+    x = rows.astype(dtype, copy=False)
+    q = query.astype(dtype, copy=False)
+    if metric == "l2":
+        diff = x - q
+        return np.einsum("ij,ij->i", diff, diff)
+    if metric == "dot":
+        return -(x @ q)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1 - (x @ q) / (np.sqrt(np.einsum("ij,ij->i", x, x)) * np.sqrt(q @ q))
+
+
+def _margin(metric: str, queries: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Per query, how far the product's distances may stray from the exact ones."""
+    if metric == "hamming":
+        return np.zeros(len(queries))
+    eps = 64 * np.finfo(_compute_dtype(matrix)).eps
+    q = np.abs(queries.astype(np.float64)).sum(axis=1)
+    if metric == "cosine":
+        return np.full(len(queries), eps * 4)
+    x = float(np.abs(matrix.astype(np.float64)).sum(axis=1).max()) if len(matrix) else 0.0
+    scale = q * x
+    return eps * (scale + (q * q + x * x if metric == "l2" else 0))
+
+
+@dataclass
+class Best:
+    """One query's best rows so far: distances, row ids, row addresses (sorted, at most k)."""
+
+    distances: np.ndarray
+    row_ids: np.ndarray
+    addresses: np.ndarray
+
+
+class TopK:
+    """The k nearest rows of each query, merged batch by batch."""
+
+    def __init__(self, metric: str, queries: np.ndarray, k: int) -> None:
+        self.metric = metric
+        self.queries = queries
+        self.k = k
+        empty = Best(np.empty(0), np.empty(0, np.uint64), np.empty(0, np.uint64))
+        self.best = [empty for _ in range(len(queries))]
+
+    def add(self, matrix: np.ndarray, row_ids: np.ndarray, addresses: np.ndarray) -> None:
+        """Merge a batch of vectors (rows of ``matrix``) with their row ids and addresses."""
+        if not len(matrix):
+            return
+        approx = approximate(self.metric, self.queries, matrix)
+        margins = _margin(self.metric, self.queries, matrix)
+        k = self.k
+        for i, query in enumerate(self.queries):
+            distances = approx[i]
+            if len(distances) > k:
+                # every row that may be among the k best once measured exactly (ties included)
+                kth = np.partition(np.nan_to_num(distances, nan=np.inf), k - 1)[k - 1]
+                chosen = np.flatnonzero(distances <= kth + margins[i])
+            else:
+                chosen = np.arange(len(distances))
+            measured = exact(self.metric, query, matrix[chosen]) if self.metric != "hamming" else distances[chosen]
+            keep = ~np.isnan(measured)
+            chosen, measured = chosen[keep], measured[keep]
+            best = self.best[i]
+            pool_d = np.concatenate([best.distances, measured])
+            pool_ids = np.concatenate([best.row_ids, row_ids[chosen]])
+            pool_addr = np.concatenate([best.addresses, addresses[chosen]])
+            order = np.lexsort((pool_ids, pool_d))[:k]
+            self.best[i] = Best(pool_d[order], pool_ids[order], pool_addr[order])
+
+
+__all__ = ["METRICS", "Best", "TopK", "approximate", "exact", "vector_matrix"]

@@ -1,0 +1,211 @@
+"""The ``nearest`` step of a scan (a :class:`~lance_format.dataset.scan.plan.SearchStep`): exact
+(flat) k-nearest-neighbour search with pylance's parameters, results and error texts.
+
+How it runs (:meth:`VectorSearch.run`):
+
+1. the candidate scan (:attr:`VectorSearch.candidates`, a plan of its own) reads the vector
+   column with ``_rowid`` and ``_rowaddr`` of the live rows (passing the filter first when
+   ``prefilter=True``), batch by batch; each batch's distances to every query go into a running
+   top-k (:class:`~lance_format.dataset.scan.knn.TopK`): memory is a batch plus k rows;
+2. the k rows of each query are taken by address with the outer plan's columns; with
+   ``prefilter=False`` the filter runs on them now (so fewer than k rows may come back, as in
+   pylance); ``_distance`` (float32) and, for a batch of queries, ``query_index`` (int32) are
+   added; rows come ordered by ``(query, _distance, _rowid)``;
+3. the outer executor applies offset and limit, then projects.
+
+``k`` defaults to the limit, else 10 (pylance's). Vector indices are not read yet: with
+``use_index`` (pylance's default) the search is still exact, so its recall (1.0) is at least
+what pylance's index gives; ``nprobes``, ``refine_factor``, ``ef`` and ``fast_search`` are
+checked as pylance checks them and otherwise have no effect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.dataset.fragment import ROW_ADDRESS
+from lance_format.dataset.scan.knn import METRICS, TopK, vector_matrix
+from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
+
+if TYPE_CHECKING:
+    from lance_format.dataset.scan.executor import ScanExecutor
+    from lance_format.dataset.scan.plan import ScanPlan
+    from lance_format.schema import LanceSchema
+
+DISTANCE = "_distance"
+QUERY_INDEX = "query_index"
+NEAREST_KEYS = {"column", "q", "k", "metric", "distance_type", "nprobes", "minimum_nprobes", "maximum_nprobes",
+                "refine_factor", "use_index", "ef", "query_parallelism", "approx_mode", "search_effort",
+                "distance_range", "fast_search"}
+_FLOATS = {pa.float16(): np.float16, pa.float32(): np.float32, pa.float64(): np.float64}
+_TYPE_NAMES = {pa.float16(): "Float16", pa.float32(): "Float32", pa.float64(): "Float64", pa.uint8(): "UInt8"}
+
+
+@dataclass(frozen=True, eq=False)
+class VectorSearch:
+    """A planned flat k-NN search (see the module docstring)."""
+
+    column: str
+    queries: np.ndarray  # (queries, dim), in the column's element type (uint8 for hamming)
+    batch: bool  # a batch of queries (adds ``query_index``)
+    k: int
+    metric: str
+    prefilter: bool
+    candidates: "ScanPlan | None" = None  # reads the vector column, _rowid and _rowaddr (and the prefilter)
+
+    def describe(self) -> str:
+        queries = f"queries={len(self.queries)}, " if self.batch else ""
+        return (f"KNNVectorDistance: {queries}k={self.k}, metric={self.metric}, column={self.column}, "
+                "exact flat search")
+
+    def explain_lines(self) -> list[str]:
+        """pylance's steps between the output and the read of the vectors."""
+        lines = [] if self.batch else [f"FilterExec: {DISTANCE} IS NOT NULL",
+                                       f"SortExec: TopK(fetch={self.k}), expr=[{DISTANCE} ASC NULLS LAST, "
+                                       "_rowid ASC NULLS LAST]"]
+        return lines + [self.describe()]
+
+    def run(self, executor: "ScanExecutor") -> Iterator[pa.RecordBatch]:
+        """The top-k rows of each query with the outer plan's read columns, ``_distance`` and
+        (a batch) ``query_index``, the postfilter applied; ordered by query, distance, row id."""
+        from lance_format.dataset.scan.executor import ScanExecutor  # the executor runs this step
+        from lance_format.dataset.sql.filter import matching_rows
+
+        plan = executor.plan
+        top = TopK(self.metric, self.queries, self.k)
+        dim = self.queries.shape[1]
+        assert self.candidates is not None  # planned by plan_scan
+        inner = ScanExecutor(executor.dataset, self.candidates, executor.counts)
+        for batch in inner.rows():
+            matrix, rows = vector_matrix(batch.column(self.column), dim)
+            ids = np.asarray(batch.column("_rowid").to_numpy(zero_copy_only=False))[rows]
+            addresses = np.asarray(batch.column(ROW_ADDRESS).to_numpy(zero_copy_only=False))[rows]
+            top.add(matrix, ids.astype(np.uint64), addresses.astype(np.uint64))
+        distances = np.concatenate([b.distances for b in top.best])
+        addresses = np.concatenate([b.addresses for b in top.best])
+        query_index = np.repeat(np.arange(len(top.best), dtype=np.int32), [len(b.distances) for b in top.best])
+        if not len(addresses):
+            return
+        taken = self._take(executor, addresses)
+        taken = taken.append_column(pa.field(DISTANCE, pa.float32()), pa.array(distances.astype(np.float32)))
+        if self.batch:
+            taken = taken.append_column(pa.field(QUERY_INDEX, pa.int32()), pa.array(query_index))
+        if not self.prefilter and plan.filter is not None:
+            taken = taken.take(matching_rows(taken, plan.filter))
+        if taken.num_rows:
+            yield taken
+
+    @staticmethod
+    def _take(executor: "ScanExecutor", addresses: np.ndarray) -> pa.RecordBatch:
+        """The outer plan's read columns of the rows at ``addresses``, in that order."""
+        plan = executor.plan
+        fragments = {part.fragment.fragment_id: part.fragment for part in plan.fragments}
+        unique, inverse = np.unique(addresses, return_inverse=True)
+        ids = unique >> np.uint64(32)
+        pieces = []
+        for fragment_id in np.unique(ids):
+            offsets = unique[ids == fragment_id] & np.uint64(0xFFFFFFFF)
+            pieces.append(fragments[int(fragment_id)].take_physical(plan.read.schema, list(plan.read.system), offsets))
+        table = pa.Table.from_batches(pieces).combine_chunks()  # fragments ascend, as ``unique`` does
+        return table.take(pa.array(inverse)).to_batches()[0] if table.num_rows else pieces[0]
+
+
+def _query_matrix(q: Any, table: str) -> tuple[np.ndarray, bool]:
+    """(the query vectors as a (queries, dim) float matrix, whether ``q`` was a batch)."""
+    if isinstance(q, pa.ChunkedArray):
+        q = q.combine_chunks()
+    if isinstance(q, pa.Scalar):
+        q = q.value if isinstance(q, pa.ExtensionScalar) else q
+        q = q.values if isinstance(q.type, pa.FixedSizeListType) else q
+    if isinstance(q, (pa.FixedSizeListArray, pa.ListArray)) and len(q):
+        q = [np.asarray(v.values.to_numpy(zero_copy_only=False)) for v in q]
+    if isinstance(q, pa.Array):
+        if not (pa.types.is_floating(q.type) or pa.types.is_integer(q.type)):
+            raise ArgumentTypeError(f"query vector must be list-like or pa.FloatingPointArray but received {q.type}",
+                                    table=table)
+        return np.asarray(q.to_numpy(zero_copy_only=False), dtype=np.float32)[None, :], False
+    if isinstance(q, str) or not hasattr(q, "__len__"):
+        raise ArgumentTypeError(f"Query vectors should be an array of floats, got {type(q)} which we cannot coerce "
+                                "to a float array", table=table)
+    if len(q) and isinstance(q[0], (list, tuple, np.ndarray, pa.Array)):
+        dim = len(q[0])
+        for vector in q:
+            if len(vector) != dim:
+                raise InvalidInputError(f"All query vectors must have the same length, but got {dim} and "
+                                        f"{len(vector)}", table=table)
+        return np.asarray([np.asarray(v, dtype=np.float64) for v in q]).astype(np.float32), True
+    try:
+        return np.asarray(q, dtype=np.float64).astype(np.float32)[None, :], False
+    except (TypeError, ValueError) as error:
+        raise ArgumentTypeError(f"Query vectors should be an array of floats, got {type(q)}", table=table) from error
+
+
+def _check_positive(name: str, value: Any, minimum: int, message: str, table: str) -> None:
+    if value is not None and int(value) < minimum:
+        raise InvalidInputError(message.format(value), table=table)
+
+
+def vector_search(nearest: Mapping[str, Any], schema: "LanceSchema", *, limit: int | None, prefilter: bool,
+                  table: str) -> VectorSearch:
+    """A :class:`VectorSearch` for pylance's ``nearest`` dict, checked as pylance checks it (its
+    candidate plan is set by ``plan_scan``)."""
+    if not isinstance(nearest, Mapping):
+        raise UnsupportedFeatureError(f"nearest={type(nearest).__name__} is not supported; give pylance's dict",
+                                      table=table)
+    unknown = sorted(set(nearest) - NEAREST_KEYS)
+    if unknown:
+        raise ArgumentTypeError(f"nearest() got an unexpected keyword argument {unknown[0]!r}", table=table)
+    column = nearest.get("column")
+    if "q" not in nearest or column is None:
+        raise ArgumentTypeError("nearest needs a 'column' and a query vector 'q'", table=table)
+    queries, batch = _query_matrix(nearest["q"], table)
+    field = next((f for f in schema.fields if f.name.lower() == str(column).lower()), None)
+    if field is None:
+        raise InvalidInputError(f"Embedding column {column} is not in the dataset", table=table, column=column)
+    arrow_type = field.to_arrow().type
+    storage = arrow_type.storage_type if isinstance(arrow_type, pa.ExtensionType) else arrow_type
+    if pa.types.is_list(storage) and pa.types.is_fixed_size_list(storage.value_type):
+        raise UnsupportedFeatureError(f"multivector column {column} cannot be searched by this engine yet",
+                                      table=table, column=column)
+    if not pa.types.is_fixed_size_list(storage):
+        raise ArgumentTypeError(f"Query column {column} must be a vector. Got {arrow_type}.", table=table,
+                                column=column)
+    if queries.shape[1] != storage.list_size:
+        raise InvalidInputError(f"Query vector size {queries.shape[1]} does not match index column size "
+                                f"{storage.list_size}", table=table, column=column)
+    k = nearest.get("k")
+    _check_positive("k", k, 1, "Nearest-K must be > 0 but got {}", table)
+    if nearest.get("search_effort") is None:
+        _check_positive("nprobes", nearest.get("nprobes"), 1, "Nprobes must be > 0 but got {}", table)
+    _check_positive("minimum_nprobes", nearest.get("minimum_nprobes"), 0, "Minimum nprobes must be >= 0 but got {}",
+                    table)
+    _check_positive("maximum_nprobes", nearest.get("maximum_nprobes"), 0, "Maximum nprobes must be >= 0 but got {}",
+                    table)
+    low, high = nearest.get("minimum_nprobes"), nearest.get("maximum_nprobes")
+    if low is not None and high is not None and low > high:
+        raise InvalidInputError("minimum_nprobes must be <= maximum_nprobes", table=table)
+    _check_positive("refine_factor", nearest.get("refine_factor"), 1, "Refine factor must be 1 or more got {}", table)
+    _check_positive("ef", nearest.get("ef"), 1, "ef must be > 0 but got {}", table)
+    if nearest.get("distance_range") is not None:
+        raise UnsupportedFeatureError("nearest distance_range is not supported by this engine yet", table=table)
+    element = storage.value_type
+    name = nearest.get("metric") or nearest.get("distance_type")
+    metric = METRICS.get(str(name).lower()) if name is not None else ("hamming" if element == pa.uint8() else "l2")
+    if metric is None:
+        raise InvalidInputError(f"Invalid argument error: Metric type '{name}' is not supported", table=table)
+    if (metric == "hamming") != (element == pa.uint8()) or (element not in _FLOATS and element != pa.uint8()):
+        raise InvalidInputError(f"Invalid user input: Distance type {metric} does not support "
+                                f"{_TYPE_NAMES.get(element, str(element))} vectors", table=table, column=column)
+    queries = queries.astype(np.uint8) if metric == "hamming" else queries.astype(_FLOATS[element])
+    if element == pa.float16():
+        queries = queries.astype(np.float32)  # float16 vectors are measured in float32
+    return VectorSearch(column=field.name, queries=queries, batch=batch,
+                        k=int(k) if k is not None else (limit if limit else 10), metric=metric,
+                        prefilter=prefilter)
+
+
+__all__ = ["DISTANCE", "QUERY_INDEX", "VectorSearch", "vector_search"]
