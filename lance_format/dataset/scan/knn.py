@@ -2,7 +2,7 @@
 running top-k that merges batch after batch (memory bounded by the batch and k, not the table).
 
 Distances are pylance's: ``l2`` is the squared Euclidean distance, ``cosine`` is
-``1 - cos(x, q)``, ``dot`` is ``-x.q``, ``hamming`` counts differing bits of uint8 vectors.
+``1 - cos(x, q)``, ``dot`` is ``1 - x.q``, ``hamming`` counts differing bits of uint8 vectors.
 l2/cosine/dot go through one BLAS matrix product per batch (all queries at once); the few
 candidates kept are then recomputed directly, so rounding in the product never reorders them.
 Ties are broken by the smaller row id, as pylance's ``TopK`` sorts by ``(_distance, _rowid)``.
@@ -52,7 +52,7 @@ def approximate(metric: str, queries: np.ndarray, matrix: np.ndarray) -> np.ndar
     q = queries.astype(dtype, copy=False)
     dots = q @ x.T
     if metric == "dot":
-        return -dots
+        return 1 - dots
     if metric == "l2":
         xn = np.einsum("ij,ij->i", x, x)
         qn = np.einsum("ij,ij->i", q, q)
@@ -74,7 +74,7 @@ def exact(metric: str, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
         diff = x - q
         return np.einsum("ij,ij->i", diff, diff)
     if metric == "dot":
-        return -(x @ q)
+        return 1 - (x @ q)
     with np.errstate(divide="ignore", invalid="ignore"):
         return 1 - (x @ q) / (np.sqrt(np.einsum("ij,ij->i", x, x)) * np.sqrt(q @ q))
 

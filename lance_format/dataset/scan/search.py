@@ -103,6 +103,8 @@ class VectorSearch:
     def _take(executor: "ScanExecutor", addresses: np.ndarray) -> pa.RecordBatch:
         """The outer plan's read columns of the rows at ``addresses``, in that order."""
         plan = executor.plan
+        if not plan.read.names:  # only the search's columns: rows with no others (dropped by projection)
+            return pa.record_batch([pa.nulls(len(addresses))], names=["__row"])
         fragments = {part.fragment.fragment_id: part.fragment for part in plan.fragments}
         unique, inverse = np.unique(addresses, return_inverse=True)
         ids = unique >> np.uint64(32)
