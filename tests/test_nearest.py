@@ -169,6 +169,23 @@ def test_uint8_hamming_with_ties(tmp_path) -> None:
     for k in (1, 9, 40):
         ours, theirs = _both(uri, nearest={"column": "vec", "q": codes[17], "k": k, "metric": "hamming"})
         _assert_same(ours, theirs)  # integer distances: many ties, broken by row id
+    ours, theirs = _both(uri, nearest={"column": "vec", "q": codes[4], "k": 5})  # hamming: uint8's default
+    _assert_same(ours, theirs)
+    for metric in ("l2", "cosine"):
+        with pytest.raises(InvalidInputError, match=f"Distance type {metric} does not support UInt8 vectors"):
+            lance.dataset(uri).to_table(nearest={"column": "vec", "q": codes[4], "metric": metric})
+
+
+def test_bfloat16_vectors_refused_as_pylance_14(tmp_path) -> None:
+    from lance.arrow import bfloat16_array
+
+    values = bfloat16_array([0.5, 1.0, -2.0, 3.0] * 4)
+    uri = str(tmp_path / "bf16.lance")
+    pylance.write_dataset(pa.table({"id": np.arange(4), "vec": pa.FixedSizeListArray.from_arrays(values, 4)}), uri)
+    with pytest.raises(ValueError, match="vector element is not expected type"):
+        pylance.dataset(uri).to_table(nearest={"column": "vec", "q": [1.0, 0, 0, 0], "k": 2})
+    with pytest.raises(InvalidInputError, match="vector element is not expected type"):
+        lance.dataset(uri).to_table(nearest={"column": "vec", "q": [1.0, 0, 0, 0], "k": 2})
 
 
 def test_null_and_nan_vectors_are_skipped(tmp_path) -> None:

@@ -199,7 +199,10 @@ def vector_search(nearest: Mapping[str, Any], schema: "LanceSchema", *, limit: i
     metric = METRICS.get(str(name).lower()) if name is not None else ("hamming" if element == pa.uint8() else "l2")
     if metric is None:
         raise InvalidInputError(f"Invalid argument error: Metric type '{name}' is not supported", table=table)
-    if (metric == "hamming") != (element == pa.uint8()) or (element not in _FLOATS and element != pa.uint8()):
+    if element not in _FLOATS and element != pa.uint8():  # bfloat16 too: pylance 14 cannot search it
+        raise InvalidInputError(f"vector element is not expected type (Float16/Float32/Float64 or UInt8): "
+                                f"{element} in column {column}", table=table, column=column)
+    if (metric == "hamming") != (element == pa.uint8()):
         raise InvalidInputError(f"Invalid user input: Distance type {metric} does not support "
                                 f"{_TYPE_NAMES.get(element, str(element))} vectors", table=table, column=column)
     queries = queries.astype(np.uint8) if metric == "hamming" else queries.astype(_FLOATS[element])
