@@ -42,25 +42,29 @@ def _compute_dtype(matrix: np.ndarray) -> np.dtype:
     return np.dtype(np.float64) if matrix.dtype == np.float64 else np.dtype(np.float32)
 
 
-def approximate(metric: str, queries: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """(queries, rows) distances; for l2/cosine/dot through a matrix product (a few ulps of
-    cancellation, corrected by :func:`exact` for the candidates kept)."""
+def approximate(metric: str, queries: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """((queries, rows) distances, per query how far they may be from the exact ones); for
+    l2/cosine/dot through a matrix product (rounding corrected by :func:`exact` for the
+    candidates kept)."""
     if metric == "hamming":
-        return np.stack([np.bitwise_count(matrix ^ q).sum(axis=1, dtype=np.int64) for q in queries]).astype(np.float64)
+        distances = np.stack([np.bitwise_count(matrix ^ q).sum(axis=1, dtype=np.int64) for q in queries])
+        return distances.astype(np.float64), np.zeros(len(queries))
     dtype = _compute_dtype(matrix)
     x = matrix.astype(dtype, copy=False)
     q = queries.astype(dtype, copy=False)
     dots = q @ x.T
+    # a dot product of d terms is off by at most d * eps * |x| * |q| (any summation order)
+    eps = 2 * x.shape[1] * float(np.finfo(dtype).eps)
+    xn = np.einsum("ij,ij->i", x, x)
+    qn = np.einsum("ij,ij->i", q, q).astype(np.float64)
+    largest = float(xn.max()) if len(xn) else 0.0
+    reach = np.sqrt(qn * largest)
     if metric == "dot":
-        return 1 - dots
+        return 1 - dots, eps * reach
     if metric == "l2":
-        xn = np.einsum("ij,ij->i", x, x)
-        qn = np.einsum("ij,ij->i", q, q)
-        return np.maximum(qn[:, None] + xn[None, :] - 2 * dots, 0)
+        return np.maximum(qn[:, None].astype(dtype) + xn[None, :] - 2 * dots, 0), eps * (2 * reach + qn + largest)
     with np.errstate(divide="ignore", invalid="ignore"):
-        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
-        qnorms = np.sqrt(np.einsum("ij,ij->i", q, q))
-        return 1 - dots / (qnorms[:, None] * norms[None, :])
+        return 1 - dots / (np.sqrt(qn).astype(dtype)[:, None] * np.sqrt(xn)[None, :]), np.full(len(queries), 4 * eps)
 
 
 def exact(metric: str, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -77,19 +81,6 @@ def exact(metric: str, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return 1 - (x @ q)
     with np.errstate(divide="ignore", invalid="ignore"):
         return 1 - (x @ q) / (np.sqrt(np.einsum("ij,ij->i", x, x)) * np.sqrt(q @ q))
-
-
-def _margin(metric: str, queries: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """Per query, how far the product's distances may stray from the exact ones."""
-    if metric == "hamming":
-        return np.zeros(len(queries))
-    eps = 64 * np.finfo(_compute_dtype(matrix)).eps
-    q = np.abs(queries.astype(np.float64)).sum(axis=1)
-    if metric == "cosine":
-        return np.full(len(queries), eps * 4)
-    x = float(np.abs(matrix.astype(np.float64)).sum(axis=1).max()) if len(matrix) else 0.0
-    scale = q * x
-    return eps * (scale + (q * q + x * x if metric == "l2" else 0))
 
 
 @dataclass
@@ -115,14 +106,13 @@ class TopK:
         """Merge a batch of vectors (rows of ``matrix``) with their row ids and addresses."""
         if not len(matrix):
             return
-        approx = approximate(self.metric, self.queries, matrix)
-        margins = _margin(self.metric, self.queries, matrix)
+        approx, margins = approximate(self.metric, self.queries, matrix)
         k = self.k
         for i, query in enumerate(self.queries):
             distances = approx[i]
             if len(distances) > k:
                 # every row that may be among the k best once measured exactly (ties included)
-                kth = np.partition(np.nan_to_num(distances, nan=np.inf), k - 1)[k - 1]
+                kth = np.partition(distances, k - 1)[k - 1]  # NaNs sort last
                 chosen = np.flatnonzero(distances <= kth + margins[i])
             else:
                 chosen = np.arange(len(distances))
