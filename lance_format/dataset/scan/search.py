@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from lance_format.dataset.fragment import ROW_ADDRESS
 from lance_format.dataset.scan.knn import METRICS, TopK, vector_matrix
-from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import ArgumentTypeError, InvalidInputError, LanceError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
     from lance_format.dataset.scan.executor import ScanExecutor
@@ -116,34 +116,65 @@ class VectorSearch:
         return table.take(pa.array(inverse)).to_batches()[0] if table.num_rows else pieces[0]
 
 
-def _query_matrix(q: Any, table: str) -> tuple[np.ndarray, bool]:
-    """(the query vectors as a (queries, dim) float matrix, whether ``q`` was a batch)."""
-    if isinstance(q, pa.ChunkedArray):
-        q = q.combine_chunks()
-    if isinstance(q, pa.Scalar):
-        q = q.value if isinstance(q, pa.ExtensionScalar) else q
-        q = q.values if isinstance(q.type, pa.FixedSizeListType) else q
-    if isinstance(q, (pa.FixedSizeListArray, pa.ListArray)) and len(q):
-        q = [np.asarray(v.values.to_numpy(zero_copy_only=False)) for v in q]
-    if isinstance(q, pa.Array):
-        if not (pa.types.is_floating(q.type) or pa.types.is_integer(q.type)):
-            raise ArgumentTypeError(f"query vector must be list-like or pa.FloatingPointArray but received {q.type}",
-                                    table=table)
-        return np.asarray(q.to_numpy(zero_copy_only=False), dtype=np.float32)[None, :], False
-    if isinstance(q, str) or not hasattr(q, "__len__"):
-        raise ArgumentTypeError(f"Query vectors should be an array of floats, got {type(q)} which we cannot coerce "
-                                "to a float array", table=table)
-    if len(q) and isinstance(q[0], (list, tuple, np.ndarray, pa.Array)):
-        dim = len(q[0])
-        for vector in q:
+def coerce_query_vector(query: Any) -> tuple[pa.Array, int]:
+    """pylance's ``_coerce_query_vector``: (the query as a float array, or a list array of float32
+    vectors for a batch; the dimension).
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``query`` is not list-like or not numeric (a ``TypeError``, as in pylance).
+    InvalidInputError
+        A batch's vectors differ in length.
+    """
+    if isinstance(query, pa.ChunkedArray):
+        query = query.combine_chunks()
+    first = query[0] if hasattr(query, "__getitem__") and not isinstance(query, (str, bytes)) and len(query) else None
+    if isinstance(first, (list, tuple, np.ndarray, pa.Array)):  # a batch of query vectors
+        dim = len(first)
+        vectors = []
+        for vector in query:
             if len(vector) != dim:
                 raise InvalidInputError(f"All query vectors must have the same length, but got {dim} and "
-                                        f"{len(vector)}", table=table)
-        return np.asarray([np.asarray(v, dtype=np.float64) for v in q]).astype(np.float32), True
+                                        f"{len(vector)}")
+            vectors.append(coerce_query_vector(vector)[0])
+        return pa.array(vectors, type=pa.list_(pa.float32())), dim
+    if isinstance(query, pa.Scalar):
+        query = query.value if isinstance(query, pa.ExtensionScalar) else query
+        query = query.values if isinstance(query.type, pa.FixedSizeListType) else query
+    elif isinstance(query, (list, tuple, np.ndarray)):
+        try:
+            query = pa.array(np.asarray(query).astype(np.float64), type=pa.float32(), from_pandas=True)
+        except (TypeError, ValueError) as error:
+            raise ArgumentTypeError(f"query vector must be list-like or pa.FloatingPointArray but received "
+                                    f"{np.asarray(query).dtype}") from error
+    elif not isinstance(query, pa.Array):
+        try:
+            query = pa.array(query)
+        except (TypeError, ValueError, pa.ArrowException) as error:
+            raise ArgumentTypeError(f"Query vectors should be an array of floats, got {type(query)} which we "
+                                    "cannot coerce to a float array") from error
+    if not isinstance(query, pa.FloatingPointArray):
+        if not pa.types.is_integer(query.type):
+            raise ArgumentTypeError(f"query vector must be list-like or pa.FloatingPointArray but received "
+                                    f"{query.type}")
+        query = query.cast(pa.float32())
+    return query, len(query)
+
+
+_coerce_query_vector = coerce_query_vector  # pylance's name (lance.dataset._coerce_query_vector)
+
+
+def _query_matrix(q: Any, table: str) -> tuple[np.ndarray, bool]:
+    """(the query vectors as a (queries, dim) float32 matrix, whether ``q`` was a batch)."""
     try:
-        return np.asarray(q, dtype=np.float64).astype(np.float32)[None, :], False
-    except (TypeError, ValueError) as error:
-        raise ArgumentTypeError(f"Query vectors should be an array of floats, got {type(q)}", table=table) from error
+        query, dim = coerce_query_vector(q)
+    except LanceError as error:
+        raise error.with_context(table=table)
+    if isinstance(query, pa.ListArray):
+        values = query.flatten().to_numpy(zero_copy_only=False)
+        return np.asarray(values, dtype=np.float32).reshape(len(query), dim), True
+    return np.asarray(query.to_numpy(zero_copy_only=False), dtype=np.float32)[None, :], False
 
 
 def _check_positive(name: str, value: Any, minimum: int, message: str, table: str) -> None:
@@ -213,4 +244,4 @@ def vector_search(nearest: Mapping[str, Any], schema: "LanceSchema", *, limit: i
                         prefilter=prefilter)
 
 
-__all__ = ["DISTANCE", "QUERY_INDEX", "VectorSearch", "vector_search"]
+__all__ = ["DISTANCE", "QUERY_INDEX", "VectorSearch", "coerce_query_vector", "vector_search"]
