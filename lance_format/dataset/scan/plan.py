@@ -284,7 +284,9 @@ def plan_scan(
     if search is not None:
         # pylance's places: ``_distance`` where the columns name it, else after them (before the
         # system columns); a batch of queries puts ``query_index`` first
-        requested.insert(len(requested) if score_at is None else score_at, DISTANCE)
+        if score_at is not None or columns is None or options.get("disable_scoring_autoprojection") is not True:
+            # (disable_scoring_autoprojection: a projection without ``_distance`` leaves it out)
+            requested.insert(len(requested) if score_at is None else score_at, DISTANCE)
         if search.batch:
             requested.insert(0, QUERY_INDEX)
     if with_row_id and "_rowid" not in requested:
