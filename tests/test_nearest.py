@@ -246,3 +246,43 @@ def test_errors_as_pylance(embeddings, nearest, message) -> None:
         lance.dataset(uri).to_table(nearest=query)
     assert message in str(ours.value)
     assert isinstance(ours.value, type(theirs.value)) or isinstance(ours.value, InvalidInputError)
+
+
+def test_fast_search_and_distance_range(tmp_path) -> None:
+    vectors = _clustered(3_000, 16, 4)
+    uri = str(tmp_path / "fast.lance")
+    table = pa.table({"id": np.arange(3_000), "vec": _vectors(vectors, pa.float32())})
+    ds = pylance.write_dataset(table.slice(0, 2_000), uri)
+    query = vectors[2_500]
+    # no vector index: fast_search finds nothing, as pylance
+    ours, theirs = _both(uri, nearest={"column": "vec", "q": query, "k": 5}, fast_search=True)
+    assert ours.num_rows == theirs.num_rows == 0
+    ds.create_index("vec", "IVF_FLAT", num_partitions=2)
+    pylance.write_dataset(table.slice(2_000), uri, mode="append")
+    # with one: only the indexed fragments (IVF_FLAT probing both partitions is exact)
+    ours, theirs = _both(uri, nearest={"column": "vec", "q": query, "k": 8, "nprobes": 2}, fast_search=True)
+    assert max(ours.column("id").to_pylist()) < 2_000
+    _assert_same(ours, theirs)
+    for bounds in ((None, 60.0), (20.0, None), (10.0, 40.0)):
+        ours, theirs = _both(uri, nearest={"column": "vec", "q": query, "k": 8, "distance_range": bounds,
+                                           "use_index": False})
+        _assert_same(ours, theirs)
+
+
+def test_builder_default_options_and_tensor_vectors(tmp_path) -> None:
+    vectors = _clustered(200, 4, 8)
+    uri = str(tmp_path / "tensor.lance")
+    tensor = pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(pa.float32(), [4]), _vectors(vectors, pa.float32()))
+    pylance.write_dataset(pa.table({"id": np.arange(200), "t": tensor}), uri)
+    query = pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(pa.float32(), [4]),
+                                           _vectors(vectors[:1] + 0.2, pa.float32()))[0]
+    ours, theirs = _both(uri, nearest={"column": "t", "q": query, "k": 6})
+    _assert_same(ours, theirs)
+    from lance_format.dataset import ScannerBuilder
+
+    built = ScannerBuilder(lance.dataset(uri)).nearest("t", vectors[9], k=4, metric="cosine").to_scanner().to_table()
+    _assert_same(built, pylance.dataset(uri).to_table(nearest={"column": "t", "q": vectors[9], "k": 4,
+                                                               "metric": "cosine"}))
+    defaults = {"nearest": {"column": "t", "q": vectors[3], "k": 5}}
+    ours = lance.dataset(uri, default_scan_options=defaults).to_table()
+    _assert_same(ours, pylance.dataset(uri, default_scan_options=defaults).to_table())

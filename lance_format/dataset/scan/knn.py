@@ -95,8 +95,11 @@ class Best:
 class TopK:
     """The k nearest rows of each query, merged batch by batch."""
 
-    def __init__(self, metric: str, queries: np.ndarray, k: int) -> None:
+    def __init__(self, metric: str, queries: np.ndarray, k: int,
+                 distance_range: tuple[float | None, float | None] = (None, None)) -> None:
         self.metric = metric
+        self.lower = -np.inf if distance_range[0] is None else float(distance_range[0])
+        self.upper = np.inf if distance_range[1] is None else float(distance_range[1])
         self.queries = queries
         self.k = k
         empty = Best(np.empty(0), np.empty(0, np.uint64), np.empty(0, np.uint64))
@@ -110,6 +113,9 @@ class TopK:
         k = self.k
         for i, query in enumerate(self.queries):
             distances = approx[i]
+            if self.lower > -np.inf or self.upper < np.inf:  # out of range (with room for rounding): last
+                outside = (distances < self.lower - margins[i]) | (distances >= self.upper + margins[i])
+                distances = np.where(outside, np.inf, distances)
             if len(distances) > k:
                 # every row that may be among the k best once measured exactly (ties included)
                 kth = np.partition(distances, k - 1)[k - 1]  # NaNs sort last
@@ -117,7 +123,7 @@ class TopK:
             else:
                 chosen = np.arange(len(distances))
             measured = exact(self.metric, query, matrix[chosen]) if self.metric != "hamming" else distances[chosen]
-            keep = ~np.isnan(measured)
+            keep = ~np.isnan(measured) & (measured >= self.lower) & (measured < self.upper)
             chosen, measured = chosen[keep], measured[keep]
             best = self.best[i]
             pool_d = np.concatenate([best.distances, measured])

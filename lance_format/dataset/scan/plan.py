@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Se
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyroaring import BitMap
 
 from lance_format.dataset.arguments import column_names
 from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
@@ -110,6 +111,11 @@ class IndexStep(Protocol):
 class SearchStep(Protocol):
     """A vector (or, later, full-text) search step: ranks the candidate rows and adds a score or
     distance column; offset and limit apply after it."""
+
+    @property
+    def prefilter(self) -> bool:
+        """Whether the plan's filter runs on the candidates (True) or on the ranked rows."""
+        ...
 
     @property
     def candidates(self) -> "ScanPlan | None":
@@ -325,8 +331,11 @@ def plan_scan(
     if search is not None:
         # the candidate plan reads the vectors (with the filter when it comes first); this plan's
         # columns are taken for the k best rows only
+        searched = fragments
+        if options.get("fast_search") is True or (isinstance(nearest, Mapping) and nearest.get("fast_search") is True):
+            searched = _indexed_fragments(dataset, search.column, fragments)
         candidates = plan_scan(dataset, columns=[search.column], filter=condition if search.prefilter else None,
-                               with_row_id=True, with_row_address=True, batch_size=batch_size, fragments=fragments,
+                               with_row_id=True, with_row_address=True, batch_size=batch_size, fragments=searched,
                                options={k: v for k, v in options.items() if k != "prefilter"})
         search = replace(search, candidates=candidates)
     elif condition is not None and not row_offsets and not include_deleted_rows:
@@ -357,6 +366,21 @@ def plan_scan(
         index=index if condition is not None and not include_deleted_rows and search is None else None,
         search=search,
     )
+
+
+def _indexed_fragments(dataset: "LanceDataset", column: str, fragments: Sequence[LanceFragment | FragmentRange] | None,
+                       ) -> list[LanceFragment | FragmentRange]:
+    """The fragments (of ``fragments``, default all) a vector index of ``column`` covers:
+    ``fast_search`` searches only those, as pylance."""
+    section = dataset.manifest_file.index_section
+    field_id = dataset.lance_schema.field(column).id
+    covered: set[int] = set()
+    for index in section.indices if section is not None else []:
+        if field_id in index.fields and index.index_details.type_url.endswith("VectorIndexDetails"):
+            covered.update(BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap
+                           else (f.fragment_id for f in dataset.get_fragments()))
+    chosen = list(dataset.get_fragments() if fragments is None else fragments)
+    return [f for f in chosen if (f.fragment if isinstance(f, FragmentRange) else f).fragment_id in covered]
 
 
 def _without_scores(columns: Any, uri: str) -> tuple[Any, int | None]:

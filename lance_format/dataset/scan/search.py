@@ -13,10 +13,12 @@ How it runs (:meth:`VectorSearch.run`):
    added; rows come ordered by ``(query, _distance, _rowid)``;
 3. the outer executor applies offset and limit, then projects.
 
-``k`` defaults to the limit, else 10 (pylance's). Vector indices are not read yet: with
+``k`` defaults to the limit, else 10 (pylance's); ``distance_range=(lower, upper)`` keeps
+distances in ``[lower, upper)`` before the top k. Vector indices are not read yet: with
 ``use_index`` (pylance's default) the search is still exact, so its recall (1.0) is at least
-what pylance's index gives; ``nprobes``, ``refine_factor``, ``ef`` and ``fast_search`` are
-checked as pylance checks them and otherwise have no effect.
+what pylance's index gives; ``nprobes``, ``refine_factor`` and ``ef`` are checked as pylance
+checks them and otherwise have no effect. ``fast_search`` searches, as pylance's, only the
+fragments a vector index of the column covers (none without an index), exactly.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class VectorSearch:
     k: int
     metric: str
     prefilter: bool
+    distance_range: tuple[float | None, float | None] = (None, None)  # [lower, upper): distances kept
     candidates: "ScanPlan | None" = None  # reads the vector column, _rowid and _rowaddr (and the prefilter)
 
     def describe(self) -> str:
@@ -76,7 +79,7 @@ class VectorSearch:
         from lance_format.dataset.sql.filter import matching_rows
 
         plan = executor.plan
-        top = TopK(self.metric, self.queries, self.k)
+        top = TopK(self.metric, self.queries, self.k, self.distance_range)
         dim = self.queries.shape[1]
         assert self.candidates is not None  # planned by plan_scan
         inner = ScanExecutor(executor.dataset, self.candidates, executor.counts)
@@ -223,8 +226,9 @@ def vector_search(nearest: Mapping[str, Any], schema: "LanceSchema", *, limit: i
         raise InvalidInputError("minimum_nprobes must be <= maximum_nprobes", table=table)
     _check_positive("refine_factor", nearest.get("refine_factor"), 1, "Refine factor must be 1 or more got {}", table)
     _check_positive("ef", nearest.get("ef"), 1, "ef must be > 0 but got {}", table)
-    if nearest.get("distance_range") is not None:
-        raise UnsupportedFeatureError("nearest distance_range is not supported by this engine yet", table=table)
+    distance_range = nearest.get("distance_range")
+    if distance_range is not None and len(distance_range) != 2:
+        raise InvalidInputError("distance_range must be a tuple of (lower_bound, upper_bound)", table=table)
     element = storage.value_type
     name = nearest.get("metric") or nearest.get("distance_type")
     metric = METRICS.get(str(name).lower()) if name is not None else ("hamming" if element == pa.uint8() else "l2")
@@ -241,7 +245,7 @@ def vector_search(nearest: Mapping[str, Any], schema: "LanceSchema", *, limit: i
         queries = queries.astype(np.float32)  # float16 vectors are measured in float32
     return VectorSearch(column=field.name, queries=queries, batch=batch,
                         k=int(k) if k is not None else (limit if limit else 10), metric=metric,
-                        prefilter=prefilter)
+                        prefilter=prefilter, distance_range=tuple(distance_range) if distance_range else (None, None))
 
 
 __all__ = ["DISTANCE", "QUERY_INDEX", "VectorSearch", "coerce_query_vector", "vector_search"]
