@@ -286,3 +286,15 @@ def test_builder_default_options_and_tensor_vectors(tmp_path) -> None:
     defaults = {"nearest": {"column": "t", "q": vectors[3], "k": 5}}
     ours = lance.dataset(uri, default_scan_options=defaults).to_table()
     _assert_same(ours, pylance.dataset(uri, default_scan_options=defaults).to_table())
+
+
+def test_order_by_and_batches_after_the_search(embeddings) -> None:
+    uri, vectors = embeddings
+    nearest = {"column": "vec", "q": vectors[99], "k": 40}
+    ours, theirs = _both(uri, nearest=nearest, order_by=["url"], limit=12, offset=3)
+    assert ours.column("url").to_pylist() == theirs.column("url").to_pylist()
+    ours_batches = [b.num_rows for b in lance.dataset(uri).to_batches(nearest=nearest, batch_size=16)]
+    assert ours_batches == [b.num_rows for b in pylance.dataset(uri).to_batches(nearest=nearest, batch_size=16)]
+    batch = {"column": "vec", "q": vectors[[1, 2]], "k": 3}
+    ours, theirs = _both(uri, nearest=batch, offset=2, limit=3, with_row_address=True)
+    assert ours.column("_rowaddr").to_pylist() == theirs.column("_rowaddr").to_pylist()
