@@ -17,6 +17,12 @@ import numpy as np
 import pyarrow as pa
 
 METRICS = {"l2": "l2", "euclidean": "l2", "cosine": "cosine", "dot": "dot", "hamming": "hamming"}
+_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
+
+
+def _bit_distances(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Differing bits between each uint8 row and the query (numpy 1.26 has no bitwise_count)."""
+    return _BITS[rows ^ query].sum(axis=1, dtype=np.int64)
 
 
 def vector_matrix(vectors: pa.Array | pa.ChunkedArray, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -47,7 +53,7 @@ def approximate(metric: str, queries: np.ndarray, matrix: np.ndarray) -> tuple[n
     l2/cosine/dot through a matrix product (rounding corrected by :func:`exact` for the
     candidates kept)."""
     if metric == "hamming":
-        distances = np.stack([np.bitwise_count(matrix ^ q).sum(axis=1, dtype=np.int64) for q in queries])
+        distances = np.stack([_bit_distances(matrix, q) for q in queries])
         return distances.astype(np.float64), np.zeros(len(queries))
     dtype = _compute_dtype(matrix)
     x = matrix.astype(dtype, copy=False)
@@ -70,7 +76,7 @@ def approximate(metric: str, queries: np.ndarray, matrix: np.ndarray) -> tuple[n
 def exact(metric: str, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Distances of ``rows`` (a few vectors) to one query, computed term by term."""
     if metric == "hamming":
-        return np.bitwise_count(rows ^ query).sum(axis=1, dtype=np.int64).astype(np.float64)
+        return _bit_distances(rows, query).astype(np.float64)
     dtype = _compute_dtype(rows)
     x = rows.astype(dtype, copy=False)
     q = query.astype(dtype, copy=False)
