@@ -220,7 +220,8 @@ def test_index_built_by_pylance_is_searched_exactly(tmp_path) -> None:
     uri = str(tmp_path / "indexed.lance")
     ds = pylance.write_dataset(pa.table({"id": np.arange(3_000), "vec": _vectors(vectors, pa.float32())}), uri)
     ds.create_index("vec", "IVF_FLAT", num_partitions=4)
-    ours = lance.dataset(uri).to_table(nearest={"column": "vec", "q": vectors[10], "k": 10, "nprobes": 1})
+    # pylance probes adaptively without nprobes; searched flat here
+    ours = lance.dataset(uri).to_table(nearest={"column": "vec", "q": vectors[10], "k": 10, "ef": 30})
     exact = pylance.dataset(uri).to_table(nearest={"column": "vec", "q": vectors[10], "k": 10, "use_index": False})
     _assert_same(ours, exact)  # recall 1.0
 
@@ -298,3 +299,30 @@ def test_order_by_and_batches_after_the_search(embeddings) -> None:
     batch = {"column": "vec", "q": vectors[[1, 2]], "k": 3}
     ours, theirs = _both(uri, nearest=batch, offset=2, limit=3, with_row_address=True)
     assert ours.column("_rowaddr").to_pylist() == theirs.column("_rowaddr").to_pylist()
+
+
+def test_pylance_ivf_flat_index_probed_as_pylance(tmp_path) -> None:
+    vectors = _clustered(6_000, 32, 21)
+    uri = str(tmp_path / "ivf.lance")
+    table = pa.table({"id": np.arange(6_000), "tag": np.where(np.arange(6_000) % 3 == 0, "a", "b"),
+                      "vec": _vectors(vectors, pa.float32())})
+    ds = pylance.write_dataset(table.slice(0, 5_000), uri, max_rows_per_file=2_500)
+    ds.create_index("vec", "IVF_FLAT", num_partitions=16)
+    pylance.write_dataset(table.slice(5_000), uri, mode="append")  # not indexed: searched flat
+    pylance.dataset(uri).delete("id % 50 = 7")
+    rng = np.random.default_rng(2)
+    differs_from_exact = 0
+    for row in rng.integers(0, 6_000, 8):
+        # between clusters: the nearest rows spread over several partitions
+        query = (vectors[row] + vectors[(row * 7 + 1) % 6_000]) / 2
+        for nprobes in (1, 3):
+            nearest = {"column": "vec", "q": query, "k": 50, "nprobes": nprobes}
+            ours, theirs = _both(uri, nearest=nearest)
+            _assert_same(ours, theirs)
+            exact = pylance.dataset(uri).to_table(nearest=nearest | {"use_index": False})
+            differs_from_exact += ours.column("id").to_pylist() != exact.column("id").to_pylist()
+            ours, theirs = _both(uri, nearest=nearest, filter="tag = 'a'")  # postfilter
+            _assert_same(ours, theirs)
+    assert differs_from_exact  # the index was probed (an exact search would match flat)
+    text = lance.dataset(uri).scanner(nearest={"column": "vec", "q": vectors[0], "k": 5, "nprobes": 2}).explain_plan()
+    assert "ANNIvfPartition: name=vec_idx, nprobes=2" in text

@@ -103,9 +103,10 @@ class ReadingMethods(RelationalMethods):
             "refine_factor", "use_index", "ef", "distance_range"}``. An exact (flat) search: each
             query's k nearest live rows by ``(_distance, _rowid)``, with a float32 ``_distance``
             column. ``prefilter=True`` filters before the search, else the filter runs on the k
-            rows (fewer may return); offset and limit apply after it. Vector indices are not read
-            yet: the search is exact even where pylance would use one (``fast_search`` still
-            keeps to the fragments an index covers).
+            rows (fewer may return); offset and limit apply after it. A pylance IVF_FLAT (l2)
+            index is probed with an explicit ``nprobes``; otherwise the search is exact even
+            where pylance would use an index (``fast_search`` keeps to the fragments an index
+            covers).
         index_segments, full_text_query
             Full-text search and index segments are not supported: refused when given.
 

@@ -132,11 +132,16 @@ class TopK:
             keep = ~np.isnan(measured) & (measured >= self.lower) & (measured < self.upper)
             chosen, measured = chosen[keep], measured[keep]
             best = self.best[i]
-            pool_d = np.concatenate([best.distances, measured])
-            pool_ids = np.concatenate([best.row_ids, row_ids[chosen]])
-            pool_addr = np.concatenate([best.addresses, addresses[chosen]])
-            order = np.lexsort((pool_ids, pool_d))[:k]
-            self.best[i] = Best(pool_d[order], pool_ids[order], pool_addr[order])
+            self.merge(i, Best(measured, row_ids[chosen], addresses[chosen]))
+
+    def merge(self, i: int, other: Best) -> None:
+        """Merge rows already measured into query ``i``'s best."""
+        best = self.best[i]
+        pool_d = np.concatenate([best.distances, other.distances])
+        pool_ids = np.concatenate([best.row_ids, other.row_ids])
+        pool_addr = np.concatenate([best.addresses, other.addresses])
+        order = np.lexsort((pool_ids, pool_d))[:self.k]
+        self.best[i] = Best(pool_d[order], pool_ids[order], pool_addr[order])
 
 
 __all__ = ["METRICS", "Best", "TopK", "approximate", "exact", "vector_matrix"]

@@ -45,6 +45,7 @@ from lance_format.dataset.scan_options import (
     orderings,
     readahead_of,
 )
+from lance_format.dataset.scan.ivf import ivf_flat_index
 from lance_format.dataset.scan.search import DISTANCE, QUERY_INDEX, vector_search
 from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
 from lance_format.errors import InvalidInputError
@@ -332,8 +333,18 @@ def plan_scan(
         # the candidate plan reads the vectors (with the filter when it comes first); this plan's
         # columns are taken for the k best rows only
         searched = fragments
-        if options.get("fast_search") is True or (isinstance(nearest, Mapping) and nearest.get("fast_search") is True):
+        fast = options.get("fast_search") is True or (isinstance(nearest, Mapping) and nearest.get("fast_search") is True)
+        if fast:
             searched = _indexed_fragments(dataset, search.column, fragments)
+        ivf = None
+        if (search.use_index and search.nprobes is not None and search.metric == "l2" and not search.batch
+                and not (search.prefilter and condition is not None) and not dataset.has_stable_row_ids):
+            ivf = ivf_flat_index(dataset, search.column)
+        if ivf is not None:  # the index answers for its fragments, a flat search for the others
+            chosen = list(dataset.get_fragments() if searched is None else searched)
+            searched = [f for f in chosen if (f.fragment if isinstance(f, FragmentRange) else f).fragment_id
+                        not in ivf.fragments]
+            search = replace(search, index=ivf)
         candidates = plan_scan(dataset, columns=[search.column], filter=condition if search.prefilter else None,
                                with_row_id=True, with_row_address=True, batch_size=batch_size, fragments=searched,
                                options={k: v for k, v in options.items() if k != "prefilter"})

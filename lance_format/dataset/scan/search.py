@@ -14,10 +14,13 @@ How it runs (:meth:`VectorSearch.run`):
 3. the outer executor applies offset and limit, then projects.
 
 ``k`` defaults to the limit, else 10 (pylance's); ``distance_range=(lower, upper)`` keeps
-distances in ``[lower, upper)`` before the top k. Vector indices are not read yet: with
-``use_index`` (pylance's default) the search is still exact, so its recall (1.0) is at least
-what pylance's index gives; ``nprobes``, ``refine_factor`` and ``ef`` are checked as pylance
-checks them and otherwise have no effect. ``fast_search`` searches, as pylance's, only the
+distances in ``[lower, upper)`` before the top k. A pylance-built IVF_FLAT l2 index
+(:mod:`.ivf`) is probed when ``use_index`` (the default) and an explicit ``nprobes`` ask for it
+(one query, no prefilter, no stable row ids): the ``nprobes`` nearest partitions answer for the
+fragments it covers, the others are searched flat, as pylance does, with pylance's results.
+Every other case (IVF_PQ and the other index kinds, adaptive probing without ``nprobes``) is
+searched flat: exact, so its recall (1.0) is at least pylance's. ``refine_factor`` and ``ef``
+are checked as pylance checks them and otherwise have no effect. ``fast_search`` searches, as pylance's, only the
 fragments a vector index of the column covers (none without an index), exactly.
 """
 
@@ -35,6 +38,7 @@ from lance_format.errors import ArgumentTypeError, InvalidInputError, LanceError
 
 if TYPE_CHECKING:
     from lance_format.dataset.scan.executor import ScanExecutor
+    from lance_format.dataset.scan.ivf import IvfFlatIndex
     from lance_format.dataset.scan.plan import ScanPlan
     from lance_format.schema import LanceSchema
 
@@ -58,6 +62,9 @@ class VectorSearch:
     metric: str
     prefilter: bool
     distance_range: tuple[float | None, float | None] = (None, None)  # [lower, upper): distances kept
+    nprobes: int | None = None
+    use_index: bool = True
+    index: "IvfFlatIndex | None" = None  # probed for the fragments it covers (candidates: the others)
     candidates: "ScanPlan | None" = None  # reads the vector column, _rowid and _rowaddr (and the prefilter)
 
     def describe(self) -> str:
@@ -70,6 +77,9 @@ class VectorSearch:
         lines = [] if self.batch else [f"FilterExec: {DISTANCE} IS NOT NULL",
                                        f"SortExec: TopK(fetch={self.k}), expr=[{DISTANCE} ASC NULLS LAST, "
                                        "_rowid ASC NULLS LAST]"]
+        if self.index is not None:
+            lines.append(f"ANNIvfPartition: name={self.index.name}, nprobes={self.nprobes}, IVF_FLAT over fragments "
+                         f"{sorted(self.index.fragments)}; the other fragments searched flat:")
         return lines + [self.describe()]
 
     def run(self, executor: "ScanExecutor") -> Iterator[pa.RecordBatch]:
@@ -88,6 +98,8 @@ class VectorSearch:
             ids = np.asarray(batch.column("_rowid").to_numpy(zero_copy_only=False))[rows]
             addresses = np.asarray(batch.column(ROW_ADDRESS).to_numpy(zero_copy_only=False))[rows]
             top.add(matrix, ids.astype(np.uint64), addresses.astype(np.uint64))
+        if self.index is not None:
+            self._probe(executor, top)
         distances = np.concatenate([b.distances for b in top.best])
         addresses = np.concatenate([b.addresses for b in top.best])
         query_index = np.repeat(np.arange(len(top.best), dtype=np.int32), [len(b.distances) for b in top.best])
@@ -101,6 +113,27 @@ class VectorSearch:
             taken = taken.take(matching_rows(taken, plan.filter))
         if taken.num_rows:
             yield taken
+
+    def _probe(self, executor: "ScanExecutor", top: TopK) -> None:
+        """Merge into ``top`` each query's rows of the index partitions it probes (live rows of
+        the scanned fragments only)."""
+        assert self.index is not None and self.nprobes is not None  # planned together
+        scanned = {part.fragment.fragment_id: part.fragment for part in executor.plan.fragments}
+        live = {fid: f.live_offsets() for fid, f in scanned.items() if fid in self.index.fragments}
+        dim = self.queries.shape[1]
+        for i, query in enumerate(self.queries):
+            single = TopK(self.metric, self.queries[i:i + 1], self.k, self.distance_range)
+            for batch in self.index.rows(self.index.partitions(query, self.nprobes)):
+                ids = np.asarray(batch.column("_rowid").to_numpy(zero_copy_only=False)).astype(np.uint64)
+                fragment_ids = ids >> np.uint64(32)
+                keep = np.zeros(len(ids), dtype=bool)
+                for fid, offsets in live.items():  # a few fragments: a mask each, vectorized
+                    mine = fragment_ids == np.uint64(fid)
+                    keep[mine] = np.isin(ids[mine] & np.uint64(0xFFFFFFFF), offsets)
+                matrix, rows = vector_matrix(batch.column("flat").filter(pa.array(keep)), dim)
+                kept = ids[keep][rows]
+                single.add(matrix.astype(self.queries.dtype, copy=False), kept, kept)
+            top.merge(i, single.best[0])
 
     @staticmethod
     def _take(executor: "ScanExecutor", addresses: np.ndarray) -> pa.RecordBatch:
@@ -245,7 +278,8 @@ def vector_search(nearest: Mapping[str, Any], schema: "LanceSchema", *, limit: i
         queries = queries.astype(np.float32)  # float16 vectors are measured in float32
     return VectorSearch(column=field.name, queries=queries, batch=batch,
                         k=int(k) if k is not None else (limit if limit else 10), metric=metric,
-                        prefilter=prefilter, distance_range=tuple(distance_range) if distance_range else (None, None))
+                        prefilter=prefilter, nprobes=int(nearest["nprobes"]) if nearest.get("nprobes") else None,
+                        use_index=nearest.get("use_index", True) is not False, distance_range=tuple(distance_range) if distance_range else (None, None))
 
 
 __all__ = ["DISTANCE", "QUERY_INDEX", "VectorSearch", "coerce_query_vector", "vector_search"]
