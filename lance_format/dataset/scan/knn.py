@@ -131,7 +131,6 @@ class TopK:
             measured = exact(self.metric, query, matrix[chosen]) if self.metric != "hamming" else distances[chosen]
             keep = ~np.isnan(measured) & (measured >= self.lower) & (measured < self.upper)
             chosen, measured = chosen[keep], measured[keep]
-            best = self.best[i]
             self.merge(i, Best(measured, row_ids[chosen], addresses[chosen]))
 
     def merge(self, i: int, other: Best) -> None:
