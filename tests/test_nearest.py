@@ -324,5 +324,9 @@ def test_pylance_ivf_flat_index_probed_as_pylance(tmp_path) -> None:
             ours, theirs = _both(uri, nearest=nearest, filter="tag = 'a'")  # postfilter
             _assert_same(ours, theirs)
     assert differs_from_exact  # the index was probed (an exact search would match flat)
+    batch = {"column": "vec", "q": (vectors[[5, 900, 4_200]] + vectors[[77, 3_001, 5_500]]) / 2, "k": 30, "nprobes": 2}
+    ours, theirs = _both(uri, nearest=batch)  # a batch of queries: each probes its own partitions
+    assert ours.column("query_index").to_pylist() == theirs.column("query_index").to_pylist()
+    _assert_same(ours, theirs)
     text = lance.dataset(uri).scanner(nearest={"column": "vec", "q": vectors[0], "k": 5, "nprobes": 2}).explain_plan()
     assert "ANNIvfPartition: name=vec_idx, nprobes=2" in text

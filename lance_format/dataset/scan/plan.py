@@ -337,7 +337,7 @@ def plan_scan(
         if fast:
             searched = _indexed_fragments(dataset, search.column, fragments)
         ivf = None
-        if (search.use_index and search.nprobes is not None and search.metric == "l2" and not search.batch
+        if (search.use_index and search.nprobes is not None and search.metric == "l2"
                 and not (search.prefilter and condition is not None) and not dataset.has_stable_row_ids):
             ivf = ivf_flat_index(dataset, search.column)
         if ivf is not None:  # the index answers for its fragments, a flat search for the others

@@ -16,7 +16,7 @@ How it runs (:meth:`VectorSearch.run`):
 ``k`` defaults to the limit, else 10 (pylance's); ``distance_range=(lower, upper)`` keeps
 distances in ``[lower, upper)`` before the top k. A pylance-built IVF_FLAT l2 index
 (:mod:`.ivf`) is probed when ``use_index`` (the default) and an explicit ``nprobes`` ask for it
-(one query, no prefilter, no stable row ids): the ``nprobes`` nearest partitions answer for the
+(no prefilter, no stable row ids; each query of a batch probes its own): the ``nprobes`` nearest partitions answer for the
 fragments it covers, the others are searched flat, as pylance does, with pylance's results.
 Every other case (IVF_PQ and the other index kinds, adaptive probing without ``nprobes``) is
 searched flat: exact, so its recall (1.0) is at least pylance's. ``refine_factor`` and ``ef``
