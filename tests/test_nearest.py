@@ -330,3 +330,14 @@ def test_pylance_ivf_flat_index_probed_as_pylance(tmp_path) -> None:
     _assert_same(ours, theirs)
     text = lance.dataset(uri).scanner(nearest={"column": "vec", "q": vectors[0], "k": 5, "nprobes": 2}).explain_plan()
     assert "ANNIvfPartition: name=vec_idx, nprobes=2" in text
+
+
+def test_many_queries_are_measured_a_chunk_at_a_time(embeddings, monkeypatch) -> None:
+    from lance_format.dataset.scan import knn
+
+    uri, vectors = embeddings
+    monkeypatch.setattr(knn, "DISTANCE_CELLS", 5_000)  # below one batch: one query per product
+    queries = vectors[[10, 20, 30, 40, 50]] * 0.9
+    ours, theirs = _both(uri, nearest={"column": "vec", "q": queries, "k": 7}, batch_size=3_000)
+    assert ours.column("query_index").to_pylist() == theirs.column("query_index").to_pylist()
+    _assert_same(ours, theirs)

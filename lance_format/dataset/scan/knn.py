@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 METRICS = {"l2": "l2", "euclidean": "l2", "cosine": "cosine", "dot": "dot", "hamming": "hamming"}
+DISTANCE_CELLS = 1 << 23  # distances computed at once (8M: 64 MB of float64), whatever the query count
 _BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
 
 
@@ -115,17 +116,25 @@ class TopK:
         """Merge a batch of vectors (rows of ``matrix``) with their row ids and addresses."""
         if not len(matrix):
             return
-        approx, margins = approximate(self.metric, self.queries, matrix)
+        # queries a product at a time: its (queries, rows) distances stay within DISTANCE_CELLS
+        step = max(1, DISTANCE_CELLS // len(matrix))
+        for first in range(0, len(self.queries), step):
+            self._add_queries(first, self.queries[first:first + step], matrix, row_ids, addresses)
+
+    def _add_queries(self, first: int, queries: np.ndarray, matrix: np.ndarray, row_ids: np.ndarray,
+                     addresses: np.ndarray) -> None:
+        approx, margins = approximate(self.metric, queries, matrix)
         k = self.k
-        for i, query in enumerate(self.queries):
-            distances = approx[i]
+        for j, query in enumerate(queries):
+            i = first + j
+            distances = approx[j]
             if self.lower > -np.inf or self.upper < np.inf:  # out of range (with room for rounding): last
-                outside = (distances < self.lower - margins[i]) | (distances >= self.upper + margins[i])
+                outside = (distances < self.lower - margins[j]) | (distances >= self.upper + margins[j])
                 distances = np.where(outside, np.inf, distances)
             if len(distances) > k:
                 # every row that may be among the k best once measured exactly (ties included)
                 kth = np.partition(distances, k - 1)[k - 1]  # NaNs sort last
-                chosen = np.flatnonzero(distances <= kth + margins[i])
+                chosen = np.flatnonzero(distances <= kth + margins[j])
             else:
                 chosen = np.arange(len(distances))
             measured = exact(self.metric, query, matrix[chosen]) if self.metric != "hamming" else distances[chosen]
