@@ -318,7 +318,7 @@ def test_scanner_builder_scans_like_pylance(tmp_path):
     builder = ours_module.ScannerBuilder(lance_format.dataset(uri))
     with pytest.raises(ValueError, match="Unknown option bogus"):
         builder.apply_defaults({"bogus": 1})
-    with pytest.raises(UnsupportedFeatureError):
+    with pytest.raises(TypeError, match="Query column a must be a vector"):  # vector search: tests/test_nearest.py
         builder.nearest("a", [1.0], k=1).to_scanner()
     with pytest.raises(UnsupportedFeatureError):
         builder.substrait_aggregate(b"")

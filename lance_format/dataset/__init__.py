@@ -45,6 +45,7 @@ _LAZY = {
     "CleanupStats": "lance_format.dataset.maintenance.cleanup",
     "CleanupExplanation": "lance_format.dataset.maintenance.cleanup",
     "ScannerBuilder": "lance_format.dataset.scanner_builder",
+    "_coerce_query_vector": "lance_format.dataset.scan.search",
     **dict.fromkeys(("AlterColumn", "DatasetStats", "DeleteResult", "UpdateResult", "ExecuteResult", "Tag", "Branch",
                      "Version", "VersionRef", "serialize_row_addrs"), "lance_format.dataset.result_types"),
 }

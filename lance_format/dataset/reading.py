@@ -96,8 +96,19 @@ class ReadingMethods(RelationalMethods):
         batch_size_bytes, **options
             pylance's other execution options (I/O sizes, index use, ``late_materialization``,
             ``prefilter``, ...). They cannot change a result and have no effect here.
-        nearest, index_segments, full_text_query
-            Vector and full-text search are not supported: refused when given.
+        nearest
+            pylance's vector search dict: ``{"column", "q" (a vector, or a 2-D batch: adds an int32
+            ``query_index`` first), "k" (default the limit, else 10), "metric" (l2, cosine, dot;
+            hamming for uint8), "nprobes", "minimum_nprobes", "maximum_nprobes",
+            "refine_factor", "use_index", "ef", "distance_range"}``. An exact (flat) search: each
+            query's k nearest live rows by ``(_distance, _rowid)``, with a float32 ``_distance``
+            column. ``prefilter=True`` filters before the search, else the filter runs on the k
+            rows (fewer may return); offset and limit apply after it. A pylance IVF_FLAT (l2)
+            index is probed with an explicit ``nprobes``; otherwise the search is exact even
+            where pylance would use an index (``fast_search`` keeps to the fragments an index
+            covers).
+        index_segments, full_text_query
+            Full-text search and index segments are not supported: refused when given.
 
         Returns
         -------
@@ -110,7 +121,7 @@ class ReadingMethods(RelationalMethods):
             An unknown column or option, an invalid filter or expression, a negative limit
             or offset.
         UnsupportedFeatureError
-            A vector or full-text search option.
+            A full-text search option.
         """
         given: dict[str, Any] = dict(
             columns=columns, filter=filter, limit=limit, offset=offset, nearest=nearest, batch_size=batch_size,

@@ -30,9 +30,8 @@ EXECUTION_HINTS = (
     "batch_size_bytes", "batch_readahead", "fragment_readahead", "scan_in_order", "prefilter", "use_stats",
     "fast_search", "io_buffer_size", "late_materialization", "use_scalar_index", "disable_scoring_autoprojection",
 )
-# Options that ask for something this engine cannot do (vector and full-text search over
-# indices, row-address lists in Rust's serialized treemap format): refused when set.
-UNSUPPORTED_OPTIONS = ("nearest", "full_text_query", "index_segments", "row_addr_allowlist", "row_addr_blocklist")
+# Options that ask for something this engine cannot do (full-text search, row-address lists in Rust's serialized treemap format): refused when set.
+UNSUPPORTED_OPTIONS = ("full_text_query", "index_segments", "row_addr_allowlist", "row_addr_blocklist")
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ def check_options(options: Mapping[str, Any], *, table: str) -> None:
         if name in UNSUPPORTED_OPTIONS:
             if value is not None:
                 raise UnsupportedFeatureError(f"scan option {name!r} is not supported by this engine "
-                                              "(no vector, full-text or row-address-list scans)", table=table)
+                                              "(no full-text or row-address-list scans)", table=table)
             continue
         if name == "blob_handling":
             # "all_descriptions" reads like "blobs_descriptions" (pylance: plain binary columns stay bytes)

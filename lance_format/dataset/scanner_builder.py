@@ -92,8 +92,12 @@ class ScannerBuilder:
                 maximum_nprobes: Optional[int] = None, refine_factor: Optional[int] = None, use_index: bool = True,
                 ef: Optional[int] = None, query_parallelism: Optional[int] = None, approx_mode: str = "normal",
                 distance_range: Any = None, search_effort: Optional[float] = None) -> "ScannerBuilder":
-        # recorded as pylance's ``nearest`` dict; ``to_scanner`` refuses it (no vector search here)
-        return self._set("nearest", {"column": column, "q": q, "k": k, "metric": metric})
+        # recorded as pylance's ``nearest`` dict (an exact flat search, see dataset.scan.search)
+        return self._set("nearest", {
+            "column": column, "q": q, "k": k, "metric": metric, "nprobes": nprobes, "minimum_nprobes": minimum_nprobes,
+            "maximum_nprobes": maximum_nprobes, "refine_factor": refine_factor, "use_index": use_index, "ef": ef,
+            "query_parallelism": query_parallelism, "approx_mode": approx_mode, "distance_range": distance_range,
+            "search_effort": search_effort})
 
     def order_by(self, orderings: Any) -> "ScannerBuilder":
         return self._set("order_by", orderings)

@@ -242,6 +242,12 @@ class ScanExecutor:
     def _ordered(self) -> Iterator[pa.RecordBatch]:
         """The filtered rows, sorted when ``order_by`` asks for it (which needs all of them)."""
         plan = self.plan
+        if plan.search is not None:  # ranked rows, in rank order unless order_by sorts them after
+            ranked = list(plan.search.run(self))  # k rows per query at most
+            if plan.order_by and ranked:
+                ranked = sorted_table(pa.Table.from_batches(ranked), list(plan.order_by), uri=plan.uri).to_batches()
+            yield from ranked
+            return
         if not plan.order_by:
             yield from coalesced_batches(self.rows(), plan.output_rows) if plan.regroup else self.rows()
             return
@@ -275,7 +281,7 @@ class ScanExecutor:
         """The number of rows the scan returns; from fragment metadata when nothing but
         deletions decides it (no filter, limit, offset, deleted rows or row ranges)."""
         plan = self.plan
-        if (plan.filter is None and plan.limit is None and not plan.offset and not plan.include_deleted
+        if (plan.search is None and plan.filter is None and plan.limit is None and not plan.offset and not plan.include_deleted
                 and all(part.row_range is None for part in plan.fragments)):
             return sum(part.fragment.count_rows() for part in plan.fragments)
         return sum(b.num_rows for b in self.limited())
@@ -307,6 +313,9 @@ class ScanExecutor:
         many with ``strict_batch_size``; regrouped batches may hold more)."""
         plan = self.plan
         projected = (self.project(batch) for batch in self.limited())
+        if plan.search is not None and not plan.strict_batch_size:  # pylance: the results in one batch
+            yield from projected
+            return
         if plan.strict_batch_size:
             yield from exact_batches(projected, plan.output_rows)
             return

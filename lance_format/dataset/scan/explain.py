@@ -23,10 +23,19 @@ def explain(plan: ScanPlan, verbose: bool = False, read_metrics: str = "") -> st
         lines.append(f"ExactBatches: rows={plan.output_rows}")
     if plan.limit is not None or plan.offset:
         lines.append(f"Limit: offset={plan.offset}, limit={plan.limit}")
+    if plan.search is not None and plan.search.candidates is not None:
+        # pylance's shape: the k best rows' columns are taken after the search, which reads the
+        # vectors (filtered first with prefilter, else the filter runs on the k rows)
+        lines.append(f"Take: [{', '.join(plan.read.names)}] of the best rows, by address")
+        if plan.filter is not None and not plan.search.prefilter:
+            lines.append(f"FilterExec: {plan.filter} (after the search: fewer than k rows may pass)")
+        lines += plan.search.explain_lines()
+        inner = explain(plan.search.candidates, verbose, read_metrics).splitlines()[1:]
+        depth = len(lines)
+        return "\n".join(["  " * i + line for i, line in enumerate(lines)]
+                         + ["  " * (depth - 1) + line for line in inner]) + "\n"
     if plan.order_by:
         lines.append(f"Sort: {describe_ordering(list(plan.order_by))} (reads every matching row first)")
-    if plan.search is not None:
-        lines.append(plan.search.describe())
     if plan.filter is not None:
         late = (f"; then [{', '.join(plan.late.rest.names)}] for the passing rows only"
                 if plan.late is not None else "")

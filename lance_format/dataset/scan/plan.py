@@ -17,19 +17,23 @@ Later steps have their places here, both None today:
   the candidate physical row offsets (None: every row). The executor reads only those rows and
   still applies the filter to them, so an index may answer with a superset (a zone map, a
   bitmap of a coarser predicate) and results never depend on it.
-* ``search`` (:class:`SearchStep`): a vector or full-text search, which ranks rows instead of
-  selecting them; it will run before ordering and limit and add its score column.
+* ``search`` (:class:`SearchStep`): a vector search (``nearest``, :mod:`.search`), which ranks
+  rows instead of selecting them: it runs its own candidate plan (the vector column, with the
+  filter when ``prefilter=True``), keeps each query's top k, takes their rows with this plan's
+  columns (the filter runs on them when ``prefilter=False``) and adds ``_distance``; offset and
+  limit apply after it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyroaring import BitMap
 
 from lance_format.dataset.arguments import column_names
 from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
@@ -41,6 +45,8 @@ from lance_format.dataset.scan_options import (
     orderings,
     readahead_of,
 )
+from lance_format.dataset.scan.ivf import ivf_flat_index
+from lance_format.dataset.scan.search import DISTANCE, QUERY_INDEX, vector_search
 from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
 from lance_format.errors import InvalidInputError
 from lance_format.schema import LanceSchema
@@ -48,6 +54,7 @@ from lance_format.schema.blob import is_blob_field, read_arrow_schema
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.scan.executor import ScanExecutor
 
 DEFAULT_BATCH_SIZE = 65536  # rows read at a time when the caller gives no batch_size
 PYLANCE_BATCH_SIZE = 8192  # pylance's default: output batches are cut to it (without a batch_size)
@@ -103,10 +110,29 @@ class IndexStep(Protocol):
 
 
 class SearchStep(Protocol):
-    """A vector or full-text search step (not implemented yet): ranks the candidate rows and
-    adds a score or distance column; ordering, offset and limit apply after it."""
+    """A vector (or, later, full-text) search step: ranks the candidate rows and adds a score or
+    distance column; offset and limit apply after it."""
+
+    @property
+    def prefilter(self) -> bool:
+        """Whether the plan's filter runs on the candidates (True) or on the ranked rows."""
+        ...
+
+    @property
+    def candidates(self) -> "ScanPlan | None":
+        """The plan of the rows it ranks (set by :func:`plan_scan`)."""
+        ...
 
     def describe(self) -> str:
+        ...
+
+    def explain_lines(self) -> list[str]:
+        """Its steps for ``explain_plan``, outermost first (above the candidate plan's read)."""
+        ...
+
+    def run(self, executor: "ScanExecutor") -> Iterator[pa.RecordBatch]:
+        """The ranked rows with the plan's read columns and the score column, in rank order,
+        the filter applied (before ranking or after it)."""
         ...
 
 
@@ -210,6 +236,7 @@ def _output_schema(table_schema: LanceSchema, output: list[str],
                    expressions: Mapping[str, tuple[pc.Expression, pa.DataType]], binary_blobs: bool) -> pa.Schema:
     full = _filter_schema(read_arrow_schema(table_schema, blobs_as_binary=binary_blobs))
     full = full.append(pa.field(ROW_OFFSET, pa.uint64()))
+    full = full.append(pa.field(DISTANCE, pa.float32())).append(pa.field(QUERY_INDEX, pa.int32(), nullable=False))
     fields = [pa.field(n, expressions[n][1]) if n in expressions else full.field(n) for n in output]
     return pa.schema(fields, metadata=table_schema.to_arrow().metadata)
 
@@ -243,15 +270,32 @@ def plan_scan(
     InvalidInputError
         An unknown column or option, an invalid filter or expression, a negative limit or offset.
     UnsupportedFeatureError
-        An option asking for a feature this engine lacks (vector or full-text search).
+        An option asking for a feature this engine lacks (full-text search).
+
+    ``options["nearest"]`` (pylance's dict) plans a vector search (:mod:`.search`), with
+    ``options["prefilter"]`` deciding whether the filter runs before it or on its results.
     """
     uri = dataset.uri
-    options = options or {}
+    options = dict(options or {})
+    nearest = options.pop("nearest", None)
     readahead, fragment_readahead, io_buffer_size = readahead_of(options, table=uri)
     check_options(options, table=uri)
     table_schema = dataset.lance_schema
     known = _filter_schema(table_schema.to_arrow())
+    search = None
+    if nearest is not None:
+        search = vector_search(nearest, table_schema, limit=limit, prefilter=options.get("prefilter") is True,
+                               table=uri)
+        columns, score_at = _without_scores(columns, uri)
     requested, expressions, needed = _projection(columns, table_schema, known, uri)
+    if search is not None:
+        # pylance's places: ``_distance`` where the columns name it, else after them (before the
+        # system columns); a batch of queries puts ``query_index`` first
+        if score_at is not None or columns is None or options.get("disable_scoring_autoprojection") is not True:
+            # (disable_scoring_autoprojection: a projection without ``_distance`` leaves it out)
+            requested.insert(len(requested) if score_at is None else score_at, DISTANCE)
+        if search.batch:
+            requested.insert(0, QUERY_INDEX)
     if with_row_id and "_rowid" not in requested:
         requested.append("_rowid")
     if with_row_address and "_rowaddr" not in requested:
@@ -285,7 +329,27 @@ def plan_scan(
     # late materialization (not with row offsets or deleted rows, which need every row's address
     # on the first read)
     late = None
-    if condition is not None and not row_offsets and not include_deleted_rows:
+    if search is not None:
+        # the candidate plan reads the vectors (with the filter when it comes first); this plan's
+        # columns are taken for the k best rows only
+        searched = fragments
+        fast = options.get("fast_search") is True or (isinstance(nearest, Mapping) and nearest.get("fast_search") is True)
+        if fast:
+            searched = _indexed_fragments(dataset, search.column, fragments)
+        ivf = None
+        if (search.use_index and search.nprobes is not None and search.metric == "l2"
+                and not (search.prefilter and condition is not None) and not dataset.has_stable_row_ids):
+            ivf = ivf_flat_index(dataset, search.column)
+        if ivf is not None:  # the index answers for its fragments, a flat search for the others
+            chosen = list(dataset.get_fragments() if searched is None else searched)
+            searched = [f for f in chosen if (f.fragment if isinstance(f, FragmentRange) else f).fragment_id
+                        not in ivf.fragments]
+            search = replace(search, index=ivf)
+        candidates = plan_scan(dataset, columns=[search.column], filter=condition if search.prefilter else None,
+                               with_row_id=True, with_row_address=True, batch_size=batch_size, fragments=searched,
+                               options={k: v for k, v in options.items() if k != "prefilter"})
+        search = replace(search, candidates=candidates)
+    elif condition is not None and not row_offsets and not include_deleted_rows:
         late = _late_split(table_schema, needed, set(used))
     # pylance regroups a filtered scan's rows into batches of batch_size when late
     # materialization is asked for (True or a column list) with a batch_size, not when left to
@@ -310,8 +374,33 @@ def plan_scan(
         # an index narrows the rows a filter reads; deleted rows (include_deleted_rows) are read in
         # full. (Choosing a table's own scalar index for ``condition`` belongs here, as a default
         # for ``index`` when the caller gives none; the executor asks it per fragment.)
-        index=index if condition is not None and not include_deleted_rows else None,
+        index=index if condition is not None and not include_deleted_rows and search is None else None,
+        search=search,
     )
+
+
+def _indexed_fragments(dataset: "LanceDataset", column: str, fragments: Sequence[LanceFragment | FragmentRange] | None,
+                       ) -> list[LanceFragment | FragmentRange]:
+    """The fragments (of ``fragments``, default all) a vector index of ``column`` covers:
+    ``fast_search`` searches only those, as pylance."""
+    section = dataset.manifest_file.index_section
+    field_id = dataset.lance_schema.field(column).id
+    covered: set[int] = set()
+    for index in section.indices if section is not None else []:
+        if field_id in index.fields and index.index_details.type_url.endswith("VectorIndexDetails"):
+            covered.update(BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap
+                           else (f.fragment_id for f in dataset.get_fragments()))
+    chosen = list(dataset.get_fragments() if fragments is None else fragments)
+    return [f for f in chosen if (f.fragment if isinstance(f, FragmentRange) else f).fragment_id in covered]
+
+
+def _without_scores(columns: Any, uri: str) -> tuple[Any, int | None]:
+    """(``columns`` without the search's own columns, the position ``_distance`` had in them)."""
+    if columns is None or isinstance(columns, Mapping):
+        return columns, None
+    listed = column_names(columns, table=uri)
+    at = listed.index(DISTANCE) if DISTANCE in listed else None
+    return [n for n in listed if n not in (DISTANCE, QUERY_INDEX)], at
 
 
 __all__ = ["DEFAULT_BATCH_SIZE", "PYLANCE_BATCH_SIZE", "DENSE", "ColumnSet", "LateSplit", "FragmentRange",
