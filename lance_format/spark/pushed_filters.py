@@ -74,10 +74,10 @@ def warn_pushdown_ignored(version: str) -> None:
         return
     _warned = True
     warnings.warn(
-        f"{PUSHDOWN_CONF}=true is ignored by the lance data source on Spark {version}: Spark "
-        f"{FIRST_WITH_PUSHDOWN[0]}.{FIRST_WITH_PUSHDOWN[1]} to {FIRST_WITHOUT_LEAK[0]}.{FIRST_WITHOUT_LEAK[1]} "
-        "(exclusive) reuse one scan's pushed filters for every later scan of the same DataFrame, which "
-        "returns wrong answers (a view queried twice, a self-join); Spark filters after the scan instead. "
+        f"{PUSHDOWN_CONF}=true is ignored by the lance data source on Spark {version}: from "
+        f"{FIRST_WITH_PUSHDOWN[0]}.{FIRST_WITH_PUSHDOWN[1]} up to {FIRST_WITHOUT_LEAK[0]}.{FIRST_WITHOUT_LEAK[1]}, "
+        "Spark reuses one scan's pushed filters for every later scan of the same DataFrame, which gives "
+        "wrong answers (a view queried twice, a self-join); Spark filters the rows after the scan instead. "
         "Turn the setting off: with it on, Spark still starts a Python worker per scan to offer the filters.",
         PushdownIgnoredWarning, stacklevel=3,
     )
