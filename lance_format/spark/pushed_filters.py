@@ -14,8 +14,8 @@ those versions the ``lance`` source accepts none: Spark evaluates every filter a
 (:mod:`lance_format.dataset.sql.filter`, whose semantics follow Spark's where it matters here:
 NaN equals NaN and sorts above +inf, -0.0 equals 0.0, decimals compare exactly, NULL never
 passes). A filter is taken only when its column's Lance type and the value's type are a pair
-whose comparison is known to agree with Spark's (integers, float32/float64, decimals, strings,
-booleans, dates); anything else -- timestamps, binary, unsigned 64-bit, dictionary columns,
+whose comparison is known to agree with Spark's (integers, float32/float64, decimals of fewer
+than 28 digits, which PySpark hands over unrounded, strings, booleans, dates); anything else -- timestamps, binary, unsigned 64-bit, dictionary columns,
 nested fields, NULL in ``IN``, LIKE wildcards in a string value -- goes back to Spark.
 """
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import re
+import struct
 import warnings
 from typing import Any, Callable
 
@@ -110,13 +111,16 @@ def _literal_for(t: pa.DataType, value: Any) -> str | None:
             return None
         if value != value or value in (float("inf"), float("-inf")):
             return None  # NaN and infinite literals stay with Spark
+        if pa.types.is_float32(t) and struct.unpack("f", struct.pack("f", value))[0] != value:
+            return None  # the engine would compare in float32: only exact float32 values
         return repr(value)
     if pa.types.is_decimal(t):
         if isinstance(value, int):
             value = decimal.Decimal(value)
-        if not isinstance(value, decimal.Decimal) or not value.is_finite():
+        if not isinstance(value, decimal.Decimal) or not _fits(value, t):
             return None
-        return format(value, "f")
+        # a quoted literal takes the column's decimal type exactly (a bare one would be a double)
+        return "'" + format(value, "f") + "'"
     if _is_string(t):
         return "'" + value.replace("'", "''") + "'" if isinstance(value, str) else None
     if pa.types.is_date32(t):
@@ -124,6 +128,22 @@ def _literal_for(t: pa.DataType, value: Any) -> str | None:
             return f"DATE '{value.isoformat()}'"
         return None
     return None  # timestamps, binary, nested and other types stay with Spark
+
+
+def _fits(value: decimal.Decimal, t: Any) -> bool:
+    """Whether ``value`` is exactly a value of decimal type ``t`` (an IN list takes the column's
+    type, so a value with more digits would be rounded)."""
+    if not value.is_finite() or len(value.as_tuple().digits) >= decimal.getcontext().prec:
+        # PySpark rebuilds a pushed decimal in the default context (28 digits): one that long
+        # may already be rounded, and only Spark still has the exact value
+        return False
+    step = decimal.Decimal(1).scaleb(-t.scale)
+    with decimal.localcontext() as context:
+        context.prec = 80
+        exact = value.quantize(step)
+        if exact != value:
+            return False
+        return len(exact.as_tuple().digits) <= t.precision
 
 
 def _column(attribute: Any, schema: pa.Schema) -> tuple[str, pa.DataType] | None:
