@@ -135,6 +135,7 @@ def check_answers(spark, dataframes: dict[str, dict[str, Any]], queries: list[in
         expected = spark.sql(QUERIES[q]).collect()
         use(dataframes["lance"])
         got = spark.sql(QUERIES[q]).collect()
+        print(f"checked q{q}", file=sys.stderr, flush=True)
         if not same_answer(got, expected, ordered(q)):
             wrong[q] = f"lance {got[:3]} ... ({len(got)} rows) != parquet {expected[:3]} ... ({len(expected)} rows)"
     return wrong
@@ -185,7 +186,8 @@ def main() -> None:
 
         times: dict[str, dict[int, list[float]]] = {"parquet": {q: [] for q in queries}, "lance": {q: [] for q in queries}}
         cpu: dict[str, dict[int, list[float]]] = {"parquet": {q: [] for q in queries}, "lance": {q: [] for q in queries}}
-        for _ in range(args.repeat):
+        for round_ in range(args.repeat):
+            print(f"round {round_ + 1} of {args.repeat}", file=sys.stderr, flush=True)
             for q in queries:
                 for fmt in ("parquet", "lance"):
                     use(dataframes[fmt])
