@@ -29,8 +29,8 @@ def _table() -> pa.Table:
     specials = [float("nan"), -0.0, 0.0, float("inf"), float("-inf"), 0.1, 0.5, 0.25]
     floats = [specials[i] if i < len(specials) else (i * 37 % 100) / 100 for i in range(N)]
     strings = [f"row {i}" for i in range(N)]
-    strings[1:12] = ["it's", "a%b", "x_y", "a%", "", "https://example.com/a?q=1", "mail.user+tag@example.org",
-                     "Zürich ü", "ROW 3", "row 5a", "https://example.org/"]
+    strings[1:13] = ["it's", "a%b", "x_y", "a%", "", "https://example.com/a?q=1", "mail.user+tag@example.org",
+                     "Zürich ü", "ROW 3", "row 5a", "https://example.org/", "C:\\temp\\new"]
     utc = datetime.timezone.utc
     base = datetime.datetime(2024, 1, 1, 12, 0, 0, tzinfo=utc)
     instants = [base + datetime.timedelta(hours=(i % 13) - 6, microseconds=i % 3) for i in range(N)]
@@ -67,6 +67,7 @@ ACCEPTED = [
     "f64 < 0", "NOT (f64 > 0.5)", "f64 IN (0.25, 0.5)", "dec > 2000", "dec = -920.81", "dec IN (1.00, -920.81, 0)", "dec > -920.805", "dec IN (-920.810, 7)",
     "big > 0", "s = 'it''s'", "s > 'row 5'",
     "s IN ('a%b', 'x_y', '')", "s LIKE 'https://%'", "s LIKE '%.org'", "s LIKE '%@%'", "s LIKE '%ü%'", "s = ''",
+    "s = 'C:\\\\temp\\\\new'", "s > 'Z'",
     "s IS NULL", "s IS NOT NULL", "NOT (s LIKE 'row%')", "b", "NOT b", "b = false", "b IS NULL",
     "d >= DATE '2024-02-10'", "d IN (DATE '2024-01-04', DATE '2024-02-29')", "d < '2024-01-20'",
     "i64 > 3 AND s LIKE 'row%' AND f64 < 0.9", "st IS NULL",
