@@ -16,7 +16,10 @@ geometric mean of the ratios. ``spark.sql.python.filterPushdown.enabled`` is set
 the ``lance`` source accepts filters (a Spark without the scan leak, see
 :mod:`lance_format.spark.pushed_filters`).
 
-    python benchmarks/bench_tpch.py [--scale 1] [--repeat 3] [--queries 1,6,22] [--json out.json]
+Run it with the engine under test first on the path (``PYTHONPATH=$PWD``, see
+``bench_spark_read.session``); at scale factor 1 it takes a long while on 2 cores.
+
+    PYTHONPATH=$PWD python benchmarks/bench_tpch.py [--scale 1] [--repeat 3] [--queries 1,6,22] [--json out.json]
         [--conf KEY=VALUE ...] [--data DIR] [--no-readme-settings]
 """
 
