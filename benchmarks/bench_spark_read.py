@@ -20,8 +20,10 @@ side can return before decoding; Spark's ``noop`` sink would let parquet skip de
 dictionary-encoded strings):
 
 * ``full``: all columns, aggregated;
-* ``filter``: ``cat = 'echo' AND x > 0.5``, then all columns aggregated (Lance: the engine
-  evaluates the filter in the tasks; the data source gets it through Spark's filter pushdown);
+* ``filter``: ``cat = 'echo' AND x > 0.5``, then all columns aggregated (``read_dataframe``: the
+  engine evaluates the filter in the tasks; the data source: Spark filters the rows it reads,
+  except on a Spark whose filter pushdown keeps each scan's filters to that scan, 5.0 on, where
+  the session turns pushdown on and the engine evaluates it);
 * ``project``: the URL-like column alone (Lance: ``columns=[...]``; the data source: option
   ``columns``, since Python data sources get no column pruning from Spark).
 
@@ -103,17 +105,29 @@ def session(base: str, conf: dict[str, str] | None = None):
         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
         .config("spark.local.dir", f"{base}/local").config("spark.sql.warehouse.dir", f"{base}/warehouse")
         .config("spark.driver.extraJavaOptions",
                 f"-Djava.io.tmpdir={base} -Dderby.system.home={base} {extra_java}".strip())
     )
+    if _pushdown_is_safe():
+        builder = builder.config("spark.sql.python.filterPushdown.enabled", "true")
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     _check_worker_engine(spark)
     return spark
+
+
+def _pushdown_is_safe() -> bool:
+    """Whether this Spark keeps each scan's pushed filters to that scan: only then does the
+    ``lance`` source accept them (Spark 4.1-4.3 would let one scan read with another's filter,
+    see ``lance_format.spark.pushed_filters``), so only then is the setting turned on."""
+    import pyspark
+
+    from lance_format.spark.pushed_filters import pushdown_leaks
+
+    return not pushdown_leaks(pyspark.__version__)
 
 
 def aggregates(df):

@@ -11,7 +11,10 @@ column pruning from Spark, so ask for columns here), ``filter`` (SQL, evaluated 
 default 65,536, fewer for wide rows: :func:`lance_format.spark.read.batch_rows`); with
 ``begin_version`` (and optionally ``end_version``) the DataFrame is the change feed instead.
 Spark's own filters are pushed into the engine when the session has
-``spark.sql.python.filterPushdown.enabled=true`` at :func:`register` time.
+``spark.sql.python.filterPushdown.enabled=true`` at :func:`register` time, but only on a Spark
+that keeps each scan's filters to that scan (5.0 on): Spark 4.1-4.3 would let one scan of a
+DataFrame read with another scan's filters (:mod:`lance_format.spark.pushed_filters`), so there
+the setting is ignored with a warning and Spark filters the rows.
 
 Write options: ``mode("append")`` or ``mode("overwrite")`` (Spark allows no other save mode
 for Python data sources), ``replace_where``, ``schema_mode``, ``enable_stable_row_ids``,
@@ -43,8 +46,6 @@ the object store with Lance's keys, e.g. ``.option("storage.aws_endpoint", "http
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import json
 import time
 from dataclasses import dataclass, replace
@@ -78,6 +79,8 @@ from lance_format.dataset.fragment_metadata import FragmentMetadata
 from lance_format.spark.coalesce import StagedOutput, coalescing_from_options
 from lance_format.spark.common import CommitResult
 from lance_format.spark.compaction import compact_after_write, compaction_from_options
+from lance_format.spark.pushed_filters import PUSHDOWN_CONF, filter_sql, pushdown_leaks, running_spark_leaks
+from lance_format.spark.pushed_filters import warn_pushdown_ignored
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_partition
 from lance_format.spark.worker_heap import freeze_imported_objects
@@ -86,7 +89,6 @@ from lance_format.spark.write_plan import plan_write
 
 NAME = "lance"
 ABORT_GRACE_SECONDS = 2.5
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def _flag(options: Any, key: str) -> bool:
@@ -219,70 +221,24 @@ class LanceReader(DataSourceReader):
             yield from read_split(self.plan.spec, self.plan.splits[index])
 
 
-def _sql_literal(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value) if value == value and value not in (float("inf"), float("-inf")) else None
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
-    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
-        return f"DATE '{value.isoformat()}'"
-    return None  # timestamps and anything else stay with Spark (time-zone semantics differ)
-
-
-def _filter_sql(f: Any) -> str | None:
-    """SQL for a pushed Spark filter, or None when the engine should not take it."""
-    from pyspark.sql import datasource as D
-
-    attribute = getattr(f, "attribute", None)
-    if attribute is not None:
-        if len(attribute) != 1:
-            return None  # nested fields stay with Spark
-        column = "`" + attribute[0].replace("`", "``") + "`"
-    comparisons = {D.EqualTo: "=", D.GreaterThan: ">", D.GreaterThanOrEqual: ">=", D.LessThan: "<",
-                   D.LessThanOrEqual: "<="}
-    for cls, op in comparisons.items():
-        if type(f) is cls:
-            literal = _sql_literal(f.value)  # type: ignore[attr-defined]  # each comparison class has .value
-            return None if literal is None else f"{column} {op} {literal}"
-    if isinstance(f, D.In):
-        literals = [literal for v in f.value if (literal := _sql_literal(v)) is not None]
-        if not literals or len(literals) != len(f.value):
-            return None
-        return f"{column} IN ({', '.join(literals)})"
-    if isinstance(f, D.IsNull):
-        return f"{column} IS NULL"
-    if isinstance(f, D.IsNotNull):
-        return f"{column} IS NOT NULL"
-    if isinstance(f, D.Not):
-        inner = _filter_sql(f.child)
-        return None if inner is None else f"NOT ({inner})"
-    if isinstance(f, (D.StringStartsWith, D.StringEndsWith, D.StringContains)):
-        if not isinstance(f.value, str) or any(c in f.value for c in "%_\\"):
-            return None
-        pattern = {D.StringStartsWith: "{}%", D.StringEndsWith: "%{}", D.StringContains: "%{}%"}[type(f)]
-        like = _sql_literal(pattern.format(f.value))
-        return None if like is None else f"{column} LIKE {like}"
-    return None
-
-
 class LancePushdownReader(LanceReader):
-    """A reader that takes Spark's filters (only used when the session enables pushdown)."""
+    """A reader that takes Spark's filters, on a Spark that keeps each scan's pushed filters to
+    that scan (see :mod:`lance_format.spark.pushed_filters`); on the Sparks that leak them it
+    returns every filter to Spark."""
+
+    @staticmethod
+    def _accepts_filters() -> bool:
+        return not running_spark_leaks()
 
     def pushFilters(self, filters: list) -> Iterator:
-        if self.plan is None:  # the change feed filters nothing itself
+        if self.plan is None or not self._accepts_filters():  # the change feed filters nothing itself
             yield from filters
             return
         taken: list[str] = []
         spec = self.plan.spec
         table_schema = LanceDataset(spec.uri, spec.version, storage_options=dict(spec.storage_options)).schema
         for f in filters:
-            sql = _filter_sql(f)
+            sql = filter_sql(f, table_schema)
             if sql is not None:
                 try:
                     to_expression(sql, table_schema)
@@ -535,7 +491,12 @@ def register(spark: Any) -> None:
     from lance_format.spark.common import conf_flag, use_driver_python
 
     use_driver_python(spark)
-    source = LancePushdownDataSource if conf_flag(spark, PUSHDOWN_CONF) else LanceDataSource
+    source: type[LanceDataSource] = LanceDataSource
+    if conf_flag(spark, PUSHDOWN_CONF):
+        if pushdown_leaks(spark.version):
+            warn_pushdown_ignored(spark.version)
+        else:
+            source = LancePushdownDataSource
     spark.dataSource.register(source)
 
 

@@ -138,5 +138,9 @@ def test_pushed_filters_give_what_spark_gives_unpushed(spark, pushdown_table, wh
     unpushed = read_dataframe(spark, pushdown_table).where(where)
     assert sorted(r.i for r in pushed.collect()) == sorted(r.i for r in unpushed.collect())
     plan = pushed._jdf.queryExecution().executedPlan().toString()
-    # the engine took every filter pushed: Spark filters nothing after the scan
-    assert bool(re.search(r"(?<!Runtime)Filter ", plan)) == (where in KEPT_BY_SPARK), plan
+    # the engine took every filter pushed: Spark filters nothing after the scan; on a Spark whose
+    # pushdown leaks between scans (4.1-4.3) the source takes none and Spark filters every row
+    from lance_format.spark.pushed_filters import pushdown_leaks
+
+    spark_filters = where in KEPT_BY_SPARK or pushdown_leaks(spark.version)
+    assert bool(re.search(r"(?<!Runtime)Filter ", plan)) == spark_filters, plan
