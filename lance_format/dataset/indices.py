@@ -52,6 +52,9 @@ _TYPE_ERRORS = {
              "decimal, fixed-size-binary, or temporal",
     "LABEL_LIST": "LABEL_LIST index column {c} must be a list or large list",
     "NGRAM": "NGRAM index column {c} must be a string",
+    "BLOOMFILTER": "Bloom filter index does not support data type: {d} (column {c}). Supported types: Int8, Int16, "
+                   "Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float32, Float64, Utf8, LargeUtf8, Binary, "
+                   "LargeBinary, Date32, Date64, Time32, Time64, Timestamp",
 }
 _TYPE_ERRORS["BITMAP"] = _TYPE_ERRORS["BTREE"]
 

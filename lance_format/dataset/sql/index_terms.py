@@ -19,6 +19,7 @@ import pyarrow as pa
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from lance_format.dataset.sql.index_terms_text import text_term
 from lance_format.dataset.sql.translate import Translator, parse_filter
 from lance_format.errors import InvalidInputError
 from lance_format.index.scalar.queries import Equals, IsIn, IsNull, Range, ScalarQuery
@@ -132,7 +133,8 @@ class _Extractor:
             return self._in(node)
         if type(node) in _FLIP:
             return self._comparison(node)
-        return OPAQUE
+        found = text_term(self, node)  # LABEL_LIST / NGRAM terms (index_terms_text)
+        return OPAQUE if found is None else Leaf(*found)
 
     def _conjuncts(self, node: exp.Expr) -> list[Term]:
         """The terms of a chain of ANDs (parentheses looked through)."""
