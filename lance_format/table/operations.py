@@ -272,8 +272,8 @@ def _rewrite(b: _Build) -> None:
     groups = list(b.txn.rewrite.groups)
     if not groups and len(b.txn.rewrite.old_fragments):
         raise UnsupportedFeatureError("legacy ungrouped Rewrite transactions are not supported")
-    index_meta.check_rewrite_untouched(b.indices, groups)
     b.fragments = _apply_rewrite(b.existing, groups, b.first_id, b.version)
+    b.indices = index_meta.apply_rewrite(b.indices, b.txn.rewrite, has_stable_row_ids(b.manifest))
 
 
 def _restore(b: _Build) -> None:
