@@ -367,10 +367,14 @@ class DatasetOptimizer:
         """pylance's ``optimize.disable_auto_cleanup``: :meth:`LanceDataset.disable_auto_cleanup`."""
         self._dataset.disable_auto_cleanup(**kwargs)
 
-    def optimize_indices(self, **kwargs) -> None:
-        from lance_format.errors import UnsupportedFeatureError
+    def optimize_indices(self, index_names=None, num_indices_to_merge=None, retrain: bool = False,
+                         **ignored: Any) -> None:
+        """pylance's ``optimize.optimize_indices``: add the fragments appended since the indices
+        were built to them (:mod:`lance_format.dataset.index_optimize`)."""
+        from lance_format.dataset.index_optimize import optimize_indices
 
-        raise UnsupportedFeatureError("index optimization is not supported by this engine", table=self._dataset.uri)
+        optimize_indices(self._dataset, index_names=index_names, num_indices_to_merge=num_indices_to_merge,
+                         retrain=retrain)
 
 
 __all__ = ["compact_files", "CompactionMetrics", "DatasetOptimizer", "plan", "chunk_sizes", "rewrite_group",

@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
-from lance_format.dataset.index_describe import field_paths
+from lance_format.dataset.index_describe import catalog_of, field_paths
+from lance_format.dataset.index_optimize import training_params
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.index.metadata import fragment_ids_of, user_segments
 from lance_format.index.scalar.base import VALUE_COLUMN, by_type_url
@@ -127,10 +128,11 @@ def remap_indices(ds: "LanceDataset", groups: Groups, written: list[str]
         field = fields[meta.fields[0]]
         touched = [(old, new) for old, new in groups if any(f.id in bitmap for f in old)]
         kept = list(bitmap - rewritten_ids)
+        params = training_params(kind, segment, catalog_of(ds).store(segment))
         store = IndexStore(ds.object_store, str(uuid_mod.uuid4()), index_file_version(ds.data_storage_version))
         try:
             kind.train(store, _training_batches(ds, paths[field.id], kind.row_key, kept, touched),
-                       field.data_type, {})
+                       field.data_type, params)
         finally:
             written.extend(store.path(n) for n, _ in store.written_files())
         change = transaction_pb2.Transaction.Rewrite.RewrittenIndex()
