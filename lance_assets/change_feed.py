@@ -38,7 +38,26 @@ COMMIT_VERSION = "_commit_version"
 
 @dataclass(frozen=True)
 class LanceChangeFeed:
-    """The changes of versions ``(begin_version, end_version]`` of the table at ``uri`` (lazy)."""
+    """The changes of versions ``(begin_version, end_version]`` of the table at ``uri`` (lazy).
+
+    The input type of an asset partitioned by Lance versions: nothing is read until one of the
+    ``to_*`` methods is called. Rows carry the table's columns (or ``columns``) plus
+    ``_rowid``, ``_change_type`` (insert, update_preimage, update_postimage, delete),
+    ``_commit_version`` and ``_commit_timestamp``.
+
+    Parameters
+    ----------
+    uri
+        The table.
+    begin_version
+        The exclusive start of the range.
+    end_version
+        The inclusive end of the range.
+    columns
+        The table columns to read; all if None.
+    storage_options
+        Object-store settings (Lance's keys) for an object-store table.
+    """
 
     uri: str
     begin_version: int
@@ -48,21 +67,26 @@ class LanceChangeFeed:
 
     @property
     def versions(self) -> range:
+        """The versions whose changes this feed holds."""
         return range(self.begin_version + 1, self.end_version + 1)
 
     def to_reader(self) -> pa.RecordBatchReader:
+        """The changes as a stream of record batches (bounded memory)."""
         return engine.change_feed(
             self.uri, self.begin_version, self.end_version, columns=list(self.columns) if self.columns else None,
             storage_options=self.storage_options,
         )
 
     def to_table(self) -> pa.Table:
+        """The changes as one pyarrow Table."""
         return self.to_reader().read_all()
 
     def to_pandas(self) -> Any:
+        """The changes as a pandas DataFrame."""
         return self.to_table().to_pandas()
 
     def to_spark(self, spark: Any) -> Any:
+        """The changes as a Spark DataFrame read by ``spark``'s executors (``lance_format.spark.read_changes``)."""
         return engine.spark_changes(
             spark, self.uri, self.begin_version, self.end_version, list(self.columns) if self.columns else None,
             storage_options=self.storage_options,

@@ -68,6 +68,26 @@ def lance_schema_change_check(
     asset: Any, *, uri: str | None = None, resource_key: str = "lance", blocking: bool = False,
     severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN,
 ) -> dg.AssetChecksDefinition:
+    """A check ``lance_schema_unchanged``: the latest version has the previous version's columns.
+
+    Parameters
+    ----------
+    asset
+        The asset (definition, spec or key) whose table is checked.
+    uri
+        Check the table at this URI instead of the asset's table under the resource.
+    resource_key
+        The :class:`LanceTableResource` that finds the asset's table (default ``lance``).
+    blocking
+        Stop downstream assets (and a write-audit-publish step) when the check fails.
+    severity
+        The severity of a failure (default WARN).
+
+    Returns
+    -------
+    dg.AssetChecksDefinition
+        The check; its metadata lists the added, removed and retyped columns.
+    """
     key = _asset_key(asset)
 
     @dg.asset_check(**_check_kwargs(asset, "lance_schema_unchanged", uri, resource_key, blocking,
@@ -101,6 +121,35 @@ def lance_row_count_check(
     resource_key: str = "lance", blocking: bool = False,
     severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
 ) -> dg.AssetChecksDefinition:
+    """A check ``lance_row_count_in_bounds``: the latest version's row count is within bounds.
+
+    Counts come from the manifest (no scan).
+
+    Parameters
+    ----------
+    asset
+        The asset (definition, spec or key) whose table is checked.
+    min_rows, max_rows
+        The bounds (inclusive); at least one is required.
+    uri
+        Check the table at this URI instead of the asset's table under the resource.
+    resource_key
+        The :class:`LanceTableResource` that finds the asset's table (default ``lance``).
+    blocking
+        Stop downstream assets (and a write-audit-publish step) when the check fails.
+    severity
+        The severity of a failure (default ERROR).
+
+    Returns
+    -------
+    dg.AssetChecksDefinition
+        The check.
+
+    Raises
+    ------
+    ValueError
+        Neither ``min_rows`` nor ``max_rows`` is given.
+    """
     if min_rows is None and max_rows is None:
         raise ValueError("give min_rows, max_rows or both")
     key = _asset_key(asset)
@@ -145,6 +194,28 @@ def lance_version_freshness_check(
     asset: Any, *, max_age: dt.timedelta, uri: str | None = None, resource_key: str = "lance",
     blocking: bool = False, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN,
 ) -> dg.AssetChecksDefinition:
+    """A check ``lance_version_fresh``: the table's latest commit is at most ``max_age`` old.
+
+    Parameters
+    ----------
+    asset
+        The asset (definition, spec or key) whose table is checked.
+    max_age
+        How old the latest commit may be.
+    uri
+        Check the table at this URI instead of the asset's table under the resource.
+    resource_key
+        The :class:`LanceTableResource` that finds the asset's table (default ``lance``).
+    blocking
+        Stop downstream assets (and a write-audit-publish step) when the check fails.
+    severity
+        The severity of a failure (default WARN).
+
+    Returns
+    -------
+    dg.AssetChecksDefinition
+        The check; its metadata carries the commit's age and timestamp.
+    """
     key = _asset_key(asset)
 
     @dg.asset_check(**_check_kwargs(asset, "lance_version_fresh", uri, resource_key, blocking,

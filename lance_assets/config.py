@@ -42,6 +42,8 @@ class NamespaceMode(str, enum.Enum):
 
 
 class ReadMode(str, enum.Enum):
+    """What an input reads (input metadata ``lance/read``): the table's rows, or its change feed."""
+
     TABLE = "table"  # the table's rows (optionally the input's partitions)
     CHANGES = "changes"  # the change feed of the input's version range
 

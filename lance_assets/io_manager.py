@@ -111,7 +111,16 @@ class LanceChangeFeedConsumers(dg.Config):
 
 
 class LanceIOManager(dg.ConfigurableIOManager):
-    """Stores each asset as a Lance table under ``base_uri``."""
+    """Stores each asset as a Lance table under ``base_uri``.
+
+    An asset ``a/b`` is the table ``{base_uri}/a/b.lance`` (``namespace`` and the ``lance/table``
+    / ``lance/uri`` output metadata change that). Outputs may be pyarrow Tables, pandas or polars
+    DataFrames and Spark DataFrames; inputs are loaded as their annotation asks (or as a
+    :class:`LanceChangeFeed`). Each write is one Lance commit, in the asset's ``write_mode``;
+    a partitioned asset replaces exactly its partitions' rows. Every field below can be
+    overridden per asset by definition metadata (``lance/<field>``) and per run with
+    ``context.add_output_metadata``.
+    """
 
     base_uri: str = Field(description="Directory (or URI) under which each asset's table lives")
     storage_options: dict[str, str] = Field(
@@ -197,6 +206,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
     _run_tags: dict[str, str] = PrivateAttr(default_factory=dict)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Dagster's hook at the start of a run: remember the run's tags (partition ranges)."""
         # A single-run backfill passes its partition range only through run tags; change-feed
         # inputs of unpartitioned upstreams need it.
         run = getattr(context, "run", None)
@@ -263,6 +273,18 @@ class LanceIOManager(dg.ConfigurableIOManager):
 
     # -- outputs ----------------------------------------------------------------------------
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        """Write ``obj`` to the output's table as one commit and report the materialization's metadata.
+
+        Raises
+        ------
+        SchemaMismatchError
+            The output's columns differ from the table's and ``schema_mode`` is ``error``.
+        InvalidInputError
+            A setting is invalid, or partition rows fall outside the partition
+            (``check_partition_data``).
+        CommitConflictError
+            A concurrent commit conflicts with this write.
+        """
         if obj is None:
             context.log.debug("asset returned None; nothing written to Lance")
             return
@@ -420,6 +442,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
 
     # -- inputs -----------------------------------------------------------------------------
     def load_input(self, context: dg.InputContext) -> Any:
+        """Read the upstream table (its partitions, or its change feed) as the input's annotated type."""
         settings = resolve_read_settings(context.definition_metadata)
         upstream = context.upstream_output
         if upstream is None:

@@ -67,10 +67,12 @@ class LanceMaintenancePolicy:
 
     @property
     def cleans_up(self) -> bool:
+        """Whether the policy removes old versions (``cleanup_older_than`` or ``retain_versions`` set)."""
         return self.cleanup_older_than is not None or self.retain_versions is not None
 
     @property
     def cleans_audit_branches(self) -> bool:
+        """Whether the policy deletes old write-audit-publish branches."""
         return self.audit_branches_older_than is not None or self.audit_branches_keep is not None
 
 

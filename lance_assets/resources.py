@@ -82,6 +82,7 @@ class SparkSessionConfig(dg.Config):
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration")
 
     def get_session(self) -> Any:
+        """A session with these settings; an active one is reused."""
         return spark_session(self.master, self.app_name, self.conf)
 
 
@@ -107,9 +108,11 @@ class SparkSessionResource(dg.ConfigurableResource):
 
     @property
     def is_started(self) -> bool:
+        """Whether this resource has created (or taken) its session yet."""
         return self._session is not None
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """Stop the session after the run when ``stop_on_teardown`` is set."""
         if self.stop_on_teardown and self._session is not None:
             self._session.stop()
             self._session = None
@@ -128,6 +131,7 @@ class LanceTableResource(dg.ConfigurableResource):
     data_storage_version: str | None = Field(default=None, description="Lance file version for new tables")
 
     def uri_for(self, table: TableRef) -> str:
+        """The URI of ``table`` (an asset key, a key path or a relative name) under ``base_uri``."""
         return table_uri(self.base_uri, table)
 
     @property
@@ -139,6 +143,7 @@ class LanceTableResource(dg.ConfigurableResource):
         return engine.try_open(uri, storage_options=self.table_storage_options)
 
     def exists(self, table: TableRef) -> bool:
+        """Whether a Lance table exists at ``table``'s URI."""
         return self._try_open(self.uri_for(table)) is not None
 
     def open(self, table: TableRef, version: int | str | None = None) -> LanceDataset:
@@ -146,14 +151,44 @@ class LanceTableResource(dg.ConfigurableResource):
         return engine.open_table(self.uri_for(table), version, storage_options=self.table_storage_options)
 
     def latest_version(self, table: TableRef) -> int | None:
+        """The latest version of ``table``, or None when there is no table."""
         ds = self._try_open(self.uri_for(table))
         return ds.version if ds is not None else None
 
     def versions(self, table: TableRef) -> list[dict[str, Any]]:
+        """The versions of ``table``: dicts with ``version``, ``timestamp`` and ``metadata``.
+
+        Raises
+        ------
+        DatasetNotFoundError
+            There is no table.
+        """
         return self.open(table).versions()
 
     def read(self, table: TableRef, *, columns: list[str] | None = None, filter: str | None = None,
              version: int | str | None = None) -> pa.Table:
+        """Read ``table`` (some ``columns``, the rows matching ``filter``, at ``version``) into a pyarrow Table.
+
+        Parameters
+        ----------
+        table
+            An asset key, a key path or a relative name under ``base_uri``.
+        columns
+            The columns to read; all if None.
+        filter
+            A SQL predicate (the engine's filter dialect).
+        version
+            A version number or tag; the latest if None.
+
+        Raises
+        ------
+        DatasetNotFoundError
+            There is no table.
+        VersionNotFoundError
+            ``version`` does not exist.
+        InvalidInputError
+            An unknown column or an invalid filter.
+        """
         return self.open(table, version).to_table(columns=columns, filter=filter)
 
     def _conformed(self, uri: str, data: Any) -> pa.RecordBatchReader:

@@ -144,8 +144,40 @@ def lance_version_sensor(
 ) -> dg.SensorDefinition:
     """A sensor that turns new Lance versions into partitioned runs or asset observations.
 
-    ``start_after_version``: versions up to this one are considered seen on the first tick.
-    ``max_versions_per_tick`` bounds one tick's work; the rest follow on later ticks.
+    Each tick probes every watched table for versions after the cursor's (without listing the
+    history). The cursor is a JSON object of the last version seen per table name.
+
+    Parameters
+    ----------
+    tables
+        The watched tables; names must be unique.
+    name
+        The sensor's name.
+    mode
+        ``"runs"``: add one key per new version to each table's ``partitions_def`` and request a
+        run of its ``assets`` per version (run key ``<table>:<version>``). ``"observe"``: report
+        an observation of each table's ``asset_key`` whose data version is the Lance version.
+    minimum_interval_seconds
+        How often the sensor ticks.
+    default_status
+        ``dg.DefaultSensorStatus.RUNNING`` starts it on.
+    start_after_version
+        Versions up to this one are considered seen on the first tick.
+    max_versions_per_tick
+        Bounds one tick's work; the rest follow on later ticks.
+    description
+        Shown in the UI.
+
+    Returns
+    -------
+    dg.SensorDefinition
+        The sensor.
+
+    Raises
+    ------
+    ValueError
+        No table, duplicate names, an unknown mode, or a watch missing what its mode needs
+        (``partitions_def`` and ``assets`` for runs, ``asset_key`` for observe).
     """
     watches = [tables] if isinstance(tables, LanceTableWatch) else list(tables)
     if not watches:

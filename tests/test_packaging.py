@@ -1,16 +1,24 @@
-"""The engine installs and runs without the Spark and Dagster extras.
+"""The engine installs and runs without the Spark and Dagster extras, and the package builds as
+a wheel and an sdist whose wheel installs into a fresh environment.
 
-Each check runs in a fresh interpreter in which the extras' top-level packages cannot be imported
+The first checks run in a fresh interpreter in which the extras' top-level packages cannot be imported
 (a meta-path finder refuses them), the way they are absent after ``pip install lance-assets``.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 import tomllib
+import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,3 +107,94 @@ def test_runtime_dependencies_leave_spark_and_dagster_to_extras() -> None:
     extras = project["optional-dependencies"]
     assert any(dep.startswith("pyspark") for dep in extras["spark"])
     assert any(dep.startswith("dagster") for dep in extras["dagster"])
+
+
+# -- the built distributions ----------------------------------------------------------------------
+# `pip install lance-assets` finds nothing on PyPI; the README documents installing from a clone
+# or from a wheel built with `python -m build`. These tests build both distributions from a copy
+# of the source tree and install the wheel into a fresh virtual environment.
+
+_NOT_SHIPPED = shutil.ignore_patterns(".git", ".venv", "venv", ".ci", "site", "build", "dist", "*.egg-info",
+                                      "__pycache__", ".pytest_cache", "node_modules")
+
+
+@pytest.fixture(scope="module")
+def distributions(tmp_path_factory) -> dict[str, Path]:
+    pytest.importorskip("build", reason="building needs the `build` front-end (pip install '.[test]')")
+    work = tmp_path_factory.mktemp("dist")
+    source = work / "src"
+    shutil.copytree(ROOT, source, ignore=_NOT_SHIPPED)  # the repository stays untouched
+    # No build isolation: the test environment's setuptools builds, so nothing is downloaded.
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--skip-dependency-check", "--outdir",
+         str(work / "out"), str(source)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (wheel,) = (work / "out").glob("lance_assets-*-py3-none-any.whl")
+    (sdist,) = (work / "out").glob("lance_assets-*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def test_wheel_and_sdist_hold_the_packages_and_declare_every_extra(distributions) -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    with zipfile.ZipFile(distributions["wheel"]) as wheel:
+        names = wheel.namelist()
+        (metadata_name,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        metadata = wheel.read(metadata_name).decode()
+        entry_points = wheel.read(metadata_name.replace("METADATA", "entry_points.txt")).decode()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"lance_format", "lance_assets"}, tops  # no tests, examples or benchmarks
+    for must in ("lance_format/py.typed", "lance_assets/py.typed", "lance_format/proto/table_pb2.py",
+                 "lance_assets/components/__init__.py"):
+        assert must in names, must
+    assert "lance_assets = lance_assets.components" in entry_points  # `dg list components`
+    for extra, requirements in project["optional-dependencies"].items():
+        assert f"Provides-Extra: {extra}" in metadata, extra
+        for requirement in requirements:
+            name = re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0]
+            assert re.search(rf"Requires-Dist: {re.escape(name)}\b.*extra == \"{extra}\"", metadata), (extra, name)
+    for requirement in project["dependencies"]:
+        name = re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0]
+        assert re.search(rf"^Requires-Dist: {re.escape(name)}[^;]*$", metadata, re.M), name
+    with tarfile.open(distributions["sdist"]) as sdist:
+        members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
+    for must in ("pyproject.toml", "README.md", "lance_format/__init__.py", "lance_assets/__init__.py",
+                 "lance_format/py.typed"):
+        assert must in members, must
+
+
+def test_wheel_installs_into_a_fresh_environment_and_writes_a_table(distributions, tmp_path: Path) -> None:
+    """The base package, as a user installs it: a new venv, the wheel, its dependencies resolved
+    by pip (from its cache or the index), then run from a directory without the source tree."""
+    env = tmp_path / "env"
+    base_python = Path(sys.base_prefix) / "bin" / "python3"
+    subprocess.run([str(base_python), "-m", "venv", str(env)], check=True, timeout=120)
+    python = env / "bin" / "python"
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check",
+         str(distributions["wheel"])],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    run_dir = tmp_path / "elsewhere"
+    run_dir.mkdir()
+    code = textwrap.dedent(f"""
+        import importlib.util, sys
+        import pyarrow as pa
+        import lance_format
+        assert lance_format.__file__.startswith({str(env)!r}), lance_format.__file__  # the wheel's copy
+        assert importlib.util.find_spec("pyspark") is None and importlib.util.find_spec("dagster") is None
+        uri = {str(tmp_path / "people.lance")!r}
+        people = pa.table({{"id": [1, 2, 3], "email": ["ada@example.com", None, "linus@example.org"]}})
+        lance_format.write_dataset(people, uri, enable_stable_row_ids=True)
+        ds = lance_format.write_dataset(people.slice(0, 1), uri, mode="append")
+        ds.delete("email IS NULL")
+        assert ds.version == 3 and ds.count_rows() == 3, (ds.version, ds.count_rows())
+        assert ds.to_table(filter="id = 1").num_rows == 2
+        print("wheel ok", lance_format.__version__)
+    """)
+    result = subprocess.run([str(python), "-c", code], cwd=run_dir, capture_output=True, text=True, timeout=120,
+                            env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "wheel ok 0.1.0" in result.stdout

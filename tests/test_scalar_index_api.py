@@ -175,3 +175,36 @@ def test_filters_without_usable_indices_and_limits(path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert "ScalarIndexQuery" in ds.scanner(filter="3 > id").explain_plan()
+
+
+def test_a_missing_index_file_is_reported_not_misread(path):
+    import glob
+    import os
+
+    from lance_format.errors import CorruptFileError
+
+    lance_format.dataset(path).create_scalar_index("cat", "BITMAP")
+    (index_file,) = glob.glob(os.path.join(path, "_indices", "*", "bitmap_page_lookup.lance"))
+    os.remove(index_file)
+    ds = lance_format.dataset(path)
+    with pytest.raises(CorruptFileError, match="bitmap_page_lookup.lance"):
+        ds.to_table(filter="cat = 'a'")
+    with pytest.raises((OSError, pa.ArrowInvalid), match="bitmap_page_lookup.lance"):  # pylance fails too
+        lance.dataset(path).to_table(filter="cat = 'a'")
+    # a scan that does not use the index still answers
+    assert ds.to_table(filter="cat = 'a'", use_scalar_index=False).num_rows == lance.dataset(path).to_table(
+        filter="cat = 'a'", use_scalar_index=False).num_rows
+
+
+def test_concurrent_indexed_scans_agree(path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    ds = lance_format.dataset(path)
+    ds.create_scalar_index("id", "BTREE", batch_size=64)  # many small pages, read and cached concurrently
+    ds = lance_format.dataset(path)
+    filters = [f"id BETWEEN {i * 37} AND {i * 37 + 20}" for i in range(16)]
+    with ThreadPoolExecutor(4) as pool:
+        counts = list(pool.map(lambda sql: ds.count_rows(sql), filters * 3))
+    assert counts == [ds.scanner(filter=sql, use_scalar_index=False).count_rows() for sql in filters * 3]
+    assert lance.dataset(path).stats.index_stats("id_idx")["indices"] == [{"min": "0", "max": "599",
+                                                                          "num_pages": 10}]

@@ -77,6 +77,7 @@ def test_filter_splits_the_read_for_late_materialization(uri):
     assert plan.late.first.system == ("_rowaddr",)  # to find the passing rows again
     assert _names(plan.late.rest) == ["id", "url"]
     assert plan.output == ("id", "url")
+    assert "; then [id, url] for the passing rows only)" in explain(plan)
 
 
 def test_filter_on_output_columns_only_needs_no_late_read(uri):
@@ -96,8 +97,8 @@ def test_limit_and_offset(uri):
     ds = lance_format.dataset(uri)
     plan = plan_scan(ds, columns=["id"], limit=7, offset=3)
     assert (plan.limit, plan.offset) == (7, 3)
-    table = ScanExecutor(ds, plan)
-    assert pa.Table.from_batches(list(table.batches())).column("id").to_pylist() == \
+    executor = ScanExecutor(ds, plan)
+    assert pa.Table.from_batches(list(executor.batches())).column("id").to_pylist() == \
         lance.dataset(uri).to_table(columns=["id"], limit=7, offset=3).column("id").to_pylist()
     with pytest.raises(InvalidInputError, match="Limit must be non-negative"):
         plan_scan(ds, limit=-1, offset=-1)
@@ -150,7 +151,9 @@ def test_expressions_and_errors(uri):
     with pytest.raises(InvalidInputError, match="unknown column 'nope'"):
         plan_scan(ds, columns=["nope"])
     with pytest.raises(InvalidInputError, match="unknown scan option"):
-        plan_scan(ds, no_such_option=1)
+        plan_scan(ds, options={"no_such_option": 1})
+    with pytest.raises(InvalidInputError, match="unknown scan option 'index'"):
+        ds.scanner(index=object())  # the index step is the engine's, not a scan option
 
 
 def test_plan_is_frozen_and_the_scanner_shows_it(uri):
@@ -188,7 +191,7 @@ def test_index_step_narrows_the_read_and_the_filter_still_decides(uri, columns, 
     condition = "id % 6 = 0 AND x > 0.3"  # rows with id % 3 == 0 are the candidates
     expected = lance.dataset(uri).to_table(columns=columns, filter=condition)
     step = _Candidates(3, 0, unknown=(2,))
-    plan = plan_scan(ds, columns=columns, filter=condition, index=step, batch_size=256, **options)
+    plan = plan_scan(ds, columns=columns, filter=condition, index=step, batch_size=256, options=options)
     assert plan.index is step and "ScalarIndexQuery: id % 3 = 0" in explain(plan)
     executor = ScanExecutor(ds, plan)
     assert_tables_equal(pa.Table.from_batches(list(executor.batches()), schema=executor.projected_schema), expected)

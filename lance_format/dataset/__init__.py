@@ -1,6 +1,7 @@
 """Datasets: opening table versions, scanning, taking rows, and writing new versions.
 
-The core is :mod:`.dataset` (``LanceDataset``), :mod:`.scanner` and :mod:`.fragment`.
+The core is :mod:`.dataset` (``LanceDataset``), :mod:`.scanner` (over :mod:`.scan`: every scan
+is planned by ``plan_scan`` and run by one executor) and :mod:`.fragment`.
 ``LanceDataset``'s methods call down into the operations, which take the dataset they work on
 and never import :mod:`.dataset` at run time: :mod:`.changes` (the change feed),
 :mod:`.mutations`, :mod:`.evolution` (schema evolution) and :mod:`.maintenance`. Below them are

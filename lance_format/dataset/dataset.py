@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 
 from lance_format.dataset.arguments import version_number
+from lance_format.dataset.arrow_interop import ArrowDatasetBase
 from lance_format.dataset.blob_reads import BlobMethods
 from lance_format.dataset.committing import CommittingMethods
 from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
@@ -63,8 +64,12 @@ def _open_listing(store: ObjectStore, since: int | None = None) -> VersionListin
 
 
 class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableWriteMethods, InspectionMethods,
-                   ReferenceMethods, BlobMethods, IndexMethods):
+                   ReferenceMethods, BlobMethods, IndexMethods, ArrowDatasetBase):
     """A Lance table pinned at one version.
+
+    A ``pyarrow.dataset.Dataset`` (as pylance's is; the base comes last, so the methods here
+    come first): DuckDB and Polars query it with projection and filter pushdown, see
+    :mod:`lance_format.dataset.arrow_interop`.
 
     Parameters
     ----------
@@ -89,6 +94,8 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
     CorruptFileError
         The manifest is malformed.
     """
+
+    _UNPICKLED = ("_fragments", "_fragments_made")  # fragment objects hold open readers
 
     def __init__(self, uri: str | os.PathLike[str] | ObjectStore, version: int | str | None = None,
                  block_size: int | None = None, index_cache_size: int | None = None,

@@ -63,14 +63,17 @@ class LanceFragment(FragmentReading):
     # -- identity ----------------------------------------------------------------------------
     @property
     def fragment_id(self) -> int:
+        """The fragment's id within the table."""
         return self.proto.id
 
     @property
     def physical_rows(self) -> int:
+        """The rows its data files hold, deleted rows included."""
         return self.proto.physical_rows
 
     @property
     def num_deletions(self) -> int:
+        """How many of its rows are deleted (from the fragment's deletion file)."""
         return deleted_row_count(self.proto)
 
     def data_files(self) -> list[DataFile]:
@@ -300,6 +303,7 @@ class LanceFragment(FragmentReading):
         return f"LanceFragment(id={self.fragment_id}, physical_rows={self.physical_rows})"
 
     def count_rows(self, filter: str | pc.Expression | None = None) -> int:
+        """The fragment's live rows, or those matching ``filter`` (a SQL predicate or pyarrow expression)."""
         if filter is not None:
             return self._dataset.count_rows(filter, fragments=[self])
         if self.proto.HasField("deletion_file") and not self.num_deletions:

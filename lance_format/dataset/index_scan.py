@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from lance_format.dataset.index_describe import field_paths
 from lance_format.dataset.sql.index_terms import OPAQUE, And, Leaf, Not, Or, Term, index_terms
-from lance_format.index.catalog import IndexCatalog, NamedIndex, RowIdLookup, display_type
+from lance_format.index.catalog import IndexCatalog, NamedIndex, RowIdLookup, display_type, row_id_lookup
 from lance_format.index.scalar.base import difference_sorted, intersect_sorted, sorted_unique
 from lance_format.index.scalar.queries import describe as describe_query
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _EMPTY = np.zeros(0, dtype=np.uint64)
 # above this fraction of a fragment's rows being candidates, the fragment is scanned instead:
 # taking scattered rows decodes most pages anyway, and the late-materialized scan is cheaper
-INDEX_DENSE = 0.1
+INDEX_DENSE = 0.05
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,12 @@ class IndexScanPlan:
         if row_key != "_rowid" or not self._ds.has_stable_row_ids:
             return ids
         if self._lookup is None:
-            self._lookup = RowIdLookup(self._ds.object_store, [f.proto for f in self._fragments.values()])
+            # the manifest's path and commit time name the version (a table recreated at the same
+            # URI reuses paths, never times)
+            stamp = self._ds.manifest.timestamp
+            version_key = f"{self._ds.manifest_path}@{stamp.seconds}.{stamp.nanos}"
+            self._lookup = row_id_lookup(self._ds.object_store, version_key,
+                                         [f.proto for f in self._fragments.values()])
         return self._lookup.addresses(ids)
 
     def _leaf(self, bound: _Bound) -> _Candidates | None:

@@ -31,6 +31,7 @@ class ReferenceMethods(DatasetMixin):
 
     @property
     def branches(self) -> Branches:
+        """The table's branches (pylance's ``Branches``: ``list()``, ``list_ordered()``, ``delete(name)``)."""
         from lance_format.dataset.branches import Branches
 
         return Branches(self._as_dataset())

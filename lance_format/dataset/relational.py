@@ -16,8 +16,10 @@ from lance_format.dataset.mixin import DatasetMixin
 
 
 def _as_pyarrow(data: Any) -> pads.Dataset:
-    """A pyarrow dataset of ``data``: a Lance dataset is scanned, pyarrow ones pass through."""
-    if isinstance(data, pads.Dataset):
+    """A pyarrow dataset of ``data``: a Lance dataset is scanned, pyarrow's own pass through."""
+    # Lance datasets (ours and pylance's) are pyarrow Dataset subclasses without a native
+    # dataset behind them: pyarrow's methods cannot run on them
+    if isinstance(data, pads.Dataset) and type(data).__module__.startswith("pyarrow."):
         return data
     if hasattr(data, "to_table"):
         return pads.dataset(data.to_table())

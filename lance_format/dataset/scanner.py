@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.dataset.arrow_interop import ArrowScannerBase
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.index_scan import IndexScanPlan
 from lance_format.dataset.scan.executor import ScanExecutor
@@ -32,8 +33,9 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 
-class LanceScanner:
-    """A planned scan of one table version (mirrors pylance's ``LanceScanner``).
+class LanceScanner(ArrowScannerBase):
+    """A planned scan of one table version (mirrors pylance's ``LanceScanner``; a
+    ``pyarrow.dataset.Scanner``, see :mod:`lance_format.dataset.arrow_interop`).
 
     Made by :meth:`LanceDataset.scanner`, whose parameters it takes; :attr:`plan` is what it
     will do.
@@ -69,7 +71,7 @@ class LanceScanner:
         self.plan: ScanPlan = plan_scan(
             dataset, columns=columns, filter=filter, limit=limit, offset=offset, with_row_id=with_row_id,
             with_row_address=with_row_address, batch_size=batch_size, fragments=fragments, order_by=order_by,
-            strict_batch_size=strict_batch_size, include_deleted_rows=include_deleted_rows, **options)
+            strict_batch_size=strict_batch_size, include_deleted_rows=include_deleted_rows, options=options)
         if isinstance(filter, str) and options.get("use_scalar_index") is not False and not include_deleted_rows:
             # the index step: scalar indices narrow the covered fragments to candidate rows
             step = IndexScanPlan.build(dataset, filter, dataset.schema, [p.fragment for p in self.plan.fragments])

@@ -23,7 +23,7 @@ from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 from lance_format.table.rowids import read_row_ids
 
-_CACHE_SEGMENTS = 64
+_CACHE_SEGMENTS = 32
 
 
 class _SegmentCache:
@@ -104,9 +104,10 @@ class IndexCatalog:
         return self.indices.get(name)
 
     def on_field(self, field_id: int) -> list[NamedIndex]:
-        """Known single-field indices on ``field_id``, in name order."""
-        return [i for i in self.indices.values()
-                if i.index_type is not None and i.field_ids == [field_id]]
+        """Known single-field indices on ``field_id``: the one covering most fragments first
+        (an untrained or older index covers fewer), then by name."""
+        found = [i for i in self.indices.values() if i.index_type is not None and i.field_ids == [field_id]]
+        return sorted(found, key=lambda i: -len(i.fragment_ids))
 
     def store(self, segment: Segment) -> IndexStore:
         return IndexStore(self._store_for(segment.base_id), segment.uuid, self._file_version)
@@ -155,3 +156,24 @@ class RowIdLookup:
         starts = np.repeat(left - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
         positions = starts + np.arange(total)
         return np.sort(self._addresses[positions])
+
+
+_LOOKUPS: OrderedDict[tuple[str, str, tuple[int, ...]], RowIdLookup] = OrderedDict()
+_LOOKUPS_LOCK = threading.Lock()
+
+
+def row_id_lookup(store: ObjectStore, version_key: str, fragments: list[Any]) -> RowIdLookup:
+    """The :class:`RowIdLookup` of ``fragments`` of one version (``version_key``: its manifest's
+    path), cached for the last few versions: a version's row ids never change."""
+    key = (store.uri, version_key, tuple(sorted(int(f.id) for f in fragments)))
+    with _LOOKUPS_LOCK:
+        found = _LOOKUPS.get(key)
+        if found is not None:
+            _LOOKUPS.move_to_end(key)
+            return found
+    built = RowIdLookup(store, fragments)
+    with _LOOKUPS_LOCK:
+        _LOOKUPS[key] = built
+        while len(_LOOKUPS) > 4:
+            _LOOKUPS.popitem(last=False)
+    return built

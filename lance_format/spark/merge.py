@@ -258,32 +258,68 @@ def merge_dataframe(
 ) -> CommitResult:
     """Upsert ``df`` into the table at ``uri`` by the key columns ``on``, as one new version.
 
-    ``when_matched``: ``update_all`` (replace the matched rows), ``do_nothing``, ``delete``
-    (remove them) or ``fail`` (refuse the merge if any key matches). ``when_not_matched``:
-    ``insert_all`` or ``do_nothing``. ``when_matched_update_condition`` (with ``update_all``): a
-    SQL condition over ``source.<column>`` and ``target.<column>`` (e.g. ``source.ts > target.ts``),
-    as pylance's ``when_matched_update_all(condition=...)``: only matched rows where it is TRUE
-    are updated (NULL counts as false); the others stay as they are, row ids and versions
-    included, and are not counted in ``rows_updated``. It is checked before any job runs (an
-    invalid one raises :class:`InvalidInputError`) and evaluated on the executors.
-    ``when_not_matched_by_source``: ``None``/``do_nothing`` or ``delete``: target rows whose key
-    is not in ``df`` are removed (only those matching the SQL ``not_matched_by_source_filter``
-    when given). ``delete_not_matched_by_source`` is an alias: ``True``, or a SQL filter. Keys must be unique in ``df`` (null keys never match).
-    The result counts ``rows_updated``, ``rows_inserted`` and ``rows_deleted``. The source is
-    evaluated twice (duplicate check, then the merge): cache it if it is expensive or not
-    deterministic. The table's keys are joined by broadcast only when the table is small
+    Keys must be unique in ``df`` (null keys never match). The source is evaluated twice
+    (duplicate check, then the merge): cache it if it is expensive or not deterministic. The
+    table's keys are joined by broadcast only when the table is small
     (``spark.sql.autoBroadcastJoinThreshold``), else by sort-merge; with one integer key, only
-    target rows within the source's key range are read into the join. ``storage_options``:
-    object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables.
-    ``compact_small_fragments`` (off by default), ``target_rows_per_file`` and
-    ``target_bytes_per_file``: as for :func:`write_dataframe` (each merge adds small
-    fragments; with it they are compacted once the table holds enough of them).
-    ``coalesce`` (default): a write task whose new rows stay below 1/8 of the target file size
-    hands them to the commit, which writes them in files of the target size (updated rows in
-    files of their own, keeping their row ids and lineage) within the same single version, as
-    for :func:`write_dataframe`; the result's ``fragments_before_coalescing`` and
-    ``small_outputs_coalesced`` (and the transaction properties) count them. ``coalesce=False``
-    keeps one set of fragments per task.
+    target rows within the source's key range are read into the join.
+
+    Parameters
+    ----------
+    df
+        The source rows.
+    uri
+        The table (it must exist).
+    on
+        The key column, or several.
+    when_matched
+        ``update_all`` (replace the matched rows), ``do_nothing``, ``delete`` (remove them) or
+        ``fail`` (refuse the merge if any key matches).
+    when_not_matched
+        ``insert_all`` or ``do_nothing``.
+    when_not_matched_by_source
+        ``None``/``do_nothing``, or ``delete``: target rows whose key is not in ``df`` are
+        removed (only those matching ``not_matched_by_source_filter`` when given).
+    not_matched_by_source_filter
+        A SQL filter restricting ``when_not_matched_by_source="delete"``.
+    when_matched_update_condition
+        With ``update_all``: a SQL condition over ``source.<column>`` and ``target.<column>``
+        (e.g. ``source.ts > target.ts``), as pylance's ``when_matched_update_all(condition=...)``.
+        Only matched rows where it is TRUE are updated (NULL counts as false); the others stay
+        as they are, row ids and versions included, and are not counted in ``rows_updated``.
+        It is checked before any job runs and evaluated on the executors.
+    transaction_properties, commit_message
+        Stored in the transaction (``idempotency_key`` as for :func:`write_dataframe`).
+    max_rows_per_file
+        Roll new files at this many rows.
+    delete_not_matched_by_source
+        An alias: ``True``, or a SQL filter (``when_not_matched_by_source="delete"`` with that filter).
+    storage_options
+        Object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables.
+    target_rows_per_file, target_bytes_per_file, compact_small_fragments
+        As for :func:`write_dataframe` (each merge adds small fragments; with
+        ``compact_small_fragments`` they are compacted once the table holds enough of them).
+    coalesce
+        On by default: a write task whose new rows stay below 1/8 of the target file size hands
+        them to the commit, which writes them in files of the target size (updated rows in files
+        of their own, keeping their row ids and lineage) within the same single version.
+        ``False`` keeps one set of fragments per task.
+
+    Returns
+    -------
+    CommitResult
+        The version committed, with ``rows_updated``, ``rows_inserted`` and ``rows_deleted``,
+        and ``fragments_before_coalescing`` / ``small_outputs_coalesced``.
+
+    Raises
+    ------
+    InvalidInputError
+        No key, an unknown option value, an invalid condition or filter, or duplicate keys in
+        ``df``.
+    DatasetNotFoundError
+        There is no table at ``uri``.
+    CommitConflictError
+        A concurrent commit conflicts with the merge.
     """
     from pyspark import StorageLevel
 

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID, SYSTEM_COLUMNS
-from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.scan import plan_scan
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore
 from lance_format.spark.common import pack_options, parallelism, table_location
@@ -202,11 +202,9 @@ def plan_read(
     """Open (and so pin) the version, validate the request and plan the splits."""
     ds = LanceDataset(table_location(uri), version, storage_options=storage_options)
     wanted = _output_columns(ds, columns, with_row_id, with_row_address)
-    if filter is not None:
-        filter_schema = ds.schema
-        for name in SYSTEM_COLUMNS:
-            filter_schema = filter_schema.append(pa.field(name, pa.uint64()))
-        to_expression(filter, filter_schema)  # a bad filter fails here, not in a task
+    # each task plans its split with the engine's plan_scan; planning the whole read here refuses
+    # a bad filter (or column) before any task runs
+    plan_scan(ds, columns=list(wanted), filter=filter)
     if (batch_size is not None and batch_size <= 0) or rows_per_split <= 0:
         raise InvalidInputError("batch_size and rows_per_split must be positive", table=ds.uri)
     schema = spark_schema(_arrow_output_schema(ds, wanted))
@@ -241,13 +239,46 @@ def read_dataframe(
 ) -> Any:
     """A version of the table at ``uri`` as a DataFrame read by the executors.
 
-    ``version``: a number or tag (default: the latest, pinned now). ``columns``: the columns
-    to read (table columns and ``_rowid``/``_rowaddr``/``_row_created_at_version``/
-    ``_row_last_updated_at_version``); unread columns cost nothing. ``filter``: a SQL predicate
-    evaluated by the engine while reading. ``batch_size``: rows per Arrow batch the tasks hand
-    Spark (default: :func:`batch_rows`, 65,536 or fewer for wide rows). ``with_row_id`` / ``with_row_address`` append
-    ``_rowid`` / ``_rowaddr`` (as Spark longs). ``storage_options``: object-store settings
-    (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables, shipped to the executors.
+    The driver pins the version and plans the splits; each task opens the table itself and
+    reads its rows (the rows never pass through the driver).
+
+    Parameters
+    ----------
+    spark
+        The SparkSession.
+    uri
+        The table: a path every executor reaches, or an ``s3://``/``gs://``/``az://`` URI.
+    version
+        A version number or tag; default: the latest, pinned when this is called.
+    columns
+        The columns to read: table columns and ``_rowid``/``_rowaddr``/
+        ``_row_created_at_version``/``_row_last_updated_at_version``; unread columns cost nothing.
+    filter
+        A SQL predicate (the engine's dialect), evaluated by the engine while reading.
+    with_row_id, with_row_address
+        Append ``_rowid`` / ``_rowaddr`` (as Spark longs).
+    rows_per_split
+        About how many rows a split (a Spark partition) holds at most (default 1,048,576).
+    batch_size
+        Rows per Arrow batch the tasks hand Spark (default: :func:`batch_rows`, 65,536 or
+        fewer for wide rows).
+    storage_options
+        Object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables,
+        shipped to the executors.
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        The rows of that version.
+
+    Raises
+    ------
+    DatasetNotFoundError
+        There is no table at ``uri``.
+    VersionNotFoundError
+        ``version`` does not exist.
+    InvalidInputError
+        An unknown column or an invalid filter.
     """
     plan = plan_read(uri, version=version, columns=columns, filter=filter, with_row_id=with_row_id,
                      with_row_address=with_row_address, target_splits=parallelism(spark),

@@ -554,7 +554,7 @@ def _read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
     # the engine's scan plan over the split's row ranges; the task decodes one batch at a time
     # (batch_readahead=0), and the batches are converted to Spark's types, not projected
     plan = plan_scan(ds, columns=list(spec.columns), filter=spec.filter or None, batch_size=spec.batch_size,
-                     fragments=ranges, batch_readahead=0)
+                     fragments=ranges, options={"batch_readahead": 0})
     convert = BatchConverter(arrow_schema_from_bytes(spec.target), table=spec.uri, check_nulls=False)
     for batch in ScanExecutor(ds, plan).rows():
         yield convert(batch)

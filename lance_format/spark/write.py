@@ -314,35 +314,75 @@ def write_dataframe(
 ) -> CommitResult:
     """Write a Spark DataFrame as one new version of the Lance table at ``uri``.
 
-    ``mode``: ``create``/``error`` (fail if the table exists), ``append`` (creates a missing
-    table), ``overwrite`` (all rows, or only those matching ``replace_where``), ``ignore``
-    (do nothing if the table exists). ``schema_mode``: ``error`` (columns and types must match
-    the table's), ``add_columns`` (new DataFrame columns become new nullable table columns),
-    ``overwrite`` (a full overwrite may change the schema). ``replace_where``: a SQL predicate;
-    the matching rows are deleted and the DataFrame's rows (which must all match it) added in
-    one atomic commit. ``transaction_properties`` are stored in the transaction; the key
-    ``"idempotency_key"`` makes a re-run of an already committed write return that commit
-    without writing anything (found among the last ``idempotency_window`` versions); two runs
-    racing with one key commit once, since the commit loop refuses a second transaction with
-    a key that a concurrent commit already carries. ``fixed_size_lists`` (column -> size) stores
-    array columns as fixed-size-list vectors (field metadata ``arrow.fixed-size-list.size`` does
-    the same).
-    ``enable_stable_row_ids`` and ``data_storage_version`` apply when the table is created.
-    ``storage_options``: object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://``
-    tables; they are shipped to the executors, which open the table themselves.
-    ``target_rows_per_file`` / ``target_bytes_per_file`` (default 1,048,576 rows / 256 MiB,
-    capped by the ``max_*`` limits): with ``coalesce`` (default), a DataFrame whose estimated
-    size (Spark's plan statistics) fills fewer files than it has partitions is coalesced to
-    that many write tasks, so many small partitions do not leave many small fragments; and a
-    task whose output stays below 1/8 of both targets hands it to the commit, which coalesces
-    such outputs into files of the target size (:mod:`lance_format.spark.coalesce`; one version,
-    ``fragments_before_coalescing`` / ``small_outputs_coalesced`` in the result and the
-    transaction properties). The result's ``small_fragments`` counts the new files below 1/8 of
-    both targets, and ``table_fragments`` the table's fragments after the write.
-    ``compact_small_fragments`` (off by default, like Delta's auto compaction): ``True``, or a
-    number of small fragments (default 50): once the table holds that many small files, they
-    are compacted to the targets in a second commit after the write
-    (:mod:`lance_format.spark.compaction`; ``compaction_version`` in the result).
+    The executors write the data files; the driver commits once (an atomic, conflict-checked
+    Lance commit). Rows never travel through the driver.
+
+    Parameters
+    ----------
+    df
+        The DataFrame to write.
+    uri
+        The table: a path every executor reaches, or an ``s3://``/``gs://``/``az://`` URI.
+    mode
+        ``create``/``error`` (fail if the table exists), ``append`` (creates a missing table),
+        ``overwrite`` (all rows, or only those matching ``replace_where``), ``ignore`` (do
+        nothing if the table exists).
+    replace_where
+        A SQL predicate: the matching rows are deleted and the DataFrame's rows (which must all
+        match it) added in one atomic commit.
+    schema_mode
+        ``error`` (columns and types must match the table's), ``add_columns`` (new DataFrame
+        columns become new nullable table columns), ``overwrite`` (a full overwrite may change
+        the schema).
+    enable_stable_row_ids, data_storage_version
+        Apply when the table is created.
+    max_rows_per_file, max_bytes_per_file
+        Hard limits at which files roll (pylance's 1,048,576 rows and 90 GB).
+    target_rows_per_file, target_bytes_per_file
+        The size files aim at (default 1,048,576 rows / 256 MiB, capped by the ``max_*``
+        limits).
+    coalesce
+        On by default: a DataFrame whose estimated size (Spark's plan statistics) fills fewer
+        files than it has partitions is coalesced to that many write tasks, and a task whose
+        output stays below 1/8 of both targets hands it to the commit, which coalesces such
+        outputs into files of the target size (:mod:`lance_format.spark.coalesce`; one version).
+    compact_small_fragments
+        Off by default, like Delta's auto compaction. ``True``, or a number of small fragments
+        (default 50): once the table holds that many small files, they are compacted to the
+        targets in a second commit after the write (:mod:`lance_format.spark.compaction`).
+    transaction_properties
+        Stored in the transaction. The key ``"idempotency_key"`` makes a re-run of an already
+        committed write return that commit without writing anything (found among the last
+        ``idempotency_window`` versions); two runs racing with one key commit once, since the
+        commit loop refuses a second transaction with a key that a concurrent commit already
+        carries.
+    commit_message
+        Stored in the transaction.
+    fixed_size_lists
+        Column -> size: store array columns as fixed-size-list vectors (field metadata
+        ``arrow.fixed-size-list.size`` does the same).
+    storage_options
+        Object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables; they
+        are shipped to the executors, which open the table themselves.
+
+    Returns
+    -------
+    CommitResult
+        The version committed and what it holds: ``rows``, ``fragments``, ``small_fragments``
+        (new files below 1/8 of both targets), ``table_fragments`` (the table's fragments
+        after the write), ``fragments_before_coalescing`` / ``small_outputs_coalesced``,
+        ``compaction_version``; ``skipped`` for an idempotent re-run or ``mode="ignore"``.
+
+    Raises
+    ------
+    DatasetAlreadyExistsError
+        ``mode="create"`` and the table exists.
+    SchemaMismatchError
+        The DataFrame's columns do not match the table's (``schema_mode="error"``).
+    InvalidInputError
+        An invalid option, mode or predicate.
+    CommitConflictError
+        A concurrent commit conflicts with this write.
     """
     plan = plan_write(
         df.schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,

@@ -9,10 +9,14 @@ that requests change-feed runs; launching the ``change_raw_orders`` job succeeds
 cursor moves to the versions it committed. Every assertion waits on what the page shows.
 
 Skipped (saying why) only where Playwright or Chromium is missing; ``.ci/run`` installs both.
+
+With ``LANCE_ASSETS_SCREENSHOTS=<folder>`` set, the walkthrough also saves a screenshot of each
+step there (``docs/images/ui/`` holds the documentation's, taken this way).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -33,6 +37,15 @@ BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SENSOR = "raw_orders_versions_sensor"
 RUN_TIMEOUT_MS = 300_000  # a run worker starting a JVM on two busy cores
+SCREENSHOTS = os.environ.get("LANCE_ASSETS_SCREENSHOTS")  # a folder: save each step's page there
+
+
+def _snap(page, name: str) -> None:
+    """Save the visible page as ``<LANCE_ASSETS_SCREENSHOTS>/<name>.png`` when that is set."""
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.wait_for_timeout(1500)  # let the page's last requests render
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"))
 
 
 def _open_launched_run(page) -> None:
@@ -94,11 +107,13 @@ def _walkthrough(page, server, uri: str, tmp_path: Path) -> None:
                        ("lance/operation", "create (the table's first version, by this merge)")):
         row = page.get_by_role("row").filter(has=page.get_by_role("cell", name=key, exact=True))
         expect(row.get_by_role("cell").last).to_have_text(value)
+    _snap(page, "1-raw-orders-overview")
 
     # 2. The daily assets' column-schema checks were evaluated (by the first command's runs)
     page.goto(f"{server.url}/assets/daily_orders?view=checks")
     expect(page.get_by_text("column_schema_change").first).to_be_visible()
     expect(body).to_contain_text(re.compile(r"Evaluation result\s*Passed"))
+    _snap(page, "2-daily-orders-checks")
 
     # 3. Materialize raw_orders (a Spark job in dg dev's run worker)
     page.goto(f"{server.url}/assets/raw_orders")
@@ -106,6 +121,7 @@ def _walkthrough(page, server, uri: str, tmp_path: Path) -> None:
     page.get_by_text("Materialize", exact=True).first.click()  # the button (its name includes an icon)
     _open_launched_run(page)
     _wait_for_run_success(page)
+    _snap(page, "3-materialize-run")
     after_materialize = lance_format.dataset(uri).version
 
     # 4. Turn on the version sensor: its first tick requests the change-feed runs
@@ -115,6 +131,7 @@ def _walkthrough(page, server, uri: str, tmp_path: Path) -> None:
     expect(page.locator("input[type=checkbox]").first).to_be_checked()
     expect(body).to_contain_text(f"{after_materialize} runs requested", timeout=RUN_TIMEOUT_MS)  # one per version
     expect(body).to_contain_text(f'{{"raw_orders": {after_materialize}}}')
+    _snap(page, "4-sensor-tick")
 
     # 5. Launch the change_raw_orders job from its launchpad
     page.goto(f"{server.url}/locations/{LOCATION}/jobs/change_raw_orders/playground")
@@ -126,3 +143,4 @@ def _walkthrough(page, server, uri: str, tmp_path: Path) -> None:
     # 6. The sensor picks the job's commits up
     page.goto(f"{server.url}/locations/{LOCATION}/sensors/{SENSOR}")
     expect(body).to_contain_text(f'{{"raw_orders": {changed}}}', timeout=RUN_TIMEOUT_MS)
+    _snap(page, "5-sensor-after-change-job")

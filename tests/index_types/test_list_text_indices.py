@@ -198,3 +198,18 @@ def test_zone_indices_with_stable_row_ids(tmp_path, table):
         expected = _ids(lance.dataset(uri), flt, use_scalar_index=False)
         assert np.array_equal(_ids(lance.dataset(uri), flt), expected), flt
         assert np.array_equal(_ids(lance_format.dataset(uri), flt), expected), flt
+
+
+def test_float_labels_zero_and_nan(tmp_path):
+    uri = str(tmp_path / "floats.lance")
+    lists = [[1.5, float("nan")], [float("nan")], None, [], [2.0, None], [-0.0], [0.0, 1.5]] * 40
+    lance.write_dataset(pa.table({"id": pa.array(range(len(lists)), pa.int64()),
+                                  "f": pa.array(lists, pa.list_(pa.float64()))}), uri)
+    lance.dataset(uri).create_scalar_index("f", "LABEL_LIST", name="theirs")
+    lance_format.dataset(uri).create_scalar_index("f", "LABEL_LIST", name="ours")
+    # pylance's keys: -0.0 and 0.0 apart, one NaN, sorted last
+    assert_same_index_file(uri, "ours", "theirs", "bitmap_page_lookup.lance")
+    lance.dataset(uri).drop_index("theirs")
+    ours = lance_format.dataset(uri)
+    for flt in ("array_has_any(f, [0.0])", "array_has_all(f, [1.5, 0.0])", "array_contains(f, 2.0)"):
+        assert np.array_equal(_ids(ours, flt), _ids(ours, flt, use_scalar_index=False)), flt

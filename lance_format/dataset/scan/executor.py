@@ -93,7 +93,11 @@ class ScanExecutor:
             return
         # candidate rows: the live ones (in the range) are taken by offset, a batch at a time
         self._narrowed.add(id(part))
-        offsets = np.intersect1d(np.asarray(candidates, dtype=np.uint64), fragment.live_offsets())
+        offsets = np.asarray(candidates, dtype=np.uint64)
+        offsets = offsets[offsets < fragment.physical_rows]
+        keep = fragment._keep_mask  # None: no deleted rows (intersecting with every live offset
+        if keep is not None:        # costs seconds on a large fragment; a mask lookup does not)
+            offsets = offsets[keep[offsets]]
         if part.row_range is not None:
             offsets = offsets[(offsets >= part.row_range[0]) & (offsets < part.row_range[1])]
         lock = threading.Lock()  # takes share the fragment's readers, which older files do not lock

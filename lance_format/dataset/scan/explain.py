@@ -28,7 +28,9 @@ def explain(plan: ScanPlan, verbose: bool = False, read_metrics: str = "") -> st
     if plan.search is not None:
         lines.append(plan.search.describe())
     if plan.filter is not None:
-        lines.append(f"Filter: {plan.filter} (per batch, on the decoded columns)")
+        late = (f"; then [{', '.join(plan.late.rest.names)}] for the passing rows only"
+                if plan.late is not None else "")
+        lines.append(f"Filter: {plan.filter} (per batch, on the decoded columns{late})")
     if plan.index is not None:
         lines.append(plan.index.describe())
     deleted = "with deleted rows" if plan.include_deleted else "skipping deleted rows"

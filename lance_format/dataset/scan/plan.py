@@ -229,9 +229,10 @@ def plan_scan(
     strict_batch_size: bool = False,
     include_deleted_rows: bool = False,
     index: IndexStep | None = None,
-    **options: Any,
+    options: Mapping[str, Any] | None = None,
 ) -> ScanPlan:
-    """Plan a scan of ``dataset`` (``LanceDataset.scanner``'s parameters and options).
+    """Plan a scan of ``dataset`` (``LanceDataset.scanner``'s parameters; its other options,
+    such as ``batch_readahead`` or ``blob_handling``, in ``options``).
 
     ``fragments`` may hold :class:`FragmentRange` items to scan physical row ranges only.
     ``index``: a step narrowing each fragment to candidate rows (see :class:`IndexStep`); kept
@@ -245,6 +246,7 @@ def plan_scan(
         An option asking for a feature this engine lacks (vector or full-text search).
     """
     uri = dataset.uri
+    options = options or {}
     readahead, fragment_readahead, io_buffer_size = readahead_of(options, table=uri)
     check_options(options, table=uri)
     table_schema = dataset.lance_schema
@@ -305,7 +307,9 @@ def plan_scan(
             asked_late is True or isinstance(asked_late, (list, tuple))),
         strict_batch_size=bool(strict_batch_size), readahead=readahead, fragment_readahead=fragment_readahead,
         io_buffer_size=io_buffer_size, in_order=options.get("scan_in_order") is not False,
-        # an index narrows the rows a filter reads; deleted rows (include_deleted_rows) are read in full
+        # an index narrows the rows a filter reads; deleted rows (include_deleted_rows) are read in
+        # full. (Choosing a table's own scalar index for ``condition`` belongs here, as a default
+        # for ``index`` when the caller gives none; the executor asks it per fragment.)
         index=index if condition is not None and not include_deleted_rows else None,
     )
 

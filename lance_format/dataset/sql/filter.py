@@ -23,6 +23,11 @@ Lance's planner (``rust/lance-datafusion/src/planner.rs``):
   ``json_array_contains``, ``json_array_length``) apply to JSON columns
   (:mod:`lance_format.dataset.sql.json_functions`).
 
+A ``pc.Expression`` given as a filter (what DuckDB and Polars push into a scan) is translated into
+this dialect where that is exact, the rest kept for pyarrow (:mod:`lance_format.dataset.sql.pushdown`);
+``matching_rows`` evaluates predicates over top-level columns by direct kernel calls
+(:mod:`lance_format.dataset.sql.evaluate`).
+
 System columns ``_rowid``, ``_rowaddr``, ``_row_created_at_version`` and
 ``_row_last_updated_at_version`` (uint64) may be referenced even when ``schema`` lacks them.
 """
@@ -38,6 +43,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from lance_format.dataset.sql.evaluate import compiled
+from lance_format.dataset.sql.pushdown import split_arrow_filter
 from lance_format.dataset.sql.translate import (
     SYSTEM_COLUMNS,
     LanceFilterDialect,
@@ -51,18 +58,34 @@ __all__ = ["SYSTEM_COLUMNS", "to_expression", "to_value_expression", "referenced
 
 
 def to_expression(filter: str | pc.Expression | None, schema: pa.Schema) -> pc.Expression | None:
-    """Translate a SQL predicate into a ``pc.Expression`` over ``schema``; expressions pass through.
+    """Translate a SQL predicate into a ``pc.Expression`` over ``schema``.
 
     Raises :class:`InvalidInputError` for syntax errors, unknown columns, unsupported constructs
-    and predicates that do not evaluate to a boolean.
+    and predicates that do not evaluate to a boolean. A pyarrow expression is translated
+    where it can be exactly (see :func:`_from_arrow`).
     """
-    if filter is None or isinstance(filter, pc.Expression):
-        return filter
+    if filter is None:
+        return None
+    if isinstance(filter, pc.Expression):
+        return _from_arrow(filter, schema)
     if not isinstance(filter, str):
         raise InvalidInputError(
             f"filter must be a SQL string or a pyarrow.compute.Expression, got {type(filter).__name__}"
         )
     return Translator(filter, schema).translate()
+
+
+def _from_arrow(expr: pc.Expression, schema: pa.Schema) -> pc.Expression:
+    """A pyarrow filter (DuckDB's, Polars', a user's) through this SQL layer where it translates
+    exactly (:mod:`lance_format.dataset.sql.pushdown`), the rest evaluated by pyarrow as given."""
+    split = split_arrow_filter(expr, validation_schema(schema))
+    if split.sql is None:
+        return expr
+    try:
+        translated = Translator(split.sql, schema).translate()
+    except InvalidInputError:
+        return expr  # not expected; pyarrow evaluating the whole filter is right in any case
+    return translated if split.residual is None else translated & split.residual
 
 
 def referenced_columns(expr: pc.Expression | str, schema: pa.Schema) -> list[str]:
@@ -195,20 +218,46 @@ def _nullable(node: exp.Expr, schema: pa.Schema) -> bool:
     return True
 
 
+_NO_ROWS = pa.array([], pa.uint64())
+
+
 def matching_rows(batch: pa.RecordBatch, condition: pc.Expression) -> pa.Array:
     """The positions (ascending) of the rows of ``batch`` where ``condition`` is TRUE.
 
     The predicate is evaluated into one boolean column on this thread (``Table.filter`` would
     copy every column through a threaded plan, and scans already decode batches side by side).
     """
-    plan = acero.Declaration.from_sequence([
-        acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
-        acero.Declaration("project", acero.ProjectNodeOptions([condition], ["matches"])),
-    ])
-    matches = plan.to_table(use_threads=False).column(0)
+    matches = _evaluated(batch, condition)
+    if matches is None:
+        plan = acero.Declaration.from_sequence([
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
+            acero.Declaration("project", acero.ProjectNodeOptions([condition], ["matches"])),
+        ])
+        matches = plan.to_table(use_threads=False).column(0)
     if not pa.types.is_boolean(matches.type):
         # not a predicate (an expression given directly): Table.filter reports it as it always did
         positions = pa.array(np.arange(batch.num_rows, dtype=np.uint64))
         return pa.Table.from_batches([batch]).append_column("__position", positions).filter(condition) \
             .column("__position").combine_chunks()
-    return pc.indices_nonzero(pc.fill_null(matches.combine_chunks(), False))
+    if isinstance(matches, pa.ChunkedArray):
+        matches = matches.combine_chunks()
+    if matches.true_count == 0:  # most batches of a selective filter: a popcount, no index scan
+        return _NO_ROWS
+    return pc.indices_nonzero(matches if matches.null_count == 0 else pc.fill_null(matches, False))
+
+
+def _evaluated(batch: pa.RecordBatch, condition: pc.Expression) -> pa.Array | pa.ChunkedArray | None:
+    """``condition`` on ``batch`` by direct kernel calls (:mod:`lance_format.dataset.sql.evaluate`),
+    or None where the Acero plan must decide (including any kernel error: Acero reports it)."""
+    evaluator = compiled(condition)
+    if evaluator is None:
+        return None
+    try:
+        result = evaluator(batch)
+    except (pa.ArrowException, TypeError, ValueError, KeyError):
+        return None
+    if isinstance(result, pa.Scalar):
+        return pa.repeat(result, batch.num_rows)
+    if not isinstance(result, (pa.Array, pa.ChunkedArray)) or len(result) != batch.num_rows:
+        return None
+    return result

@@ -101,21 +101,74 @@ def write_dataset(
 ) -> LanceDataset:
     """Write ``data_obj`` as a new version of the table at ``uri`` (pylance's ``write_dataset``).
 
-    ``storage_options``: object-store settings with Lance's keys, for ``s3://`` URIs (and the
-    bases). ``initial_bases`` (mode ``create`` only): base paths the new table registers.
-    ``target_bases``: names or paths of registered bases the new data files go to, in turn;
-    ``target_all_bases``: every registered base, after the table's own root when True.
-    ``max_rows_per_group``: rows per group of legacy (0.1) files (1024 by default, like
-    pylance's); file versions 2.x have no groups and ignore it.
-    ``use_legacy_format``: True is ``data_storage_version="legacy"``, False ``"stable"``.
-    ``progress``: a pylance ``FragmentWriteProgress`` (or any object with ``begin(fragment)`` and
-    ``complete(fragment)``), called as each data file is opened and finished.
-    ``auto_cleanup_options``: ``{"interval": N, "older_than_seconds": S}`` when creating a table:
-    clean up versions older than S seconds after every N-th commit (see ``enable_auto_cleanup``).
-    pylance's tuning options (``data_cache_bytes``, ``max_page_bytes``) are accepted; a
-    ``commit_lock``: pylance's custom lock, called with the version being committed; the
-    context manager it returns is held while that version's manifest is published.
-    A ``session``, namespace or blob-ingest option is refused.
+    Parameters
+    ----------
+    data_obj
+        The rows: a pyarrow ``Table``, ``RecordBatch`` or ``RecordBatchReader``, an iterable of
+        record batches (with ``schema``), a pandas DataFrame, or a list of dicts. Batches are
+        streamed: memory stays bounded by a file's worth of rows.
+    uri
+        Where the table lives: a local path, an object-store URI (``s3://``, ``gs://``,
+        ``az://``, ``memory://``), an open store, or a :class:`LanceDataset` (written on the
+        branch it is checked out on).
+    schema
+        The schema of ``data_obj`` when it does not carry one (an iterable of batches).
+    mode
+        ``"create"`` (the default: fail if the table exists), ``"append"`` (create the table if
+        missing) or ``"overwrite"`` (replace all rows in a new version; create if missing).
+    max_rows_per_file, max_bytes_per_file
+        Roll to a new data file at this many rows (default 1,048,576) or written bytes
+        (default 90 GB), as pylance does.
+    commit_message, transaction_properties
+        Recorded in the commit's transaction (``read_transaction()`` returns them).
+    enable_stable_row_ids
+        Give every row a stable id (needed by the change feed); at creation only.
+    data_storage_version
+        The file version of a new table: ``"2.2"`` (the default, as in pylance 14), ``"2.1"``,
+        ``"2.0"``, ``"legacy"`` (0.1), or ``"stable"``/``"next"``. Appends use the table's.
+    enable_v2_manifest_paths
+        Name manifests the V2 way (newest first when listed); True as in pylance.
+    storage_options
+        Object-store settings with Lance's keys (credentials, endpoint, region, ...), for the
+        table and its bases.
+    initial_bases
+        Base paths a new table registers (mode ``"create"`` only).
+    target_bases
+        Names or paths of registered bases the new data files go to, in turn.
+    target_all_bases
+        Spread the new data files over every registered base (after the table's own root).
+    max_rows_per_group
+        Rows per group of legacy (0.1) files (1024, like pylance's); 2.x files ignore it.
+    use_legacy_format
+        True is ``data_storage_version="legacy"``, False ``"stable"``.
+    auto_cleanup_options
+        ``{"interval": N, "older_than_seconds": S}`` when creating a table: clean up versions
+        older than S seconds after every N-th commit (see ``enable_auto_cleanup``).
+    progress
+        A pylance ``FragmentWriteProgress`` (or any object with ``begin(fragment)`` and
+        ``complete(fragment)``), called as each data file is opened and finished.
+    commit_lock
+        pylance's custom lock: called with the version being committed; the context manager
+        it returns is held while that version's manifest is published.
+    **options
+        pylance's tuning options (``data_cache_bytes``, ``max_page_bytes``) are accepted and
+        ignored; a ``session``, namespace or blob-ingest option is refused.
+
+    Returns
+    -------
+    LanceDataset
+        The table at the version this write committed.
+
+    Raises
+    ------
+    DatasetAlreadyExistsError
+        ``mode="create"`` and a table exists at ``uri``.
+    SchemaMismatchError
+        Appended rows do not match the table's schema.
+    InvalidInputError
+        An unknown mode or option, or contradictory options.
+    CommitConflictError
+        A concurrent commit conflicts with this one, or the retries ran out.
     """
     for name, value in options.items():
         if name in _TUNING_OPTIONS:

@@ -12,6 +12,7 @@ A search reads the ``keys`` column once, finds the matching keys and reads only 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -102,6 +103,7 @@ class BitmapIndex(ScalarIndex):
         self._store = store
         self._keys = combined(store.read_table(BITMAP_LOOKUP, columns=["keys"])["keys"])
         self._bitmaps: dict[int, np.ndarray] = {}  # key position -> decoded ids, filled as read
+        self._lock = threading.Lock()
 
     def statistics(self) -> dict[str, Any]:
         return {"num_bitmaps": len(self._keys)}
@@ -110,6 +112,10 @@ class BitmapIndex(ScalarIndex):
         self._bitmaps_at(np.arange(len(self._keys)))
 
     def _bitmaps_at(self, positions: np.ndarray) -> list[np.ndarray]:
+        with self._lock:  # a cached segment is shared by concurrent scans
+            return self._bitmaps_at_locked(positions)
+
+    def _bitmaps_at_locked(self, positions: np.ndarray) -> list[np.ndarray]:
         missing = np.asarray([p for p in positions.tolist() if p not in self._bitmaps], dtype=np.int64)
         if len(missing):
             raw = self._store.take(BITMAP_LOOKUP, missing, columns=["bitmaps"])["bitmaps"]

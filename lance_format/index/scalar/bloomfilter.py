@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_format.errors import InvalidInputError
 from lance_format.index.scalar import queries as q
@@ -49,17 +50,24 @@ def _is_supported(data_type: pa.DataType) -> bool:
              or t.is_timestamp(data_type)))
 
 
-def hash_values(values: pa.Array) -> np.ndarray:
-    """xxHash64 of each non-null value's physical bytes (nulls dropped)."""
+def hash_values(values: pa.Array, distinct: bool = False) -> np.ndarray:
+    """xxHash64 of each non-null value's physical bytes (nulls dropped). ``distinct``: hash each
+    distinct byte pattern once (a filter holds sets: repeats add nothing)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     values = values.drop_null()
     t = values.type
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return hash_binary(values)
-    if pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t):
+        return hash_binary(pc.unique(values) if distinct else values)
+    if pa.types.is_floating(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t):
+        # by their bits: -0.0 and 0.0 (or two NaNs) stay apart when deduplicated
         values = values.view(pa.int32() if t.bit_width == 32 else pa.int64())
-    return hash_fixed(values.to_numpy(zero_copy_only=False))
+    if distinct:
+        values = pc.unique(values)
+    data = values.to_numpy(zero_copy_only=False)
+    if pa.types.is_floating(t):
+        data = data.view(np.float32 if t.bit_width == 32 else np.float64)
+    return hash_fixed(data)
 
 
 def probability_param(params: Mapping[str, Any]) -> float:
@@ -115,7 +123,7 @@ class BloomFilterIndexType(ScalarIndexType):
         for values, addrs in iter_zones(batches, items):
             bounds.append(zone_bound(addrs))
             has_null.append(values.null_count > 0)
-            filters.append(sbbf.build(hash_values(values), size))
+            filters.append(sbbf.build(hash_values(values, distinct=True), size))
             if values.null_count:
                 null_addrs.append(addrs[values.is_null().to_numpy(zero_copy_only=False)])
         columns = [np.array(c, dtype=np.uint64) for c in zip(*bounds)] if bounds else [np.zeros(0, np.uint64)] * 3

@@ -18,6 +18,7 @@ only those pages and compares their values: the answer is exact.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -32,7 +33,7 @@ from lance_format.index.store import IndexStore
 PAGE_DATA = "page_data.lance"
 PAGE_LOOKUP = "page_lookup.lance"
 DEFAULT_BATCH_SIZE = 4096
-_CACHED_ROWS = 4 << 20  # pages kept in memory per segment once read (pylance keeps them in its index cache)
+_CACHED_ROWS = 1 << 20  # pages kept in memory per segment once read (pylance keeps them in its index cache)
 
 
 def supports_value_type(data_type: pa.DataType) -> bool:
@@ -128,6 +129,7 @@ class BTreeIndex(ScalarIndex):
         self._data: pa.Table | None = None  # all of page_data once prewarmed (or mostly read)
         self._cached: dict[int, pa.Table] = {}  # page position -> its rows, up to _CACHED_ROWS rows
         self._cached_rows = 0
+        self._lock = threading.Lock()
         # pages whose min is null (they hold nulls) come first, then pages whose max is null
         # (only nulls) are the first of those
         self._null_min = int(self._mins.null_count)
@@ -216,10 +218,18 @@ class BTreeIndex(ScalarIndex):
     def _read_pages(self, pages: np.ndarray) -> pa.Table:
         """The rows of ``pages`` (ascending) of ``page_data.lance``: from memory when cached,
         else contiguous missing pages read at once (and cached while the budget lasts)."""
-        if self._data is None and len(pages) * 2 > len(self._pages) and self._rows <= _CACHED_ROWS:
-            self.prewarm()  # most of the file: read it whole, once
-        if self._data is not None:
-            bs, data = self._batch_size, self._data
+        with self._lock:  # a cached segment is shared by concurrent scans
+            return self._read_pages_locked(pages)
+
+    def _read_pages_locked(self, pages: np.ndarray) -> pa.Table:
+        data = self._data
+        if data is None and len(pages) * 2 > len(self._pages):
+            # most of the file: one sequential read beats many scattered ones (kept when it fits)
+            data = self._store.read_table(PAGE_DATA)
+            if self._rows <= _CACHED_ROWS:
+                self._data = data
+        if data is not None:
+            bs = self._batch_size
             return pa.concat_tables([data.slice(self._pages_offset(p), bs) for p in pages.tolist()]) \
                 if len(pages) else self._empty()
         missing = np.asarray([p for p in pages.tolist() if p not in self._cached], dtype=np.int64)

@@ -13,6 +13,7 @@ the rows whose list is null. Index version 1.
 from __future__ import annotations
 
 import json
+import struct
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -22,7 +23,8 @@ import pyarrow.compute as pc
 from lance_format.errors import ArgumentTypeError, InvalidInputError
 from lance_format.index.scalar import queries as q
 from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndex, ScalarIndexType, SearchResult, register
-from lance_format.index.scalar.rowsets import deserialize_addr_treemap, serialize_addr_treemap
+from lance_format.index.scalar.rowsets import (KeyedRowSets, deserialize_addr_treemap, serialize_addr_treemap,
+                                               sorted_unique)
 from lance_format.index.scalar.zones import read_global_buffer, write_segment_file
 from lance_format.index.store import IndexStore
 
@@ -35,23 +37,45 @@ def _is_list(data_type: pa.DataType) -> bool:
     return pa.types.is_list(data_type) or pa.types.is_large_list(data_type)
 
 
-def _sorted_groups(keys: pa.Array, rows: np.ndarray) -> tuple[pa.Array, list[np.ndarray]]:
-    """Distinct keys (null first, then ascending) and each key's rows."""
-    if len(keys) == 0:
-        return keys, []
-    order = pc.array_sort_indices(keys, null_placement="at_start")
-    keys = keys.take(order)
-    rows = rows[order.to_numpy()]
-    nulls = keys.null_count
-    valid = keys.slice(nulls)
-    # group starts: where a key differs from the one before it
-    changed = np.ones(len(valid), dtype=bool)
-    if len(valid) > 1:
-        changed[1:] = pc.not_equal(valid.slice(1), valid.slice(0, len(valid) - 1)).to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(changed) + nulls
-    bounds = [*([0] if nulls else []), *starts.tolist(), len(keys)]
-    distinct = keys.take(pa.array(np.array(bounds[:-1], dtype=np.int64)))
-    return distinct, [rows[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+class _Labels:
+    """Numbers for the distinct labels met so far (dictionary-encoding each batch, then mapping
+    its few distinct values: a loop over distinct labels, not rows). Float labels are told apart
+    by their bits, as pylance's keys are: -0.0 and 0.0 are two labels, NaN one."""
+
+    def __init__(self, item_type: pa.DataType) -> None:
+        self.item_type = item_type
+        self.floating = pa.types.is_floating(item_type)
+        self.numbers: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def _number(self, value: Any) -> int:
+        key = struct.pack("<d", value) if self.floating and value is not None else value
+        found = self.numbers.get(key)
+        if found is None:
+            found = self.numbers[key] = len(self.values)
+            self.values.append(value)
+        return found
+
+    def encode(self, items: pa.Array) -> np.ndarray:
+        encoded = pc.dictionary_encode(items, null_encoding="encode")
+        mapping = np.array([self._number(v) for v in encoded.dictionary.to_pylist()], dtype=np.int64)
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        return mapping[codes] if len(mapping) else codes
+
+    def sorted_keys(self) -> tuple[pa.Array, np.ndarray]:
+        """The labels, null first then ascending (floats in total order: -0.0 before 0.0, NaN
+        last), and their numbers in that order."""
+        keys = pa.array(self.values, type=self.item_type)
+        if self.floating:
+            valid = np.asarray(keys.is_valid())
+            data = keys.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64)
+            nulls = np.flatnonzero(~valid)
+            present = np.flatnonzero(valid)
+            values = data[present]
+            order = np.concatenate([nulls, present[np.lexsort((~np.signbit(values), values))]]).astype(np.int64)
+        else:
+            order = pc.array_sort_indices(keys, null_placement="at_start").to_numpy()
+        return keys.take(pa.array(order, pa.int64())), order
 
 
 @register
@@ -79,8 +103,8 @@ class LabelListIndexType(ScalarIndexType):
     def train(cls, store: IndexStore, batches: Iterable[pa.RecordBatch], value_type: pa.DataType,
               params: Mapping[str, Any]) -> None:
         cls.check_type("value", value_type)
-        item_keys: list[pa.Array] = []
-        item_rows: list[np.ndarray] = []
+        labels = _Labels(value_type.value_type)
+        sets = KeyedRowSets()
         null_rows: list[np.ndarray] = []
         for batch in batches:
             lists = batch.column(VALUE_COLUMN)
@@ -88,17 +112,16 @@ class LabelListIndexType(ScalarIndexType):
             if lists.null_count:
                 null_rows.append(rows[lists.is_null().to_numpy(zero_copy_only=False)])
             parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
-            item_keys.append(pc.list_flatten(lists))
-            item_rows.append(rows[parents])
-        item_type = value_type.value_type
-        keys = pa.concat_arrays([k.cast(item_type) for k in item_keys]) if item_keys else pa.array([], item_type)
-        rows = np.concatenate(item_rows) if item_rows else np.zeros(0, np.uint64)
-        distinct, groups = _sorted_groups(keys, rows)
-        table = pa.table({"keys": distinct, "bitmaps": pa.array([serialize_addr_treemap(g) for g in groups],
-                                                                 pa.binary())})
+            items = pc.list_flatten(lists)
+            if len(items):
+                sets.add(labels.encode(items.cast(labels.item_type)), rows[parents])
+        keys, numbers = labels.sorted_keys()
+        fragments = sets.by_key()
+        table = pa.table({"keys": keys, "bitmaps": pa.array(
+            [sets.addr_treemap(int(n), fragments[int(n)]) for n in numbers], pa.binary())})
         nulls = np.concatenate(null_rows) if null_rows else np.zeros(0, np.uint64)
         write_segment_file(store, FILE, table,
-                           {STATS_KEY: json.dumps({"num_bitmaps": len(groups)}, separators=(",", ":"))},
+                           {STATS_KEY: json.dumps({"num_bitmaps": len(keys)}, separators=(",", ":"))},
                            [(NULLS_KEY, serialize_addr_treemap(nulls))])
 
     @classmethod
@@ -146,6 +169,11 @@ class LabelListIndex(ScalarIndex):
         labels = labels.drop_null()
         if labels.type != self.keys.type:
             labels = labels.cast(self.keys.type)
+        if pa.types.is_floating(labels.type) and len(labels):
+            # SQL equality: NaN equals nothing, -0.0 equals 0.0 (the keys keep both spellings)
+            data = labels.to_numpy(zero_copy_only=False)
+            data = data[~np.isnan(data)]
+            labels = pa.array(np.concatenate([data, -data[data == 0]]), labels.type)
         found = pc.index_in(labels, value_set=self.keys)
         positions = found.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
         return np.unique(positions), found.null_count == 0
@@ -154,18 +182,21 @@ class LabelListIndex(ScalarIndex):
         if isinstance(query, q.LabelListHasAny):
             positions, _ = self._positions(query.values)
             sets = self._rows_of(positions)
-            return SearchResult.of(np.concatenate(sets) if sets else np.zeros(0, np.uint64))
+            return SearchResult(sorted_unique(np.concatenate(sets)) if sets else np.zeros(0, np.uint64))
         if isinstance(query, q.LabelListHasAll):
-            if len(query.values.drop_null()) == 0:
+            wanted = query.values.drop_null()
+            if len(wanted) == 0:
                 return None  # every non-null list holds "all of nothing": leave it to the scan
-            positions, all_found = self._positions(query.values)
-            if not all_found:
-                return SearchResult()
-            sets = self._rows_of(positions)
-            result = sets[0]
-            for rows in sets[1:]:
-                result = np.intersect1d(result, rows, assume_unique=True)
+            result: np.ndarray | None = None
+            # each label is one requirement (a float zero is met by either spelling)
+            for label in pc.unique(wanted).to_pylist():
+                positions, _ = self._positions(pa.array([label], wanted.type))
+                sets = self._rows_of(positions)
+                if not sets:
+                    return SearchResult()
+                rows = sets[0] if len(sets) == 1 else sorted_unique(np.concatenate(sets))
+                result = rows if result is None else np.intersect1d(result, rows, assume_unique=True)
             return SearchResult(np.asarray(result, dtype=np.uint64))
         if isinstance(query, q.IsNull):
-            return SearchResult.of(self.null_lists())
+            return SearchResult(sorted_unique(self.null_lists()))
         return None

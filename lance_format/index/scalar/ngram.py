@@ -12,19 +12,16 @@ characters, or no trigram, is left to the scan; one with a trigram no row has ma
 
 from __future__ import annotations
 
-import array
-import struct
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
-from pyroaring import BitMap
 
 from lance_format.errors import ArgumentTypeError
 from lance_format.index.scalar import queries as q
 from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndex, ScalarIndexType, SearchResult, register
 from lance_format.index.scalar.ngram_text import N, NULL_TOKEN, query_tokens, trigrams
-from lance_format.index.scalar.rowsets import deserialize_roaring_treemap
+from lance_format.index.scalar.rowsets import KeyedRowSets, deserialize_roaring_treemap
 from lance_format.index.scalar.zones import write_segment_file
 from lance_format.index.store import IndexStore
 
@@ -33,7 +30,6 @@ SCHEMA = pa.schema([
     pa.field("tokens", pa.uint32()),
     pa.field("posting_list", pa.binary(), nullable=False, metadata={"lance-encoding:compression": "none"}),
 ])
-_SHIFT = np.uint64(32)
 _PAIRS_PER_UPDATE = 2_000_000
 
 
@@ -41,45 +37,11 @@ def _is_string(data_type: pa.DataType) -> bool:
     return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
 
 
-class _Postings:
-    """Posting lists being built: one 32-bit roaring bitmap per (token, fragment)."""
-
-    def __init__(self) -> None:
-        self.bitmaps: dict[tuple[int, int], BitMap] = {}
-
-    def add(self, tokens: np.ndarray, rows: np.ndarray) -> None:
-        if len(tokens) == 0:
-            return
-        keys = (tokens.astype(np.uint64) << _SHIFT) | (rows >> _SHIFT)
-        fragments = rows >> _SHIFT
-        if int(tokens.max()) < 1 << 16 and (fragments == fragments[0]).all():
-            order = np.argsort(tokens.astype(np.uint16), kind="stable")  # a radix sort
-        else:
-            order = np.argsort(keys)
-        keys, lows = keys[order], (rows[order] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        bounds = [0, *(np.flatnonzero(np.diff(keys)) + 1).tolist(), len(keys)]
-        # one update per (token, fragment) group of the batch, not per row
-        for i in range(len(bounds) - 1):
-            key = int(keys[bounds[i]])
-            bitmap = self.bitmaps.get((key >> 32, key & 0xFFFFFFFF))
-            if bitmap is None:
-                bitmap = self.bitmaps[(key >> 32, key & 0xFFFFFFFF)] = BitMap()
-            bitmap.update(array.array("I", lows[bounds[i]:bounds[i + 1]].tobytes()))
-
-    def table(self) -> pa.Table:
-        by_token: dict[int, list[int]] = {}
-        for token, fragment in self.bitmaps:
-            by_token.setdefault(token, []).append(fragment)
-        tokens = sorted(by_token)
-        lists = []
-        for token in tokens:
-            fragments = sorted(by_token[token])
-            parts = [struct.pack("<Q", len(fragments))]
-            for fragment in fragments:
-                parts.append(struct.pack("<I", fragment))
-                parts.append(self.bitmaps[(token, fragment)].serialize())
-            lists.append(b"".join(parts))
-        return pa.table([pa.array(tokens, pa.uint32()), pa.array(lists, pa.binary())], schema=SCHEMA)
+def _postings_table(sets: KeyedRowSets) -> pa.Table:
+    by_token = sets.by_key()
+    tokens = sorted(by_token)
+    lists = [sets.roaring_treemap(token, by_token[token]) for token in tokens]
+    return pa.table([pa.array(tokens, pa.uint32()), pa.array(lists, pa.binary())], schema=SCHEMA)
 
 
 @register
@@ -103,7 +65,7 @@ class NGramIndexType(ScalarIndexType):
     def train(cls, store: IndexStore, batches: Iterable[pa.RecordBatch], value_type: pa.DataType,
               params: Mapping[str, Any]) -> None:
         cls.check_type("value", value_type)
-        postings = _Postings()
+        postings = KeyedRowSets()
         pending: list[tuple[np.ndarray, np.ndarray]] = []
         pending_size = 0
         for batch in batches:
@@ -120,7 +82,7 @@ class NGramIndexType(ScalarIndexType):
                 pending, pending_size = [], 0
         if pending:
             postings.add(np.concatenate([t for t, _ in pending]), np.concatenate([r for _, r in pending]))
-        write_segment_file(store, FILE, postings.table(), {})
+        write_segment_file(store, FILE, _postings_table(postings), {})
 
     @classmethod
     def load(cls, store: IndexStore, details: bytes) -> "NGramIndex":

@@ -13,6 +13,7 @@ Bitmaps are written without run containers, as roaring-rs writes them, so bytes 
 
 from __future__ import annotations
 
+import array
 import struct
 
 import numpy as np
@@ -146,3 +147,57 @@ def _portable_size(view: memoryview, pos: int, what: str) -> int:
     cards = np.frombuffer(view[pos + 8:pos + 8 + 4 * n], dtype="<u2").reshape(n, 2)[:, 1].astype(np.int64) + 1
     body = np.where(cards > 4096, 8192, 2 * cards).sum()
     return int(8 + 4 * n + 4 * n + body)
+
+
+class KeyedRowSets:
+    """Row sets being built for many integer keys (NGRAM tokens, LABEL_LIST label numbers): one
+    32-bit roaring bitmap per (key, fragment), so memory holds compressed sets, not row pairs."""
+
+    def __init__(self) -> None:
+        self.bitmaps: dict[tuple[int, int], BitMap] = {}
+
+    def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        """Add ``rows[i]`` to the set of ``keys[i]`` (keys below 2**32)."""
+        if len(keys) == 0:
+            return
+        rows = np.asarray(rows, dtype=np.uint64)
+        fragments = rows >> _SHIFT
+        if int(keys.max()) < 1 << 16 and (fragments == fragments[0]).all():
+            order = np.argsort(keys.astype(np.uint16), kind="stable")  # a radix sort
+        else:
+            order = np.argsort((keys.astype(np.uint64) << _SHIFT) | fragments)
+        groups = (keys[order].astype(np.uint64) << _SHIFT) | fragments[order]
+        lows = (rows[order] & _U32).astype(np.uint32)
+        bounds = [0, *(np.flatnonzero(np.diff(groups)) + 1).tolist(), len(groups)]
+        # one update per (key, fragment) group, not per row
+        for i in range(len(bounds) - 1):
+            group = int(groups[bounds[i]])
+            slot = (group >> 32, group & 0xFFFFFFFF)
+            bitmap = self.bitmaps.get(slot)
+            if bitmap is None:
+                bitmap = self.bitmaps[slot] = BitMap()
+            bitmap.update(array.array("I", lows[bounds[i]:bounds[i + 1]].tobytes()))
+
+    def by_key(self) -> dict[int, list[int]]:
+        """Each key's fragments, ascending."""
+        found: dict[int, list[int]] = {}
+        for key, fragment in sorted(self.bitmaps):
+            found.setdefault(key, []).append(fragment)
+        return found
+
+    def roaring_treemap(self, key: int, fragments: list[int]) -> bytes:
+        """``RoaringTreemap`` bytes of ``key``'s rows."""
+        parts = [struct.pack("<Q", len(fragments))]
+        for fragment in fragments:
+            parts.append(struct.pack("<I", fragment))
+            parts.append(self.bitmaps[(key, fragment)].serialize())
+        return b"".join(parts)
+
+    def addr_treemap(self, key: int, fragments: list[int]) -> bytes:
+        """``RowAddrTreeMap`` bytes of ``key``'s rows."""
+        parts = [struct.pack("<I", len(fragments))]
+        for fragment in fragments:
+            data = self.bitmaps[(key, fragment)].serialize()
+            parts.append(struct.pack("<II", fragment, len(data)))
+            parts.append(data)
+        return b"".join(parts)

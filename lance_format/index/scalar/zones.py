@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from lance_format.file.api import LanceFileReader, LanceFileWriter
 from lance_format.index.scalar.base import VALUE_COLUMN
+from lance_format.index.scalar.rowsets import sorted_unique
 from lance_format.index.store import IndexStore
 
 ROWADDR = "_rowaddr"
@@ -86,7 +87,11 @@ def zone_addresses(fragment_ids: np.ndarray, starts: np.ndarray, lengths: np.nda
     zone_of_row = np.repeat(np.arange(len(lengths)), lengths)
     ends = np.cumsum(lengths)
     within = np.arange(total, dtype=np.int64) - (ends - lengths)[zone_of_row]
-    return np.unique(firsts[zone_of_row] + within.astype(np.uint64))
+    addresses = firsts[zone_of_row] + within.astype(np.uint64)
+    # zones of a segment never overlap: in address order they are already sorted and distinct
+    if len(addresses) > 1 and not (addresses[1:] > addresses[:-1]).all():
+        addresses = sorted_unique(addresses)
+    return addresses
 
 
 def write_segment_file(store: IndexStore, name: str, table: pa.Table, metadata: Mapping[str, str],
