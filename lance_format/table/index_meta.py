@@ -89,6 +89,7 @@ def apply_rewrite(section: table_pb2.IndexSection | None, rewrite: transaction_p
         if change is not None:
             index.fragment_bitmap = _remapped_bitmap(bitmap, groups, index.name).serialize()
             index.uuid.CopyFrom(change.new_id)
+            index.ClearField("base_id")  # the new files live with the version that wrote them
             index.index_details.CopyFrom(change.new_index_details)
             index.index_version = change.new_index_version
             del index.files[:]
@@ -98,6 +99,35 @@ def apply_rewrite(section: table_pb2.IndexSection | None, rewrite: transaction_p
         elif stable_row_ids or not kept_through_rewrite(index):
             if bitmap & BitMap(rewritten_ids):
                 index.fragment_bitmap = (bitmap - BitMap(rewritten_ids)).serialize()
+    return out
+
+
+def apply_update(section: table_pb2.IndexSection | None, body: transaction_pb2.Transaction.Update,
+                 pure_rewrites: list[int], stable_row_ids: bool) -> table_pb2.IndexSection | None:
+    """The index section after an ``Update`` (pylance's rules).
+
+    Fragments whose columns were rewritten in place (``updated_fragments`` with
+    ``fields_modified``) leave the bitmaps of the indices on those fields. With stable row ids, a
+    rows rewrite whose new fragments hold only moved rows (``pure_rewrites``: every row keeps its
+    row id) adds them to the indices that hold row ids, cover none of the updated fields
+    (``fields_for_preserving_frag_bitmap``) and covered every fragment the rows came from."""
+    if section is None:
+        return None
+    out = _copy(section)
+    modified = set(body.fields_modified)
+    updated = [f.id for f in body.updated_fragments]
+    value_fields = set(body.fields_for_preserving_frag_bitmap)
+    originals = list(body.removed_fragment_ids) + updated
+    for index in out.indices:
+        if index.name == FRAG_REUSE_INDEX_NAME or not index.fragment_bitmap:
+            continue
+        bitmap = BitMap.deserialize(bytes(index.fragment_bitmap))
+        if modified and any(f in modified for f in index.fields):
+            bitmap.difference_update(updated)
+        if (stable_row_ids and body.update_mode == 0 and pure_rewrites and not holds_row_addresses(index)
+                and not any(f in value_fields for f in index.fields) and all(i in bitmap for i in originals)):
+            bitmap.update(pure_rewrites)
+        index.fragment_bitmap = bitmap.serialize()
     return out
 
 

@@ -231,6 +231,9 @@ def _update(b: _Build) -> None:
     kept = _replace_by_id(b.existing, set(body.removed_fragment_ids), list(body.updated_fragments))
     new = _copies(body.new_fragments)
     _assign_ids(new, b.first_id)
+    # new fragments holding only moved rows (each already has its row id): pylance's "pure" rewrites
+    pure = [f.id for f in new if b.stable and f.physical_rows and lineage.carries_all_row_ids(b.store, f)]
+    b.indices = index_meta.apply_update(b.indices, body, pure, b.stable)
     if b.stable:
         b.next_row_id = lineage.assign_row_ids(new, b.next_row_id)
         # only an overwrite applies without a previous version (checked in _start)
