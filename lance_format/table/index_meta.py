@@ -123,7 +123,7 @@ def apply_update(section: table_pb2.IndexSection | None, body: transaction_pb2.T
             continue
         bitmap = BitMap.deserialize(bytes(index.fragment_bitmap))
         if modified and any(f in modified for f in index.fields):
-            bitmap.difference_update(updated)
+            bitmap.difference_update(BitMap(updated))
         if (stable_row_ids and body.update_mode == 0 and pure_rewrites and not holds_row_addresses(index)
                 and not any(f in value_fields for f in index.fields) and all(i in bitmap for i in originals)):
             bitmap.update(pure_rewrites)
