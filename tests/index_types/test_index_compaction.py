@@ -55,6 +55,14 @@ def _check_answers(uri: str) -> None:
         assert ours.count_rows(f) == len(indexed), f
 
 
+def assert_uses_indices(uri: str) -> None:
+    """Both engines answer from the (remapped) indices, not by scanning everything."""
+    for f, name in (("id = 1234", "id_idx"), ("cat = 'beta'", "cat_idx"), ("email LIKE 'user42.%'", "email_idx")):
+        for engine in (lance, lance_format):
+            plan = engine.dataset(uri).scanner(filter=f, columns=["id"]).explain_plan()
+            assert "ScalarIndexQuery" in plan and name in plan, (engine.__name__, f, plan)
+
+
 def _coverage(ds) -> dict[str, list[list[int]]]:
     return {d.name: [sorted(s.fragment_ids) for s in d.segments] for d in ds.describe_indices()}
 
@@ -88,6 +96,7 @@ def test_our_compaction_remaps_like_pylance(tmp_path, version, stable, builder):
     for name, uuids in before.items():
         assert (after[name] != uuids) == (reference_after[name] != uuids), name
     _check_answers(ours_uri)
+    assert_uses_indices(ours_uri)
     # pylance reads the remapped segments' statistics (their files open)
     for _, _, name in INDICES:
         assert compacted.stats.index_stats(name)["name"] == name
@@ -99,6 +108,7 @@ def test_pylance_compaction_then_our_indexed_answers(tmp_path, version, stable):
     _build(uri, version, stable, "ours")
     lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=7_000)
     _check_answers(uri)
+    assert_uses_indices(uri)
 
 
 def test_repeated_compaction_and_appends(tmp_path):
