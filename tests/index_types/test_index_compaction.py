@@ -146,3 +146,26 @@ def test_defer_index_remap_with_stable_row_ids_is_an_error_as_in_pylance(tmp_pat
         lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=7_000, defer_index_remap=True)
     with pytest.raises(InvalidInputError, match="stable row IDs"):
         lance_format.dataset(uri).optimize.compact_files(target_rows_per_fragment=7_000, defer_index_remap=True)
+
+
+@pytest.mark.parametrize("worker", ["ours", "pylance"])
+def test_distributed_compaction_remaps_at_commit(tmp_path, worker):
+    """Compaction.plan / CompactionTask.execute (either engine) / Compaction.commit here: the
+    commit remaps the indices covering the rewritten fragments, like compact_files."""
+    import lance.optimize
+
+    import lance_format.optimize
+
+    uri = str(tmp_path / "t.lance")
+    _build(uri, "2.2", False, "pylance")
+    plan = lance_format.optimize.Compaction.plan(lance_format.dataset(uri), {"target_rows_per_fragment": 7_000})
+    assert plan.num_tasks() > 0
+    work = lance if worker == "pylance" else lance_format
+    results = [(lance.optimize if worker == "pylance" else lance_format.optimize).CompactionTask.from_json(
+        t.json()).execute(work.dataset(uri)).json() for t in plan.tasks]
+    lance_format.optimize.Compaction.commit(lance_format.dataset(uri),
+                                            [lance_format.optimize.RewriteResult.from_json(r) for r in results])
+    live = {f.fragment_id for f in lance.dataset(uri).get_fragments()}
+    assert set(_coverage(lance.dataset(uri))["id_idx"][0]) <= live
+    _check_answers(uri)
+    assert_uses_indices(uri)
