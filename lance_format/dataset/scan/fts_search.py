@@ -1,0 +1,179 @@
+"""Full-text search (``full_text_query``): BM25 over a column's INVERTED index and its unindexed
+fragments, as pylance 14.0.2 answers it.
+
+Indexed fragments are scored from the index's posting lists with the index's statistics (every
+partition's documents and tokens); fragments the index does not cover are tokenized here with
+the index's analyzer and scored with the same statistics; deleted rows are dropped before the
+top ``limit`` rows are taken (highest ``_score`` first). The rows' columns are then read by
+address and ``_score`` (float32) appended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.index.catalog import IndexCatalog, NamedIndex, row_id_lookup
+from lance_format.index.scalar.fts_tokenizer import query_tokens, tokenize
+from lance_format.index.scalar.inverted import InvertedIndex, InvertedIndexType, doc_weights, idf
+
+if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
+
+SCORE = "_score"
+_EMPTY_U64 = np.zeros(0, np.uint64)
+
+
+@dataclass(frozen=True)
+class FullTextQuery:
+    """A parsed ``full_text_query``: the query text and the columns it searches."""
+
+    text: str
+    columns: tuple[str, ...] | None
+
+    @staticmethod
+    def of(value: Any, table: str) -> "FullTextQuery":
+        if isinstance(value, str):
+            return FullTextQuery(value, None)
+        if isinstance(value, Mapping) and isinstance(value.get("query"), str):
+            columns = value.get("columns")
+            return FullTextQuery(value["query"], tuple(columns) if columns else None)
+        raise UnsupportedFeatureError(f"full_text_query {value!r}: only a query string (or "
+                                      "{'query': str, 'columns': [...]}) is supported yet", table=table)
+
+
+def _inverted_index(ds: "LanceDataset", column: str | None) -> tuple[str, NamedIndex, IndexCatalog]:
+    section = ds.manifest_file.index_section
+    catalog = IndexCatalog(section, ds.base_stores.store, ds.data_storage_version)
+    found: list[tuple[str, NamedIndex]] = []
+    for index in catalog.indices.values():
+        if index.type_url != InvertedIndexType.type_url or len(index.field_ids) != 1:
+            continue
+        name = ds.lance_schema.field_by_id(index.field_ids[0]).name if hasattr(
+            ds.lance_schema, "field_by_id") else None
+        if name is None:
+            name = next(f.name for f in ds.lance_schema.fields if f.id == index.field_ids[0])
+        if column is None or name == column:
+            found.append((name, index))
+    if not found:
+        what = f"column {column!r}" if column else "any column"
+        raise InvalidInputError(f"full-text search needs an INVERTED index on {what}; indices are "
+                                f"{catalog.names()}", table=ds.uri)
+    if len(found) > 1:
+        raise UnsupportedFeatureError("full-text search over several columns is not supported yet; name one "
+                                      f"of {[n for n, _ in found]} in full_text_query's columns", table=ds.uri)
+    return found[0][0], found[0][1], catalog
+
+
+def _live_addresses(ds: "LanceDataset", fragment_ids: list[int]) -> np.ndarray:
+    if not fragment_ids:
+        return _EMPTY_U64
+    fragments = [f for f in ds.get_fragments() if f.fragment_id in set(fragment_ids)]
+    table = ds.scanner(columns=[], with_row_address=True, fragments=fragments).to_table()
+    return np.sort(table.column("_rowaddr").to_numpy().astype(np.uint64))
+
+
+def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(row addresses, float32 scores) of the best ``limit`` live rows, best first."""
+    columns = query.columns
+    if columns is not None and len(columns) != 1:
+        raise UnsupportedFeatureError("full-text search over several columns is not supported yet", table=ds.uri)
+    column, named, catalog = _inverted_index(ds, columns[0] if columns else None)
+    if len(named.segments) != 1:
+        raise UnsupportedFeatureError(f"index {named.name} has {len(named.segments)} segments; "
+                                      "full-text search reads one-segment indices only", table=ds.uri)
+    segment = named.segments[0]
+    index = InvertedIndexType.load(catalog.store(segment), b"")
+    assert isinstance(index, InvertedIndex)
+    tokens = list(dict.fromkeys(query_tokens(query.text, index.params)))
+    num_docs, total = index.num_docs, index.total_tokens
+    avgdl = np.float32(np.float32(total) / np.float32(num_docs)) if num_docs else np.float32(1.0)
+    addresses: list[np.ndarray] = []
+    scores: list[np.ndarray] = []
+    for token in tokens:
+        n = index.token_docs(token)
+        if not n:
+            continue
+        weight = idf(n, num_docs)
+        for part, docs, freqs in index.postings(token):
+            addresses.append(part.row_ids[docs])
+            scores.append(weight * doc_weights(freqs, part.num_tokens[docs], avgdl))
+    covered = set(int(f) for f in named.fragment_ids)
+    all_ids = [f.fragment_id for f in ds.get_fragments()]
+    row_ids = np.concatenate(addresses) if addresses else _EMPTY_U64
+    if ds.has_stable_row_ids and len(row_ids):
+        stamp = ds.manifest.timestamp
+        lookup = row_id_lookup(ds.object_store, f"{ds.manifest_path}@{stamp.seconds}.{stamp.nanos}",
+                               [f.proto for f in ds.get_fragments()])
+        # an id maps to one live address (updated rows' old slots are deleted, dropped below)
+        row_ids = np.array([lookup.addresses(np.array([i], np.uint64))[-1] if len(
+            lookup.addresses(np.array([i], np.uint64))) else np.uint64(1 << 63) for i in row_ids], np.uint64)
+    score = np.concatenate(scores) if scores else np.zeros(0, np.float32)
+    flat_rows, flat_scores = _flat(ds, column, [i for i in all_ids if i not in covered], tokens, index, avgdl)
+    row_ids = np.concatenate([row_ids, flat_rows])
+    score = np.concatenate([score, flat_scores])
+    if len(row_ids):
+        # sum per row (a row matched by several tokens), in the order tokens were scored
+        unique, inverse = np.unique(row_ids, return_inverse=True)
+        summed = np.zeros(len(unique), np.float32)
+        np.add.at(summed, inverse, score)
+        live = _live_addresses(ds, sorted({int(a >> np.uint64(32)) for a in unique}))
+        keep = np.isin(unique, live)
+        row_ids, score = unique[keep], summed[keep]
+    order = np.lexsort((row_ids, -score))
+    if limit is not None:
+        order = order[:limit]
+    return row_ids[order], score[order]
+
+
+def _flat(ds: "LanceDataset", column: str, fragment_ids: list[int], tokens: list[str], index: InvertedIndex,
+          avgdl: np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of unindexed fragments scored by tokenizing them here (the index's statistics)."""
+    if not fragment_ids or not tokens:
+        return _EMPTY_U64, np.zeros(0, np.float32)
+    fragments = [f for f in ds.get_fragments() if f.fragment_id in set(fragment_ids)]
+    table = ds.scanner(columns=[column], with_row_address=True, fragments=fragments).to_table()
+    lists = tokenize(table.column(column), index.params)
+    flat = lists.flatten().to_numpy(zero_copy_only=False)
+    doc = np.repeat(np.arange(len(lists)), np.diff(lists.offsets.to_numpy()))
+    lengths = np.diff(lists.offsets.to_numpy()).astype(np.uint32)
+    addresses = table.column("_rowaddr").to_numpy().astype(np.uint64)
+    rows: list[np.ndarray] = []
+    scores: list[np.ndarray] = []
+    for token in tokens:
+        n = index.token_docs(token)
+        if not n:
+            continue
+        freqs = np.bincount(doc[flat == token], minlength=len(lists)).astype(np.uint32)
+        hit = freqs > 0
+        rows.append(addresses[hit])
+        scores.append(idf(n, index.num_docs) * doc_weights(freqs[hit], lengths[hit], avgdl))
+    if not rows:
+        return _EMPTY_U64, np.zeros(0, np.float32)
+    return np.concatenate(rows), np.concatenate(scores)
+
+
+def run(ds: "LanceDataset", query: Any, columns: list[str] | None, limit: int | None) -> pa.Table:
+    """The rows ``full_text_query`` returns: ``columns`` (all by default) and ``_score``."""
+    found = FullTextQuery.of(query, ds.uri)
+    addresses, scores = search(ds, found, limit)
+    names = list(columns) if columns is not None else ds.schema.names
+    parts = []
+    for fid in sorted({int(a >> np.uint64(32)) for a in addresses}):
+        fragment = ds.get_fragment(fid)
+        mine = addresses[(addresses >> np.uint64(32)) == np.uint64(fid)]
+        offsets = np.sort((mine & np.uint64(0xFFFFFFFF)).astype(np.int64))
+        taken = ds.scanner(columns=names, with_row_address=True, fragments=[fragment]).take_physical(
+            fragment, offsets)
+        parts.append(pa.Table.from_batches([taken]))
+    schema = ds.scanner(columns=names, with_row_address=True, limit=0).projected_schema
+    rows = pa.concat_tables(parts) if parts else schema.empty_table()
+    got = rows.column("_rowaddr").to_numpy().astype(np.uint64)
+    position = {int(a): i for i, a in enumerate(got)}
+    order = np.array([position[int(a)] for a in addresses], dtype=np.int64)
+    rows = rows.take(order).drop_columns(["_rowaddr"]) if "_rowaddr" not in names else rows.take(order)
+    return rows.append_column(pa.field(SCORE, pa.float32()), pa.array(scores, pa.float32()))
