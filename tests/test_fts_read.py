@@ -84,8 +84,7 @@ def test_deleted_rows_never_returned(table):
     assert all(i % 3 for i in got.column("id").to_pylist())
 
 
-@pytest.mark.xfail(strict=True, reason="unindexed rows are found, but pylance scores them with other "
-                   "statistics than the index's (up to 0.013 apart); not matched yet")
+
 def test_appended_rows_searched_flat(table):
     extra = _texts(300, seed=11)
     lance.write_dataset(pa.table({"id": np.arange(5000, 5000 + len(extra)), "text": pa.array(extra, pa.string())}),

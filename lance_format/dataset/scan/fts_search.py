@@ -90,20 +90,23 @@ def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None) -> tuple
     index = InvertedIndexType.load(catalog.store(segment), b"")
     assert isinstance(index, InvertedIndex)
     tokens = list(dict.fromkeys(query_tokens(query.text, index.params)))
-    num_docs, total = index.num_docs, index.total_tokens
-    avgdl = np.float32(np.float32(total) / np.float32(num_docs)) if num_docs else np.float32(1.0)
+    covered = set(int(f) for f in named.fragment_ids)
+    all_ids = [f.fragment_id for f in ds.get_fragments()]
+    flat = _FlatInput.read(ds, column, [i for i in all_ids if i not in covered], tokens, index)
+    # pylance scores indexed rows with the index's statistics, and unindexed rows with them grown
+    # by the unindexed rows that have tokens
+    num_docs = index.num_docs
+    token_docs = {t: index.token_docs(t) for t in tokens}
+    avgdl = np.float32(np.float32(index.total_tokens) / np.float32(num_docs)) if num_docs else np.float32(1.0)
     addresses: list[np.ndarray] = []
     scores: list[np.ndarray] = []
     for token in tokens:
-        n = index.token_docs(token)
-        if not n:
+        if not token_docs[token]:
             continue
-        weight = idf(n, num_docs)
+        weight = idf(token_docs[token], num_docs)
         for part, docs, freqs in index.postings(token):
             addresses.append(part.row_ids[docs])
             scores.append(weight * doc_weights(freqs, part.num_tokens[docs], avgdl))
-    covered = set(int(f) for f in named.fragment_ids)
-    all_ids = [f.fragment_id for f in ds.get_fragments()]
     row_ids = np.concatenate(addresses) if addresses else _EMPTY_U64
     if ds.has_stable_row_ids and len(row_ids):
         stamp = ds.manifest.timestamp
@@ -113,7 +116,11 @@ def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None) -> tuple
         row_ids = np.array([lookup.addresses(np.array([i], np.uint64))[-1] if len(
             lookup.addresses(np.array([i], np.uint64))) else np.uint64(1 << 63) for i in row_ids], np.uint64)
     score = np.concatenate(scores) if scores else np.zeros(0, np.float32)
-    flat_rows, flat_scores = _flat(ds, column, [i for i in all_ids if i not in covered], tokens, index, avgdl)
+    flat_docs = num_docs + flat.num_documents
+    flat_avgdl = np.float32(np.float32(index.total_tokens + flat.total_tokens) / np.float32(flat_docs)) \
+        if flat_docs else np.float32(1.0)
+    flat_rows, flat_scores = flat.score(tokens, {t: token_docs[t] + flat.token_docs(t) for t in tokens},
+                                        flat_docs, flat_avgdl)
     row_ids = np.concatenate([row_ids, flat_rows])
     score = np.concatenate([score, flat_scores])
     if len(row_ids):
@@ -130,41 +137,76 @@ def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None) -> tuple
     return row_ids[order], score[order]
 
 
-def _flat(ds: "LanceDataset", column: str, fragment_ids: list[int], tokens: list[str], index: InvertedIndex,
-          avgdl: np.float32) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of unindexed fragments scored by tokenizing them here (the index's statistics)."""
-    if not fragment_ids or not tokens:
-        return _EMPTY_U64, np.zeros(0, np.float32)
-    fragments = [f for f in ds.get_fragments() if f.fragment_id in set(fragment_ids)]
-    table = ds.scanner(columns=[column], with_row_address=True, fragments=fragments).to_table()
-    lists = tokenize(table.column(column), index.params)
-    flat = lists.flatten().to_numpy(zero_copy_only=False)
-    doc = np.repeat(np.arange(len(lists)), np.diff(lists.offsets.to_numpy()))
-    lengths = np.diff(lists.offsets.to_numpy()).astype(np.uint32)
-    addresses = table.column("_rowaddr").to_numpy().astype(np.uint64)
-    rows: list[np.ndarray] = []
-    scores: list[np.ndarray] = []
-    for token in tokens:
-        n = index.token_docs(token)
-        if not n:
-            continue
-        freqs = np.bincount(doc[flat == token], minlength=len(lists)).astype(np.uint32)
-        hit = freqs > 0
-        rows.append(addresses[hit])
-        scores.append(idf(n, index.num_docs) * doc_weights(freqs[hit], lengths[hit], avgdl))
-    if not rows:
-        return _EMPTY_U64, np.zeros(0, np.float32)
-    return np.concatenate(rows), np.concatenate(scores)
+@dataclass
+class _FlatInput:
+    """The unindexed fragments' live rows, tokenized with the index's analyzer: per query
+    token, each row's frequency."""
+
+    addresses: np.ndarray
+    lengths: np.ndarray  # tokens per row
+    freqs: dict[str, np.ndarray]
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.addresses)
+
+    @property
+    def num_documents(self) -> int:
+        """Rows with at least one token (the ones pylance counts)."""
+        return int(np.count_nonzero(self.lengths))
+
+    @property
+    def total_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+    def token_docs(self, token: str) -> int:
+        return int(np.count_nonzero(self.freqs[token])) if token in self.freqs else 0
+
+    @staticmethod
+    def read(ds: "LanceDataset", column: str, fragment_ids: list[int], tokens: list[str],
+             index: InvertedIndex) -> "_FlatInput":
+        if not fragment_ids:
+            return _FlatInput(_EMPTY_U64, np.zeros(0, np.uint32), {})
+        wanted = set(fragment_ids)
+        fragments = [f for f in ds.get_fragments() if f.fragment_id in wanted]
+        table = ds.scanner(columns=[column], with_row_address=True, fragments=fragments).to_table()
+        lists = tokenize(table.column(column), index.params)
+        offsets = lists.offsets.to_numpy()
+        lengths = np.diff(offsets).astype(np.uint32)
+        flat = lists.flatten().to_numpy(zero_copy_only=False)
+        doc = np.repeat(np.arange(len(lists)), lengths)
+        freqs = {t: np.bincount(doc[flat == t], minlength=len(lists)).astype(np.uint32) for t in tokens}
+        return _FlatInput(table.column("_rowaddr").to_numpy().astype(np.uint64), lengths, freqs)
+
+    def score(self, tokens: list[str], token_docs: Mapping[str, int], num_docs: int,
+              avgdl: np.float32) -> tuple[np.ndarray, np.ndarray]:
+        """(addresses, per-token scores) of the rows holding a query token."""
+        rows: list[np.ndarray] = []
+        scores: list[np.ndarray] = []
+        for token in tokens:
+            freqs = self.freqs.get(token)
+            if freqs is None or not token_docs[token]:
+                continue
+            hit = freqs > 0
+            rows.append(self.addresses[hit])
+            scores.append(idf(token_docs[token], num_docs) * doc_weights(freqs[hit], self.lengths[hit], avgdl))
+        if not rows:
+            return _EMPTY_U64, np.zeros(0, np.float32)
+        return np.concatenate(rows), np.concatenate(scores)
 
 
-def run(ds: "LanceDataset", query: Any, columns: list[str] | None, limit: int | None) -> pa.Table:
+def run(ds: "LanceDataset", query: Any, columns: Any, limit: int | None) -> pa.Table:
     """The rows ``full_text_query`` returns: ``columns`` (all by default) and ``_score``."""
     found = FullTextQuery.of(query, ds.uri)
     addresses, scores = search(ds, found, limit)
+    if isinstance(columns, Mapping):
+        raise UnsupportedFeatureError("full_text_query with column expressions is not supported yet", table=ds.uri)
     names = list(columns) if columns is not None else ds.schema.names
     parts = []
     for fid in sorted({int(a >> np.uint64(32)) for a in addresses}):
         fragment = ds.get_fragment(fid)
+        if fragment is None:  # the rows were read from this version: its fragments exist
+            raise InvalidInputError(f"fragment {fid} vanished during a full-text search", table=ds.uri)
         mine = addresses[(addresses >> np.uint64(32)) == np.uint64(fid)]
         offsets = np.sort((mine & np.uint64(0xFFFFFFFF)).astype(np.int64))
         taken = ds.scanner(columns=names, with_row_address=True, fragments=[fragment]).take_physical(
