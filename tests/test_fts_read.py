@@ -118,3 +118,28 @@ def test_failure_paths(tmp_path):
         ours.to_table(full_text_query="a", filter="text = 'c'")
     with pytest.raises(UnsupportedFeatureError):
         ours.to_table(full_text_query=42)
+
+
+SHORT = ["The quick brown fox jumps over the lazy dog.", "fox fox fox dog", None, "",
+         "dog's day: a lazy, lazy Sunday", "brown bread", "Fox-News: FOX & friends at https://fox.example.com"]
+
+
+@pytest.mark.parametrize("stable,string_type", [(True, pa.string()), (False, pa.large_string())])
+def test_updates_stable_row_ids_and_large_strings(tmp_path, stable, string_type):
+    uri = str(tmp_path / "s")
+    texts = SHORT * 20
+    ds = lance.write_dataset(pa.table({"id": np.arange(len(texts)), "text": pa.array(texts, string_type)}), uri,
+                             enable_stable_row_ids=stable, max_rows_per_file=50)
+    ds.create_scalar_index("text", "INVERTED")
+    ds.delete("id = 1")
+    ds.update({"text": "'fox and more fox'"}, where="id = 8")  # its new copy is unindexed
+    for query in ["fox fox", "FOX Dog", "bread", "lazy sunday fox"]:
+        got = _same(uri, query)
+        assert 1 not in got.column("id").to_pylist()
+
+
+@pytest.mark.parametrize("query", ["", "the a of", "   ", "!!!"])
+def test_queries_without_tokens_return_nothing(tmp_path, query):
+    uri = str(tmp_path / "e")
+    lance.write_dataset(pa.table({"id": [0, 1], "text": SHORT[:2]}), uri).create_scalar_index("text", "INVERTED")
+    assert _same(uri, query).num_rows == 0

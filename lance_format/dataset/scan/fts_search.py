@@ -89,7 +89,8 @@ def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None) -> tuple
     segment = named.segments[0]
     index = InvertedIndexType.load(catalog.store(segment), b"")
     assert isinstance(index, InvertedIndex)
-    tokens = list(dict.fromkeys(query_tokens(query.text, index.params)))
+    # every occurrence of a query token adds its score, as in pylance ("fox fox" weighs fox twice)
+    tokens = query_tokens(query.text, index.params)
     covered = set(int(f) for f in named.fragment_ids)
     all_ids = [f.fragment_id for f in ds.get_fragments()]
     flat = _FlatInput.read(ds, column, [i for i in all_ids if i not in covered], tokens, index)
@@ -100,21 +101,25 @@ def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None) -> tuple
     avgdl = np.float32(np.float32(index.total_tokens) / np.float32(num_docs)) if num_docs else np.float32(1.0)
     addresses: list[np.ndarray] = []
     scores: list[np.ndarray] = []
+    postings: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     for token in tokens:
         if not token_docs[token]:
             continue
-        weight = idf(token_docs[token], num_docs)
-        for part, docs, freqs in index.postings(token):
-            addresses.append(part.row_ids[docs])
-            scores.append(weight * doc_weights(freqs, part.num_tokens[docs], avgdl))
+        if token not in postings:
+            weight = idf(token_docs[token], num_docs)
+            postings[token] = [(part.row_ids[docs], weight * doc_weights(freqs, part.num_tokens[docs], avgdl))
+                               for part, docs, freqs in index.postings(token)]
+        for rows, part_scores in postings[token]:
+            addresses.append(rows)
+            scores.append(part_scores)
     row_ids = np.concatenate(addresses) if addresses else _EMPTY_U64
     if ds.has_stable_row_ids and len(row_ids):
+        # the index's entries are stable row ids: each is found in the fragments the index covers
+        # (an updated row's old copy there is deleted, and dropped below; its new copy is flat)
+        indexed = [f.proto for f in ds.get_fragments() if f.fragment_id in covered]
         stamp = ds.manifest.timestamp
-        lookup = row_id_lookup(ds.object_store, f"{ds.manifest_path}@{stamp.seconds}.{stamp.nanos}",
-                               [f.proto for f in ds.get_fragments()])
-        # an id maps to one live address (updated rows' old slots are deleted, dropped below)
-        row_ids = np.array([lookup.addresses(np.array([i], np.uint64))[-1] if len(
-            lookup.addresses(np.array([i], np.uint64))) else np.uint64(1 << 63) for i in row_ids], np.uint64)
+        lookup = row_id_lookup(ds.object_store, f"{ds.manifest_path}@{stamp.seconds}.{stamp.nanos}", indexed)
+        row_ids = lookup.address_of(row_ids)
     score = np.concatenate(scores) if scores else np.zeros(0, np.float32)
     flat_docs = num_docs + flat.num_documents
     flat_avgdl = np.float32(np.float32(index.total_tokens + flat.total_tokens) / np.float32(flat_docs)) \
