@@ -112,6 +112,12 @@ def test_failure_paths(tmp_path):
     ours = lance_format.dataset(str(tmp_path / "n"))
     with pytest.raises(InvalidInputError, match="INVERTED index"):
         ours.to_table(full_text_query="a")
+    with pytest.raises(ValueError):  # pylance refuses it too
+        lance.dataset(str(tmp_path / "n")).to_table(full_text_query="a")
+    with pytest.raises(UnsupportedFeatureError, match="without an INVERTED index"):
+        ours.to_table(full_text_query={"query": "a", "columns": ["text"]})
+    with pytest.raises(InvalidInputError, match="INVERTED index on column 'nope'"):
+        ours.to_table(full_text_query={"query": "a", "columns": ["nope"]})
     ds.create_scalar_index("text", "INVERTED")
     ours = lance_format.dataset(str(tmp_path / "n"))
     with pytest.raises(UnsupportedFeatureError):
