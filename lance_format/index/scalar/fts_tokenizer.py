@@ -37,7 +37,28 @@ than too very""".split())
 _FOLD_EXTRA = str.maketrans({"ß": "ss", "æ": "ae", "Æ": "AE", "ø": "o", "Ø": "O", "œ": "oe", "Œ": "OE",
                              "đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "þ": "th", "Þ": "TH", "ð": "d",
                              "Ð": "D", "ı": "i"})
-_SPLIT = r"[^\p{L}\p{N}\p{Mn}\p{Mc}]+"  # Rust's char::is_alphanumeric, as RE2 classes
+
+
+def _alphabetic_marks() -> str:
+    """An RE2 class body of the combining marks Unicode counts as alphabetic (vowel signs and
+    the like: spacing or non-spacing marks of combining class 0; viramas, nuktas and accents
+    have a non-zero class and split words, as in Rust's ``char::is_alphanumeric``)."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x300, 0x110000):
+        char = chr(code)
+        if unicodedata.category(char) in ("Mn", "Mc") and unicodedata.combining(char) == 0:
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
+
+
+_SPLIT = r"[^\p{L}\p{N}" + _alphabetic_marks() + "]+"  # Rust's char::is_alphanumeric, as an RE2 class
+# Latin letters, ligatures and super/subscript digits: what ASCII folding touches (other scripts
+# keep their accents, as Lucene's folding table does)
+_LATIN = ((0x00B2, 0x00B3), (0x00B9, 0x00B9), (0x00BC, 0x00BE), (0x00C0, 0x024F), (0x1E00, 0x1EFF),
+          (0x2070, 0x209F), (0x2150, 0x215F), (0xFB00, 0xFB06))
 
 
 @dataclass(frozen=True)
@@ -78,12 +99,19 @@ def _stemmer(language: str) -> Any:
     return Stemmer.Stemmer(language.lower())
 
 
+def _fold_char(char: str) -> str:
+    code = ord(char)
+    if not any(a <= code <= b for a, b in _LATIN):
+        return char
+    decomposed = unicodedata.normalize("NFKD", char.translate(_FOLD_EXTRA))
+    # vulgar fractions fold to their digits ("½" -> "12", as pylance's tokens show)
+    return "".join(c for c in decomposed if not unicodedata.combining(c) and c != "\u2044")
+
+
 def _fold(token: str) -> str:
     if token.isascii():
         return token
-    decomposed = unicodedata.normalize("NFKD", token.translate(_FOLD_EXTRA))
-    folded = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return folded
+    return "".join(_fold_char(c) for c in token)
 
 
 def _normalize_distinct(tokens: list[str], params: TokenizerParams) -> list[str | None]:
@@ -104,13 +132,18 @@ def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.L
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
     texts = texts.cast(pa.large_string()).fill_null("")
-    if params.lower_case:
-        texts = pc.utf8_lower(texts)
+    # split, then drop long tokens, then lower-case (pylance's order: "İ" lower-cases to "i" and
+    # a combining dot, which would split a word if lower-cased first)
     parts = pc.split_pattern_regex(texts, _SPLIT)
     flat = pc.list_flatten(parts)
     keep = pc.greater(pc.binary_length(flat), 0)
     if params.max_token_length is not None:
         keep = pc.and_(keep, pc.less(pc.binary_length(flat), int(params.max_token_length)))
+    if params.lower_case:
+        # per character, as pylance: "İ" -> "i" + combining dot (Rust's full mapping), "Σ" -> "σ"
+        # even at a word's end
+        flat = pc.replace_substring(flat, "İ", "I\u0307")
+        flat = pc.utf8_lower(flat)
     if params.stem or params.remove_stop_words or params.ascii_folding:
         distinct = pc.unique(flat)
         mapped = pa.array(_normalize_distinct(distinct.to_pylist(), params), pa.large_string())
