@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
-from lance_format.index.catalog import IndexCatalog, NamedIndex, row_id_lookup
+from lance_format.index.catalog import SEGMENT_CACHE, IndexCatalog, NamedIndex, row_id_lookup
 from lance_format.index.scalar.fts_tokenizer import query_tokens, tokenize
 from lance_format.index.scalar.inverted import InvertedIndex, InvertedIndexType, doc_weights, idf
 
@@ -92,7 +92,9 @@ def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None) -> tuple
         raise UnsupportedFeatureError(f"index {named.name} has {len(named.segments)} segments; "
                                       "full-text search reads one-segment indices only", table=ds.uri)
     segment = named.segments[0]
-    index = InvertedIndexType.load(catalog.store(segment), b"")
+    store = catalog.store(segment)
+    # loaded once per process (index files never change), like the scalar indices' segments
+    index = SEGMENT_CACHE.get((store.store.uri, segment.uuid), lambda: InvertedIndexType.load(store, b""))
     assert isinstance(index, InvertedIndex)
     # every occurrence of a query token adds its score, as in pylance ("fox fox" weighs fox twice)
     tokens = query_tokens(query.text, index.params)
@@ -138,7 +140,7 @@ def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None) -> tuple
         unique, inverse = np.unique(row_ids, return_inverse=True)
         summed = np.zeros(len(unique), np.float32)
         np.add.at(summed, inverse, score)
-        live = _live_addresses(ds, sorted({int(a >> np.uint64(32)) for a in unique}))
+        live = _live_addresses(ds, np.unique(unique >> np.uint64(32)).astype(int).tolist())
         keep = np.isin(unique, live)
         row_ids, score = unique[keep], summed[keep]
     order = np.lexsort((row_ids, -score))
@@ -213,7 +215,7 @@ def run(ds: "LanceDataset", query: Any, columns: Any, limit: int | None) -> pa.T
         raise UnsupportedFeatureError("full_text_query with column expressions is not supported yet", table=ds.uri)
     names = list(columns) if columns is not None else ds.schema.names
     parts = []
-    for fid in sorted({int(a >> np.uint64(32)) for a in addresses}):
+    for fid in np.unique(addresses >> np.uint64(32)).astype(int).tolist():
         fragment = ds.get_fragment(fid)
         if fragment is None:  # the rows were read from this version: its fragments exist
             raise InvalidInputError(f"fragment {fid} vanished during a full-text search", table=ds.uri)
@@ -224,8 +226,8 @@ def run(ds: "LanceDataset", query: Any, columns: Any, limit: int | None) -> pa.T
         parts.append(pa.Table.from_batches([taken]))
     schema = ds.scanner(columns=names, with_row_address=True, limit=0).projected_schema
     rows = pa.concat_tables(parts) if parts else schema.empty_table()
+    # the rows came fragment by fragment in address order: each address's position by search
     got = rows.column("_rowaddr").to_numpy().astype(np.uint64)
-    position = {int(a): i for i, a in enumerate(got)}
-    order = np.array([position[int(a)] for a in addresses], dtype=np.int64)
+    order = np.searchsorted(got, addresses).astype(np.int64)
     rows = rows.take(order).drop_columns(["_rowaddr"]) if "_rowaddr" not in names else rows.take(order)
     return rows.append_column(pa.field(SCORE, pa.float32()), pa.array(scores, pa.float32()))

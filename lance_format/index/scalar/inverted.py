@@ -45,19 +45,46 @@ def _varints(buf: bytes, count: int, at: int) -> tuple[list[int], int]:
     return values, at
 
 
-def _unpack4x(buf: bytes, at: int, bits: int) -> tuple[np.ndarray, int]:
-    """128 values bit-packed by ``BitPacker4x`` (4 interleaved 32-bit lanes) at ``at``."""
-    size = 16 * bits
+def _unpack4x_many(words: np.ndarray, bits: int) -> np.ndarray:
+    """Blocks of 128 values bit-packed by ``BitPacker4x``: ``words`` is (blocks, 4 * bits) uint32
+    (4 interleaved 32-bit lanes: value ``4 j + lane`` is the ``j``-th ``bits``-bit field of
+    lane ``lane``'s word stream, least significant bits first); (blocks, 128) uint32."""
+    count = len(words)
     if bits == 0:
-        return np.zeros(BLOCK, np.uint32), at
-    words = np.frombuffer(buf, dtype="<u4", count=4 * bits, offset=at).reshape(bits, 4)
-    out = np.empty(BLOCK, np.uint32)
-    weights = (np.uint64(1) << np.arange(bits, dtype=np.uint64))
-    for lane in range(4):
-        stream = np.unpackbits(words[:, lane].astype("<u4").view(np.uint8), bitorder="little")
-        values = stream[:32 * bits].reshape(32, bits).astype(np.uint64) @ weights
-        out[lane::4] = values.astype(np.uint32)
-    return out, at + size
+        return np.zeros((count, BLOCK), np.uint32)
+    lanes = words.reshape(count, bits, 4).transpose(0, 2, 1)  # (blocks, lane, word)
+    stream = np.unpackbits(np.ascontiguousarray(lanes).astype("<u4").view(np.uint8).reshape(count, 4, -1),
+                           axis=2, bitorder="little")  # (blocks, lane, 32 * bits)
+    fields = stream.reshape(count, 4, 32, bits).astype(np.uint64)
+    values = fields @ (np.uint64(1) << np.arange(bits, dtype=np.uint64))  # (blocks, lane, 32)
+    return values.transpose(0, 2, 1).reshape(count, BLOCK).astype(np.uint32)
+
+
+def _full_blocks(blocks: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(doc ids, frequencies) of full 128-document blocks: each a float32 block-max score, the
+    first doc id (u32), the delta bit width and deltas, the frequency bit width and frequencies."""
+    count = len(blocks)
+    initial = np.empty(count, np.uint64)
+    doc_bits = np.empty(count, np.int64)
+    freq_bits = np.empty(count, np.int64)
+    for i, block in enumerate(blocks):
+        initial[i] = int.from_bytes(block[4:8], "little")
+        doc_bits[i] = block[8]
+        freq_bits[i] = block[9 + 16 * block[8]]
+    deltas = np.empty((count, BLOCK), np.uint32)
+    freqs = np.empty((count, BLOCK), np.uint32)
+    for bits in np.unique(doc_bits).tolist():
+        chosen = np.flatnonzero(doc_bits == bits)
+        words = np.stack([np.frombuffer(blocks[i], "<u4", 4 * bits, 9) for i in chosen.tolist()]) \
+            if bits else np.zeros((len(chosen), 0), np.uint32)
+        deltas[chosen] = _unpack4x_many(words, bits)
+    for bits in np.unique(freq_bits).tolist():
+        chosen = np.flatnonzero(freq_bits == bits)
+        words = np.stack([np.frombuffer(blocks[i], "<u4", 4 * bits, 10 + 16 * int(doc_bits[i]))
+                          for i in chosen.tolist()]) if bits else np.zeros((len(chosen), 0), np.uint32)
+        freqs[chosen] = _unpack4x_many(words, bits)
+    docs = (np.cumsum(deltas, axis=1, dtype=np.uint64) + initial[:, None]).astype(np.uint32)
+    return docs.reshape(-1), freqs.reshape(-1)
 
 
 def decode_posting(blocks: list[bytes], length: int, tail_codec: str) -> tuple[np.ndarray, np.ndarray]:
@@ -65,12 +92,10 @@ def decode_posting(blocks: list[bytes], length: int, tail_codec: str) -> tuple[n
     docs: list[np.ndarray] = []
     freqs: list[np.ndarray] = []
     full = length // BLOCK
-    for block in blocks[:full]:
-        initial = int.from_bytes(block[4:8], "little")
-        deltas, at = _unpack4x(block, 9, block[8])
-        docs.append((np.cumsum(deltas, dtype=np.uint64) + initial).astype(np.uint32))
-        values, at = _unpack4x(block, at + 1, block[at])
-        freqs.append(values)
+    if full:
+        full_docs, full_freqs = _full_blocks(blocks[:full])
+        docs.append(full_docs)
+        freqs.append(full_freqs)
     rest = length % BLOCK
     if rest:
         block = blocks[full]
