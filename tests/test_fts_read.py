@@ -121,7 +121,9 @@ def test_failure_paths(tmp_path):
     ds.create_scalar_index("text", "INVERTED")
     ours = lance_format.dataset(str(tmp_path / "n"))
     with pytest.raises(UnsupportedFeatureError):
-        ours.to_table(full_text_query="a", filter="text = 'c'")
+        ours.to_table(full_text_query="a", order_by=["text"])
+    with pytest.raises(UnsupportedFeatureError):
+        ours.to_table(full_text_query="a", columns={"x": "text"})
     with pytest.raises(UnsupportedFeatureError):
         ours.to_table(full_text_query=42)
 
@@ -149,3 +151,28 @@ def test_queries_without_tokens_return_nothing(tmp_path, query):
     uri = str(tmp_path / "e")
     lance.write_dataset(pa.table({"id": [0, 1], "text": SHORT[:2]}), uri).create_scalar_index("text", "INVERTED")
     assert _same(uri, query).num_rows == 0
+
+
+@pytest.mark.parametrize("options", [
+    {"with_row_id": True}, {"columns": ["text"], "with_row_address": True}, {"offset": 3, "limit": 5},
+    {"filter": "id > 700"}, {"filter": "id > 700", "limit": 10},  # pylance filters after the search...
+    {"filter": "id > 700", "limit": 10, "prefilter": True},  # ...or before it
+    {"filter": "id < 0"}, {"filter": "text LIKE '%https%'", "limit": 7, "prefilter": True},
+])
+def test_scan_options_as_pylance(table, options):
+    query = "wireless running"
+    ours = lance_format.dataset(str(table)).to_table(full_text_query=query, **options)
+    theirs = lance.dataset(str(table)).to_table(full_text_query=query, **options)
+    assert ours.schema == theirs.schema
+    assert ours.num_rows == theirs.num_rows
+    np.testing.assert_allclose(ours.column("_score").to_numpy(), theirs.column("_score").to_numpy(), atol=1e-6)
+    if "filter" in options and options["filter"].startswith("id"):
+        bound = 700 if ">" in options["filter"] else -1
+        assert all(i > bound for i in ours.column("id").to_pylist()) or not ours.num_rows
+
+
+def test_scanner_batches_and_schema(table):
+    scanner = lance_format.dataset(str(table)).scanner(full_text_query="bottle", limit=9, with_row_id=True)
+    assert scanner.projected_schema.names == ["id", "text", "_score", "_rowid"]
+    batches = list(scanner.to_batches())
+    assert sum(b.num_rows for b in batches) == 9

@@ -82,8 +82,10 @@ def _live_addresses(ds: "LanceDataset", fragment_ids: list[int]) -> np.ndarray:
     return np.sort(table.column("_rowaddr").to_numpy().astype(np.uint64))
 
 
-def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """(row addresses, float32 scores) of the best ``limit`` live rows, best first."""
+def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None, allowed: np.ndarray | None = None,
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(row addresses, float32 scores) of the best ``limit`` live rows (among the sorted
+    addresses ``allowed``, when given), best first."""
     columns = query.columns
     if columns is not None and len(columns) != 1:
         raise UnsupportedFeatureError("full-text search over several columns is not supported yet", table=ds.uri)
@@ -141,7 +143,7 @@ def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None) -> tuple
         summed = np.zeros(len(unique), np.float32)
         np.add.at(summed, inverse, score)
         live = _live_addresses(ds, np.unique(unique >> np.uint64(32)).astype(int).tolist())
-        keep = np.isin(unique, live)
+        keep = np.isin(unique, live if allowed is None else np.intersect1d(live, allowed))
         row_ids, score = unique[keep], summed[keep]
     order = np.lexsort((row_ids, -score))
     if limit is not None:
@@ -207,13 +209,32 @@ class _FlatInput:
         return np.concatenate(rows), np.concatenate(scores)
 
 
-def run(ds: "LanceDataset", query: Any, columns: Any, limit: int | None) -> pa.Table:
-    """The rows ``full_text_query`` returns: ``columns`` (all by default) and ``_score``."""
+def _passing(ds: "LanceDataset", filter: Any) -> np.ndarray:
+    """The sorted addresses of the live rows passing ``filter``."""
+    table = ds.scanner(columns=[], filter=filter, with_row_address=True).to_table()
+    return np.sort(table.column("_rowaddr").to_numpy().astype(np.uint64))
+
+
+def run(ds: "LanceDataset", query: Any, columns: Any, limit: int | None, *, offset: int = 0,
+        filter: Any = None, prefilter: bool = False, with_row_id: bool = False,
+        with_row_address: bool = False) -> pa.Table:
+    """The rows ``full_text_query`` returns: ``columns`` (all by default), ``_score``, then the
+    asked-for system columns. A filter restricts the rows searched (``prefilter``) or, as
+    pylance's default, the best ``limit`` rows after the search."""
     found = FullTextQuery.of(query, ds.uri)
-    addresses, scores = search(ds, found, limit)
     if isinstance(columns, Mapping):
         raise UnsupportedFeatureError("full_text_query with column expressions is not supported yet", table=ds.uri)
-    names = list(columns) if columns is not None else ds.schema.names
+    passing = _passing(ds, filter) if filter is not None else None
+    wanted = None if limit is None else limit + offset
+    addresses, scores = search(ds, found, wanted, passing if prefilter else None)
+    if passing is not None and not prefilter:
+        keep = np.isin(addresses, passing)
+        addresses, scores = addresses[keep], scores[keep]
+    addresses, scores = addresses[offset:], scores[offset:]
+    names = [n for n in (list(columns) if columns is not None else ds.schema.names) if n not in ("_rowid", "_rowaddr")]
+    system = [n for n, asked in (("_rowid", with_row_id or "_rowid" in (columns or [])),
+                                 ("_rowaddr", with_row_address or "_rowaddr" in (columns or []))) if asked]
+    read = names + [n for n in system if n != "_rowaddr"]
     parts = []
     for fid in np.unique(addresses >> np.uint64(32)).astype(int).tolist():
         fragment = ds.get_fragment(fid)
@@ -221,13 +242,15 @@ def run(ds: "LanceDataset", query: Any, columns: Any, limit: int | None) -> pa.T
             raise InvalidInputError(f"fragment {fid} vanished during a full-text search", table=ds.uri)
         mine = addresses[(addresses >> np.uint64(32)) == np.uint64(fid)]
         offsets = np.sort((mine & np.uint64(0xFFFFFFFF)).astype(np.int64))
-        taken = ds.scanner(columns=names, with_row_address=True, fragments=[fragment]).take_physical(
+        taken = ds.scanner(columns=read, with_row_address=True, fragments=[fragment]).take_physical(
             fragment, offsets)
         parts.append(pa.Table.from_batches([taken]))
-    schema = ds.scanner(columns=names, with_row_address=True, limit=0).projected_schema
+    schema = ds.scanner(columns=read, with_row_address=True, limit=0).projected_schema
     rows = pa.concat_tables(parts) if parts else schema.empty_table()
     # the rows came fragment by fragment in address order: each address's position by search
     got = rows.column("_rowaddr").to_numpy().astype(np.uint64)
-    order = np.searchsorted(got, addresses).astype(np.int64)
-    rows = rows.take(order).drop_columns(["_rowaddr"]) if "_rowaddr" not in names else rows.take(order)
-    return rows.append_column(pa.field(SCORE, pa.float32()), pa.array(scores, pa.float32()))
+    rows = rows.take(np.searchsorted(got, addresses).astype(np.int64))
+    out = rows.select(names).append_column(pa.field(SCORE, pa.float32()), pa.array(scores, pa.float32()))
+    for name in system:
+        out = out.append_column(rows.schema.field(name), rows.column(name))
+    return out
