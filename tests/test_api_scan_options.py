@@ -113,8 +113,7 @@ def test_execution_hints_do_not_change_results(table):
     assert ds.to_table(["id"], "id < 5", 2, 1, None, 10).equals(lance.dataset(table).to_table(["id"], "id < 5", 2, 1, None, 10))
 
 
-@pytest.mark.parametrize("option", [{"full_text_query": "hello"},
-                                    {"blob_handling": "some_binary"}])
+@pytest.mark.parametrize("option", [{"blob_handling": "some_binary"}])
 def test_search_options_are_refused(table, option):
     with pytest.raises(UnsupportedFeatureError):
         lance_format.dataset(table).to_table(**option)

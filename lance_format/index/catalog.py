@@ -141,6 +141,17 @@ class RowIdLookup:
         self._ids = all_ids[order]
         self._addresses = all_addresses[order]
 
+    def address_of(self, row_ids: np.ndarray) -> np.ndarray:
+        """Each id's address, in the ids' order (the last one an id has; ``2**64 - 1`` for an id
+        not in these fragments)."""
+        missing = np.full(len(row_ids), np.iinfo(np.uint64).max, dtype=np.uint64)
+        if not len(self._ids):
+            return missing
+        at = np.searchsorted(self._ids, row_ids, "right") - 1
+        found = (at >= 0) & (self._ids[np.maximum(at, 0)] == row_ids)
+        missing[found] = self._addresses[at[found]]
+        return missing
+
     def addresses(self, row_ids: np.ndarray) -> np.ndarray:
         """The sorted addresses of the ``row_ids`` (every address an id has: an updated row's
         old copy keeps its id in a deleted slot, which the caller's deletion check drops)."""

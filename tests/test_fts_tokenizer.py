@@ -1,0 +1,68 @@
+"""The default analyzer's tokens equal the ones pylance 14.0.2 stores in its INVERTED index."""
+
+from __future__ import annotations
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_format
+from lance_format.dataset.scan import fts_search
+from lance_format.index.scalar.fts_tokenizer import TokenizerParams, query_tokens, tokenize
+from lance_format.index.scalar.inverted import InvertedIndexType
+
+TEXTS = [
+    "Größenverhältnisse der Straßenbahn in München — Übermäßig schön!",
+    "L'été dernier, nous sommes allés à Paris; c'était magnifique. Œuvre, cœur, naïveté.",
+    "Η γρήγορη καφέ αλεπού πηδάει πάνω από τον τεμπέλη σκύλο. ΟΔΥΣΣΕΥΣ ΣΟΦΟΣ",
+    "Быстрая коричневая лиса прыгает через ленивую собаку, 2024 год.",
+    "हिन्दी भाषा में परीक्षण किया जा रहा है।",
+    "العربية لغة جميلة ١٢٣",
+    "日本語のテキストも試します。東京タワー",
+    "emoji 😀 test ﬁnancial ½ ² ℃ Ǆ ǅ İstanbul ıi",
+    "snake_case camelCase kebab-case 3.14159 1,000,000 v2.0-beta user@mail.org https://a.example.com/x?y=1",
+    "Ølbryggeri på Ærø, Łódź, Đakovo, þorn, ðe",
+    "x" * 39 + " " + "y" * 40 + " " + "é" * 20 + " " + "é" * 19,
+    "running runner runs ran easily fairly generously happiness relational conditional",
+    None,
+    "",
+]
+
+
+def _pylance_partition(tmp_path, texts):
+    uri = str(tmp_path / "m")
+    lance.write_dataset(pa.table({"text": pa.array(texts, pa.string())}), uri).create_scalar_index("text", "INVERTED")
+    ours = lance_format.dataset(uri)
+    _, named, catalog = fts_search._inverted_index(ours, "text")
+    assert named is not None
+    return InvertedIndexType.load(catalog.store(named.segments[0]), b"").partitions[0]
+
+
+def test_multilingual_tokens_equal_pylance(tmp_path):
+    part = _pylance_partition(tmp_path, TEXTS)
+    ours = tokenize(pa.array(TEXTS, pa.string()), TokenizerParams()).to_pylist()
+    assert {t for doc in ours for t in doc} == set(part.tokens)
+    assert [len(d) for d in ours if d] == part.num_tokens.tolist()
+
+
+def test_token_counts_per_document(tmp_path):
+    rng = np.random.default_rng(3)
+    words = " ".join(TEXTS[:12]).split()
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(0, 30)))) for _ in range(400)]
+    part = _pylance_partition(tmp_path, texts)
+    ours = tokenize(pa.array(texts, pa.string()), TokenizerParams()).to_pylist()
+    assert [len(d) for d in ours if d] == part.num_tokens.tolist()
+    assert {t for doc in ours for t in doc} == set(part.tokens)
+
+
+def test_query_tokens():
+    assert query_tokens("The Running FOXES, naïve!", TokenizerParams()) == ["run", "fox", "naiv"]
+    assert query_tokens("", TokenizerParams()) == []
+
+
+def test_unsupported_settings_are_refused():
+    with pytest.raises(lance_format.errors.UnsupportedFeatureError, match="base_tokenizer"):
+        query_tokens("a", TokenizerParams(base_tokenizer="ngram"))
+    with pytest.raises(lance_format.errors.UnsupportedFeatureError, match="language"):
+        query_tokens("a", TokenizerParams(language="French"))
