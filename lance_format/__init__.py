@@ -204,3 +204,13 @@ __all__ = [
     "UnsupportedFeatureError",
     "VersionNotFoundError",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``lance_format.namespace`` (as pylance's ``lance.namespace``) is imported when first used:
+    it needs the optional ``lance-namespace`` package."""
+    if name == "namespace":
+        import importlib
+
+        return importlib.import_module("lance_format.namespace")
+    raise AttributeError(f"module 'lance_format' has no attribute {name!r}")

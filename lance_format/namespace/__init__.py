@@ -1,0 +1,47 @@
+"""Lance Namespace (official Lance's catalog specification) on this engine.
+
+``DirectoryNamespace`` implements ``lance_namespace.LanceNamespace`` over a folder, V1 and V2
+(the ``__manifest`` table) as pylance 14 writes them. Importing this package (which needs the
+``lance-namespace`` package, the ``namespace`` extra) also lets ``lance_namespace.connect("dir",
+...)`` find it when official Lance is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import lance_namespace
+
+from lance_format.namespace.directory import DirectoryNamespace
+
+__all__ = ["DirectoryNamespace", "register"]
+
+IMPLS = {"dir": "lance_format.namespace.DirectoryNamespace"}
+
+
+def register() -> None:
+    """Point ``connect``'s built-in names at this engine's implementations, unless official Lance
+    (whose ``lance.namespace`` they name) is installed."""
+    if not _official_lance_installed() or _lance_is_us():
+        lance_namespace.NATIVE_IMPLS.update(IMPLS)
+    else:
+        for name, path in IMPLS.items():
+            lance_namespace.register_namespace_impl(name, path)
+
+
+def _official_lance_installed() -> bool:
+    try:
+        return importlib.util.find_spec("lance") is not None
+    except (ImportError, ValueError):  # a half-imported or blocked ``lance``
+        return False
+
+
+def _lance_is_us() -> bool:
+    """Whether ``import lance`` is aliased to this engine (``import lance_format as lance`` shims)."""
+    import sys
+
+    module = sys.modules.get("lance")
+    return module is not None and getattr(module, "__name__", "") == "lance_format"
+
+
+register()
