@@ -24,7 +24,7 @@ from lance_namespace.errors import (
     TableNotFoundError, UnsupportedOperationError,
 )
 
-from lance_format.errors import DatasetAlreadyExistsError
+from lance_format.errors import CommitConflictError, DatasetAlreadyExistsError
 from lance_format.namespace import manifest, storage, table_ops
 from lance_format.namespace.catalog import NAMESPACE, TABLE, Catalog, Settings
 from lance_format.namespace.ids import DELIMITER, check_id, check_location, invalid_input, object_id
@@ -219,7 +219,7 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         location = existing or self._catalog.new_location(table)
         try:
             ds = table_ops.create(self._catalog.full(location), rows, self._storage_options())
-        except DatasetAlreadyExistsError as exc:  # a concurrent creator wrote the folder first
+        except (DatasetAlreadyExistsError, CommitConflictError) as exc:  # a concurrent creator committed first
             raise TableAlreadyExistsError(f"Table already exists: {object_id(table)!r}") from exc
         if self._settings.manifest_enabled and existing is None:
             try:
