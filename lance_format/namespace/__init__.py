@@ -10,11 +10,25 @@ from __future__ import annotations
 
 import importlib.util
 
+from abc import ABC, abstractmethod
+
 import lance_namespace
+# like pylance's ``lance.namespace``: the interface, request and response models are importable here
+from lance_namespace import *  # noqa: F401,F403
+from lance_namespace import LanceNamespace
 
 from lance_format.namespace.directory import DirectoryNamespace
 
-__all__ = ["DirectoryNamespace", "register"]
+__all__ = ["DirectoryNamespace", "DynamicContextProvider", "LanceNamespace", "register"]
+
+
+class DynamicContextProvider(ABC):
+    """pylance's per-request context hook (e.g. headers for a REST namespace). A directory
+    namespace accepts one and has no use for it."""
+
+    @abstractmethod
+    def provide_context(self, info: dict) -> dict:
+        """Context entries (``{"headers.Authorization": "Bearer ..."}``) for one operation."""
 
 IMPLS = {"dir": "lance_format.namespace.DirectoryNamespace"}
 

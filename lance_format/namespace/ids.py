@@ -43,10 +43,15 @@ def object_id(parts: Sequence[str]) -> str:
 
 def check_location(location: str, table: Sequence[str]) -> str:
     """A registered table's location relative to the root, refused when it would leave the root."""
-    if not location or location.startswith(("/", "\\")) or "://" in location:
-        raise invalid_input(f"table {object_id(table)!r}: location {location!r} must be relative to the "
-                            f"namespace root")
+    where = f"table {object_id(table)!r}: location {location!r}"
+    if not location:
+        raise invalid_input(f"table {object_id(table)!r}: the location is empty")
+    # the messages start as official Lance's do, so callers matching on them keep working
+    if "://" in location:
+        raise invalid_input(f"Absolute URIs are not allowed: {where} must be relative to the namespace root")
+    if location.startswith(("/", "\\")) or (len(location) > 1 and location[1] == ":"):
+        raise invalid_input(f"Absolute paths are not allowed: {where} must be relative to the namespace root")
     pieces = location.strip("/").split("/")
     if any(p in ("", ".", "..") for p in pieces) or "\\" in location or "\x00" in location:
-        raise invalid_input(f"table {object_id(table)!r}: location {location!r} leaves the namespace root")
+        raise invalid_input(f"Path traversal is not allowed: {where} leaves the namespace root")
     return "/".join(pieces)

@@ -10,6 +10,8 @@ import os
 from typing import TYPE_CHECKING, Any, Optional
 
 from lance_namespace import (
+    CreateTableBranchRequest, CreateTableBranchResponse, DeleteTableBranchRequest, DeleteTableBranchResponse,
+    ListTableBranchesRequest, ListTableBranchesResponse,
     CountTableRowsRequest, CountTableRowsResponse, CreateTableTagRequest, CreateTableTagResponse, DeleteFromTableRequest,
     DeleteFromTableResponse, DeleteTableTagRequest, DeleteTableTagResponse, DescribeTableVersionRequest,
     DescribeTableVersionResponse, GetTableTagVersionRequest, GetTableTagVersionResponse, InsertIntoTableRequest,
@@ -19,12 +21,12 @@ from lance_namespace import (
     UpdateTableTagRequest, UpdateTableTagResponse,
 )
 from lance_namespace.errors import (
-    TableNotFoundError, TableTagAlreadyExistsError, TableTagNotFoundError, TableVersionNotFoundError,
+    TableBranchAlreadyExistsError, TableBranchNotFoundError, TableNotFoundError, TableTagAlreadyExistsError, TableTagNotFoundError, TableVersionNotFoundError,
 )
-from lance_namespace_urllib3_client.models import TagContents
+from lance_namespace_urllib3_client.models import BranchContents, TagContents
 
 from lance_format.dataset.dataset import LanceDataset
-from lance_format.errors import DatasetNotFoundError, TagError, VersionNotFoundError
+from lance_format.errors import BranchError, DatasetNotFoundError, TagError, VersionNotFoundError
 from lance_format.namespace import table_ops
 from lance_format.namespace.ids import object_id
 from lance_format.table.naming import ManifestNaming, manifest_path, parse_manifest_name
@@ -119,11 +121,16 @@ class TableRequests:
             entries = entries[: request.limit]
         return ListTableVersionsResponse(versions=entries)
 
-    def describe_table_version(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
+    def describe_table_version(self, request: Any) -> Any:
+        """A version's entry; a dict request (pylance 14's form) gets a dict answer."""
+        as_dict = isinstance(request, dict)
+        if as_dict:
+            request = DescribeTableVersionRequest.from_dict(request)
         table = self._table_id(request.id)
         ds = self._open(table, request.version)
         info = next(i for i in ds.versions() if i["version"] == ds.version)
-        return DescribeTableVersionResponse(version=self._version_entry(ds, info, self._naming(ds)))
+        response = DescribeTableVersionResponse(version=self._version_entry(ds, info, self._naming(ds)))
+        return response.to_dict() if as_dict else response
 
     def restore_table(self, request: RestoreTableRequest) -> RestoreTableResponse:
         self._open(self._table_id(request.id), request.version).restore()
@@ -167,3 +174,36 @@ class TableRequests:
             raise TableTagNotFoundError(f"Tag not found: {request.tag!r}")
         ds.tags.update(request.tag, request.version)
         return UpdateTableTagResponse()
+
+    # -- branches ---------------------------------------------------------------------------
+    def create_table_branch(self, request: CreateTableBranchRequest) -> CreateTableBranchResponse:
+        table = self._table_id(request.id)
+        ds = self._open(table)
+        if request.name in ds.branches.list():
+            raise TableBranchAlreadyExistsError(f"Branch already exists: {request.name!r} on {object_id(table)!r}")
+        reference: Any = (request.from_branch, request.from_version) if request.from_branch else request.from_version
+        try:
+            ds.create_branch(request.name, reference)
+        except VersionNotFoundError as exc:
+            raise TableVersionNotFoundError(f"Cannot branch {object_id(table)!r}: {exc}") from exc
+        except BranchError as exc:
+            raise TableBranchNotFoundError(f"Cannot branch {object_id(table)!r}: {exc}") from exc
+        return CreateTableBranchResponse()
+
+    def list_table_branches(self, request: ListTableBranchesRequest) -> ListTableBranchesResponse:
+        ds = self._open(self._table_id(request.id))
+        branches = {name: BranchContents(parentBranch=info.get("parent_branch"),
+                                         parentVersion=int(info["parent_version"]),
+                                         createAt=int(info.get("create_at") or 0),
+                                         manifestSize=int(info.get("manifest_size") or 0),
+                                         metadata=info.get("metadata") or None)
+                    for name, info in ds.branches.list().items()}
+        return ListTableBranchesResponse(branches=branches)
+
+    def delete_table_branch(self, request: DeleteTableBranchRequest) -> DeleteTableBranchResponse:
+        table = self._table_id(request.id)
+        ds = self._open(table)
+        if request.name not in ds.branches.list():
+            raise TableBranchNotFoundError(f"Branch not found: {request.name!r} on {object_id(table)!r}")
+        ds.branches.delete(request.name)
+        return DeleteTableBranchResponse()
