@@ -18,8 +18,18 @@ from lance_namespace import *  # noqa: F401,F403
 from lance_namespace import LanceNamespace
 
 from lance_format.namespace.directory import DirectoryNamespace
+from lance_format.namespace.rest import RestNamespace
 
-__all__ = ["DirectoryNamespace", "DynamicContextProvider", "LanceNamespace", "register"]
+__all__ = ["DirectoryNamespace", "DynamicContextProvider", "LanceNamespace", "RestNamespace", "register"]
+
+
+def __getattr__(name: str) -> object:
+    """``RestAdapter`` (the REST server) is imported when used: it needs starlette and uvicorn."""
+    if name == "RestAdapter":
+        from lance_format.namespace.adapter import RestAdapter
+
+        return RestAdapter
+    raise AttributeError(f"module 'lance_format.namespace' has no attribute {name!r}")
 
 
 class DynamicContextProvider(ABC):
@@ -30,7 +40,7 @@ class DynamicContextProvider(ABC):
     def provide_context(self, info: dict) -> dict:
         """Context entries (``{"headers.Authorization": "Bearer ..."}``) for one operation."""
 
-IMPLS = {"dir": "lance_format.namespace.DirectoryNamespace"}
+IMPLS = {"dir": "lance_format.namespace.DirectoryNamespace", "rest": "lance_format.namespace.RestNamespace"}
 
 
 def register() -> None:
