@@ -9,15 +9,23 @@ from typing import Any, Optional
 import lance_namespace
 
 
+def connect(impl: str, properties: dict) -> lance_namespace.LanceNamespace:
+    """This engine's namespace for ``"dir"`` and ``"rest"`` (even where official Lance is
+    installed, which ``lance_namespace.connect`` would prefer); any other through ``connect``."""
+    from lance_format.namespace import IMPLS
+
+    return lance_namespace.connect(IMPLS.get(impl, impl), properties)
+
+
 class RestAdapter:
-    """Serve the namespace ``connect(impl, properties)`` builds over REST on ``host:port``
+    """Serve the namespace :func:`connect` builds over REST on ``host:port``
     (port 0 or None: a free port, readable from :attr:`port` after :meth:`start`)."""
 
     def __init__(self, namespace_client_impl: str, namespace_client_properties: Optional[dict] = None,
                  session: Any = None, host: Optional[str] = None, port: Optional[int] = None,
                  token: Optional[str] = None) -> None:
         properties = {str(k): str(v) for k, v in (namespace_client_properties or {}).items()}
-        self._namespace = lance_namespace.connect(namespace_client_impl, properties)
+        self._namespace = connect(namespace_client_impl, properties)
         self.host = host or "127.0.0.1"
         self._requested_port = 2333 if port is None else int(port)
         self._port: Optional[int] = None
