@@ -223,3 +223,26 @@ def test_connect_without_official_lance(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.stdout.strip() == "lance_format.namespace.directory"
+
+
+def test_engine_imports_lance_namespace_only_when_used(tmp_path):
+    """``import lance_format`` and plain tables need no ``lance-namespace``; asking for
+    ``lance_format.namespace`` without it names the extra."""
+    script = (
+        "import importlib.abc, sys\n"
+        "class Absent(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('lance_namespace', 'lance_namespace_urllib3_client'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Absent())\n"
+        "import pyarrow as pa, lance_format\n"
+        f"ds = lance_format.write_dataset(pa.table({{'id': [1, 2]}}), {str(tmp_path / 't.lance')!r})\n"
+        "assert ds.count_rows() == 2 and 'lance_namespace' not in sys.modules\n"
+        "try:\n"
+        "    lance_format.namespace\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert "lance-assets[namespace]" in out.stdout
