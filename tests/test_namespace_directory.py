@@ -143,6 +143,9 @@ def test_declare_register_deregister(tmp_path):
     assert declared.location == f"file://{tmp_path}/events.lance"
     assert os.path.exists(tmp_path / "events.lance" / ".lance-reserved")
     assert ns.describe_table(DescribeTableRequest(id=["events"], check_declared=True)).is_only_declared is True
+    ns.create_table(CreateTableRequest(id=["filled"]), ipc(orders()))
+    assert ns.list_tables(ListTablesRequest(id=[])).tables == ["events", "filled"]
+    assert ns.list_tables(ListTablesRequest(id=[], include_declared=False)).tables == ["filled"]
     with pytest.raises(TableAlreadyExistsError):
         ns.declare_table(DeclareTableRequest(id=["events"]))
     ds = lance.write_dataset(orders(), namespace_client=ns, table_id=["other"])

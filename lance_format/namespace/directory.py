@@ -172,6 +172,9 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
             raise UnsupportedOperationError("Child namespaces are only supported when manifest mode is enabled")
         if not namespace and (self._settings.dir_listing_enabled or not self._settings.manifest_enabled):
             names += self._catalog.root_folders()
+        if request.include_declared is False:  # only tables with data (the default lists declared ones too)
+            names = [n for n in set(names) if not storage.is_only_declared(
+                self._catalog.full(self._location(namespace + [n])), self._storage_options())]
         page, token = _page(names, request.page_token, request.limit)
         return ListTablesResponse(tables=page, page_token=token)
 
