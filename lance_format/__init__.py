@@ -204,3 +204,19 @@ __all__ = [
     "UnsupportedFeatureError",
     "VersionNotFoundError",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``lance_format.namespace`` (as pylance's ``lance.namespace``) is imported when first used:
+    it needs the optional ``lance-namespace`` package."""
+    if name == "namespace":
+        import importlib
+
+        try:
+            return importlib.import_module("lance_format.namespace")
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not exc.name.startswith("lance_namespace"):
+                raise
+            raise ModuleNotFoundError(f"lance_format.namespace needs the 'lance-namespace' package: "
+                                      f"pip install 'lance-assets[namespace]' ({exc})", name=exc.name) from exc
+    raise AttributeError(f"module 'lance_format' has no attribute {name!r}")

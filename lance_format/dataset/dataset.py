@@ -17,6 +17,7 @@ from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.indices import IndexMethods
 from lance_format.dataset.inspection import InspectionMethods, version_entry
+from lance_format.dataset.namespace_target import resolve as resolve_namespace
 from lance_format.dataset.open_options import as_local_datetime, refuse_unsupported
 from lance_format.dataset.session import Session
 from lance_format.dataset.reading import ReadingMethods
@@ -498,7 +499,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
 _CACHE_OPTIONS = ("block_size", "index_cache_size", "metadata_cache_size_bytes", "index_cache_size_bytes")
 # read_params keys official Lance documents (decoder caching and validation)
 def dataset(
-    uri: str | os.PathLike[str],
+    uri: str | os.PathLike[str] | None = None,
     version: int | str | None = None,
     asof: datetime | str | Any = None,
     block_size: int | None = None,
@@ -537,7 +538,11 @@ def dataset(
         pylance's custom commit lock: called with the number of each version this dataset (and
         the datasets it leads to) commits; the context manager it returns is held while that
         version's manifest is published.
-    namespace_client, table_id, base_store_params
+    namespace_client, table_id
+        A Lance Namespace client (``lance_namespace.LanceNamespace``) and the table's id in it
+        (``["sales", "orders"]``), instead of ``uri``: the table the namespace's
+        ``describe_table`` locates, with the storage options it returns.
+    base_store_params
         Not supported: refused unless None.
 
     Raises
@@ -549,8 +554,8 @@ def dataset(
     InvalidInputError
         An unsupported option, an unknown ``read_params`` key, or an ``asof`` that is not a time.
     """
-    refuse_unsupported(uri, read_params, namespace_client=namespace_client,
-                        table_id=table_id, base_store_params=base_store_params)
+    uri, storage_options = resolve_namespace(uri, namespace_client, table_id, "read", storage_options)
+    refuse_unsupported(uri, read_params, base_store_params=base_store_params)
     ds = LanceDataset(uri, version, storage_options=storage_options, default_scan_options=default_scan_options,
                       session=session, commit_lock=commit_lock, metadata_cache_size_bytes=metadata_cache_size_bytes)
     if version is not None or asof is None:

@@ -43,6 +43,7 @@ from lance_format.table.base_paths import (
 from lance_format.table.commit import commit_landed, commit_lock_held_by, commit_transaction, latest_manifest
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.operations import BuildOptions
+from lance_format.dataset.namespace_target import resolve as resolve_namespace
 from lance_format.table.transaction import new_transaction
 
 MODES = ("create", "append", "overwrite")
@@ -52,7 +53,7 @@ MODES = ("create", "append", "overwrite")
 _TUNING_OPTIONS = ("data_cache_bytes", "max_page_bytes", "progress_callback")
 # pylance options this engine cannot honour: accepted only at their defaults
 _UNSUPPORTED_OPTIONS: dict[str, Any] = {
-    "session": None, "namespace_client": None, "table_id": None,
+    "session": None,
     "external_blob_mode": "reference", "allow_external_blob_outside_bases": False,
     "blob_pack_file_size_threshold": None,
 }
@@ -83,7 +84,7 @@ def progress_hook(progress: Any, fragment_id: int | None = None) -> Callable[[st
 
 def write_dataset(
     data_obj: Any,
-    uri: "str | os.PathLike[str] | ObjectStore | LanceDataset",
+    uri: "str | os.PathLike[str] | ObjectStore | LanceDataset | None" = None,
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,
@@ -162,7 +163,9 @@ def write_dataset(
         here, so only empty ones are accepted.
     **options
         pylance's tuning options (``data_cache_bytes``, ``max_page_bytes``) are accepted and
-        ignored; a ``session``, namespace or blob-ingest option is refused.
+        ignored; a ``session`` or blob-ingest option is refused. ``namespace_client`` and
+        ``table_id`` (pylance 14) address the table through a Lance Namespace instead of ``uri``:
+        ``declare_table`` locates a new table (``mode="create"``), ``describe_table`` an existing one.
 
     Returns
     -------
@@ -180,6 +183,9 @@ def write_dataset(
     CommitConflictError
         A concurrent commit conflicts with this one, or the retries ran out.
     """
+    if mode in MODES:
+        uri, storage_options = resolve_namespace(uri, options.pop("namespace_client", None),
+                                                 options.pop("table_id", None), mode, storage_options)
     for name, value in options.items():
         if name in _TUNING_OPTIONS:
             continue
@@ -197,6 +203,8 @@ def write_dataset(
     cleanup_config = config_values(auto_cleanup_options) if auto_cleanup_options is not None else None
     if mode not in MODES:
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
+    if uri is None:
+        raise InvalidInputError("Must specify either 'uri' or both 'namespace_client' and 'table_id'.")
     # a LanceDataset: write to its store, which is its branch's when it is checked out on one
     store = object_store_for(uri.object_store if isinstance(uri, LanceDataset) else uri, storage_options)
     check_base_store_params(base_store_params, table=store.uri)
