@@ -51,6 +51,7 @@ from lance_assets.config import (
     resolve_read_settings,
     resolve_write_settings,
 )
+from lance_assets.indices import IndexSpec, ensure_indices, resolve_specs
 from lance_assets.maintenance import (
     DEFAULT_TARGET_ROWS_PER_FRAGMENT,
     LanceMaintenancePolicy,
@@ -108,6 +109,15 @@ class LanceChangeFeedConsumers(dg.Config):
                                    "asset key ('a/b') whose table is at its key path under base_uri (and namespace)")
     partitions: str = Field(description="Name of the consumers' DynamicPartitionsDefinition")
     consumers: list[str] = Field(description="Asset keys ('a/b') that read one version partition each")
+
+
+class LanceIndexConfig(dg.Config):
+    """A scalar index the IO manager keeps on a table (as in definition metadata ``lance/indices``)."""
+
+    column: str = Field(description="The indexed column")
+    type: str = Field(description="BTREE | BITMAP | LABEL_LIST | ZONEMAP | BLOOMFILTER | NGRAM")
+    name: str | None = Field(default=None, description="Index name (default {column}_idx)")
+    params: dict[str, Any] = Field(default_factory=dict, description="The index type's build parameters")
 
 
 class LanceIOManager(dg.ConfigurableIOManager):
@@ -191,6 +201,10 @@ class LanceIOManager(dg.ConfigurableIOManager):
         default_factory=list,
         description="Change feeds of this IO manager's tables to keep versions for, beside those the code "
                     "location's version sensors declare (for feeds filled without a lance_version_sensor)")
+    indices: dict[str, list[LanceIndexConfig]] = Field(
+        default_factory=dict,
+        description="Scalar indices per asset key ('a/b'), built after each write and kept up to date "
+                    "(an asset's lance/indices metadata replaces its entry)")
     spark: SparkSessionConfig | None = Field(
         default=None,
         description="Session settings for Spark inputs/outputs (a SparkSessionResource is accepted and "
@@ -308,12 +322,17 @@ class LanceIOManager(dg.ConfigurableIOManager):
                                 storage_options=self.table_storage_options, transaction_properties=props)
         except LanceError as exc:
             raise exc.with_context(table=uri)
+        specs = self.index_specs(context)
+        if specs:
+            meta.update(self._ensure_indices(context, engine.open_table(uri, storage_options=self.table_storage_options),
+                                             specs, settings, keys, uri))
         policy = self.maintenance_policy()
         if policy is not None:
             try:
                 meta.update(maintain_table(uri, policy, storage_options=self.table_storage_options,
                                            transaction_properties=props,
-                                           keep_versions_from=self.change_feed_floor(uri, context)))
+                                           keep_versions_from=self.change_feed_floor(uri, context),
+                                           index_specs=specs))
             except LanceError as exc:
                 raise exc.with_context(table=uri)
         context.add_output_metadata(meta)
@@ -341,9 +360,31 @@ class LanceIOManager(dg.ConfigurableIOManager):
             written = engine.open_branch(uri, wap.audit_branch_name(context.run_id), storage_options=storage)
         except LanceError as exc:
             raise exc.with_context(table=uri)
+        specs = self.index_specs(context)
+        if specs:  # built on the branch: the publish brings them to main with the rows
+            meta.update(self._ensure_indices(context, written, specs, settings, keys, uri))
+            written = engine.open_branch(uri, wap.audit_branch_name(context.run_id), storage_options=storage)
         meta.update(wap.branch_metadata(written, context.run_id, base, uri))
         context.log.info(f"wrote {uri} to branch {wap.audit_branch_name(context.run_id)} (version "
                          f"{written.version}); main stays at version {base} until it is published")
+        return meta
+
+    def index_specs(self, context: dg.OutputContext) -> list[IndexSpec]:
+        """The indices an output's table keeps: run-time metadata ``lance/indices``, else the
+        definition's, else this IO manager's ``indices`` entry for the asset key."""
+        where = context.asset_key.to_user_string() if context.has_asset_key else "/".join(output_path(context))
+        return resolve_specs(self.indices.get(where), context.definition_metadata, context.output_metadata,
+                             where=f"asset {where}" if context.has_asset_key else f"op output {where}")
+
+    def _ensure_indices(self, context: dg.OutputContext, ds: engine.LanceDataset, specs: list[IndexSpec],
+                        settings: WriteSettings, keys: list[str] | None, uri: str) -> dict[str, Any]:
+        """Build or refresh the declared indices on the version just written (an overwrite of the
+        whole table rebuilds them); the materialization's index metadata."""
+        asset = context.asset_key.to_user_string() if context.has_asset_key else "/".join(output_path(context))
+        rebuild = settings.mode is WriteMode.OVERWRITE and keys is None
+        _, meta = ensure_indices(ds, specs, rebuild=rebuild, asset=asset, uri=uri)
+        context.log.info(f"{uri}: indices " + ", ".join(
+            f"{name.split('/')[-2]}" for name in meta if name.endswith("/type")))
         return meta
 
     def publish_audited(self, uri: str, run_id: str, asset_key: dg.AssetKey | None = None,
