@@ -3,8 +3,9 @@
 An asset declares its indices with definition metadata ``lance/indices`` (a list of
 ``{column, type, name?, params?}``; ``LanceIOManager(indices={asset key: [...]})`` and the
 component's ``tables[].indices`` declare them too, the asset's metadata winning). After each
-write the IO manager calls :func:`ensure_indices` on the version it wrote (main, or the run's
-audit branch under write-audit-publish, so the indices are published with the rows):
+write the IO manager calls :func:`ensure_indices` on the version it wrote (under
+write-audit-publish: on main, right after the publish, as the engine publishes data and config
+commits only):
 
 * a declared index that does not exist (a new table, or after an overwrite, which drops indices)
   is built; one whose type or column differs from the declaration is rebuilt;

@@ -69,6 +69,7 @@ from lance_assets.type_handlers import from_reader, is_spark_dataframe, load_kin
 from lance_assets.write_modes import RowWriter, write_output
 
 RUN_ID_PROPERTY = "dagster/run_id"
+PENDING_INDICES = "lance/indices_on_publish"  # WAP: the declared indices the publish brings up to date
 ASSET_KEY_PROPERTY = "dagster/asset_key"
 PARTITION_PROPERTY = "dagster/partition_key"
 PARTITION_RANGE_PROPERTY = "dagster/partition_key_range"
@@ -361,9 +362,11 @@ class LanceIOManager(dg.ConfigurableIOManager):
         except LanceError as exc:
             raise exc.with_context(table=uri)
         specs = self.index_specs(context)
-        if specs:  # built on the branch: the publish brings them to main with the rows
-            meta.update(self._ensure_indices(context, written, specs, settings, keys, uri))
-            written = engine.open_branch(uri, wap.audit_branch_name(context.run_id), storage_options=storage)
+        if specs:
+            # The engine publishes data and config commits only (an index commit on the branch
+            # would make it unpublishable): the publish step builds / refreshes them on main.
+            meta[PENDING_INDICES] = ", ".join(spec.index_name for spec in specs)
+            context.log.info(f"{uri}: indices {meta[PENDING_INDICES]} are brought up to date on main by the publish")
         meta.update(wap.branch_metadata(written, context.run_id, base, uri))
         context.log.info(f"wrote {uri} to branch {wap.audit_branch_name(context.run_id)} (version "
                          f"{written.version}); main stays at version {base} until it is published")
@@ -388,21 +391,32 @@ class LanceIOManager(dg.ConfigurableIOManager):
         return meta
 
     def publish_audited(self, uri: str, run_id: str, asset_key: dg.AssetKey | None = None,
-                        context: Any = None) -> dict[str, Any] | None:
-        """Publish run ``run_id``'s audit branch of ``uri`` to main (idempotent), then apply the
-        maintenance policy (keeping what the change feeds found through ``context``, a Dagster
-        context of the run, still need); the publish metadata, or None when the run wrote no branch."""
+                        context: Any = None, definition_metadata: Mapping[str, Any] | None = None,
+                        ) -> dict[str, Any] | None:
+        """Publish run ``run_id``'s audit branch of ``uri`` to main (idempotent), then build or
+        refresh the asset's declared indices on main (``definition_metadata``'s ``lance/indices``,
+        else this IO manager's ``indices``) and apply the maintenance policy (keeping what the
+        change feeds found through ``context``, a Dagster context of the run, still need); the
+        publish metadata, or None when the run wrote no branch."""
         props = {RUN_ID_PROPERTY: run_id, "lance/operation": "publish"}
         if asset_key is not None:
             props[ASSET_KEY_PROPERTY] = asset_key.to_user_string()
         policy = self.maintenance_policy()
         storage = self.table_storage_options
 
+        where = asset_key.to_user_string() if asset_key is not None else uri
+        specs = resolve_specs(self.indices.get(where), definition_metadata, None, where=f"asset {where}")
+
         def maintain(table: str) -> dict[str, Any]:
+            meta: dict[str, Any] = {}
+            if specs:
+                _, meta = ensure_indices(engine.open_table(table, storage_options=storage), specs, rebuild=False,
+                                         asset=where, uri=table)
             if policy is None:
-                return {}
-            return maintain_table(table, policy, storage_options=storage, transaction_properties=props,
-                                  keep_versions_from=self.change_feed_floor(table, context))
+                return meta
+            return {**meta, **maintain_table(table, policy, storage_options=storage, transaction_properties=props,
+                                             keep_versions_from=self.change_feed_floor(table, context),
+                                             index_specs=specs)}
 
         instance = instance_of(context) if context is not None else None
 
@@ -537,7 +551,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return None
         if _is_check_of(context, context.asset_key):
             return wap.audited_branch(uri, run_id, storage_options=self.table_storage_options)
-        meta = self.publish_audited(uri, run_id, context.asset_key, context)
+        meta = self.publish_audited(uri, run_id, context.asset_key, context, upstream_meta)
         if meta is not None and wap.WAITING_FOR in meta:
             context.log.warning(f"{uri}: the run's branch is not published yet (checks still to pass: "
                                 f"{meta[wap.WAITING_FOR]}); reading main as it is")
