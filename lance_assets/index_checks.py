@@ -5,7 +5,9 @@
 * ``lance_index_present_check``: the declared indices exist, on their columns, with their types.
 
 The table is found like the checks of :mod:`lance_assets.checks` (``uri``, else the resource at
-``resource_key``), and under write-audit-publish the run's audit branch is checked. Both read
+``resource_key``), and under write-audit-publish the run's audit branch is checked, unless
+``audit_branch=False``: the publish builds a WAP asset's indices on main, so check them there
+(a check of the ``lance_publish_asset`` asset with ``uri=`` the table and ``audit_branch=False``). Both read
 index metadata only; no rows are scanned.
 """
 
@@ -21,7 +23,15 @@ from lance_assets.checks import _asset_key, _check_kwargs, _resolve
 from lance_assets.indices import _normal, index_status, parse_specs
 
 
-def _open(context: Any, key: dg.AssetKey, uri: str | None, resource_key: str) -> tuple[Any, dict[str, Any]]:
+def _open(context: Any, key: dg.AssetKey, uri: str | None, resource_key: str,
+          audit_branch: bool) -> tuple[Any, dict[str, Any]]:
+    if not audit_branch:  # main, even where the run wrote an audit branch
+        options = None
+        if uri is None:
+            resource = getattr(context.resources, resource_key)
+            uri = resource.uri_for(key)
+            options = getattr(resource, "table_storage_options", None)
+        return engine.try_open(uri, storage_options=options), {}
     target = _resolve(context, key, uri, resource_key)
     ds = engine.try_open(target.uri, storage_options=target.options)
     return ds, dict(target.metadata)
@@ -31,8 +41,9 @@ def lance_index_coverage_check(
     asset: Any, *, max_unindexed_rows: int | None = None, max_unindexed_fraction: float | None = None,
     indices: Sequence[str] | None = None, uri: str | None = None, resource_key: str = "lance",
     blocking: bool = False, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN,
+    name: str = "lance_index_coverage", audit_branch: bool = True,
 ) -> dg.AssetChecksDefinition:
-    """A check ``lance_index_coverage``: the table's indices (``indices``: only these names) leave at
+    """A check ``lance_index_coverage`` (or ``name``: several bounds on one asset need distinct names): the table's indices (``indices``: only these names) leave at
     most ``max_unindexed_rows`` rows unindexed, and at most ``max_unindexed_fraction`` (0..1) of
     the table's rows; give at least one bound. A table with no index (or missing a named one)
     fails. Metadata: the unindexed rows and fraction per index."""
@@ -44,10 +55,10 @@ def lance_index_coverage_check(
         raise InvalidInputError(f"max_unindexed_fraction must be within [0, 1]; got {max_unindexed_fraction}")
     key = _asset_key(asset)
 
-    @dg.asset_check(**_check_kwargs(asset, "lance_index_coverage", uri, resource_key, blocking,
+    @dg.asset_check(**_check_kwargs(asset, name, uri, resource_key, blocking,
                                     "The table's indices leave few rows unindexed"))
     def _check(context) -> dg.AssetCheckResult:
-        ds, meta = _open(context, key, uri, resource_key)
+        ds, meta = _open(context, key, uri, resource_key, audit_branch)
         if ds is None:
             return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
         status = {entry["name"]: entry for entry in index_status(ds)}
@@ -77,6 +88,7 @@ def lance_index_coverage_check(
 def lance_index_present_check(
     asset: Any, indices: Any = None, *, uri: str | None = None, resource_key: str = "lance",
     blocking: bool = False, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+    audit_branch: bool = True,
 ) -> dg.AssetChecksDefinition:
     """A check ``lance_index_present``: every declared index exists on its column with its type.
     ``indices``: specs as in ``lance/indices`` (default: the asset definition's ``lance/indices``
@@ -94,7 +106,7 @@ def lance_index_present_check(
     @dg.asset_check(**_check_kwargs(asset, "lance_index_present", uri, resource_key, blocking,
                                     "The declared indices exist with their declared types"))
     def _check(context) -> dg.AssetCheckResult:
-        ds, meta = _open(context, key, uri, resource_key)
+        ds, meta = _open(context, key, uri, resource_key, audit_branch)
         if ds is None:
             return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
         present = {d.name: d for d in engine.describe_indices(ds)}

@@ -135,7 +135,7 @@ def maintain_table(
     if indexed:
         meta[PREFIX + "unindexed_rows_before"] = dg.MetadataValue.int(unindexed_before)
         meta[PREFIX + "unindexed_rows_after"] = dg.MetadataValue.int(unindexed_rows(ds))
-        meta[PREFIX + "indices_optimized"] = ", ".join(refreshed)
+        meta[PREFIX + "indices_optimized"] = dg.MetadataValue.text(", ".join(refreshed))
     for name, count in branches.items():
         meta[PREFIX + name] = dg.MetadataValue.int(count)
     if keep_versions_from is not None:
