@@ -121,7 +121,7 @@ def test_merges_appends_overwrite_and_maintenance_answer_as_pylance(instance, ro
     out = maintain_table(uri, LanceMaintenancePolicy(min_small_fragments=100, cleanup_older_than=None))
     assert out["lance/maintenance/unindexed_rows_before"].value == 7 * 4
     assert out["lance/maintenance/unindexed_rows_after"].value == 0
-    assert "id_idx" in out["lance/maintenance/indices_optimized"]
+    assert "id_idx" in out["lance/maintenance/indices_optimized"].value
     assert_pylance_agrees(uri)
     # an overwrite drops and rebuilds every index over the new rows only
     asset2, state2 = make_asset("overwrite")
