@@ -57,6 +57,14 @@ def assign_row_ids(fragments: Iterable[table_pb2.DataFragment], next_row_id: int
     return next_row_id
 
 
+def carries_all_row_ids(store: Any, fragment: table_pb2.DataFragment) -> bool:
+    """Whether a new fragment already has a row id for every row (it holds only moved rows;
+    pylance counts an inline sequence only)."""
+    if not fragment.HasField("inline_row_ids"):
+        return False
+    return decode_row_ids(bytes(fragment.inline_row_ids)).size == int(fragment.physical_rows)
+
+
 def set_uniform_versions(fragment: table_pb2.DataFragment, version: int, *, created: bool = True) -> None:
     """One run ``(Range[0, rows), version)`` for last_updated (and created, if asked)."""
     seq = uniform_version_sequence(int(fragment.physical_rows), version)

@@ -232,6 +232,9 @@ def _update(b: _Build) -> None:
     kept = _replace_by_id(b.existing, set(body.removed_fragment_ids), list(body.updated_fragments))
     new = _copies(body.new_fragments)
     _assign_ids(new, b.first_id)
+    # new fragments holding only moved rows (each already has its row id): pylance's "pure" rewrites
+    pure = [f.id for f in new if b.stable and f.physical_rows and lineage.carries_all_row_ids(b.store, f)]
+    b.indices = index_meta.apply_update(b.indices, body, pure, b.stable)
     if b.stable:
         b.next_row_id = lineage.assign_row_ids(new, b.next_row_id)
         # only an overwrite applies without a previous version (checked in _start)
@@ -273,8 +276,8 @@ def _rewrite(b: _Build) -> None:
     groups = list(b.txn.rewrite.groups)
     if not groups and len(b.txn.rewrite.old_fragments):
         raise UnsupportedFeatureError("legacy ungrouped Rewrite transactions are not supported")
-    index_meta.check_rewrite_untouched(b.indices, groups)
     b.fragments = _apply_rewrite(b.existing, groups, b.first_id, b.version)
+    b.indices = index_meta.apply_rewrite(b.indices, b.txn.rewrite, has_stable_row_ids(b.manifest))
 
 
 def _restore(b: _Build) -> None:

@@ -22,6 +22,7 @@ from lance_format.dataset.evolution.base import (
 from lance_format.dataset.mutations.base import Prepared, cast_to, storage_version_of, transaction_for
 from lance_format.schema.fields import refuse_dotted_names
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.index.metadata import user_segments
 from lance_format.proto import file_pb2
 from lance_format.schema import LanceField, LanceSchema
 
@@ -91,6 +92,38 @@ def _cast_values(array: pa.Array, target: pa.DataType, *, column: str, table: st
                                 f"{arrow_rs_name(target)}", table=table, column=column) from None
 
 
+def _refuse_indexed_casts(ds: "LanceDataset", casts: Mapping[int, pa.DataType]) -> None:
+    """pylance refuses to cast a column an index is attached to (the cast would invalidate it)."""
+    if not casts:
+        return
+    original = {f.id: f.name for f in ds.manifest.fields}  # pylance names them before any rename
+    covered = {child.id: top for top in casts for child in ds.lance_schema.walk() if _within(ds, child.id, top)}
+    names: list[str] = []
+    columns: list[str] = []
+    for segment in user_segments(ds.manifest_file.index_section):
+        hit = [covered[f] for f in segment.meta.fields if f in covered]
+        if hit:
+            if segment.name not in names:
+                names.append(segment.name)
+            columns.extend(original[top] for top in hit if original[top] not in columns)
+    if names:
+        ordered = [original[top] for top in casts if original[top] in columns]
+        raise InvalidInputError(
+            f"Cannot cast column(s) [{', '.join(ordered)}] to a new type: they have {len(names)} index(es) "
+            f"attached: [{', '.join(names)}]. Cast rewrites column data and invalidates any index on the affected "
+            "column(s). Drop the index(es) with drop_index() before altering, then recreate them after the cast "
+            "completes.", table=ds.uri)
+
+
+def _within(ds: "LanceDataset", field_id: int, top: int) -> bool:
+    parents = {f.id: f.parent_id for f in ds.manifest.fields}
+    while field_id != -1:
+        if field_id == top:
+            return True
+        field_id = parents.get(field_id, -1)
+    return False
+
+
 def apply_alterations(
     ds: "LanceDataset", alterations: tuple[Mapping[str, Any], ...], properties, commit_message
 ) -> Prepared:
@@ -131,6 +164,7 @@ def apply_alterations(
             if not old_type.equals(new_type):
                 casts[target.id] = new_type
 
+    _refuse_indexed_casts(ds, casts)
     prepared = Prepared(transaction_for(ds, properties, commit_message), None, storage_version=storage_version_of(ds))
     if not casts:
         set_project(prepared, fields, preserves_nullability=not changes_nullability)

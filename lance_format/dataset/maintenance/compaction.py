@@ -10,8 +10,8 @@ is rewritten as ``max(1, R // target)`` fragments of near-equal size (larger one
 Committing: one ``ReserveFragments`` reserves the new fragment ids, then one ``Rewrite`` (built
 on the same read version) swaps the groups. With stable row ids the new fragments carry the old
 rows' ids and version sequences, concatenated with deleted rows masked out; row ids never change.
-Fragments covered by an index are not compacted: pylance 14's indices address rows by their
-physical address even with stable row ids, so moving them would need the index files remapped.
+Indexed fragments are compacted too, and the segments covering them remapped in the same
+``Rewrite`` (:mod:`lance_format.dataset.maintenance.index_remap`, pylance 14.0.2's rules).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import pyarrow as pa
 
 from lance_format.dataset.maintenance.decoded_memory import modelled_decoder_memory, registered
 from lance_format.dataset.maintenance.decoded_memory_v2_0 import modelled_legacy_decoder_memory, registered_v2_0
+from lance_format.dataset.maintenance.index_remap import blocked_fragments, indexed_fragments, remap_indices
 from lance_format.dataset.mutations.base import Prepared, storage_version_of, write_new_fragments
-from lance_format.errors import InvalidInputError
+from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 from lance_format.schema.blob import is_blob_field
 from lance_format.proto import table_pb2
 from lance_format.table.commit import commit_landed, commit_transaction
@@ -85,14 +86,15 @@ def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float,
     if materialize and threshold >= 1.0:
         materialize = False
     bitmaps = indexed_fragment_ids(ds.manifest_file.index_section)
+    blocked = blocked_fragments(ds)
     bins: list[dict] = []
     current: dict | None = None
     for fragment in ds.get_fragments():
         physical = fragment.physical_rows
         deleted = fragment.num_deletions
         covering = tuple(i for i, b in enumerate(bitmaps) if b is None or fragment.fragment_id in b)
-        if covering or fragment.fragment_id in excluded:
-            candidacy = None  # pylance's index entries are row addresses, which this would move
+        if fragment.fragment_id in blocked or fragment.fragment_id in excluded:
+            candidacy = None  # covered by an index this engine cannot remap
         elif only is not None and fragment.fragment_id not in only:
             candidacy = None
         elif materialize and physical and deleted / physical > threshold:
@@ -241,13 +243,14 @@ def compact_files(
                           max_source_fragments, max_source_rows, max_source_bytes)
     if not tasks:
         return CompactionMetrics()
+    check_defer(ds, bool(_option(ds, "defer_index_remap", defer_index_remap, False, _bool)), tasks)
 
     prepared = Prepared(new_transaction(ds.version, properties=transaction_properties), None,
                         storage_version=storage_version_of(ds))
     try:
         groups = [(group_protos(group), rewrite_group(ds, group, target, batch_size, prepared, max_bytes_per_file))
                   for group in tasks]
-        committed = commit_rewrites(ds, groups, prepared.txn, transaction_properties)
+        committed = commit_rewrites(ds, groups, prepared.txn, transaction_properties, prepared.written)
     except BaseException as error:
         if not commit_landed(error):
             prepared.discard(ds.object_store)
@@ -297,10 +300,26 @@ def rewrite_group(ds: "LanceDataset", group: list["LanceFragment"], target: int,
     return new
 
 
+def check_defer(ds: "LanceDataset", defer: bool, tasks: list[list["LanceFragment"]]) -> None:
+    """Refuse ``defer_index_remap=True`` where pylance would write a fragment-reuse index."""
+    if not defer:
+        return
+    if ds.has_stable_row_ids:
+        raise InvalidInputError("defer_index_remap=true is not supported on datasets with stable row IDs: stable "
+                                "row IDs do not require index remapping during compaction, so there is nothing "
+                                "to defer.", table=ds.uri)
+    covered = indexed_fragments(ds)
+    if any(f.fragment_id in covered for task in tasks for f in task):
+        raise UnsupportedFeatureError("defer_index_remap=True (a fragment-reuse index) is not supported by this "
+                                      "engine; compact with defer_index_remap=False to remap the indices now",
+                                      table=ds.uri)
+
+
 def commit_rewrites(ds: "LanceDataset", groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]],
-                    txn, transaction_properties=None):
+                    txn, transaction_properties=None, written: list[str] | None = None):
     """Reserve ids for the new fragments, then commit one ``Rewrite`` of every group, built on
-    ``txn``'s read version (a concurrent change to the same fragments is a conflict)."""
+    ``txn``'s read version (a concurrent change to the same fragments is a conflict), with the
+    index segments covering the groups remapped (their files' paths added to ``written``)."""
     total_new = sum(len(new) for _, new in groups)
     reserve = new_transaction(txn.read_version, properties=transaction_properties)
     reserve.reserve_fragments.num_fragments = total_new
@@ -315,6 +334,8 @@ def commit_rewrites(ds: "LanceDataset", groups: list[tuple[list[table_pb2.DataFr
             fragment.id = next_id
             next_id += 1
         pb.new_fragments.extend(new)
+    base = ds if ds.version == txn.read_version else ds.checkout_version(txn.read_version)
+    rewrite.rewritten_indices.extend(remap_indices(base, groups, written if written is not None else []))
     read = ds.manifest_file if ds.version == txn.read_version else None
     return commit_transaction(ds.object_store, txn, options=BuildOptions(), read_manifest_file=read)
 
@@ -346,10 +367,14 @@ class DatasetOptimizer:
         """pylance's ``optimize.disable_auto_cleanup``: :meth:`LanceDataset.disable_auto_cleanup`."""
         self._dataset.disable_auto_cleanup(**kwargs)
 
-    def optimize_indices(self, **kwargs) -> None:
-        from lance_format.errors import UnsupportedFeatureError
+    def optimize_indices(self, index_names=None, num_indices_to_merge=None, retrain: bool = False,
+                         **ignored: Any) -> None:
+        """pylance's ``optimize.optimize_indices``: add the fragments appended since the indices
+        were built to them (:mod:`lance_format.dataset.index_optimize`)."""
+        from lance_format.dataset.index_optimize import optimize_indices
 
-        raise UnsupportedFeatureError("index optimization is not supported by this engine", table=self._dataset.uri)
+        optimize_indices(self._dataset, index_names=index_names, num_indices_to_merge=num_indices_to_merge,
+                         retrain=retrain)
 
 
 __all__ = ["compact_files", "CompactionMetrics", "DatasetOptimizer", "plan", "chunk_sizes", "rewrite_group",
