@@ -142,6 +142,10 @@ def test_maintenance_job_optimizes_indices(instance, root):
     assert meta["lance/maintenance/unindexed_rows_before"].value == 2 * 30
     assert meta["lance/maintenance/unindexed_rows_after"].value == 0
     assert meta["lance/maintenance/fragments_before"].value == 4
+    # compaction rewrote the indexed fragments too (remapping their indices), then the indices were extended
+    assert meta["lance/maintenance/compacted"].value is True
+    assert meta["lance/maintenance/fragments_after"].value == 1
+    assert meta["lance/maintenance/indices_optimized"].value == "category_idx, id_idx"
     for name in ("id_idx", "category_idx"):
         assert lance.dataset(uri).stats.index_stats(name)["num_unindexed_rows"] == 0
     assert lance.dataset(uri).to_table(filter="category = 'toys'").num_rows == lance_format.dataset(uri).to_table(
