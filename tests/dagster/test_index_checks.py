@@ -144,7 +144,8 @@ def test_maintenance_job_optimizes_indices(instance, root):
     assert meta["lance/maintenance/fragments_before"].value == 4
     # compaction rewrote the indexed fragments too (remapping their indices), then the indices were extended
     assert meta["lance/maintenance/compacted"].value is True
-    assert meta["lance/maintenance/fragments_after"].value == 1
+    # as pylance: fragments covered by different indices are not merged together (indexed + new)
+    assert meta["lance/maintenance/fragments_after"].value == 2
     assert meta["lance/maintenance/indices_optimized"].value == "category_idx, id_idx"
     for name in ("id_idx", "category_idx"):
         assert lance.dataset(uri).stats.index_stats(name)["num_unindexed_rows"] == 0
