@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Union
 
 import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap
 
 from lance_format.dataset.index_describe import field_paths
 from lance_format.dataset.sql.index_terms import OPAQUE, And, Leaf, Not, Or, Term, index_terms
@@ -120,10 +121,13 @@ class IndexScanPlan:
         catalog = IndexCatalog(section, ds.base_stores.store, ds.data_storage_version)
         paths = field_paths(ds)
         by_column: dict[str, NamedIndex] = {}
+        scanned = BitMap(f.fragment_id for f in fragments)
         for field_id, path in paths.items():
             found = catalog.on_field(field_id)
             if found:
-                by_column[path] = found[0]
+                # the index covering most of the scanned fragments (after a compaction an old
+                # ZONEMAP may list more fragments, none of them live any more)
+                by_column[path] = max(found, key=lambda i: len(i.fragment_ids & scanned))
         if not by_column:
             return None
         term = index_terms(filter_text, schema)

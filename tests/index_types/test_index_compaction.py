@@ -55,6 +55,14 @@ def _check_answers(uri: str) -> None:
         assert ours.count_rows(f) == len(indexed), f
 
 
+def assert_uses_indices(uri: str) -> None:
+    """Both engines answer from the (remapped) indices, not by scanning everything."""
+    for f, name in (("id = 1234", "id_idx"), ("cat = 'beta'", "cat_idx"), ("email LIKE 'user42.%'", "email_idx")):
+        for engine in (lance, lance_format):
+            plan = engine.dataset(uri).scanner(filter=f, columns=["id"]).explain_plan()
+            assert "ScalarIndexQuery" in plan and name in plan, (engine.__name__, f, plan)
+
+
 def _coverage(ds) -> dict[str, list[list[int]]]:
     return {d.name: [sorted(s.fragment_ids) for s in d.segments] for d in ds.describe_indices()}
 
@@ -88,6 +96,7 @@ def test_our_compaction_remaps_like_pylance(tmp_path, version, stable, builder):
     for name, uuids in before.items():
         assert (after[name] != uuids) == (reference_after[name] != uuids), name
     _check_answers(ours_uri)
+    assert_uses_indices(ours_uri)
     # pylance reads the remapped segments' statistics (their files open)
     for _, _, name in INDICES:
         assert compacted.stats.index_stats(name)["name"] == name
@@ -99,6 +108,7 @@ def test_pylance_compaction_then_our_indexed_answers(tmp_path, version, stable):
     _build(uri, version, stable, "ours")
     lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=7_000)
     _check_answers(uri)
+    assert_uses_indices(uri)
 
 
 def test_repeated_compaction_and_appends(tmp_path):
@@ -136,3 +146,26 @@ def test_defer_index_remap_with_stable_row_ids_is_an_error_as_in_pylance(tmp_pat
         lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=7_000, defer_index_remap=True)
     with pytest.raises(InvalidInputError, match="stable row IDs"):
         lance_format.dataset(uri).optimize.compact_files(target_rows_per_fragment=7_000, defer_index_remap=True)
+
+
+@pytest.mark.parametrize("worker", ["ours", "pylance"])
+def test_distributed_compaction_remaps_at_commit(tmp_path, worker):
+    """Compaction.plan / CompactionTask.execute (either engine) / Compaction.commit here: the
+    commit remaps the indices covering the rewritten fragments, like compact_files."""
+    import lance.optimize
+
+    import lance_format.optimize
+
+    uri = str(tmp_path / "t.lance")
+    _build(uri, "2.2", False, "pylance")
+    plan = lance_format.optimize.Compaction.plan(lance_format.dataset(uri), {"target_rows_per_fragment": 7_000})
+    assert plan.num_tasks() > 0
+    work = lance if worker == "pylance" else lance_format
+    results = [(lance.optimize if worker == "pylance" else lance_format.optimize).CompactionTask.from_json(
+        t.json()).execute(work.dataset(uri)).json() for t in plan.tasks]
+    lance_format.optimize.Compaction.commit(lance_format.dataset(uri),
+                                            [lance_format.optimize.RewriteResult.from_json(r) for r in results])
+    live = {f.fragment_id for f in lance.dataset(uri).get_fragments()}
+    assert set(_coverage(lance.dataset(uri))["id_idx"][0]) <= live
+    _check_answers(uri)
+    assert_uses_indices(uri)

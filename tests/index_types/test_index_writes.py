@@ -138,6 +138,11 @@ def test_write_keeps_indices_like_pylance(tmp_path, version, stable, write):
     # fragments); this engine rewrites the rows into new fragments (left unindexed)
     check_answers(ours)
     check_answers(theirs)  # pylance's write, answered by both
+    live = {f.fragment_id for f in lance.dataset(ours).get_fragments()}
+    for name, f in (("id_idx", "id = 1234"), ("cat_idx", "cat = 'beta'")):
+        if name in coverage(ours) and set(coverage(ours)[name][0]) & live:  # still answered from the index
+            plan = lance_format.dataset(ours).scanner(filter=f, columns=["id"]).explain_plan()
+            assert f"@{name}" in plan, plan
 
 
 @pytest.mark.parametrize("stable", [False, True])

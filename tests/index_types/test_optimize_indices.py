@@ -13,7 +13,7 @@ import lance_format
 from lance_format.errors import IndexNotFoundError, InvalidInputError
 
 from .conftest import realistic_table
-from .test_index_compaction import INDICES, _check_answers
+from .test_index_compaction import INDICES, _check_answers, assert_uses_indices
 
 
 def _build(uri: str, version: str, stable: bool) -> None:
@@ -55,6 +55,7 @@ def _same_outcome(ours: str, theirs: str, before: dict[str, list[str]]) -> None:
         kept_theirs = [u in after_theirs[name] for u in uuids]
         assert kept_ours == kept_theirs, name
     _check_answers(ours)
+    assert_uses_indices(ours)
 
 
 CALLS = [{}, {"num_indices_to_merge": 0}, {"retrain": True}, {"index_names": ["id_idx", "tags_idx"]}]

@@ -43,8 +43,11 @@ Groups = list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]]
 
 
 def _needs_rewrite(meta: table_pb2.IndexMetadata, stable_row_ids: bool) -> bool:
-    return holds_row_addresses(meta) and not kept_through_rewrite(meta) if stable_row_ids \
-        else not kept_through_rewrite(meta)
+    """Whether a segment covering rewritten fragments must be rewritten with new addresses."""
+    if kept_through_rewrite(meta):  # ZONEMAP / BLOOMFILTER: kept, or they lose the fragments
+        return False
+    # with stable row ids only entries that are row addresses move; row ids stay valid
+    return holds_row_addresses(meta) if stable_row_ids else True
 
 
 def _handled(meta: table_pb2.IndexMetadata, stable_row_ids: bool) -> bool:
