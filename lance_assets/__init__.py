@@ -12,7 +12,10 @@
   which keeps what unfinished change feeds need: :class:`LanceChangeFeedConsumers`,
   :func:`registered_watches`).
 * Check factories: :func:`lance_schema_change_check`, :func:`lance_row_count_check`,
-  :func:`lance_version_freshness_check`.
+  :func:`lance_version_freshness_check`; on indices :func:`lance_index_coverage_check`,
+  :func:`lance_index_present_check`.
+* Scalar indices declared on assets (metadata ``lance/indices``, :class:`LanceIndexConfig`), kept
+  up to date after every write and by maintenance (:mod:`lance_assets.indices`).
 * Write-audit-publish on Lance branches (metadata ``lance/write_audit_publish``):
   :func:`lance_publish_asset` (publishes after the blocking checks pass), :func:`load_audited`.
 * ``lance_assets.components``: ``LanceTablesComponent``, all of the above configured from a
@@ -21,6 +24,8 @@
 
 from lance_assets.change_feed import LanceChangeFeed, change_counts
 from lance_assets.checks import lance_row_count_check, lance_schema_change_check, lance_version_freshness_check
+from lance_assets.index_checks import lance_index_coverage_check, lance_index_present_check
+from lance_assets.indices import IndexSpec
 from lance_assets.config import ReadMode, SchemaMode, WriteMode
 from lance_assets.maintenance import (
     LanceMaintenancePolicy,
@@ -28,7 +33,7 @@ from lance_assets.maintenance import (
     lance_maintenance_job,
     maintain_table,
 )
-from lance_assets.io_manager import LanceChangeFeedConsumers, LanceIOManager, lance_asset
+from lance_assets.io_manager import LanceChangeFeedConsumers, LanceIndexConfig, LanceIOManager, lance_asset
 from lance_assets.partitions import partition_predicate, version_partitions
 from lance_assets.resources import LanceTableResource, SparkSessionConfig, SparkSessionResource, table_uri
 from lance_assets.sensors import (
@@ -60,6 +65,10 @@ __all__ = [
     "lance_schema_change_check",
     "lance_row_count_check",
     "lance_version_freshness_check",
+    "lance_index_coverage_check",
+    "lance_index_present_check",
+    "IndexSpec",
+    "LanceIndexConfig",
     "LanceMaintenancePolicy",
     "build_lance_maintenance_assets",
     "lance_maintenance_job",

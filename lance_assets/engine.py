@@ -321,3 +321,28 @@ def spark_changes(spark: Any, uri: str, begin_version: int, end_version: int, co
 def storage_options_of(options: Mapping[str, str] | None) -> dict[str, str] | None:
     """Configured storage options as the engine takes them (None when there are none)."""
     return {str(k): str(v) for k, v in options.items()} if options else None
+
+
+# -- scalar indices ------------------------------------------------------------------------------
+def describe_indices(ds: LanceDataset) -> list[Any]:
+    """The version's indices (``name``, ``index_type`` like pylance's ``"BTree"``, ``field_names``)."""
+    return list(ds.describe_indices())
+
+
+def index_stats(ds: LanceDataset, name: str) -> dict[str, Any]:
+    """pylance's ``stats.index_stats``: ``num_indexed_rows``, ``num_unindexed_rows``, ``index_type``, ..."""
+    return ds.stats.index_stats(name)
+
+
+def create_index(ds: LanceDataset, column: str, index_type: str, *, name: str, replace: bool,
+                 params: Mapping[str, Any]) -> LanceDataset:
+    """Build (or, with ``replace``, rebuild) a scalar index in one commit; returns the new version."""
+    ds.create_scalar_index(column, index_type, name=name, replace=replace, **dict(params))
+    return ds.checkout_version(ds.version)  # create_scalar_index moved ds to the new version
+
+
+def optimize_indices(ds: LanceDataset, names: Sequence[str]) -> LanceDataset:
+    """Extend ``names`` over the rows they do not cover (``optimize.optimize_indices``); returns the
+    new version. UnsupportedFeatureError where the engine cannot optimize indices yet."""
+    ds.optimize.optimize_indices(index_names=list(names))
+    return ds.checkout_version(ds.version)

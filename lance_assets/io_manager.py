@@ -51,6 +51,7 @@ from lance_assets.config import (
     resolve_read_settings,
     resolve_write_settings,
 )
+from lance_assets.indices import IndexSpec, ensure_indices, resolve_specs
 from lance_assets.maintenance import (
     DEFAULT_TARGET_ROWS_PER_FRAGMENT,
     LanceMaintenancePolicy,
@@ -68,6 +69,7 @@ from lance_assets.type_handlers import from_reader, is_spark_dataframe, load_kin
 from lance_assets.write_modes import RowWriter, write_output
 
 RUN_ID_PROPERTY = "dagster/run_id"
+PENDING_INDICES = "lance/indices_on_publish"  # WAP: the declared indices the publish brings up to date
 ASSET_KEY_PROPERTY = "dagster/asset_key"
 PARTITION_PROPERTY = "dagster/partition_key"
 PARTITION_RANGE_PROPERTY = "dagster/partition_key_range"
@@ -108,6 +110,15 @@ class LanceChangeFeedConsumers(dg.Config):
                                    "asset key ('a/b') whose table is at its key path under base_uri (and namespace)")
     partitions: str = Field(description="Name of the consumers' DynamicPartitionsDefinition")
     consumers: list[str] = Field(description="Asset keys ('a/b') that read one version partition each")
+
+
+class LanceIndexConfig(dg.Config):
+    """A scalar index the IO manager keeps on a table (as in definition metadata ``lance/indices``)."""
+
+    column: str = Field(description="The indexed column")
+    type: str = Field(description="BTREE | BITMAP | LABEL_LIST | ZONEMAP | BLOOMFILTER | NGRAM")
+    name: str | None = Field(default=None, description="Index name (default {column}_idx)")
+    params: dict[str, Any] = Field(default_factory=dict, description="The index type's build parameters")
 
 
 class LanceIOManager(dg.ConfigurableIOManager):
@@ -191,6 +202,10 @@ class LanceIOManager(dg.ConfigurableIOManager):
         default_factory=list,
         description="Change feeds of this IO manager's tables to keep versions for, beside those the code "
                     "location's version sensors declare (for feeds filled without a lance_version_sensor)")
+    indices: dict[str, list[LanceIndexConfig]] = Field(
+        default_factory=dict,
+        description="Scalar indices per asset key ('a/b'), built after each write and kept up to date "
+                    "(an asset's lance/indices metadata replaces its entry)")
     spark: SparkSessionConfig | None = Field(
         default=None,
         description="Session settings for Spark inputs/outputs (a SparkSessionResource is accepted and "
@@ -308,12 +323,17 @@ class LanceIOManager(dg.ConfigurableIOManager):
                                 storage_options=self.table_storage_options, transaction_properties=props)
         except LanceError as exc:
             raise exc.with_context(table=uri)
+        specs = self.index_specs(context)
+        if specs:
+            meta.update(self._ensure_indices(context, engine.open_table(uri, storage_options=self.table_storage_options),
+                                             specs, settings, keys, uri))
         policy = self.maintenance_policy()
         if policy is not None:
             try:
                 meta.update(maintain_table(uri, policy, storage_options=self.table_storage_options,
                                            transaction_properties=props,
-                                           keep_versions_from=self.change_feed_floor(uri, context)))
+                                           keep_versions_from=self.change_feed_floor(uri, context),
+                                           index_specs=specs))
             except LanceError as exc:
                 raise exc.with_context(table=uri)
         context.add_output_metadata(meta)
@@ -341,27 +361,62 @@ class LanceIOManager(dg.ConfigurableIOManager):
             written = engine.open_branch(uri, wap.audit_branch_name(context.run_id), storage_options=storage)
         except LanceError as exc:
             raise exc.with_context(table=uri)
+        specs = self.index_specs(context)
+        if specs:
+            # The engine publishes data and config commits only (an index commit on the branch
+            # would make it unpublishable): the publish step builds / refreshes them on main.
+            meta[PENDING_INDICES] = ", ".join(spec.index_name for spec in specs)
+            context.log.info(f"{uri}: indices {meta[PENDING_INDICES]} are brought up to date on main by the publish")
         meta.update(wap.branch_metadata(written, context.run_id, base, uri))
         context.log.info(f"wrote {uri} to branch {wap.audit_branch_name(context.run_id)} (version "
                          f"{written.version}); main stays at version {base} until it is published")
         return meta
 
+    def index_specs(self, context: dg.OutputContext) -> list[IndexSpec]:
+        """The indices an output's table keeps: run-time metadata ``lance/indices``, else the
+        definition's, else this IO manager's ``indices`` entry for the asset key."""
+        where = context.asset_key.to_user_string() if context.has_asset_key else "/".join(output_path(context))
+        return resolve_specs(self.indices.get(where), context.definition_metadata, context.output_metadata,
+                             where=f"asset {where}" if context.has_asset_key else f"op output {where}")
+
+    def _ensure_indices(self, context: dg.OutputContext, ds: engine.LanceDataset, specs: list[IndexSpec],
+                        settings: WriteSettings, keys: list[str] | None, uri: str) -> dict[str, Any]:
+        """Build or refresh the declared indices on the version just written (an overwrite of the
+        whole table rebuilds them); the materialization's index metadata."""
+        asset = context.asset_key.to_user_string() if context.has_asset_key else "/".join(output_path(context))
+        rebuild = settings.mode is WriteMode.OVERWRITE and keys is None
+        _, meta = ensure_indices(ds, specs, rebuild=rebuild, asset=asset, uri=uri)
+        context.log.info(f"{uri}: indices " + ", ".join(
+            f"{name.split('/')[-2]}" for name in meta if name.endswith("/type")))
+        return meta
+
     def publish_audited(self, uri: str, run_id: str, asset_key: dg.AssetKey | None = None,
-                        context: Any = None) -> dict[str, Any] | None:
-        """Publish run ``run_id``'s audit branch of ``uri`` to main (idempotent), then apply the
-        maintenance policy (keeping what the change feeds found through ``context``, a Dagster
-        context of the run, still need); the publish metadata, or None when the run wrote no branch."""
+                        context: Any = None, definition_metadata: Mapping[str, Any] | None = None,
+                        ) -> dict[str, Any] | None:
+        """Publish run ``run_id``'s audit branch of ``uri`` to main (idempotent), then build or
+        refresh the asset's declared indices on main (``definition_metadata``'s ``lance/indices``,
+        else this IO manager's ``indices``) and apply the maintenance policy (keeping what the
+        change feeds found through ``context``, a Dagster context of the run, still need); the
+        publish metadata, or None when the run wrote no branch."""
         props = {RUN_ID_PROPERTY: run_id, "lance/operation": "publish"}
         if asset_key is not None:
             props[ASSET_KEY_PROPERTY] = asset_key.to_user_string()
         policy = self.maintenance_policy()
         storage = self.table_storage_options
 
+        where = asset_key.to_user_string() if asset_key is not None else uri
+        specs = resolve_specs(self.indices.get(where), definition_metadata, None, where=f"asset {where}")
+
         def maintain(table: str) -> dict[str, Any]:
+            meta: dict[str, Any] = {}
+            if specs:
+                _, meta = ensure_indices(engine.open_table(table, storage_options=storage), specs, rebuild=False,
+                                         asset=where, uri=table)
             if policy is None:
-                return {}
-            return maintain_table(table, policy, storage_options=storage, transaction_properties=props,
-                                  keep_versions_from=self.change_feed_floor(table, context))
+                return meta
+            return {**meta, **maintain_table(table, policy, storage_options=storage, transaction_properties=props,
+                                             keep_versions_from=self.change_feed_floor(table, context),
+                                             index_specs=specs)}
 
         instance = instance_of(context) if context is not None else None
 
@@ -496,7 +551,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return None
         if _is_check_of(context, context.asset_key):
             return wap.audited_branch(uri, run_id, storage_options=self.table_storage_options)
-        meta = self.publish_audited(uri, run_id, context.asset_key, context)
+        meta = self.publish_audited(uri, run_id, context.asset_key, context, upstream_meta)
         if meta is not None and wap.WAITING_FOR in meta:
             context.log.warning(f"{uri}: the run's branch is not published yet (checks still to pass: "
                                 f"{meta[wap.WAITING_FOR]}); reading main as it is")

@@ -27,6 +27,7 @@ import dagster as dg
 
 from lance_format.errors import InvalidInputError
 from lance_assets import engine
+from lance_assets.indices import IndexSpec, refresh_all, resolve_specs, unindexed_rows
 from lance_assets.metadata import STORAGE_KIND, TABLE_NAME, URI, VERSION, table_name_of
 from lance_assets.partitions import versions_of_keys
 from lance_assets.sensors import LanceTableWatch, _asset_keys, registered_watches
@@ -83,12 +84,20 @@ def maintain_table(
     keep_versions_from: int | None = None,
     storage_options: engine.Options = None,
     transaction_properties: Mapping[str, str] | None = None,
+    index_specs: Sequence[IndexSpec] = (),
 ) -> dict[str, Any]:
-    """Compact (if the policy says so) and clean up the table at ``uri``; the outcome as metadata.
+    """Compact (if the policy says so), bring the table's indices up to date and clean up the
+    table at ``uri``; the outcome as metadata.
 
     ``keep_versions_from``: versions at or after it are never removed (change-feed consumers).
+    ``index_specs``: the table's declared indices (the parameters of an index that is rebuilt
+    where the engine cannot optimize it). Compaction runs first: it remaps the indices of the
+    fragments it rewrites (fragments whose indices the engine cannot remap stay as they are),
+    and ``optimize_indices`` then covers the rows no index covers yet.
     """
     ds = engine.open_table(uri, storage_options=storage_options)
+    indexed = bool(engine.describe_indices(ds))
+    unindexed_before = unindexed_rows(ds) if indexed else 0
     fragments_before = len(ds.get_fragments())
     small_before = engine.small_fragment_count(ds, policy.target_rows_per_fragment)
     compaction = {"fragments_removed": 0, "fragments_added": 0, "files_removed": 0, "files_added": 0}
@@ -96,6 +105,9 @@ def maintain_table(
     if compacted:
         ds, compaction = engine.compact(ds, target_rows_per_fragment=policy.target_rows_per_fragment,
                                         transaction_properties=transaction_properties or {})
+    refreshed: list[str] = []
+    if indexed:
+        ds, refreshed = refresh_all(ds, index_specs)
     branches: dict[str, int] = {}
     if policy.cleans_audit_branches:
         branches = cleanup_audit_branches(ds, older_than=policy.audit_branches_older_than,
@@ -120,6 +132,10 @@ def maintain_table(
         PREFIX + "bytes_removed": dg.MetadataValue.int(removed["bytes_removed"]),
         PREFIX + "version": dg.MetadataValue.int(ds.version),
     }
+    if indexed:
+        meta[PREFIX + "unindexed_rows_before"] = dg.MetadataValue.int(unindexed_before)
+        meta[PREFIX + "unindexed_rows_after"] = dg.MetadataValue.int(unindexed_rows(ds))
+        meta[PREFIX + "indices_optimized"] = dg.MetadataValue.text(", ".join(refreshed))
     for name, count in branches.items():
         meta[PREFIX + name] = dg.MetadataValue.int(count)
     if keep_versions_from is not None:
@@ -273,11 +289,13 @@ def _maintenance_asset(target: _Target, policy: LanceMaintenancePolicy, io_manag
         group_name=group_name,
         kinds={"lance"},
         required_resource_keys={io_manager_key} if needs_io_manager else None,
-        description=f"Compacts small fragments of {target.uri or target.name} and cleans up old versions",
+        description=f"Compacts small fragments of {target.uri or target.name}, brings its indices up to date "
+                    "and cleans up old versions",
     )
     def _maintain(context) -> dg.MaterializeResult:  # Dagster rejects a string annotation on context
         options: engine.Options = storage_options
         known = [target.watch] if target.watch is not None else []
+        specs: list[IndexSpec] = []
         if target.uri is None:
             io_manager = getattr(context.resources, io_manager_key)
             if not hasattr(io_manager, "uri_for"):
@@ -285,6 +303,8 @@ def _maintenance_asset(target: _Target, policy: LanceMaintenancePolicy, io_manag
             assert target.asset_key is not None
             uri = io_manager.uri_for(target.asset_key, target.definition_metadata)
             options = io_manager.table_storage_options
+            specs = resolve_specs(getattr(io_manager, "indices", {}).get(target.asset_key.to_user_string()),
+                                  target.definition_metadata, None, where=f"asset {target.asset_key.to_user_string()}")
             if hasattr(io_manager, "change_feed_watches"):  # the feeds its maintenance_change_feeds names
                 known.extend(io_manager.change_feed_watches(uri))
         else:
@@ -298,7 +318,8 @@ def _maintenance_asset(target: _Target, policy: LanceMaintenancePolicy, io_manag
             floors.append(feed_floor)
         props = {"dagster/run_id": context.run.run_id}
         meta = maintain_table(uri, policy, keep_versions_from=min(floors) if floors else None,
-                              storage_options=engine.storage_options_of(options), transaction_properties=props)
+                              storage_options=engine.storage_options_of(options), transaction_properties=props,
+                              index_specs=specs)
         version = meta[PREFIX + "version"].value
         context.log.info(f"maintained {uri}: " + ", ".join(f"{k[len(PREFIX):]}={v.value}" for k, v in meta.items()))
         return dg.MaterializeResult(metadata={

@@ -23,6 +23,8 @@ schema is created first for a new table). Main is untouched until the data is *p
   ``LanceMaintenancePolicy(audit_branches_older_than=..., audit_branches_keep=...)`` removes
   old audit branches.
 
+Declared indices (``lance/indices``) are built or refreshed on main by the publish, right after
+its commit: the engine publishes data and config commits only, so the branch holds none.
 Table config (``lance/table_config``) is set on the branch, so the checks see it and the publish
 brings it to main in the same commit as the rows. The IO manager's maintenance policy runs on
 main after publishing.
@@ -261,7 +263,7 @@ def lance_publish_asset(asset: dg.AssetsDefinition | dg.AssetSpec, *, key: dg.As
     def _publish(context) -> dg.MaterializeResult:  # Dagster rejects a string annotation on context
         manager = _io_manager(context, None, io_manager_key)
         uri = manager.uri_for(source, metadata)
-        meta = manager.publish_audited(uri, context.run.run_id, source, context)
+        meta = manager.publish_audited(uri, context.run.run_id, source, context, metadata)
         if meta is None:
             context.log.info(f"run wrote no audit branch of {uri}; nothing to publish")
             return dg.MaterializeResult(metadata={PUBLISHED: dg.MetadataValue.bool(False), URI: dg.MetadataValue.path(uri)})

@@ -22,7 +22,9 @@ Example (``defs.yaml``)::
       definitions_module: my_project.assets
       tables:
         - key: orders
-          checks: {min_rows: 1, schema_unchanged: true, max_age_seconds: 86400}
+          checks: {min_rows: 1, schema_unchanged: true, max_age_seconds: 86400,
+                   index_present: true, max_unindexed_rows: 0}
+          indices: [{column: order_id, type: BTREE}, {column: status, type: BITMAP}]
           change_feed: {partitions: orders_versions, consumers: [order_totals]}
 """
 
@@ -40,7 +42,8 @@ import dagster_shared.record
 from pydantic import Field
 
 from lance_assets.checks import lance_row_count_check, lance_schema_change_check, lance_version_freshness_check
-from lance_assets.io_manager import LanceChangeFeedConsumers, LanceIOManager
+from lance_assets.index_checks import lance_index_coverage_check, lance_index_present_check
+from lance_assets.io_manager import LanceChangeFeedConsumers, LanceIndexConfig, LanceIOManager
 from lance_assets.maintenance import (
     DEFAULT_TARGET_ROWS_PER_FRAGMENT,
     LanceMaintenancePolicy,
@@ -81,7 +84,20 @@ class TableChecksModel(dg.Model):
     max_age_seconds: float | None = Field(default=None, description="The latest commit is at most this old")
     column_schema_change: bool = Field(
         default=False, description="Dagster's column-schema change check on the materializations' dagster/column_schema")
+    index_present: bool = Field(default=False, description="The table's declared indices exist with their types")
+    max_unindexed_rows: int | None = Field(default=None, description="Index coverage: at most this many unindexed rows")
+    max_unindexed_fraction: float | None = Field(
+        default=None, description="Index coverage: at most this fraction (0..1) of the rows unindexed")
     blocking: bool = Field(default=False, description="Failed checks block downstream assets")
+
+
+class IndexModel(dg.Model):
+    """A scalar index kept on a table (as in asset metadata ``lance/indices``)."""
+
+    column: str
+    type: str = Field(description="BTREE | BITMAP | LABEL_LIST | ZONEMAP | BLOOMFILTER | NGRAM")
+    name: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class ChangeFeedModel(dg.Model):
@@ -106,6 +122,8 @@ class TableModel(dg.Model):
     description: str | None = None
     group_name: str | None = None
     checks: TableChecksModel | None = None
+    indices: list[IndexModel] = Field(default_factory=list, description="Scalar indices the IO manager builds "
+                                                                       "and keeps up to date after each write")
     change_feed: ChangeFeedModel | None = None
     maintain: bool = Field(default=False, description="Add a maintenance asset (compaction, version cleanup)")
 
@@ -160,6 +178,10 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
                                           partitions=table.change_feed.partitions,
                                           consumers=list(table.change_feed.consumers))
                  for table in self.tables if table.change_feed is not None]
+        declared = {table.key: [LanceIndexConfig(**index.model_dump()) for index in table.indices]
+                    for table in self.tables if table.indices}
+        if declared:
+            settings["indices"] = {**settings.get("indices", {}), **declared}
         if feeds:
             settings["maintenance_change_feeds"] = [*settings.get("maintenance_change_feeds", []), *feeds]
         return LanceIOManager(base_uri=self.base_uri, storage_options=self.storage_options, spark=spark, **settings)
@@ -263,6 +285,13 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
             if spec.max_age_seconds is not None:
                 checks.append(lance_version_freshness_check(key, max_age=dt.timedelta(seconds=spec.max_age_seconds),
                                                             uri=uri, blocking=spec.blocking))
+            if spec.index_present:
+                declared = [index.model_dump() for index in table.indices]
+                checks.append(lance_index_present_check(key, declared, uri=uri, blocking=spec.blocking))
+            if spec.max_unindexed_rows is not None or spec.max_unindexed_fraction is not None:
+                checks.append(lance_index_coverage_check(
+                    key, max_unindexed_rows=spec.max_unindexed_rows, max_unindexed_fraction=spec.max_unindexed_fraction,
+                    uri=uri, blocking=spec.blocking))
             if spec.column_schema_change:
                 schema_change_keys.append(key)
         if schema_change_keys:
