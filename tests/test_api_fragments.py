@@ -277,7 +277,10 @@ def test_failures_are_typed_like_pylance(tmp_path):
     with pytest.raises(InvalidInputError, match="read_version is required"):
         lance_format.LanceDataset.commit(uri, lance_format.LanceOperation.Append([]))
     with pytest.raises(UnsupportedFeatureError):
-        lance_format.LanceDataset.commit(uri, lance_format.LanceOperation.CreateIndex([], []), read_version=1)
+        lance_format.LanceDataset.commit(uri, lance_format.LanceOperation.Clone(True, None, 1, uri, None),
+                                         read_version=1)
+    with pytest.raises(ArgumentTypeError, match="lance Index values"):
+        lance_format.LanceDataset.commit(uri, lance_format.LanceOperation.CreateIndex(["x"], []), read_version=1)
     # a fragment whose data file is missing: committed as given (like pylance), refused on validate/read
     ghost = lance_format.fragment.LanceFragment.create(uri, TABLE)
     (tmp_path / "t" / "data" / ghost.files[0].path).unlink()

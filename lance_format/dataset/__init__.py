@@ -32,6 +32,7 @@ _LAZY = {
     "Transaction": "lance_format.dataset.lance_operations",
     "BulkCommitResult": "lance_format.dataset.lance_operations",
     "Index": "lance_format.dataset.lance_operations",
+    "IndexFile": "lance_format.dataset.lance_operations",
     "DatasetOptimizer": "lance_format.dataset.maintenance.compaction",
     "DatasetDelta": "lance_format.dataset.changes.feed",
     "Branches": "lance_format.dataset.branches",

@@ -34,7 +34,8 @@ from lance_format.errors import (
     InvalidInputError,
     UnsupportedFeatureError,
 )
-from lance_format.index.metadata import new_index_metadata
+from lance_format.dataset.lance_operations import Index
+from lance_format.index.metadata import fragment_ids_of, new_index_metadata
 from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndexType, by_name
 from lance_format.index.store import IndexStore, index_file_version
 
@@ -110,6 +111,29 @@ def _free_name(taken: Iterable[str], base: str) -> str:
     return f"{base}_{n}"
 
 
+def build_segment(ds: "LanceDataset", path: str, lance_field: "LanceField", kind: type[ScalarIndexType],
+                  name: str, *, fragment_ids: Optional[list[int]], segment_uuid: Optional[str],
+                  params: dict[str, Any], train: bool, written: list[str]) -> Any:
+    """Train one segment of ``kind`` over ``fragment_ids`` (all when None) of this version, write its
+    files under ``_indices/<uuid>/`` (their paths appended to ``written``, for cleanup on failure)
+    and return its ``IndexMetadata`` message, uncommitted."""
+    store = IndexStore(ds.object_store, segment_uuid or str(uuid_mod.uuid4()),
+                       index_file_version(ds.data_storage_version))
+    covered: list[int] = []
+    if train:
+        wanted = None if fragment_ids is None else set(fragment_ids)
+        covered = [f.id for f in ds.manifest.fragments if wanted is None or f.id in wanted]
+    batches = _training_batches(ds, path, kind, fragment_ids) if train else iter(())
+    try:
+        kind.train(store, batches, lance_field.data_type, params)
+    finally:
+        written.extend(store.path(n) for n, _ in store.written_files())
+    return new_index_metadata(
+        index_uuid=store.uuid, name=name, field_ids=[lance_field.id], dataset_version=ds.version,
+        fragment_ids=covered, type_url=kind.type_url, details=kind.details(params),
+        index_version=kind.version_for(ds.has_stable_row_ids), files=store.written_files())
+
+
 def create_scalar_index(ds: "LanceDataset", column: Union[str, list[str]], index_type: Any, name: Optional[str],
                         *, replace: bool, train: bool, fragment_ids: Optional[list[int]],
                         index_uuid: Optional[str], params: dict[str, Any]) -> None:
@@ -143,27 +167,50 @@ def create_scalar_index(ds: "LanceDataset", column: Union[str, list[str]], index
             else:
                 raise IndexExistsError(f"Index name '{chosen}' already exists, please specify a different name "
                                        "or use replace=True")
-        store = IndexStore(current.object_store, segment_uuid or str(uuid_mod.uuid4()),
-                           index_file_version(current.data_storage_version))
         prepared = Prepared(transaction_for(current, None, None), None)
-        covered: list[int] = []
-        if train:
-            covered = [f.id for f in current.manifest.fragments
-                       if fragment_ids is None or f.id in set(fragment_ids)]
-        batches = _training_batches(current, path, kind, fragment_ids) if train else iter(())
-        try:
-            kind.train(store, batches, data_type, params)
-        finally:
-            prepared.written.extend(store.path(n) for n, _ in store.written_files())
-        meta = new_index_metadata(
-            index_uuid=store.uuid, name=chosen, field_ids=[lance_field.id], dataset_version=current.version,
-            fragment_ids=covered, type_url=kind.type_url, details=kind.details(params),
-            index_version=kind.version_for(current.has_stable_row_ids), files=store.written_files())
+        meta = build_segment(current, path, lance_field, kind, chosen, fragment_ids=fragment_ids,
+                             segment_uuid=segment_uuid, params=params, train=train, written=prepared.written)
         body = prepared.txn.create_index
         body.SetInParent()
         body.new_indices.add().CopyFrom(meta)
         for old in removed:
             body.removed_indices.add().CopyFrom(old)
+        return prepared
+
+    run_mutation(ds, prepare)
+
+
+def commit_segments(ds: "LanceDataset", index_name: str, column: str, segments: list[Any]) -> None:
+    """Commit segments built by ``create_index_uncommitted`` as the index ``index_name`` on
+    ``column`` (an existing index of that name replaced), in one ``CreateIndex`` transaction."""
+    from lance_format.dataset.transaction_protos import index_to_proto
+
+    path, lance_field = _resolve_column(ds, column)
+    if not segments:
+        raise InvalidInputError(f"commit_existing_index_segments: no segments given for index {index_name!r}",
+                                table=ds.uri, column=path)
+    metas = []
+    for segment in segments:
+        meta = index_to_proto(segment)
+        if list(meta.fields) != [lance_field.id]:
+            raise InvalidInputError(f"segment {segment.uuid} indexes fields {list(meta.fields)}, not column "
+                                    f"{path} (field {lance_field.id})", table=ds.uri, column=path)
+        meta.name = index_name
+        metas.append(meta)
+    covered = [f for m in metas for f in (fragment_ids_of(m) or [])]
+    if len(covered) != len(set(covered)):
+        raise InvalidInputError(f"segments of index {index_name!r} cover some fragments more than once",
+                                table=ds.uri, column=path)
+
+    def prepare(current: "LanceDataset") -> Prepared:
+        existing = catalog_of(current).get(index_name)
+        prepared = Prepared(transaction_for(current, None, None), None)
+        body = prepared.txn.create_index
+        body.SetInParent()
+        for meta in metas:
+            body.new_indices.add().CopyFrom(meta)
+        for old in existing.segments if existing is not None else []:
+            body.removed_indices.add().CopyFrom(old.meta)
         return prepared
 
     run_mutation(ds, prepare)
@@ -220,6 +267,42 @@ class IndexMethods(DatasetMixin):
             return
         raise UnsupportedFeatureError(f"building {index_type} indices is not supported by this engine",
                                       table=self._as_dataset().uri)
+
+    def create_index_uncommitted(self, column: Union[str, list[str]], index_type: Any,
+                                 name: Optional[str] = None, metric: str = "L2", replace: bool = False,
+                                 *args: Any, train: bool = True, fragment_ids: Optional[list[int]] = None,
+                                 index_uuid: Optional[str] = None, **kwargs: Any) -> Index:
+        """Build one segment over ``fragment_ids`` without committing it and return its
+        :class:`Index` metadata (pylance's distributed-build API: run on each worker, then
+        :meth:`commit_existing_index_segments` once with every worker's result)."""
+        from lance_format.dataset.transaction_protos import index_from_proto
+
+        ds = self._as_dataset()
+        if fragment_ids is None:
+            raise InvalidInputError("create_index_uncommitted requires fragment_ids for distributed index build",
+                                    table=ds.uri)
+        kind = _index_type(ds, index_type)
+        path, lance_field = _resolve_column(ds, column)
+        if not kind.supports(lance_field.data_type):
+            message = _TYPE_ERRORS.get(kind.name, "{t} index column {c} has unsupported type {d}")
+            raise ArgumentTypeError(message.format(c=path, t=kind.name, d=lance_field.data_type), table=ds.uri,
+                                    column=path)
+        params = {k: v for k, v in kwargs.items() if k not in ("progress_callback", "format_version")}
+        kind.check_params(params)
+        known = {f.id for f in ds.manifest.fragments}
+        missing = sorted(set(fragment_ids) - known)
+        if missing:
+            raise InvalidInputError(f"fragments {missing} are not in version {ds.version}", table=ds.uri)
+        segment_uuid = str(uuid_mod.UUID(str(index_uuid))) if index_uuid is not None else None
+        meta = build_segment(ds, path, lance_field, kind, name or f"{path}_idx", fragment_ids=list(fragment_ids),
+                             segment_uuid=segment_uuid, params=params, train=train, written=[])
+        return index_from_proto(meta)
+
+    def commit_existing_index_segments(self, index_name: str, column: str, segments: list[Any]) -> "LanceDataset":
+        """Commit segments from :meth:`create_index_uncommitted` as one index named ``index_name``."""
+        ds = self._as_dataset()
+        commit_segments(ds, index_name, column, list(segments))
+        return ds
 
     def describe_indices(self) -> list[IndexDescription]:
         """Every index of this version, by name (pylance's ``describe_indices``)."""

@@ -145,7 +145,8 @@ class LanceOperation:
 
     @dataclass
     class CreateIndex(BaseOperation):
-        """Indices added and removed (carried as data: this engine does not build indices)."""
+        """Index segments added and removed (:class:`Index` values, e.g. from
+        ``create_index_uncommitted`` on workers)."""
 
         new_indices: List[Any]
         removed_indices: List[Any]
@@ -210,6 +211,14 @@ class Transaction:
 class BulkCommitResult(TypedDict):
     dataset: "LanceDataset"
     merged: Transaction
+
+
+@dataclass
+class IndexFile:
+    """A file of an index segment and its size (pylance's ``IndexFile``)."""
+
+    path: str
+    size_bytes: int
 
 
 @dataclass

@@ -19,9 +19,10 @@ from lance_format.dataset.fragment_metadata import (
     fragment_from_proto,
     fragment_to_proto,
 )
-from lance_format.dataset.lance_operations import Index, LanceOperation, Transaction
+from lance_format.dataset.lance_operations import Index, IndexFile, LanceOperation, Transaction
 from lance_format.dataset.overlays import DataOverlayGroup, overlay_from_proto, overlay_to_proto
 from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
+from lance_format.index.metadata import new_index_metadata
 from lance_format.proto import transaction_pb2
 from lance_format.dataset.update_offsets import decode_offsets, encode_offsets
 from lance_format.schema import LanceSchema
@@ -161,7 +162,14 @@ def operation_to_proto(operation: LanceOperation.BaseOperation, txn: transaction
             pb = body.groups.add(fragment_id=int(overlay_group.fragment_id))
             for overlay in overlay_group.overlays:
                 pb.overlays.add().CopyFrom(overlay_to_proto(dataclasses.replace(overlay, committed_version=None)))
-    elif isinstance(operation, (L.CreateIndex, L.Clone)):
+    elif isinstance(operation, L.CreateIndex):
+        body = txn.create_index
+        body.SetInParent()
+        for index in operation.new_indices:
+            body.new_indices.add().CopyFrom(index_to_proto(index))
+        for index in operation.removed_indices:
+            body.removed_indices.add().CopyFrom(index_to_proto(index))
+    elif isinstance(operation, L.Clone):
         raise UnsupportedFeatureError(f"committing a {type(operation).__name__} operation is not supported by "
                                       "this engine")
     else:
@@ -234,7 +242,7 @@ def operation_from_proto(txn: transaction_pb2.Transaction) -> LanceOperation.Bas
                               for g in txn.data_overlay.groups])
     if kind == OperationKind.CREATE_INDEX:
         ci = txn.create_index
-        return L.CreateIndex([_index(i) for i in ci.new_indices], [_index(i) for i in ci.removed_indices])
+        return L.CreateIndex([index_from_proto(i) for i in ci.new_indices], [index_from_proto(i) for i in ci.removed_indices])
     if kind == OperationKind.CLONE:
         c = txn.clone
         return L.Clone(c.is_shallow, c.ref_name if c.HasField("ref_name") else None, c.ref_version, c.ref_path,
@@ -246,7 +254,24 @@ def _uuid(pb: Any) -> str:
     return str(uuid.UUID(bytes=bytes(pb.uuid))) if len(pb.uuid) == 16 else ""
 
 
-def _index(pb: Any) -> Index:
+def index_to_proto(index: Any) -> Any:
+    """The ``IndexMetadata`` message of a pylance-style :class:`Index` value."""
+    if not isinstance(index, Index) and not all(hasattr(index, a) for a in ("uuid", "name", "fields")):
+        raise ArgumentTypeError(f"CreateIndex indices must be lance Index values, got {type(index).__name__}")
+    type_url, details = index.index_details if index.index_details is not None else ("", b"")
+    files = [(f.path, f.size_bytes) if hasattr(f, "path") else (str(f[0]), int(f[1])) for f in index.files or []]
+    created = index.created_at
+    meta = new_index_metadata(
+        index_uuid=str(index.uuid), name=index.name, field_ids=index.fields, dataset_version=index.dataset_version,
+        fragment_ids=index.fragment_ids or [], type_url=type_url, details=details, index_version=index.index_version,
+        files=files, base_id=index.base_id,
+        created_at_ms=int(created.timestamp() * 1000) if created is not None else None)
+    if index.index_details is None:
+        meta.ClearField("index_details")
+    return meta
+
+
+def index_from_proto(pb: Any) -> Index:
     from pyroaring import BitMap
 
     created = None
@@ -255,6 +280,7 @@ def _index(pb: Any) -> Index:
     return Index(uuid=_uuid(pb.uuid), name=pb.name, fields=list(pb.fields), dataset_version=pb.dataset_version,
                  fragment_ids=set(BitMap.deserialize(bytes(pb.fragment_bitmap))) if pb.fragment_bitmap else set(), index_version=pb.index_version, created_at=created,
                  base_id=pb.base_id if pb.HasField("base_id") else None,
+                 files=[IndexFile(f.path, f.size_bytes) for f in pb.files] or None,
                  index_details=(pb.index_details.type_url, pb.index_details.value)
                  if pb.HasField("index_details") else None)
 

@@ -5,8 +5,8 @@ Operations are plain values (:mod:`lance_operations`; messages: :mod:`transactio
 commit converts the operation into the transaction message of the manifest format and runs the
 engine's commit loop (:func:`lance_format.table.commit.commit_transaction`), so conflict
 detection, rebasing and retries are the same as for every other write; reading a transaction
-converts the message back. Operations this engine cannot apply (``CreateIndex``,
-``DataReplacement``, ``Clone``) are carried as data: they read back from pylance's tables,
+converts the message back. Operations this engine cannot apply
+(``DataReplacement``, ``Clone``) are carried as data: they read back from pylance's tables,
 but committing them raises :class:`UnsupportedFeatureError`.
 """
 

@@ -1,0 +1,101 @@
+"""Distributed scalar index builds: segments per fragment group (``create_index_uncommitted``),
+committed once (``commit_existing_index_segments`` or ``LanceOperation.CreateIndex`` through
+``LanceDataset.commit``), read by pylance like its full scan."""
+
+from __future__ import annotations
+
+import lance as pylance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_format as lance
+from lance_format.errors import LanceError
+
+FILTERS = ["id = 12345", "id > 29000", "id IN (5, 7000, 29999)", "cat = 'b'", "cat IS NULL",
+           "email = 'user17@example.com'"]
+
+
+@pytest.fixture
+def table_uri(tmp_path):
+    n = 30000
+    rng = np.random.default_rng(7)
+    cats = pa.array(rng.choice(np.array(["a", "b", "c", "d"], dtype=object), n, p=[.7, .2, .05, .05]))
+    cats = pa.compute.if_else(pa.array(rng.random(n) < 0.03), pa.scalar(None, pa.string()), cats)
+    t = pa.table({"id": np.arange(n), "cat": cats, "email": [f"user{i % 5000}@example.com" for i in range(n)]})
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(t, uri, max_rows_per_file=7000)
+    return uri
+
+
+def _check_pylance(uri, names, planned="id = 12345"):
+    p = pylance.dataset(uri)
+    assert sorted(d.name for d in p.describe_indices()) == sorted(names)
+    for flt in FILTERS:
+        with_index = p.to_table(filter=flt).sort_by("id")
+        assert with_index.equals(p.to_table(filter=flt, use_scalar_index=False).sort_by("id")), flt
+        ours = lance.dataset(uri).to_table(filter=flt).sort_by("id")
+        assert ours.equals(with_index), flt
+    assert "ScalarIndexQuery" in p.scanner(filter=planned).explain_plan()
+
+
+def test_segments_per_fragment_commit_once(table_uri):
+    ds = lance.dataset(table_uri)
+    frags = [f.fragment_id for f in ds.get_fragments()]
+    assert len(frags) == 5
+    version = ds.version
+    for col, typ in (("id", "BTREE"), ("cat", "BITMAP"), ("email", "BTREE")):
+        segments = [ds.create_index_uncommitted(col, typ, fragment_ids=frags[i:i + 2]) for i in range(0, 5, 2)]
+        assert lance.dataset(table_uri).version == version  # nothing committed by workers
+        ds.commit_existing_index_segments(f"{col}_idx", col, segments)
+        version += 1
+        assert ds.version == version
+    desc = {d.name: d for d in ds.describe_indices()}
+    assert len(desc["id_idx"].segments) == 3 and desc["id_idx"].num_rows_indexed == 30000
+    _check_pylance(table_uri, ["id_idx", "cat_idx", "email_idx"])
+
+
+def test_create_index_operation_through_commit(table_uri):
+    ds = lance.dataset(table_uri)
+    segments = [ds.create_index_uncommitted("id", "BTREE", fragment_ids=[f.fragment_id])
+                for f in ds.get_fragments()]
+    for s in segments:
+        s.name = "id_idx"
+    op = lance.LanceOperation.CreateIndex(new_indices=segments, removed_indices=[])
+    committed = lance.LanceDataset.commit(table_uri, op, read_version=ds.version)
+    assert committed.version == ds.version + 1
+    _check_pylance(table_uri, ["id_idx"])
+    # the transaction reads back as the same segments
+    txn = committed.read_transaction(committed.version)
+    assert sorted(i.uuid for i in txn.operation.new_indices) == sorted(s.uuid for s in segments)
+    # drop through the same operation: removing every segment
+    current = lance.dataset(table_uri)
+    op = lance.LanceOperation.CreateIndex(new_indices=[], removed_indices=segments)
+    lance.LanceDataset.commit(table_uri, op, read_version=current.version)
+    assert pylance.dataset(table_uri).describe_indices() == []
+
+
+def test_pylance_segments_committed_here(table_uri):
+    p = pylance.dataset(table_uri)
+    segments = [p.create_index_uncommitted("cat", "BITMAP", fragment_ids=[f.fragment_id])
+                for f in p.get_fragments()]
+    ours = lance.dataset(table_uri)
+    ours.commit_existing_index_segments("cat_idx", "cat", segments)
+    _check_pylance(table_uri, ["cat_idx"], planned="cat = 'b'")
+
+
+def test_bad_inputs(table_uri):
+    ds = lance.dataset(table_uri)
+    with pytest.raises(LanceError, match="requires fragment_ids"):
+        ds.create_index_uncommitted("id", "BTREE")
+    with pytest.raises(LanceError, match=r"fragments \[99\]"):
+        ds.create_index_uncommitted("id", "BTREE", fragment_ids=[99])
+    seg = ds.create_index_uncommitted("id", "BTREE", fragment_ids=[0, 1])
+    dup = ds.create_index_uncommitted("id", "BTREE", fragment_ids=[1])
+    with pytest.raises(LanceError, match="more than once"):
+        ds.commit_existing_index_segments("id_idx", "id", [seg, dup])
+    with pytest.raises(LanceError, match="not column cat"):
+        ds.commit_existing_index_segments("cat_idx", "cat", [seg])
+    with pytest.raises(LanceError, match="no segments"):
+        ds.commit_existing_index_segments("id_idx", "id", [])
+    assert ds.describe_indices() == []
