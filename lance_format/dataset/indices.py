@@ -111,6 +111,19 @@ def _free_name(taken: Iterable[str], base: str) -> str:
     return f"{base}_{n}"
 
 
+def check_index_request(ds: "LanceDataset", column: Union[str, list[str]], index_type: Any
+                        ) -> tuple[str, "LanceField", type[ScalarIndexType]]:
+    """The column's path and field and the index type, or the typed error ``create_scalar_index``
+    raises (for callers that plan a build elsewhere, e.g. on Spark executors)."""
+    kind = _index_type(ds, index_type)
+    path, lance_field = _resolve_column(ds, column)
+    if not kind.supports(lance_field.data_type):
+        message = _TYPE_ERRORS.get(kind.name, "{t} index column {c} has unsupported type {d}")
+        raise ArgumentTypeError(message.format(c=path, t=kind.name, d=lance_field.data_type), table=ds.uri,
+                                column=path)
+    return path, lance_field, kind
+
+
 def build_segment(ds: "LanceDataset", path: str, lance_field: "LanceField", kind: type[ScalarIndexType],
                   name: str, *, fragment_ids: Optional[list[int]], segment_uuid: Optional[str],
                   params: dict[str, Any], train: bool, written: list[str]) -> Any:
@@ -281,12 +294,7 @@ class IndexMethods(DatasetMixin):
         if fragment_ids is None:
             raise InvalidInputError("create_index_uncommitted requires fragment_ids for distributed index build",
                                     table=ds.uri)
-        kind = _index_type(ds, index_type)
-        path, lance_field = _resolve_column(ds, column)
-        if not kind.supports(lance_field.data_type):
-            message = _TYPE_ERRORS.get(kind.name, "{t} index column {c} has unsupported type {d}")
-            raise ArgumentTypeError(message.format(c=path, t=kind.name, d=lance_field.data_type), table=ds.uri,
-                                    column=path)
+        path, lance_field, kind = check_index_request(ds, column, index_type)
         params = {k: v for k, v in kwargs.items() if k not in ("progress_callback", "format_version")}
         kind.check_params(params)
         known = {f.id for f in ds.manifest.fragments}

@@ -19,6 +19,7 @@ from lance_format.dataset.writing.commit_fragments import IDEMPOTENCY_KEY
 from lance_format.spark.changes import read_changes
 from lance_format.spark.common import CommitResult
 from lance_format.spark.datasource import register
+from lance_format.spark.indices import create_scalar_index
 from lance_format.spark.merge import merge_dataframe
 from lance_format.spark.read import read_dataframe
 from lance_format.spark.shipping import ship_to_executors
@@ -27,5 +28,5 @@ from lance_format.spark.write import write_dataframe
 
 __all__ = [
     "CommitResult", "IDEMPOTENCY_KEY", "write_dataframe", "merge_dataframe", "read_dataframe", "read_changes",
-    "merge_each_batch", "register", "ship_to_executors",
+    "merge_each_batch", "register", "ship_to_executors", "create_scalar_index",
 ]
