@@ -147,9 +147,17 @@ def build_segment(ds: "LanceDataset", path: str, lance_field: "LanceField", kind
         index_version=kind.version_for(ds.has_stable_row_ids), files=store.written_files())
 
 
+def _unpack_config(index_type: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """An ``IndexConfig`` (pylance's ``lance.indices``) as a type name and its parameters."""
+    if hasattr(index_type, "index_type") and hasattr(index_type, "parameters"):
+        return index_type.index_type, {**dict(index_type.parameters), **params}
+    return index_type, params
+
+
 def create_scalar_index(ds: "LanceDataset", column: Union[str, list[str]], index_type: Any, name: Optional[str],
                         *, replace: bool, train: bool, fragment_ids: Optional[list[int]],
                         index_uuid: Optional[str], params: dict[str, Any]) -> None:
+    index_type, params = _unpack_config(index_type, params)
     kind = _index_type(ds, index_type)
     path, lance_field = _resolve_column(ds, column)
     data_type = lance_field.data_type
@@ -273,6 +281,10 @@ class IndexMethods(DatasetMixin):
                      **kwargs: Any) -> None:
         """pylance's ``create_index``: here for scalar index types (vector indices are not built by
         this engine: :class:`UnsupportedFeatureError`)."""
+        if hasattr(index_type, "index_type") and hasattr(index_type, "parameters"):
+            self.create_scalar_index(column, index_type, name, replace=replace, train=train,
+                                     fragment_ids=fragment_ids, index_uuid=index_uuid)
+            return
         if isinstance(index_type, str) and by_name(index_type) is not None:
             scalar = {k: v for k, v in kwargs.items() if k in ("batch_size",)}
             self.create_scalar_index(column, index_type, name, replace=replace, train=train,
@@ -294,6 +306,7 @@ class IndexMethods(DatasetMixin):
         if fragment_ids is None:
             raise InvalidInputError("create_index_uncommitted requires fragment_ids for distributed index build",
                                     table=ds.uri)
+        index_type, kwargs = _unpack_config(index_type, kwargs)
         path, lance_field, kind = check_index_request(ds, column, index_type)
         params = {k: v for k, v in kwargs.items() if k not in ("progress_callback", "format_version")}
         kind.check_params(params)
