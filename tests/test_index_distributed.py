@@ -99,3 +99,16 @@ def test_bad_inputs(table_uri):
     with pytest.raises(LanceError, match="no segments"):
         ds.commit_existing_index_segments("id_idx", "id", [])
     assert ds.describe_indices() == []
+
+
+def test_merge_existing_segments(table_uri):
+    ds = lance.dataset(table_uri)
+    parts = [ds.create_index_uncommitted("cat", "BITMAP", fragment_ids=[f.fragment_id]) for f in ds.get_fragments()]
+    merged = ds.merge_existing_index_segments(parts[:3])
+    assert sorted(merged.fragment_ids) == [0, 1, 2]
+    ds.commit_existing_index_segments("cat_idx", "cat", [merged] + parts[3:])
+    assert len(pylance.dataset(table_uri).describe_indices()[0].segments) == 3
+    _check_pylance(table_uri, ["cat_idx"], planned="cat = 'b'")
+    other = ds.create_index_uncommitted("id", "BTREE", fragment_ids=[0])
+    with pytest.raises(LanceError, match="same column"):
+        ds.merge_existing_index_segments([parts[0], other])

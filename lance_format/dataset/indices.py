@@ -319,6 +319,34 @@ class IndexMethods(DatasetMixin):
                              segment_uuid=segment_uuid, params=params, train=train, written=[])
         return index_from_proto(meta)
 
+    def merge_existing_index_segments(self, segments: list[Any]) -> Index:
+        """One uncommitted segment covering the fragments of ``segments`` (same column and type),
+        rebuilt from this version's data. The type's default parameters are used: parameters of
+        the given segments (e.g. ZONEMAP's ``rows_per_zone``) are not carried over."""
+        from lance_format.dataset.transaction_protos import index_from_proto, index_to_proto
+        from lance_format.index.scalar.base import by_type_url
+
+        ds = self._as_dataset()
+        metas = [index_to_proto(s) for s in segments]
+        if not metas:
+            raise InvalidInputError("merge_existing_index_segments: no segments given", table=ds.uri)
+        fields = {tuple(m.fields) for m in metas}
+        urls = {m.index_details.type_url for m in metas}
+        if len(fields) != 1 or len(urls) != 1:
+            raise InvalidInputError(f"segments to merge must index the same column with the same type, got fields "
+                                    f"{sorted(fields)} and types {sorted(urls)}", table=ds.uri)
+        kind = by_type_url(urls.pop())
+        if kind is None:
+            raise UnsupportedFeatureError("merging segments of this index type is not supported by this engine",
+                                          table=ds.uri)
+        field_id = fields.pop()[0]
+        paths = field_paths(ds)
+        fragments = sorted({f for m in metas for f in (fragment_ids_of(m) or [])})
+        lance_field = next(f for f in ds.lance_schema.walk() if f.id == field_id)
+        meta = build_segment(ds, paths[field_id], lance_field, kind, metas[0].name, fragment_ids=fragments,
+                             segment_uuid=None, params={}, train=True, written=[])
+        return index_from_proto(meta)
+
     def commit_existing_index_segments(self, index_name: str, column: str, segments: list[Any]) -> "LanceDataset":
         """Commit segments from :meth:`create_index_uncommitted` as one index named ``index_name``."""
         ds = self._as_dataset()
