@@ -46,6 +46,7 @@ class IndexSpec:
 
     @property
     def index_name(self) -> str:
+        """The index's name: ``name`` if given, else ``{column}_idx`` (pylance's default)."""
         return self.name or f"{self.column}_idx"
 
 

@@ -80,11 +80,13 @@ class BlobFile(io.BufferedIOBase):
 
     # -- state ---------------------------------------------------------------------------------
     def close(self) -> None:
+        """Close the file and drop its read-ahead buffer; later reads raise ``BlobFileClosedError``."""
         self._is_closed = True
         self._ahead = b""
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
         return self._is_closed
 
     def _check_open(self, what: str | None = None) -> None:
@@ -92,9 +94,11 @@ class BlobFile(io.BufferedIOBase):
             raise BlobFileClosedError(f"{what} of closed file" if what else "Blob file is already closed")
 
     def readable(self) -> bool:
+        """Always ``True``: a blob file is readable."""
         return True
 
     def seekable(self) -> bool:
+        """Always ``True``: a blob file supports :meth:`seek` and :meth:`tell`."""
         return True
 
     def size(self) -> int:
@@ -102,10 +106,39 @@ class BlobFile(io.BufferedIOBase):
         return self._location.size
 
     def tell(self) -> int:
+        """The cursor's position in bytes from the start of the blob.
+
+        Raises
+        ------
+        BlobFileClosedError
+            If the file is closed.
+        """
         self._check_open()
         return self._cursor
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Move the cursor and return its new position.
+
+        Parameters
+        ----------
+        offset : int
+            Bytes relative to ``whence``. Seeking past the end is allowed (reads there give ``b""``).
+        whence : int, default io.SEEK_SET
+            ``io.SEEK_SET`` (from the start), ``io.SEEK_CUR`` (from the cursor) or ``io.SEEK_END``
+            (from the end of the blob).
+
+        Returns
+        -------
+        int
+            The new position from the start of the blob.
+
+        Raises
+        ------
+        InvalidInputError
+            If ``whence`` is none of the three, or the position would be negative.
+        BlobFileClosedError
+            If the file is closed.
+        """
         self._check_open()
         if whence == io.SEEK_SET:
             position = offset
@@ -138,20 +171,65 @@ class BlobFile(io.BufferedIOBase):
         return data
 
     def read(self, size: int | None = -1) -> bytes:
+        """Read up to ``size`` bytes from the cursor and advance it.
+
+        Parameters
+        ----------
+        size : int or None, default -1
+            How many bytes at most; ``None`` or a negative value reads to the end of the blob.
+
+        Returns
+        -------
+        bytes
+            Fewer than ``size`` bytes only at the end of the blob; ``b""`` there.
+
+        Raises
+        ------
+        BlobFileClosedError
+            If the file is closed.
+        """
         self._check_open("read")
         if size is None or size < 0:
             return self._read_up_to(self._location.size - self._cursor)
         return self._read_up_to(size)
 
     def read1(self, size: int = -1) -> bytes:
+        """Read up to ``size`` bytes (``io.DEFAULT_BUFFER_SIZE`` if negative) and advance the cursor.
+
+        Raises
+        ------
+        BlobFileClosedError
+            If the file is closed.
+        """
         self._check_open("read")
         return self._read_up_to(io.DEFAULT_BUFFER_SIZE if size is None or size < 0 else size)
 
     def readall(self) -> bytes:
+        """Read from the cursor to the end of the blob.
+
+        Raises
+        ------
+        BlobFileClosedError
+            If the file is closed.
+        """
         self._check_open("read")
         return self._read_up_to(self._location.size - self._cursor)
 
     def readinto(self, b) -> int:  # type: ignore[override]  # any writable buffer, like io's
+        """Read into a writable buffer ``b`` (up to its length) and advance the cursor.
+
+        Returns
+        -------
+        int
+            The number of bytes read (0 at the end of the blob).
+
+        Raises
+        ------
+        TypeError
+            If ``b`` is read-only.
+        BlobFileClosedError
+            If the file is closed.
+        """
         view = memoryview(b).cast("B")
         if view.readonly:
             raise TypeError(f"readinto() argument must be read-write bytes-like object, not {type(b).__name__}")
@@ -161,6 +239,7 @@ class BlobFile(io.BufferedIOBase):
         return len(data)
 
     def readinto1(self, b) -> int:  # type: ignore[override]
+        """Like :meth:`readinto` (a blob file makes at most one fetch per call either way)."""
         return self.readinto(b)
 
     # -- ranges ----------------------------------------------------------------------------------
@@ -234,10 +313,32 @@ class Blob:
 
     @staticmethod
     def from_bytes(data: bytes | bytearray | memoryview) -> "Blob":
+        """A blob of inline bytes.
+
+        Parameters
+        ----------
+        data : bytes, bytearray or memoryview
+            The blob's content, copied.
+        """
         return Blob(data=bytes(data))
 
     @staticmethod
     def from_uri(uri: str, position: int | None = None, size: int | None = None) -> "Blob":
+        """A blob referencing an external object, or a byte range of it.
+
+        Parameters
+        ----------
+        uri : str
+            Where the bytes live (a path or object-store URI).
+        position, size : int, optional
+            A byte range of the object; give both or neither. ``size`` must be positive.
+
+        Raises
+        ------
+        InvalidInputError
+            If ``uri`` is empty, ``position`` or ``size`` is negative, ``size`` is zero, or only one
+            of the two is given.
+        """
         if uri == "":
             raise InvalidInputError("Blob uri cannot be empty")
         if (position is not None and position < 0) or (size is not None and size < 0):
@@ -246,6 +347,7 @@ class Blob:
 
     @staticmethod
     def empty() -> "Blob":
+        """An empty (zero-byte, non-null) inline blob."""
         return Blob(data=b"")
 
 

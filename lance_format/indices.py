@@ -24,11 +24,15 @@ class IndexConfig:
 
 
 class IndexFileVersion(str, Enum):
+    """The file layout of an index (pylance's names): ``LEGACY`` or ``V3``."""
+
     LEGACY = "Legacy"
     V3 = "V3"
 
 
 class SupportedDistributedIndices(str, Enum):
+    """The index types pylance can build distributed (per fragment, then merged)."""
+
     BTREE = "BTREE"
     INVERTED = "INVERTED"
     IVF_FLAT = "IVF_FLAT"

@@ -336,13 +336,22 @@ class FragmentMetadata:
 
     @property
     def num_deletions(self) -> int:
+        """How many of the fragment's rows its deletion file marks deleted (0 without one)."""
         return 0 if self.deletion_file is None else self.deletion_file.num_deleted_rows
 
     @property
     def num_rows(self) -> int:
+        """The fragment's live rows: its physical rows less its deletions."""
         return self.physical_rows - self.num_deletions
 
     def data_files(self) -> List[DataFile]:
+        """The fragment's data files (deprecated: use :attr:`files`).
+
+        Returns
+        -------
+        list of DataFile
+            The same list as :attr:`files`; a ``DeprecationWarning`` is emitted, as pylance does.
+        """
         warnings.warn("FragmentMetadata.data_files is deprecated. Use .files instead.", DeprecationWarning,
                       stacklevel=2)
         return self.files

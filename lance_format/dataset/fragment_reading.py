@@ -460,6 +460,7 @@ class FragmentReading:
             return [sum(sum(page.buffer_sizes) for page in column.pages) for column in reader.metadata.columns]
 
     def live_offsets(self) -> np.ndarray:
+        """The physical row offsets of the fragment's live (not deleted) rows, ascending, as ``uint64``."""
         keep = self._keep_mask
         if keep is None:
             return np.arange(self.physical_rows, dtype=np.uint64)

@@ -84,6 +84,13 @@ class _SidecarWriter:
 
     @property
     def blob_id(self) -> int:
+        """The sidecar's blob id (names its file; see :func:`sidecar_path`).
+
+        Raises
+        ------
+        InvalidInputError
+            If the writer is already finished.
+        """
         self._check_open()
         return self._blob_id
 
@@ -110,9 +117,33 @@ class DedicatedBlobWriter(_SidecarWriter):
     """Streams one blob into its own sidecar; :meth:`finish` gives its :class:`BlobDescriptor`."""
 
     def write(self, data: Any) -> None:
+        """Append bytes to the blob.
+
+        Parameters
+        ----------
+        data : bytes-like
+            Any object supporting the buffer protocol.
+
+        Raises
+        ------
+        InvalidInputError
+            If the writer is already finished.
+        """
         self._write(data)
 
     def finish(self) -> BlobDescriptor:
+        """Close the sidecar file and describe the blob written.
+
+        Returns
+        -------
+        BlobDescriptor
+            A dedicated reference to pass to :meth:`BlobDescriptorArrayBuilder.append`.
+
+        Raises
+        ------
+        InvalidInputError
+            If the writer is already finished.
+        """
         self._close()
         return BlobDescriptor(DEDICATED, self._blob_id, self._written)
 
@@ -127,10 +158,29 @@ class PackedBlobWriter(_SidecarWriter):
         self._field: pa.Field | None = None
 
     def write_blob(self, data: Any) -> None:
+        """Append one blob (bytes-like) to the pack file.
+
+        Raises
+        ------
+        InvalidInputError
+            If the writer is already finished.
+        """
         start = self._written
         self._pieces.append((start, self._write(data)))
 
     def write_blobs(self, payloads: pa.Array | pa.ChunkedArray) -> None:
+        """Append each value of a binary Arrow array as one blob.
+
+        Parameters
+        ----------
+        payloads : pyarrow.Array or pyarrow.ChunkedArray
+            Binary, large binary, fixed-size binary or binary view values, none null.
+
+        Raises
+        ------
+        InvalidInputError
+            If the array is not binary, holds a null, or the writer is already finished.
+        """
         chunks = payloads.chunks if isinstance(payloads, pa.ChunkedArray) else [payloads]
         check_array(payloads, what="Packed blob payload")  # every chunk before any is written
         for chunk in chunks:
@@ -143,10 +193,39 @@ class PackedBlobWriter(_SidecarWriter):
                 self.write_blob(value.as_buffer() or b"")
 
     def finish(self) -> list[BlobDescriptor]:
+        """Close the pack file and describe the blobs written, in order.
+
+        Returns
+        -------
+        list of BlobDescriptor
+            One packed reference (offset and size in the pack) per blob.
+
+        Raises
+        ------
+        InvalidInputError
+            If the writer is already finished.
+        """
         self._close()
         return [BlobDescriptor(PACKED, self._blob_id, size, offset) for offset, size in self._pieces]
 
     def finish_array(self, field_name: str) -> pa.StructArray:
+        """Close the pack file and return its blobs as a blob input column.
+
+        Parameters
+        ----------
+        field_name : str
+            The column's name; :attr:`field` gives the matching field afterwards.
+
+        Returns
+        -------
+        pyarrow.StructArray
+            One row per blob written, ready for ``write_dataset``.
+
+        Raises
+        ------
+        InvalidInputError
+            If the writer is already finished.
+        """
         descriptors = self.finish()
         builder = BlobDescriptorArrayBuilder(field_name)
         builder.extend(descriptors)
@@ -170,6 +249,7 @@ class BlobDescriptorArrayBuilder:
 
     @property
     def field(self) -> pa.Field:
+        """The blob input field of the column this builder makes."""
         return _input_field(self._column)
 
     def _add(self, kind: int | None, data: bytes | None = None, uri: str | None = None, blob_id: int | None = None,
@@ -178,6 +258,18 @@ class BlobDescriptorArrayBuilder:
             values.append(value)
 
     def append(self, value: BlobDescriptor) -> None:
+        """Append a row referencing a blob written by a sidecar writer.
+
+        Parameters
+        ----------
+        value : BlobDescriptor
+            From :meth:`DedicatedBlobWriter.finish` or :meth:`PackedBlobWriter.finish`.
+
+        Raises
+        ------
+        TypeError
+            If ``value`` is not a ``BlobDescriptor``.
+        """
         if not isinstance(value, BlobDescriptor):
             raise TypeError(f"{type(value).__name__!r} object is not an instance of 'BlobDescriptor'")
         if value.kind == PACKED:
@@ -186,16 +278,52 @@ class BlobDescriptorArrayBuilder:
             self._add(DEDICATED, blob_id=value.blob_id, size=value.size)
 
     def extend(self, values: Iterable[BlobDescriptor]) -> None:
+        """Append a row per descriptor (see :meth:`append`).
+
+        Raises
+        ------
+        TypeError
+            If a value is not a ``BlobDescriptor``.
+        """
         for value in values:
             self.append(value)
 
     def append_inline(self, data: Any) -> None:
+        """Append a row holding ``data`` (bytes-like) inline."""
         self._add(INLINE, data=bytes(data))
 
     def append_dedicated(self, blob_id: int, size: int) -> None:
+        """Append a row referencing a whole dedicated sidecar.
+
+        Parameters
+        ----------
+        blob_id : int
+            The sidecar's id (1 to 2^32 - 1).
+        size : int
+            The blob's size in bytes.
+
+        Raises
+        ------
+        InvalidInputError
+            If ``blob_id`` is out of range.
+        """
         self._add(DEDICATED, blob_id=_blob_id(blob_id), size=int(size))
 
     def extend_packed(self, blob_id: int, offsets: Sequence[int], sizes: Sequence[int]) -> None:
+        """Append one row per blob packed in sidecar ``blob_id``.
+
+        Parameters
+        ----------
+        blob_id : int
+            The pack sidecar's id (1 to 2^32 - 1).
+        offsets, sizes : sequence of int
+            Each blob's byte offset in the pack and its size, pairwise.
+
+        Raises
+        ------
+        InvalidInputError
+            If ``offsets`` and ``sizes`` differ in length, or ``blob_id`` is out of range.
+        """
         offsets_array, sizes_array = np.asarray(offsets, np.uint64), np.asarray(sizes, np.uint64)
         if offsets_array.shape != sizes_array.shape:
             raise InvalidInputError("extend_packed needs as many offsets as sizes")
@@ -203,14 +331,38 @@ class BlobDescriptorArrayBuilder:
             self._add(PACKED, blob_id=_blob_id(blob_id), size=size, position=offset)
 
     def append_managed(self, uri: str, offset: int, size: int, *, base_id: int | None = None) -> None:
+        """Append a row referencing a byte range of an external object.
+
+        Parameters
+        ----------
+        uri : str
+            The object's location.
+        offset, size : int
+            The byte range.
+        base_id : int, optional
+            Not supported; must be ``None``.
+
+        Raises
+        ------
+        InvalidInputError
+            If ``base_id`` is given.
+        """
         if base_id is not None:
             raise InvalidInputError("append_managed(base_id=...) is not supported here")
         self._add(MANAGED, uri=uri, size=int(size), position=int(offset))
 
     def append_null(self) -> None:
+        """Append a null blob row."""
         self._add(None)
 
     def finish(self) -> pa.StructArray:
+        """The column built so far; the builder is empty afterwards.
+
+        Returns
+        -------
+        pyarrow.StructArray
+            The blob input column, one row per append.
+        """
         array = _input_array(*self._rows)
         self._rows = ([], [], [], [], [], [])
         return array

@@ -58,6 +58,7 @@ class ManifestLocation:
 
     @property
     def staged(self) -> bool:
+        """Whether ``path`` is a staged manifest (ends in ``-<uuid>``, not ``.manifest``), not yet final."""
         return not self.path.endswith(MANIFEST_SUFFIX)
 
 

@@ -63,6 +63,7 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         self._catalog = Catalog(self._settings)
 
     def namespace_id(self) -> str:
+        """A description of this namespace naming its root folder (pylance's text)."""
         return f'DirectoryNamespace {{ root: "{self._settings.root}" }}'
 
     def __repr__(self) -> str:
@@ -95,6 +96,15 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
 
     # -- namespaces -------------------------------------------------------------------------
     def list_namespaces(self, request: ListNamespacesRequest) -> ListNamespacesResponse:
+        """The child namespaces of ``request.id`` (the root if empty), paged by ``page_token``/``limit``.
+
+        Raises
+        ------
+        NamespaceNotFoundError
+            If the parent namespace does not exist.
+        UnsupportedOperationError
+            If the parent is not the root and manifest mode is off (V1 has no child namespaces).
+        """
         parent = check_id(request.id, "namespace", allow_root=True)
         if not self._settings.manifest_enabled:
             if parent:
@@ -106,6 +116,13 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         return ListNamespacesResponse(namespaces=names, page_token=token)
 
     def describe_namespace(self, request: DescribeNamespaceRequest) -> DescribeNamespaceResponse:
+        """The properties of namespace ``request.id`` (the root has none).
+
+        Raises
+        ------
+        NamespaceNotFoundError
+            If there is no such namespace.
+        """
         namespace = check_id(request.id, "namespace", allow_root=True)
         if not namespace:
             return DescribeNamespaceResponse(properties={})
@@ -120,6 +137,20 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         return NamespaceExistsResponse()
 
     def create_namespace(self, request: CreateNamespaceRequest) -> CreateNamespaceResponse:
+        """Create child namespace ``request.id`` with ``request.properties``.
+
+        ``request.mode``: ``"create"`` (default) refuses an existing namespace, ``"exist_ok"`` keeps it,
+        ``"overwrite"`` replaces its properties.
+
+        Raises
+        ------
+        NamespaceAlreadyExistsError
+            If the id exists (as a table, or as a namespace in ``"create"`` mode).
+        NamespaceNotFoundError
+            If its parent namespace does not exist.
+        UnsupportedOperationError
+            If manifest mode is off.
+        """
         namespace = check_id(request.id, "namespace")
         self._need_manifest("Child namespaces")
         mode = (request.mode or "create").lower()
@@ -141,6 +172,17 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         return CreateNamespaceResponse(properties=request.properties)
 
     def drop_namespace(self, request: DropNamespaceRequest) -> DropNamespaceResponse:
+        """Drop empty namespace ``request.id`` (``request.mode="skip"``: a missing one is no error).
+
+        Raises
+        ------
+        NamespaceNotFoundError
+            If there is no such namespace (and the mode is not ``"skip"``).
+        NamespaceNotEmptyError
+            If it still holds namespaces or tables (drops never cascade).
+        UnsupportedOperationError
+            If manifest mode is off.
+        """
         namespace = check_id(request.id, "namespace")
         self._need_manifest("Child namespaces")
         key = object_id(namespace)
@@ -162,6 +204,18 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
 
     # -- finding tables ---------------------------------------------------------------------
     def list_tables(self, request: ListTablesRequest) -> ListTablesResponse:
+        """The tables directly in namespace ``request.id`` (the root if empty), paged.
+
+        At the root, unlisted ``<name>.lance`` folders count too when directory listing is on (or in V1);
+        ``request.include_declared=False`` leaves out tables declared but not yet written.
+
+        Raises
+        ------
+        NamespaceNotFoundError
+            If the namespace does not exist.
+        UnsupportedOperationError
+            If the namespace is not the root and manifest mode is off.
+        """
         namespace = check_id(request.id, "namespace", allow_root=True)
         names: list[str] = []
         if self._settings.manifest_enabled:
@@ -179,6 +233,15 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         return ListTablesResponse(tables=page, page_token=token)
 
     def describe_table(self, request: DescribeTableRequest) -> DescribeTableResponse:
+        """Where table ``request.id`` lives; with ``load_detailed_metadata`` its version and metadata too.
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table.
+        UnsupportedOperationError
+            If the id has several levels and manifest mode is off.
+        """
         table = self._table_id(request.id)
         full = self._catalog.full(self._location(table))
         response = DescribeTableResponse(table=table[-1], namespace=table[:-1], location=full, table_uri=full)
@@ -209,6 +272,23 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         self._catalog.manifest.mutate(change)
 
     def create_table(self, request: CreateTableRequest, request_data: bytes) -> CreateTableResponse:
+        """Create table ``request.id`` from Arrow IPC stream bytes ``request_data``.
+
+        ``request.mode``: ``"create"`` (default) refuses a table with data; any other mode overwrites
+        it. A declared (empty) table is written in place.
+
+        Returns
+        -------
+        CreateTableResponse
+            The table's location and its first (or new) version.
+
+        Raises
+        ------
+        TableAlreadyExistsError
+            If the table has data in ``"create"`` mode, or a concurrent writer created it first.
+        UnsupportedOperationError
+            If the id has several levels and manifest mode is off.
+        """
         table = self._table_id(request.id)
         rows = table_ops.read_ipc(request_data, object_id(table))
         mode = (request.mode or "create").lower()
@@ -234,6 +314,15 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         return CreateTableResponse(location=self._catalog.uri(location), version=ds.version)
 
     def declare_table(self, request: DeclareTableRequest) -> DeclareTableResponse:
+        """Reserve table ``request.id`` (at ``request.location`` if given) without writing data.
+
+        Raises
+        ------
+        TableAlreadyExistsError
+            If the table exists or its folder is already taken.
+        InvalidInputError
+            (``lance_namespace``'s) If the location would leave the root.
+        """
         table = self._table_id(request.id)
         if self._catalog.table_location(table) is not None:
             raise TableAlreadyExistsError(f"Table already exists: {object_id(table)!r}")
@@ -253,6 +342,17 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         return self.declare_table(DeclareTableRequest(id=request.id, location=getattr(request, "location", None)))
 
     def register_table(self, request: RegisterTableRequest) -> RegisterTableResponse:
+        """Add an existing table at ``request.location`` (relative to the root) to the catalog.
+
+        Raises
+        ------
+        InvalidInputError
+            (``lance_namespace``'s) If the location is missing, or would leave the root.
+        TableAlreadyExistsError
+            If the id is already taken.
+        UnsupportedOperationError
+            If manifest mode is off.
+        """
         table = self._table_id(request.id)
         self._need_manifest("register_table")
         if not request.location:
@@ -262,6 +362,13 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         return RegisterTableResponse(location=location, properties=request.properties)
 
     def deregister_table(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
+        """Remove table ``request.id`` from the catalog, leaving its data in place.
+
+        Raises
+        ------
+        TableNotFoundError
+            If no such table is registered (always so with manifest mode off).
+        """
         table = self._table_id(request.id)
         key = object_id(table)
         if not self._settings.manifest_enabled:
@@ -279,6 +386,13 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         return DeregisterTableResponse(id=table, location=self._catalog.uri(removed["location"]))
 
     def drop_table(self, request: DropTableRequest) -> DropTableResponse:
+        """Remove table ``request.id`` from the catalog and delete its folder.
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table.
+        """
         table = self._table_id(request.id)
         key = object_id(table)
         location = self._location(table)

@@ -72,6 +72,7 @@ class RestNamespace(LanceNamespace):
         self._context_provider = context_provider
 
     def namespace_id(self) -> str:
+        """A description of this namespace naming its endpoint and delimiter (pylance's text)."""
         return f'RestNamespace {{ endpoint: "{self._uri}", delimiter: "{self._delimiter}" }}'
 
     def __repr__(self) -> str:

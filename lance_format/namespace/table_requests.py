@@ -63,10 +63,31 @@ class TableRequests:
 
     # -- rows -------------------------------------------------------------------------------
     def count_table_rows(self, request: CountTableRowsRequest) -> CountTableRowsResponse:
+        """The number of rows of table ``request.id`` (at ``request.version``) matching ``request.predicate``.
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        TableVersionNotFoundError
+            If the requested version does not exist.
+        """
         ds = self._open(self._table_id(request.id), request.version)
         return CountTableRowsResponse(count=int(ds.count_rows(request.predicate)))
 
     def insert_into_table(self, request: InsertIntoTableRequest, request_data: bytes) -> InsertIntoTableResponse:
+        """Append (or, with ``request.mode="overwrite"``, replace) rows from Arrow IPC stream bytes.
+
+        Returns
+        -------
+        InsertIntoTableResponse
+            The number of rows inserted and the table's new version.
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table.
+        """
         table = self._table_id(request.id)
         full = self._catalog.full(self._location(table))
         rows = table_ops.read_ipc(request_data, object_id(table))
@@ -75,6 +96,21 @@ class TableRequests:
 
     def merge_insert_into_table(self, request: MergeInsertIntoTableRequest,
                                 request_data: bytes) -> MergeInsertIntoTableResponse:
+        """Merge rows from Arrow IPC stream bytes into the table on ``request.on`` (upsert).
+
+        ``request``'s ``when_matched_update_all``, ``when_not_matched_insert_all`` and related flags
+        choose what happens to matched and unmatched rows, as in ``LanceDataset.merge_insert``.
+
+        Returns
+        -------
+        MergeInsertIntoTableResponse
+            The inserted, updated and deleted row counts and the table's new version.
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         table = self._table_id(request.id)
         stats = table_ops.merge_insert(self._open(table), table_ops.read_ipc(request_data, object_id(table)), request)
         return MergeInsertIntoTableResponse(num_inserted_rows=stats.get("num_inserted_rows", 0),
@@ -83,11 +119,30 @@ class TableRequests:
                                             version=self._latest(table).version)
 
     def update_table(self, request: UpdateTableRequest) -> UpdateTableResponse:
+        """Set columns to SQL expressions (``request.updates``) in the rows matching ``request.predicate``.
+
+        Returns
+        -------
+        UpdateTableResponse
+            The number of rows updated and the table's new version.
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         table = self._table_id(request.id)
         updated = table_ops.update(self._open(table), request.predicate, request.updates)
         return UpdateTableResponse(updated_rows=updated, version=self._latest(table).version)
 
     def delete_from_table(self, request: DeleteFromTableRequest) -> DeleteFromTableResponse:
+        """Delete the rows matching ``request.predicate``; the response names the new version.
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         table = self._table_id(request.id)
         table_ops.delete(self._open(table), request.predicate)
         return DeleteFromTableResponse(version=self._latest(table).version)
@@ -113,6 +168,14 @@ class TableRequests:
         return parsed[1] if parsed else ManifestNaming.V2
 
     def list_table_versions(self, request: ListTableVersionsRequest) -> ListTableVersionsResponse:
+        """The table's versions (number, manifest path, time, metadata), ascending unless ``request.descending``,
+        at most ``request.limit``.
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         ds = self._open(self._table_id(request.id))
         naming = self._naming(ds)
         entries = [self._version_entry(ds, info, naming) for info in ds.versions()]
@@ -133,11 +196,27 @@ class TableRequests:
         return response.to_dict() if as_dict else response
 
     def restore_table(self, request: RestoreTableRequest) -> RestoreTableResponse:
+        """Make ``request.version`` the table's latest version again (a new commit).
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        TableVersionNotFoundError
+            If the requested version does not exist.
+        """
         self._open(self._table_id(request.id), request.version).restore()
         return RestoreTableResponse()
 
     # -- tags -------------------------------------------------------------------------------
     def list_table_tags(self, request: ListTableTagsRequest) -> ListTableTagsResponse:
+        """The table's tags, each with its branch, version and manifest size.
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         ds = self._open(self._table_id(request.id))
         tags = {name: TagContents(branch=info.get("branch"), version=int(info["version"]),
                                   manifestSize=int(info.get("manifest_size") or 0))
@@ -145,6 +224,15 @@ class TableRequests:
         return ListTableTagsResponse(tags=tags)
 
     def get_table_tag_version(self, request: GetTableTagVersionRequest) -> GetTableTagVersionResponse:
+        """The version (and branch) tag ``request.tag`` points at.
+
+        Raises
+        ------
+        TableTagNotFoundError
+            If the table has no such tag.
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         ds = self._open(self._table_id(request.id))
         info = ds.tags.list().get(request.tag)
         if info is None:
@@ -152,6 +240,17 @@ class TableRequests:
         return GetTableTagVersionResponse(version=int(info["version"]), branch=info.get("branch"))
 
     def create_table_tag(self, request: CreateTableTagRequest) -> CreateTableTagResponse:
+        """Tag ``request.version`` of the table as ``request.tag``.
+
+        Raises
+        ------
+        TableTagAlreadyExistsError
+            If the tag exists.
+        TableVersionNotFoundError
+            If the version cannot be tagged (it does not exist).
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         ds = self._open(self._table_id(request.id))
         if request.tag in ds.tags.list():
             raise TableTagAlreadyExistsError(f"Tag already exists: {request.tag!r}")
@@ -162,6 +261,15 @@ class TableRequests:
         return CreateTableTagResponse()
 
     def delete_table_tag(self, request: DeleteTableTagRequest) -> DeleteTableTagResponse:
+        """Delete tag ``request.tag`` (the version it points at stays).
+
+        Raises
+        ------
+        TableTagNotFoundError
+            If the table has no such tag.
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         ds = self._open(self._table_id(request.id))
         if request.tag not in ds.tags.list():
             raise TableTagNotFoundError(f"Tag not found: {request.tag!r}")
@@ -169,6 +277,15 @@ class TableRequests:
         return DeleteTableTagResponse()
 
     def update_table_tag(self, request: UpdateTableTagRequest) -> UpdateTableTagResponse:
+        """Point existing tag ``request.tag`` at ``request.version``.
+
+        Raises
+        ------
+        TableTagNotFoundError
+            If the table has no such tag.
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         ds = self._open(self._table_id(request.id))
         if request.tag not in ds.tags.list():
             raise TableTagNotFoundError(f"Tag not found: {request.tag!r}")
@@ -177,6 +294,19 @@ class TableRequests:
 
     # -- branches ---------------------------------------------------------------------------
     def create_table_branch(self, request: CreateTableBranchRequest) -> CreateTableBranchResponse:
+        """Create branch ``request.name`` from ``request.from_version`` (of ``request.from_branch`` if given).
+
+        Raises
+        ------
+        TableBranchAlreadyExistsError
+            If the branch exists.
+        TableVersionNotFoundError
+            If the source version does not exist.
+        TableBranchNotFoundError
+            If the source branch cannot be branched from (for example it does not exist).
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         table = self._table_id(request.id)
         ds = self._open(table)
         if request.name in ds.branches.list():
@@ -191,6 +321,13 @@ class TableRequests:
         return CreateTableBranchResponse()
 
     def list_table_branches(self, request: ListTableBranchesRequest) -> ListTableBranchesResponse:
+        """The table's branches, each with its parent branch and version, creation time and metadata.
+
+        Raises
+        ------
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         ds = self._open(self._table_id(request.id))
         branches = {name: BranchContents(parentBranch=info.get("parent_branch"),
                                          parentVersion=int(info["parent_version"]),
@@ -201,6 +338,15 @@ class TableRequests:
         return ListTableBranchesResponse(branches=branches)
 
     def delete_table_branch(self, request: DeleteTableBranchRequest) -> DeleteTableBranchResponse:
+        """Delete branch ``request.name`` of the table.
+
+        Raises
+        ------
+        TableBranchNotFoundError
+            If the table has no such branch.
+        TableNotFoundError
+            If there is no such table, or it is declared without data yet.
+        """
         table = self._table_id(request.id)
         ds = self._open(table)
         if request.name not in ds.branches.list():

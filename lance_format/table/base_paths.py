@@ -149,14 +149,17 @@ class DatasetBasePath:
 
     @property
     def path(self) -> str:
+        """The base's location (a folder path or object-store URI)."""
         return self._path
 
     @property
     def name(self) -> str | None:
+        """The base's optional name (``None`` if unnamed)."""
         return self._name
 
     @property
     def is_dataset_root(self) -> bool:
+        """Whether the base is laid out like a table root (data files under ``data/``)."""
         return self._is_dataset_root
 
     @property
@@ -166,9 +169,11 @@ class DatasetBasePath:
 
     @classmethod
     def from_proto(cls, base: table_pb2.BasePath) -> "DatasetBasePath":
+        """The base path a manifest's ``BasePath`` message describes."""
         return cls(base.path, base.name if base.HasField("name") else None, base.is_dataset_root, base.id)
 
     def to_proto(self) -> table_pb2.BasePath:
+        """This base path as the manifest's ``BasePath`` message (id 0 if not registered yet)."""
         base = table_pb2.BasePath(id=self.id, is_dataset_root=self._is_dataset_root, path=self._path)
         if self._name is not None:
             base.name = self._name

@@ -187,6 +187,7 @@ class TableVersions:
 
     @property
     def uri(self) -> str:
+        """The table's URI, as its object store resolved it."""
         return self._store.uri
 
     def after(self, version: int, *, limit: int = 1000) -> NewVersions:
