@@ -1,5 +1,5 @@
 """The engine installs and runs without the Spark and Dagster extras, and the package builds as
-a wheel and an sdist whose wheel installs into a fresh environment.
+a wheel and an sdist whose wheel installs into a fresh environment and resolves with each extra.
 
 The first checks run in a fresh interpreter in which the extras' top-level packages cannot be imported
 (a meta-path finder refuses them), the way they are absent after ``pip install lance-assets``.
@@ -7,6 +7,7 @@ The first checks run in a fresh interpreter in which the extras' top-level packa
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -198,3 +200,69 @@ def test_wheel_installs_into_a_fresh_environment_and_writes_a_table(distribution
                             env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "wheel ok 0.1.0" in result.stdout
+
+
+# -- each extra resolves from the wheel -------------------------------------------------------------
+EXTRAS = ("spark", "dagster", "polars", "s3", "gcs", "azure", "fast", "fts", "namespace", "namespace-server", "docs")
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _extra_requirements(extra: str) -> list[Requirement]:
+    """The requirements ``extra`` adds, with the project's own extras (``lance-assets[namespace]``) expanded."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    out = []
+    for line in extras[extra]:
+        requirement = Requirement(line)
+        if _canonical(requirement.name) == "lance-assets":
+            for inner in sorted(requirement.extras):
+                out += _extra_requirements(inner)
+        else:
+            out.append(requirement)
+    return out
+
+
+@pytest.fixture(scope="module")
+def resolution(distributions, tmp_path_factory) -> dict[str, dict]:
+    """``pip install --dry-run --report`` of ``"<wheel>[every extra]"`` in a new venv (nothing but pip
+    in it), run away from the source tree: pip resolves against the package index and installs
+    nothing. One resolution of all extras together (a minute less than one per extra): a set of
+    versions satisfying every extra at once satisfies each extra alone, and the metadata test above
+    checks that each requirement sits under its own extra. Returns the report's ``install`` list by
+    canonical name."""
+    work = tmp_path_factory.mktemp("extras")
+    env_dir = work / "env"
+    subprocess.run([str(Path(sys.base_prefix) / "bin" / "python3"), "-m", "venv", str(env_dir)], check=True,
+                   timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")}
+    report = work / "report.json"
+    resolved = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--dry-run",
+         "--report", str(report), f"{distributions['wheel']}[{','.join(EXTRAS)}]"],
+        cwd=work, capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert resolved.returncode == 0, resolved.stderr[-3000:]
+    return {_canonical(item["metadata"]["name"]): item for item in json.loads(report.read_text())["install"]}
+
+
+def test_extras_are_all_checked_here() -> None:
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    assert declared - {"test"} == set(EXTRAS)  # a new extra gets its resolution check
+
+
+def test_the_resolution_installs_the_wheel_itself(distributions, resolution: dict[str, dict]) -> None:
+    ours = resolution["lance-assets"]
+    assert ours["download_info"]["url"] == distributions["wheel"].as_uri()  # the wheel, not a source tree
+    assert sorted(ours["requested_extras"]) == sorted(EXTRAS)
+
+
+@pytest.mark.parametrize("extra", EXTRAS)
+def test_wheel_resolves_with_each_extra(resolution: dict[str, dict], extra: str) -> None:
+    """Every package ``extra`` names is in the resolution, at a version its specifier allows."""
+    for requirement in _extra_requirements(extra):
+        name = _canonical(requirement.name)
+        assert name in resolution, f"extra {extra!r}: {name} missing from the resolution"
+        version = resolution[name]["metadata"]["version"]
+        assert requirement.specifier.contains(version, prereleases=True), (extra, name, version)
