@@ -28,8 +28,8 @@ from urllib.parse import ParseResult
 import pyarrow.fs as pafs
 
 from lance_format.errors import InvalidInputError, StorageAccessError, UnsupportedFeatureError
-from lance_format.io.backend import (DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, list_in_pages, split_bucket_uri,
-                                    with_retries)
+from lance_format.io.backend import (DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, list_in_pages, missing_extra,
+                                    split_bucket_uri, with_retries)
 from lance_format.io.storage_options import ClientSettings, OptionSpec, check_endpoint, client_settings, truthy
 
 T = TypeVar("T")
@@ -144,10 +144,7 @@ _CLIENTS_LOCK = threading.Lock()
 
 
 def _missing(exc: ImportError) -> UnsupportedFeatureError:
-    # any ImportError: a partly installed extra misses a dependency of the SDK (azure.core)
-    return UnsupportedFeatureError(
-        f"az:// tables need azure-storage-blob and its dependencies ({exc.name or exc} is missing): "
-        f"pip install 'lance-assets[azure]' ({AZURE_REQUIREMENT})")
+    return missing_extra(exc, "az://", "azure-storage-blob", "azure", AZURE_REQUIREMENT)
 
 
 def _exceptions() -> Any:

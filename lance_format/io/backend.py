@@ -184,6 +184,14 @@ def open_backend(uri: str, options: dict[str, str]) -> StorageBackend:
     return backend_class.open(uri, parsed, options)
 
 
+def missing_extra(exc: ImportError, scheme: str, package: str, extra: str, requirement: str) -> UnsupportedFeatureError:
+    """The install hint for a store whose SDK cannot be imported. Any ImportError counts: a partly
+    installed extra misses one of the SDK's own dependencies (google.api_core, azure.core)."""
+    return UnsupportedFeatureError(
+        f"{scheme} tables need {package} and its dependencies ({exc.name or exc} is missing): "
+        f"pip install 'lance-assets[{extra}]' ({requirement})")
+
+
 def split_bucket_uri(uri: str, parsed: ParseResult, example: str) -> tuple[str, str]:
     """(bucket, normalized key prefix) of ``scheme://bucket/prefix``; refuses prefixes leaving the bucket."""
     from lance_format.errors import InvalidInputError

@@ -27,8 +27,8 @@ from urllib.parse import ParseResult
 import pyarrow.fs as pafs
 
 from lance_format.errors import InvalidInputError, StorageAccessError, UnsupportedFeatureError
-from lance_format.io.backend import (DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, list_in_pages, split_bucket_uri,
-                                    with_retries)
+from lance_format.io.backend import (DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, list_in_pages, missing_extra,
+                                    split_bucket_uri, with_retries)
 from lance_format.io.storage_options import ClientSettings, OptionSpec, check_endpoint, client_settings, truthy
 
 T = TypeVar("T")
@@ -106,10 +106,7 @@ def gcs_config(bucket: str, options: dict[str, str], *, table: str | None = None
 
 
 def _missing(exc: ImportError) -> UnsupportedFeatureError:
-    # any ImportError: a partly installed extra misses a dependency of the SDK (google.api_core)
-    return UnsupportedFeatureError(
-        f"gs:// tables need google-cloud-storage and its dependencies ({exc.name or exc} is missing): "
-        f"pip install 'lance-assets[gcs]' ({GCS_REQUIREMENT})")
+    return missing_extra(exc, "gs://", "google-cloud-storage", "gcs", GCS_REQUIREMENT)
 
 
 def _sdk() -> Any:
