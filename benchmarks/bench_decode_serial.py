@@ -33,11 +33,10 @@ import lance  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
+from bench_realistic import realistic_table  # noqa: E402
 
 import lance_format  # noqa: E402
 from lance_format.encodings.structural import accel  # noqa: E402
-
-from bench_realistic import realistic_table  # noqa: E402
 
 WORDS = np.array(["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do"])
 

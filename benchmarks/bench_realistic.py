@@ -33,7 +33,8 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import lance
 import numpy as np

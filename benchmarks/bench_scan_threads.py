@@ -21,15 +21,15 @@ import shutil
 import statistics
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from bench_realistic import realistic_table, touch
 
 import lance_format
 from lance_format.encodings.structural import accel
 from lance_format.io.threads import cpu_threads, serial_decoding
-
-from bench_realistic import realistic_table, touch
 
 
 def main() -> None:

@@ -17,7 +17,6 @@ resources, checks, the version sensor and maintenance through ``LanceTablesCompo
 import contextlib
 import datetime as dt
 import warnings
-from typing import Optional
 
 import dagster as dg
 import pandas as pd
@@ -89,7 +88,7 @@ with _beta_api():
 @cdc_asset
 def customer_totals(
     context: AssetExecutionContext, raw_orders: LanceChangeFeed, lance: LanceTableResource
-) -> Optional[pa.Table]:
+) -> pa.Table | None:
     """Per-customer order totals, updated from the change feed of the new ``raw_orders`` versions.
 
     The input is the change feed of this run's versions. The feed is read from the last version

@@ -51,7 +51,7 @@ def dagster_home(root: str) -> str:
     return os.path.join(root, "dagster_home")
 
 
-def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) -> int:
+def main(root: str | None = None, instance: dg.DagsterInstance | None = None) -> int:
     import dagster as dg
 
     from example_project.source import example_root
@@ -69,13 +69,13 @@ def main(root: str | None = None, instance: "dg.DagsterInstance | None" = None) 
     return _run(root, instance, serve)
 
 
-def _run(root: str, instance: "dg.DagsterInstance", serve: str) -> int:
+def _run(root: str, instance: dg.DagsterInstance, serve: str) -> int:
     import dagster as dg
 
+    import lance_format
     from example_project.assets import ASSETS, DAILY, customer_totals
     from example_project.definitions import build_definitions
     from example_project.source import expected_totals, orders_uri
-    import lance_format
 
     defs = build_definitions(root)
     resources = defs.resources

@@ -24,16 +24,16 @@
 
 from lance_assets.change_feed import LanceChangeFeed, change_counts
 from lance_assets.checks import lance_row_count_check, lance_schema_change_check, lance_version_freshness_check
+from lance_assets.config import ReadMode, SchemaMode, WriteMode
 from lance_assets.index_checks import lance_index_coverage_check, lance_index_present_check
 from lance_assets.indices import IndexSpec
-from lance_assets.config import ReadMode, SchemaMode, WriteMode
+from lance_assets.io_manager import LanceChangeFeedConsumers, LanceIndexConfig, LanceIOManager, lance_asset
 from lance_assets.maintenance import (
     LanceMaintenancePolicy,
     build_lance_maintenance_assets,
     lance_maintenance_job,
     maintain_table,
 )
-from lance_assets.io_manager import LanceChangeFeedConsumers, LanceIndexConfig, LanceIOManager, lance_asset
 from lance_assets.partitions import partition_predicate, version_partitions
 from lance_assets.resources import LanceTableResource, SparkSessionConfig, SparkSessionResource, table_uri
 from lance_assets.sensors import (

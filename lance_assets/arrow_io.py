@@ -8,7 +8,8 @@ streaming), counts them, and writes them through the engine gateway; new columns
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 

@@ -14,18 +14,19 @@ and ``_commit_timestamp``; deletes and pre-images carry their old values.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.errors import InvalidInputError
 from lance_assets import engine
 from lance_assets.config import ReadSettings
 from lance_assets.partitions import versions_of_keys
 from lance_assets.type_handlers import from_reader
+from lance_format.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from lance_assets.resources import SparkSessionConfig, SparkSessionResource
@@ -134,7 +135,7 @@ def load_changes(
     *,
     kind: str,
     run_tags: Mapping[str, str],
-    spark: "SparkSessionConfig | SparkSessionResource | None",
+    spark: SparkSessionConfig | SparkSessionResource | None,
     storage_options: Mapping[str, str] | None = None,
 ) -> Any:
     """The change feed for an input, in the representation ``kind`` asks for."""

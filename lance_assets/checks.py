@@ -226,7 +226,7 @@ def lance_version_freshness_check(
         if latest is None:
             return dg.AssetCheckResult(passed=False, severity=severity, metadata={"reason": "no table"})
         committed = latest.timestamp
-        age = dt.datetime.now(dt.timezone.utc) - committed
+        age = dt.datetime.now(dt.UTC) - committed
         return dg.AssetCheckResult(
             passed=age <= max_age, severity=severity,
             metadata={"lance/version": latest.version, "age_seconds": round(age.total_seconds(), 3),

@@ -10,8 +10,9 @@ typo fails the run before anything is written.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from lance_format.errors import InvalidInputError
 

@@ -14,11 +14,13 @@ opens a table by URI; operations on an open dataset reuse its store.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
+from lance_assets.config import MergeOptions
 from lance_format import (
     LanceDataset,
     TableVersions,
@@ -31,8 +33,6 @@ from lance_format import (
     write_with_new_columns,
 )
 from lance_format.errors import DatasetNotFoundError, UnsupportedFeatureError
-from lance_assets.config import MergeOptions
-
 
 Options = Mapping[str, str] | None
 # LanceDataset, TableVersions and VersionSummary are also the types the other modules

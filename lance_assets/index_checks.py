@@ -13,14 +13,15 @@ index metadata only; no rows are scanned.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import dagster as dg
 
-from lance_format.errors import InvalidInputError
 from lance_assets import engine
 from lance_assets.checks import _asset_key, _check_kwargs, _resolve
 from lance_assets.indices import _normal, index_status, parse_specs
+from lance_format.errors import InvalidInputError
 
 
 def _open(context: Any, key: dg.AssetKey, uri: str | None, resource_key: str,

@@ -19,15 +19,16 @@ Partitioned assets share one index per table: each partition's write refreshes i
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import dagster as dg
 
-from lance_format.errors import InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_assets import engine
 from lance_assets.config import _plain
 from lance_assets.engine import LanceDataset
+from lance_format.errors import InvalidInputError, LanceError, UnsupportedFeatureError
 
 INDICES = "lance/indices"  # definition (or output) metadata: the asset's index specs
 INDEX_PREFIX = "lance/index/"  # materialization metadata: lance/index/<name>/<figure>

@@ -17,14 +17,14 @@ that branch, and downstream inputs publish it first (:mod:`lance_assets.wap`).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Mapping, Sequence, TypedDict
+from typing import Any, TypedDict
 
 import dagster as dg
 import pyarrow as pa
 from pydantic import Field, PrivateAttr, field_validator
 
-from lance_format.errors import DatasetNotFoundError, InvalidInputError, LanceError
 from lance_assets import engine, spark_io, wap
 from lance_assets.arrow_io import ArrowRows
 from lance_assets.change_feed import LanceChangeFeed, load_changes
@@ -34,16 +34,16 @@ from lance_assets.config import (
     DATA_STORAGE_VERSION,
     MAX_BYTES_PER_FILE,
     MAX_ROWS_PER_FILE,
-    TABLE_CONFIG,
-    NamespaceMode,
     MERGE_DELETE_NOT_MATCHED_BY_SOURCE,
     MERGE_ON,
     MERGE_UPDATE_CONDITION,
     MERGE_WHEN_MATCHED,
     MERGE_WHEN_NOT_MATCHED,
     PREVIEW_ROWS,
+    TABLE_CONFIG,
     TABLE_NAME,
     TABLE_URI,
+    NamespaceMode,
     ReadMode,
     SchemaMode,
     WriteMode,
@@ -67,6 +67,7 @@ from lance_assets.resources import SparkSessionConfig, SparkSessionResource, tab
 from lance_assets.sensors import LanceTableWatch
 from lance_assets.type_handlers import from_reader, is_spark_dataframe, load_kind
 from lance_assets.write_modes import RowWriter, write_output
+from lance_format.errors import DatasetNotFoundError, InvalidInputError, LanceError
 
 RUN_ID_PROPERTY = "dagster/run_id"
 PENDING_INDICES = "lance/indices_on_publish"  # WAP: the declared indices the publish brings up to date

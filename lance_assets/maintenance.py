@@ -19,19 +19,20 @@ unfinished change-feed partition still needs survive whichever way maintenance r
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import dagster as dg
 
-from lance_format.errors import InvalidInputError
 from lance_assets import engine
 from lance_assets.indices import IndexSpec, refresh_all, resolve_specs, unindexed_rows
 from lance_assets.metadata import STORAGE_KIND, TABLE_NAME, URI, VERSION, table_name_of
 from lance_assets.partitions import versions_of_keys
 from lance_assets.sensors import LanceTableWatch, _asset_keys, registered_watches
 from lance_assets.wap import cleanup_audit_branches
+from lance_format.errors import InvalidInputError
 
 DEFAULT_TARGET_ROWS_PER_FRAGMENT = 1024 * 1024  # Lance's compaction default
 PREFIX = "lance/maintenance/"

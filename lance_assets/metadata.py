@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import dagster as dg
 import pyarrow as pa

@@ -22,13 +22,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 import zoneinfo
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import dagster as dg
 import pyarrow as pa
 
-from lance_format.errors import InvalidInputError
 from lance_assets import engine
+from lance_format.errors import InvalidInputError
 
 
 def quote_identifier(name: str) -> str:
@@ -90,7 +90,7 @@ def _zone(name: str) -> dt.tzinfo:
         sign = 1 if match.group(1) == "+" else -1
         return dt.timezone(sign * dt.timedelta(hours=int(match.group(2)), minutes=int(match.group(3))))
     if name.upper() in ("UTC", "Z"):
-        return dt.timezone.utc
+        return dt.UTC
     return zoneinfo.ZoneInfo(name)
 
 

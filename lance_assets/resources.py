@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import dagster as dg
 import pyarrow as pa
 from pydantic import Field, PrivateAttr
 
-from lance_format.errors import DatasetNotFoundError
 from lance_assets import engine
-from lance_assets.engine import LanceDataset
 from lance_assets.config import MergeOptions, SchemaMode
+from lance_assets.engine import LanceDataset
 from lance_assets.schema_policy import plan_schema
 from lance_assets.type_handlers import CountingReader, is_spark_dataframe, to_reader
+from lance_format.errors import DatasetNotFoundError
 
 TableRef = str | dg.AssetKey | Sequence[str]
 

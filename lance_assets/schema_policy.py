@@ -9,13 +9,13 @@ unit changes that a safe cast checks row by row).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pyarrow as pa
 
-from lance_format.errors import SchemaMismatchError
 from lance_assets.config import SchemaMode
+from lance_format.errors import SchemaMismatchError
 
 _INT_RANK = {pa.int8(): 1, pa.int16(): 2, pa.int32(): 3, pa.int64(): 4}
 _UINT_RANK = {pa.uint8(): 1, pa.uint16(): 2, pa.uint32(): 3, pa.uint64(): 4}

@@ -24,8 +24,9 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import dagster as dg
 

@@ -9,7 +9,8 @@ active session, else a default local one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from lance_assets.resources import SparkSessionConfig, SparkSessionResource
 
 
-def session_for(settings: "SparkSessionConfig | SparkSessionResource | None") -> Any:
+def session_for(settings: SparkSessionConfig | SparkSessionResource | None) -> Any:
     """The session for the IO manager's Spark inputs: the active one, else one built from ``settings``."""
     if settings is not None:
         return settings.get_session()
@@ -33,7 +34,7 @@ def session_for(settings: "SparkSessionConfig | SparkSessionResource | None") ->
     return SparkSessionConfig().get_session()
 
 
-def empty_dataframe(settings: "SparkSessionConfig | None", schema: pa.Schema) -> Any:
+def empty_dataframe(settings: SparkSessionConfig | None, schema: pa.Schema) -> Any:
     """A Spark DataFrame with no rows and ``schema``'s columns."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -102,7 +103,7 @@ class SparkRows:
         return self._written(result, inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"])
 
 
-def read_input(manager: "LanceIOManager", uri: str, version: int, columns: list[str] | None,
+def read_input(manager: LanceIOManager, uri: str, version: int, columns: list[str] | None,
                predicate: str | None) -> Any:
     spark = session_for(manager.spark)
     return engine.spark_read(spark, uri, version=version, columns=columns, filter=predicate,

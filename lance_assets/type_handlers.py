@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 import typing
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 

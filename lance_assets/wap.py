@@ -35,17 +35,18 @@ from __future__ import annotations
 import inspect
 import json
 import time
+from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import pyarrow as pa
 
-from lance_format.errors import InvalidInputError, LanceError
 from lance_assets import engine
 from lance_assets.config import _plain
 from lance_assets.engine import LanceDataset
 from lance_assets.metadata import TABLE_NAME, URI, VERSION, table_name_of
+from lance_format.errors import InvalidInputError, LanceError
 
 if TYPE_CHECKING:
     from lance_assets.io_manager import LanceIOManager
@@ -226,7 +227,7 @@ def _run_id(context: Any) -> str:
 
 
 def load_audited(context: Any, asset: Any, *, columns: list[str] | None = None, filter: str | None = None,
-                 io_manager: "LanceIOManager | None" = None, io_manager_key: str = "io_manager") -> pa.Table:
+                 io_manager: LanceIOManager | None = None, io_manager_key: str = "io_manager") -> pa.Table:
     """The rows an asset check audits: the run's audit branch of ``asset``'s table when this run
     wrote one, else main's latest version. ``context``: the check's (or an asset's) context;
     the table is found through ``io_manager`` or the resource at ``io_manager_key`` (a

@@ -12,17 +12,18 @@ business: ``lance_assets.arrow_io`` streams pyarrow/pandas rows through the driv
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 import dagster as dg
 import pyarrow as pa
 
-from lance_format.errors import DatasetAlreadyExistsError, SchemaMismatchError
 from lance_assets import engine, metadata
 from lance_assets.config import MergeOptions, WriteMode, WriteSettings
 from lance_assets.engine import LanceDataset
 from lance_assets.partitions import partition_predicate
+from lance_format.errors import DatasetAlreadyExistsError, SchemaMismatchError
 
 
 @dataclass

@@ -25,6 +25,12 @@ from importlib import metadata as _metadata
 
 import pyarrow as _pa
 
+from lance_format import (  # noqa: E402,F401 - so are ``lance.lance``, ``.progress``, ``.util``
+    fragment,  # noqa: E402,F401 - ``lance.fragment`` is a module attribute in pylance
+    lance,
+    progress,
+    util,
+)
 from lance_format.blob import (
     Blob,
     BlobArray,
@@ -42,66 +48,67 @@ from lance_format.dataset.dataset import LanceDataset, dataset
 from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.fragment_metadata import FragmentMetadata
-from lance_format.dataset.transactions_api import LanceOperation, Transaction
-from lance_format.dataset.mutations.base import checked_reader
-from lance_format.dataset.mutations.replace_where import replace_where
-from lance_format.dataset.scanner import LanceScanner
-from lance_format.dataset.scan_stats import ScanStatistics
-from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
-from lance_format.io.counters import bytes_read_counter, iops_counter
-from lance_format.log import set_logger
-from lance_format.dataset.session import Session
 from lance_format.dataset.inspection import DataStatistics, FieldStatistics, LanceStats
-from lance_format.dataset.maintenance.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
-from lance_format.dataset.maintenance.cleanup import CleanupReferencedBranch
-from lance_format.simd import simd_info
-from lance_format.schema.json_schema import json_to_schema, schema_to_json
-from lance_format.udf import BatchUDF, batch_udf
+from lance_format.dataset.maintenance.cleanup import (
+    CleanupCandidateFile,
+    CleanupExplanation,
+    CleanupReferencedBranch,
+    CleanupStats,
+)
+from lance_format.dataset.mutations.base import checked_reader
+from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
+from lance_format.dataset.mutations.replace_where import replace_where
+from lance_format.dataset.scan_stats import ScanStatistics
+from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.session import Session
+from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
+from lance_format.dataset.transactions_api import LanceOperation, Transaction
 from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import (
     ArgumentTypeError,
     BlobFileClosedError,
+    BranchError,
     ColumnNotFoundError,
-    IndexColumnNotFoundError,
-    IndexExistsError,
-    IndexNotFoundError,
-    DeletedRowError,
-    NotABlobColumnError,
-    EmptyDataError,
     CommitConflictError,
+    CommitLockError,
+    CommitOptionError,
     CorruptFileError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
+    DeletedRowError,
     DuplicateCommitError,
+    EmptyDataError,
+    ImageReadError,
+    IndexColumnNotFoundError,
+    IndexExistsError,
+    IndexNotFoundError,
     InvalidInputError,
     InvalidRowSelectionError,
     LanceError,
+    MalformedInputError,
     NewColumnDataError,
+    NotABlobColumnError,
     PathEscapeError,
     RetryableCommitConflictError,
-    CommitLockError,
-    UnsupportedCommitError,
     SchemaMismatchError,
     StorageAccessError,
     StorageThrottledError,
-    ImageReadError,
-    MalformedInputError,
-    WorkerEnvironmentError,
     TagError,
-    TagNotFoundError,
     TaggedVersionsError,
-    CommitOptionError,
-    BranchError,
+    TagNotFoundError,
+    UnsupportedCommitError,
     UnsupportedFeatureError,
     VersionNotFoundError,
+    WorkerEnvironmentError,
 )
-from lance_format.table.base_paths import DatasetBasePath
 from lance_format.io import ExternalManifestTarget, ManifestLocation, ManifestStore, register_manifest_store
+from lance_format.io.counters import bytes_read_counter, iops_counter
+from lance_format.log import set_logger
+from lance_format.schema.json_schema import json_to_schema, schema_to_json
+from lance_format.simd import simd_info
+from lance_format.table.base_paths import DatasetBasePath
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
-from lance_format.dataset.sql.filter import to_value_expression as _to_value_expression
-from lance_format import fragment  # noqa: E402,F401 - ``lance.fragment`` is a module attribute in pylance
-from lance_format import lance, progress, util  # noqa: E402,F401 - so are ``lance.lance``, ``.progress``, ``.util``
-
+from lance_format.udf import BatchUDF, batch_udf
 
 try:
     __version__ = _metadata.version("lance-assets")

@@ -12,7 +12,8 @@ registers its type without checking, and would fail after us.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -78,7 +79,7 @@ class BFloat16Array(pa.ExtensionArray):
         return data[storage.offset:]
 
     @classmethod
-    def from_numpy(cls, array: np.ndarray) -> "BFloat16Array":
+    def from_numpy(cls, array: np.ndarray) -> BFloat16Array:
         """bfloat16 values of a one-dimensional numpy array: ``ml_dtypes.bfloat16`` values as they
         are, other floats rounded to nearest even (pylance takes bfloat16 arrays only)."""
         array = np.asarray(array)
@@ -97,7 +98,7 @@ class BFloat16Array(pa.ExtensionArray):
 class BFloat16Scalar(pa.ExtensionScalar):
     """One bfloat16 value; ``as_py`` gives it as a :class:`BFloat16` (as pylance)."""
 
-    def as_py(self, **kwargs: Any) -> Optional["BFloat16"]:  # type: ignore[override]
+    def as_py(self, **kwargs: Any) -> BFloat16 | None:  # type: ignore[override]
         if self.value is None:
             return None
         return BFloat16.from_bytes(self.value.as_py())
@@ -124,7 +125,7 @@ class BFloat16Type(pa.ExtensionType):
         return b""
 
     @classmethod
-    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> "BFloat16Type":
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> BFloat16Type:
         return cls()
 
     def __arrow_ext_class__(self) -> type:
@@ -162,7 +163,7 @@ def bfloat16_type() -> pa.DataType:
     return _REGISTERED[0]
 
 
-def bfloat16_array(values: Iterable[Optional[float]]) -> pa.ExtensionArray:
+def bfloat16_array(values: Iterable[float | None]) -> pa.ExtensionArray:
     """A bfloat16 array of ``values`` (floats or None), as pylance's ``bfloat16_array``."""
     floats = pa.array([value.as_float() if isinstance(value, BFloat16) else value for value in values], pa.float32())
     bits = _bits_from_float32(floats.fill_null(0).to_numpy(zero_copy_only=False))
@@ -184,7 +185,7 @@ class BFloat16:
         self._bits = int(_bits_from_float32(np.array([value], dtype=np.float32))[0])
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "BFloat16":
+    def from_bytes(cls, data: bytes) -> BFloat16:
         """The bfloat16 whose little-endian 2-byte encoding is ``data``."""
         if len(data) != 2:
             raise InvalidInputError(f"BFloat16::from_bytes: expected 2 bytes, got {len(data)}")
@@ -214,16 +215,16 @@ class BFloat16:
     def __eq__(self, other: object) -> Any:
         return self._compare(other, float.__eq__) if isinstance(other, BFloat16) else False
 
-    def __lt__(self, other: "BFloat16") -> Any:
+    def __lt__(self, other: BFloat16) -> Any:
         return self._compare(other, float.__lt__)
 
-    def __le__(self, other: "BFloat16") -> Any:
+    def __le__(self, other: BFloat16) -> Any:
         return self._compare(other, float.__le__)
 
-    def __gt__(self, other: "BFloat16") -> Any:
+    def __gt__(self, other: BFloat16) -> Any:
         return self._compare(other, float.__gt__)
 
-    def __ge__(self, other: "BFloat16") -> Any:
+    def __ge__(self, other: BFloat16) -> Any:
         return self._compare(other, float.__ge__)
 
 

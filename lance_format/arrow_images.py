@@ -21,8 +21,9 @@ from __future__ import annotations
 import io
 import json
 import posixpath
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
+from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
@@ -74,7 +75,7 @@ class ImageURIType(_ImageType):
         super().__init__(storage_type, IMAGE_URI_NAME)
 
     @classmethod
-    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> "ImageURIType":
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> ImageURIType:
         return cls(storage_type)
 
     def __arrow_ext_class__(self) -> type:
@@ -93,7 +94,7 @@ class EncodedImageType(_ImageType):
         super().__init__(storage_type, ENCODED_IMAGE_NAME)
 
     @classmethod
-    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> "EncodedImageType":
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> EncodedImageType:
         return cls(storage_type)
 
     def __arrow_ext_class__(self) -> type:
@@ -118,7 +119,7 @@ class FixedShapeImageTensorType(_ImageType):
         return json.dumps({"shape": list(self.shape) if not isinstance(self.shape, list) else self.shape}).encode()
 
     @classmethod
-    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> "FixedShapeImageTensorType":
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> FixedShapeImageTensorType:
         return cls(storage_type.value_type, json.loads(serialized.decode())["shape"])
 
     def __arrow_ext_class__(self) -> type:
@@ -135,7 +136,7 @@ class ImageArray(pa.ExtensionArray):
         return f"<lance.arrow.{type(self).__name__} object at 0x{id(self):016x}>\n{self.to_pylist()!r}"
 
     @classmethod
-    def from_array(cls, images: Any) -> "ImageArray":
+    def from_array(cls, images: Any) -> ImageArray:
         """An image array of ``images``: strings become URIs, binaries encoded images,
         fixed-shape tensors image tensors; image arrays are returned as they are; other
         iterables are taken as URIs."""
@@ -157,7 +158,7 @@ class ImageURIArray(ImageArray):
     """Image locations; :meth:`read_uris` fetches the encoded images."""
 
     @classmethod
-    def from_uris(cls, uris: Union[pa.StringArray, pa.LargeStringArray, Iterable[Union[str, Path]]]) -> "ImageURIArray":
+    def from_uris(cls, uris: pa.StringArray | pa.LargeStringArray | Iterable[str | Path]) -> ImageURIArray:
         """An array of ``uris`` (a string array, or an iterable of strings or paths)."""
         if isinstance(uris, (pa.StringArray, pa.LargeStringArray)):
             storage = uris
@@ -167,7 +168,7 @@ class ImageURIArray(ImageArray):
             raise ArgumentTypeError(f"Cannot build a ImageURIArray from {type(uris)}")
         return pa.ExtensionArray.from_storage(ImageURIType(storage.type), storage)  # type: ignore[return-value]
 
-    def read_uris(self, storage_type: pa.DataType = _BINARY) -> "EncodedImageArray":
+    def read_uris(self, storage_type: pa.DataType = _BINARY) -> EncodedImageArray:
         """The images' bytes, read through this engine's stores (local, ``file://``, ``s3://``,
         ``gs://``, ``az://``, ``memory://``) or fetched over ``http(s)://``; nulls stay null.
         ``storage_type=pa.large_binary()`` holds more than 2 GiB. A location that cannot be read
@@ -215,7 +216,7 @@ class EncodedImageArray(ImageArray):
         return f"<lance.arrow.{type(self).__name__} object at 0x{id(self):016x}>{head}\n" + \
             (repr(values[0][:30]) if values and values[0] is not None else "[]")
 
-    def to_tensor(self, decoder: Optional[Callable[[pa.Array], Any]] = None) -> "FixedShapeImageTensorArray":
+    def to_tensor(self, decoder: Callable[[pa.Array], Any] | None = None) -> FixedShapeImageTensorArray:
         """The images decoded into one fixed-shape tensor array (all images must share a shape).
 
         ``decoder`` takes the binary storage array and returns a numpy array of shape
@@ -249,7 +250,7 @@ class FixedShapeImageTensorArray(ImageArray):
         tensors = pa.ExtensionArray.from_storage(tensor_type, self.storage)
         return tensors.to_numpy_ndarray()  # type: ignore[attr-defined,no-any-return]
 
-    def to_encoded(self, encoder: Optional[Callable[[np.ndarray], pa.Array]] = None,
+    def to_encoded(self, encoder: Callable[[np.ndarray], pa.Array] | None = None,
                    storage_type: pa.DataType = _BINARY) -> EncodedImageArray:
         """The images encoded (PNG through Pillow unless ``encoder`` is given: it takes the
         ``(n, *shape)`` pixels and returns a binary array)."""

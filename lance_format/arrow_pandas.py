@@ -6,7 +6,8 @@ Imported on first use, so that ``lance_format.arrow`` does not import pandas.
 
 from __future__ import annotations
 
-from typing import Any, Type
+import builtins
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,17 +26,17 @@ class PandasBFloat16Type(ExtensionDtype):
     type = BFloat16
     _is_numeric = True
 
-    def __from_arrow__(self, array: pa.Array | pa.ChunkedArray) -> "PandasBFloat16Array":
+    def __from_arrow__(self, array: pa.Array | pa.ChunkedArray) -> PandasBFloat16Array:
         if isinstance(array, pa.ChunkedArray):
             array = pa.concat_arrays(array.chunks) if array.num_chunks else bfloat16_array([])
         return PandasBFloat16Array(array)
 
     @classmethod
-    def construct_array_type(cls) -> Type["PandasBFloat16Array"]:
+    def construct_array_type(cls) -> builtins.type[PandasBFloat16Array]:
         return PandasBFloat16Array
 
     @classmethod
-    def construct_from_string(cls, string: str) -> "PandasBFloat16Type":
+    def construct_from_string(cls, string: str) -> PandasBFloat16Type:
         if string == BFLOAT16_NAME:
             return cls()
         raise TypeError(f"Cannot construct a '{cls.__name__}' from '{string}'")
@@ -50,11 +51,11 @@ class PandasBFloat16Array(ExtensionArray):
         self.data = data
 
     @classmethod
-    def _from_sequence(cls, scalars: Any, *, dtype: Any = None, copy: bool = False) -> "PandasBFloat16Array":
+    def _from_sequence(cls, scalars: Any, *, dtype: Any = None, copy: bool = False) -> PandasBFloat16Array:
         return cls(bfloat16_array(scalars))
 
     @classmethod
-    def from_numpy(cls, array: np.ndarray) -> "PandasBFloat16Array":
+    def from_numpy(cls, array: np.ndarray) -> PandasBFloat16Array:
         return cls(BFloat16Array.from_numpy(array))
 
     def __getitem__(self, item: Any) -> Any:
@@ -82,11 +83,11 @@ class PandasBFloat16Array(ExtensionArray):
     def nbytes(self) -> int:
         return self.data.nbytes
 
-    def copy(self) -> "PandasBFloat16Array":
+    def copy(self) -> PandasBFloat16Array:
         return PandasBFloat16Array(self.data)
 
     @classmethod
-    def _concat_same_type(cls, to_concat: Any) -> "PandasBFloat16Array":
+    def _concat_same_type(cls, to_concat: Any) -> PandasBFloat16Array:
         return cls(pa.concat_arrays([part.data for part in to_concat]))
 
 

@@ -11,8 +11,9 @@ Arrow extension type), :class:`BlobArray`, :func:`blob_array` and :func:`blob_fi
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Iterator, Sequence
+from typing import IO, Any
 
 import pyarrow as pa
 
@@ -312,7 +313,7 @@ class Blob:
             raise InvalidInputError("External blob range size must be greater than zero")
 
     @staticmethod
-    def from_bytes(data: bytes | bytearray | memoryview) -> "Blob":
+    def from_bytes(data: bytes | bytearray | memoryview) -> Blob:
         """A blob of inline bytes.
 
         Parameters
@@ -323,7 +324,7 @@ class Blob:
         return Blob(data=bytes(data))
 
     @staticmethod
-    def from_uri(uri: str, position: int | None = None, size: int | None = None) -> "Blob":
+    def from_uri(uri: str, position: int | None = None, size: int | None = None) -> Blob:
         """A blob referencing an external object, or a byte range of it.
 
         Parameters
@@ -346,7 +347,7 @@ class Blob:
         return Blob(uri=uri, position=position, size=size)
 
     @staticmethod
-    def empty() -> "Blob":
+    def empty() -> Blob:
         """An empty (zero-byte, non-null) inline blob."""
         return Blob(data=b"")
 
@@ -366,7 +367,7 @@ class BlobType(pa.ExtensionType):
         return b""
 
     @classmethod
-    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> "BlobType":
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> BlobType:
         return cls(storage_type)
 
     def __arrow_ext_class__(self) -> type:
@@ -400,7 +401,7 @@ class BlobArray(pa.ExtensionArray):
     """An array of the ``lance.blob.v2`` extension type; build one with :func:`blob_array`."""
 
     @classmethod
-    def from_pylist(cls, values: list[Any]) -> "BlobArray":
+    def from_pylist(cls, values: list[Any]) -> BlobArray:
         """From bytes-like values (inline), ``str`` (an external URI), :class:`Blob` or ``None``."""
         rows: list[tuple[bytes | None, str | None, int | None, int | None] | None] = []
         for value in values:

@@ -6,8 +6,8 @@ like pylance's, so ``except lance.commit.CommitConflictError`` catches the engin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Callable
 
 from lance_format.errors import CommitConflictError
 

@@ -8,7 +8,7 @@ engine does not track (e.g. Rust-side caches) are left out.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 _ENCODINGS = {0: _NONE, 1: _some(_Unit("Plain")), 2: _some(_Unit("VarBinary")), 3: _some(_Unit("Dictionary"))}
 
 
-def _field(field: "LanceField") -> _Struct:
+def _field(field: LanceField) -> _Struct:
     return _Struct("Field", [
         ("name", field.name), ("id", field.id), ("parent_id", field.parent_id),
         ("logical_type", _Tuple("LogicalType", [field.logical_type])),
@@ -41,14 +41,14 @@ def _field(field: "LanceField") -> _Struct:
     ])
 
 
-def _schema(fields: list["LanceField"], metadata: dict) -> _Struct:
+def _schema(fields: list[LanceField], metadata: dict) -> _Struct:
     return _Struct("Schema", [
         ("fields", [_field(f) for f in fields]),
         ("metadata", {k: (v.decode("utf-8", "replace") if isinstance(v, bytes) else v) for k, v in metadata.items()}),
     ])
 
 
-def _project(schema: "LanceSchema", ids: set[int]) -> list["LanceField"]:
+def _project(schema: LanceSchema, ids: set[int]) -> list[LanceField]:
     """The fields of ``schema`` holding any of ``ids`` (parents kept for nested ones)."""
     kept = []
     for field in schema.fields:
@@ -58,13 +58,13 @@ def _project(schema: "LanceSchema", ids: set[int]) -> list["LanceField"]:
     return kept
 
 
-def format_schema(dataset: "LanceDataset") -> str:
+def format_schema(dataset: LanceDataset) -> str:
     """The table's schema, as pylance's ``format_schema`` prints it."""
     schema = dataset.lance_schema
     return _render(_schema(list(schema.fields), dict(schema.metadata)))
 
 
-def format_fragment(fragment: "FragmentMetadata", dataset: "LanceDataset") -> str:
+def format_fragment(fragment: FragmentMetadata, dataset: LanceDataset) -> str:
     """One fragment with, per data file, the part of the table schema it holds."""
     schema = dataset.lance_schema
     deletion = fragment.deletion_file
@@ -87,7 +87,7 @@ def format_fragment(fragment: "FragmentMetadata", dataset: "LanceDataset") -> st
     ]))
 
 
-def _message(message: Message, name: Optional[str] = None) -> _Struct:
+def _message(message: Message, name: str | None = None) -> _Struct:
     """A protobuf message as a struct of its set fields (generic form for manifests and
     transactions)."""
     fields: list[tuple[str, Any]] = []
@@ -114,7 +114,7 @@ def _rust_name(message: Message) -> str:
     return {"DataFragment": "Fragment"}.get(message.DESCRIPTOR.name, message.DESCRIPTOR.name)
 
 
-def format_manifest(dataset: "LanceDataset") -> str:
+def format_manifest(dataset: LanceDataset) -> str:
     """The manifest of the dataset's version: schema, version, writer and fragments."""
     manifest: table_pb2.Manifest = dataset.manifest
     schema = dataset.lance_schema
@@ -143,7 +143,7 @@ def format_manifest(dataset: "LanceDataset") -> str:
     ]))
 
 
-def list_transactions(dataset: "LanceDataset", max_transactions: int = 10) -> list[str]:
+def list_transactions(dataset: LanceDataset, max_transactions: int = 10) -> list[str]:
     """The transactions of the newest ``max_transactions`` versions up to the dataset's, newest
     first, each as ``Transaction { read_version, uuid, operation: <Kind> {...}, ... }``."""
     out: list[str] = []

@@ -42,7 +42,7 @@ class LanceError(Exception):
             return self.reason
         return f"{self.reason} [{', '.join(context)}]"
 
-    def with_context(self, **context: Any) -> "LanceError":
+    def with_context(self, **context: Any) -> LanceError:
         """Fill in context fields that are still unknown and re-render the message."""
         for key in ("table", "version", "path", "column"):
             if getattr(self, key) is None and context.get(key) is not None:

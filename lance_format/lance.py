@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 
-def manifest_needs_migration(dataset: "LanceDataset") -> bool:
+def manifest_needs_migration(dataset: LanceDataset) -> bool:
     """Whether the dataset's manifest lacks what old writers left out and newer ones record:
     a writer version, each fragment's physical row count, each deletion file's deleted-row count
     (official Lance fills these in on its next commit)."""

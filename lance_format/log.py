@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Optional
 
 ENGINE_LOGGER = "lance_format"
 ENV_NAME_PYLANCE_LOGGING_LEVEL = "LANCE_LOG"
@@ -35,8 +34,8 @@ LOGGER.setLevel(get_log_level())
 _FORMAT = "%(asctime)s %(name)s [%(levelname)s] %(filename)s:%(lineno)d %(funcName)s : %(message)s"
 
 
-def set_logger(file_path: Optional[str] = "pylance.log", name: str = "pylance", level: int = logging.INFO,
-               format_string: Optional[str] = None, log_handler: Optional[logging.Handler] = None) -> logging.Logger:
+def set_logger(file_path: str | None = "pylance.log", name: str = "pylance", level: int = logging.INFO,
+               format_string: str | None = None, log_handler: logging.Handler | None = None) -> logging.Logger:
     """Log records of level ``level`` and above to ``log_handler`` (a file handler writing to
     ``file_path`` if None), formatted with ``format_string``; the configured logger ``name``."""
     handler = log_handler if log_handler is not None else logging.FileHandler(str(file_path))

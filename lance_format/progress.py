@@ -14,14 +14,15 @@ from __future__ import annotations
 import json
 import posixpath
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from lance_format.dataset.fragment_metadata import FragmentMetadata
 
 
-def _fragment_from_json(fragment_json: str) -> "FragmentMetadata":
+def _fragment_from_json(fragment_json: str) -> FragmentMetadata:
     from lance_format.dataset.fragment_metadata import FragmentMetadata
 
     return FragmentMetadata.from_json(fragment_json)
@@ -37,21 +38,21 @@ class FragmentWriteProgress(ABC):
         self.complete(_fragment_from_json(fragment_json), **kwargs)
 
     @abstractmethod
-    def begin(self, fragment: "FragmentMetadata", **kwargs: Any) -> None:
+    def begin(self, fragment: FragmentMetadata, **kwargs: Any) -> None:
         """A data file of ``fragment`` is about to be written (its id may not be final yet)."""
 
     @abstractmethod
-    def complete(self, fragment: "FragmentMetadata", **kwargs: Any) -> None:
+    def complete(self, fragment: FragmentMetadata, **kwargs: Any) -> None:
         """``fragment``'s data file is completely written."""
 
 
 class NoopFragmentWriteProgress(FragmentWriteProgress):
     """A tracker that does nothing (the default)."""
 
-    def begin(self, fragment: "FragmentMetadata", **kwargs: Any) -> None:
+    def begin(self, fragment: FragmentMetadata, **kwargs: Any) -> None:
         return None
 
-    def complete(self, fragment: "FragmentMetadata", **kwargs: Any) -> None:
+    def complete(self, fragment: FragmentMetadata, **kwargs: Any) -> None:
         return None
 
 
@@ -63,28 +64,28 @@ class FileSystemFragmentWriteProgress(FragmentWriteProgress):
 
     PROGRESS_EXT: str = ".in_progress"
 
-    def __init__(self, base_uri: Any, metadata: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, base_uri: Any, metadata: Mapping[str, str] | None = None) -> None:
         from pyarrow.fs import FileSystem
 
         self._fs, self._base_path = FileSystem.from_uri(str(base_uri))
         self._metadata = dict(metadata or {})
 
-    def _in_progress_path(self, fragment: "FragmentMetadata") -> str:
+    def _in_progress_path(self, fragment: FragmentMetadata) -> str:
         return posixpath.join(self._base_path, f"fragment_{fragment.id}{self.PROGRESS_EXT}")
 
-    def _fragment_file(self, fragment: "FragmentMetadata") -> str:
+    def _fragment_file(self, fragment: FragmentMetadata) -> str:
         return posixpath.join(self._base_path, f"fragment_{fragment.id}.json")
 
     def _write_json(self, path: str, value: Any) -> None:
         with self._fs.open_output_stream(path) as out:
             out.write(json.dumps(value).encode("utf-8"))
 
-    def begin(self, fragment: "FragmentMetadata", **kwargs: Any) -> None:
+    def begin(self, fragment: FragmentMetadata, **kwargs: Any) -> None:
         self._fs.create_dir(self._base_path, recursive=True)
         self._write_json(self._in_progress_path(fragment), {"fragment_id": fragment.id, "metadata": self._metadata})
         self._write_json(self._fragment_file(fragment), fragment.to_json())
 
-    def complete(self, fragment: "FragmentMetadata", **kwargs: Any) -> None:
+    def complete(self, fragment: FragmentMetadata, **kwargs: Any) -> None:
         self._fs.delete_file(self._in_progress_path(fragment))
 
 
@@ -95,12 +96,12 @@ class IndexProgress:
 
     event: Literal["start", "progress", "complete"]
     stage: str
-    completed: Optional[int] = None
-    total: Optional[int] = None
+    completed: int | None = None
+    total: int | None = None
     unit: str = ""
 
     @property
-    def fraction(self) -> Optional[float]:
+    def fraction(self) -> float | None:
         """``completed / total`` (at most 1), or None when either is unknown or total is 0."""
         if self.completed is None or not self.total:
             return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -128,7 +128,7 @@ def _prost_value(descriptor: FieldDescriptor, value: Any) -> Any:
     return value
 
 
-def prost_message(message: Message, name: Optional[str] = None) -> Struct:
+def prost_message(message: Message, name: str | None = None) -> Struct:
     """``message`` as prost's derived ``Debug`` shows it: every field in declaration order
     (defaults included, unset messages and proto3 ``optional`` values as ``None``/``Some``),
     then each ``oneof`` as ``Some(Variant(value))`` or ``None``."""

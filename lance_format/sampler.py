@@ -19,8 +19,9 @@ import os
 import random
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Generic, Iterable, Iterator, List, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
     from lance_format.dataset.fragment import LanceFragment
 
-Columns = Optional[Union[List[str], Dict[str, str]]]
+Columns = list[str] | dict[str, str] | None
 T = TypeVar("T")
 
 
@@ -44,7 +45,7 @@ class PrioritizedItem(Generic[T]):
     item: T = field(compare=False)
 
 
-def _open(dataset: Union[str, "os.PathLike[str]", "LanceDataset"]) -> "LanceDataset":
+def _open(dataset: str | os.PathLike[str] | LanceDataset) -> LanceDataset:
     if isinstance(dataset, (str, os.PathLike)):
         from lance_format.dataset.dataset import dataset as open_dataset
 
@@ -70,12 +71,12 @@ def _rebatch(batches: Iterable[pa.RecordBatch], batch_size: int) -> Iterator[pa.
         yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
-def _taken(dataset: "LanceDataset", rows: np.ndarray, columns: Optional[List[str]]) -> pa.RecordBatch:
+def _taken(dataset: LanceDataset, rows: np.ndarray, columns: list[str] | None) -> pa.RecordBatch:
     return dataset.take(rows, columns=columns).combine_chunks().to_batches(max_chunksize=max(1, len(rows)))[0]
 
 
-def maybe_sample(dataset: Union[str, "os.PathLike[str]", "LanceDataset"], n: int, columns: Union[List[str], str],
-                 batch_size: int = 10240, max_takes: int = 2048, filt: Optional[str] = None) -> Iterator[pa.RecordBatch]:
+def maybe_sample(dataset: str | os.PathLike[str] | LanceDataset, n: int, columns: list[str] | str,
+                 batch_size: int = 10240, max_takes: int = 2048, filt: str | None = None) -> Iterator[pa.RecordBatch]:
     """About ``n`` rows of ``columns`` sampled at random, in batches of ``batch_size``: the whole
     table when it has no more than ``n`` rows; else ``n`` random rows, read in at most
     ``max_takes`` contiguous runs when ``n > max_takes`` (few random reads). With ``filt``, only
@@ -95,7 +96,7 @@ def maybe_sample(dataset: Union[str, "os.PathLike[str]", "LanceDataset"], n: int
             yield _taken(ds, chosen[start:start + batch_size], columns)
 
 
-def _run_sample(ds: "LanceDataset", n: int, columns: List[str], batch_size: int, max_takes: int,
+def _run_sample(ds: LanceDataset, n: int, columns: list[str], batch_size: int, max_takes: int,
                 total: int) -> Iterator[pa.RecordBatch]:
     """``n`` rows as ``max_takes`` contiguous runs, one at a random place in each of
     ``max_takes`` equal stretches of the table."""
@@ -116,7 +117,7 @@ def _run_sample(ds: "LanceDataset", n: int, columns: List[str], batch_size: int,
         yield _taken(ds, rows[start:start + batch_size], columns)
 
 
-def _filtered_sample(ds: "LanceDataset", n: int, columns: List[str], batch_size: int, target_takes: int,
+def _filtered_sample(ds: LanceDataset, n: int, columns: list[str], batch_size: int, target_takes: int,
                      filt: str, total: int) -> Iterator[pa.RecordBatch]:
     if not (len(columns) == 1 and filt.lower() == f"{columns[0]} is not null".lower()):
         raise UnsupportedFeatureError(f"Can't yet run filter <{filt}> in-memory")
@@ -139,7 +140,7 @@ def _filtered_sample(ds: "LanceDataset", n: int, columns: List[str], batch_size:
     yield from _rebatch(pieces(), batch_size)
 
 
-def reservoir_sampling(stream: Iterable[T], k: int) -> List[T]:
+def reservoir_sampling(stream: Iterable[T], k: int) -> list[T]:
     """``k`` items of ``stream`` chosen at random while streaming it (at most ``k`` held)."""
     rng = np.random.default_rng()
     heap: list[tuple[int, int, T]] = []
@@ -156,8 +157,8 @@ class Sampler(ABC):
     """Reads batches of a table for one consumer; subclasses implement ``__call__``."""
 
     @abstractmethod
-    def __call__(self, dataset: "LanceDataset", *args: Any, batch_size: int = 128, columns: Columns = None,
-                 filter: Optional[str] = None, batch_readahead: int = 16, with_row_id: Optional[bool] = False,
+    def __call__(self, dataset: LanceDataset, *args: Any, batch_size: int = 128, columns: Columns = None,
+                 filter: str | None = None, batch_readahead: int = 16, with_row_id: bool | None = False,
                  **kwargs: Any) -> Iterator[pa.RecordBatch]:
         """The batches this sampler reads of ``dataset``."""
 
@@ -165,8 +166,8 @@ class Sampler(ABC):
 class FragmentSampler(Sampler):
     """Reads the fragments :meth:`iter_fragments` picks, in that order."""
 
-    def __call__(self, dataset: "LanceDataset", *args: Any, batch_size: int = 128, columns: Columns = None,
-                 filter: Optional[str] = None, batch_readahead: int = 16, with_row_id: Optional[bool] = False,
+    def __call__(self, dataset: LanceDataset, *args: Any, batch_size: int = 128, columns: Columns = None,
+                 filter: str | None = None, batch_readahead: int = 16, with_row_id: bool | None = False,
                  **kwargs: Any) -> Iterator[pa.RecordBatch]:
         fragments = list(self.iter_fragments(dataset, *args, **kwargs))
         scanner = dataset.scanner(batch_size=batch_size, columns=columns, filter=filter, with_row_id=bool(with_row_id),
@@ -174,14 +175,14 @@ class FragmentSampler(Sampler):
         yield from scanner.to_batches()
 
     @abstractmethod
-    def iter_fragments(self, dataset: "LanceDataset", *args: Any, **kwargs: Any) -> Iterator["LanceFragment"]:
+    def iter_fragments(self, dataset: LanceDataset, *args: Any, **kwargs: Any) -> Iterator[LanceFragment]:
         """The fragments to read, in order."""
 
 
 class FullScanSampler(FragmentSampler):
     """Every fragment, in the table's order."""
 
-    def iter_fragments(self, dataset: "LanceDataset", *args: Any, **kwargs: Any) -> Iterator["LanceFragment"]:
+    def iter_fragments(self, dataset: LanceDataset, *args: Any, **kwargs: Any) -> Iterator[LanceFragment]:
         yield from dataset.get_fragments()
 
 
@@ -207,11 +208,11 @@ class ShardedFragmentSampler(_Sharded, FragmentSampler):
     ``randomize``)."""
 
     @staticmethod
-    def from_torch(randomize: bool = False, seed: int = 0) -> "ShardedFragmentSampler":
+    def from_torch(randomize: bool = False, seed: int = 0) -> ShardedFragmentSampler:
         """Rank and world size from ``torch.distributed``."""
         return ShardedFragmentSampler(*_torch_rank(), randomize=randomize, seed=seed)
 
-    def iter_fragments(self, dataset: "LanceDataset", *args: Any, **kwargs: Any) -> Iterator["LanceFragment"]:
+    def iter_fragments(self, dataset: LanceDataset, *args: Any, **kwargs: Any) -> Iterator[LanceFragment]:
         fragments = dataset.get_fragments()
         if self._randomize:
             random.seed(self._seed)
@@ -231,11 +232,11 @@ class ShardedBatchSampler(_Sharded, Sampler):
         return self._len
 
     @staticmethod
-    def from_torch(randomize: bool = False, seed: int = 0) -> "ShardedBatchSampler":
+    def from_torch(randomize: bool = False, seed: int = 0) -> ShardedBatchSampler:
         """Rank and world size from ``torch.distributed``."""
         return ShardedBatchSampler(*_torch_rank(), randomize=randomize, seed=seed)
 
-    def _shard_scan(self, dataset: "LanceDataset", batch_size: int, columns: Columns, batch_readahead: int,
+    def _shard_scan(self, dataset: LanceDataset, batch_size: int, columns: Columns, batch_readahead: int,
                     filter: str) -> Iterator[pa.RecordBatch]:
         def mine() -> Iterator[pa.RecordBatch]:
             seen = 0
@@ -247,7 +248,7 @@ class ShardedBatchSampler(_Sharded, Sampler):
 
         yield from _rebatch(mine(), batch_size)
 
-    def _sample_filtered(self, dataset: "LanceDataset", batch_size: int, columns: Columns, batch_readahead: int,
+    def _sample_filtered(self, dataset: LanceDataset, batch_size: int, columns: Columns, batch_readahead: int,
                          filter: str) -> Iterator[pa.RecordBatch]:
         batches = self._shard_scan(dataset, batch_size, columns, batch_readahead, filter)
         if not self._randomize:
@@ -264,7 +265,7 @@ class ShardedBatchSampler(_Sharded, Sampler):
                 yield heapq.heappushpop(heap, entry)[2]
         yield from (batch for _, _, batch in heap)
 
-    def _sample_all(self, dataset: "LanceDataset", batch_size: int, columns: Columns,
+    def _sample_all(self, dataset: LanceDataset, batch_size: int, columns: Columns,
                     batch_readahead: int) -> Iterator[pa.RecordBatch]:
         total = dataset.count_rows()
         starts = list(range(self._rank * batch_size, total, self._world_size * batch_size))
@@ -278,8 +279,8 @@ class ShardedBatchSampler(_Sharded, Sampler):
             else:
                 yield _taken(dataset, np.arange(start, stop, dtype=np.int64), columns)
 
-    def __call__(self, dataset: "LanceDataset", *args: Any, batch_size: int = 128, columns: Columns = None,
-                 filter: Optional[str] = None, batch_readahead: int = 16, with_row_id: Optional[bool] = None,
+    def __call__(self, dataset: LanceDataset, *args: Any, batch_size: int = 128, columns: Columns = None,
+                 filter: str | None = None, batch_readahead: int = 16, with_row_id: bool | None = None,
                  **kwargs: Any) -> Iterator[pa.RecordBatch]:
         if filter is None:
             if with_row_id is not None:
@@ -306,7 +307,7 @@ class ShardedFixedBatchSampler(ShardedBatchSampler):
     def __len__(self) -> int:
         return self._len
 
-    def __iter__(self) -> Iterator[List[int]]:
+    def __iter__(self) -> Iterator[list[int]]:
         per_rank = math.ceil(self._total_num_rows / self._world_size)
         start = self._rank * per_rank
         end = min(start + per_rank, self._total_num_rows)
@@ -319,7 +320,7 @@ class ShardedFixedBatchSampler(ShardedBatchSampler):
 
     @staticmethod
     def from_torch(batch_size: int, total_num_rows: int, randomize: bool = False,  # type: ignore[override]
-                   seed: int = 0) -> "ShardedFixedBatchSampler":
+                   seed: int = 0) -> ShardedFixedBatchSampler:
         """Rank and world size from ``torch.distributed``."""
         rank, world_size = _torch_rank()
         return ShardedFixedBatchSampler(rank, world_size, randomize, seed, batch_size, total_num_rows)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 import pickle
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -51,13 +52,13 @@ class BatchUDFCheckpoint:
         """Remove the checkpoint file (after a successful commit)."""
         os.remove(self.path)
 
-    def get_batch(self, info: "BatchUDFCheckpoint.BatchInfo") -> pa.RecordBatch | None:
+    def get_batch(self, info: BatchUDFCheckpoint.BatchInfo) -> pa.RecordBatch | None:
         with closing(self._connect()) as conn:
             row = conn.execute("SELECT result FROM batches WHERE fragment_id = ? AND batch_index = ?",
                                (info.fragment_id, info.batch_index)).fetchone()
         return None if row is None else pickle.loads(row[0])
 
-    def insert_batch(self, info: "BatchUDFCheckpoint.BatchInfo", batch: pa.RecordBatch) -> None:
+    def insert_batch(self, info: BatchUDFCheckpoint.BatchInfo, batch: pa.RecordBatch) -> None:
         with closing(self._connect()) as conn:
             conn.execute("INSERT INTO batches (fragment_id, batch_index, result) VALUES (?, ?, ?)",
                          (info.fragment_id, info.batch_index, pickle.dumps(batch)))

@@ -6,7 +6,7 @@ engine builds no vector indices."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Optional
+from typing import Any
 
 from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
 
@@ -36,7 +36,7 @@ def _no_vector_indices(what: str) -> UnsupportedFeatureError:
     return UnsupportedFeatureError(f"{what}: this engine builds no vector indices")
 
 
-def validate_vector_index(dataset: Any, column: str, refine_factor: int = 5, sample_size: Optional[int] = None,
+def validate_vector_index(dataset: Any, column: str, refine_factor: int = 5, sample_size: int | None = None,
                           pass_threshold: float = 1.0) -> None:
     """pylance checks a vector index's recall; there are no vector indices here."""
     raise _no_vector_indices("validate_vector_index")
@@ -56,7 +56,7 @@ class HNSW:
         raise _no_vector_indices("HNSW")
 
     @staticmethod
-    def build(*args: Any, **kwargs: Any) -> "HNSW":
+    def build(*args: Any, **kwargs: Any) -> HNSW:
         raise _no_vector_indices("HNSW.build")
 
 

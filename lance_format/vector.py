@@ -4,7 +4,7 @@ of pylance's module are not offered)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +12,7 @@ import pyarrow as pa
 from lance_format.errors import InvalidInputError
 
 
-def _dimension(vectors: Any, ndim: Optional[int]) -> int:
+def _dimension(vectors: Any, ndim: int | None) -> int:
     """The common length of ``vectors`` (``ndim`` if given); refuses ragged input."""
     lengths = np.fromiter((len(v) for v in vectors), dtype=np.int64, count=len(vectors))
     expected = int(ndim) if ndim is not None else (int(lengths[0]) if lengths.size else 0)
@@ -23,15 +23,15 @@ def _dimension(vectors: Any, ndim: Optional[int]) -> int:
     return expected
 
 
-def _fixed_size_lists(vectors: Any, ndim: Optional[int]) -> pa.FixedSizeListArray:
+def _fixed_size_lists(vectors: Any, ndim: int | None) -> pa.FixedSizeListArray:
     values = np.asarray(vectors, dtype=np.float32)
     if ndim is None:
         ndim = int(values.shape[1]) if values.ndim > 1 else len(next(iter(vectors)))
     return pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), int(ndim))
 
 
-def vec_to_table(data: Union[dict, list, np.ndarray], names: Optional[Union[str, list]] = None,
-                 ndim: Optional[int] = None, check_ndim: bool = True) -> pa.Table:
+def vec_to_table(data: dict | list | np.ndarray, names: str | list | None = None,
+                 ndim: int | None = None, check_ndim: bool = True) -> pa.Table:
     """A table of float32 vectors (``fixed_size_list<float>[ndim]``), as pylance's ``vec_to_table``.
 
     ``data``: a dict (its keys become an ``id`` column, its values the vectors; ``names``

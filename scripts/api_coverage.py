@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import inspect
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import lance
 import lance.dataset
@@ -68,8 +69,8 @@ def _ours(name: str) -> Any:
     found = getattr(lance_format, name, None)
     if found is not None:
         return found
-    import pkgutil
     import importlib
+    import pkgutil
 
     for info in pkgutil.walk_packages(lance_format.__path__, "lance_format."):
         if ".spark" in info.name:

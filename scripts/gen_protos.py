@@ -33,6 +33,7 @@ PROTO_FILES = [
     "transaction.proto",
     "encodings_v2_0.proto",
     "encodings_v2_1.proto",
+    "index.proto",
 ]
 
 INIT_TEXT = '"""Generated protobuf modules for the Lance table and file formats (see scripts/gen_protos.py)."""\n'

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def key_file_provider(key_file: str, log_file: str | None = None,

@@ -9,7 +9,7 @@ shorter than their parents need, offsets past their child).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa

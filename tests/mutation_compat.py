@@ -14,8 +14,8 @@ from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import list_versions
-from lance_format.table.rowids import decode_row_ids
 from lance_format.table.row_versions import decode_version_sequence
+from lance_format.table.rowids import decode_row_ids
 from tests.compat import SYSTEM, assert_tables_equal
 
 STORAGE_VERSIONS = ["2.0", "2.2"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import socket
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pytest
 

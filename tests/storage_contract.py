@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pickle
 import threading
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Callable
 
 import pyarrow as pa
 

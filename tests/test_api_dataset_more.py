@@ -85,8 +85,9 @@ def test_default_batch_size_from_environment(tmp_path, monkeypatch):
 
 
 def test_commit_messages_are_transaction_properties(tmp_path, engine):
-    from lance_format.dataset import LANCE_COMMIT_MESSAGE_KEY
     from lance.dataset import LANCE_COMMIT_MESSAGE_KEY as PYLANCE_KEY
+
+    from lance_format.dataset import LANCE_COMMIT_MESSAGE_KEY
 
     assert LANCE_COMMIT_MESSAGE_KEY == PYLANCE_KEY
     path = str(tmp_path / "t")

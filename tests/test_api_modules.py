@@ -109,6 +109,7 @@ def test_debug_dumps_like_pylance(tmp_path):
 
 def test_commit_conflict_error_is_the_engines_and_an_os_error():
     import lance.commit
+
     import lance_format.commit
 
     assert lance_format.commit.CommitConflictError is lance_format.CommitConflictError
@@ -126,6 +127,7 @@ def test_commit_conflict_error_is_the_engines_and_an_os_error():
 ])
 def test_vec_to_table_like_pylance(call):
     import lance.vector
+
     import lance_format.vector
 
     assert call(lance_format.vector) == call(lance.vector)
@@ -133,6 +135,7 @@ def test_vec_to_table_like_pylance(call):
 
 def test_vec_to_table_refuses_ragged_vectors_like_pylance():
     import lance.vector
+
     import lance_format.vector
 
     for module in (lance.vector, lance_format.vector):
@@ -142,6 +145,7 @@ def test_vec_to_table_refuses_ragged_vectors_like_pylance():
 
 def test_util_helpers_like_pylance(tmp_path):
     import lance.util
+
     import lance_format.util
 
     for value in [datetime(2024, 5, 6, 7, 8, 9), "2024-05-06 07:08:09"]:
@@ -176,8 +180,9 @@ def test_native_module_names_like_pylance(tmp_path):
 
 
 def test_dataset_module_exports_like_pylance():
-    import lance.dataset  # noqa: F401
     import sys
+
+    import lance.dataset  # noqa: F401
 
     theirs, ours = sys.modules["lance.dataset"], sys.modules["lance_format.dataset"]
     assert ours.LANCE_COMMIT_MESSAGE_KEY == theirs.LANCE_COMMIT_MESSAGE_KEY

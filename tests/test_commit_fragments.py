@@ -141,9 +141,8 @@ def _files(uri: str) -> set[str]:
 @pytest.mark.parametrize("stable", [False, True])
 @pytest.mark.parametrize("predicate", [None, "id >= 3 AND id < 8"])
 def test_write_with_new_columns_is_one_merge_commit(tmp_path, stable, predicate):
-    from tests.compat import assert_same_version
-
     from lance_format.dataset.evolution.new_column_writes import write_with_new_columns
+    from tests.compat import assert_same_version
 
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(pa.Table.from_batches([_batch(0, 10)]), uri, max_rows_per_file=4,

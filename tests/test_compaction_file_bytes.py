@@ -117,7 +117,7 @@ def _columns(i: int, rows: int, kind: str) -> pa.Table:
     if "n" in kind:  # nulls: definition levels, and a validity bitmap in every decoded batch
         cols["n"] = pa.array([None if j % 5 == 0 else f"x{j}" for j in range(rows)])
     if "w" in kind:
-        cols["w"] = pa.array([None if (j * 13 + i) % 5 == 0 else "%020d" % (j * 7919 + i) for j in range(rows)])
+        cols["w"] = pa.array([None if (j * 13 + i) % 5 == 0 else f"{j * 7919 + i:020d}" for j in range(rows)])
     return pa.table(cols)
 
 

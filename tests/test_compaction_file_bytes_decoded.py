@@ -6,8 +6,8 @@ rows on tables written by either engine (see
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable
 
 import lance
 import numpy as np
@@ -148,7 +148,7 @@ def _lists(i: int, rows: int) -> pa.Table:
     ragged = pa.ListArray.from_arrays(offsets, pa.array(rng.integers(0, 1 << 30, int(lengths.sum())), pa.int64()),
                                       mask=pa.array(j % 11 == 3))
     n = int(lengths.sum())
-    words = pa.ListArray.from_arrays(offsets, pa.array(["item%d" % (x * 31 % 1000003) for x in range(n)],
+    words = pa.ListArray.from_arrays(offsets, pa.array([f"item{x * 31 % 1000003}" for x in range(n)],
                                                        mask=np.arange(n) % 7 == 0))
     return pa.table({"a": pa.array(k * 1000003 % (1 << 40), pa.int64()), "ints": ints, "ragged": ragged,
                      "words": words})

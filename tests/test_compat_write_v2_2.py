@@ -141,7 +141,7 @@ def test_vectors_and_strings_at_scale(tmp_path):
         "id": pa.array(np.arange(n), pa.int64()),
         "vec": vectors,
         "vec768": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 768, dtype=np.float32)), 768),
-        "text": pa.array([("t%d" % i) * (i % 400) for i in range(n)]),
+        "text": pa.array([f"t{i}" * (i % 400) for i in range(n)]),
     })
     uri = str(tmp_path / "t")
     lance_format.write_dataset(table, uri, max_rows_per_file=7000)

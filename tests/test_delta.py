@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.dataset import fragment_reading as _fragment
 from lance_format import InvalidInputError, VersionNotFoundError
+from lance_format.dataset import fragment_reading as _fragment
 from lance_format.io import object_store_for
 from lance_format.table.naming import list_versions
 from tests.compat import assert_tables_equal

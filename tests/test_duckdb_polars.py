@@ -22,7 +22,7 @@ pl = pytest.importorskip("polars")
 lance = pytest.importorskip("lance")
 
 ROWS = 3000
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _table() -> pa.Table:

@@ -8,15 +8,14 @@ import pytest
 from lance.file import LanceFileReader as PyReader
 from lance.file import LanceFileWriter as PyWriter
 
-from lance_format.file.reader import LanceFileReader
-from lance_format.file.writer import LanceFileWriter
 from lance_format.file.container import read_file_metadata, unpack_any
 from lance_format.file.plans import plans_for_schema
+from lance_format.file.reader import LanceFileReader
+from lance_format.file.writer import LanceFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_0_pb2
 from lance_format.schema import LanceSchema
 from tests.type_matrix import type_matrix
-
 
 # -- helpers -----------------------------------------------------------------------------------
 

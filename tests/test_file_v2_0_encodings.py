@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 from lance.file import LanceFileWriter as PyWriter
 
-from lance_format.file.writer import LanceFileWriter
 from lance_format.file.container import ARRAY_ENCODING_URL, pack_any, read_file_metadata, unpack_any
+from lance_format.file.writer import LanceFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_0_pb2
 from lance_format.schema import LanceSchema

@@ -10,10 +10,10 @@ import pytest
 from lance.file import LanceFileWriter as PyWriter
 
 from lance_format.errors import CorruptFileError, SchemaMismatchError, UnsupportedFeatureError
-from lance_format.file.reader import LanceFileReader
-from lance_format.file.writer import LanceFileWriter
 from lance_format.file.container import build_tail, read_file_metadata
 from lance_format.file.plans import plans_for_schema
+from lance_format.file.reader import LanceFileReader
+from lance_format.file.writer import LanceFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.schema import LanceSchema
 from tests.test_file_v2_0 import write_ours

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.encodings.buffers import DecodeContext
 from lance_format.encodings.array_v2_0.packed_struct import decode_packed_struct
+from lance_format.encodings.buffers import DecodeContext
 from lance_format.errors import CorruptFileError
 from lance_format.proto import encodings_v2_0_pb2 as pb
 from tests.compat import assert_same_history, assert_tables_equal

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_format.errors import CorruptFileError
 from lance_format.encodings.array_v2_0 import decode as v2_0_decode
+from lance_format.errors import CorruptFileError
 from tests.test_file_v2_0 import open_ours, read_pylance, write_ours, write_pylance
 
 ROWS = 5000

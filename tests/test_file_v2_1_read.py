@@ -16,9 +16,9 @@ from lance.file import LanceFileWriter as PyWriter
 
 from lance_format.encodings.structural import miniblock
 from lance_format.file import ColumnPlan
-from lance_format.file.reader import LanceFileReader
 from lance_format.file.container import encoding_bytes, read_file_metadata, unpack_any
 from lance_format.file.plans import structural_plans_for_schema
+from lance_format.file.reader import LanceFileReader
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from tests.test_file_v2_0 import _plain, matrix
@@ -59,8 +59,8 @@ def extras(n: int, seed: int = 3) -> pa.Table:
         "lowcard_str": pa.array([words[i % 20] for i in range(n)]),
         "lowcard_str_nulls": pa.array(holes([words[i % 20] for i in range(n)])),
         "entropy_str": pa.array(["".join(chr(97 + c) for c in rng.integers(0, 26, 20)) for _ in range(n)]),
-        "text": pa.array(holes([("lorem ipsum dolor sit amet %d " % i) * (1 + i % 4) for i in range(n)])),
-        "long_str": pa.array(holes(["x%d" % i + "y" * (1100 + i % 50) for i in range(n)], 5)),
+        "text": pa.array(holes([f"lorem ipsum dolor sit amet {i} " * (1 + i % 4) for i in range(n)])),
+        "long_str": pa.array(holes([f"x{i}" + "y" * (1100 + i % 50) for i in range(n)], 5)),
         "binary": pa.array(holes([rng.bytes(int(k)) for k in rng.integers(0, 40, n)]), pa.binary()),
         "vec128": pa.array(holes([rng.random(128).astype(np.float32) for _ in range(n)], 9), pa.list_(pa.float32(), 128)),
         "vec768": pa.array(holes([rng.random(768).astype(np.float32) for _ in range(n)], 9), pa.list_(pa.float32(), 768)),

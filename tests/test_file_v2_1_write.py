@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 from lance.file import LanceFileReader as PyReader
 
-from lance_format.file.writer import LanceFileWriter
 from lance_format.file.container import read_file_metadata, unpack_any
+from lance_format.file.writer import LanceFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceSchema
@@ -430,8 +430,8 @@ def test_fsst_pages_of_pylance_read_back_in_ours(tmp_path, version):
     """The other direction: pylance's FSST pages of the same strings decode identically here."""
     from lance.file import LanceFileWriter as PyWriter
 
-    from lance_format.file.reader import LanceFileReader
     from lance_format.file.plans import structural_plans_for_schema
+    from lance_format.file.reader import LanceFileReader
 
     table = realistic_strings(4000)
     with PyWriter(str(tmp_path / "theirs.lance"), table.schema, version=version) as writer:

@@ -27,8 +27,8 @@ from lance_format.encodings.structural.fastlanes_pack import (
     unpack_blocks,
 )
 from lance_format.errors import SchemaMismatchError, UnsupportedFeatureError
-from lance_format.file.writer import LanceFileWriter
 from lance_format.file.container import read_file_metadata, unpack_any
+from lance_format.file.writer import LanceFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceSchema
@@ -362,7 +362,7 @@ def test_fsst_round_trips(kind, kernel_policy):
         "long": [(b"lorem ipsum %d " % i) * 200 for i in range(60)],  # beyond the parse unit
         "empty": [b""] * 50 + [b"abc"] + [b""] * 50,
         "tiny": [b"x"],
-        "utf8": [("naïve café 東京 🚀 %d" % i).encode() for i in range(2000)],
+        "utf8": [f"naïve café 東京 🚀 {i}".encode() for i in range(2000)],
     }[kind]
     _fsst_round_trip(strings)
 
@@ -390,7 +390,7 @@ FSST_SHAPES = {
     "binary": [np.random.default_rng(4).bytes(int(k)) for k in np.random.default_rng(5).integers(0, 60, 3000)],
     "long": [(b"lorem ipsum %d " % i) * 200 for i in range(60)],
     "empty_and_short": [b""] * 50 + [b"ab", b"abc", b"x"] * 300 + [b""] * 50,
-    "utf8": [("naïve café 東京 🚀 %d" % i).encode() for i in range(2000)],
+    "utf8": [f"naïve café 東京 🚀 {i}".encode() for i in range(2000)],
     "json": [b'{"id": %d, "kind": "k%d", "score": 0.%03d}' % (i, i % 10, i % 997) for i in range(30_000)],
 }
 

@@ -120,7 +120,7 @@ def test_invalid_documents_are_refused_before_anything_is_written(tmp_path, bad)
 
 
 def test_throughput_of_the_per_document_codec():
-    docs = ['{"user":{"name":"Ann","tags":["x","y"],"age":%d,"score":9.5,"active":true}}' % i for i in range(20000)]
+    docs = ['{"user":{"name":"Ann","tags":["x","y"],"age":' + str(i) + ',"score":9.5,"active":true}}' for i in range(20000)]
     start = time.perf_counter()
     encoded = encode_array(pa.array(docs))
     middle = time.perf_counter()

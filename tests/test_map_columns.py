@@ -20,9 +20,9 @@ from lance.file import LanceFileReader as PyReader
 
 import lance_format
 from lance_format.errors import UnsupportedFeatureError
-from lance_format.file.writer import LanceFileWriter
 from lance_format.file.plans import structural_plans_for_schema
 from lance_format.file.reader import LanceFileReader
+from lance_format.file.writer import LanceFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceSchema, arrow_type_of

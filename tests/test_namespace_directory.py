@@ -11,23 +11,52 @@ import pytest
 
 pytest.importorskip("lance_namespace")
 
-import lance_format as lance  # noqa: E402
 from lance_namespace import (  # noqa: E402
-    CreateTableBranchRequest, DeleteTableBranchRequest, ListTableBranchesRequest,
-    CountTableRowsRequest, CreateNamespaceRequest, CreateTableRequest, CreateTableTagRequest, DeclareTableRequest,
-    DeleteFromTableRequest, DeleteTableTagRequest, DeregisterTableRequest, DescribeNamespaceRequest,
-    DescribeTableRequest, DescribeTableVersionRequest, DropNamespaceRequest, DropTableRequest,
-    GetTableTagVersionRequest, InsertIntoTableRequest, ListNamespacesRequest, ListTablesRequest,
-    ListTableTagsRequest, ListTableVersionsRequest, MergeInsertIntoTableRequest, NamespaceExistsRequest,
-    QueryTableRequest, RegisterTableRequest, RestoreTableRequest, TableExistsRequest, UpdateTableRequest,
+    CountTableRowsRequest,
+    CreateNamespaceRequest,
+    CreateTableBranchRequest,
+    CreateTableRequest,
+    CreateTableTagRequest,
+    DeclareTableRequest,
+    DeleteFromTableRequest,
+    DeleteTableBranchRequest,
+    DeleteTableTagRequest,
+    DeregisterTableRequest,
+    DescribeNamespaceRequest,
+    DescribeTableRequest,
+    DescribeTableVersionRequest,
+    DropNamespaceRequest,
+    DropTableRequest,
+    GetTableTagVersionRequest,
+    InsertIntoTableRequest,
+    ListNamespacesRequest,
+    ListTableBranchesRequest,
+    ListTablesRequest,
+    ListTableTagsRequest,
+    ListTableVersionsRequest,
+    MergeInsertIntoTableRequest,
+    NamespaceExistsRequest,
+    QueryTableRequest,
+    RegisterTableRequest,
+    RestoreTableRequest,
+    TableExistsRequest,
+    UpdateTableRequest,
 )
 from lance_namespace.errors import (  # noqa: E402
-    TableBranchAlreadyExistsError, TableBranchNotFoundError,
-    InvalidInputError, NamespaceAlreadyExistsError, NamespaceNotEmptyError, NamespaceNotFoundError,
-    TableAlreadyExistsError, TableNotFoundError, TableTagAlreadyExistsError, TableTagNotFoundError,
+    InvalidInputError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    TableAlreadyExistsError,
+    TableBranchAlreadyExistsError,
+    TableBranchNotFoundError,
+    TableNotFoundError,
+    TableTagAlreadyExistsError,
+    TableTagNotFoundError,
     UnsupportedOperationError,
 )
 
+import lance_format as lance  # noqa: E402
 from tests.namespace_support import ipc, orders, ours  # noqa: E402
 
 

@@ -15,14 +15,22 @@ import pytest
 pytest.importorskip("lance_namespace")
 pylance = pytest.importorskip("lance")
 
-import lance_format  # noqa: E402
 from lance_namespace import (  # noqa: E402
-    CountTableRowsRequest, CreateNamespaceRequest, CreateTableRequest, DeclareTableRequest, DescribeNamespaceRequest,
-    DescribeTableRequest, DropTableRequest, InsertIntoTableRequest, ListNamespacesRequest, ListTablesRequest,
+    CountTableRowsRequest,
+    CreateNamespaceRequest,
+    CreateTableRequest,
+    DeclareTableRequest,
+    DescribeNamespaceRequest,
+    DescribeTableRequest,
+    DropTableRequest,
+    InsertIntoTableRequest,
+    ListNamespacesRequest,
+    ListTablesRequest,
     RegisterTableRequest,
 )
 from lance_namespace.errors import LanceNamespaceError, TableAlreadyExistsError, TableNotFoundError  # noqa: E402
 
+import lance_format  # noqa: E402
 from tests.namespace_support import ipc, orders, ours, theirs  # noqa: E402
 
 ENGINES = {"ours": ours, "pylance": theirs}

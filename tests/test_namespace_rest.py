@@ -17,25 +17,44 @@ pytest.importorskip("lance_namespace")
 pytest.importorskip("uvicorn")
 pylance = pytest.importorskip("lance")
 
-import lance_format  # noqa: E402
+from lance.namespace import RestAdapter as PyServer  # noqa: E402
+from lance.namespace import RestNamespace as PyClient  # noqa: E402
 from lance_namespace import (  # noqa: E402
-    CountTableRowsRequest, CreateNamespaceRequest, CreateTableRequest, CreateTableTagRequest, DeclareTableRequest,
-    DeleteFromTableRequest, DescribeNamespaceRequest, DescribeTableRequest, DropNamespaceRequest, DropTableRequest,
-    GetTableTagVersionRequest, InsertIntoTableRequest, ListNamespacesRequest, ListTablesRequest,
-    ListTableVersionsRequest, MergeInsertIntoTableRequest, NamespaceExistsRequest, QueryTableRequest,
-    RegisterTableRequest, TableExistsRequest, UpdateTableRequest,
+    CountTableRowsRequest,
+    CreateNamespaceRequest,
+    CreateTableRequest,
+    CreateTableTagRequest,
+    DeclareTableRequest,
+    DeleteFromTableRequest,
+    DescribeNamespaceRequest,
+    DescribeTableRequest,
+    DropNamespaceRequest,
+    DropTableRequest,
+    GetTableTagVersionRequest,
+    InsertIntoTableRequest,
+    ListNamespacesRequest,
+    ListTablesRequest,
+    ListTableVersionsRequest,
+    MergeInsertIntoTableRequest,
+    NamespaceExistsRequest,
+    QueryTableRequest,
+    RegisterTableRequest,
+    TableExistsRequest,
+    UpdateTableRequest,
 )
 from lance_namespace.errors import (  # noqa: E402
-    InvalidInputError, NamespaceNotEmptyError, NamespaceNotFoundError, TableAlreadyExistsError, TableNotFoundError,
+    InvalidInputError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
     UnauthenticatedError,
 )
 
+import lance_format  # noqa: E402
 from lance_format.namespace import RestNamespace as OurClient  # noqa: E402
 from lance_format.namespace.adapter import RestAdapter as OurServer  # noqa: E402
 from tests.namespace_support import ipc, orders, ours  # noqa: E402
-
-from lance.namespace import RestAdapter as PyServer  # noqa: E402
-from lance.namespace import RestNamespace as PyClient  # noqa: E402
 
 
 def exercise(ns, root) -> None:

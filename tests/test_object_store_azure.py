@@ -6,7 +6,7 @@ failure paths (throttling through a fault proxy, expired SAS and wrong keys that
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import lance
 import pyarrow as pa
@@ -214,9 +214,9 @@ def test_expired_or_wrong_credentials_raise_a_typed_error(azurite, container):
 
     base = {"azure_storage_account_name": EMULATOR_ACCOUNT, "azure_storage_endpoint": azurite.endpoint,
             "allow_http": "true"}
-    valid = {**base, "azure_storage_sas_token": sas(datetime.now(timezone.utc) + timedelta(hours=1))}
+    valid = {**base, "azure_storage_sas_token": sas(datetime.now(UTC) + timedelta(hours=1))}
     assert lance_format.dataset(uri, storage_options=valid).count_rows() == 1  # SAS tokens work
-    expired = {**base, "azure_storage_sas_token": sas(datetime.now(timezone.utc) - timedelta(minutes=5))}
+    expired = {**base, "azure_storage_sas_token": sas(datetime.now(UTC) - timedelta(minutes=5))}
     with pytest.raises(StorageAccessError, match="Azure store refused") as info:
         lance_format.dataset(uri, storage_options=expired)
     assert info.value.table == uri

@@ -100,7 +100,7 @@ def test_two_processes_of_different_engines_coordinate(bucket, opts):
     uri = _uri(bucket)
     lance_format.write_dataset(pa.table({"id": [0]}), uri, storage_options=opts)
     rounds = 4
-    script = """
+    script = f"""
         import sys, pyarrow as pa
         engine, uri, opts, first = sys.argv[1], sys.argv[2], eval(sys.argv[3]), int(sys.argv[4])
         if engine == "ours":
@@ -109,7 +109,7 @@ def test_two_processes_of_different_engines_coordinate(bucket, opts):
             import lance as writer
         for i in range(first, first + {rounds}):
             writer.write_dataset(pa.table({{"id": [i]}}), uri, mode="append", storage_options=opts)
-    """.format(rounds=rounds)
+    """
     procs = []
     for engine, first in (("ours", 100), ("pylance", 200)):
         env = dict(os.environ, PYTHONPATH=str(REPO))

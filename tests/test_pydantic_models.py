@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import os
 from datetime import date, datetime
-from typing import List, Optional
 
 import lance
 import lance.pydantic
@@ -30,18 +29,18 @@ class Level(enum.Enum):
 def _models(vector, enums: bool = True):
     class Address(pydantic.BaseModel):
         city: str
-        zip_code: Optional[int] = None
+        zip_code: int | None = None
 
     class CustomerRecord(pydantic.BaseModel):
         id: int
-        email: Optional[str]
+        email: str | None
         score: float
         active: bool
-        avatar: Optional[bytes] = None
+        avatar: bytes | None = None
         signup: date
         seen: datetime
-        tags: List[str]
-        maybe_scores: List[Optional[float]]
+        tags: list[str]
+        maybe_scores: list[float | None]
         address: Address
         embedding: vector(4)
 
@@ -119,9 +118,9 @@ def test_write_dataset_takes_a_list_of_models_like_pylance(tmp_path):
     field that is None in every row keeps its type; a schema= given wins."""
     class Visit(pydantic.BaseModel):
         url: str
-        email: Optional[str]
-        avatar: Optional[bytes] = None
-        tags: List[str]
+        email: str | None
+        avatar: bytes | None = None
+        tags: list[str]
         when: datetime
 
     rows = [Visit(url=f"https://example.com/p/{i}", email=f"u{i}@example.org" if i % 3 else None,

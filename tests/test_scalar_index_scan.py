@@ -4,7 +4,7 @@ index step's choices (which fragments it narrows, what explain_plan says)."""
 from __future__ import annotations
 
 import decimal
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 import lance
 import numpy as np
@@ -22,7 +22,7 @@ def _typed_table() -> pa.Table:
     f[::97] = np.nan
     f[5] = -0.0
     f[6] = 0.0
-    start = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    start = datetime(2024, 3, 1, tzinfo=UTC)
     return pa.table({
         "f": pa.array(f, mask=np.arange(N) % 50 == 1),
         "d": pa.array([date(2024, 1, 1) + timedelta(days=int(i) % 60) for i in range(N)], pa.date32()),

@@ -15,7 +15,7 @@ from lance_format.dataset.sql.arrow_expressions import UnreadableExpression, rea
 from lance_format.dataset.sql.filter import to_expression
 from lance_format.dataset.sql.pushdown import split_arrow_filter
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 N = 40
 
 

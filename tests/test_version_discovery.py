@@ -35,7 +35,7 @@ def test_summaries_match_pylance(tmp_path):
         assert summary.schema.names == theirs.schema.names
         assert summary.operation == type(txn.operation).__name__.lower()
         assert dict(summary.transaction_properties) == dict(txn.transaction_properties or {})
-        assert abs(summary.timestamp - theirs.versions()[version - 1]["timestamp"].astimezone(dt.timezone.utc)
+        assert abs(summary.timestamp - theirs.versions()[version - 1]["timestamp"].astimezone(dt.UTC)
                    ) < dt.timedelta(seconds=1)
     assert versions.summary(2).transaction_properties["why"] == "cleanup"
     assert versions.summary(3).schema.names == ["id", "note"]

@@ -7,8 +7,8 @@ a page once a column's arrays pass 8 MiB, and breaks the stream where its rows r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable
 
 import lance
 import numpy as np

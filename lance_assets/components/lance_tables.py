@@ -35,7 +35,8 @@ import datetime as dt
 import importlib
 import warnings
 from collections import defaultdict
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 import dagster_shared.record

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Dict, Iterator, List, Literal, Optional, Union
+from collections.abc import Iterator
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.dataset import LanceDataset, dataset as open_dataset
+from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.dataset import dataset as open_dataset
 from lance_format.errors import InvalidInputError
 
 
@@ -25,8 +27,8 @@ class ShardedBatchIterator:
     a ``{name: SQL expression}`` mapping; ``with_row_id`` adds ``_rowid`` (fragment sharding only).
     """
 
-    def __init__(self, data: Union[str, "os.PathLike[str]", LanceDataset], rank: int, world_size: int, *,
-                 columns: Optional[Union[List[str], Dict[str, str]]] = None, batch_size: int = 1024 * 10,
+    def __init__(self, data: str | os.PathLike[str] | LanceDataset, rank: int, world_size: int, *,
+                 columns: list[str] | dict[str, str] | None = None, batch_size: int = 1024 * 10,
                  granularity: Literal["fragment", "batch"] = "fragment", batch_readahead: int = 8,
                  with_row_id: bool = False) -> None:
         warnings.warn("ShardedBatchIterator is deprecated, use :class:`Sampler` instead", stacklevel=2)
@@ -66,7 +68,7 @@ class ShardedBatchIterator:
         raise InvalidInputError(f"Unrecognized granularity: {self._granularity}")
 
     @staticmethod
-    def from_torch(data: Any, **kwargs: Any) -> "ShardedBatchIterator":
+    def from_torch(data: Any, **kwargs: Any) -> ShardedBatchIterator:
         """Rank and world size from ``torch.distributed`` (pylance's ``from_torch``)."""
         import torch.distributed as dist  # type: ignore[import-not-found]
 

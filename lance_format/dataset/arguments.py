@@ -8,8 +8,9 @@ pylance accepts and raise :class:`InvalidInputError` (a ``ValueError``) for the 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -17,7 +17,8 @@ Rows are chosen by exactly one of ``ids`` (row ids), ``addresses`` (row addresse
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa

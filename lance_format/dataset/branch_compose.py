@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,7 +65,7 @@ def copy_file(source: ObjectStore, source_path: str, target: ObjectStore, target
         target.write_bytes(target_path, source.read_bytes(source_path))
 
 
-def relocate_fragment(fragment: table_pb2.DataFragment, source_id: int, branch: "LanceDataset",
+def relocate_fragment(fragment: table_pb2.DataFragment, source_id: int, branch: LanceDataset,
                       main: ObjectStore) -> None:
     """Make a branch fragment's files reachable from main, in place: files inherited from main
     lose the base id that pointed at main's root; files the branch wrote are copied into main
@@ -92,7 +93,7 @@ def relocate_fragment(fragment: table_pb2.DataFragment, source_id: int, branch: 
                   deletion_file_path(fragment.id, deletion))
 
 
-def publishes_of(latest: "LanceDataset", since: int, branch: str) -> list[tuple[int, int]]:
+def publishes_of(latest: LanceDataset, since: int, branch: str) -> list[tuple[int, int]]:
     """``(main version, branch version)`` of every publish of ``branch`` after main version ``since``."""
     found = []
     for version in range(since + 1, latest.version + 1):
@@ -138,8 +139,8 @@ class _Plan:
 class _Composer:
     """The one transaction that brings main (at ``latest``) to the branch's state (``staged``)."""
 
-    def __init__(self, main: "LanceDataset", branch: str, parent: int, staged: "LanceDataset",
-                 latest: "LanceDataset", done: list[tuple[int, int]]) -> None:
+    def __init__(self, main: LanceDataset, branch: str, parent: int, staged: LanceDataset,
+                 latest: LanceDataset, done: list[tuple[int, int]]) -> None:
         self.branch, self.parent, self.staged, self.latest, self.done = branch, parent, staged, latest, done
         self.base_main, self.base_branch = done[-1] if done else (parent, parent)
         base = main.checkout_version((branch, self.base_branch) if done else parent)  # type: ignore[arg-type]
@@ -296,8 +297,8 @@ class _Composer:
                                           table=self.latest.uri, version=version)
 
 
-def publish_commits(main: "LanceDataset", branch: str, parent: int, staged: "LanceDataset", *,
-                    transaction_properties: Mapping[str, str], rebase: bool) -> "LanceDataset":
+def publish_commits(main: LanceDataset, branch: str, parent: int, staged: LanceDataset, *,
+                    transaction_properties: Mapping[str, str], rebase: bool) -> LanceDataset:
     """Publish the commits of ``branch`` (taken from main version ``parent``, at ``staged`` now)
     that main has not got yet as one commit; main's publishing version (see the module doc)."""
     for _ in range(_ATTEMPTS):

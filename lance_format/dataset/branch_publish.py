@@ -21,7 +21,8 @@ that returns the first publish's version (two consumers of one run may both try)
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from lance_format.dataset.branch_compose import (
     PUBLISHED_BRANCH,
@@ -55,13 +56,13 @@ def _fragments(txn: transaction_pb2.Transaction) -> Iterator[table_pb2.DataFragm
             yield from getattr(body, name)
 
 
-def _relocate(txn: transaction_pb2.Transaction, branch: "LanceDataset", main: ObjectStore) -> None:
+def _relocate(txn: transaction_pb2.Transaction, branch: LanceDataset, main: ObjectStore) -> None:
     """Make ``txn``'s files reachable from main, in place (see :func:`relocate_fragment`)."""
     for fragment in _fragments(txn):
         relocate_fragment(fragment, fragment.id, branch, main)
 
 
-def _already_published(main: "LanceDataset", since: int, branch: str, branch_version: int) -> int | None:
+def _already_published(main: LanceDataset, since: int, branch: str, branch_version: int) -> int | None:
     """The main version that published ``branch_version`` of ``branch`` after ``since``, if any."""
     for version in range(since + 1, main.version + 1):
         txn = main.read_transaction_message(version)
@@ -71,8 +72,8 @@ def _already_published(main: "LanceDataset", since: int, branch: str, branch_ver
     return None
 
 
-def publish_branch(main: "LanceDataset", branch: str, *,
-                   transaction_properties: Mapping[str, str] | None = None, rebase: bool = False) -> "LanceDataset":
+def publish_branch(main: LanceDataset, branch: str, *,
+                   transaction_properties: Mapping[str, str] | None = None, rebase: bool = False) -> LanceDataset:
     """Move main to ``branch``'s latest version in one commit; main's new (or publishing) version.
 
     ``main`` is any version of the table's main branch. The branch must have been created from

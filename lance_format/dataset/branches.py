@@ -43,12 +43,12 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 
-def table_root(ds: "LanceDataset") -> ObjectStore:
+def table_root(ds: LanceDataset) -> ObjectStore:
     return root_of(ds.object_store, ds.manifest)
 
 
-def create_branch(ds: "LanceDataset", branch: str, reference: Reference = None,
-                  storage_options: dict[str, str] | None = None) -> "LanceDataset":
+def create_branch(ds: LanceDataset, branch: str, reference: Reference = None,
+                  storage_options: dict[str, str] | None = None) -> LanceDataset:
     """Create ``branch`` from ``reference`` (None: the version ``ds`` is at); the branch's dataset."""
 
     check_branch_name(branch)
@@ -123,7 +123,7 @@ class Branches:
     """The branches of the table ``dataset`` belongs to (pylance's ``LanceDataset.branches``;
     ``Branch`` dicts as values)."""
 
-    def __init__(self, dataset: "LanceDataset") -> None:
+    def __init__(self, dataset: LanceDataset) -> None:
         self._root = table_root(dataset)
 
     def list(self) -> dict[str, dict[str, Any]]:
@@ -174,7 +174,7 @@ class Tags(TableTags):
     """The tags of the table ``dataset`` belongs to (pylance's ``LanceDataset.tags``; ``Tag``
     dicts as values); a version number given as a reference is one of ``dataset``'s branch."""
 
-    def __init__(self, dataset: "LanceDataset") -> None:
+    def __init__(self, dataset: LanceDataset) -> None:
         super().__init__(table_root(dataset))
         self._current = dataset.object_store
 
@@ -211,12 +211,12 @@ class Tags(TableTags):
         self._store.replace_bytes(self._path(tag), json.dumps(content, indent=2).encode())
 
 
-def dataset_tags(ds: "LanceDataset") -> Tags:
+def dataset_tags(ds: LanceDataset) -> Tags:
     return Tags(ds)
 
 
 # -- what cleanup must keep --------------------------------------------------------------------
-def cleanup_references(ds: "LanceDataset") -> tuple[dict[int, str], set[int], list[ManifestFile]]:
+def cleanup_references(ds: LanceDataset) -> tuple[dict[int, str], set[int], list[ManifestFile]]:
     """For cleaning ``ds``'s branch: (tagged versions -> tag, versions other branches were created
     from, every manifest of every other branch, whose files may live in this branch)."""
     root = table_root(ds)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 
-def source_version(ds: "LanceDataset", reference: Reference) -> "LanceDataset":
+def source_version(ds: LanceDataset, reference: Reference) -> LanceDataset:
     """The version ``reference`` names (None: the version ``ds`` is at)."""
 
     if reference is None:
@@ -50,7 +50,7 @@ def source_version(ds: "LanceDataset", reference: Reference) -> "LanceDataset":
     return type(ds)(store, version)
 
 
-def _clone_transaction(source: "LanceDataset", *, shallow: bool, branch: str | None) -> transaction_pb2.Transaction:
+def _clone_transaction(source: LanceDataset, *, shallow: bool, branch: str | None) -> transaction_pb2.Transaction:
     txn = transaction_pb2.Transaction(read_version=source.version, uuid=str(uuid.uuid4()))
     txn.clone.is_shallow = shallow
     source_branch = manifest_branch(source.manifest)
@@ -90,7 +90,7 @@ def _check_empty(target: ObjectStore) -> None:
         raise DatasetAlreadyExistsError("cannot clone into an existing table", table=target.uri)
 
 
-def write_shallow_copy(source: "LanceDataset", target: ObjectStore, *, branch: str | None = None) -> int:
+def write_shallow_copy(source: LanceDataset, target: ObjectStore, *, branch: str | None = None) -> int:
     """Make ``target``'s first version a shallow copy of ``source``; returns its manifest size."""
     _check_empty(target)
     manifest = table_pb2.Manifest()
@@ -109,8 +109,8 @@ def write_shallow_copy(source: "LanceDataset", target: ObjectStore, *, branch: s
     return _publish(target, manifest, _clone_transaction(source, shallow=True, branch=branch), index_section)
 
 
-def shallow_clone(ds: "LanceDataset", target_path: str | os.PathLike[str], reference: Reference,
-                  storage_options: dict[str, str] | None = None) -> "LanceDataset":
+def shallow_clone(ds: LanceDataset, target_path: str | os.PathLike[str], reference: Reference,
+                  storage_options: dict[str, str] | None = None) -> LanceDataset:
     """A new table at ``target_path`` whose first version is ``reference``, sharing its files."""
 
     source = source_version(ds, reference)
@@ -123,8 +123,8 @@ def _copy(source: ObjectStore, source_path: str, target: ObjectStore, target_pat
     target.write_bytes(target_path, source.read_bytes(source_path))
 
 
-def deep_clone(ds: "LanceDataset", target_path: str | os.PathLike[str], reference: Reference,
-               storage_options: dict[str, str] | None = None) -> "LanceDataset":
+def deep_clone(ds: LanceDataset, target_path: str | os.PathLike[str], reference: Reference,
+               storage_options: dict[str, str] | None = None) -> LanceDataset:
     """A new, independent table at ``target_path`` holding copies of ``reference``'s files."""
 
     source = source_version(ds, reference)

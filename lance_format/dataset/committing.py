@@ -9,8 +9,9 @@ inherits them, so they are kept apart from the reading API only to keep each mod
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -118,7 +119,7 @@ class CommittingMethods(DatasetMixin):
                       data_storage_version=data_storage_version, transaction_properties=transaction_properties,
                       commit_message=commit_message)
 
-    def merge_insert(self, on: str | Iterable[str] | None = None) -> "MergeInsertBuilder":
+    def merge_insert(self, on: str | Iterable[str] | None = None) -> MergeInsertBuilder:
         """Start a merge-insert (upsert) keyed on ``on``; configure it, then call ``execute``.
 
         Parameters
@@ -270,7 +271,7 @@ class CommittingMethods(DatasetMixin):
         restore(self._as_dataset(), transaction_properties=transaction_properties, commit_message=commit_message)
 
     @property
-    def optimize(self) -> "DatasetOptimizer":
+    def optimize(self) -> DatasetOptimizer:
         """Table maintenance (pylance's ``ds.optimize``): ``compact_files(...)``."""
         from lance_format.dataset.maintenance.compaction import DatasetOptimizer
 
@@ -286,7 +287,7 @@ class CommittingMethods(DatasetMixin):
         delete_rate_limit: int | None = None,
         versions: list[int] | None = None,
         delete_concurrency: int | None = None,
-    ) -> "CleanupStats":
+    ) -> CleanupStats:
         """Remove old versions and the files only they reference (pylance's semantics).
 
         Parameters

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -13,15 +14,15 @@ from lance_format.dataset.arguments import version_number
 from lance_format.dataset.arrow_interop import ArrowDatasetBase
 from lance_format.dataset.blob_reads import BlobMethods
 from lance_format.dataset.committing import CommittingMethods
-from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.indices import IndexMethods
 from lance_format.dataset.inspection import InspectionMethods, version_entry
+from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
 from lance_format.dataset.namespace_target import resolve as resolve_namespace
 from lance_format.dataset.open_options import as_local_datetime, refuse_unsupported
-from lance_format.dataset.session import Session
 from lance_format.dataset.reading import ReadingMethods
 from lance_format.dataset.reference_methods import ReferenceMethods
+from lance_format.dataset.session import Session
 from lance_format.dataset.table_writes import TableWriteMethods
 from lance_format.dataset.transactions_api import TransactionMethods
 from lance_format.errors import (
@@ -37,8 +38,8 @@ from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
-from lance_format.table.base_paths import BaseStores, check_base_store_params
 from lance_format.table.auto_cleanup import due as auto_cleanup_due
+from lance_format.table.base_paths import BaseStores, check_base_store_params
 from lance_format.table.commit import (
     DETACHED_VERSION_BIT,
     CommittedVersion,
@@ -161,7 +162,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
             self._store.commit_lock = commit_lock
 
     @classmethod
-    def _just_committed(cls, store: ObjectStore, path: str, manifest_file: ManifestFile) -> "LanceDataset":
+    def _just_committed(cls, store: ObjectStore, path: str, manifest_file: ManifestFile) -> LanceDataset:
         """The version a commit just wrote, from the manifest it wrote (no listing, no read back)."""
         ds = cls.__new__(cls)
         ds._store, ds._manifest_path, ds._manifest_file = store, path, manifest_file
@@ -172,7 +173,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         return ds
 
     # -- identity ----------------------------------------------------------------------------
-    def new_file_session(self) -> "LanceFileSession":
+    def new_file_session(self) -> LanceFileSession:
         """A :class:`~lance_format.dataset.file_session.LanceFileSession` at the table's root,
         with its storage options (pylance's ``new_file_session``)."""
         from lance_format.dataset.file_session import LanceFileSession
@@ -184,7 +185,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         return self._session
 
     @property
-    def _ds(self) -> "LanceDataset":
+    def _ds(self) -> LanceDataset:
         """pylance's handle on its native dataset, which user code (and pylance's own tests) reach
         into for methods such as ``base_paths()``; here the dataset itself answers them."""
         return self
@@ -313,7 +314,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
             result.append(version_entry(read_manifest(self._store, listing.versions[version], repair=False).manifest))
         return result
 
-    def checkout_version(self, version: int | str) -> "LanceDataset":
+    def checkout_version(self, version: int | str) -> LanceDataset:
         """Open another version of the same table.
 
         Parameters
@@ -338,7 +339,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         checked_out._uri = self._uri
         return checked_out
 
-    def open_latest(self) -> "LanceDataset":
+    def open_latest(self) -> LanceDataset:
         """A new object at the table's latest version (this one stays where it is)."""
         return LanceDataset(self._store, default_scan_options=self.default_scan_options, session=self.session())
 
@@ -386,7 +387,7 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
         *,
         begin_version: int | None = None,
         end_version: int | None = None,
-    ) -> "DatasetDelta":
+    ) -> DatasetDelta:
         """The changes between two versions (pylance's ``delta``).
 
         Parameters

@@ -10,13 +10,14 @@ read, in physical row ranges so memory stays bounded by the batch size, is
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.fragment_metadata import DataFile, FragmentMetadata, data_file_from_proto, fragment_from_proto
 from lance_format.dataset.arguments import row_positions
+from lance_format.dataset.fragment_metadata import DataFile, FragmentMetadata, data_file_from_proto, fragment_from_proto
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
@@ -28,17 +29,26 @@ from lance_format.schema.blob import (
 from lance_format.table.deletion import deleted_row_count, deletion_file_path, live_row_count
 
 if TYPE_CHECKING:
+    from lance_format.dataset.dataset import LanceDataset
     from lance_format.dataset.fragment_session import FragmentSession
     from lance_format.dataset.scanner import LanceScanner
 
-    from lance_format.dataset.dataset import LanceDataset
-
 from lance_format.dataset.fragment_reading import (  # the system columns' names are imported from here too
     ROW_ADDRESS as ROW_ADDRESS,
+)
+from lance_format.dataset.fragment_reading import (
     ROW_CREATED_AT as ROW_CREATED_AT,
+)
+from lance_format.dataset.fragment_reading import (
     ROW_ID as ROW_ID,
+)
+from lance_format.dataset.fragment_reading import (
     ROW_LAST_UPDATED_AT as ROW_LAST_UPDATED_AT,
+)
+from lance_format.dataset.fragment_reading import (
     SYSTEM_COLUMNS as SYSTEM_COLUMNS,
+)
+from lance_format.dataset.fragment_reading import (
     FragmentReading,
 )
 
@@ -46,7 +56,7 @@ from lance_format.dataset.fragment_reading import (  # the system columns' names
 class LanceFragment(FragmentReading):
     """One fragment of a table version (mirrors pylance's ``LanceFragment``)."""
 
-    def __init__(self, dataset: "LanceDataset", fragment_id: "int | table_pb2.DataFragment | None" = None, *,
+    def __init__(self, dataset: LanceDataset, fragment_id: int | table_pb2.DataFragment | None = None, *,
                  fragment: table_pb2.DataFragment | None = None) -> None:
         if isinstance(fragment_id, table_pb2.DataFragment):
             fragment = fragment_id
@@ -62,7 +72,7 @@ class LanceFragment(FragmentReading):
 
     # -- identity ----------------------------------------------------------------------------
     @property
-    def _ds(self) -> "LanceDataset":
+    def _ds(self) -> LanceDataset:
         """pylance's attribute: the dataset this fragment belongs to."""
         return self._dataset
 
@@ -98,7 +108,7 @@ class LanceFragment(FragmentReading):
     # -- uncommitted changes and new fragments (pylance's distributed-write API) ---------------
     @staticmethod
     def create(
-        dataset_uri: str | os.PathLike[str] | "LanceDataset",
+        dataset_uri: str | os.PathLike[str] | LanceDataset,
         data: Any,
         fragment_id: int | None = None,
         schema: pa.Schema | None = None,
@@ -119,7 +129,7 @@ class LanceFragment(FragmentReading):
                                storage_options=storage_options, **kwargs)
 
     @staticmethod
-    def create_from_file(filename: str, dataset: "LanceDataset", fragment_id: int) -> FragmentMetadata:
+    def create_from_file(filename: str, dataset: LanceDataset, fragment_id: int) -> FragmentMetadata:
         """A fragment of one Lance file already under the table's ``data/`` (written elsewhere)."""
         from lance_format.dataset.fragment_writes import fragment_from_file
 
@@ -298,7 +308,7 @@ class LanceFragment(FragmentReading):
         return pa.Table.from_batches([scanner.take_physical(self, live[positions])], schema=scanner.projected_schema)
 
     def open_session(self, columns: list[str] | Mapping[str, str] | None = None,
-                     with_row_address: bool | None = None) -> "FragmentSession":
+                     with_row_address: bool | None = None) -> FragmentSession:
         """A session for many takes of ``columns`` from this fragment (pylance's ``open_session``)."""
         from lance_format.dataset.fragment_session import FragmentSession, OpenFragment
 

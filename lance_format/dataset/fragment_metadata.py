@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Iterator, List, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,16 +45,16 @@ class DataFile:
     """A data file of a fragment: its path under ``data/``, the field ids it holds and where."""
 
     _path: str
-    fields: List[int]
-    column_indices: List[int] = field(default_factory=list)
+    fields: list[int]
+    column_indices: list[int] = field(default_factory=list)
     file_major_version: int = 0
     file_minor_version: int = 0
-    file_size_bytes: Optional[int] = None
-    base_id: Optional[int] = None
+    file_size_bytes: int | None = None
+    base_id: int | None = None
 
-    def __init__(self, path: str, fields: List[int], column_indices: Optional[List[int]] = None,
-                 file_major_version: int = 0, file_minor_version: int = 0, file_size_bytes: Optional[int] = None,
-                 base_id: Optional[int] = None) -> None:
+    def __init__(self, path: str, fields: list[int], column_indices: list[int] | None = None,
+                 file_major_version: int = 0, file_minor_version: int = 0, file_size_bytes: int | None = None,
+                 base_id: int | None = None) -> None:
         self._path = path
         self.fields = fields
         self.column_indices = column_indices or []
@@ -72,14 +73,14 @@ class DataFile:
         return _CallableStr(self._path)
 
     @classmethod
-    def create(cls, dataset: Any, path: str, *, base_id: Optional[int] = None) -> "DataFile":
+    def create(cls, dataset: Any, path: str, *, base_id: int | None = None) -> DataFile:
         """The DataFile of a Lance file already under ``dataset``'s ``data/``, its columns matched
         to the table's fields by name (e.g. for ``LanceOperation.DataReplacement``)."""
         from lance_format.dataset.fragment_writes import describe_data_file
 
         return describe_data_file(dataset, path, base_id=base_id)[0]
 
-    def field_ids(self) -> List[int]:
+    def field_ids(self) -> list[int]:
         warnings.warn("DataFile.field_ids is deprecated, use DataFile.fields instead", DeprecationWarning,
                       stacklevel=2)
         return self.fields
@@ -89,7 +90,7 @@ class DeletionFile:
     """The deletion file of a fragment (pylance's ``DeletionFile``)."""
 
     def __init__(self, read_version: int, id: int, file_type: str, num_deleted_rows: int,
-                 base_id: Optional[int] = None) -> None:
+                 base_id: int | None = None) -> None:
         if file_type not in _FILE_TYPES:
             raise InvalidInputError(f"file_type must be either 'array' or 'bitmap', got '{file_type}'")
         self.read_version = int(read_version)
@@ -109,7 +110,7 @@ class DeletionFile:
     def from_json(json_str: str) -> DeletionFile:
         return DeletionFile(**_loads(json_str, "DeletionFile"))
 
-    def path(self, fragment_id: int, base_uri: Optional[str] = None) -> str:
+    def path(self, fragment_id: int, base_uri: str | None = None) -> str:
         """The file's path relative to the table root (or under ``base_uri``)."""
         relative = deletion_file_path(fragment_id, self.to_proto())
         return f"{base_uri.rstrip('/')}/{relative}".lstrip("/") if base_uri else relative
@@ -326,13 +327,13 @@ class FragmentMetadata:
     """A fragment's description: its data files, row count, deletions and row lineage."""
 
     id: int
-    files: List[DataFile]
+    files: list[DataFile]
     physical_rows: int
-    deletion_file: Optional[DeletionFile] = None
-    row_id_meta: Optional[RowIdMeta] = None
-    created_at_version_meta: Optional[RowDatasetVersionMeta] = None
-    last_updated_at_version_meta: Optional[RowDatasetVersionMeta] = None
-    overlays: List[Any] = field(default_factory=list)  # LanceOperation.DataOverlayFile, oldest first
+    deletion_file: DeletionFile | None = None
+    row_id_meta: RowIdMeta | None = None
+    created_at_version_meta: RowDatasetVersionMeta | None = None
+    last_updated_at_version_meta: RowDatasetVersionMeta | None = None
+    overlays: list[Any] = field(default_factory=list)  # LanceOperation.DataOverlayFile, oldest first
 
     @property
     def num_deletions(self) -> int:
@@ -344,7 +345,7 @@ class FragmentMetadata:
         """The fragment's live rows: its physical rows less its deletions."""
         return self.physical_rows - self.num_deletions
 
-    def data_files(self) -> List[DataFile]:
+    def data_files(self) -> list[DataFile]:
         """The fragment's data files (deprecated: use :attr:`files`).
 
         Returns

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,8 +22,8 @@ import pyarrow.compute as pc
 from lance_format.dataset.overlays import overlaid, overlay_layers
 from lance_format.dataset.partial_fields import fill_missing_children, narrowed_type
 from lance_format.encodings.array_v2_0.packed_struct import is_packed_struct_leaf
-from lance_format.errors import CorruptFileError, LanceError, UnsupportedFeatureError
 from lance_format.encodings.structural.column import leaf_plans
+from lance_format.errors import CorruptFileError, LanceError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
 from lance_format.file.reader import ColumnPlan, LanceFileReader
 from lance_format.file.utf8 import first_invalid_utf8, has_utf8
@@ -75,7 +76,7 @@ class FragmentReading:
     """The reading half of ``LanceFragment`` (see the module docstring)."""
 
     proto: table_pb2.DataFragment
-    _dataset: "LanceDataset"
+    _dataset: LanceDataset
 
     if TYPE_CHECKING:
         @property

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class OpenFragment:
     """A fragment with its columns planned and its live rows listed, for repeated takes."""
 
-    def __init__(self, fragment: "LanceFragment", columns: Any = None, with_row_address: bool = False) -> None:
+    def __init__(self, fragment: LanceFragment, columns: Any = None, with_row_address: bool = False) -> None:
         self.fragment = fragment
         # planned once: unknown columns are refused when the session opens, as in pylance
         self.scanner = fragment._dataset.scanner(columns=columns, with_row_address=with_row_address)

@@ -12,21 +12,24 @@ from __future__ import annotations
 import os
 import uuid
 import warnings
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto
 from lance_format.dataset.writing.arrow_input import as_reader
-from lance_format.dataset.writing.write_dataset import progress_hook, write_targets
 from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     resolve_storage_version,
     write_target,
+)
+from lance_format.dataset.writing.fragment_sink import (
     write_fragments as write_fragment_protos,
 )
+from lance_format.dataset.writing.write_dataset import progress_hook, write_targets
 from lance_format.errors import ArgumentTypeError, EmptyDataError, InvalidInputError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.schema import LanceSchema
@@ -102,7 +105,7 @@ def _write(
 
 
 def create_fragment(
-    dataset_uri: str | os.PathLike[str] | "LanceDataset",
+    dataset_uri: str | os.PathLike[str] | LanceDataset,
     data: Any,
     fragment_id: int | None = None,
     schema: pa.Schema | None = None,
@@ -143,7 +146,7 @@ def create_fragment(
 
 def write_fragments(
     data: Any,
-    dataset_uri: str | os.PathLike[str] | "LanceDataset",
+    dataset_uri: str | os.PathLike[str] | LanceDataset,
     schema: pa.Schema | None = None,
     *,
     return_transaction: bool = False,
@@ -162,7 +165,7 @@ def write_fragments(
     initial_bases: list[DatasetBasePath] | None = None,
     base_store_params: Mapping[str, Mapping[str, str]] | None = None,
     **unsupported: Any,
-) -> "list[FragmentMetadata] | Transaction":
+) -> list[FragmentMetadata] | Transaction:
     """pylance's ``write_fragments``: uncommitted fragments (ids 0), or with
     ``return_transaction=True`` the Append/Overwrite :class:`Transaction` that commits them.
 
@@ -193,7 +196,7 @@ def write_fragments(
 
 
 # -- changes to one existing fragment ----------------------------------------------------------
-def delete_from_fragment(fragment: "LanceFragment", predicate: str) -> FragmentMetadata | None:
+def delete_from_fragment(fragment: LanceFragment, predicate: str) -> FragmentMetadata | None:
     """pylance's ``LanceFragment.delete``: a new deletion file with the rows matching ``predicate``
     added; None when no row would be left. Nothing is committed."""
     from lance_format.dataset.fragment_metadata import DeletionFile
@@ -215,7 +218,7 @@ def delete_from_fragment(fragment: "LanceFragment", predicate: str) -> FragmentM
 
 
 def merge_fragment_columns(
-    fragment: "LanceFragment", value_func: Any, columns: list[str] | None = None, batch_size: int | None = None,
+    fragment: LanceFragment, value_func: Any, columns: list[str] | None = None, batch_size: int | None = None,
     reader_schema: pa.Schema | None = None,
 ) -> tuple[FragmentMetadata, LanceSchema]:
     """pylance's ``LanceFragment.merge_columns``: a new data file with new columns for this
@@ -263,7 +266,7 @@ def merge_fragment_columns(
     return fragment_from_proto(proto), schema
 
 
-def delete_fragment_rows(fragment: "LanceFragment", offsets: Any) -> FragmentMetadata | None:
+def delete_fragment_rows(fragment: LanceFragment, offsets: Any) -> FragmentMetadata | None:
     """pylance's ``LanceFragment.delete_rows``: delete physical ``offsets`` of this fragment
     (added to its deletion file); None when no row would be left. Nothing is committed."""
     from lance_format.dataset.fragment_metadata import DeletionFile
@@ -289,7 +292,7 @@ def delete_fragment_rows(fragment: "LanceFragment", offsets: Any) -> FragmentMet
 _JOIN_BATCH_ROWS = 65536
 
 
-def _joined_batches(fragment: "LanceFragment", right: pa.Table, left_on: str, right_on: str, target: pa.Schema, *,
+def _joined_batches(fragment: LanceFragment, right: pa.Table, left_on: str, right_on: str, target: pa.Schema, *,
                     keep_unmatched: bool, matched: list[np.ndarray]) -> Any:
     """Batches of ``target``'s columns for every physical row of ``fragment``, taken from the
     ``right`` row whose ``right_on`` equals the fragment's ``left_on`` (of several, the last);
@@ -326,7 +329,7 @@ def _joined_batches(fragment: "LanceFragment", right: pa.Table, left_on: str, ri
         yield pa.RecordBatch.from_arrays(columns, schema=target)
 
 
-def merge_fragment(fragment: "LanceFragment", data_obj: Any, left_on: str, right_on: str | None = None,
+def merge_fragment(fragment: LanceFragment, data_obj: Any, left_on: str, right_on: str | None = None,
                    schema: pa.Schema | None = None) -> tuple[FragmentMetadata, LanceSchema]:
     """pylance's ``LanceFragment.merge``: new columns from ``data_obj`` joined on ``left_on`` =
     ``right_on`` (a left join: rows without a match get nulls), as a new data file of this
@@ -365,7 +368,7 @@ def merge_fragment(fragment: "LanceFragment", data_obj: Any, left_on: str, right
 
 
 def update_fragment_columns(
-    fragment: "LanceFragment", data_obj: Any, left_on: str = "_rowid", right_on: str | None = None,
+    fragment: LanceFragment, data_obj: Any, left_on: str = "_rowid", right_on: str | None = None,
     schema: pa.Schema | None = None, *, with_offsets: bool = False,
 ) -> tuple[FragmentMetadata, list[int]] | tuple[FragmentMetadata, list[int], bytes]:
     """pylance's ``LanceFragment.update_columns``: new values for existing columns, joined on
@@ -432,7 +435,7 @@ def update_fragment_columns(
     return result, fields_modified, BitMap(offsets.astype(np.uint32).tolist()).serialize()
 
 
-def describe_data_file(ds: "LanceDataset", path: str, *, base_id: int | None = None) -> tuple[Any, int]:
+def describe_data_file(ds: LanceDataset, path: str, *, base_id: int | None = None) -> tuple[Any, int]:
     """pylance's ``DataFile.create``: the ``DataFile`` of a Lance file already under the table's
     ``data/`` (written by another tool), its columns matched to the table's fields by name, and
     its row count.
@@ -440,8 +443,8 @@ def describe_data_file(ds: "LanceDataset", path: str, *, base_id: int | None = N
     Raises :class:`InvalidInputError` for a column the table does not have.
     """
     from lance_format.dataset.fragment_metadata import DataFile
-    from lance_format.file.writer import LanceFileWriter
     from lance_format.file.reader import LanceFileReader
+    from lance_format.file.writer import LanceFileWriter
 
     with LanceFileReader(ds.object_store, f"data/{path}") as reader:
         names = [f.name for f in reader.lance_schema().fields]
@@ -458,13 +461,13 @@ def describe_data_file(ds: "LanceDataset", path: str, *, base_id: int | None = N
     return DataFile(path, fields, columns, major, minor, size or None, base_id), rows
 
 
-def fragment_from_file(filename: str, dataset: "LanceDataset", fragment_id: int) -> FragmentMetadata:
+def fragment_from_file(filename: str, dataset: LanceDataset, fragment_id: int) -> FragmentMetadata:
     """pylance's ``LanceFragment.create_from_file``: a fragment of one existing data file."""
     data_file, rows = describe_data_file(dataset, filename)
     return FragmentMetadata(id=int(fragment_id), files=[data_file], physical_rows=rows)
 
 
-def validate_fragment(fragment: "LanceFragment") -> None:
+def validate_fragment(fragment: LanceFragment) -> None:
     """Check that the fragment's files exist, have its row count, and its deletions fit it.
 
     Raises :class:`CorruptFileError` (or ``FileNotFoundError`` for a missing file).

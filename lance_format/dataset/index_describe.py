@@ -8,7 +8,7 @@ alone (its type from the type URL, no per-segment statistics).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap
@@ -57,11 +57,11 @@ class IndexDescription:
                 f"num_segments={len(self.segments)}, total_size_bytes={self.total_size_bytes})")
 
 
-def catalog_of(ds: "LanceDataset") -> IndexCatalog:
+def catalog_of(ds: LanceDataset) -> IndexCatalog:
     return IndexCatalog(ds.manifest_file.index_section, ds.base_stores.store, ds.data_storage_version)
 
 
-def _live_rows(ds: "LanceDataset") -> dict[int, int]:
+def _live_rows(ds: LanceDataset) -> dict[int, int]:
     return {f.id: live_row_count(f) for f in ds.manifest.fragments}
 
 
@@ -69,7 +69,7 @@ def _segment_rows(segment: Segment, live: dict[int, int]) -> int:
     return sum(live.get(f, 0) for f in segment.fragment_ids)
 
 
-def field_paths(ds: "LanceDataset") -> dict[int, str]:
+def field_paths(ds: LanceDataset) -> dict[int, str]:
     """Field id -> dotted path (``"meta.lang"``) of every field of the schema."""
     paths: dict[int, str] = {}
 
@@ -82,7 +82,7 @@ def field_paths(ds: "LanceDataset") -> dict[int, str]:
     return paths
 
 
-def _field_names(ds: "LanceDataset", field_ids: list[int]) -> list[str]:
+def _field_names(ds: LanceDataset, field_ids: list[int]) -> list[str]:
     paths = field_paths(ds)
     return [paths.get(i, str(i)) for i in field_ids]
 
@@ -90,10 +90,10 @@ def _field_names(ds: "LanceDataset", field_ids: list[int]) -> list[str]:
 def _created(segment: Segment) -> datetime | None:
     if not segment.meta.HasField("created_at"):
         return None
-    return datetime.fromtimestamp(segment.meta.created_at / 1000, tz=timezone.utc)
+    return datetime.fromtimestamp(segment.meta.created_at / 1000, tz=UTC)
 
 
-def describe(ds: "LanceDataset") -> list[IndexDescription]:
+def describe(ds: LanceDataset) -> list[IndexDescription]:
     """Every user index of the version, by name."""
     live = _live_rows(ds)
     out = []
@@ -111,14 +111,14 @@ def describe(ds: "LanceDataset") -> list[IndexDescription]:
     return out
 
 
-def require_index(ds: "LanceDataset", name: str, catalog: IndexCatalog | None = None) -> NamedIndex:
+def require_index(ds: LanceDataset, name: str, catalog: IndexCatalog | None = None) -> NamedIndex:
     found = (catalog or catalog_of(ds)).get(name)
     if found is None:
         raise IndexNotFoundError(f"Index \"{name}\" not found", table=ds.uri, version=ds.version)
     return found
 
 
-def index_statistics(ds: "LanceDataset", name: str) -> dict[str, Any]:
+def index_statistics(ds: LanceDataset, name: str) -> dict[str, Any]:
     """pylance's ``stats.index_stats(name)`` dictionary."""
     catalog = catalog_of(ds)
     named = require_index(ds, name, catalog)

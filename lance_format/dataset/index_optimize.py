@@ -18,7 +18,8 @@ pylance's merge keeps; rows deleted since are left out, which queries exclude an
 from __future__ import annotations
 
 import uuid as uuid_mod
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyroaring import BitMap
@@ -54,7 +55,7 @@ def training_params(kind: type[ScalarIndexType], segment: Segment, store: IndexS
     return params
 
 
-def _batches(ds: "LanceDataset", path: str, key: str, fragment_ids: BitMap) -> Iterable[pa.RecordBatch]:
+def _batches(ds: LanceDataset, path: str, key: str, fragment_ids: BitMap) -> Iterable[pa.RecordBatch]:
     fragments = [f for f in ds.get_fragments() if f.fragment_id in fragment_ids]
     if not fragments:
         return
@@ -64,7 +65,7 @@ def _batches(ds: "LanceDataset", path: str, key: str, fragment_ids: BitMap) -> I
         yield pa.RecordBatch.from_arrays([batch.column(0), batch.column(key)], names=[VALUE_COLUMN, key])
 
 
-def _selected(ds: "LanceDataset", segments: list[Segment], count: int) -> list[Segment]:
+def _selected(ds: LanceDataset, segments: list[Segment], count: int) -> list[Segment]:
     tail = segments[len(segments) - count:] if count else []
     if count == 0 or not ds.has_stable_row_ids:
         return tail
@@ -72,8 +73,8 @@ def _selected(ds: "LanceDataset", segments: list[Segment], count: int) -> list[S
     return [s for i, s in enumerate(segments) if s in tail or s.fragment_ids & deleted]
 
 
-def _work(ds: "LanceDataset", segments: list[Segment], num_to_merge: Optional[int], retrain: bool,
-          live: BitMap) -> Optional[tuple[BitMap, list[Segment]]]:
+def _work(ds: LanceDataset, segments: list[Segment], num_to_merge: int | None, retrain: bool,
+          live: BitMap) -> tuple[BitMap, list[Segment]] | None:
     """The unindexed fragments and the segments to replace, or None when the index stays."""
     covered = BitMap()
     for segment in segments:
@@ -89,8 +90,8 @@ def _work(ds: "LanceDataset", segments: list[Segment], num_to_merge: Optional[in
     return unindexed, selected
 
 
-def _plan_one(ds: "LanceDataset", name: str, segments: list[Segment], num_to_merge: Optional[int], retrain: bool,
-              live: BitMap, prepared: Prepared) -> Optional[tuple[Any, list[Segment]]]:
+def _plan_one(ds: LanceDataset, name: str, segments: list[Segment], num_to_merge: int | None, retrain: bool,
+              live: BitMap, prepared: Prepared) -> tuple[Any, list[Segment]] | None:
     work = _work(ds, segments, num_to_merge, retrain, live)
     if work is None:
         return None
@@ -124,8 +125,8 @@ def _plan_one(ds: "LanceDataset", name: str, segments: list[Segment], num_to_mer
     return meta, selected
 
 
-def optimize_indices(ds: "LanceDataset", index_names: Optional[Iterable[str]] = None,
-                     num_indices_to_merge: Optional[int] = None, retrain: bool = False) -> None:
+def optimize_indices(ds: LanceDataset, index_names: Iterable[str] | None = None,
+                     num_indices_to_merge: int | None = None, retrain: bool = False) -> None:
     """Add the unindexed fragments to ``ds``'s indices (all, or ``index_names``) and commit."""
     if num_indices_to_merge is not None and (isinstance(num_indices_to_merge, bool)
                                              or int(num_indices_to_merge) < 0):
@@ -138,7 +139,7 @@ def optimize_indices(ds: "LanceDataset", index_names: Optional[Iterable[str]] = 
         if missing:
             raise IndexNotFoundError(f"Lance index not found: name={missing[0]}", table=ds.uri, version=ds.version)
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         catalog = catalog_of(current)
         live = BitMap(f.id for f in current.manifest.fragments)
         prepared = Prepared(transaction_for(current, None, None), None)
@@ -164,7 +165,7 @@ def optimize_indices(ds: "LanceDataset", index_names: Optional[Iterable[str]] = 
         run_mutation(ds, prepare)
 
 
-def _has_work(ds: "LanceDataset", wanted: Optional[list[str]], num_to_merge: Optional[int], retrain: bool) -> bool:
+def _has_work(ds: LanceDataset, wanted: list[str] | None, num_to_merge: int | None, retrain: bool) -> bool:
     """Whether some index would change (pylance commits no version when none does)."""
     catalog = catalog_of(ds)
     live = BitMap(f.id for f in ds.manifest.fragments)

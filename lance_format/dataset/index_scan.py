@@ -14,8 +14,9 @@ know are never bound (their fragments are scanned).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -43,7 +44,7 @@ class _Bound:
     index: NamedIndex
 
 
-_Plan = Union[_Bound, And, Or, Not]
+_Plan = _Bound | And | Or | Not
 
 
 @dataclass
@@ -99,8 +100,8 @@ def _text(plan: _Plan) -> str:
 class IndexScanPlan:
     """The index step of one filtered scan (see the module docstring)."""
 
-    def __init__(self, ds: "LanceDataset", catalog: IndexCatalog, plan: _Plan, covered: set[int],
-                 fragments: list["LanceFragment"]) -> None:
+    def __init__(self, ds: LanceDataset, catalog: IndexCatalog, plan: _Plan, covered: set[int],
+                 fragments: list[LanceFragment]) -> None:
         self._ds = ds
         self._catalog = catalog
         self._plan = plan
@@ -112,8 +113,8 @@ class IndexScanPlan:
         self._lock = threading.Lock()  # the indices are searched once, by whichever reader asks first
 
     @staticmethod
-    def build(ds: "LanceDataset", filter_text: str, schema: pa.Schema,
-              fragments: list["LanceFragment"]) -> "IndexScanPlan | None":
+    def build(ds: LanceDataset, filter_text: str, schema: pa.Schema,
+              fragments: list[LanceFragment]) -> IndexScanPlan | None:
         """The index step of a scan of ``fragments`` with ``filter_text``, or None when no index helps."""
         section = ds.manifest_file.index_section
         if section is None or not len(section.indices):
@@ -228,7 +229,7 @@ class IndexScanPlan:
             self._by_fragment = split
         return self._by_fragment
 
-    def candidates(self, fragment: "LanceFragment") -> np.ndarray | None:
+    def candidates(self, fragment: LanceFragment) -> np.ndarray | None:
         """The ``IndexStep`` of a ``ScanPlan``: sorted physical offsets of ``fragment``'s
         candidate rows (the executor drops deleted ones and applies the filter), or None when
         the fragment is not covered, the indices could not answer, or so many rows are

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import uuid as uuid_mod
 import warnings
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Union
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -24,6 +25,7 @@ from lance_format.dataset.index_describe import (
     index_statistics,
     require_index,
 )
+from lance_format.dataset.lance_operations import Index
 from lance_format.dataset.mixin import DatasetMixin
 from lance_format.dataset.mutations.base import Prepared, run_mutation, transaction_for
 from lance_format.errors import (
@@ -34,7 +36,6 @@ from lance_format.errors import (
     InvalidInputError,
     UnsupportedFeatureError,
 )
-from lance_format.dataset.lance_operations import Index
 from lance_format.index.metadata import fragment_ids_of, new_index_metadata
 from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndexType, by_name
 from lance_format.index.store import IndexStore, index_file_version
@@ -60,7 +61,7 @@ _TYPE_ERRORS = {
 _TYPE_ERRORS["BITMAP"] = _TYPE_ERRORS["BTREE"]
 
 
-def _resolve_column(ds: "LanceDataset", column: Union[str, list[str]]) -> tuple[str, "LanceField"]:
+def _resolve_column(ds: LanceDataset, column: str | list[str]) -> tuple[str, LanceField]:
     if isinstance(column, (list, tuple)):
         if len(column) != 1:
             raise UnsupportedFeatureError("Scalar indices currently only support a single column", table=ds.uri)
@@ -74,7 +75,7 @@ def _resolve_column(ds: "LanceDataset", column: Union[str, list[str]]) -> tuple[
     return paths[folded[0]], fields[folded[0]]
 
 
-def _index_type(ds: "LanceDataset", index_type: Any) -> type[ScalarIndexType]:
+def _index_type(ds: LanceDataset, index_type: Any) -> type[ScalarIndexType]:
     if not isinstance(index_type, str):
         raise UnsupportedFeatureError(f"index_type {index_type!r}: only scalar index type names are supported",
                                       table=ds.uri)
@@ -89,8 +90,8 @@ def _index_type(ds: "LanceDataset", index_type: Any) -> type[ScalarIndexType]:
     return found
 
 
-def _training_batches(ds: "LanceDataset", column: str, index_type: type[ScalarIndexType],
-                      fragment_ids: Optional[list[int]]) -> Iterator[pa.RecordBatch]:
+def _training_batches(ds: LanceDataset, column: str, index_type: type[ScalarIndexType],
+                      fragment_ids: list[int] | None) -> Iterator[pa.RecordBatch]:
     """``(value, row key)`` batches of the column, in row-address order, deleted rows left out."""
     key = index_type.row_key
     fragments = ds.get_fragments()
@@ -111,8 +112,8 @@ def _free_name(taken: Iterable[str], base: str) -> str:
     return f"{base}_{n}"
 
 
-def check_index_request(ds: "LanceDataset", column: Union[str, list[str]], index_type: Any
-                        ) -> tuple[str, "LanceField", type[ScalarIndexType]]:
+def check_index_request(ds: LanceDataset, column: str | list[str], index_type: Any
+                        ) -> tuple[str, LanceField, type[ScalarIndexType]]:
     """The column's path and field and the index type, or the typed error ``create_scalar_index``
     raises (for callers that plan a build elsewhere, e.g. on Spark executors)."""
     kind = _index_type(ds, index_type)
@@ -124,8 +125,8 @@ def check_index_request(ds: "LanceDataset", column: Union[str, list[str]], index
     return path, lance_field, kind
 
 
-def build_segment(ds: "LanceDataset", path: str, lance_field: "LanceField", kind: type[ScalarIndexType],
-                  name: str, *, fragment_ids: Optional[list[int]], segment_uuid: Optional[str],
+def build_segment(ds: LanceDataset, path: str, lance_field: LanceField, kind: type[ScalarIndexType],
+                  name: str, *, fragment_ids: list[int] | None, segment_uuid: str | None,
                   params: dict[str, Any], train: bool, written: list[str]) -> Any:
     """Train one segment of ``kind`` over ``fragment_ids`` (all when None) of this version, write its
     files under ``_indices/<uuid>/`` (their paths appended to ``written``, for cleanup on failure)
@@ -154,9 +155,9 @@ def _unpack_config(index_type: Any, params: dict[str, Any]) -> tuple[Any, dict[s
     return index_type, params
 
 
-def create_scalar_index(ds: "LanceDataset", column: Union[str, list[str]], index_type: Any, name: Optional[str],
-                        *, replace: bool, train: bool, fragment_ids: Optional[list[int]],
-                        index_uuid: Optional[str], params: dict[str, Any]) -> None:
+def create_scalar_index(ds: LanceDataset, column: str | list[str], index_type: Any, name: str | None,
+                        *, replace: bool, train: bool, fragment_ids: list[int] | None,
+                        index_uuid: str | None, params: dict[str, Any]) -> None:
     index_type, params = _unpack_config(index_type, params)
     kind = _index_type(ds, index_type)
     path, lance_field = _resolve_column(ds, column)
@@ -172,7 +173,7 @@ def create_scalar_index(ds: "LanceDataset", column: Union[str, list[str]], index
     chosen = name if name is not None else f"{path}_idx"
     segment_uuid = str(uuid_mod.UUID(str(index_uuid))) if index_uuid is not None else None
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         nonlocal chosen
         catalog = catalog_of(current)
         existing = catalog.get(chosen)
@@ -201,7 +202,7 @@ def create_scalar_index(ds: "LanceDataset", column: Union[str, list[str]], index
     run_mutation(ds, prepare)
 
 
-def commit_segments(ds: "LanceDataset", index_name: str, column: str, segments: list[Any]) -> None:
+def commit_segments(ds: LanceDataset, index_name: str, column: str, segments: list[Any]) -> None:
     """Commit segments built by ``create_index_uncommitted`` as the index ``index_name`` on
     ``column`` (an existing index of that name replaced), in one ``CreateIndex`` transaction."""
     from lance_format.dataset.transaction_protos import index_to_proto
@@ -223,7 +224,7 @@ def commit_segments(ds: "LanceDataset", index_name: str, column: str, segments: 
         raise InvalidInputError(f"segments of index {index_name!r} cover some fragments more than once",
                                 table=ds.uri, column=path)
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         existing = catalog_of(current).get(index_name)
         prepared = Prepared(transaction_for(current, None, None), None)
         body = prepared.txn.create_index
@@ -237,12 +238,12 @@ def commit_segments(ds: "LanceDataset", index_name: str, column: str, segments: 
     run_mutation(ds, prepare)
 
 
-def drop_index(ds: "LanceDataset", name: str) -> None:
+def drop_index(ds: LanceDataset, name: str) -> None:
     catalog = catalog_of(ds)
     if catalog.get(name) is None:
         raise IndexNotFoundError(f"Lance index not found: name={name}", table=ds.uri, version=ds.version)
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         found = catalog_of(current).get(name)
         if found is None:
             raise IndexNotFoundError(f"Lance index not found: name={name}")
@@ -259,9 +260,9 @@ def drop_index(ds: "LanceDataset", name: str) -> None:
 class IndexMethods(DatasetMixin):
     """Mixed into ``LanceDataset``: building, dropping and describing indices."""
 
-    def create_scalar_index(self, column: Union[str, list[str]], index_type: Any, name: Optional[str] = None, *,
-                            replace: bool = True, train: bool = True, fragment_ids: Optional[list[int]] = None,
-                            index_uuid: Optional[str] = None, **kwargs: Any) -> None:
+    def create_scalar_index(self, column: str | list[str], index_type: Any, name: str | None = None, *,
+                            replace: bool = True, train: bool = True, fragment_ids: list[int] | None = None,
+                            index_uuid: str | None = None, **kwargs: Any) -> None:
         """Build a scalar index on ``column`` and commit it (pylance's ``create_scalar_index``).
 
         ``index_type``: ``"BTREE"`` or ``"BITMAP"`` (plus the types registered in
@@ -275,9 +276,9 @@ class IndexMethods(DatasetMixin):
         create_scalar_index(self._as_dataset(), column, index_type, name, replace=replace, train=train,
                             fragment_ids=fragment_ids, index_uuid=index_uuid, params=kwargs)
 
-    def create_index(self, column: Union[str, list[str]], index_type: str, name: Optional[str] = None,
+    def create_index(self, column: str | list[str], index_type: str, name: str | None = None,
                      metric: str = "L2", replace: bool = False, *args: Any, train: bool = True,
-                     fragment_ids: Optional[list[int]] = None, index_uuid: Optional[str] = None,
+                     fragment_ids: list[int] | None = None, index_uuid: str | None = None,
                      **kwargs: Any) -> None:
         """pylance's ``create_index``: here for scalar index types (vector indices are not built by
         this engine: :class:`UnsupportedFeatureError`)."""
@@ -293,10 +294,10 @@ class IndexMethods(DatasetMixin):
         raise UnsupportedFeatureError(f"building {index_type} indices is not supported by this engine",
                                       table=self._as_dataset().uri)
 
-    def create_index_uncommitted(self, column: Union[str, list[str]], index_type: Any,
-                                 name: Optional[str] = None, metric: str = "L2", replace: bool = False,
-                                 *args: Any, train: bool = True, fragment_ids: Optional[list[int]] = None,
-                                 index_uuid: Optional[str] = None, **kwargs: Any) -> Index:
+    def create_index_uncommitted(self, column: str | list[str], index_type: Any,
+                                 name: str | None = None, metric: str = "L2", replace: bool = False,
+                                 *args: Any, train: bool = True, fragment_ids: list[int] | None = None,
+                                 index_uuid: str | None = None, **kwargs: Any) -> Index:
         """Build one segment over ``fragment_ids`` without committing it and return its
         :class:`Index` metadata (pylance's distributed-build API: run on each worker, then
         :meth:`commit_existing_index_segments` once with every worker's result)."""
@@ -347,7 +348,7 @@ class IndexMethods(DatasetMixin):
                              segment_uuid=None, params={}, train=True, written=[])
         return index_from_proto(meta)
 
-    def commit_existing_index_segments(self, index_name: str, column: str, segments: list[Any]) -> "LanceDataset":
+    def commit_existing_index_segments(self, index_name: str, column: str, segments: list[Any]) -> LanceDataset:
         """Commit segments from :meth:`create_index_uncommitted` as one index named ``index_name``."""
         ds = self._as_dataset()
         commit_segments(ds, index_name, column, list(segments))
@@ -382,7 +383,7 @@ class IndexMethods(DatasetMixin):
         drop_index(self._as_dataset(), name)
 
     def prewarm_index(self, name: str, *, with_position: bool = False,
-                      index_segments: Optional[Iterable[Union[str, uuid_mod.UUID]]] = None) -> None:
+                      index_segments: Iterable[str | uuid_mod.UUID] | None = None) -> None:
         """Load the index ``name`` (or only ``index_segments`` of it) into memory."""
         ds = self._as_dataset()
         catalog = catalog_of(ds)

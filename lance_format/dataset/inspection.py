@@ -9,9 +9,10 @@ or two. Nothing here commits.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyroaring import BitMap
@@ -91,7 +92,7 @@ class DataStatistics:
 class LanceStats:
     """``LanceDataset.stats``: statistics computed from the manifest and file footers."""
 
-    def __init__(self, dataset: "LanceDataset") -> None:
+    def __init__(self, dataset: LanceDataset) -> None:
         self._dataset = dataset
 
     def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
@@ -318,7 +319,7 @@ class InspectionMethods(DatasetMixin):
         versions: list[int] | None = None,
         include_files: bool = False,
         max_files: int = 1000,
-    ) -> "CleanupExplanation":
+    ) -> CleanupExplanation:
         """What ``cleanup_old_versions`` with the same arguments would remove; deletes nothing.
 
         Raises

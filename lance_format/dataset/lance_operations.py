@@ -9,9 +9,10 @@ import dataclasses
 import uuid
 import warnings
 from abc import ABC
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pyarrow as pa
 
@@ -44,7 +45,7 @@ class LanceOperation:
 
         new_schema: LanceSchema | pa.Schema
         fragments: Iterable[FragmentMetadata]
-        initial_bases: Optional[List[Any]] = None
+        initial_bases: list[Any] | None = None
 
         def __post_init__(self) -> None:
             _fragments(self.fragments)
@@ -73,13 +74,13 @@ class LanceOperation:
     class Update(BaseOperation):
         """Rows rewritten: fragments removed, updated (new deletion files) and added."""
 
-        removed_fragment_ids: List[int] = dataclasses.field(default_factory=list)
-        updated_fragments: List[FragmentMetadata] = dataclasses.field(default_factory=list)
-        new_fragments: List[FragmentMetadata] = dataclasses.field(default_factory=list)
-        fields_modified: List[int] = dataclasses.field(default_factory=list)
-        fields_for_preserving_frag_bitmap: List[int] = dataclasses.field(default_factory=list)
+        removed_fragment_ids: list[int] = dataclasses.field(default_factory=list)
+        updated_fragments: list[FragmentMetadata] = dataclasses.field(default_factory=list)
+        new_fragments: list[FragmentMetadata] = dataclasses.field(default_factory=list)
+        fields_modified: list[int] = dataclasses.field(default_factory=list)
+        fields_for_preserving_frag_bitmap: list[int] = dataclasses.field(default_factory=list)
         update_mode: str = ""
-        updated_fragment_offsets: Optional[Dict[int, bytes]] = None
+        updated_fragment_offsets: dict[int, bytes] | None = None
 
         def __post_init__(self) -> None:
             _fragments(self.updated_fragments, "updated_fragments")
@@ -110,10 +111,10 @@ class LanceOperation:
         """A clone or branch creation (read back from transactions; shallow clones only)."""
 
         is_shallow: bool
-        ref_name: Optional[str]
+        ref_name: str | None
         ref_version: int
         ref_path: str
-        branch_name: Optional[str]
+        branch_name: str | None
 
     @dataclass
     class RewriteGroup:
@@ -136,8 +137,8 @@ class LanceOperation:
     class Rewrite(BaseOperation):
         """Groups of fragments rewritten into new ones, and the indices rewritten with them."""
 
-        groups: Iterable["LanceOperation.RewriteGroup"]
-        rewritten_indices: Iterable["LanceOperation.RewrittenIndex"]
+        groups: Iterable[LanceOperation.RewriteGroup]
+        rewritten_indices: Iterable[LanceOperation.RewrittenIndex]
 
         def __post_init__(self) -> None:
             frags = [f for g in self.groups for f in list(g.old_fragments) + list(g.new_fragments)]
@@ -148,8 +149,8 @@ class LanceOperation:
         """Index segments added and removed (:class:`Index` values, e.g. from
         ``create_index_uncommitted`` on workers)."""
 
-        new_indices: List[Any]
-        removed_indices: List[Any]
+        new_indices: list[Any]
+        removed_indices: list[Any]
 
     @dataclass
     class DataReplacementGroup:
@@ -162,7 +163,7 @@ class LanceOperation:
     class DataReplacement(BaseOperation):
         """Data files replaced in place (carried as data: this engine does not commit it)."""
 
-        replacements: List["LanceOperation.DataReplacementGroup"]
+        replacements: list[LanceOperation.DataReplacementGroup]
 
     DataOverlayFile = DataOverlayFile
     DataOverlayGroup = DataOverlayGroup
@@ -172,7 +173,7 @@ class LanceOperation:
         """Overlay files appended to fragments' overlays (see :mod:`lance_format.dataset.overlays`);
         when several target the same cells, the latest group's values win."""
 
-        groups: List[DataOverlayGroup]
+        groups: list[DataOverlayGroup]
 
     @dataclass
     class Project(BaseOperation):
@@ -185,17 +186,17 @@ class LanceOperation:
     class UpdateMap:
         """Updates of a metadata map: key -> value, or None to remove the key."""
 
-        updates: Dict[str, Optional[str]]
+        updates: dict[str, str | None]
         replace: bool = False
 
     @dataclass
     class UpdateConfig(BaseOperation):
         """Updates of the table config, table metadata, schema metadata or field metadata."""
 
-        config_updates: Optional["LanceOperation.UpdateMap"] = None
-        table_metadata_updates: Optional["LanceOperation.UpdateMap"] = None
-        schema_metadata_updates: Optional["LanceOperation.UpdateMap"] = None
-        field_metadata_updates: Optional[Dict[int, "LanceOperation.UpdateMap"]] = None
+        config_updates: LanceOperation.UpdateMap | None = None
+        table_metadata_updates: LanceOperation.UpdateMap | None = None
+        schema_metadata_updates: LanceOperation.UpdateMap | None = None
+        field_metadata_updates: dict[int, LanceOperation.UpdateMap] | None = None
 
 
 @dataclass
@@ -205,11 +206,11 @@ class Transaction:
     read_version: int
     operation: LanceOperation.BaseOperation
     uuid: str = dataclasses.field(default_factory=lambda: str(uuid.uuid4()))
-    transaction_properties: Optional[Dict[str, str]] = dataclasses.field(default_factory=dict)
+    transaction_properties: dict[str, str] | None = dataclasses.field(default_factory=dict)
 
 
 class BulkCommitResult(TypedDict):
-    dataset: "LanceDataset"
+    dataset: LanceDataset
     merged: Transaction
 
 
@@ -227,12 +228,12 @@ class Index:
 
     uuid: str
     name: str
-    fields: List[int]
+    fields: list[int]
     dataset_version: int
     fragment_ids: Any
     index_version: int
-    created_at: Optional[datetime] = None
-    base_id: Optional[int] = None
-    files: Optional[List[Any]] = None
-    index_details: Optional[tuple[str, bytes]] = None
-    covering_fields: List[int] = dataclasses.field(default_factory=list)
+    created_at: datetime | None = None
+    base_id: int | None = None
+    files: list[Any] | None = None
+    index_details: tuple[str, bytes] | None = None
+    covering_fields: list[int] = dataclasses.field(default_factory=list)

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 class DatasetMixin:
     """Gives a mixin of ``LanceDataset`` its dataset, typed (it is only ever mixed into that)."""
 
-    def _as_dataset(self) -> "LanceDataset":
+    def _as_dataset(self) -> LanceDataset:
         return cast("LanceDataset", self)
 
 

@@ -9,13 +9,14 @@ pylance does; the storage options the namespace returns take precedence over the
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from lance_format.errors import InvalidInputError
 
 
-def resolve(uri: Any, namespace_client: Any, table_id: Optional[Sequence[str]], mode: str,
-            storage_options: Optional[Mapping[str, str]]) -> tuple[Any, Optional[Mapping[str, str]]]:
+def resolve(uri: Any, namespace_client: Any, table_id: Sequence[str] | None, mode: str,
+            storage_options: Mapping[str, str] | None) -> tuple[Any, Mapping[str, str] | None]:
     """The table's URI and storage options; ``uri`` unchanged when no namespace is given."""
     if uri is not None and (namespace_client is not None or table_id is not None):
         raise InvalidInputError("Cannot specify both 'uri' and 'namespace_client/table_id'. "

@@ -4,8 +4,9 @@ pylance's arguments this engine refuses, ``read_params`` keys, and ``asof`` time
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore

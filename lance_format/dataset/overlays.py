@@ -15,10 +15,10 @@ like deletion files; the transaction carries ``DataOverlay`` as field 115 of the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional
-
 import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,8 +30,8 @@ from lance_format.file.reader import LanceFileReader
 from lance_format.proto import table_pb2
 
 if TYPE_CHECKING:
-    from lance_format.dataset.fragment_reading import FragmentReading
     from lance_format.dataset.fragment_metadata import DataFile
+    from lance_format.dataset.fragment_reading import FragmentReading
     from lance_format.file.plans import ColumnPlan
     from lance_format.schema import LanceSchema
 
@@ -46,9 +46,9 @@ class DataOverlayFile:
     the version it was committed in when read back.
     """
 
-    data_file: "DataFile"
+    data_file: DataFile
     offsets: Any  # Iterable[int] (dense) or List[Iterable[int]] (sparse)
-    committed_version: Optional[int] = None
+    committed_version: int | None = None
 
 
 @dataclass
@@ -56,7 +56,7 @@ class DataOverlayGroup:
     """Overlay files to append to fragment ``fragment_id``'s overlays, oldest first."""
 
     fragment_id: int
-    overlays: List[DataOverlayFile]
+    overlays: list[DataOverlayFile]
 
 
 DataOverlayFile.__qualname__ = "LanceOperation.DataOverlayFile"
@@ -174,7 +174,7 @@ def check_overlay_fields(pb: table_pb2.DataOverlayFile, nested_ids: set[int], *,
 Layers = dict[str, list[tuple[np.ndarray, Callable[[np.ndarray], pa.Array]]]]
 
 
-def overlay_layers(fragment: "FragmentReading", schema: "LanceSchema") -> Layers:
+def overlay_layers(fragment: FragmentReading, schema: LanceSchema) -> Layers:
     """For each column of ``schema`` that the fragment's overlays cover: (covered offsets, values
     at ranks) per overlay, oldest first."""
     overlays = fragment.proto.overlays
@@ -206,7 +206,7 @@ def overlay_layers(fragment: "FragmentReading", schema: "LanceSchema") -> Layers
     return layers
 
 
-def _overlay_values(fragment: "FragmentReading", data_file: table_pb2.DataFile, plan: "ColumnPlan",
+def _overlay_values(fragment: FragmentReading, data_file: table_pb2.DataFile, plan: ColumnPlan,
                     ranks: np.ndarray) -> pa.Array:
     readers: dict[str, LanceFileReader] = fragment.__dict__.setdefault("_overlay_readers", {})
     store, path = fragment._dataset.base_stores.data_file(data_file)

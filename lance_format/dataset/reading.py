@@ -8,15 +8,16 @@ method plans a :class:`~lance_format.dataset.scanner.LanceScanner` and runs it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.relational import RelationalMethods
 from lance_format.dataset.arguments import row_positions
 from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.relational import RelationalMethods
 from lance_format.dataset.scan_options import ROW_OFFSET, ColumnOrdering
 from lance_format.dataset.scanner import LanceScanner
 from lance_format.errors import InvalidInputError, InvalidRowSelectionError
@@ -271,7 +272,7 @@ class ReadingMethods(RelationalMethods):
         """
         return self.scanner(columns=[] if filter is not None else None, filter=filter, fragments=fragments).count_rows()
 
-    def sql(self, sql: str) -> "SqlQueryBuilder":
+    def sql(self, sql: str) -> SqlQueryBuilder:
         """A SQL query over this table (pylance's ``sql``), for what one scan can answer: see
         :mod:`lance_format.dataset.sql_query`."""
         from lance_format.dataset.sql_query import SqlQueryBuilder, SqlStatement

@@ -8,8 +8,9 @@ allow/block lists take.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Dict, Iterable, List, Optional, Tuple, TypedDict
+from typing import TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -20,9 +21,9 @@ class AlterColumn(TypedDict):
     """One column change for ``LanceDataset.alter_columns`` (only ``path`` is needed at run time)."""
 
     path: str
-    name: Optional[str]
-    nullable: Optional[bool]
-    data_type: Optional[pa.DataType]
+    name: str | None
+    nullable: bool | None
+    data_type: pa.DataType | None
 
 
 class DatasetStats(TypedDict):
@@ -46,27 +47,27 @@ class ExecuteResult(TypedDict):
 
 
 class Tag(TypedDict):
-    branch: Optional[str]
+    branch: str | None
     version: int
-    created_at: Optional[datetime]
-    updated_at: Optional[datetime]
+    created_at: datetime | None
+    updated_at: datetime | None
     manifest_size: int
-    metadata: Dict[str, str]
+    metadata: dict[str, str]
 
 
 class Branch(TypedDict):
-    parent_branch: Optional[str]
-    branch_identifier: List[Tuple[int, str]]
+    parent_branch: str | None
+    branch_identifier: list[tuple[int, str]]
     parent_version: int
     create_at: int
     manifest_size: int
-    metadata: Dict[str, str]
+    metadata: dict[str, str]
 
 
 class Version(TypedDict):
     version: int
     timestamp: int | datetime
-    metadata: Dict[str, str]
+    metadata: dict[str, str]
 
 
 class VersionRef(TypedDict):

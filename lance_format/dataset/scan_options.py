@@ -8,8 +8,9 @@ one is returned (as in any engine); the other steps stream.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -11,8 +11,8 @@ in nanoseconds. This engine loads no indices: those counts are 0.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import pyarrow as pa
 

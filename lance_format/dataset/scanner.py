@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -49,7 +50,7 @@ class LanceScanner(ArrowScannerBase):
 
     def __init__(
         self,
-        dataset: "LanceDataset",
+        dataset: LanceDataset,
         *,
         columns: list[str] | Mapping[str, str] | None = None,
         filter: str | pc.Expression | None = None,
@@ -235,17 +236,17 @@ class LanceScanner(ArrowScannerBase):
 
     # pyarrow Scanner's interface, as pylance's LanceScanner has it
     @staticmethod
-    def from_dataset(*args: Any, **kwargs: Any) -> "LanceScanner":
+    def from_dataset(*args: Any, **kwargs: Any) -> LanceScanner:
         """Not available, as in pylance: use ``LanceDataset.scanner``."""
         raise UnsupportedFeatureError("from dataset")
 
     @staticmethod
-    def from_fragment(*args: Any, **kwargs: Any) -> "LanceScanner":
+    def from_fragment(*args: Any, **kwargs: Any) -> LanceScanner:
         """Not available, as in pylance: use ``LanceFragment.scanner``."""
         raise UnsupportedFeatureError("from fragment")
 
     @staticmethod
-    def from_batches(*args: Any, **kwargs: Any) -> "LanceScanner":
+    def from_batches(*args: Any, **kwargs: Any) -> LanceScanner:
         """Not available, as in pylance: a Lance scan reads a dataset."""
         raise UnsupportedFeatureError("from batches")
 

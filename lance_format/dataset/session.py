@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore
@@ -105,7 +106,7 @@ class Session:
         return value
 
     @classmethod
-    def private(cls) -> "Session":
+    def private(cls) -> Session:
         """The session of a dataset opened without one: like pylance's, it caches the metadata
         of the data files its scans open (a second scan reads no footer), not manifests."""
         session = cls(metadata_cache_size_bytes=0)
@@ -120,7 +121,7 @@ class Session:
         """Bytes of cached indices (always 0: this engine reads no indices)."""
         return 0
 
-    def is_same_as(self, other: "Session") -> bool:
+    def is_same_as(self, other: Session) -> bool:
         """Whether ``other`` is this very session (datasets opened with it share its cache)."""
         return other is self
 

@@ -16,9 +16,8 @@ differently. Double-quoted names are column names, as in DataFusion (in filters 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
-
 import re
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 import sqlglot
@@ -48,7 +47,7 @@ _REFUSED = {"joins": "joins", "group": "GROUP BY", "having": "HAVING", "distinct
 class SqlQuery:
     """An executable query (pylance's ``SqlQuery``), made by :meth:`SqlQueryBuilder.build`."""
 
-    def __init__(self, query: "LanceScanner") -> None:
+    def __init__(self, query: LanceScanner) -> None:
         # pylance's parameter name; the planned query here is the scan that answers it
         self._scanner = query
 
@@ -69,7 +68,7 @@ class SqlStatement(NamedTuple):
     """A query's text and the table it runs on: what :class:`SqlQueryBuilder` is made from (in
     pylance, its core's builder)."""
 
-    dataset: "LanceDataset"
+    dataset: LanceDataset
     sql: str
 
 
@@ -103,28 +102,28 @@ class SqlQueryBuilder:
         self._table_name = _DEFAULT_TABLE
         self._options: dict[str, Any] = {}
 
-    def table_name(self, table_name: str) -> "SqlQueryBuilder":
+    def table_name(self, table_name: str) -> SqlQueryBuilder:
         self._table_name = table_name
         return self
 
-    def with_row_id(self, with_row_id: bool = True) -> "SqlQueryBuilder":
+    def with_row_id(self, with_row_id: bool = True) -> SqlQueryBuilder:
         self._options["with_row_id"] = with_row_id
         return self
 
-    def with_row_addr(self, with_row_addr: bool = True) -> "SqlQueryBuilder":
+    def with_row_addr(self, with_row_addr: bool = True) -> SqlQueryBuilder:
         self._options["with_row_address"] = with_row_addr
         return self
 
-    def batch_size(self, batch_size: int) -> "SqlQueryBuilder":
+    def batch_size(self, batch_size: int) -> SqlQueryBuilder:
         self._options["batch_size"] = batch_size
         return self
 
-    def batch_size_bytes(self, batch_size_bytes: int) -> "SqlQueryBuilder":
+    def batch_size_bytes(self, batch_size_bytes: int) -> SqlQueryBuilder:
         """About this many bytes a batch at most (with :meth:`batch_size`, whichever limit comes first)."""
         self._options["batch_size_bytes"] = batch_size_bytes
         return self
 
-    def blob_handling(self, blob_handling: str) -> "SqlQueryBuilder":
+    def blob_handling(self, blob_handling: str) -> SqlQueryBuilder:
         """How blob columns come back: the scanner's ``blob_handling`` values."""
         self._options["blob_handling"] = blob_handling
         return self

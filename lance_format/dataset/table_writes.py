@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -104,7 +105,7 @@ class TableWriteMethods(DatasetMixin):
 
     @staticmethod
     def from_pydantic_model(model_class: type, data: list[Any], uri: str | os.PathLike[str] | None = None,
-                            mode: str = "create", **kwargs: Any) -> "LanceDataset":
+                            mode: str = "create", **kwargs: Any) -> LanceDataset:
         """Write pydantic model instances as a table whose schema comes from the model class
         (pylance's ``from_pydantic_model``; see :mod:`lance_format.pydantic` for the type mapping).
         ``uri`` defaults to the class name in snake_case.

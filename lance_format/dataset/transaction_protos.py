@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 from google.protobuf import unknown_fields
@@ -21,10 +22,10 @@ from lance_format.dataset.fragment_metadata import (
 )
 from lance_format.dataset.lance_operations import Index, IndexFile, LanceOperation, Transaction
 from lance_format.dataset.overlays import DataOverlayGroup, overlay_from_proto, overlay_to_proto
+from lance_format.dataset.update_offsets import decode_offsets, encode_offsets
 from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
 from lance_format.index.metadata import new_index_metadata
 from lance_format.proto import transaction_pb2
-from lance_format.dataset.update_offsets import decode_offsets, encode_offsets
 from lance_format.schema import LanceSchema
 from lance_format.table.base_paths import new_base_protos
 from lance_format.table.transaction import OperationKind, operation_name
@@ -276,7 +277,7 @@ def index_from_proto(pb: Any) -> Index:
 
     created = None
     if pb.HasField("created_at"):
-        created = datetime.fromtimestamp(pb.created_at / 1000, tz=timezone.utc)
+        created = datetime.fromtimestamp(pb.created_at / 1000, tz=UTC)
     return Index(uuid=_uuid(pb.uuid), name=pb.name, fields=list(pb.fields), dataset_version=pb.dataset_version,
                  fragment_ids=set(BitMap.deserialize(bytes(pb.fragment_bitmap))) if pb.fragment_bitmap else set(), index_version=pb.index_version, created_at=created,
                  base_id=pb.base_id if pb.HasField("base_id") else None,

@@ -13,8 +13,9 @@ but committing them raises :class:`UnsupportedFeatureError`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from lance_format.errors import ArgumentTypeError, CommitOptionError, InvalidInp
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import transaction_pb2
 from lance_format.schema import LanceSchema
+from lance_format.table.base_paths import check_base_store_params
 from lance_format.table.commit import (
     DEFAULT_MAX_RETRIES,
     DETACHED_VERSION_BIT,
@@ -40,7 +42,6 @@ from lance_format.table.commit import (
     detached_manifest_path,
     latest_manifest,
 )
-from lance_format.table.base_paths import check_base_store_params
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.operations import BuildOptions
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 
-def _store_of(base_uri: Any, storage_options: Dict[str, str] | None) -> ObjectStore:
+def _store_of(base_uri: Any, storage_options: dict[str, str] | None) -> ObjectStore:
     from lance_format.dataset.dataset import LanceDataset
 
     if isinstance(base_uri, LanceDataset):
@@ -79,7 +80,7 @@ def _check_timeout(timeout: Any) -> None:
         raise CommitOptionError("Invalid user input: CommitBuilder timeout must be non-zero; pass `None` to disable")
 
 
-def _refuse_unsupported(kwargs: Dict[str, Any]) -> None:
+def _refuse_unsupported(kwargs: dict[str, Any]) -> None:
     _check_timeout(kwargs.get("commit_timeout"))
     if kwargs.get("base_store_params"):
         check_base_store_params(kwargs["base_store_params"], table="")
@@ -93,19 +94,19 @@ def _refuse_unsupported(kwargs: Dict[str, Any]) -> None:
 
 
 def commit(
-    base_uri: "str | os.PathLike[str] | LanceDataset",
+    base_uri: str | os.PathLike[str] | LanceDataset,
     operation: LanceOperation.BaseOperation | Transaction,
-    read_version: Optional[int] = None,
-    commit_lock: Optional[Callable[..., Any]] = None,
-    storage_options: Optional[Dict[str, str]] = None,
-    enable_v2_manifest_paths: Optional[bool] = None,
-    detached: Optional[bool] = False,
+    read_version: int | None = None,
+    commit_lock: Callable[..., Any] | None = None,
+    storage_options: dict[str, str] | None = None,
+    enable_v2_manifest_paths: bool | None = None,
+    detached: bool | None = False,
     max_retries: int = DEFAULT_MAX_RETRIES,
     *,
-    commit_message: Optional[str] = None,
-    enable_stable_row_ids: Optional[bool] = None,
+    commit_message: str | None = None,
+    enable_stable_row_ids: bool | None = None,
     **kwargs: Any,
-) -> "LanceDataset":
+) -> LanceDataset:
     """pylance's ``LanceDataset.commit``: apply ``operation`` as the next version of the table.
 
     Raises
@@ -202,12 +203,12 @@ def _overwrite_storage_version(txn: transaction_pb2.Transaction) -> str | None:
 
 
 def commit_batch(
-    dest: "str | os.PathLike[str] | LanceDataset",
+    dest: str | os.PathLike[str] | LanceDataset,
     transactions: Sequence[Transaction],
-    commit_lock: Optional[Callable[..., Any]] = None,
-    storage_options: Optional[Dict[str, str]] = None,
-    enable_v2_manifest_paths: Optional[bool] = None,
-    detached: Optional[bool] = False,
+    commit_lock: Callable[..., Any] | None = None,
+    storage_options: dict[str, str] | None = None,
+    enable_v2_manifest_paths: bool | None = None,
+    detached: bool | None = False,
     max_retries: int = DEFAULT_MAX_RETRIES,
     **kwargs: Any,
 ) -> BulkCommitResult:
@@ -251,7 +252,7 @@ class TransactionMethods:
         message = cast("LanceDataset", self).read_transaction_message(version)
         return transaction_from_proto(message) if message is not None else None
 
-    def get_transactions(self, recent_transactions: int = 10) -> List[Optional[Transaction]]:
+    def get_transactions(self, recent_transactions: int = 10) -> list[Transaction | None]:
         """The transactions of the ``recent_transactions`` versions up to this one, newest first."""
         latest = cast("LanceDataset", self).version
         first = max(1, latest - int(recent_transactions) + 1)

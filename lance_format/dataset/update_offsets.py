@@ -5,7 +5,8 @@ protobuf classes do not name: they are written and read here as that field's raw
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from google.protobuf import empty_pb2, unknown_fields
 from pyroaring import BitMap

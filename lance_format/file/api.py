@@ -14,22 +14,23 @@ from __future__ import annotations
 import os
 import posixpath
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Union
 
 import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError
-from lance_format.schema.arrow_checks import check_table
 from lance_format.file.blob_writers import DedicatedBlobWriter, PackedBlobWriter
-from lance_format.rust_debug import prost_message, render
 from lance_format.file.plans import ColumnPlan, plans_for_schema, structural_plans_for_schema
 from lance_format.file.reader import LanceFileReader as _EngineReader
 from lance_format.file.writer import LanceFileWriter as _EngineWriter
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import encodings_v2_0_pb2, encodings_v2_1_pb2
+from lance_format.rust_debug import prost_message, render
 from lance_format.schema import LanceSchema
+from lance_format.schema.arrow_checks import check_table
 
 _STABLE_VERSION = "2.2"
 # pylance's version spellings; the engine writer knows "2.0", "2.1", "2.2"
@@ -53,8 +54,8 @@ def _split_path(path: PathLike) -> tuple[str, str]:
     return os.path.dirname(absolute), os.path.basename(absolute)
 
 
-def _file_location(owner: str, path: PathLike, storage_options: Optional[Mapping[str, str]],
-                   namespace_client: Any, table_id: Any, store: Optional[ObjectStore]) -> tuple[ObjectStore, str]:
+def _file_location(owner: str, path: PathLike, storage_options: Mapping[str, str] | None,
+                   namespace_client: Any, table_id: Any, store: ObjectStore | None) -> tuple[ObjectStore, str]:
     """``(store, name)`` of the file a reader or writer (``owner``) opens: ``path`` within
     ``store`` when one is given, else the file at ``path`` in a store made for its directory."""
     if namespace_client is not None or table_id is not None:
@@ -128,7 +129,7 @@ class LanceFileStatistics:
 class ReaderResults:
     """What a read returned (a reader or a table), as a table or as batches of ``batch_size`` rows."""
 
-    def __init__(self, reader: Union[pa.RecordBatchReader, pa.Table], batch_size: int = 1024) -> None:
+    def __init__(self, reader: pa.RecordBatchReader | pa.Table, batch_size: int = 1024) -> None:
         if batch_size < 1:
             raise InvalidInputError(f"batch_size must be positive, got {batch_size}")
         self._table = reader.read_all() if isinstance(reader, pa.RecordBatchReader) else reader
@@ -145,9 +146,9 @@ class ReaderResults:
 class LanceFileReader:
     """Reads one Lance data file (pylance's ``lance.file.LanceFileReader``)."""
 
-    def __init__(self, path: PathLike, storage_options: Optional[Mapping[str, str]] = None,
-                 columns: Optional[list[str]] = None, *, namespace_client: Any = None, table_id: Any = None,
-                 _store: Optional[ObjectStore] = None) -> None:
+    def __init__(self, path: PathLike, storage_options: Mapping[str, str] | None = None,
+                 columns: list[str] | None = None, *, namespace_client: Any = None, table_id: Any = None,
+                 _store: ObjectStore | None = None) -> None:
         store, name = _file_location("LanceFileReader", path, storage_options, namespace_client, table_id, _store)
         self._reader = _EngineReader(store, name)
         schema = self._reader.lance_schema()
@@ -247,22 +248,22 @@ class LanceFileWriter:
     from the first batch when none is given. ``size_bytes`` is the file's size once closed.
     A writer dropped without ``close`` leaves no file behind, as in pylance."""
 
-    def __init__(self, path: PathLike, schema: Optional[pa.Schema] = None, *,
-                 data_cache_bytes: Optional[int] = None, version: Optional[str] = None,
-                 storage_options: Optional[Mapping[str, str]] = None, namespace_client: Any = None,
-                 table_id: Any = None, max_page_bytes: Optional[int] = None,
-                 _store: Optional[ObjectStore] = None, **kwargs: Any) -> None:
+    def __init__(self, path: PathLike, schema: pa.Schema | None = None, *,
+                 data_cache_bytes: int | None = None, version: str | None = None,
+                 storage_options: Mapping[str, str] | None = None, namespace_client: Any = None,
+                 table_id: Any = None, max_page_bytes: int | None = None,
+                 _store: ObjectStore | None = None, **kwargs: Any) -> None:
         self._store, self._path = _file_location("LanceFileWriter", path, storage_options, namespace_client,
                                                  table_id, _store)
         self._version = _VERSION_ALIASES.get(version or "stable", version) or _STABLE_VERSION
         self._max_page_bytes = max_page_bytes
         self._metadata: dict[str, str] = {}
         self._global_buffers: list[bytes] = []
-        self._writer: Optional[_EngineWriter] = None
+        self._writer: _EngineWriter | None = None
         self._lock = threading.Lock()
         self._rows = 0
         self.closed = False
-        self.size_bytes: Optional[int] = None
+        self.size_bytes: int | None = None
         if schema is not None:
             self._open(schema)
 
@@ -276,7 +277,7 @@ class LanceFileWriter:
             self._writer.add_global_buffer(data)
         return self._writer
 
-    def write_batch(self, batch: Union[pa.RecordBatch, pa.Table]) -> None:
+    def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Append a batch or a table (safe to call from several threads)."""
         if self.closed:
             raise InvalidInputError("the file writer is already closed", path=self._path)
@@ -300,7 +301,7 @@ class LanceFileWriter:
             self._global_buffers.append(bytes(data))
             return len(self._global_buffers)
 
-    def close(self) -> Optional[int]:
+    def close(self) -> int | None:
         """Finish the file; the number of rows written. Closing again does nothing."""
         if self.closed:
             return None
@@ -314,7 +315,7 @@ class LanceFileWriter:
         self.size_bytes = written.size_bytes
         return self._rows
 
-    def __enter__(self) -> "LanceFileWriter":
+    def __enter__(self) -> LanceFileWriter:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -353,19 +354,19 @@ class LanceFileSession:
     """Readers, writers and objects under ``base_path``, sharing one object store (pylance's
     ``lance.file.LanceFileSession``). Paths are relative to the base path."""
 
-    def __init__(self, base_path: Union[PathLike, ObjectStore], storage_options: Optional[Mapping[str, str]] = None,
+    def __init__(self, base_path: PathLike | ObjectStore, storage_options: Mapping[str, str] | None = None,
                  namespace_client: Any = None, table_id: Any = None) -> None:
         if namespace_client is not None or table_id is not None:
             raise InvalidInputError("LanceFileSession(namespace_client=..., table_id=...) is not supported here")
         self._store = object_store_for(base_path if isinstance(base_path, ObjectStore) else os.fspath(base_path),
                                        storage_options)
 
-    def open_reader(self, path: str, columns: Optional[list[str]] = None) -> LanceFileReader:
+    def open_reader(self, path: str, columns: list[str] | None = None) -> LanceFileReader:
         return LanceFileReader(path, columns=columns, _store=self._store)
 
-    def open_writer(self, path: str, *, schema: Optional[pa.Schema] = None, data_cache_bytes: Optional[int] = None,
-                    version: Optional[str] = None, keep_original_array: Optional[bool] = None,
-                    max_page_bytes: Optional[int] = None) -> LanceFileWriter:
+    def open_writer(self, path: str, *, schema: pa.Schema | None = None, data_cache_bytes: int | None = None,
+                    version: str | None = None, keep_original_array: bool | None = None,
+                    max_page_bytes: int | None = None) -> LanceFileWriter:
         return LanceFileWriter(path, schema, version=version, max_page_bytes=max_page_bytes, _store=self._store)
 
     def open_packed_blob_writer(self, path: str, blob_id: int) -> PackedBlobWriter:
@@ -379,12 +380,12 @@ class LanceFileSession:
     def contains(self, path: str) -> bool:
         return self._store.exists(path)
 
-    def list(self, path: Optional[str] = None) -> list[str]:
+    def list(self, path: str | None = None) -> list[str]:
         """Every file under ``path`` (recursively), as paths relative to the base path."""
         infos = self._store.list_files(path or "", recursive=True)
         return [self._store.relative_path(i) for i in infos]
 
-    def list_with_delimiter(self, path: Optional[str] = None) -> ListResult:
+    def list_with_delimiter(self, path: str | None = None) -> ListResult:
         """The direct children of ``path``: "directories" (prefixes of deeper files) and files."""
         base = (path or "").strip("/")
         prefixes, objects = set(), []

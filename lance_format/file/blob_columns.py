@@ -20,7 +20,7 @@ from the previous one's starts a new page).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa

@@ -18,7 +18,7 @@ External blobs (a ``uri``) are refused.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa

@@ -13,15 +13,16 @@ u64, position: u64>`` named ``lance.blob.v2``: kind 0 inline ``data``, 1 packed 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError
-from lance_format.schema.arrow_checks import check_array
 from lance_format.io.object_store import ObjectStore
+from lance_format.schema.arrow_checks import check_array
 
 INPUT_TYPE = pa.struct([
     pa.field("kind", pa.uint8()), pa.field("data", pa.large_binary()), pa.field("uri", pa.string()),

@@ -27,7 +27,8 @@ from __future__ import annotations
 import functools
 import struct
 import threading
-from typing import Callable, Mapping, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -214,7 +215,7 @@ class LegacyFileReader:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "LegacyFileReader":
+    def __enter__(self) -> LegacyFileReader:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import struct
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -336,7 +336,7 @@ class LegacyFileWriter:
         finally:
             self.store.delete(self.path, missing_ok=True)
 
-    def __enter__(self) -> "LegacyFileWriter":
+    def __enter__(self) -> LegacyFileWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -25,7 +25,7 @@ class ColumnPlan:
 
     field: pa.Field
     column: int
-    children: list["ColumnPlan"] = field(default_factory=list)
+    children: list[ColumnPlan] = field(default_factory=list)
 
 
 def plans_for_schema(schema: LanceSchema) -> list[ColumnPlan]:

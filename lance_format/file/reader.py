@@ -29,9 +29,9 @@ from lance_format.encodings.buffers import DecodeContext
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, StorageAccessError
 from lance_format.file.container import FileMetadata, encoding_bytes, read_file_metadata, unpack_any
 from lance_format.file.plans import ColumnPlan
-from lance_format.io.counters import count_reads
 from lance_format.file.reader_structural import StructuralReader
 from lance_format.file.reader_v2_0 import ArrayEncodedReader
+from lance_format.io.counters import count_reads
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import file2_pb2, file_pb2
 from lance_format.schema import LanceSchema
@@ -76,7 +76,7 @@ class LanceFileReader:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "LanceFileReader":
+    def __enter__(self) -> LanceFileReader:
         return self
 
     def __exit__(self, *exc) -> None:

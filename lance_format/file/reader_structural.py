@@ -59,7 +59,7 @@ class StructuralReader:
     a leaf column is checked against the file's row count when it is first opened.
     """
 
-    def __init__(self, reader: "LanceFileReader") -> None:
+    def __init__(self, reader: LanceFileReader) -> None:
         self.reader = reader
         self.path = reader.path
         self.num_rows = reader.num_rows

@@ -18,12 +18,18 @@ a small window of a page decodes only that window when the encoding allows.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.array_v2_0.decode import ListOffsetsPage, decode_leaf, decode_leaf_window, decode_list_offsets
+from lance_format.encodings.array_v2_0.decode import (
+    ListOffsetsPage,
+    decode_leaf,
+    decode_leaf_window,
+    decode_list_offsets,
+)
 from lance_format.encodings.buffers import DecodeContext, bools_to_bitmap
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_format.file.plans import ColumnPlan
@@ -63,7 +69,7 @@ def _is_binary_like(data_type: pa.DataType) -> bool:
 class _Column:
     """Page index and decoded-page cache of one file column."""
 
-    def __init__(self, reader: "LanceFileReader", index: int) -> None:
+    def __init__(self, reader: LanceFileReader, index: int) -> None:
         self.reader = reader
         self.index = index
         self.pages = reader.metadata.columns[index].pages
@@ -77,7 +83,7 @@ class _Column:
         self._fetched: dict[int, pa.Buffer] = {}  # page -> its buffers' bytes, fetched ahead
         self.ctx = DecodeContext(reader.path, str(index))
 
-    def named(self, name: str) -> "_Column":
+    def named(self, name: str) -> _Column:
         self.ctx = DecodeContext(self.reader.path, name)
         return self
 
@@ -219,7 +225,7 @@ class ArrayEncodedReader:
     this class checks the column tree against the plans and decodes the pages.
     """
 
-    def __init__(self, reader: "LanceFileReader") -> None:
+    def __init__(self, reader: LanceFileReader) -> None:
         self.reader = reader
         self.path = reader.path
         self.num_rows = reader.num_rows

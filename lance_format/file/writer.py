@@ -28,17 +28,6 @@ from lance_format.encodings.structural.encode_page import (
     column_leaves,
 )
 from lance_format.errors import LanceError, SchemaMismatchError, UnsupportedFeatureError
-from lance_format.file.container import (
-    PAD_BYTE,
-    build_tail,
-    direct_encoding,
-    pack_any,
-    pad_len,
-)
-from lance_format.file.writer_v2_0 import ColumnWriter, make_column_writer
-from lance_format.io.object_store import ObjectStore
-from lance_format.proto import encodings_v2_0_pb2, file2_pb2, file_pb2
-from lance_format.schema import LanceField, LanceSchema
 from lance_format.file.blob_columns import (
     BLOB_COLUMN_ENCODING_V2_0,
     BlobColumnWriterV2_0,
@@ -53,6 +42,17 @@ from lance_format.file.blob_v2_columns import (
     descriptor_protos,
     descriptor_writer,
 )
+from lance_format.file.container import (
+    PAD_BYTE,
+    build_tail,
+    direct_encoding,
+    pack_any,
+    pad_len,
+)
+from lance_format.file.writer_v2_0 import ColumnWriter, make_column_writer
+from lance_format.io.object_store import ObjectStore
+from lance_format.proto import encodings_v2_0_pb2, file2_pb2, file_pb2
+from lance_format.schema import LanceField, LanceSchema
 from lance_format.schema.blob import is_blob_field, is_blob_v2
 
 DEFAULT_MAX_PAGE_BYTES = 8 * 1024 * 1024
@@ -358,7 +358,7 @@ class LanceFileWriter:
             if self._sidecars is not None:
                 self._sidecars.abort()
 
-    def __enter__(self) -> "LanceFileWriter":
+    def __enter__(self) -> LanceFileWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

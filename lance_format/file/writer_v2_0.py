@@ -18,8 +18,8 @@ in the file.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 import uuid as uuid_mod
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from pyroaring import BitMap
 

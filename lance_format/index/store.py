@@ -8,7 +8,7 @@ index files have footer (0, 3), a 2.2 table's (2, 2)); :func:`index_file_version
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa

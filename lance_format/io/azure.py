@@ -21,15 +21,23 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import ParseResult
 
 import pyarrow.fs as pafs
 
 from lance_format.errors import InvalidInputError, StorageAccessError, UnsupportedFeatureError
-from lance_format.io.backend import (DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, list_in_pages, missing_extra,
-                                    split_bucket_uri, with_retries)
+from lance_format.io.backend import (
+    DEFAULT_MAX_RETRIES,
+    BlobBackend,
+    ObjectInfo,
+    list_in_pages,
+    missing_extra,
+    split_bucket_uri,
+    with_retries,
+)
 from lance_format.io.storage_options import ClientSettings, OptionSpec, check_endpoint, client_settings, truthy
 
 T = TypeVar("T")
@@ -202,7 +210,7 @@ class AzureBackend(BlobBackend):
         self._container: Any = None
 
     @classmethod
-    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> "AzureBackend":
+    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> AzureBackend:
         container, account, prefix = _split_uri(uri, parsed)
         display = uri.rstrip("/")
         config = azure_config(container, account, options, table=display)

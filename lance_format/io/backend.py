@@ -20,9 +20,10 @@ import random
 import tempfile
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any, Callable, ClassVar, Iterator, Mapping, Sequence, TypeVar
+from typing import IO, Any, ClassVar, TypeVar
 from urllib.parse import ParseResult, urlparse
 
 import pyarrow as pa
@@ -75,7 +76,7 @@ class StorageBackend(ABC):
 
     @classmethod
     @abstractmethod
-    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> "StorageBackend":
+    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> StorageBackend:
         """Validate ``options`` (normalized keys) for this store and open the table root ``uri``."""
 
     @property
@@ -194,8 +195,9 @@ def missing_extra(exc: ImportError, scheme: str, package: str, extra: str, requi
 
 def split_bucket_uri(uri: str, parsed: ParseResult, example: str) -> tuple[str, str]:
     """(bucket, normalized key prefix) of ``scheme://bucket/prefix``; refuses prefixes leaving the bucket."""
-    from lance_format.errors import InvalidInputError
     import posixpath
+
+    from lance_format.errors import InvalidInputError
 
     bucket = parsed.netloc
     if not bucket or parsed.query or parsed.fragment:

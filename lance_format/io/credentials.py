@@ -16,7 +16,8 @@ from __future__ import annotations
 import importlib
 import json
 import threading
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from lance_format.errors import InvalidInputError
 

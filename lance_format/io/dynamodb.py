@@ -28,7 +28,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import parse_qsl, urlparse
 
 from lance_format.errors import InvalidInputError, StorageAccessError, UnsupportedFeatureError

@@ -20,15 +20,23 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import ParseResult
 
 import pyarrow.fs as pafs
 
 from lance_format.errors import InvalidInputError, StorageAccessError, UnsupportedFeatureError
-from lance_format.io.backend import (DEFAULT_MAX_RETRIES, BlobBackend, ObjectInfo, list_in_pages, missing_extra,
-                                    split_bucket_uri, with_retries)
+from lance_format.io.backend import (
+    DEFAULT_MAX_RETRIES,
+    BlobBackend,
+    ObjectInfo,
+    list_in_pages,
+    missing_extra,
+    split_bucket_uri,
+    with_retries,
+)
 from lance_format.io.storage_options import ClientSettings, OptionSpec, check_endpoint, client_settings, truthy
 
 T = TypeVar("T")
@@ -169,7 +177,7 @@ class GcsBackend(BlobBackend):
         self._bucket: Any = None
 
     @classmethod
-    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> "GcsBackend":
+    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> GcsBackend:
         bucket, prefix = split_bucket_uri(uri, parsed, "gs://bucket/path/to/table")
         root = f"{bucket}/{prefix}" if prefix else bucket
         display = f"gs://{root}"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 from urllib.parse import ParseResult
 
 import pyarrow as pa
@@ -31,7 +31,7 @@ class LocalBackend(StorageBackend):
         self._fs = pafs.LocalFileSystem()
 
     @classmethod
-    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> "LocalBackend":
+    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> LocalBackend:
         local = parsed.path if parsed.scheme == "file" else uri
         return cls(os.path.abspath(os.path.expanduser(local)).rstrip("/") or "/")
 

@@ -28,8 +28,9 @@ import logging
 import posixpath
 import re
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
 from lance_format.errors import CorruptFileError, InvalidInputError
@@ -127,7 +128,7 @@ def register_manifest_store(scheme: str, factory: ManifestStoreFactory) -> None:
 
 def open_external_manifests(
     uri: str, options: dict[str, str], credential_provider: Callable[[], Mapping[str, Any]] | None = None,
-) -> "ExternalManifests | None":
+) -> ExternalManifests | None:
     """The external manifests of ``uri`` when its scheme names a manifest store, else None.
 
     A ``credential_provider`` (the storage option) goes to the store too when it has a
@@ -188,7 +189,7 @@ class ExternalManifests:
     def _stored(self, relative: str) -> str:
         return posixpath.join(self.base_uri, relative) if self.base_uri else relative
 
-    def _relative(self, stored: str, objects: "ObjectStore") -> str:
+    def _relative(self, stored: str, objects: ObjectStore) -> str:
         prefix = self.base_uri + "/" if self.base_uri else ""
         if not stored.startswith(prefix):
             raise CorruptFileError(f"the manifest store points outside the table ({stored!r})", table=objects.uri,
@@ -196,7 +197,7 @@ class ExternalManifests:
         return stored[len(prefix):]
 
     # -- lookups (finishing interrupted commits) ------------------------------------------------
-    def latest(self, objects: "ObjectStore") -> tuple[int, str] | None:
+    def latest(self, objects: ObjectStore) -> tuple[int, str] | None:
         """(version, table-relative manifest path) of the latest committed version, or None when
         the store has no entry for the table."""
         location = self.store.get_latest(self.base_uri)
@@ -204,12 +205,12 @@ class ExternalManifests:
             return None
         return location.version, self.finalize(objects, location)
 
-    def version(self, objects: "ObjectStore", version: int) -> str | None:
+    def version(self, objects: ObjectStore, version: int) -> str | None:
         """The table-relative manifest path of ``version``, or None when the store has no entry."""
         location = self.store.get(self.base_uri, version)
         return None if location is None else self.finalize(objects, location)
 
-    def finalize(self, objects: "ObjectStore", location: ManifestLocation) -> str:
+    def finalize(self, objects: ObjectStore, location: ManifestLocation) -> str:
         """Finish the commit of ``location`` if its manifest is still staged; the final path."""
         relative = self._relative(location.path, objects)
         if not location.staged:
@@ -227,7 +228,7 @@ class ExternalManifests:
         return final
 
     # -- commits -----------------------------------------------------------------------------
-    def commit(self, objects: "ObjectStore", version: int, final: str, data: bytes) -> bool:
+    def commit(self, objects: ObjectStore, version: int, final: str, data: bytes) -> bool:
         """Commit ``data`` as ``version``'s manifest at the table-relative path ``final``; False
         when another writer committed ``version`` first."""
         staged = staged_path(final)
@@ -256,7 +257,7 @@ class ExternalManifests:
                          "finishes it", version, objects.uri, exc)
         return True
 
-    def _finish(self, objects: "ObjectStore", version: int, staged: str, final: str, data: bytes) -> None:
+    def _finish(self, objects: ObjectStore, version: int, staged: str, final: str, data: bytes) -> None:
         # Copy (a plain PUT: every finisher writes the same bytes), then flip the entry, then
         # drop the staged file, in that order: the entry must never name a missing manifest.
         objects.write_bytes(final, data)

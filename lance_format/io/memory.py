@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import ParseResult
 
 from lance_format.errors import InvalidInputError
@@ -44,7 +44,7 @@ class MemoryBackend(BlobBackend):
                 self._objects = _STORES.setdefault(name, {})
 
     @classmethod
-    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> "MemoryBackend":
+    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> MemoryBackend:
         MEMORY_OPTIONS.resolve(options, table=uri)  # generic client keys are accepted and have no effect
         if not (parsed.netloc or parsed.path.strip("/")):
             return cls("memory://", _ANONYMOUS, None)
@@ -77,13 +77,13 @@ class MemoryBackend(BlobBackend):
 
     def write(self, path: str, data: bytes) -> None:
         with _LOCK:
-            self._objects[path] = (bytes(data), datetime.now(timezone.utc))
+            self._objects[path] = (bytes(data), datetime.now(UTC))
 
     def put_if_absent(self, path: str, data: bytes, *, relative: str) -> bool:
         with _LOCK:
             if path in self._objects:
                 return False
-            self._objects[path] = (bytes(data), datetime.now(timezone.utc))
+            self._objects[path] = (bytes(data), datetime.now(UTC))
             return True
 
     def delete(self, path: str) -> None:

@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lance_format.errors import CorruptFileError, InvalidInputError, LanceError, PathEscapeError, StorageAccessError
-from lance_format.io.counters import IOCounters, count_reads
 from lance_format.io.backend import SUPPORTED_SCHEMES, StorageBackend, open_backend  # noqa: F401 (re-export)
-from lance_format.io.credentials import CREDENTIAL_PROVIDER, split_credential_provider  # noqa: F401 (re-export)
-from lance_format.io.credentials import CREDENTIAL_PROVIDER_ARGS
-from lance_format.io.options_accessor import StorageOptionsAccessor
+from lance_format.io.counters import IOCounters, count_reads
+from lance_format.io.credentials import CREDENTIAL_PROVIDER, CREDENTIAL_PROVIDER_ARGS, split_credential_provider  # noqa: F401 (re-export)
 from lance_format.io.manifest_store import ExternalManifests, open_external_manifests
+from lance_format.io.options_accessor import StorageOptionsAccessor
 from lance_format.io.storage_options import normalize_storage_options
 
 T = TypeVar("T")
@@ -104,7 +104,7 @@ class ObjectStore:
             options[CREDENTIAL_PROVIDER] = self._credential_provider
         return options
 
-    def sibling(self, uri: str) -> "ObjectStore":
+    def sibling(self, uri: str) -> ObjectStore:
         """Another table root (a branch, a base path) opened with this store's options and
         credential provider."""
         return object_store_for(uri, self._reopen_options())

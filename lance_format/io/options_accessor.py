@@ -13,7 +13,8 @@ import hashlib
 import json
 import threading
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 # pylance refreshes credentials this long before they expire
 REFRESH_OFFSET_SECS = 60
@@ -30,7 +31,7 @@ class StorageOptionsAccessor:
         self._fetched: dict[str, str] | None = None
 
     @staticmethod
-    def with_static_options(options: Mapping[str, str]) -> "StorageOptionsAccessor":
+    def with_static_options(options: Mapping[str, str]) -> StorageOptionsAccessor:
         """An accessor of ``options`` alone."""
         return StorageOptionsAccessor(options)
 

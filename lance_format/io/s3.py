@@ -21,8 +21,9 @@ import functools
 import random
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 from urllib.parse import ParseResult, urlparse
 
 import pyarrow.fs as pafs
@@ -411,7 +412,7 @@ class S3Backend(StorageBackend):
         self._refresh_lock = threading.Lock()
 
     @classmethod
-    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> "S3Backend":
+    def open(cls, uri: str, parsed: ParseResult, options: dict[str, str]) -> S3Backend:
         bucket, prefix = split_bucket_uri(uri, parsed, "s3://bucket/path/to/table")
         root = f"{bucket}/{prefix}" if prefix else bucket
         display = f"s3://{root}"

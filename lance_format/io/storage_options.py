@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 

@@ -9,10 +9,10 @@
 from __future__ import annotations
 
 import importlib.util
-
 from abc import ABC, abstractmethod
 
 import lance_namespace
+
 # like pylance's ``lance.namespace``: the interface, request and response models are importable here
 from lance_namespace import *  # noqa: F401,F403
 from lance_namespace import LanceNamespace

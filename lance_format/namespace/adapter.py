@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import Any, Optional
+from typing import Any
 
 import lance_namespace
 
@@ -21,17 +21,17 @@ class RestAdapter:
     """Serve the namespace :func:`connect` builds over REST on ``host:port``
     (port 0 or None: a free port, readable from :attr:`port` after :meth:`start`)."""
 
-    def __init__(self, namespace_client_impl: str, namespace_client_properties: Optional[dict] = None,
-                 session: Any = None, host: Optional[str] = None, port: Optional[int] = None,
-                 token: Optional[str] = None) -> None:
+    def __init__(self, namespace_client_impl: str, namespace_client_properties: dict | None = None,
+                 session: Any = None, host: str | None = None, port: int | None = None,
+                 token: str | None = None) -> None:
         properties = {str(k): str(v) for k, v in (namespace_client_properties or {}).items()}
         self._namespace = connect(namespace_client_impl, properties)
         self.host = host or "127.0.0.1"
         self._requested_port = 2333 if port is None else int(port)
-        self._port: Optional[int] = None
+        self._port: int | None = None
         self._token = token
         self._server: Any = None
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
@@ -63,7 +63,7 @@ class RestAdapter:
             self._thread.join()
         self._server = self._thread = None
 
-    def __enter__(self) -> "RestAdapter":
+    def __enter__(self) -> RestAdapter:
         self.start()
         return self
 

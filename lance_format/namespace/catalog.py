@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +25,7 @@ TABLE, NAMESPACE = "table", "namespace"
 TABLE_SUFFIX = ".lance"
 
 
-def _true(value: Optional[str], default: bool) -> bool:
+def _true(value: str | None, default: bool) -> bool:
     return default if value is None else str(value).strip().lower() in ("true", "1", "yes")
 
 
@@ -37,10 +36,10 @@ class Settings:
     root: str
     manifest_enabled: bool
     dir_listing_enabled: bool
-    storage_options: Optional[dict]
+    storage_options: dict | None
 
     @classmethod
-    def from_properties(cls, properties: dict) -> "Settings":
+    def from_properties(cls, properties: dict) -> Settings:
         from lance_namespace.errors import InvalidInputError
 
         root = properties.get("root")
@@ -91,7 +90,7 @@ class Catalog:
         names = storage.child_folders(self.root, self.settings.storage_options)
         return [n[: -len(TABLE_SUFFIX)] for n in names if n.endswith(TABLE_SUFFIX) and len(n) > len(TABLE_SUFFIX)]
 
-    def table_location(self, table: list[str], rows: Optional[pa.Table] = None) -> Optional[str]:
+    def table_location(self, table: list[str], rows: pa.Table | None = None) -> str | None:
         """The root-relative folder of a table, or None when there is no such table."""
         if self.settings.manifest_enabled:
             rows = self.rows() if rows is None else rows
@@ -104,7 +103,7 @@ class Catalog:
         folder = table[0] + TABLE_SUFFIX
         return folder if storage.folder_exists(self.full(folder), self.settings.storage_options) else None
 
-    def namespace_row(self, namespace: list[str], rows: Optional[pa.Table] = None) -> Optional[dict]:
+    def namespace_row(self, namespace: list[str], rows: pa.Table | None = None) -> dict | None:
         if not self.settings.manifest_enabled:
             return None
         rows = self.rows() if rows is None else rows

@@ -7,21 +7,46 @@ Errors are the ``lance_namespace`` package's typed errors, as pylance raises the
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from lance_namespace import (
-    CreateNamespaceRequest, CreateNamespaceResponse, CreateTableRequest, CreateTableResponse, DeclareTableRequest,
-    DeclareTableResponse, DeregisterTableRequest, DeregisterTableResponse, DescribeNamespaceRequest,
-    DescribeNamespaceResponse, DescribeTableRequest, DescribeTableResponse, DropNamespaceRequest,
-    DropNamespaceResponse, DropTableRequest, DropTableResponse, LanceNamespace, ListNamespacesRequest,
-    ListNamespacesResponse, ListTablesRequest, ListTablesResponse, NamespaceExistsRequest, NamespaceExistsResponse,
-    RegisterTableRequest, RegisterTableResponse, TableExistsRequest, TableExistsResponse,
+    CreateNamespaceRequest,
+    CreateNamespaceResponse,
+    CreateTableRequest,
+    CreateTableResponse,
+    DeclareTableRequest,
+    DeclareTableResponse,
+    DeregisterTableRequest,
+    DeregisterTableResponse,
+    DescribeNamespaceRequest,
+    DescribeNamespaceResponse,
+    DescribeTableRequest,
+    DescribeTableResponse,
+    DropNamespaceRequest,
+    DropNamespaceResponse,
+    DropTableRequest,
+    DropTableResponse,
+    LanceNamespace,
+    ListNamespacesRequest,
+    ListNamespacesResponse,
+    ListTablesRequest,
+    ListTablesResponse,
+    NamespaceExistsRequest,
+    NamespaceExistsResponse,
+    RegisterTableRequest,
+    RegisterTableResponse,
+    TableExistsRequest,
+    TableExistsResponse,
 )
 from lance_namespace.errors import (
-    NamespaceAlreadyExistsError, NamespaceNotEmptyError, NamespaceNotFoundError, TableAlreadyExistsError,
-    TableNotFoundError, UnsupportedOperationError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedOperationError,
 )
 
 from lance_format.errors import CommitConflictError, DatasetAlreadyExistsError
@@ -31,7 +56,7 @@ from lance_format.namespace.ids import DELIMITER, check_id, check_location, inva
 from lance_format.namespace.table_requests import TableRequests
 
 
-def _page(names: list[str], page_token: Optional[str], limit: Optional[int]) -> tuple[list[str], Optional[str]]:
+def _page(names: list[str], page_token: str | None, limit: int | None) -> tuple[list[str], str | None]:
     """Sorted names after ``page_token``; the next token when ``limit`` cut the list."""
     names = sorted(set(names))
     if page_token:
@@ -81,16 +106,16 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
             self._need_manifest(f"Multi-level table id {table!r}")
         return table
 
-    def _location(self, table: list[str], rows: Optional[pa.Table] = None) -> str:
+    def _location(self, table: list[str], rows: pa.Table | None = None) -> str:
         location = self._catalog.table_location(table, rows)
         if location is None:
             raise TableNotFoundError(f"Table not found: {object_id(table)!r} under {self._settings.root}")
         return location
 
-    def _storage_options(self) -> Optional[dict]:
+    def _storage_options(self) -> dict | None:
         return self._settings.storage_options
 
-    def _check_namespace(self, namespace: list[str], rows: Optional[pa.Table] = None) -> None:
+    def _check_namespace(self, namespace: list[str], rows: pa.Table | None = None) -> None:
         if namespace and self._catalog.namespace_row(namespace, rows) is None:
             raise NamespaceNotFoundError(f"Namespace not found: {object_id(namespace)!r}")
 
@@ -260,7 +285,7 @@ class DirectoryNamespace(TableRequests, LanceNamespace):
         return TableExistsResponse()
 
     # -- creating and dropping tables -------------------------------------------------------
-    def _add_table(self, table: list[str], location: str, metadata: Optional[str] = None) -> None:
+    def _add_table(self, table: list[str], location: str, metadata: str | None = None) -> None:
         """Add a table's manifest row (V2), refusing when another writer added the id first."""
         key = object_id(table)
 

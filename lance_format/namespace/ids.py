@@ -7,7 +7,7 @@ its root (or into oddly escaped folders); this engine refuses them with the pack
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 DELIMITER = "$"
 _FORBIDDEN = ("/", "\\", "\x00", DELIMITER)

@@ -10,7 +10,7 @@ conflict re-read and re-apply, so two writers of the same id see each other's ro
 from __future__ import annotations
 
 import json
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import pyarrow as pa
 
@@ -36,19 +36,19 @@ SCHEMA = pa.schema([
 ])
 
 
-def encode_metadata(properties: Optional[dict]) -> Optional[str]:
+def encode_metadata(properties: dict | None) -> str | None:
     """Properties as pylance stores them: compact JSON, or null when there are none."""
     return json.dumps(properties, separators=(",", ":")) if properties else None
 
 
-def decode_metadata(text: Optional[str]) -> Optional[dict]:
+def decode_metadata(text: str | None) -> dict | None:
     return json.loads(text) if text else None
 
 
 class ManifestTable:
     """The ``__manifest`` table under a namespace root."""
 
-    def __init__(self, root: str, storage_options: Optional[dict] = None) -> None:
+    def __init__(self, root: str, storage_options: dict | None = None) -> None:
         self.uri = f"{root}/{MANIFEST_TABLE}"
         self.storage_options = storage_options
 
@@ -56,7 +56,7 @@ class ManifestTable:
     def empty() -> pa.Table:
         return SCHEMA.empty_table()
 
-    def _open(self) -> Optional[LanceDataset]:
+    def _open(self) -> LanceDataset | None:
         try:
             return LanceDataset(self.uri, storage_options=self.storage_options)
         except DatasetNotFoundError:
@@ -109,7 +109,7 @@ class ManifestTable:
                storage_options=self.storage_options, enable_v2_manifest_paths=True, max_retries=0)
 
 
-def row(object_id: str, object_type: str, location: Optional[str], metadata: Optional[str]) -> pa.Table:
+def row(object_id: str, object_type: str, location: str | None, metadata: str | None) -> pa.Table:
     """One manifest row."""
     return pa.Table.from_pylist([{"object_id": object_id, "object_type": object_type, "location": location,
                                   "metadata": metadata, "base_objects": None}], schema=SCHEMA)
@@ -122,7 +122,7 @@ def without(rows: pa.Table, object_id: str) -> pa.Table:
     return rows.filter(pc.invert(pc.equal(rows["object_id"], object_id)))
 
 
-def lookup(rows: pa.Table, object_id: str) -> Optional[dict]:
+def lookup(rows: pa.Table, object_id: str) -> dict | None:
     """The row of ``object_id`` as a dict, or None."""
     import pyarrow.compute as pc
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import lance_namespace
 import lance_namespace_urllib3_client as client
@@ -84,7 +85,7 @@ class RestNamespace(LanceNamespace):
                 return getattr(api, name)
         raise lance_namespace.UnsupportedOperationError(f"{name} is not in the REST client")
 
-    def _call(self, name: str, request: Any, data: Optional[bytes] = None) -> Any:
+    def _call(self, name: str, request: Any, data: bytes | None = None) -> Any:
         method = self._method(name)
         ident = list(getattr(request, "id", None) or [])
         kwargs: dict[str, Any] = {}
@@ -112,7 +113,7 @@ class RestNamespace(LanceNamespace):
             _raise_typed(exc)
 
     def _operation(name: str) -> Callable[..., Any]:  # type: ignore[misc]  # noqa: N805 - builds methods
-        def call(self: "RestNamespace", request: Any, request_data: Optional[bytes] = None) -> Any:
+        def call(self: RestNamespace, request: Any, request_data: bytes | None = None) -> Any:
             result = self._call(name, request, request_data)
             if name == "count_table_rows":
                 return lance_namespace.CountTableRowsResponse(count=int(result))

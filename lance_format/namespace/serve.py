@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m lance_format.namespace.serve", description=__doc__)
     parser.add_argument("--root", required=True, help="the catalog's folder or object-store URI")
     parser.add_argument("--host", default="127.0.0.1")

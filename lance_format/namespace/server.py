@@ -17,8 +17,10 @@ from __future__ import annotations
 import hmac
 import json
 import typing
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
+import lance_namespace
 from lance_namespace import LanceNamespace
 from lance_namespace import errors as ns_errors
 from starlette.applications import Starlette
@@ -27,7 +29,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-import lance_namespace
 from lance_format.namespace.routes import EMPTY_OUT, NAMESPACE_ROUTES, ROWS_IN, ROWS_OUT, TABLE_ROUTES
 
 E = ns_errors.ErrorCode
@@ -42,7 +43,7 @@ _STATUS = {
     E.SERVICE_UNAVAILABLE: 503, E.THROTTLING: 429, E.INTERNAL: 500,
 }
 
-def parse_id(text: str, delimiter: Optional[str]) -> list[str]:
+def parse_id(text: str, delimiter: str | None) -> list[str]:
     """The object id of a path segment (the delimiter alone: the root namespace)."""
     delimiter = delimiter or "$"
     if text == delimiter:
@@ -98,7 +99,7 @@ def _request_model(model: Any, body: dict, request: Request, ident: list[str]) -
     return model.from_dict(fields)
 
 
-def _checker(token: Optional[str]) -> Callable[[Request], bool]:
+def _checker(token: str | None) -> Callable[[Request], bool]:
     def allowed(request: Request) -> bool:
         if token is None:
             return True
@@ -110,7 +111,7 @@ def _checker(token: Optional[str]) -> Callable[[Request], bool]:
     return allowed
 
 
-def create_app(namespace: LanceNamespace, *, token: Optional[str] = None) -> Starlette:
+def create_app(namespace: LanceNamespace, *, token: str | None = None) -> Starlette:
     """The ASGI app serving ``namespace``; with ``token``, requests must present it."""
     allowed = _checker(token)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import pyarrow.fs as pafs
 
@@ -20,7 +19,7 @@ def normalize_root(root: str) -> str:
     return root.rstrip("/") if len(root) > 1 else root
 
 
-def child_folders(root: str, storage_options: Optional[dict] = None) -> list[str]:
+def child_folders(root: str, storage_options: dict | None = None) -> list[str]:
     """Names of the folders directly under ``root`` (object stores: the first path components)."""
     store = ObjectStore(root, storage_options)
     backend = store.backend
@@ -32,22 +31,22 @@ def child_folders(root: str, storage_options: Optional[dict] = None) -> list[str
     return sorted(names)
 
 
-def folder_exists(location: str, storage_options: Optional[dict] = None) -> bool:
+def folder_exists(location: str, storage_options: dict | None = None) -> bool:
     """Whether a table folder holds anything (versions, or the marker of a declared table)."""
     store = ObjectStore(location, storage_options)
     return store.exists(RESERVED_MARKER) or bool(store.list_dir("_versions"))
 
 
-def reserve(location: str, storage_options: Optional[dict] = None) -> bool:
+def reserve(location: str, storage_options: dict | None = None) -> bool:
     """Write the declared-table marker; False when it already exists."""
     return ObjectStore(location, storage_options).put_if_not_exists(RESERVED_MARKER, b"")
 
 
-def is_only_declared(location: str, storage_options: Optional[dict] = None) -> bool:
+def is_only_declared(location: str, storage_options: dict | None = None) -> bool:
     return not ObjectStore(location, storage_options).list_dir("_versions")
 
 
-def delete_folder(location: str, storage_options: Optional[dict] = None) -> None:
+def delete_folder(location: str, storage_options: dict | None = None) -> None:
     """Delete a table folder and everything in it."""
     store = ObjectStore(location, storage_options)
     store.delete_dir_contents()

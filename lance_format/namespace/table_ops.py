@@ -7,7 +7,7 @@ the table at its location with this engine and uses the dataset API pylance user
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -16,7 +16,7 @@ from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.namespace.ids import invalid_input
 
 
-def read_ipc(data: Optional[bytes], table: str) -> pa.Table:
+def read_ipc(data: bytes | None, table: str) -> pa.Table:
     """The rows of an Arrow IPC stream (or file) sent with a request."""
     if not data:
         raise invalid_input(f"table {table!r}: the request carries no Arrow IPC data")
@@ -36,11 +36,11 @@ def ipc_file(table: pa.Table) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def create(location: str, rows: pa.Table, storage_options: Optional[dict]) -> LanceDataset:
+def create(location: str, rows: pa.Table, storage_options: dict | None) -> LanceDataset:
     return write_dataset(rows, location, mode="create", storage_options=storage_options)
 
 
-def insert(location: str, rows: pa.Table, mode: Optional[str], storage_options: Optional[dict]) -> LanceDataset:
+def insert(location: str, rows: pa.Table, mode: str | None, storage_options: dict | None) -> LanceDataset:
     mode = (mode or "append").lower()
     if mode not in ("append", "overwrite"):
         raise invalid_input(f"{location}: insert mode must be 'append' or 'overwrite', got {mode!r}")
@@ -60,7 +60,7 @@ def merge_insert(ds: LanceDataset, rows: pa.Table, request: Any) -> dict:
     return dict(builder.execute(rows))
 
 
-def update(ds: LanceDataset, predicate: Optional[str], updates: list) -> int:
+def update(ds: LanceDataset, predicate: str | None, updates: list) -> int:
     """``updates`` as ``[[column, SQL expression], ...]``: the number of rows updated."""
     pairs = {}
     for pair in updates or []:
@@ -73,7 +73,7 @@ def update(ds: LanceDataset, predicate: Optional[str], updates: list) -> int:
     return int(result["num_rows_updated"])
 
 
-def delete(ds: LanceDataset, predicate: Optional[str]) -> None:
+def delete(ds: LanceDataset, predicate: str | None) -> None:
     if not predicate:
         raise invalid_input(f"{ds.uri}: delete_from_table needs a predicate")
     ds.delete(predicate)

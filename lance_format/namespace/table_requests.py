@@ -7,21 +7,52 @@ the ``lance_namespace`` response models.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from lance_namespace import (
-    CreateTableBranchRequest, CreateTableBranchResponse, DeleteTableBranchRequest, DeleteTableBranchResponse,
-    ListTableBranchesRequest, ListTableBranchesResponse,
-    CountTableRowsRequest, CountTableRowsResponse, CreateTableTagRequest, CreateTableTagResponse, DeleteFromTableRequest,
-    DeleteFromTableResponse, DeleteTableTagRequest, DeleteTableTagResponse, DescribeTableVersionRequest,
-    DescribeTableVersionResponse, GetTableTagVersionRequest, GetTableTagVersionResponse, InsertIntoTableRequest,
-    InsertIntoTableResponse, ListTableTagsRequest, ListTableTagsResponse, ListTableVersionsRequest,
-    ListTableVersionsResponse, MergeInsertIntoTableRequest, MergeInsertIntoTableResponse, QueryTableRequest, QueryTableResponse,
-    RestoreTableRequest, RestoreTableResponse, TableVersion, UpdateTableRequest, UpdateTableResponse,
-    UpdateTableTagRequest, UpdateTableTagResponse,
+    CountTableRowsRequest,
+    CountTableRowsResponse,
+    CreateTableBranchRequest,
+    CreateTableBranchResponse,
+    CreateTableTagRequest,
+    CreateTableTagResponse,
+    DeleteFromTableRequest,
+    DeleteFromTableResponse,
+    DeleteTableBranchRequest,
+    DeleteTableBranchResponse,
+    DeleteTableTagRequest,
+    DeleteTableTagResponse,
+    DescribeTableVersionRequest,
+    DescribeTableVersionResponse,
+    GetTableTagVersionRequest,
+    GetTableTagVersionResponse,
+    InsertIntoTableRequest,
+    InsertIntoTableResponse,
+    ListTableBranchesRequest,
+    ListTableBranchesResponse,
+    ListTableTagsRequest,
+    ListTableTagsResponse,
+    ListTableVersionsRequest,
+    ListTableVersionsResponse,
+    MergeInsertIntoTableRequest,
+    MergeInsertIntoTableResponse,
+    QueryTableRequest,
+    QueryTableResponse,
+    RestoreTableRequest,
+    RestoreTableResponse,
+    TableVersion,
+    UpdateTableRequest,
+    UpdateTableResponse,
+    UpdateTableTagRequest,
+    UpdateTableTagResponse,
 )
 from lance_namespace.errors import (
-    TableBranchAlreadyExistsError, TableBranchNotFoundError, TableNotFoundError, TableTagAlreadyExistsError, TableTagNotFoundError, TableVersionNotFoundError,
+    TableBranchAlreadyExistsError,
+    TableBranchNotFoundError,
+    TableNotFoundError,
+    TableTagAlreadyExistsError,
+    TableTagNotFoundError,
+    TableVersionNotFoundError,
 )
 from lance_namespace_urllib3_client.models import BranchContents, TagContents
 
@@ -38,7 +69,7 @@ if TYPE_CHECKING:
 class TableRequests:
     """Operations on one table's rows, versions and tags."""
 
-    _catalog: "Catalog"
+    _catalog: Catalog
 
     def _table_id(self, parts: Any) -> list[str]:
         raise NotImplementedError
@@ -46,10 +77,10 @@ class TableRequests:
     def _location(self, table: list[str], rows: Any = None) -> str:
         raise NotImplementedError
 
-    def _storage_options(self) -> Optional[dict]:
+    def _storage_options(self) -> dict | None:
         raise NotImplementedError
 
-    def _open(self, table: list[str], version: Optional[int] = None) -> LanceDataset:
+    def _open(self, table: list[str], version: int | None = None) -> LanceDataset:
         full = self._catalog.full(self._location(table))
         try:
             return LanceDataset(full, version, storage_options=self._storage_options())

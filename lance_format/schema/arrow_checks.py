@@ -20,7 +20,7 @@ path for nested fields), the chunk and what is wrong.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa

@@ -25,7 +25,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.schema.extensions import with_extension_types
-
 from lance_format.schema.fields import LanceField, LanceSchema
 
 BLOB_META_KEY = "lance-encoding:blob"

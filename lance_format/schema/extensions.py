@@ -16,7 +16,7 @@ logical type ``json``, extension name ``lance.json``, ``large_binary`` values ho
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -144,7 +144,7 @@ def _has_json(data_type: pa.DataType) -> bool:
     return False
 
 
-def _rebuild(array: pa.Array, target: pa.DataType, convert: "Callable[[pa.Array, pa.DataType], pa.Array]") -> pa.Array:
+def _rebuild(array: pa.Array, target: pa.DataType, convert: Callable[[pa.Array, pa.DataType], pa.Array]) -> pa.Array:
     """``array`` (a struct or list) with its children converted by ``convert`` to ``target``."""
     mask = array.is_null() if array.null_count else None
     if pa.types.is_struct(target):

@@ -6,14 +6,13 @@ Field ids are assigned depth-first from 0 when a table is created; a field added
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.proto import file_pb2
-from lance_format.schema.pylance_fields import FieldList, schema_debug_text
 from lance_format.schema.extensions import (
     BFLOAT16,
     EXTENSION_NAME_KEY,
@@ -23,6 +22,7 @@ from lance_format.schema.extensions import (
     storage_field,
 )
 from lance_format.schema.logical_types import arrow_type_of, is_nested_logical_type, logical_type_of
+from lance_format.schema.pylance_fields import FieldList, schema_debug_text
 
 PRIMARY_KEY_KEY = "lance-schema:unenforced-primary-key"  # field metadata official Lance reads
 
@@ -65,7 +65,7 @@ class LanceField:
     logical_type: str
     nullable: bool = True
     parent_id: int = -1
-    children: list["LanceField"] = field(default_factory=list)
+    children: list[LanceField] = field(default_factory=list)
     metadata: dict[str, bytes] = field(default_factory=dict)
     encoding: int = ENCODING_NONE
     # The protobuf this field was read from; carries fields this engine does not model. Not part
@@ -82,7 +82,7 @@ class LanceField:
         return pa.field(self.name, self.data_type, self.nullable, metadata=metadata)
 
     @classmethod
-    def from_arrow(cls, arrow_field: pa.Field, next_id: list[int], parent_id: int = -1) -> "LanceField":
+    def from_arrow(cls, arrow_field: pa.Field, next_id: list[int], parent_id: int = -1) -> LanceField:
         data_type = arrow_field.type
         if pa.types.is_map(data_type) and data_type.keys_sorted:
             raise UnsupportedFeatureError(
@@ -177,12 +177,12 @@ class LanceField:
         return int(self.proto.unenforced_primary_key_position) if self.proto is not None else 0
 
     # -- traversal ---------------------------------------------------------------------------
-    def walk(self) -> Iterator["LanceField"]:
+    def walk(self) -> Iterator[LanceField]:
         yield self
         for child in self.children:
             yield from child.walk()
 
-    def leaves(self) -> Iterator["LanceField"]:
+    def leaves(self) -> Iterator[LanceField]:
         if not self.children:
             yield self
         for child in self.children:
@@ -205,7 +205,7 @@ class LanceSchema:
         return schema_debug_text(self.fields, self.metadata)
 
     @classmethod
-    def from_arrow(cls, schema: pa.Schema, first_id: int = 0) -> "LanceSchema":
+    def from_arrow(cls, schema: pa.Schema, first_id: int = 0) -> LanceSchema:
         next_id = [first_id]
         names = [f.name for f in schema]
         duplicates = {n for n in names if names.count(n) > 1}
@@ -217,7 +217,7 @@ class LanceSchema:
         return cls(fields, metadata)
 
     @classmethod
-    def from_protos(cls, protos: "list[file_pb2.Field]", metadata: Mapping[str, bytes]) -> "LanceSchema":
+    def from_protos(cls, protos: list[file_pb2.Field], metadata: Mapping[str, bytes]) -> LanceSchema:
         by_id: dict[int, LanceField] = {}
         top: list[LanceField] = []
         for pb in protos:
@@ -244,7 +244,7 @@ class LanceSchema:
         return cls(top, dict(metadata))
 
     @classmethod
-    def _from_protos(cls, metadata_json: str, *field_protos: bytes) -> "LanceSchema":
+    def _from_protos(cls, metadata_json: str, *field_protos: bytes) -> LanceSchema:
         """pylance's ``LanceSchema._from_protos``: a schema from serialized ``Field`` messages (parents
         before children) and its metadata as JSON (key -> list of byte values).
 
@@ -283,7 +283,7 @@ class LanceSchema:
         return [pb for f in self.fields for pb in f.to_protos()]
 
     @classmethod
-    def from_pyarrow(cls, schema: pa.Schema) -> "LanceSchema":
+    def from_pyarrow(cls, schema: pa.Schema) -> LanceSchema:
         """pylance's name for :meth:`from_arrow` (ids from 0)."""
         return cls.from_arrow(schema)
 
@@ -320,7 +320,7 @@ class LanceSchema:
     def names(self) -> list[str]:
         return [f.name for f in self.fields]
 
-    def project(self, names: list[str]) -> "LanceSchema":
+    def project(self, names: list[str]) -> LanceSchema:
         return LanceSchema([self.field(n) for n in names], self.metadata)
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class PylanceField:
     """One field as pylance's ``lance.schema.LanceField`` shows it."""
 
-    def __init__(self, field: "LanceField") -> None:
+    def __init__(self, field: LanceField) -> None:
         self._field = field
 
     def name(self) -> str:
@@ -28,7 +28,7 @@ class PylanceField:
     def id(self) -> int:
         return self._field.id
 
-    def children(self) -> list["PylanceField"]:
+    def children(self) -> list[PylanceField]:
         return [PylanceField(child) for child in self._field.children]
 
     def to_arrow(self) -> pa.Field:
@@ -69,7 +69,7 @@ def _metadata_debug_text(metadata: dict[str, bytes] | dict[str, str]) -> str:
     return "{" + ", ".join(items) + "}"
 
 
-def field_debug_text(field: "LanceField") -> str:
+def field_debug_text(field: LanceField) -> str:
     """A field as pylance's ``repr`` shows it (Rust's ``Debug`` of ``lance_core``'s ``Field``);
     metadata sorted by key (pylance's order is a hash map's); a dictionary column's values are
     not printed (pylance prints the Arrow array)."""
@@ -85,7 +85,7 @@ def field_debug_text(field: "LanceField") -> str:
             f"unenforced_clustering_key_position: None }}")
 
 
-def schema_debug_text(fields: list["LanceField"], metadata: dict[str, bytes]) -> str:
+def schema_debug_text(fields: list[LanceField], metadata: dict[str, bytes]) -> str:
     """A schema as pylance's ``repr(LanceSchema)`` shows it: ``Schema { fields: [...], metadata: {...} }``."""
     return (f"Schema {{ fields: [{', '.join(field_debug_text(f) for f in fields)}], "
             f"metadata: {_metadata_debug_text(metadata)} }}")

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.changes.materialize import ChangeWriter, change_schema
 from lance_format.dataset.changes.plan import (
     NO_CHANGE_OPERATIONS,
     VersionChanges,
@@ -32,7 +33,7 @@ from lance_format.dataset.changes.plan import (
     require_stable_row_ids,
     same_last_updated,
 )
-from lance_format.dataset.changes.materialize import ChangeWriter, change_schema
+from lance_format.dataset.dataset import LanceDataset
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
 from lance_format.spark.common import StorageOptions, pack_options, table_location, use_driver_python

@@ -32,8 +32,9 @@ outputs would have made, the fragments committed, and the small outputs coalesce
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -310,7 +311,7 @@ def estimated_size(df: Any) -> tuple[int | None, int | None]:
     return rows, size
 
 
-def planned_tasks(df: Any, plan: "WritePlan") -> int | None:
+def planned_tasks(df: Any, plan: WritePlan) -> int | None:
     """How many write tasks bring each task's output near the target file size, or None
     when Spark has no estimate (the DataFrame's partitions are then kept)."""
     rows, size = estimated_size(df)
@@ -324,7 +325,7 @@ def planned_tasks(df: Any, plan: "WritePlan") -> int | None:
     return int(wanted)
 
 
-def coalesce_to_target(df: Any, plan: "WritePlan") -> Any:
+def coalesce_to_target(df: Any, plan: WritePlan) -> Any:
     """``df`` with fewer partitions when its estimated size fills fewer files than it has
     partitions: without it, a DataFrame of 2,000 tiny partitions leaves 2,000 tiny fragments.
 

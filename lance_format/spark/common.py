@@ -7,8 +7,9 @@ import re
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from lance_format import errors as lance_errors
 from lance_format.errors import LanceError, UnsupportedFeatureError, WorkerEnvironmentError
@@ -24,7 +25,7 @@ def pack_options(options: Mapping[str, str] | None) -> StorageOptions:
     return tuple(sorted(normalize_storage_options(options).items()))
 
 
-def table_location(uri: "str | os.PathLike[str] | ObjectStore") -> "str | ObjectStore":
+def table_location(uri: str | os.PathLike[str] | ObjectStore) -> str | ObjectStore:
     """A table argument as the engine takes it: an open store or a URI string."""
     return uri if isinstance(uri, (str, ObjectStore)) else os.fspath(uri)
 
@@ -273,7 +274,7 @@ class RowBoundedArrowBatches:
         self._conf = spark.conf
         self._changed = False
 
-    def __enter__(self) -> "RowBoundedArrowBatches":
+    def __enter__(self) -> RowBoundedArrowBatches:
         try:
             if self._conf.get(ARROW_MAX_BYTES_PER_BATCH, None) is None:  # None: not set on the session
                 self._conf.set(ARROW_MAX_BYTES_PER_BATCH, _UNCHECKED_BATCH_BYTES)
@@ -315,7 +316,7 @@ class JobScope:
         self._saved: dict[str, str | None] = {}
         self._batches = RowBoundedArrowBatches(spark)
 
-    def __enter__(self) -> "JobScope":
+    def __enter__(self) -> JobScope:
         self._batches.__enter__()
         if self._sc is not None:
             self._saved = {k: self._sc.getLocalProperty(k) for k in _LOCAL_PROPERTIES}

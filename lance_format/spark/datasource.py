@@ -48,8 +48,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, overload
+from typing import Any, overload
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -60,9 +61,10 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from lance_format.dataset.writing.commit_fragments import IDEMPOTENCY_KEY
 from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.fragment_metadata import FragmentMetadata
 from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.writing.commit_fragments import IDEMPOTENCY_KEY
 from lance_format.errors import InvalidInputError
 from lance_format.io import object_store_for
 from lance_format.spark.catalog_tables import (
@@ -75,12 +77,16 @@ from lance_format.spark.catalog_tables import (
     without_table_options,
 )
 from lance_format.spark.changes import ChangeSpec, plan_changes, version_changes
-from lance_format.dataset.fragment_metadata import FragmentMetadata
 from lance_format.spark.coalesce import StagedOutput, coalescing_from_options
 from lance_format.spark.common import CommitResult
 from lance_format.spark.compaction import compact_after_write, compaction_from_options
-from lance_format.spark.pushed_filters import PUSHDOWN_CONF, filter_sql, pushdown_leaks, running_spark_leaks
-from lance_format.spark.pushed_filters import warn_pushdown_ignored
+from lance_format.spark.pushed_filters import (
+    PUSHDOWN_CONF,
+    filter_sql,
+    pushdown_leaks,
+    running_spark_leaks,
+    warn_pushdown_ignored,
+)
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_partition
 from lance_format.spark.worker_heap import freeze_imported_objects

@@ -13,7 +13,8 @@ A failed task fails the job before anything is committed (its segment files are 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -40,8 +41,8 @@ def _build_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
     yield pa.RecordBatch.from_arrays([pa.array(out, pa.binary())], names=["segment"])
 
 
-def create_scalar_index(spark: Any, uri: str, column: str, index_type: str, name: Optional[str] = None, *,
-                        fragments_per_task: int = 1, storage_options: Optional[dict[str, str]] = None,
+def create_scalar_index(spark: Any, uri: str, column: str, index_type: str, name: str | None = None, *,
+                        fragments_per_task: int = 1, storage_options: dict[str, str] | None = None,
                         **params: Any) -> LanceDataset:
     """Build a scalar index (``BTREE``, ``BITMAP``, ... as ``LanceDataset.create_scalar_index``)
     on ``column`` of the table at ``uri``: segments on the executors, one commit from the driver.

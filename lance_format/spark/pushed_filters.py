@@ -26,7 +26,8 @@ import decimal
 import re
 import struct
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 

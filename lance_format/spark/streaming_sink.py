@@ -30,13 +30,13 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from lance_format.dataset.fragment_metadata import FragmentMetadata
 from lance_format.dataset.writing.commit_fragments import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     IDEMPOTENCY_KEY,
     WRITE_ID_KEY,
     discard_uncommitted,
 )
-from lance_format.dataset.fragment_metadata import FragmentMetadata
 from lance_format.dataset.writing.fragment_sink import new_write_id, write_prefix
 from lance_format.errors import (
     DuplicateCommitError,

@@ -33,8 +33,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.changes.plan import NO_CHANGE_OPERATIONS
+from lance_format.dataset.dataset import LanceDataset
 from lance_format.errors import InvalidInputError, SchemaMismatchError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.spark.changes import ChangeSpec, plan_changes, version_changes

@@ -17,23 +17,23 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.writing.commit_fragments import delete_rows
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.fragment_metadata import fragment_from_proto
 from lance_format.dataset.scan import FragmentRange, ScanExecutor, plan_scan
-from lance_format.dataset.writing.fragment_sink import FragmentSink, write_prefix
 from lance_format.dataset.sql.filter import to_expression
+from lance_format.dataset.writing.commit_fragments import delete_rows
+from lance_format.dataset.writing.fragment_sink import FragmentSink, write_prefix
 from lance_format.errors import CorruptFileError, InvalidInputError
-from lance_format.schema.arrow_checks import check_batch
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
+from lance_format.schema.arrow_checks import check_batch
 from lance_format.spark.coalesce import StagedOutput, StagingFile, split_staged_ids, staged_schema, with_staged_ids
 from lance_format.spark.common import StorageOptions, task_store
 from lance_format.spark.worker_heap import freeze_imported_objects
@@ -78,7 +78,7 @@ def arrow_schema_from_bytes(data: bytes) -> pa.Schema:
 
 
 # -- tables opened by workers ------------------------------------------------------------------------
-_OPEN: "OrderedDict[tuple[str, int, StorageOptions], LanceDataset]" = OrderedDict()
+_OPEN: OrderedDict[tuple[str, int, StorageOptions], LanceDataset] = OrderedDict()
 _MAX_OPEN = 8
 
 
@@ -244,7 +244,7 @@ class PartitionWriter:
             self._stage.abort()
 
 
-def write_task(spec: WriteSpec, names: Tuple[str, ...] | None = None
+def write_task(spec: WriteSpec, names: tuple[str, ...] | None = None
                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``mapInArrow`` function: write the partition's rows as new fragments, emit their metadata.
 
@@ -372,11 +372,11 @@ class ConditionEvaluator:
         return pa.array(result, pa.bool_())
 
 
-def condition_udf(spec: ConditionSpec) -> Callable[[Iterator[Tuple[pa.Array, ...]]], Iterator[pa.Array]]:
+def condition_udf(spec: ConditionSpec) -> Callable[[Iterator[tuple[pa.Array, ...]]], Iterator[pa.Array]]:
     """An iterator Arrow UDF over the :class:`ConditionEvaluator` columns (classic sessions:
     only those columns travel to Python)."""
 
-    def run(batches: Iterator[Tuple[pa.Array, ...]]) -> Iterator[pa.Array]:
+    def run(batches: Iterator[tuple[pa.Array, ...]]) -> Iterator[pa.Array]:
         evaluate = ConditionEvaluator(spec)
         for columns in batches:
             if isinstance(columns, (pa.Array, pa.ChunkedArray)):

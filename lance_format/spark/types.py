@@ -20,7 +20,7 @@ Batches are converted column by column with Arrow casts (vectorized; nothing per
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc

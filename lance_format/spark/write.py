@@ -22,11 +22,15 @@ appears. The Python data source (:mod:`lance_format.spark.datasource`) reuses th
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
+from lance_format.dataset.evolution.new_column_writes import commit_with_new_columns
+from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_to_proto
+from lance_format.dataset.transactions_api import LanceOperation, Transaction, commit_lance_transaction
 from lance_format.dataset.writing.commit_fragments import (
     IDEMPOTENCY_KEY,
     PriorCommit,
@@ -37,22 +41,9 @@ from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
 )
-from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_to_proto
-from lance_format.dataset.transactions_api import LanceOperation, Transaction, commit_lance_transaction
-from lance_format.dataset.evolution.new_column_writes import commit_with_new_columns
 from lance_format.errors import DuplicateCommitError, InvalidInputError
 from lance_format.io import ObjectStore
-from lance_format.table.commit import CommittedVersion
-from lance_format.table.transaction import COMMIT_MESSAGE_KEY
 from lance_format.schema import LanceSchema
-from lance_format.spark.common import (
-    CommitResult,
-    count_small_fragments,
-    JobScope,
-    conf_flag,
-    quoted,
-    translate_task_error,
-)
 from lance_format.spark.coalesce import (
     StagedOutput,
     coalesce_outputs,
@@ -61,6 +52,14 @@ from lance_format.spark.coalesce import (
     estimated_size,
     planned_tasks,
 )
+from lance_format.spark.common import (
+    CommitResult,
+    JobScope,
+    conf_flag,
+    count_small_fragments,
+    quoted,
+    translate_task_error,
+)
 from lance_format.spark.compaction import auto_compaction, compact_after_write
 from lance_format.spark.tasks import (
     FRAGMENT_DDL,
@@ -68,6 +67,8 @@ from lance_format.spark.tasks import (
     write_task,
 )
 from lance_format.spark.write_plan import WritePlan, plan_write, prior_commit_result
+from lance_format.table.commit import CommittedVersion
+from lance_format.table.transaction import COMMIT_MESSAGE_KEY
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class Written:
     staged: list[StagedOutput] = field(default_factory=list)
 
     @staticmethod
-    def from_rows(rows: list) -> "Written":
+    def from_rows(rows: list) -> Written:
         fragments, rewritten, staged = [], 0, []
         for row in rows:
             if row[0] is None:  # a staged output (FRAGMENT_DDL's last column)
@@ -103,7 +104,7 @@ class Deletions:
     affected: dict[int, np.ndarray] | None = field(default_factory=dict)
 
     @staticmethod
-    def from_rows(rows: list) -> "Deletions":
+    def from_rows(rows: list) -> Deletions:
         updated, removed, affected, total = [], [], {}, 0
         complete = True
         for row in rows:
@@ -162,7 +163,7 @@ def commit_written(
     schema: LanceSchema,
     properties: Mapping[str, str],
     commit_message: str | None,
-    deletions: "Deletions | None" = None,
+    deletions: Deletions | None = None,
     enable_stable_row_ids: bool = False,
     storage_version: str | None = None,
 ) -> CommittedVersion:

@@ -9,11 +9,14 @@ touched here; :mod:`lance_format.spark.write` runs the tasks and commits.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 
+from lance_format.dataset.evolution.base import next_field_id_of
+from lance_format.dataset.sql.filter import to_expression
 from lance_format.dataset.writing.commit_fragments import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     IDEMPOTENCY_KEY,
@@ -25,15 +28,16 @@ from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     new_write_id,
+    resolve_storage_version,
     write_prefix,
 )
-from lance_format.dataset.evolution.base import next_field_id_of
-from lance_format.dataset.sql.filter import to_expression
-from lance_format.dataset.writing.fragment_sink import resolve_storage_version
 from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, SchemaMismatchError
 from lance_format.file.writer import LanceFileWriter
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.schema import LanceSchema
+from lance_format.spark.coalesce import (
+    staging_limits,
+)
 from lance_format.spark.common import (
     DEFAULT_TARGET_BYTES_PER_FILE,
     DEFAULT_TARGET_ROWS_PER_FILE,
@@ -41,9 +45,6 @@ from lance_format.spark.common import (
     StorageOptions,
     pack_options,
     table_location,
-)
-from lance_format.spark.coalesce import (
-    staging_limits,
 )
 from lance_format.spark.tasks import (
     WriteSpec,

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Mapping, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from lance_format.errors import InvalidInputError
 
@@ -87,7 +88,7 @@ def config_values(options: Mapping[str, int]) -> dict[str, str]:
     return {INTERVAL_KEY: str(interval), OLDER_THAN_KEY: format_duration(older_than)}
 
 
-def due(manifest: "table_pb2.Manifest") -> bool:
+def due(manifest: table_pb2.Manifest) -> bool:
     """Whether the commit of ``manifest`` triggers an automatic cleanup."""
     interval = manifest.config.get(INTERVAL_KEY)
     if interval is None:

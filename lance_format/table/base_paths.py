@@ -12,7 +12,8 @@ Paths inside a base are checked exactly like the table's own: they may not leave
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lance_format.errors import CorruptFileError, InvalidInputError, PathEscapeError, UnsupportedFeatureError
 from lance_format.io import ObjectStore, check_relative_path
@@ -168,7 +169,7 @@ class DatasetBasePath:
         return self._id or 0
 
     @classmethod
-    def from_proto(cls, base: table_pb2.BasePath) -> "DatasetBasePath":
+    def from_proto(cls, base: table_pb2.BasePath) -> DatasetBasePath:
         """The base path a manifest's ``BasePath`` message describes."""
         return cls(base.path, base.name if base.HasField("name") else None, base.is_dataset_root, base.id)
 

@@ -21,9 +21,10 @@ import json
 import logging
 import random
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from lance_format.errors import (
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table import feature_flags
+from lance_format.table.base_paths import BaseStores
 from lance_format.table.conflicts import (
     INCOMPATIBLE,
     REBASE,
@@ -48,7 +50,6 @@ from lance_format.table.conflicts import (
     check,
     modified_fragment_ids,
 )
-from lance_format.table.base_paths import BaseStores
 from lance_format.table.deletion import deletion_file_path, read_deletion_file, write_deletion_file
 from lance_format.table.legacy_dictionaries import carried_dictionaries
 from lance_format.table.manifest import ManifestFile, encode_manifest, read_manifest
@@ -224,10 +225,10 @@ class _Commit:
 
 # Run after every successful commit with the store and the committed version. The dataset layer
 # registers official Lance's automatic cleanup here (the table layer cannot import it).
-_after_commit_hooks: list[Callable[[ObjectStore, "CommittedVersion"], None]] = []
+_after_commit_hooks: list[Callable[[ObjectStore, CommittedVersion], None]] = []
 
 
-def register_after_commit(hook: Callable[[ObjectStore, "CommittedVersion"], None]) -> None:
+def register_after_commit(hook: Callable[[ObjectStore, CommittedVersion], None]) -> None:
     """Call ``hook(store, committed)`` after every commit; its exceptions are logged, never raised."""
     if hook not in _after_commit_hooks:
         _after_commit_hooks.append(hook)

@@ -15,8 +15,8 @@ engine does not model survive a read-modify-write.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from google.protobuf.message import DecodeError
 

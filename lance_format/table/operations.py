@@ -16,8 +16,9 @@ manifest of the next version the way pylance 14 does:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from lance_format.errors import CommitConflictError, InvalidInputError, UnsupportedFeatureError
 from lance_format.proto import table_pb2, transaction_pb2

@@ -15,7 +15,7 @@ current branch), a ``str`` (a tag), or a ``(branch, version)`` tuple, where bran
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, Tuple, Union
+from typing import Any
 from urllib.parse import quote, unquote
 
 from lance_format.errors import BranchError, CorruptFileError, InvalidInputError, VersionNotFoundError
@@ -29,7 +29,7 @@ BRANCHES_DIR = "_refs/branches"
 TREE_DIR = "tree"
 MAIN = "main"
 
-Reference = Union[int, str, Tuple[Optional[str], Optional[int]], None]
+Reference = int | str | tuple[str | None, int | None] | None
 
 
 def check_branch_name(name: Any) -> str:

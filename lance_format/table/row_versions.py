@@ -9,8 +9,9 @@ fragments), so readers must never interpret its values.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError

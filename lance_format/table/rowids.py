@@ -11,7 +11,8 @@ Row-version sequences (``_row_created_at_version`` / ``_row_last_updated_at_vers
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError

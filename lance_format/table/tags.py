@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from lance_format.errors import ArgumentTypeError, CorruptFileError, TagError, TagNotFoundError, VersionNotFoundError
@@ -20,7 +20,7 @@ _VALID_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # A tag is the file ``<name>.json``, staged locally as ``.tmp_<name>.json_<32 hex>``: file
@@ -42,7 +42,7 @@ def _parse_time(text: Any) -> datetime | None:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 class Tags:

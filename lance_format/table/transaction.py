@@ -8,8 +8,8 @@ commit can be rebased or must be refused.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Mapping
 
 from google.protobuf.message import DecodeError
 

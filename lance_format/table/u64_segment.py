@@ -11,8 +11,8 @@ sequences (:mod:`lance_format.table.row_versions`) use them as run spans.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class EncodedU64:
         return self.offsets.astype(np.uint64) + np.uint64(self.base)
 
     @classmethod
-    def from_values(cls, values: np.ndarray) -> "EncodedU64":
+    def from_values(cls, values: np.ndarray) -> EncodedU64:
         """Smallest width whose offsets from the minimum fit (``EncodedU64Array::from(Vec)``)."""
         values = np.asarray(values, dtype=np.uint64)
         if values.size == 0:
@@ -60,7 +60,7 @@ class EncodedU64:
         return cls(64, 0, values)
 
     @classmethod
-    def from_proto(cls, msg: rowids_pb2.EncodedU64Array) -> "EncodedU64":
+    def from_proto(cls, msg: rowids_pb2.EncodedU64Array) -> EncodedU64:
         kind = msg.WhichOneof("array")
         if kind == "u16_array":
             base, raw, width, dtype = msg.u16_array.base, msg.u16_array.offsets, 16, "<u2"
@@ -117,11 +117,11 @@ class U64Segment:
 
     # construction ---------------------------------------------------------------------------
     @classmethod
-    def range(cls, start: int, end: int) -> "U64Segment":
+    def range(cls, start: int, end: int) -> U64Segment:
         return cls(RANGE, start, end, _len=end - start)
 
     @classmethod
-    def from_values(cls, values: np.ndarray) -> "U64Segment":
+    def from_values(cls, values: np.ndarray) -> U64Segment:
         """Pick the representation the way Lance's ``U64Segment::from_slice`` does.
 
         Sorted (non-decreasing) input: contiguous -> Range; otherwise the smallest of
@@ -155,7 +155,7 @@ class U64Segment:
         return cls(ARRAY, array=EncodedU64.from_values(v), _len=n)
 
     @classmethod
-    def from_proto(cls, msg: rowids_pb2.U64Segment) -> "U64Segment":
+    def from_proto(cls, msg: rowids_pb2.U64Segment) -> U64Segment:
         kind = msg.WhichOneof("segment")
         if kind == RANGE:
             start, end = msg.range.start, msg.range.end

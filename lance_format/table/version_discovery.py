@@ -20,8 +20,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -75,12 +76,12 @@ class VersionSummary:
     @classmethod
     def from_manifest(
         cls, manifest: table_pb2.Manifest, transaction: transaction_pb2.Transaction | None
-    ) -> "VersionSummary":
+    ) -> VersionSummary:
         """The summary of an already read manifest and its transaction."""
         ts = manifest.timestamp
         return cls(
             version=int(manifest.version),
-            timestamp=dt.datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, tz=dt.timezone.utc),
+            timestamp=dt.datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, tz=dt.UTC),
             row_count=int(sum(live_row_count(f) for f in manifest.fragments)),
             schema=LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata)).to_arrow(),
             operation=operation_name(transaction) if transaction is not None else None,

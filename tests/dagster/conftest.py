@@ -5,7 +5,6 @@ Spark tests use the suite's one session-scoped ``spark`` fixture from tests/conf
 
 from __future__ import annotations
 
-
 import dagster as dg
 import pytest
 

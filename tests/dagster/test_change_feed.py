@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import dagster as dg
 import lance
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-import dagster as dg
 import lance_format
 from lance_assets import LanceChangeFeed, LanceIOManager, change_counts
 from lance_format.errors import InvalidInputError

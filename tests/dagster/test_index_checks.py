@@ -22,7 +22,6 @@ from lance_assets import (
 from lance_assets.components import LanceTablesComponent
 from lance_assets.indices import INDICES
 from lance_format.errors import InvalidInputError
-
 from tests.dagster.test_indices import rows
 
 SPECS = [{"column": "id", "type": "BTREE"}, {"column": "category", "type": "BITMAP"}]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import dagster as dg
 import lance
 import pandas as pd
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 import lance_format
 from lance_assets import LanceIOManager
 from lance_format.errors import CommitConflictError, DatasetAlreadyExistsError, DatasetNotFoundError, InvalidInputError

@@ -3,11 +3,11 @@ asset metadata, then by run-time metadata), namespaces, commit metadata, writer 
 table config, and unique table names."""
 
 # No ``from __future__ import annotations``: Dagster resolves the annotations of local functions.
+import dagster as dg
 import lance
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 from lance_assets import LanceIOManager
 from lance_format.errors import InvalidInputError
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
+import dagster as dg
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 import lance_format
 from lance_assets import (
     LanceChangeFeed,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import uuid
 
+import dagster as dg
 import lance
 import pandas as pd
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 import lance_format
 from lance_assets import LanceIOManager, LanceTableResource
 from lance_format.errors import StorageAccessError

@@ -4,12 +4,12 @@ deprecated Dagster APIs."""
 # No ``from __future__ import annotations``: Dagster resolves the annotations of local functions.
 import warnings
 
+import dagster as dg
 import lance
 import pandas as pd
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 from lance_assets import LanceIOManager, SparkSessionResource, observable_lance_table
 from lance_format.errors import DatasetNotFoundError
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 
+import dagster as dg
 import lance
 import pandas as pd
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 from lance_assets import LanceIOManager, partition_predicate
 from lance_format.errors import InvalidInputError
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _run(assets, root, instance, **kwargs):

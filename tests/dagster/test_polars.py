@@ -4,11 +4,11 @@
 import subprocess
 import sys
 
+import dagster as dg
 import lance
 import polars as pl
 import pytest
 
-import dagster as dg
 from lance_assets import LanceIOManager
 
 DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-03")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+import dagster as dg
 import lance
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 from lance_assets import (
     LanceIOManager,
     LanceTableResource,

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+import dagster as dg
 import lance
 import pandas as pd
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 import lance_format
 from lance_assets import LanceIOManager, LanceTableResource
 from lance_format.errors import InvalidInputError

@@ -3,11 +3,11 @@ resource commit through the DynamoDB manifest store, with the same ``storage_opt
 
 from __future__ import annotations
 
+import dagster as dg
 import lance
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 from lance_assets import LanceIOManager, LanceTableResource
 from lance_assets.resources import table_uri
 from tests.s3_support import dynamodb_client, server_with_manifest_table

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import dagster as dg
 import lance
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 from lance_assets import LanceIOManager
 from lance_format.errors import SchemaMismatchError
 

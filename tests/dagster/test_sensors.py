@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 
+import dagster as dg
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 import lance_format
 from lance_assets import LanceIOManager, LanceTableWatch, lance_version_sensor, observable_lance_table
 from lance_format.table import version_discovery as versions_module

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+import dagster as dg
 import lance
 import pytest
 
-import dagster as dg
 import lance_format
 from lance_assets import LanceIOManager, LanceTableResource, SparkSessionResource
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 
+import dagster as dg
 import lance
 import pyarrow as pa
 import pytest
 
-import dagster as dg
 from lance_assets import LanceIOManager, SparkSessionResource
 
 pyspark_sql = pytest.importorskip("pyspark.sql")

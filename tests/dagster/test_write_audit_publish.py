@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import dagster as dg
 import lance
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-import dagster as dg
 from lance_assets import (
     LanceIOManager,
     LanceMaintenancePolicy,

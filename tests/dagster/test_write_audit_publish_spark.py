@@ -4,10 +4,10 @@ has the rest)."""
 
 from __future__ import annotations
 
+import dagster as dg
 import lance
 import pytest
 
-import dagster as dg
 from lance_assets import LanceIOManager, SparkSessionResource, lance_publish_asset
 from tests.dagster.test_write_audit_publish import WAP, _ids, _meta
 

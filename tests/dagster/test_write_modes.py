@@ -4,15 +4,15 @@ differs)."""
 
 from __future__ import annotations
 
+import dagster as dg
 import lance
 import pyarrow as pa
 import pytest
 
-import dagster as dg
-from lance_format.errors import DatasetAlreadyExistsError, SchemaMismatchError
 from lance_assets import LanceIOManager, SparkSessionResource
 from lance_assets.config import MergeOptions
 from lance_assets.write_modes import scoped_delete_by_source
+from lance_format.errors import DatasetAlreadyExistsError, SchemaMismatchError
 
 pytest.importorskip("pyspark.sql")
 

@@ -6,8 +6,9 @@ full scan."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import lance
 import pyarrow as pa

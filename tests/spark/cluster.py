@@ -75,7 +75,7 @@ class StandaloneCluster:
         self.processes.append(process)
         return process
 
-    def start(self, timeout: float = 90.0) -> "StandaloneCluster":
+    def start(self, timeout: float = 90.0) -> StandaloneCluster:
         (self.base / "logs").mkdir(parents=True, exist_ok=True)
         self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(free_port()))

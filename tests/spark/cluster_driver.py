@@ -70,7 +70,6 @@ def wait_for_executors(spark, count: int = 2) -> None:
 def importable_on_executors(spark) -> list:
     def probe(_):
         import importlib.util
-
         import sys
 
         spec = importlib.util.find_spec("lance_format")

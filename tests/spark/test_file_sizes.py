@@ -8,9 +8,14 @@ import pytest
 from pyspark.sql import functions as F
 
 from lance_format.errors import InvalidInputError
-from lance_format.spark.coalesce import COALESCED_KEY, FRAGMENTS_BEFORE_KEY, FRAGMENTS_KEY
 from lance_format.spark import merge_dataframe, write_dataframe
-from lance_format.spark.coalesce import estimated_size, planned_tasks
+from lance_format.spark.coalesce import (
+    COALESCED_KEY,
+    FRAGMENTS_BEFORE_KEY,
+    FRAGMENTS_KEY,
+    estimated_size,
+    planned_tasks,
+)
 from lance_format.spark.write_plan import plan_write
 
 from .helpers import data_files, lance_rows, spark_rows

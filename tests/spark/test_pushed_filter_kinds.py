@@ -31,7 +31,7 @@ def _table() -> pa.Table:
     strings = [f"row {i}" for i in range(N)]
     strings[1:13] = ["it's", "a%b", "x_y", "a%", "", "https://example.com/a?q=1", "mail.user+tag@example.org",
                      "Zürich ü", "ROW 3", "row 5a", "https://example.org/", "C:\\temp\\new"]
-    utc = datetime.timezone.utc
+    utc = datetime.UTC
     base = datetime.datetime(2024, 1, 1, 12, 0, 0, tzinfo=utc)
     instants = [base + datetime.timedelta(hours=(i % 13) - 6, microseconds=i % 3) for i in range(N)]
     return pa.table({

@@ -145,9 +145,9 @@ def _typed_frame(spark):
         rows.append((
             i, i % 2 == 0, i, i * 100, i * 100_000, i / 4, decimal.Decimal(i) / 8, decimal.Decimal(10**20 + i),
             f"s{i}", "x" * i, bytes([i]) * i, dt.date(2024, 1, 1 + i),
-            dt.datetime(2024, 3, 10, 1 + i, 30, tzinfo=dt.timezone.utc), dt.datetime(2024, 3, 10, 1 + i, 30),
+            dt.datetime(2024, 3, 10, 1 + i, 30, tzinfo=dt.UTC), dt.datetime(2024, 3, 10, 1 + i, 30),
             [f"a{j}" for j in range(i)] if i != 3 else None, [float(i), 1.0, 2.0], [0.5 * i, 1.5],
-            {"a": i, "t": dt.datetime(2020, 1, 1, i, tzinfo=dt.timezone.utc), "l": list(range(i))},
+            {"a": i, "t": dt.datetime(2020, 1, 1, i, tzinfo=dt.UTC), "l": list(range(i))},
         ))
     rows[2] = tuple(None if k not in (0, 15, 16) else v for k, v in enumerate(rows[2]))
     return spark.createDataFrame(rows, schema)
@@ -167,7 +167,7 @@ def test_types_round_trip_without_shift(spark, tmp_path, session_conf):
         assert schema.field("emb").type == pa.list_(pa.float64(), 2)
         assert schema.field("dec38").type == pa.decimal128(38, 10)
         stored = lance.dataset(uri).to_table().sort_by("id").to_pylist()
-        assert stored[1]["ts"] == dt.datetime(2024, 3, 10, 2, 30, tzinfo=dt.timezone.utc)
+        assert stored[1]["ts"] == dt.datetime(2024, 3, 10, 2, 30, tzinfo=dt.UTC)
         assert stored[1]["ntz"] == dt.datetime(2024, 3, 10, 2, 30)
         assert stored[2]["s"] is None and stored[3]["arr"] is None and stored[4]["vec"] == [4.0, 1.0, 2.0]
         back = read_dataframe(spark, uri)

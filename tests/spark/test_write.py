@@ -10,7 +10,12 @@ import pytest
 from pyspark.sql import functions as F
 
 import lance_format
-from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
+from lance_format.errors import (
+    DatasetAlreadyExistsError,
+    InvalidInputError,
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+)
 from lance_format.spark import merge_dataframe, read_dataframe, write_dataframe
 
 from .helpers import lance_rows, spark_rows

@@ -10,7 +10,8 @@ provably hold no change are never opened. Rows are read through ``LanceFragment.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 class DeltaRange(NamedTuple):
     """What a :class:`DatasetDelta` compares: ``dataset``'s table in ``(begin_version, end_version]``."""
 
-    dataset: "LanceDataset"
+    dataset: LanceDataset
     begin_version: int
     end_version: int
 
@@ -122,7 +123,7 @@ class DatasetDelta:
         return self._dataset.checkout_version(version)
 
     # -- pylance's API -----------------------------------------------------------------------
-    def list_transactions(self) -> "list[Transaction]":
+    def list_transactions(self) -> list[Transaction]:
         """Transactions of versions ``begin_version + 1 .. end_version`` as pylance's
         ``Transaction`` objects (versions without a recorded transaction are skipped, as in pylance)."""
         from lance_format.dataset.transaction_protos import transaction_from_proto
@@ -235,7 +236,7 @@ class DatasetDelta:
     def _changes(
         self,
         schema: pa.Schema,
-        out_fields: list["LanceField"],
+        out_fields: list[LanceField],
         begin_ds: LanceDataset | None,
         end_ds: LanceDataset,
         batch_size: int,
@@ -256,7 +257,7 @@ class DatasetDelta:
             old = new
 
 
-def _output_fields(dataset: LanceDataset, columns: list[str] | None) -> list["LanceField"]:
+def _output_fields(dataset: LanceDataset, columns: list[str] | None) -> list[LanceField]:
     schema = dataset.lance_schema
     if columns is None:
         return list(schema.fields)

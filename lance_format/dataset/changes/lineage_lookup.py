@@ -10,7 +10,7 @@ common case, are pure arithmetic). Parsed sequences are cached on the ``LanceFra
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -29,14 +29,14 @@ CREATED_AT = "created_at"
 LAST_UPDATED_AT = "last_updated_at"
 
 
-def _corrupt(fragment: "LanceFragment", message: str) -> CorruptFileError:
+def _corrupt(fragment: LanceFragment, message: str) -> CorruptFileError:
     return CorruptFileError(f"fragment {fragment.fragment_id}: {message}", **fragment.error_context())
 
 
-_Runs = tuple[list[int], Optional[rowids_pb2.RowDatasetVersionSequence]]
+_Runs = tuple[list[int], rowids_pb2.RowDatasetVersionSequence | None]
 
 
-def _run_versions(fragment: "LanceFragment", kind: str) -> _Runs:
+def _run_versions(fragment: LanceFragment, kind: str) -> _Runs:
     """The runs' versions (a short Python list) and the parsed sequence (None when absent).
 
     Deciding that a fragment holds no row of a version range needs only these, so run lengths
@@ -51,7 +51,7 @@ def _run_versions(fragment: "LanceFragment", kind: str) -> _Runs:
     return cached
 
 
-def _descriptor_runs(store: "ObjectStore", meta: table_pb2.DataFragment, kind: str, context: dict) -> _Runs:
+def _descriptor_runs(store: ObjectStore, meta: table_pb2.DataFragment, kind: str, context: dict) -> _Runs:
     """:func:`_run_versions` of a fragment descriptor (no ``LanceFragment`` needed); ``context``
     names the table and version in errors."""
     data = read_sequence_bytes(store, meta, f"inline_{kind}_versions", f"external_{kind}_versions")
@@ -73,7 +73,7 @@ def _parse_version_runs(data: bytes) -> _Runs:
     return [r.version for r in msg.runs], msg
 
 
-def _parse_runs(fragment: "LanceFragment", kind: str) -> tuple[list[int], list[int]]:
+def _parse_runs(fragment: LanceFragment, kind: str) -> tuple[list[int], list[int]]:
     """Versions and row counts of the runs, as short Python lists (runs are few)."""
     key = f"_delta_runs_{kind}"
     cached = fragment.__dict__.get(key)
@@ -99,7 +99,7 @@ def _parse_runs(fragment: "LanceFragment", kind: str) -> tuple[list[int], list[i
     return versions, lengths
 
 
-def versions_at(fragment: "LanceFragment", kind: str, offsets: np.ndarray) -> np.ndarray:
+def versions_at(fragment: LanceFragment, kind: str, offsets: np.ndarray) -> np.ndarray:
     """The ``kind`` version of each physical offset."""
     versions, lengths = _parse_runs(fragment, kind)
     if len(versions) == 1:
@@ -108,19 +108,19 @@ def versions_at(fragment: "LanceFragment", kind: str, offsets: np.ndarray) -> np
     return np.array(versions, np.uint64)[np.searchsorted(ends, offsets, side="right")]
 
 
-def latest_versions(dataset: "LanceDataset", meta: table_pb2.DataFragment, kind: str) -> list[int]:
+def latest_versions(dataset: LanceDataset, meta: table_pb2.DataFragment, kind: str) -> list[int]:
     """The versions of a fragment descriptor's ``kind`` runs (``[1]`` without a sequence)."""
     context = {"table": dataset.uri, "version": dataset.version}
     return _descriptor_runs(dataset.object_store, meta, kind, context)[0]
 
 
-def any_version_in(fragment: "LanceFragment", kind: str, low: int, high: int | None) -> bool:
+def any_version_in(fragment: LanceFragment, kind: str, low: int, high: int | None) -> bool:
     """Whether some run has ``low < version <= high`` (no upper bound for None)."""
     versions, _ = _run_versions(fragment, kind)
     return any(low < v and (high is None or v <= high) for v in versions)
 
 
-def versions_mask(fragment: "LanceFragment", kind: str, low: int, high: int | None) -> np.ndarray | None:
+def versions_mask(fragment: LanceFragment, kind: str, low: int, high: int | None) -> np.ndarray | None:
     """Per physical row ``low < version <= high`` (no upper bound for None), or None when no
     run qualifies; that answer needs only the run versions, so it is decided without numpy."""
     versions, _ = _run_versions(fragment, kind)
@@ -131,7 +131,7 @@ def versions_mask(fragment: "LanceFragment", kind: str, low: int, high: int | No
     return np.repeat(np.array(hits, bool), np.array(lengths, np.int64))
 
 
-def row_ids_at(fragment: "LanceFragment", offsets: np.ndarray) -> np.ndarray:
+def row_ids_at(fragment: LanceFragment, offsets: np.ndarray) -> np.ndarray:
     """Stable row id of each physical offset (uint64)."""
     offsets = np.asarray(offsets, np.int64)
     decoded = fragment.__dict__.get("_row_ids")

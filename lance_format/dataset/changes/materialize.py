@@ -9,7 +9,8 @@ field id (renamed columns follow), then by name, and columns a version lacks rea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -51,7 +52,7 @@ def change_schema(fields: list[LanceField], metadata: dict | None = None) -> pa.
     ).append(pa.field(COMMIT_TIMESTAMP, TIMESTAMP_TYPE, nullable=False))
 
 
-def commit_timestamp(dataset: "LanceDataset") -> pa.Scalar:
+def commit_timestamp(dataset: LanceDataset) -> pa.Scalar:
     """When ``dataset``'s version was committed (its manifest timestamp), in UTC microseconds."""
     stamp = dataset.manifest.timestamp
     return pa.scalar(stamp.seconds * 1_000_000 + stamp.nanos // 1000, TIMESTAMP_TYPE)
@@ -82,7 +83,7 @@ class Projection:
             self._source.append(read.index(src))
         self._read_schema = LanceSchema(read, schema.metadata)
 
-    def take(self, fragment: "LanceFragment", offsets: np.ndarray) -> list[pa.Array]:
+    def take(self, fragment: LanceFragment, offsets: np.ndarray) -> list[pa.Array]:
         """Output columns and lineage columns of the rows at sorted physical ``offsets``."""
         batch = fragment.take_physical(self._read_schema, [], offsets.astype(np.uint64, copy=False))
         n = len(offsets)
@@ -101,7 +102,7 @@ class Projection:
         return arrays
 
 
-def take_rows(dataset: "LanceDataset", projection: Projection, rows: RowRefs) -> list[pa.Array]:
+def take_rows(dataset: LanceDataset, projection: Projection, rows: RowRefs) -> list[pa.Array]:
     """Columns of ``rows`` (any order, any fragments of ``dataset``), in the order given."""
     order = np.lexsort((rows.offset, rows.frag))
     frag, offset = rows.frag[order], rows.offset[order]
@@ -125,7 +126,7 @@ def _chunks(total: int, batch_size: int) -> Iterator[slice]:
         yield slice(start, min(start + batch_size, total))
 
 
-def _whole_fragment_rows(index: int, fragment: "LanceFragment", batch_size: int) -> Iterator[RowRefs]:
+def _whole_fragment_rows(index: int, fragment: LanceFragment, batch_size: int) -> Iterator[RowRefs]:
     live = fragment.live_offsets().astype(np.int64)
     for part in _chunks(live.size, batch_size):
         offsets = live[part]
@@ -140,8 +141,8 @@ class ChangeWriter:
         self,
         schema: pa.Schema,
         out_fields: list[LanceField],
-        old: "LanceDataset | None",
-        new: "LanceDataset",
+        old: LanceDataset | None,
+        new: LanceDataset,
         batch_size: int,
     ) -> None:
         self.schema = schema
@@ -187,7 +188,7 @@ class ChangeWriter:
 
 
 def lineage_batches(
-    dataset: "LanceDataset", fragment: "LanceFragment", offsets: np.ndarray, batch_size: int
+    dataset: LanceDataset, fragment: LanceFragment, offsets: np.ndarray, batch_size: int
 ) -> Iterator[pa.RecordBatch]:
     """Rows of ``fragment`` at sorted live ``offsets`` with every column plus lineage columns."""
     fields = dataset.lance_schema.fields

@@ -19,8 +19,9 @@ Positions are ``(fragment index in the version's fragment list, physical offset)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -62,16 +63,16 @@ class RowRefs:
         return int(self.offset.size)
 
     @staticmethod
-    def concat(parts: Iterable["RowRefs"]) -> "RowRefs":
+    def concat(parts: Iterable[RowRefs]) -> RowRefs:
         parts = [p for p in parts if len(p)]
         if not parts:
             return RowRefs()
         return RowRefs(*(np.concatenate([getattr(p, n) for p in parts]) for n in _COLUMNS))
 
-    def select(self, index: np.ndarray | slice) -> "RowRefs":
+    def select(self, index: np.ndarray | slice) -> RowRefs:
         return RowRefs(*(getattr(self, n)[index] for n in _COLUMNS))
 
-    def sorted_by_position(self) -> "RowRefs":
+    def sorted_by_position(self) -> RowRefs:
         return self.select(np.lexsort((self.offset, self.frag)))
 
 
@@ -122,7 +123,7 @@ def same_last_updated(a: table_pb2.DataFragment, b: table_pb2.DataFragment) -> b
     return _same_oneof(a, b, "last_updated_at_version_sequence")
 
 
-def require_stable_row_ids(dataset: "LanceDataset", what: str) -> None:
+def require_stable_row_ids(dataset: LanceDataset, what: str) -> None:
     if not dataset.has_stable_row_ids:
         raise InvalidInputError(
             f"{what} stable row ids, version {dataset.version} does not use them "
@@ -132,7 +133,7 @@ def require_stable_row_ids(dataset: "LanceDataset", what: str) -> None:
         )
 
 
-def _rows(index: int, fragment: "LanceFragment", offsets: np.ndarray | None = None, lineage: bool = True) -> RowRefs:
+def _rows(index: int, fragment: LanceFragment, offsets: np.ndarray | None = None, lineage: bool = True) -> RowRefs:
     """Rows at ``offsets`` (default: every live row); ``lineage=False`` leaves last_updated at 0."""
     if offsets is None:
         offsets = fragment.live_offsets()
@@ -154,7 +155,7 @@ class _Diff:
     post: list[RowRefs] = field(default_factory=list)
 
 
-def _diff(old: "LanceDataset | None", new: "LanceDataset", track_in_place: bool) -> _Diff:
+def _diff(old: LanceDataset | None, new: LanceDataset, track_in_place: bool) -> _Diff:
     # Compare descriptors first: only fragments whose descriptor changed are wrapped and read.
     old_meta = old.manifest.fragments if old is not None else []
     by_id = {f.id: i for i, f in enumerate(old_meta)}
@@ -194,7 +195,7 @@ def _diff(old: "LanceDataset | None", new: "LanceDataset", track_in_place: bool)
     return diff
 
 
-def plan_version(old: "LanceDataset | None", new: "LanceDataset", operation: str | None) -> VersionChanges:
+def plan_version(old: LanceDataset | None, new: LanceDataset, operation: str | None) -> VersionChanges:
     """The rows one commit (``old`` -> ``new``, consecutive versions) deleted, updated, inserted."""
     if operation in NO_CHANGE_OPERATIONS:
         return VersionChanges()
@@ -222,7 +223,7 @@ def plan_version(old: "LanceDataset | None", new: "LanceDataset", operation: str
     )
 
 
-def deleted_row_ids(begin: "LanceDataset | None", end: "LanceDataset") -> np.ndarray:
+def deleted_row_ids(begin: LanceDataset | None, end: LanceDataset) -> np.ndarray:
     """Sorted row ids live at ``begin`` and not live at ``end`` (``begin=None`` is version 0)."""
     if begin is None:
         return np.empty(0, np.uint64)
@@ -234,7 +235,7 @@ def deleted_row_ids(begin: "LanceDataset | None", end: "LanceDataset") -> np.nda
     return np.setdiff1d(gone, RowRefs.concat(diff.new).row_id)
 
 
-def lineage_candidates(dataset: "LanceDataset", begin: int) -> list[int]:
+def lineage_candidates(dataset: LanceDataset, begin: int) -> list[int]:
     """Indices of the fragments that may hold rows inserted or updated after ``begin``.
 
     A row is never created after its last update, so only fragments with some
@@ -250,7 +251,7 @@ def lineage_candidates(dataset: "LanceDataset", begin: int) -> list[int]:
     return np.flatnonzero(latest > np.uint64(begin)).tolist()
 
 
-def lineage_offsets(fragment: "LanceFragment", begin: int, end: int, updated: bool) -> np.ndarray | None:
+def lineage_offsets(fragment: LanceFragment, begin: int, end: int, updated: bool) -> np.ndarray | None:
     """Live physical offsets of ``fragment`` that pylance's delta reports as inserted
     (``begin < created <= end``) or updated (``created <= begin < last_updated <= end``), or
     None when the run-length lineage proves there are none (no data or deletion file is read)."""

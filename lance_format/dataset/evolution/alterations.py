@@ -7,7 +7,8 @@ under the old id until compaction and cleanup remove it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,17 +21,17 @@ from lance_format.dataset.evolution.base import (
     set_project,
 )
 from lance_format.dataset.mutations.base import Prepared, cast_to, storage_version_of, transaction_for
-from lance_format.schema.fields import refuse_dotted_names
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 from lance_format.index.metadata import user_segments
 from lance_format.proto import file_pb2
 from lance_format.schema import LanceField, LanceSchema
+from lance_format.schema.fields import refuse_dotted_names
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 
-def _has_nulls(ds: "LanceDataset", path: str) -> bool:
+def _has_nulls(ds: LanceDataset, path: str) -> bool:
     top, *rest = path.split(".")
     for batch in ds.scanner(columns=[top]).to_batches():
         column = batch.column(0)
@@ -92,7 +93,7 @@ def _cast_values(array: pa.Array, target: pa.DataType, *, column: str, table: st
                                 f"{arrow_rs_name(target)}", table=table, column=column) from None
 
 
-def _refuse_indexed_casts(ds: "LanceDataset", casts: Mapping[int, pa.DataType]) -> None:
+def _refuse_indexed_casts(ds: LanceDataset, casts: Mapping[int, pa.DataType]) -> None:
     """pylance refuses to cast a column an index is attached to (the cast would invalidate it)."""
     if not casts:
         return
@@ -115,7 +116,7 @@ def _refuse_indexed_casts(ds: "LanceDataset", casts: Mapping[int, pa.DataType]) 
             "completes.", table=ds.uri)
 
 
-def _within(ds: "LanceDataset", field_id: int, top: int) -> bool:
+def _within(ds: LanceDataset, field_id: int, top: int) -> bool:
     parents = {f.id: f.parent_id for f in ds.manifest.fields}
     while field_id != -1:
         if field_id == top:
@@ -125,7 +126,7 @@ def _within(ds: "LanceDataset", field_id: int, top: int) -> bool:
 
 
 def apply_alterations(
-    ds: "LanceDataset", alterations: tuple[Mapping[str, Any], ...], properties, commit_message
+    ds: LanceDataset, alterations: tuple[Mapping[str, Any], ...], properties, commit_message
 ) -> Prepared:
     fields = [file_pb2.Field.FromString(f.SerializeToString()) for f in ds.manifest.fields]
     by_id = {f.id: f for f in fields}

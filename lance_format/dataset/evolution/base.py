@@ -3,17 +3,18 @@ per fragment for new column values, and the ``Merge`` / ``Project`` transactions
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from lance_format.file.legacy_v0_1_writer import batches_like
-from lance_format.table.legacy_manifest import fragment_batch_rows
 from lance_format.dataset.mutations.base import Prepared, write_new_fragments
 from lance_format.errors import InvalidInputError, SchemaMismatchError
+from lance_format.file.legacy_v0_1_writer import batches_like
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
+from lance_format.table.legacy_manifest import fragment_batch_rows
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -49,7 +50,7 @@ def _rust_name(data_type: pa.DataType) -> str:
     return text
 
 
-def new_columns_schema(ds: "LanceDataset", arrow: pa.Schema) -> LanceSchema:
+def new_columns_schema(ds: LanceDataset, arrow: pa.Schema) -> LanceSchema:
     """The schema of columns to add: new names only, ids above every id in use."""
     for field in arrow:
         if field.name not in ds.schema.names:
@@ -62,7 +63,7 @@ def new_columns_schema(ds: "LanceDataset", arrow: pa.Schema) -> LanceSchema:
     return LanceSchema.from_arrow(arrow, first_id=next_field_id_of(ds.manifest))
 
 
-def resolve_field(ds: "LanceDataset", path: str) -> file_pb2.Field:
+def resolve_field(ds: LanceDataset, path: str) -> file_pb2.Field:
     """The schema field at a dotted ``path`` (``a.b`` is field ``b`` of struct ``a``)."""
     fields = list(ds.manifest.fields)
     parent = -1
@@ -75,7 +76,7 @@ def resolve_field(ds: "LanceDataset", path: str) -> file_pb2.Field:
     return found  # type: ignore[return-value]  # split() yields at least one part
 
 
-def set_merge(ds: "LanceDataset", prepared: Prepared, fragments, fields: list[file_pb2.Field]) -> None:
+def set_merge(ds: LanceDataset, prepared: Prepared, fragments, fields: list[file_pb2.Field]) -> None:
     body = prepared.txn.merge
     body.SetInParent()
     body.fragments.extend(fragments)
@@ -96,7 +97,7 @@ def set_project(prepared: Prepared, fields: list[file_pb2.Field], preserves_null
 
 
 # -- physical alignment ------------------------------------------------------------------------
-def _to_physical(fragment: "LanceFragment", batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _to_physical(fragment: LanceFragment, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Spread batches of live-row values over the fragment's physical rows (deleted rows get
     the next live row's value, trailing ones the last's)."""
     live = fragment.live_offsets().astype(np.int64)
@@ -114,7 +115,7 @@ def _to_physical(fragment: "LanceFragment", batches: Iterable[pa.RecordBatch]) -
         position = end
 
 
-def new_column_file(ds: "LanceDataset", fragment: "LanceFragment", schema: LanceSchema,
+def new_column_file(ds: LanceDataset, fragment: LanceFragment, schema: LanceSchema,
                    batches: Iterable[pa.RecordBatch], prepared: Prepared) -> table_pb2.DataFragment:
     arrow = schema.to_arrow()
     # a legacy (0.1) fragment's new file must have the same row groups as its existing files

@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,7 +77,7 @@ class _AlignedReader:
 
 
 def add_columns(
-    ds: "LanceDataset",
+    ds: LanceDataset,
     transforms: Any,
     read_columns: list[str] | None = None,
     reader_schema: pa.Schema | None = None,
@@ -91,7 +92,7 @@ def add_columns(
     if isinstance(transforms, list) and transforms and all(isinstance(f, pa.Field) for f in transforms):
         transforms = pa.schema(transforms)
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         prepared = Prepared(transaction_for(current, transaction_properties, commit_message), None,
                             storage_version=storage_version_of(current))
         fragments = current.get_fragments()
@@ -160,7 +161,7 @@ def _joined_batches(ds, fragment, left_on: str, keys: pa.Array, values: pa.Table
 
 
 def merge_on_key(
-    ds: "LanceDataset",
+    ds: LanceDataset,
     data: Any,
     left_on: str,
     right_on: str | None = None,
@@ -187,7 +188,7 @@ def merge_on_key(
         raise InvalidInputError("the data to merge has no columns besides the key", table=ds.uri)
     right = _unique_right(right, right_on)
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         if left_on not in current.schema.names:
             raise SchemaMismatchError(f"Column {left_on} does not exist in the left side dataset",
                                       table=current.uri, column=left_on)
@@ -224,12 +225,12 @@ def _subtree(fields: list[file_pb2.Field], root_id: int) -> set[int]:
     return ids
 
 
-def drop_columns(ds: "LanceDataset", columns: list[str], *, transaction_properties=None, commit_message=None) -> None:
+def drop_columns(ds: LanceDataset, columns: list[str], *, transaction_properties=None, commit_message=None) -> None:
     """Remove columns (top-level or nested ``a.b``) from the schema; data stays until compaction."""
     if isinstance(columns, str):
         columns = [columns]
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         fields = list(current.manifest.fields)
         gone: set[int] = set()
         for name in columns:
@@ -248,7 +249,7 @@ def drop_columns(ds: "LanceDataset", columns: list[str], *, transaction_properti
     run_mutation(ds, prepare)
 
 
-def alter_columns(ds: "LanceDataset", *alterations: Mapping[str, Any], transaction_properties=None,
+def alter_columns(ds: LanceDataset, *alterations: Mapping[str, Any], transaction_properties=None,
                   commit_message=None) -> None:
     """Rename, change nullability, or safely cast columns (pylance's ``alter_columns``)."""
     for alteration in alterations:
@@ -261,7 +262,7 @@ def alter_columns(ds: "LanceDataset", *alterations: Mapping[str, Any], transacti
         if all(alteration.get(key) is None for key in ("name", "nullable", "data_type")):
             raise InvalidInputError("At least one of name, nullable, or data_type must be specified", table=ds.uri)
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         return apply_alterations(current, alterations, transaction_properties, commit_message)
 
     run_mutation(ds, prepare)

@@ -19,7 +19,8 @@ concurrent write is never lost; the caller's files are removed when the commit f
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -130,7 +131,7 @@ def commit_with_new_columns(
 
 
 def write_with_new_columns(
-    ds: "LanceDataset",
+    ds: LanceDataset,
     data: pa.RecordBatchReader,
     new_fields: pa.Schema | Sequence[pa.Field],
     *,
@@ -138,7 +139,7 @@ def write_with_new_columns(
     check_data: bool = True,
     transaction_properties: Mapping[str, str] | None = None,
     commit_message: str | None = None,
-) -> "LanceDataset":
+) -> LanceDataset:
     """Append ``data`` (or, with ``predicate``, replace the matching rows by it) adding
     ``new_fields`` to the schema, all in one new version. ``data`` has the table's columns
     and the new ones (any order). Nothing stays behind when the commit fails."""

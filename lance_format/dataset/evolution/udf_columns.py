@@ -9,7 +9,8 @@ out, its own member order), so either engine resumes a run the other one started
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -78,7 +79,7 @@ def checkpoint_fragment_json(meta: FragmentMetadata) -> str:
     return json.dumps(out, separators=(",", ":"))
 
 
-def udf_fragment_files(current: "LanceDataset", udf: Callable, read_columns: list[str] | None, batch_size,
+def udf_fragment_files(current: LanceDataset, udf: Callable, read_columns: list[str] | None, batch_size,
                        prepared: Prepared) -> tuple[list, LanceSchema]:
     """Each fragment with a new data file of the UDF's columns, and the new fields' schema.
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def run_auto_cleanup(read_version: "LanceDataset", manifest: "table_pb2.Manifest") -> None:
+def run_auto_cleanup(read_version: LanceDataset, manifest: table_pb2.Manifest) -> None:
     """Clean up after the commit of ``manifest``, seeing the table at ``read_version``; logs errors."""
     from lance_format.dataset.maintenance.cleanup import cleanup_old_versions
 

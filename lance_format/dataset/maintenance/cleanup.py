@@ -18,11 +18,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lance_format.dataset.arguments import age
+from lance_format.dataset.branches import cleanup_references
 from lance_format.errors import CommitOptionError, InvalidInputError, TaggedVersionsError
 from lance_format.table.deletion import deletion_file_path
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import VERSIONS_DIR, list_versions
-from lance_format.dataset.branches import cleanup_references
 from lance_format.table.transaction import TRANSACTIONS_DIR
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class _Refs:
     indices: set
 
     @classmethod
-    def empty(cls) -> "_Refs":
+    def empty(cls) -> _Refs:
         return cls(set(), set(), set(), set())
 
     def add(self, mf) -> None:
@@ -127,7 +127,7 @@ class _Plan:
 
 
 def _plan_cleanup(
-    ds: "LanceDataset",
+    ds: LanceDataset,
     older_than: timedelta | None,
     retain_versions: int | None,
     *,
@@ -228,7 +228,7 @@ def _plan_cleanup(
     return _Plan(old_manifests, files, sorted(_branch_names(ds, kept_for_branches, branch_manifests)))
 
 
-def _branch_names(ds: "LanceDataset", kept_for_branches: Any, branch_manifests: Any) -> set[str]:
+def _branch_names(ds: LanceDataset, kept_for_branches: Any, branch_manifests: Any) -> set[str]:
     if not kept_for_branches and not branch_manifests:
         return set()
     try:
@@ -237,7 +237,7 @@ def _branch_names(ds: "LanceDataset", kept_for_branches: Any, branch_manifests: 
         return set()
 
 
-def _would_remove(plan: _Plan, inside: "_ResolvesInside") -> CleanupStats:
+def _would_remove(plan: _Plan, inside: _ResolvesInside) -> CleanupStats:
     stats = CleanupStats(old_versions=len(plan.old_manifests))
     stats.bytes_removed = sum(size for _, size in plan.old_manifests)
     for candidate in plan.files:
@@ -267,7 +267,7 @@ class _Pace:
 
 
 def cleanup_old_versions(
-    ds: "LanceDataset",
+    ds: LanceDataset,
     older_than: timedelta | None = None,
     retain_versions: int | None = None,
     *,
@@ -331,7 +331,7 @@ def cleanup_old_versions(
 
 
 def explain_cleanup(
-    ds: "LanceDataset",
+    ds: LanceDataset,
     older_than: timedelta | None = None,
     retain_versions: int | None = None,
     *,

@@ -17,8 +17,9 @@ Indexed fragments are compacted too, and the segments covering them remapped in 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -27,8 +28,8 @@ from lance_format.dataset.maintenance.decoded_memory_v2_0 import modelled_legacy
 from lance_format.dataset.maintenance.index_remap import blocked_fragments, indexed_fragments, remap_indices
 from lance_format.dataset.mutations.base import Prepared, storage_version_of, write_new_fragments
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
-from lance_format.schema.blob import is_blob_field
 from lance_format.proto import table_pb2
+from lance_format.schema.blob import is_blob_field
 from lance_format.table.commit import commit_landed, commit_transaction
 from lance_format.table.index_meta import indexed_fragment_ids
 from lance_format.table.operations import BuildOptions
@@ -56,7 +57,7 @@ class CompactionMetrics:
     files_added: int = 0
 
 
-def _option(ds: "LanceDataset", name: str, given, default, convert):
+def _option(ds: LanceDataset, name: str, given, default, convert):
     if given is not None:
         return given
     raw = ds.manifest.config.get(_CONFIG_PREFIX + name)
@@ -77,8 +78,8 @@ def _bool(text: str) -> bool:
     raise ValueError(text)
 
 
-def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float,
-         excluded: Iterable[int] = (), only: Collection[int] | None = None) -> list[list["LanceFragment"]]:
+def plan(ds: LanceDataset, target: int, materialize: bool, threshold: float,
+         excluded: Iterable[int] = (), only: Collection[int] | None = None) -> list[list[LanceFragment]]:
     """Groups of adjacent fragments to rewrite, in fragment order. ``excluded`` ids are never
     candidates, and when ``only`` is given only fragments whose ids are in it take part: the
     others end a run of candidates like a large fragment does."""
@@ -118,7 +119,7 @@ def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float,
         current["rows"].append(physical - deleted)
     if current is not None:
         bins.append(current)
-    tasks: list[list["LanceFragment"]] = []
+    tasks: list[list[LanceFragment]] = []
     for b in bins:
         if len(b["fragments"]) == 1 and b["candidacy"][0] == "neighbours":
             continue
@@ -126,11 +127,11 @@ def plan(ds: "LanceDataset", target: int, materialize: bool, threshold: float,
     return tasks
 
 
-def within_budget(tasks: list[list["LanceFragment"]], max_fragments: int | None, max_rows: int | None,
-                  max_bytes: int | None) -> list[list["LanceFragment"]]:
+def within_budget(tasks: list[list[LanceFragment]], max_fragments: int | None, max_rows: int | None,
+                  max_bytes: int | None) -> list[list[LanceFragment]]:
     """The first tasks whose source fragments, rows and data bytes stay within the budgets
     (pylance's ``max_source_*``): planning stops at the first task that would exceed one."""
-    kept: list[list["LanceFragment"]] = []
+    kept: list[list[LanceFragment]] = []
     fragments = rows = size = 0
     for task in tasks:
         fragments += len(task)
@@ -189,7 +190,7 @@ def _chunked(batches: Iterator[pa.RecordBatch], sizes: list[int]) -> Iterator[It
         yield one(size)
 
 
-def _sequences(ds: "LanceDataset", group: list["LanceFragment"], sizes: list[int], new: list[table_pb2.DataFragment]):
+def _sequences(ds: LanceDataset, group: list[LanceFragment], sizes: list[int], new: list[table_pb2.DataFragment]):
     store = ds.object_store
     deletions = [f.deleted_offsets if f.num_deletions else None for f in group]
     row_ids = [read_sequence_bytes(store, f.proto, "inline_row_ids", "external_row_ids") or b"" for f in group]
@@ -210,7 +211,7 @@ def _sequences(ds: "LanceDataset", group: list["LanceFragment"], sizes: list[int
 
 
 def compact_files(
-    ds: "LanceDataset",
+    ds: LanceDataset,
     *,
     target_rows_per_fragment: int | None = None,
     max_rows_per_group: int | None = None,
@@ -259,11 +260,11 @@ def compact_files(
     return group_metrics(groups)
 
 
-def group_protos(group: list["LanceFragment"]) -> list[table_pb2.DataFragment]:
+def group_protos(group: list[LanceFragment]) -> list[table_pb2.DataFragment]:
     return [f.proto for f in group]
 
 
-def rewrite_group(ds: "LanceDataset", group: list["LanceFragment"], target: int, batch_size: int | None,
+def rewrite_group(ds: LanceDataset, group: list[LanceFragment], target: int, batch_size: int | None,
                   prepared: Prepared, max_bytes_per_file: int | None = None) -> list[table_pb2.DataFragment]:
     """Write one planned group's live rows as new fragments (uncommitted, ids unassigned).
 
@@ -300,7 +301,7 @@ def rewrite_group(ds: "LanceDataset", group: list["LanceFragment"], target: int,
     return new
 
 
-def check_defer(ds: "LanceDataset", defer: bool, tasks: list[list["LanceFragment"]]) -> None:
+def check_defer(ds: LanceDataset, defer: bool, tasks: list[list[LanceFragment]]) -> None:
     """Refuse ``defer_index_remap=True`` where pylance would write a fragment-reuse index."""
     if not defer:
         return
@@ -315,7 +316,7 @@ def check_defer(ds: "LanceDataset", defer: bool, tasks: list[list["LanceFragment
                                       table=ds.uri)
 
 
-def commit_rewrites(ds: "LanceDataset", groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]],
+def commit_rewrites(ds: LanceDataset, groups: list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]],
                     txn, transaction_properties=None, written: list[str] | None = None):
     """Reserve ids for the new fragments, then commit one ``Rewrite`` of every group, built on
     ``txn``'s read version (a concurrent change to the same fragments is a conflict), with the
@@ -353,7 +354,7 @@ def group_metrics(groups: list[tuple[list[table_pb2.DataFragment], list[table_pb
 class DatasetOptimizer:
     """``ds.optimize``: table maintenance (mirrors pylance's ``DatasetOptimizer``)."""
 
-    def __init__(self, dataset: "LanceDataset") -> None:
+    def __init__(self, dataset: LanceDataset) -> None:
         self._dataset = dataset
 
     def compact_files(self, **options) -> CompactionMetrics:

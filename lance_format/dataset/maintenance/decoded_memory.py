@@ -62,7 +62,8 @@ pylance's 2.0 decoders and writer allocate differently.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -240,7 +241,7 @@ def _batch_ranges(live: np.ndarray | None, total: int, batch_rows: int) -> list[
     return out
 
 
-def _column_plans(fragment: "LanceFragment", field: pa.Field, field_id: int,
+def _column_plans(fragment: LanceFragment, field: pa.Field, field_id: int,
                   batches: list[tuple[np.ndarray, np.ndarray]], in_list: bool = False) -> list[_Plan | None]:
     """Per scan batch, the page and page-relative row ranges one leaf field's array (a leaf, a
     list of a leaf, or, ``in_list``, a leaf of a list's items) is decoded from (None: not
@@ -338,7 +339,7 @@ def _is_list(data_type: pa.DataType) -> bool:
 _Leaf = tuple[tuple[int, ...], "tuple[int, ...] | None", pa.Field, int, bool]
 
 
-def _leaf_fields(lance_field: "LanceField", arrow_field: pa.Field, path: tuple[int, ...] = (),
+def _leaf_fields(lance_field: LanceField, arrow_field: pa.Field, path: tuple[int, ...] = (),
                  list_path: tuple[int, ...] | None = None) -> Iterator[_Leaf]:
     """(path, list path, arrow field, lance field id, modelled) of each leaf column of a field,
     in ``leaf_paths`` order. Modelled: a leaf, a list of a leaf, and a leaf of the items of one
@@ -362,7 +363,7 @@ def _leaf_fields(lance_field: "LanceField", arrow_field: pa.Field, path: tuple[i
     yield path, list_path, arrow_field, lance_field.id, not packed and not lance_field.children
 
 
-def fragment_batch_plans(fragment: "LanceFragment", schema: pa.Schema, batch_rows: int) -> list[list[list[_LeafPlan]]]:
+def fragment_batch_plans(fragment: LanceFragment, schema: pa.Schema, batch_rows: int) -> list[list[list[_LeafPlan]]]:
     """Per scan batch of ``fragment``, per column, each leaf's decode plan."""
     live = None
     if fragment.proto.HasField("deletion_file"):
@@ -417,8 +418,8 @@ def _rebatched(batches: Iterator[pa.RecordBatch], rows: int, batch_rows: int,
 BatchRegistrar = Callable[[int, pa.RecordBatch], None]
 
 
-def registered_batches(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment"], batch_rows: int,
-                       registrar: Callable[["LanceFragment"], BatchRegistrar]) -> Iterator[pa.RecordBatch]:
+def registered_batches(batches: Iterator[pa.RecordBatch], fragments: list[LanceFragment], batch_rows: int,
+                       registrar: Callable[[LanceFragment], BatchRegistrar]) -> Iterator[pa.RecordBatch]:
     """``batches`` (a scan of ``fragments`` in order, restarting batches at each fragment), each
     registered by ``registrar(fragment)(index, batch)`` before it is passed on while the scan
     stays in step with pylance's batches; a fragment with deletions is passed on in batches of
@@ -444,10 +445,10 @@ def registered_batches(batches: Iterator[pa.RecordBatch], fragments: list["Lance
     yield from batches
 
 
-def registered(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment"], schema: pa.Schema,
+def registered(batches: Iterator[pa.RecordBatch], fragments: list[LanceFragment], schema: pa.Schema,
                batch_rows: int, sizes: DecodedSizes) -> Iterator[pa.RecordBatch]:
     """:func:`registered_batches` of 2.1/2.2 fragments, each batch registered with ``sizes``."""
-    def registrar(fragment: "LanceFragment") -> BatchRegistrar:
+    def registrar(fragment: LanceFragment) -> BatchRegistrar:
         plans = fragment_batch_plans(fragment, schema, batch_rows)
 
         def register(index: int, batch: pa.RecordBatch) -> None:

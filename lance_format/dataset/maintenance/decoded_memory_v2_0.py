@@ -40,8 +40,9 @@ times).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -190,7 +191,7 @@ class _LeafSource:
     items: bool  # the leaf is a list's items
 
 
-def _leaf_sources(fragment: "LanceFragment", schema: pa.Schema) -> list[_LeafSource] | None:
+def _leaf_sources(fragment: LanceFragment, schema: pa.Schema) -> list[_LeafSource] | None:
     files = fragment.proto.files
     if len(files) != 1 or files[0].file_major_version != 2 or files[0].file_minor_version != 0:
         return None
@@ -239,7 +240,7 @@ class LegacyDecodedSizes(ArraySizes):
 class _FragmentModel:
     """Registers each batch of one fragment's scan with the sizes pylance's decoder gives it."""
 
-    def __init__(self, fragment: "LanceFragment", schema: pa.Schema, batch_rows: int) -> None:
+    def __init__(self, fragment: LanceFragment, schema: pa.Schema, batch_rows: int) -> None:
         self.sources = _leaf_sources(fragment, schema) or []
         live = None
         if fragment.proto.HasField("deletion_file"):
@@ -301,11 +302,11 @@ class _FragmentModel:
         return plan, values.take(pa.array(taken))
 
 
-def registered_v2_0(batches: Iterator[pa.RecordBatch], fragments: list["LanceFragment"], schema: pa.Schema,
+def registered_v2_0(batches: Iterator[pa.RecordBatch], fragments: list[LanceFragment], schema: pa.Schema,
                     batch_rows: int, sizes: LegacyDecodedSizes) -> Iterator[pa.RecordBatch]:
     """:func:`~lance_format.dataset.maintenance.decoded_memory.registered_batches` of 2.0
     fragments, each batch registered with ``sizes``."""
-    def registrar(fragment: "LanceFragment") -> Callable[[int, pa.RecordBatch], None]:
+    def registrar(fragment: LanceFragment) -> Callable[[int, pa.RecordBatch], None]:
         model = _FragmentModel(fragment, schema, batch_rows)
         return lambda index, batch: model.expect(index, batch, sizes)
 

@@ -14,8 +14,9 @@ engines: a pylance plan can be executed here and committed by pylance, and the r
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto, fragment_to_proto
 from lance_format.dataset.maintenance.compaction import (
@@ -66,7 +67,7 @@ _PYLANCE_OPTION_DEFAULTS: dict[str, Any] = {
 }
 
 
-def _resolved_options(ds: "LanceDataset", options: Mapping[str, Any] | None) -> dict[str, Any]:
+def _resolved_options(ds: LanceDataset, options: Mapping[str, Any] | None) -> dict[str, Any]:
     given = dict(options or {})
     unknown = set(given) - set(_PYLANCE_OPTION_DEFAULTS)
     if unknown:
@@ -130,7 +131,7 @@ class RewriteResult:
                            "original_fragments": _fragments_json(self.original_fragments), "row_addrs": None})
 
     @staticmethod
-    def from_json(json_str: str) -> "RewriteResult":
+    def from_json(json_str: str) -> RewriteResult:
         data = _loads(json_str, "RewriteResult")
         try:
             return RewriteResult(int(data["read_version"]), _fragments_from(data["new_fragments"]),
@@ -151,7 +152,7 @@ class CompactionTask:
     def __repr__(self) -> str:
         return f"CompactionTask(read_version={self.read_version}, fragments={self.fragments!r})"
 
-    def execute(self, dataset: "LanceDataset") -> RewriteResult:
+    def execute(self, dataset: LanceDataset) -> RewriteResult:
         """Rewrite this task's fragments into new data files of ``dataset`` (uncommitted).
 
         Raises
@@ -185,7 +186,7 @@ class CompactionTask:
                            "options": self.options})
 
     @staticmethod
-    def from_json(json_str: str) -> "CompactionTask":
+    def from_json(json_str: str) -> CompactionTask:
         data = _loads(json_str, "CompactionTask")
         try:
             return CompactionTask(int(data["read_version"]), _fragments_from(data["task"]["fragments"]),
@@ -213,7 +214,7 @@ class CompactionPlan:
                            "read_version": self.read_version, "options": self.options})
 
     @staticmethod
-    def from_json(json_str: str) -> "CompactionPlan":
+    def from_json(json_str: str) -> CompactionPlan:
         data = _loads(json_str, "CompactionPlan")
         try:
             version, options = int(data["read_version"]), dict(data.get("options") or {})
@@ -227,7 +228,7 @@ class Compaction:
     """pylance's ``lance.optimize.Compaction``: plan, execute on workers, commit."""
 
     @staticmethod
-    def plan(dataset: "LanceDataset", options: Mapping[str, Any] | None = None) -> CompactionPlan:
+    def plan(dataset: LanceDataset, options: Mapping[str, Any] | None = None) -> CompactionPlan:
         """The groups ``compact_files`` would rewrite, as tasks (nothing is written)."""
         resolved = _resolved_options(dataset, options)
         groups = within_budget(
@@ -238,13 +239,13 @@ class Compaction:
         return CompactionPlan(dataset.version, tasks, resolved)
 
     @staticmethod
-    def execute(dataset: "LanceDataset", options: Mapping[str, Any] | None = None) -> CompactionMetrics:
+    def execute(dataset: LanceDataset, options: Mapping[str, Any] | None = None) -> CompactionMetrics:
         """Plan, run every task here and commit (what ``compact_files`` does)."""
         compaction = Compaction.plan(dataset, options)
         return Compaction.commit(dataset, [task.execute(dataset) for task in compaction.tasks])
 
     @staticmethod
-    def commit(dataset: "LanceDataset", rewrites: Iterable[RewriteResult], options: Any = None) -> CompactionMetrics:
+    def commit(dataset: LanceDataset, rewrites: Iterable[RewriteResult], options: Any = None) -> CompactionMetrics:
         """Commit the results of executed tasks as one ``Rewrite``; ``dataset`` moves to it.
 
         Raises

@@ -18,7 +18,8 @@ bitmap) are never compacted.
 from __future__ import annotations
 
 import uuid as uuid_mod
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -60,7 +61,7 @@ def _handled(meta: table_pb2.IndexMetadata, stable_row_ids: bool) -> bool:
     return not _needs_rewrite(meta, stable_row_ids) or kind.name in _REMAPPED_TYPES
 
 
-def blocked_fragments(ds: "LanceDataset") -> BitMap:
+def blocked_fragments(ds: LanceDataset) -> BitMap:
     """Fragments no compaction by this engine may rewrite (covered by a segment it cannot remap)."""
     stable = ds.has_stable_row_ids
     blocked = BitMap()
@@ -73,7 +74,7 @@ def blocked_fragments(ds: "LanceDataset") -> BitMap:
     return blocked
 
 
-def indexed_fragments(ds: "LanceDataset") -> BitMap:
+def indexed_fragments(ds: LanceDataset) -> BitMap:
     """Every fragment some user index covers."""
     covered = BitMap()
     for segment in user_segments(ds.manifest_file.index_section):
@@ -81,7 +82,7 @@ def indexed_fragments(ds: "LanceDataset") -> BitMap:
     return covered
 
 
-def _column_batches(ds: "LanceDataset", path: str, fragment_ids: list[int]) -> Iterator[pa.RecordBatch]:
+def _column_batches(ds: LanceDataset, path: str, fragment_ids: list[int]) -> Iterator[pa.RecordBatch]:
     fragments = [f for f in ds.get_fragments() if f.fragment_id in set(fragment_ids)]
     if not fragments:
         return iter(())
@@ -89,7 +90,7 @@ def _column_batches(ds: "LanceDataset", path: str, fragment_ids: list[int]) -> I
                            scan_in_order=True).to_batches())
 
 
-def _training_batches(ds: "LanceDataset", path: str, key: str, kept: list[int],
+def _training_batches(ds: LanceDataset, path: str, key: str, kept: list[int],
                       groups: Groups) -> Iterator[pa.RecordBatch]:
     """``(value, key)`` batches in ascending new-address order: the covered fragments a
     compaction keeps, then each rewritten group with its live rows numbered into its new
@@ -110,7 +111,7 @@ def _training_batches(ds: "LanceDataset", path: str, key: str, kept: list[int],
                                              names=[VALUE_COLUMN, key])
 
 
-def remap_indices(ds: "LanceDataset", groups: Groups, written: list[str]
+def remap_indices(ds: LanceDataset, groups: Groups, written: list[str]
                   ) -> list[transaction_pb2.Transaction.Rewrite.RewrittenIndex]:
     """Rewrite the segments covering ``groups`` (new fragments' ids assigned) with the moved
     rows' new addresses; their files' paths are appended to ``written`` as they are written."""

@@ -12,7 +12,8 @@ on retryable conflicts and move the dataset object to the new version.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from lance_format.dataset.evolution.base import resolve_field
 from lance_format.dataset.mutations.base import Prepared, run_mutation, transaction_for
@@ -25,11 +26,11 @@ if TYPE_CHECKING:
 
 
 # -- restore ---------------------------------------------------------------------------------
-def restore(ds: "LanceDataset", *, transaction_properties=None, commit_message=None) -> None:
+def restore(ds: LanceDataset, *, transaction_properties=None, commit_message=None) -> None:
     """Make the checked-out version the latest again (a new commit)."""
     version = ds.version
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         latest = current.open_latest()  # pylance builds the Restore on the latest version
         prepared = Prepared(transaction_for(latest, transaction_properties, commit_message), None)
         prepared.txn.restore.version = version
@@ -54,8 +55,8 @@ def _update_map(target: transaction_pb2.Transaction.UpdateMap, values: Mapping[s
         target.replace = True
 
 
-def _update_config_txn(ds: "LanceDataset", build, properties=None, commit_message=None) -> None:
-    def prepare(current: "LanceDataset") -> Prepared:
+def _update_config_txn(ds: LanceDataset, build, properties=None, commit_message=None) -> None:
+    def prepare(current: LanceDataset) -> Prepared:
         prepared = Prepared(transaction_for(current, properties, commit_message), None)
         prepared.txn.update_config.SetInParent()
         build(current, prepared.txn.update_config)
@@ -64,14 +65,14 @@ def _update_config_txn(ds: "LanceDataset", build, properties=None, commit_messag
     run_mutation(ds, prepare)
 
 
-def update_config(ds: "LanceDataset", values: Mapping[str, str | None], *, replace: bool = False,
+def update_config(ds: LanceDataset, values: Mapping[str, str | None], *, replace: bool = False,
                   transaction_properties=None, commit_message=None) -> dict[str, str]:
     _update_config_txn(ds, lambda c, body: _update_map(body.config_updates, values, replace),
                        transaction_properties, commit_message)
     return dict(ds.manifest.config)
 
 
-def delete_config_keys(ds: "LanceDataset", keys: list[str], *, transaction_properties=None,
+def delete_config_keys(ds: LanceDataset, keys: list[str], *, transaction_properties=None,
                        commit_message=None) -> None:
     if isinstance(keys, str):
         keys = [keys]
@@ -79,23 +80,23 @@ def delete_config_keys(ds: "LanceDataset", keys: list[str], *, transaction_prope
                   commit_message=commit_message)
 
 
-def update_metadata(ds: "LanceDataset", values: Mapping[str, str | None], *, replace: bool = False,
+def update_metadata(ds: LanceDataset, values: Mapping[str, str | None], *, replace: bool = False,
                     transaction_properties=None, commit_message=None) -> dict[str, str]:
     _update_config_txn(ds, lambda c, body: _update_map(body.table_metadata_updates, values, replace),
                        transaction_properties, commit_message)
     return dict(ds.manifest.table_metadata)
 
 
-def update_schema_metadata(ds: "LanceDataset", values: Mapping[str, str | None], *, replace: bool = False,
+def update_schema_metadata(ds: LanceDataset, values: Mapping[str, str | None], *, replace: bool = False,
                            transaction_properties=None, commit_message=None) -> dict[str, str]:
     _update_config_txn(ds, lambda c, body: _update_map(body.schema_metadata_updates, values, replace),
                        transaction_properties, commit_message)
     return {k: v.decode(errors="replace") for k, v in ds.manifest.schema_metadata.items()}
 
 
-def update_field_metadata(ds: "LanceDataset", field_updates: Mapping[str, Mapping[str, str | None]], *,
+def update_field_metadata(ds: LanceDataset, field_updates: Mapping[str, Mapping[str, str | None]], *,
                           replace: bool = False, transaction_properties=None, commit_message=None) -> None:
-    def build(current: "LanceDataset", body) -> None:
+    def build(current: LanceDataset, body) -> None:
         for path, values in field_updates.items():
             field = resolve_field(current, path)
             _update_map(body.field_metadata_updates[field.id], values, replace)
@@ -104,9 +105,9 @@ def update_field_metadata(ds: "LanceDataset", field_updates: Mapping[str, Mappin
 
 
 # -- base paths ------------------------------------------------------------------------------
-def add_bases(ds: "LanceDataset", new_bases: Any, *, transaction_properties=None) -> None:
+def add_bases(ds: LanceDataset, new_bases: Any, *, transaction_properties=None) -> None:
     """Register base paths (``DatasetBasePath``); ids left unset are assigned at commit."""
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         prepared = Prepared(transaction_for(current, transaction_properties, None), None)
         body = prepared.txn.update_bases
         body.SetInParent()

@@ -15,9 +15,10 @@ import contextlib
 import contextvars
 import random
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -89,7 +90,7 @@ _ATTEMPT: contextvars.ContextVar[list | None] = contextvars.ContextVar("lance_fo
 
 
 @contextlib.contextmanager
-def table_context(ds: "LanceDataset") -> Iterator[None]:
+def table_context(ds: LanceDataset) -> Iterator[None]:
     """Name the table and version in any engine error raised inside (and clean up attempts)."""
     try:
         yield
@@ -97,7 +98,7 @@ def table_context(ds: "LanceDataset") -> Iterator[None]:
         raise exc.with_context(table=ds.uri, version=ds.version)
 
 
-def _prepare(prepare, current: "LanceDataset") -> Prepared:
+def _prepare(prepare, current: LanceDataset) -> Prepared:
     attempt: list[Prepared] = []
     token = _ATTEMPT.set(attempt)
     try:
@@ -110,13 +111,13 @@ def _prepare(prepare, current: "LanceDataset") -> Prepared:
         _ATTEMPT.reset(token)
 
 
-def transaction_for(ds: "LanceDataset", properties: Mapping[str, str] | None, commit_message: str | None):
+def transaction_for(ds: LanceDataset, properties: Mapping[str, str] | None, commit_message: str | None):
     return new_transaction(ds.version, properties=properties, commit_message=commit_message)
 
 
 def run_mutation(
-    ds: "LanceDataset",
-    prepare: Callable[["LanceDataset"], Prepared],
+    ds: LanceDataset,
+    prepare: Callable[[LanceDataset], Prepared],
     *,
     conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
     retry_timeout: timedelta = DEFAULT_RETRY_TIMEOUT,
@@ -153,7 +154,7 @@ def run_mutation(
         return prepared.result
 
 
-def commit_prepared(ds: "LanceDataset", prepared: Prepared) -> CommittedVersion:
+def commit_prepared(ds: LanceDataset, prepared: Prepared) -> CommittedVersion:
     options = BuildOptions(data_storage_version=prepared.storage_version)
     return commit_transaction(
         ds.object_store, prepared.txn, options=options,
@@ -177,7 +178,7 @@ def split_addresses(addresses: np.ndarray) -> dict[int, np.ndarray]:
 
 
 def apply_deletions(
-    ds: "LanceDataset", offsets: Mapping[int, np.ndarray], prepared: Prepared
+    ds: LanceDataset, offsets: Mapping[int, np.ndarray], prepared: Prepared
 ) -> tuple[list[table_pb2.DataFragment], list[int]]:
     """New deletion files (union of old and new) for the fragments that lose rows.
 
@@ -207,7 +208,7 @@ def concat(arrays: list[np.ndarray], dtype=np.uint64) -> np.ndarray:
 
 
 # -- predicates ------------------------------------------------------------------------------
-def matching_offsets(ds: "LanceDataset", predicate: str | pc.Expression) -> dict[int, np.ndarray]:
+def matching_offsets(ds: LanceDataset, predicate: str | pc.Expression) -> dict[int, np.ndarray]:
     """Physical offsets (per fragment id) of the live rows of ``ds`` that satisfy ``predicate``."""
     result: dict[int, np.ndarray] = {}
     for fragment in ds.get_fragments():
@@ -266,12 +267,12 @@ def cast_to(array: pa.Array, target: pa.DataType, *, column: str, table: str) ->
 
 
 # -- new data --------------------------------------------------------------------------------
-def storage_version_of(ds: "LanceDataset") -> str:
+def storage_version_of(ds: LanceDataset) -> str:
     return resolve_storage_version(None, ds.data_storage_version, table=ds.uri)
 
 
 def write_new_fragments(
-    ds: "LanceDataset", schema: pa.Schema, batches: Iterable[pa.RecordBatch], prepared: Prepared,
+    ds: LanceDataset, schema: pa.Schema, batches: Iterable[pa.RecordBatch], prepared: Prepared,
     lance_schema=None, max_rows_per_file: int | None = None, max_bytes_per_file: int | None = None,
     targets: Sequence[WriteTarget] | None = None,
 ) -> list[table_pb2.DataFragment]:
@@ -306,7 +307,7 @@ def batches_of(table: pa.Table, size: int = 65536) -> Iterator[pa.RecordBatch]:
             yield batch
 
 
-def field_ids_of(ds: "LanceDataset", names: Iterable[str]) -> list[int]:
+def field_ids_of(ds: LanceDataset, names: Iterable[str]) -> list[int]:
     """Pre-order field ids of the given top-level columns (the column and its children)."""
     ids: list[int] = []
     for name in names:

@@ -16,8 +16,9 @@ Every mutation commits even when nothing matched (as pylance does), accepts
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -60,13 +61,13 @@ def _predicate_text(predicate: str | pc.Expression) -> str:
     raise InvalidInputError(f"a predicate must be a SQL string or a pyarrow expression, got {type(predicate).__name__}")
 
 
-def _matching_addresses(ds: "LanceDataset", predicate) -> np.ndarray:
+def _matching_addresses(ds: LanceDataset, predicate) -> np.ndarray:
     scanner = ds.scanner(columns=[], filter=predicate, with_row_address=True)
     return concat([b.column(ROW_ADDRESS).to_numpy(zero_copy_only=False) for b in scanner.to_batches()])
 
 
 def delete(
-    ds: "LanceDataset",
+    ds: LanceDataset,
     predicate: str | pc.Expression,
     *,
     conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
@@ -79,7 +80,7 @@ def delete(
         text = _predicate_text(predicate)
         to_expression(predicate, ds.schema)  # validate before doing any work
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         prepared = Prepared(transaction_for(current, transaction_properties, commit_message), None)
         addresses = _matching_addresses(current, predicate)
         offsets = split_addresses(addresses)
@@ -96,7 +97,7 @@ def delete(
     return run_mutation(ds, prepare, conflict_retries=conflict_retries, retry_timeout=retry_timeout)
 
 
-def _compile_values(ds: "LanceDataset", values: Mapping[str, Any]) -> dict[str, tuple[Any, list[str]]]:
+def _compile_values(ds: LanceDataset, values: Mapping[str, Any]) -> dict[str, tuple[Any, list[str]]]:
     if not isinstance(values, Mapping) or not values:
         raise InvalidInputError("update needs a non-empty dict of column -> SQL expression", table=ds.uri)
     schema = ds.schema
@@ -123,7 +124,7 @@ def _compile_values(ds: "LanceDataset", values: Mapping[str, Any]) -> dict[str, 
 
 
 def update(
-    ds: "LanceDataset",
+    ds: LanceDataset,
     updates: Mapping[str, Any],
     where: str | pc.Expression | None = None,
     *,
@@ -146,7 +147,7 @@ def update(
         if where is not None:
             to_expression(where, ds.schema)
 
-    def prepare(current: "LanceDataset") -> Prepared:
+    def prepare(current: LanceDataset) -> Prepared:
         prepared = Prepared(transaction_for(current, transaction_properties, commit_message), None,
                             storage_version=storage_version_of(current))
         # blob columns are rewritten from their bytes (the writer stores them anew)
@@ -195,7 +196,7 @@ def update(
     return run_mutation(ds, prepare, conflict_retries=conflict_retries, retry_timeout=retry_timeout)
 
 
-def merge_insert(ds: "LanceDataset", on: str | Iterable[str] | None) -> "MergeInsertBuilder":
+def merge_insert(ds: LanceDataset, on: str | Iterable[str] | None) -> MergeInsertBuilder:
     """A builder for an upsert / insert-if-not-exists / replace-range operation keyed on ``on``."""
     from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
 

@@ -16,8 +16,9 @@ Semantics follow pylance 14:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,10 +42,10 @@ from lance_format.dataset.mutations.base import (
 from lance_format.dataset.sql.filter import to_expression
 from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.dataset.writing.fragment_sink import DATA_DIR, WriteTarget, resolve_storage_version
-from lance_format.table.base_paths import BaseStores, target_bases_of
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.schema.blob import bytes_as_blob_v2_storage, is_blob_field
 from lance_format.schema.extensions import same_stored_type
+from lance_format.table.base_paths import BaseStores, target_bases_of
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -67,7 +68,7 @@ class MergeInsertBuilder:
         No key column is given, or a key column does not exist.
     """
 
-    def __init__(self, dataset: "LanceDataset", on: str | Iterable[str] | None = None) -> None:
+    def __init__(self, dataset: LanceDataset, on: str | Iterable[str] | None = None) -> None:
         """``on``: the key column(s); None: the table's unenforced primary key (fields marked
         ``lance-schema:unenforced-primary-key``), as in pylance."""
         self._dataset = dataset
@@ -97,7 +98,7 @@ class MergeInsertBuilder:
         self._targets: tuple[list[str] | None, bool | None] = (None, None)
 
     # -- configuration (each returns the builder) --------------------------------------------
-    def when_matched_update_all(self, condition: str | None = None) -> "MergeInsertBuilder":
+    def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
         """Overwrite matched target rows with their source rows (only the source's columns).
 
         Parameters
@@ -114,7 +115,7 @@ class MergeInsertBuilder:
         self._matched, self._matched_condition = "update", condition
         return self
 
-    def when_matched_delete(self) -> "MergeInsertBuilder":
+    def when_matched_delete(self) -> MergeInsertBuilder:
         """Delete target rows that a source row matches.
 
         Returns
@@ -125,7 +126,7 @@ class MergeInsertBuilder:
         self._matched, self._matched_condition = "delete", None
         return self
 
-    def when_matched_fail(self) -> "MergeInsertBuilder":
+    def when_matched_fail(self) -> MergeInsertBuilder:
         """Make :meth:`execute` raise :class:`InvalidInputError` if any source row matches.
 
         Returns
@@ -136,7 +137,7 @@ class MergeInsertBuilder:
         self._matched, self._matched_condition = "fail", None
         return self
 
-    def when_not_matched_insert_all(self) -> "MergeInsertBuilder":
+    def when_not_matched_insert_all(self) -> MergeInsertBuilder:
         """Insert source rows that match no target row (missing columns become null).
 
         Returns
@@ -147,7 +148,7 @@ class MergeInsertBuilder:
         self._insert = True
         return self
 
-    def when_not_matched_by_source_delete(self, expr: str | pc.Expression | None = None) -> "MergeInsertBuilder":
+    def when_not_matched_by_source_delete(self, expr: str | pc.Expression | None = None) -> MergeInsertBuilder:
         """Delete target rows that no source row matches.
 
         Parameters
@@ -164,7 +165,7 @@ class MergeInsertBuilder:
         self._delete_unmatched, self._delete_unmatched_expr = True, expr
         return self
 
-    def conflict_retries(self, max_retries: int) -> "MergeInsertBuilder":
+    def conflict_retries(self, max_retries: int) -> MergeInsertBuilder:
         """How often :meth:`execute` redoes the merge after a retryable concurrent commit (default 10).
 
         Parameters
@@ -180,7 +181,7 @@ class MergeInsertBuilder:
         self._retries = int(max_retries)
         return self
 
-    def retry_timeout(self, timeout: timedelta) -> "MergeInsertBuilder":
+    def retry_timeout(self, timeout: timedelta) -> MergeInsertBuilder:
         """How long :meth:`execute` keeps retrying after conflicts (default 30 seconds).
 
         Parameters
@@ -196,7 +197,7 @@ class MergeInsertBuilder:
         self._timeout = timeout
         return self
 
-    def use_index(self, use_index: bool) -> "MergeInsertBuilder":
+    def use_index(self, use_index: bool) -> MergeInsertBuilder:
         """Accepted for pylance compatibility; this engine always joins by scanning the table.
 
         Parameters
@@ -211,7 +212,7 @@ class MergeInsertBuilder:
         """
         return self  # this engine always scans the table
 
-    def write_mode(self, mode: str) -> "MergeInsertBuilder":
+    def write_mode(self, mode: str) -> MergeInsertBuilder:
         """How matched rows are written: ``"auto"`` or ``"rewrite_rows"`` (this engine always
         rewrites whole rows); ``"rewrite_columns"`` (column patches) is not supported here."""
         if mode not in _WRITE_MODES:
@@ -222,19 +223,19 @@ class MergeInsertBuilder:
                                           table=self._dataset.uri)
         return self
 
-    def target_bases(self, bases: list[str]) -> "MergeInsertBuilder":
+    def target_bases(self, bases: list[str]) -> MergeInsertBuilder:
         """Write the merge's new data files to these registered bases (names or paths), file by
         file in turn, as ``write_dataset(target_bases=...)`` does."""
         self._targets = (bases, None)
         return self
 
-    def target_all_bases(self, include_primary: bool = True) -> "MergeInsertBuilder":
+    def target_all_bases(self, include_primary: bool = True) -> MergeInsertBuilder:
         """Write the merge's new data files to every registered base in turn (after the table's own
         storage when ``include_primary``); not combinable with :meth:`target_bases`."""
         self._targets = (None, include_primary)
         return self
 
-    def _write_targets(self, ds: "LanceDataset") -> list[WriteTarget] | None:
+    def _write_targets(self, ds: LanceDataset) -> list[WriteTarget] | None:
         bases, include_primary = self._targets
         if bases is None and include_primary is None:
             return None
@@ -243,7 +244,7 @@ class MergeInsertBuilder:
         stores = BaseStores(ds.object_store, manifest)
         return [WriteTarget(stores.store(i), i, DATA_DIR if stores.is_dataset_root(i) else "") for i in ids]
 
-    def data_storage_version(self, version: str) -> "MergeInsertBuilder":
+    def data_storage_version(self, version: str) -> MergeInsertBuilder:
         """The file version of the files the merge writes; only the table's own is supported."""
         ds = self._dataset
         if resolve_storage_version(version, None, table=ds.uri) != ds.data_storage_version:
@@ -292,7 +293,7 @@ class MergeInsertBuilder:
         ds = self._dataset
         source = self._checked_source(data_obj, schema)
 
-        def prepare(current: "LanceDataset") -> Prepared:
+        def prepare(current: LanceDataset) -> Prepared:
             return _Run(self, current, source, transaction_properties, commit_message).prepare()
 
         result: dict[str, int] = run_mutation(ds, prepare, conflict_retries=self._retries,
@@ -433,7 +434,7 @@ _WRITE_MODES = ("auto", "rewrite_rows", "rewrite_columns")
 class _Run:
     """One attempt of a merge-insert against one version of the table."""
 
-    def __init__(self, builder: MergeInsertBuilder, ds: "LanceDataset", source: pa.Table,
+    def __init__(self, builder: MergeInsertBuilder, ds: LanceDataset, source: pa.Table,
                  properties: Mapping[str, str] | None, commit_message: str | None) -> None:
         self.b = builder
         self.ds = ds

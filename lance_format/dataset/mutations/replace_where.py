@@ -18,7 +18,7 @@ any step fails: new data and deletion files are removed again.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -22,8 +22,9 @@ except ordering, which needs every matching row.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -74,7 +75,7 @@ class ScanExecutor:
     """Runs one plan over ``dataset`` (the version it was planned on). ``counts`` collects
     what the run read (``scan_stats_callback``, ``analyze_plan``)."""
 
-    def __init__(self, dataset: "LanceDataset", plan: ScanPlan, counts: ScanCounts | None = None) -> None:
+    def __init__(self, dataset: LanceDataset, plan: ScanPlan, counts: ScanCounts | None = None) -> None:
         self.dataset = dataset
         self.plan = plan
         self.counts = counts if counts is not None else ScanCounts()

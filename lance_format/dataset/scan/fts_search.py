@@ -10,8 +10,9 @@ address and ``_score`` (float32) appended.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +37,7 @@ class FullTextQuery:
     columns: tuple[str, ...] | None
 
     @staticmethod
-    def of(value: Any, table: str) -> "FullTextQuery":
+    def of(value: Any, table: str) -> FullTextQuery:
         if isinstance(value, str):
             return FullTextQuery(value, None)
         if isinstance(value, Mapping) and isinstance(value.get("query"), str):
@@ -46,7 +47,7 @@ class FullTextQuery:
                                       "{'query': str, 'columns': [...]}) is supported yet", table=table)
 
 
-def _inverted_index(ds: "LanceDataset", column: str | None) -> tuple[str, NamedIndex, IndexCatalog]:
+def _inverted_index(ds: LanceDataset, column: str | None) -> tuple[str, NamedIndex, IndexCatalog]:
     section = ds.manifest_file.index_section
     catalog = IndexCatalog(section, ds.base_stores.store, ds.data_storage_version)
     found: list[tuple[str, NamedIndex]] = []
@@ -74,7 +75,7 @@ def _inverted_index(ds: "LanceDataset", column: str | None) -> tuple[str, NamedI
     return found[0][0], found[0][1], catalog
 
 
-def _live_addresses(ds: "LanceDataset", fragment_ids: list[int]) -> np.ndarray:
+def _live_addresses(ds: LanceDataset, fragment_ids: list[int]) -> np.ndarray:
     if not fragment_ids:
         return _EMPTY_U64
     fragments = [f for f in ds.get_fragments() if f.fragment_id in set(fragment_ids)]
@@ -82,7 +83,7 @@ def _live_addresses(ds: "LanceDataset", fragment_ids: list[int]) -> np.ndarray:
     return np.sort(table.column("_rowaddr").to_numpy().astype(np.uint64))
 
 
-def search(ds: "LanceDataset", query: FullTextQuery, limit: int | None, allowed: np.ndarray | None = None,
+def search(ds: LanceDataset, query: FullTextQuery, limit: int | None, allowed: np.ndarray | None = None,
            ) -> tuple[np.ndarray, np.ndarray]:
     """(row addresses, float32 scores) of the best ``limit`` live rows (among the sorted
     addresses ``allowed``, when given), best first."""
@@ -177,8 +178,8 @@ class _FlatInput:
         return int(np.count_nonzero(self.freqs[token])) if token in self.freqs else 0
 
     @staticmethod
-    def read(ds: "LanceDataset", column: str, fragment_ids: list[int], tokens: list[str],
-             index: InvertedIndex) -> "_FlatInput":
+    def read(ds: LanceDataset, column: str, fragment_ids: list[int], tokens: list[str],
+             index: InvertedIndex) -> _FlatInput:
         if not fragment_ids:
             return _FlatInput(_EMPTY_U64, np.zeros(0, np.uint32), {})
         wanted = set(fragment_ids)
@@ -209,13 +210,13 @@ class _FlatInput:
         return np.concatenate(rows), np.concatenate(scores)
 
 
-def _passing(ds: "LanceDataset", filter: Any) -> np.ndarray:
+def _passing(ds: LanceDataset, filter: Any) -> np.ndarray:
     """The sorted addresses of the live rows passing ``filter``."""
     table = ds.scanner(columns=[], filter=filter, with_row_address=True).to_table()
     return np.sort(table.column("_rowaddr").to_numpy().astype(np.uint64))
 
 
-def run(ds: "LanceDataset", query: Any, columns: Any, limit: int | None, *, offset: int = 0,
+def run(ds: LanceDataset, query: Any, columns: Any, limit: int | None, *, offset: int = 0,
         filter: Any = None, prefilter: bool = False, with_row_id: bool = False,
         with_row_address: bool = False) -> pa.Table:
     """The rows ``full_text_query`` returns: ``columns`` (all by default), ``_score``, then the

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -137,7 +138,7 @@ def _uuid(raw: bytes) -> str:
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
-def ivf_flat_index(dataset: "LanceDataset", column: str) -> IvfFlatIndex | None:
+def ivf_flat_index(dataset: LanceDataset, column: str) -> IvfFlatIndex | None:
     """The table's IVF_FLAT l2 index on ``column`` (None: none, or of another kind)."""
     section = dataset.manifest_file.index_section
     if section is None:

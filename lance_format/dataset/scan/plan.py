@@ -26,9 +26,10 @@ Later steps have their places here, both None today:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +38,8 @@ from pyroaring import BitMap
 
 from lance_format.dataset.arguments import column_names
 from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.scan.ivf import ivf_flat_index
+from lance_format.dataset.scan.search import DISTANCE, QUERY_INDEX, vector_search
 from lance_format.dataset.scan_options import (
     ROW_OFFSET,
     ColumnOrdering,
@@ -45,8 +48,6 @@ from lance_format.dataset.scan_options import (
     orderings,
     readahead_of,
 )
-from lance_format.dataset.scan.ivf import ivf_flat_index
-from lance_format.dataset.scan.search import DISTANCE, QUERY_INDEX, vector_search
 from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
 from lance_format.errors import InvalidInputError
 from lance_format.schema import LanceSchema
@@ -119,7 +120,7 @@ class SearchStep(Protocol):
         ...
 
     @property
-    def candidates(self) -> "ScanPlan | None":
+    def candidates(self) -> ScanPlan | None:
         """The plan of the rows it ranks (set by :func:`plan_scan`)."""
         ...
 
@@ -130,7 +131,7 @@ class SearchStep(Protocol):
         """Its steps for ``explain_plan``, outermost first (above the candidate plan's read)."""
         ...
 
-    def run(self, executor: "ScanExecutor") -> Iterator[pa.RecordBatch]:
+    def run(self, executor: ScanExecutor) -> Iterator[pa.RecordBatch]:
         """The ranked rows with the plan's read columns and the score column, in rank order,
         the filter applied (before ranking or after it)."""
         ...
@@ -226,7 +227,7 @@ def _late_split(table_schema: LanceSchema, needed: list[str], used: set[str]) ->
     )
 
 
-def _fragment_ranges(dataset: "LanceDataset", fragments: Sequence[LanceFragment | FragmentRange] | None,
+def _fragment_ranges(dataset: LanceDataset, fragments: Sequence[LanceFragment | FragmentRange] | None,
                      ) -> tuple[FragmentRange, ...]:
     chosen = dataset.get_fragments() if fragments is None else fragments
     return tuple(f if isinstance(f, FragmentRange) else FragmentRange(f) for f in chosen)
@@ -242,7 +243,7 @@ def _output_schema(table_schema: LanceSchema, output: list[str],
 
 
 def plan_scan(
-    dataset: "LanceDataset",
+    dataset: LanceDataset,
     *,
     columns: list[str] | Mapping[str, str] | None = None,
     filter: str | pc.Expression | None = None,
@@ -379,7 +380,7 @@ def plan_scan(
     )
 
 
-def _indexed_fragments(dataset: "LanceDataset", column: str, fragments: Sequence[LanceFragment | FragmentRange] | None,
+def _indexed_fragments(dataset: LanceDataset, column: str, fragments: Sequence[LanceFragment | FragmentRange] | None,
                        ) -> list[LanceFragment | FragmentRange]:
     """The fragments (of ``fragments``, default all) a vector index of ``column`` covers:
     ``fast_search`` searches only those, as pylance."""

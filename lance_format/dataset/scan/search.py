@@ -26,8 +26,9 @@ fragments a vector index of the column covers (none without an index), exactly.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -64,8 +65,8 @@ class VectorSearch:
     distance_range: tuple[float | None, float | None] = (None, None)  # [lower, upper): distances kept
     nprobes: int | None = None
     use_index: bool = True
-    index: "IvfFlatIndex | None" = None  # probed for the fragments it covers (candidates: the others)
-    candidates: "ScanPlan | None" = None  # reads the vector column, _rowid and _rowaddr (and the prefilter)
+    index: IvfFlatIndex | None = None  # probed for the fragments it covers (candidates: the others)
+    candidates: ScanPlan | None = None  # reads the vector column, _rowid and _rowaddr (and the prefilter)
 
     def describe(self) -> str:
         queries = f"queries={len(self.queries)}, " if self.batch else ""
@@ -82,7 +83,7 @@ class VectorSearch:
                          f"{sorted(self.index.fragments)}; the other fragments searched flat:")
         return lines + [self.describe()]
 
-    def run(self, executor: "ScanExecutor") -> Iterator[pa.RecordBatch]:
+    def run(self, executor: ScanExecutor) -> Iterator[pa.RecordBatch]:
         """The top-k rows of each query with the outer plan's read columns, ``_distance`` and
         (a batch) ``query_index``, the postfilter applied; ordered by query, distance, row id."""
         from lance_format.dataset.scan.executor import ScanExecutor  # the executor runs this step
@@ -114,7 +115,7 @@ class VectorSearch:
         if taken.num_rows:
             yield taken
 
-    def _probe(self, executor: "ScanExecutor", top: TopK) -> None:
+    def _probe(self, executor: ScanExecutor, top: TopK) -> None:
         """Merge into ``top`` each query's rows of the index partitions it probes (live rows of
         the scanned fragments only)."""
         assert self.index is not None and self.nprobes is not None  # planned together
@@ -136,7 +137,7 @@ class VectorSearch:
             top.merge(i, single.best[0])
 
     @staticmethod
-    def _take(executor: "ScanExecutor", addresses: np.ndarray) -> pa.RecordBatch:
+    def _take(executor: ScanExecutor, addresses: np.ndarray) -> pa.RecordBatch:
         """The outer plan's read columns of the rows at ``addresses``, in that order."""
         plan = executor.plan
         if not plan.read.names:  # only the search's columns: rows with no others (dropped by projection)
@@ -218,7 +219,7 @@ def _check_positive(name: str, value: Any, minimum: int, message: str, table: st
         raise InvalidInputError(message.format(value), table=table)
 
 
-def vector_search(nearest: Mapping[str, Any], schema: "LanceSchema", *, limit: int | None, prefilter: bool,
+def vector_search(nearest: Mapping[str, Any], schema: LanceSchema, *, limit: int | None, prefilter: bool,
                   table: str) -> VectorSearch:
     """A :class:`VectorSearch` for pylance's ``nearest`` dict, checked as pylance checks it (its
     candidate plan is set by ``plan_scan``)."""

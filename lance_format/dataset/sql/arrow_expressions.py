@@ -45,11 +45,11 @@ class ExprNode:
 
     kind: str
     span: tuple[int, int]
-    source: "_Serialized"
+    source: _Serialized
     path: tuple[str, ...] = ()
     value: pa.Scalar | None = None
     name: str = ""
-    args: list["ExprNode"] = field(default_factory=list)
+    args: list[ExprNode] = field(default_factory=list)
     options: dict[str, pa.Scalar] | None = None
     options_array: pa.Array | None = None  # the options as their one-row struct column
 

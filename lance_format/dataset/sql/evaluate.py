@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,7 +24,7 @@ __all__ = ["compiled"]
 
 Evaluator = Callable[[pa.RecordBatch], Any]
 
-_CACHE: "OrderedDict[int, tuple[pc.Expression, Evaluator | None]]" = OrderedDict()
+_CACHE: OrderedDict[int, tuple[pc.Expression, Evaluator | None]] = OrderedDict()
 _CACHE_SIZE = 64
 _LOCK = threading.Lock()
 

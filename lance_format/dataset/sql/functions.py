@@ -14,7 +14,8 @@ they stay usable inside any expression the dataset layer evaluates.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -136,14 +137,14 @@ class FunctionTranslations:
     # -- strings ---------------------------------------------------------------------------------
     def _visit_CurrentDate(self, node: exp.CurrentDate) -> Node:
         # DataFusion's current_date() is the UTC date when the query is planned
-        today = datetime.datetime.now(datetime.timezone.utc).date()
+        today = datetime.datetime.now(datetime.UTC).date()
         return self._node(pc.scalar(pa.scalar(today, pa.date32())))
 
     def _visit_CurrentTimestamp(self, node: exp.CurrentTimestamp) -> Node:
         return self._now()
 
     def _now(self) -> Node:
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         return self._node(pc.scalar(pa.scalar(now, pa.timestamp("ns", "+00:00"))))
 
     def _visit_StartsWith(self, node: exp.StartsWith) -> Node:
@@ -400,7 +401,7 @@ class FunctionTranslations:
         parts = [node.this, node.expression] + ([needle] if isinstance(needle, exp.Expr) else [])
         return self._json_call("json_array_contains", [self.visit(p) for p in parts])
 
-    def anonymous_function(self, name: str, node: exp.Anonymous) -> "Node | None":
+    def anonymous_function(self, name: str, node: exp.Anonymous) -> Node | None:
         args = [self.visit(a) for a in node.expressions]
         if name in PATH_FUNCTIONS:
             return self._json_call(name, args)

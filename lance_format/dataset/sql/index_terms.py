@@ -13,7 +13,6 @@ whole filter, so an opaque term costs speed, never correctness.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import pyarrow as pa
 from sqlglot import exp
@@ -35,17 +34,17 @@ class Leaf:
 
 @dataclass(frozen=True)
 class And:
-    children: tuple["Term", ...]
+    children: tuple[Term, ...]
 
 
 @dataclass(frozen=True)
 class Or:
-    children: tuple["Term", ...]
+    children: tuple[Term, ...]
 
 
 @dataclass(frozen=True)
 class Not:
-    child: "Term"
+    child: Term
 
 
 class _Opaque:
@@ -54,7 +53,7 @@ class _Opaque:
 
 
 OPAQUE = _Opaque()
-Term = Union[Leaf, And, Or, Not, _Opaque]
+Term = Leaf | And | Or | Not | _Opaque
 
 _FLIP: dict[type, type] = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ, exp.NEQ: exp.NEQ}
 

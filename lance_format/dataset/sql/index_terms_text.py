@@ -16,8 +16,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlglot import exp
 
-from lance_format.index.scalar.queries import (LabelListHasAll, LabelListHasAny, ScalarQuery, StringContains,
-                                               StringPrefix)
+from lance_format.index.scalar.queries import (
+    LabelListHasAll,
+    LabelListHasAny,
+    ScalarQuery,
+    StringContains,
+    StringPrefix,
+)
 
 if TYPE_CHECKING:
     from lance_format.dataset.sql.index_terms import _Extractor
@@ -27,7 +32,7 @@ def _string_literal(node: exp.Expr) -> str | None:
     return node.this if isinstance(node, exp.Literal) and node.is_string else None
 
 
-def _labels(extractor: "_Extractor", node: exp.Expr, item_type: pa.DataType) -> pa.Array | None:
+def _labels(extractor: _Extractor, node: exp.Expr, item_type: pa.DataType) -> pa.Array | None:
     items = node.expressions if isinstance(node, exp.Array) else [node]
     values = [extractor.literal(item, item_type) for item in items]
     if not values or any(v is None for v in values):
@@ -35,7 +40,7 @@ def _labels(extractor: "_Extractor", node: exp.Expr, item_type: pa.DataType) -> 
     return pa.array([v.as_py() for v in values if v is not None and v.is_valid], type=item_type)
 
 
-def _list_query(extractor: "_Extractor", node: exp.Expr) -> tuple[str, ScalarQuery] | None:
+def _list_query(extractor: _Extractor, node: exp.Expr) -> tuple[str, ScalarQuery] | None:
     kind: type[LabelListHasAny] | type[LabelListHasAll]
     if isinstance(node, exp.Anonymous) and str(node.this).lower() == "array_has_any" and len(node.expressions) == 2:
         column, labels, kind = node.expressions[0], node.expressions[1], LabelListHasAny
@@ -63,7 +68,7 @@ def _like_query(pattern: str) -> ScalarQuery | None:
     return StringContains(max(runs, key=len)) if runs else None
 
 
-def text_term(extractor: "_Extractor", node: exp.Expr) -> tuple[str, ScalarQuery] | None:
+def text_term(extractor: _Extractor, node: exp.Expr) -> tuple[str, ScalarQuery] | None:
     """``(column path, query)`` for a list or text term, or None."""
     found_list = _list_query(extractor, node)
     if found_list is not None:

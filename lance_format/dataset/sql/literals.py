@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import decimal
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -5,7 +5,8 @@ batches or tables, pandas frames, dicts of columns, lists of row dicts or of pyd
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 

@@ -17,22 +17,22 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.schema.blob import binary_as_blob_v2, legacy_blobs_as_v2
-from lance_format.schema.extensions import to_storage
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1_writer import LegacyFileWriter
-from lance_format.table.legacy_dictionaries import LEGACY_STORAGE, latest_table_dictionaries
 from lance_format.file.writer import LanceFileWriter, WrittenFile
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema, check_arrow_compatible
+from lance_format.schema.blob import binary_as_blob_v2, legacy_blobs_as_v2
+from lance_format.schema.extensions import to_storage
+from lance_format.table.legacy_dictionaries import LEGACY_STORAGE, latest_table_dictionaries
 from lance_format.table.rowids import encode_row_ids
 
 DATA_DIR = "data"

@@ -13,26 +13,28 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.namespace_target import resolve as resolve_namespace
 from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.dataset.writing.fragment_sink import (
     DATA_DIR,
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteTarget,
-    write_target,
     write_fragments,
+    write_target,
 )
 from lance_format.errors import ArgumentTypeError, DatasetAlreadyExistsError, InvalidInputError
 from lance_format.file.legacy_v0_1_writer import rows_per_group
-from lance_format.table.auto_cleanup import config_values
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table import feature_flags
+from lance_format.table.auto_cleanup import config_values
 from lance_format.table.base_paths import (
     BaseStores,
     DatasetBasePath,
@@ -43,7 +45,6 @@ from lance_format.table.base_paths import (
 from lance_format.table.commit import commit_landed, commit_lock_held_by, commit_transaction, latest_manifest
 from lance_format.table.naming import ManifestNaming
 from lance_format.table.operations import BuildOptions
-from lance_format.dataset.namespace_target import resolve as resolve_namespace
 from lance_format.table.transaction import new_transaction
 
 MODES = ("create", "append", "overwrite")
@@ -84,7 +85,7 @@ def progress_hook(progress: Any, fragment_id: int | None = None) -> Callable[[st
 
 def write_dataset(
     data_obj: Any,
-    uri: "str | os.PathLike[str] | ObjectStore | LanceDataset | None" = None,
+    uri: str | os.PathLike[str] | ObjectStore | LanceDataset | None = None,
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.buffers import DecodeContext, bitmap_to_bools, bools_to_bitmap, decompress_buffer
 from lance_format.encodings.array_v2_0.packed_struct import decode_packed_struct
+from lance_format.encodings.buffers import DecodeContext, bitmap_to_bools, bools_to_bitmap, decompress_buffer
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_0_pb2 as pb
 

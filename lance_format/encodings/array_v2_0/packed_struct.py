@@ -18,6 +18,7 @@ from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_0_pb2 as pb
 from lance_format.schema.fields import marked_packed
 
+
 def is_packed_struct_leaf(field, positions: dict[int, int]) -> bool:
     """Whether a 2.0 file stores ``field`` (a LanceField) as one packed column.
 

@@ -9,7 +9,7 @@ same), except var-binary values of nullable fields, where an empty value reads a
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa

@@ -56,7 +56,7 @@ class Variable:
 
 @dataclass
 class Fsl:
-    child: "Block"
+    child: Block
     dim: int
     validity: np.ndarray | None  # bools, one per child item
 
@@ -67,7 +67,7 @@ class Fsl:
 
 @dataclass
 class Struct:
-    children: list["Block"]
+    children: list[Block]
     length: int
 
     @property
@@ -78,7 +78,7 @@ class Struct:
 @dataclass
 class Dictionary:
     indices: np.ndarray  # int64
-    dictionary: "Block"
+    dictionary: Block
 
     @property
     def n(self) -> int:

@@ -12,7 +12,7 @@ below a node share them), leaves contribute their values.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa

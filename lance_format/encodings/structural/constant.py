@@ -15,7 +15,7 @@ bytes at those absolute file positions.
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa

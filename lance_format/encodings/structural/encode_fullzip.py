@@ -19,7 +19,6 @@ and the value bytes dropped into the remaining positions in one masked assignmen
 from __future__ import annotations
 
 import numpy as np
-
 import pyarrow as pa
 
 from lance_format.encodings.buffers import compress_buffer

@@ -25,16 +25,16 @@ are cut to pylance's rep/def level budget.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import replace
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.structural.encode_compression import value_plan, word_plan
-from lance_format.encodings.structural.encode_dictionary import try_dictionary
 from lance_format.encodings.structural.encode_constant import constant_value, encode_all_null, encode_constant
+from lance_format.encodings.structural.encode_dictionary import try_dictionary
 from lance_format.encodings.structural.encode_fullzip import encode_fullzip
 from lance_format.encodings.structural.encode_miniblock import encode_miniblock
 from lance_format.encodings.structural.encode_packed import packed_values

@@ -107,7 +107,7 @@ class _State:
         self.forced_null: set[int] = set()  # list layers that must be declared nullable
         self.nullable: list[bool] = []  # per layer: the schema field's nullability
 
-    def copy(self) -> "_State":
+    def copy(self) -> _State:
         other = _State(self.n)
         other.rep, other.defs, other.slot, other.src = self.rep, self.defs, self.slot, self.src
         other.kinds = list(self.kinds)

@@ -46,11 +46,11 @@ class LeafValues:
     data: np.ndarray | None = None  # variable / fsl item bytes (fsl: uint8, or bool bits)
     offset_width: int = 4  # variable
     indices: np.ndarray | None = None  # dictionary
-    dictionary: "LeafValues | None" = None  # dictionary
+    dictionary: LeafValues | None = None  # dictionary
     longest: int | None = field(default=None, repr=False, compare=False)  # variable: max_value_bytes, once known
     field_bits: list[int] = field(default_factory=list)  # packed: bits of each struct field
     # variable: rows of a packed struct with variable-width fields, described by this encoding
-    packed_encoding: "pb.CompressiveEncoding | None" = None
+    packed_encoding: pb.CompressiveEncoding | None = None
     # ... and the bytes its null rows would take: pylance sizes the repetition index with them
     packed_null_bytes: int = 0
 

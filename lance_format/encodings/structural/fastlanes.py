@@ -13,7 +13,7 @@ selective take reads one or two words per value instead of unpacking whole block
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -35,7 +35,7 @@ def packed_words(bits: int, width: int) -> int:
     return BLOCK * bits // width
 
 
-@lru_cache(maxsize=None)
+@cache
 def _plan(bits: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
     """Word indices and shifts of every output row, already in output order.
 
@@ -97,7 +97,7 @@ def unpack(packed: np.ndarray, bits: int, width: int) -> np.ndarray:
     return out.reshape(n, BLOCK)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _element_origins(width: int) -> tuple[np.ndarray, np.ndarray]:
     """For each output element of a block: its value index ``r`` within its lane, and the lane."""
     lanes = BLOCK // width

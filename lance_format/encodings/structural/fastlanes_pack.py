@@ -20,7 +20,7 @@ a numpy operation over all blocks and lanes.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -36,7 +36,7 @@ def uint_dtype(width: int) -> np.dtype:
     return _DTYPES[width]
 
 
-@lru_cache(maxsize=None)
+@cache
 def transpose_index(width: int) -> np.ndarray:
     """``idx[r, l]``: the block element that is value ``r`` of lane ``l`` (shape ``(W, 1024/W)``)."""
     rows = np.arange(width)

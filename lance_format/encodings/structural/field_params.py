@@ -25,8 +25,8 @@ defaults, as pylance does; an unknown compression scheme is an error, as in pyla
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Union
 
 from lance_format.encodings.array_v2_0.encode import Compression
 from lance_format.errors import InvalidInputError
@@ -77,7 +77,7 @@ class FieldParams:
 DEFAULT_PARAMS = FieldParams()
 
 
-def _text(raw: Union[str, bytes, None]) -> str | None:
+def _text(raw: str | bytes | None) -> str | None:
     if raw is None:
         return None
     return raw.decode() if isinstance(raw, bytes) else str(raw)
@@ -92,7 +92,7 @@ def _number(raw: str | None, kind: type) -> float | int | None:
         return None
 
 
-def field_params(metadata: Mapping[str, Union[str, bytes]] | None, column: str | None = None) -> FieldParams:
+def field_params(metadata: Mapping[str, str | bytes] | None, column: str | None = None) -> FieldParams:
     """The encoding parameters of a field from its metadata (keys as str; values str or bytes)."""
     if not metadata:
         return DEFAULT_PARAMS

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lance_format.encodings.structural import accel, fsst
 from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
 from lance_format.encodings.structural.blocks import (
     Dictionary,
@@ -33,7 +34,6 @@ from lance_format.encodings.structural.blocks import (
     read_uint,
     take_block,
 )
-from lance_format.encodings.structural import accel, fsst
 from lance_format.encodings.structural.chunk_codecs import FsstChunks, chunk_codec
 from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, empty_leaf
 from lance_format.encodings.structural.repdef import LeafData, check_layers, max_rep, max_visible_def

@@ -12,7 +12,6 @@ import numpy as np
 
 from lance_format.encodings.structural.numba_kernels import _MASKS, _jit, _load_u64, _store_u64
 
-
 # FastLanes transposition: value r of a lane is block element _FL_ROW[r] + lane (r < 64), as in
 # fastlanes_pack (FL_ORDER[r // 8] * 16 + (r % 8) * 128)
 _FL_ROW = np.array([(0, 4, 2, 6, 1, 5, 3, 7)[r // 8] * 16 + (r % 8) * 128 for r in range(64)], np.int64)

@@ -8,8 +8,8 @@ read against the data region and the page's buffers) and build their Arrow value
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa

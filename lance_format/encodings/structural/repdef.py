@@ -192,12 +192,12 @@ class LeafData:
     values: pa.Array
     rows: int
 
-    def slice(self, start: int, stop: int) -> "LeafData":
+    def slice(self, start: int, stop: int) -> LeafData:
         layers, lo, hi = slice_layers(self.layers, start, stop)
         values = self.values if (lo, hi) == (0, len(self.values)) else self.values.slice(lo, hi - lo)
         return LeafData(layers, values, stop - start)
 
-    def take(self, rows: np.ndarray) -> "LeafData":
+    def take(self, rows: np.ndarray) -> LeafData:
         layers, index = take_layers(self.layers, rows)
         return LeafData(layers, self.values.take(pa.array(index)), len(rows))
 

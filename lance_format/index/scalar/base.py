@@ -15,8 +15,9 @@ row-address order (fragment by fragment, deleted rows left out). A type sorts as
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Literal, Mapping
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -71,7 +72,7 @@ class SearchResult:
     exact: bool = True
 
     @staticmethod
-    def of(rows: np.ndarray | Iterable[int], exact: bool = True) -> "SearchResult":
+    def of(rows: np.ndarray | Iterable[int], exact: bool = True) -> SearchResult:
         """A result from unsorted identifiers, possibly with duplicates."""
         return SearchResult(sorted_unique(np.asarray(rows, dtype=np.uint64)), exact)
 
@@ -80,7 +81,7 @@ class ScalarIndex(abc.ABC):
     """One loaded index segment."""
 
     #: the type this segment is (its :class:`ScalarIndexType`)
-    index_type: ClassVar[type["ScalarIndexType"]]
+    index_type: ClassVar[type[ScalarIndexType]]
 
     @abc.abstractmethod
     def search(self, query: ScalarQuery) -> SearchResult | None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -13,7 +13,8 @@ numbers, dates and times little-endian, strings and binaries as they are.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,8 +27,13 @@ from lance_format.index.scalar.base import ScalarIndex, ScalarIndexType, SearchR
 from lance_format.index.scalar.rowsets import deserialize_addr_treemap, serialize_addr_treemap
 from lance_format.index.scalar.xxhash64 import hash_binary, hash_fixed
 from lance_format.index.scalar.zonemap import rows_per_zone_param
-from lance_format.index.scalar.zones import (iter_zones, read_global_buffer, write_segment_file,
-                                             zone_addresses, zone_bound)
+from lance_format.index.scalar.zones import (
+    iter_zones,
+    read_global_buffer,
+    write_segment_file,
+    zone_addresses,
+    zone_bound,
+)
 from lance_format.index.store import IndexStore
 
 FILE = "bloomfilter.lance"
@@ -44,10 +50,10 @@ SCHEMA = pa.schema([
 
 def _is_supported(data_type: pa.DataType) -> bool:
     t = pa.types
-    return ((t.is_integer(data_type) or t.is_float32(data_type) or t.is_float64(data_type)
+    return (t.is_integer(data_type) or t.is_float32(data_type) or t.is_float64(data_type)
              or t.is_string(data_type) or t.is_large_string(data_type) or t.is_binary(data_type)
              or t.is_large_binary(data_type) or t.is_date(data_type) or t.is_time(data_type)
-             or t.is_timestamp(data_type)))
+             or t.is_timestamp(data_type))
 
 
 def hash_values(values: pa.Array, distinct: bool = False) -> np.ndarray:
@@ -135,7 +141,7 @@ class BloomFilterIndexType(ScalarIndexType):
                            [("null_bitmap", serialize_addr_treemap(null_rows))])
 
     @classmethod
-    def load(cls, store: IndexStore, details: bytes) -> "BloomFilterIndex":
+    def load(cls, store: IndexStore, details: bytes) -> BloomFilterIndex:
         return BloomFilterIndex(store)
 
 

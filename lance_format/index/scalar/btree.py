@@ -19,7 +19,8 @@ only those pages and compares their values: the answer is exact.
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

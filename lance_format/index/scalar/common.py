@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import array
 import struct
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa

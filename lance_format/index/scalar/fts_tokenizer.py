@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -75,7 +76,7 @@ class TokenizerParams:
     with_position: bool = False
 
     @staticmethod
-    def from_json(text: str) -> "TokenizerParams":
+    def from_json(text: str) -> TokenizerParams:
         raw: Mapping[str, Any] = json.loads(text) if text else {}
         defaults = TokenizerParams()
         return TokenizerParams(**{k: raw.get(k, getattr(defaults, k)) for k in (

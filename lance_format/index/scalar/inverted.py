@@ -12,8 +12,9 @@ varint frequencies (the tail block)). Scores are pylance's BM25 (k1 1.2, b 0.75,
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,8 +24,12 @@ import pyarrow.compute as pc
 from lance_format.errors import ArgumentTypeError, InvalidInputError
 from lance_format.index.scalar import queries as q
 from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndex, ScalarIndexType, SearchResult, register
-from lance_format.index.scalar.rowsets import (KeyedRowSets, deserialize_addr_treemap, serialize_addr_treemap,
-                                               sorted_unique)
+from lance_format.index.scalar.rowsets import (
+    KeyedRowSets,
+    deserialize_addr_treemap,
+    serialize_addr_treemap,
+    sorted_unique,
+)
 from lance_format.index.scalar.zones import read_global_buffer, write_segment_file
 from lance_format.index.store import IndexStore
 
@@ -125,7 +130,7 @@ class LabelListIndexType(ScalarIndexType):
                            [(NULLS_KEY, serialize_addr_treemap(nulls))])
 
     @classmethod
-    def load(cls, store: IndexStore, details: bytes) -> "LabelListIndex":
+    def load(cls, store: IndexStore, details: bytes) -> LabelListIndex:
         return LabelListIndex(store)
 
 

@@ -12,7 +12,8 @@ characters, or no trigram, is left to the scan; one with a trigram no row has ma
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pyarrow as pa
 from lance_format.errors import ArgumentTypeError
 from lance_format.index.scalar import queries as q
 from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndex, ScalarIndexType, SearchResult, register
-from lance_format.index.scalar.ngram_text import N, NULL_TOKEN, query_tokens, trigrams
+from lance_format.index.scalar.ngram_text import NULL_TOKEN, N, query_tokens, trigrams
 from lance_format.index.scalar.rowsets import KeyedRowSets, deserialize_roaring_treemap
 from lance_format.index.scalar.zones import write_segment_file
 from lance_format.index.store import IndexStore
@@ -85,7 +86,7 @@ class NGramIndexType(ScalarIndexType):
         write_segment_file(store, FILE, _postings_table(postings), {})
 
     @classmethod
-    def load(cls, store: IndexStore, details: bytes) -> "NGramIndex":
+    def load(cls, store: IndexStore, details: bytes) -> NGramIndex:
         return NGramIndex(store)
 
 

@@ -9,7 +9,6 @@ An index answers what it can (:meth:`ScalarIndex.search` returns ``None`` for th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import pyarrow as pa
 
@@ -76,8 +75,8 @@ class StringContains:
     substring: str
 
 
-ScalarQuery = Union[Equals, IsIn, Range, IsNull, IsNotNull, LabelListHasAny, LabelListHasAll,
-                    StringPrefix, StringContains]
+ScalarQuery = (Equals | IsIn | Range | IsNull | IsNotNull | LabelListHasAny | LabelListHasAll
+               | StringPrefix | StringContains)
 
 
 def describe(query: ScalarQuery, column: str) -> str:

@@ -5,5 +5,4 @@ One module per type (``btree``, ``bitmap``, ...); add a type by importing its mo
 
 from __future__ import annotations
 
-from lance_format.index.scalar import bitmap, btree  # noqa: F401 - registers BITMAP and BTREE
-from lance_format.index.scalar import bloomfilter, label_list, ngram, zonemap  # noqa: F401 - idx30b's types
+from lance_format.index.scalar import bitmap, bloomfilter, btree, label_list, ngram, zonemap  # noqa: F401 - registers BITMAP and BTREE  # noqa: F401 - idx30b's types

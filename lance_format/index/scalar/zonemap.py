@@ -13,7 +13,8 @@ statistics admit a match.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,10 +24,15 @@ from lance_format.errors import InvalidInputError
 from lance_format.index.scalar import queries as q
 from lance_format.index.scalar.base import ScalarIndex, ScalarIndexType, SearchResult, register
 from lance_format.index.scalar.details import decode_fields, encode_fields
-from lance_format.index.scalar.zone_predicates import zone_matches
 from lance_format.index.scalar.rowsets import deserialize_addr_treemap, serialize_addr_treemap
-from lance_format.index.scalar.zones import (iter_zones, read_global_buffer, write_segment_file,
-                                             zone_addresses, zone_bound)
+from lance_format.index.scalar.zone_predicates import zone_matches
+from lance_format.index.scalar.zones import (
+    iter_zones,
+    read_global_buffer,
+    write_segment_file,
+    zone_addresses,
+    zone_bound,
+)
 from lance_format.index.store import IndexStore
 
 FILE = "zonemap.lance"
@@ -140,7 +146,7 @@ class ZoneMapIndexType(ScalarIndexType):
                            [("null_bitmap", serialize_addr_treemap(null_rows))])
 
     @classmethod
-    def load(cls, store: IndexStore, details: bytes) -> "ZoneMapIndex":
+    def load(cls, store: IndexStore, details: bytes) -> ZoneMapIndex:
         return ZoneMapIndex(store, details)
 
 
