@@ -34,7 +34,7 @@ GENERATED = [
     "__init__.py",
     *(
         f"{stem}_pb2{suffix}"
-        for stem in ("table", "transaction", "rowids", "file", "file2", "encodings_v2_0", "encodings_v2_1")
+        for stem in ("table", "transaction", "rowids", "file", "file2", "encodings_v2_0", "encodings_v2_1", "index")
         for suffix in (".py", ".pyi")
     ),
 ]
