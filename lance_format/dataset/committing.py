@@ -63,6 +63,16 @@ class CommittingMethods(DatasetMixin):
             The predicate is not valid for the table.
         CommitConflictError
             A concurrent commit is incompatible, or the retries ran out.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/people.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2, 3]}), uri)
+        >>> ds.delete("id >= 2")
+        {'num_deleted_rows': 2}
+        >>> ds.version, ds.count_rows()
+        (2, 1)
         """
         from lance_format.dataset.mutations.delete_update import delete
 
@@ -112,6 +122,16 @@ class CommittingMethods(DatasetMixin):
             ``data_storage_version`` differs from the table's.
         CommitConflictError
             A concurrent commit is incompatible, or the retries ran out.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/people.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2], "name": ["ann", "bo"]}), uri)
+        >>> ds.update({"name": "upper(name)"}, where="id = 2")
+        {'num_rows_updated': 1}
+        >>> ds.to_table().to_pydict()
+        {'id': [1, 2], 'name': ['ann', 'BO']}
         """
         from lance_format.dataset.mutations.delete_update import update
 
@@ -137,6 +157,18 @@ class CommittingMethods(DatasetMixin):
         ------
         InvalidInputError
             No key is given, or a key column does not exist.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/people.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2], "name": ["ann", "bo"]}), uri)
+        >>> changes = pa.table({"id": [2, 3], "name": ["bea", "cy"]})
+        >>> (ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+        ...    .execute(changes))
+        {'num_inserted_rows': 1, 'num_updated_rows': 1, 'num_deleted_rows': 0}
+        >>> ds.to_table().sort_by("id").to_pydict()
+        {'id': [1, 2, 3], 'name': ['ann', 'bea', 'cy']}
         """
         from lance_format.dataset.mutations.delete_update import merge_insert
 

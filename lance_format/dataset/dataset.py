@@ -410,6 +410,20 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
             Neither ``compared_against`` nor both range ends are given, or they are not versions.
         VersionNotFoundError
             A version of the range does not exist.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/events.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2], "kind": ["view", "buy"]}), uri,
+        ...                          enable_stable_row_ids=True)
+        >>> _ = ds.update({"kind": "'refund'"}, where="id = 2")
+        >>> ds = lance.write_dataset(pa.table({"id": [3], "kind": ["view"]}), uri, mode="append")
+        >>> delta = ds.delta(compared_against=1)
+        >>> delta.get_inserted_rows().read_all().select(["id", "kind"]).to_pydict()
+        {'id': [3], 'kind': ['view']}
+        >>> delta.get_updated_rows().read_all().select(["id", "kind"]).to_pydict()
+        {'id': [2], 'kind': ['refund']}
         """
         from lance_format.dataset.changes.feed import build_delta
 
@@ -554,6 +568,15 @@ def dataset(
         ``version`` does not exist, or ``asof`` is before the first version.
     InvalidInputError
         An unsupported option, an unknown ``read_params`` key, or an ``asof`` that is not a time.
+
+    Examples
+    --------
+    >>> import tempfile, pyarrow as pa, lance_format as lance
+    >>> uri = tempfile.mkdtemp() + "/people.lance"
+    >>> _ = lance.write_dataset(pa.table({"id": [1, 2, 3], "name": ["ann", "bo", "cy"]}), uri)
+    >>> ds = lance.dataset(uri)
+    >>> ds.count_rows(), ds.version
+    (3, 1)
     """
     uri, storage_options = resolve_namespace(uri, namespace_client, table_id, "read", storage_options)
     refuse_unsupported(uri, read_params, base_store_params=base_store_params)

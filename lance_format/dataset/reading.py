@@ -123,6 +123,14 @@ class ReadingMethods(RelationalMethods):
             or offset.
         UnsupportedFeatureError
             A full-text search option.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/people.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2, 3], "name": ["ann", "bo", "cy"]}), uri)
+        >>> ds.scanner(columns=["name"], filter="id > 1").to_table().to_pydict()
+        {'name': ['bo', 'cy']}
         """
         given: dict[str, Any] = dict(
             columns=columns, filter=filter, limit=limit, offset=offset, nearest=nearest, batch_size=batch_size,
@@ -167,6 +175,14 @@ class ReadingMethods(RelationalMethods):
         ------
         InvalidInputError
             An unknown column or option, an invalid filter, a negative limit or offset.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/people.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2, 3], "name": ["ann", "bo", "cy"]}), uri)
+        >>> ds.to_table(filter="name LIKE 'b%'").to_pydict()
+        {'id': [2], 'name': ['bo']}
         """
         return self.scanner(columns, filter, limit, offset, nearest, batch_size, batch_size_bytes, batch_readahead,
                             fragment_readahead, scan_in_order, **scan_options).to_table()

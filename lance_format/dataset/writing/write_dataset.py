@@ -183,6 +183,15 @@ def write_dataset(
         An unknown mode or option, or contradictory options.
     CommitConflictError
         A concurrent commit conflicts with this one, or the retries ran out.
+
+    Examples
+    --------
+    >>> import tempfile, pyarrow as pa, lance_format as lance
+    >>> uri = tempfile.mkdtemp() + "/people.lance"
+    >>> ds = lance.write_dataset(pa.table({"id": [1, 2, 3], "name": ["ann", "bo", "cy"]}), uri)
+    >>> ds = lance.write_dataset(pa.table({"id": [4], "name": ["di"]}), uri, mode="append")
+    >>> ds.version, ds.count_rows()
+    (2, 4)
     """
     if mode in MODES:
         uri, storage_options = resolve_namespace(uri, options.pop("namespace_client", None),
