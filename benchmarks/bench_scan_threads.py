@@ -29,7 +29,7 @@ from bench_realistic import realistic_table, touch
 
 import lance_format
 from lance_format.encodings.structural import accel
-from lance_format.io.threads import cpu_threads, serial_decoding
+from lance_format.io.decode_pool import cpu_threads, serial_decoding
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from lance_assets.config import MergeOptions, SchemaMode
 from lance_assets.engine import LanceDataset
 from lance_assets.schema_policy import SchemaPlan, plan_schema
 from lance_assets.type_handlers import CountingReader, to_reader
-from lance_assets.write_modes import Written
+from lance_assets.write_modes import CommitOutcome
 
 
 class ArrowRows:
@@ -67,21 +67,21 @@ class ArrowRows:
         assert self._plan is not None
         return bool(self._plan.add_fields) and existing is not None
 
-    def write(self, existing: LanceDataset | None, *, overwrite: bool) -> Written:
+    def write(self, existing: LanceDataset | None, *, overwrite: bool) -> CommitOutcome:
         assert self._reader is not None and self._plan is not None
         if self._adding(existing):  # appending rows that bring new columns: one Merge commit
             assert existing is not None
             ds = engine.write_adding_columns(existing, self._reader, self._plan.add_fields, predicate=None,
                                              transaction_properties=self._props, check_data=self._check)
-            return Written(ds, inserted=self._rows)
+            return CommitOutcome(ds, inserted=self._rows)
         if existing is None:
             mode = "create"
         else:
             mode = "overwrite" if overwrite else "append"
         ds = engine.write(self._uri, self._reader, mode=mode, **self._create)
-        return Written(ds, inserted=self._rows)
+        return CommitOutcome(ds, inserted=self._rows)
 
-    def replace(self, existing: LanceDataset | None, predicate: str) -> Written:
+    def replace(self, existing: LanceDataset | None, predicate: str) -> CommitOutcome:
         assert self._reader is not None and self._plan is not None
         prev_rows = existing.count_rows() if existing is not None else 0
         if self._adding(existing):
@@ -93,12 +93,12 @@ class ArrowRows:
                                 check_data=self._check, **self._create)
         # rows before + rows written - rows now: what the replace deleted
         deleted = prev_rows + self._rows - ds.count_rows() if existing is not None else 0
-        return Written(ds, inserted=self._rows, deleted=deleted)
+        return CommitOutcome(ds, inserted=self._rows, deleted=deleted)
 
     def merge(self, existing: LanceDataset, options: MergeOptions, *,
-              delete_not_matched_by_source: bool | str) -> Written:
+              delete_not_matched_by_source: bool | str) -> CommitOutcome:
         assert self._reader is not None
         ds, stats = engine.merge(existing, self._reader, options,
                                  delete_not_matched_by_source=delete_not_matched_by_source,
                                  transaction_properties=self._props)
-        return Written(ds, inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"])
+        return CommitOutcome(ds, inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"])

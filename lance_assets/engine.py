@@ -291,6 +291,11 @@ def spark_module() -> Any:
     return spark
 
 
+def spark_new_table_schema(df: Any) -> pa.Schema:
+    """The Arrow schema of a new table the engine's Spark writer makes from ``df`` (no job runs)."""
+    return spark_module().lance_arrow_schema(df.schema)
+
+
 def spark_write(df: Any, uri: str, **kwargs: Any) -> Any:
     return spark_module().write_dataframe(df, uri, **kwargs)
 

@@ -18,8 +18,7 @@ from lance_assets import engine
 from lance_assets.config import MergeOptions, SchemaMode
 from lance_assets.engine import LanceDataset
 from lance_assets.resources import SparkSessionConfig
-from lance_assets.type_handlers import spark_arrow_schema
-from lance_assets.write_modes import Written
+from lance_assets.write_modes import CommitOutcome
 
 if TYPE_CHECKING:
     from lance_assets.io_manager import LanceIOManager
@@ -71,7 +70,7 @@ class SparkRows:
 
     def plan(self, existing: LanceDataset | None, *, full_overwrite: bool) -> pa.Schema:
         if existing is None:
-            return spark_arrow_schema(self._df)
+            return engine.spark_new_table_schema(self._df)
         if self._schema_mode is SchemaMode.ADD_COLUMNS and not full_overwrite:
             self._new_columns = [name for name in self._df.columns if name not in existing.schema.names]
         return existing.schema
@@ -82,21 +81,21 @@ class SparkRows:
     def restrict(self, predicate: str) -> None:
         pass  # see the class docstring
 
-    def _written(self, result: Any, *, deleted: int = 0, updated: int = 0, inserted: int | None = None) -> Written:
+    def _written(self, result: Any, *, deleted: int = 0, updated: int = 0, inserted: int | None = None) -> CommitOutcome:
         ds = engine.open_table(self._uri, result.version, storage_options=self._options)
-        return Written(ds, inserted=result.rows if inserted is None else inserted, updated=updated, deleted=deleted,
+        return CommitOutcome(ds, inserted=result.rows if inserted is None else inserted, updated=updated, deleted=deleted,
                        extra={"lance/commit_retries": result.retries, "lance/engine": "spark"})
 
-    def write(self, existing: LanceDataset | None, *, overwrite: bool) -> Written:
+    def write(self, existing: LanceDataset | None, *, overwrite: bool) -> CommitOutcome:
         result = engine.spark_write(self._df, self._uri, mode="overwrite" if overwrite else "append", **self._common)
         return self._written(result)
 
-    def replace(self, existing: LanceDataset | None, predicate: str) -> Written:
+    def replace(self, existing: LanceDataset | None, predicate: str) -> CommitOutcome:
         result = engine.spark_write(self._df, self._uri, mode="overwrite", replace_where=predicate, **self._common)
         return self._written(result, deleted=result.rows_deleted if existing is not None else 0)
 
     def merge(self, existing: LanceDataset, options: MergeOptions, *,
-              delete_not_matched_by_source: bool | str) -> Written:
+              delete_not_matched_by_source: bool | str) -> CommitOutcome:
         result, stats = engine.spark_merge(self._df, self._uri, options,
                                            delete_not_matched_by_source=delete_not_matched_by_source,
                                            transaction_properties=self._props, storage_options=self._options)

@@ -141,13 +141,3 @@ class CountingReader:
 
     def reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.schema, self._batches())
-
-
-def spark_arrow_schema(df: Any) -> pa.Schema:
-    """The Arrow schema a Spark DataFrame's rows will have (no job is run)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    try:
-        return to_arrow_schema(df.schema, prefers_large_types=False)
-    except TypeError:  # older signature
-        return to_arrow_schema(df.schema)

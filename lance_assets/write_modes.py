@@ -27,7 +27,7 @@ from lance_format.errors import DatasetAlreadyExistsError, SchemaMismatchError
 
 
 @dataclass
-class Written:
+class CommitOutcome:
     """One commit made by a :class:`RowWriter`: the new version and what it did to the rows.
 
     ``deleted`` is only meaningful for replace-where and merge (a whole-table overwrite deletes
@@ -57,16 +57,16 @@ class RowWriter(Protocol):
         """Refuse rows outside ``predicate`` (the written partitions) while they are written."""
         ...
 
-    def write(self, existing: LanceDataset | None, *, overwrite: bool) -> Written:
+    def write(self, existing: LanceDataset | None, *, overwrite: bool) -> CommitOutcome:
         """Create the table (``existing`` None), append to it, or overwrite all of it."""
         ...
 
-    def replace(self, existing: LanceDataset | None, predicate: str) -> Written:
+    def replace(self, existing: LanceDataset | None, predicate: str) -> CommitOutcome:
         """Replace exactly the rows matching ``predicate`` with the rows, in one commit."""
         ...
 
     def merge(self, existing: LanceDataset, options: MergeOptions, *,
-              delete_not_matched_by_source: bool | str) -> Written:
+              delete_not_matched_by_source: bool | str) -> CommitOutcome:
         """Upsert the rows into ``existing`` on ``options.on``."""
         ...
 

@@ -7,8 +7,8 @@ and never import :mod:`.dataset` at run time: :mod:`.changes` (the change feed),
 :mod:`.mutations`, :mod:`.evolution` (schema evolution) and :mod:`.maintenance`. Below them are
 :mod:`.writing` (data files, fragments and commits, also for distributed writers) and
 :mod:`.sql` (filters). ``write_dataset`` and ``replace_where`` open or return a
-``LanceDataset``, so they sit above it. ``.importlinter-dataset`` at the repository root checks
-this layering.
+``LanceDataset``, so they sit above it. The ``dataset-layers`` contract in ``pyproject.toml``
+(``[tool.importlinter]``) checks this layering.
 
 pylance's ``lance.dataset`` module names are importable from here too (``from
 lance_format.dataset import LanceDataset, LANCE_COMMIT_MESSAGE_KEY``): the ones of the layers

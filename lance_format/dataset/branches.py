@@ -36,7 +36,7 @@ from lance_format.table.refs import (
     version_path,
     write_branch,
 )
-from lance_format.table.tags import Tags as TableTags
+from lance_format.table.tags import TableTags
 from lance_format.table.tags import _now as tag_timestamp
 
 if TYPE_CHECKING:

@@ -22,13 +22,13 @@ import pyarrow.compute as pc
 from lance_format.dataset.overlays import overlaid, overlay_layers
 from lance_format.dataset.partial_fields import fill_missing_children, narrowed_type
 from lance_format.encodings.array_v2_0.packed_struct import is_packed_struct_leaf
-from lance_format.encodings.structural.column import leaf_plans
+from lance_format.encodings.structural.decode_column import leaf_plans
 from lance_format.errors import CorruptFileError, LanceError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
-from lance_format.file.reader import ColumnPlan, LanceFileReader
+from lance_format.file.reader import ColumnPlan, DataFileReader
 from lance_format.file.utf8 import first_invalid_utf8, has_utf8
 from lance_format.io import ObjectStore
-from lance_format.io.threads import map_ordered
+from lance_format.io.decode_pool import map_ordered
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceField, LanceSchema
 from lance_format.schema.blob import (
@@ -258,15 +258,15 @@ class FragmentReading:
                              arrow.metadata)
         return ColumnPlan(arrow, column, plans)
 
-    def _reader(self, plan: _FilePlan) -> LanceFileReader | LegacyFileReader:
-        readers: dict[str, LanceFileReader | LegacyFileReader] = self.__dict__.setdefault("_readers", {})
+    def _reader(self, plan: _FilePlan) -> DataFileReader | LegacyFileReader:
+        readers: dict[str, DataFileReader | LegacyFileReader] = self.__dict__.setdefault("_readers", {})
         reader = readers.get(plan.reader_path)
         if reader is None:
             if plan.legacy_field_ids is not None:
                 reader = LegacyFileReader(plan.store or self.object_store, plan.reader_path, field_ids=plan.legacy_field_ids,
                                           size=plan.size, dictionaries=self._dataset.legacy_dictionaries)
             else:
-                v2_reader = reader = LanceFileReader(plan.store or self.object_store, plan.reader_path, size=plan.size,
+                v2_reader = reader = DataFileReader(plan.store or self.object_store, plan.reader_path, size=plan.size,
                                                      session=getattr(self._dataset, "_session", None))
                 found = _FOOTER_VERSION_NAMES.get(v2_reader.version, v2_reader.version)
                 if (plan.declared_version is not None and plan.declared_version[0] >= 2
@@ -286,7 +286,7 @@ class FragmentReading:
         return reader
 
     def _read_columns(self, file_plans: list[_FilePlan], columns: dict[str, pa.Array],
-                      getter: Callable[[LanceFileReader | LegacyFileReader, list[ColumnPlan]], list[pa.Array]]) -> None:
+                      getter: Callable[[DataFileReader | LegacyFileReader, list[ColumnPlan]], list[pa.Array]]) -> None:
         for plan in file_plans:
             if not plan.plans:
                 for name in plan.names:
@@ -329,7 +329,7 @@ class FragmentReading:
         ``include_deleted_rows``); with ``keep_addresses`` their ``_rowaddr`` stays set, for a
         caller that needs the physical offsets and nulls it itself.
         ``readahead``: decode up to this many batches at once on the decode pool (see
-        :mod:`lance_format.io.threads`), delivered in order (as they finish with ``ordered=False``);
+        :mod:`lance_format.io.decode_pool`), delivered in order (as they finish with ``ordered=False``);
         0 or 1 reads one at a time.
         """
         tasks = self.batch_tasks(schema, system_columns, batch_size, row_range=row_range,
@@ -417,7 +417,7 @@ class FragmentReading:
                     reader = self._reader(plan)
                 except LanceError as exc:
                     raise exc.with_context(**self.error_context())
-                structural = structural and isinstance(reader, LanceFileReader) and reader.structural
+                structural = structural and isinstance(reader, DataFileReader) and reader.structural
         for name in system_columns:
             self.system_column(name, np.zeros(0, np.uint64))
         return structural
@@ -431,7 +431,7 @@ class FragmentReading:
                 reader = self._reader(plan) if plan.plans else None
             except LanceError as exc:
                 raise exc.with_context(**self.error_context())
-            if not isinstance(reader, LanceFileReader) or not reader.structural:
+            if not isinstance(reader, DataFileReader) or not reader.structural:
                 continue
             columns = {leaf.column for top in plan.plans for leaf in leaf_plans(top) if 0 <= leaf.column < reader.num_columns}
             total += sum(sum(page.buffer_sizes) for c in columns for page in reader.metadata.columns[c].pages)
@@ -457,7 +457,7 @@ class FragmentReading:
     def column_sizes(self, data_file: table_pb2.DataFile) -> list[int]:
         """Bytes of page buffers per column of one of this fragment's 2.x data files."""
         store, path = self._dataset.base_stores.data_file(data_file)
-        with LanceFileReader(store, path, size=data_file.file_size_bytes or None) as reader:
+        with DataFileReader(store, path, size=data_file.file_size_bytes or None) as reader:
             return [sum(sum(page.buffer_sizes) for page in column.pages) for column in reader.metadata.columns]
 
     def live_offsets(self) -> np.ndarray:

@@ -32,16 +32,14 @@ from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     resolve_storage_version,
+    write_fragment_files,
     write_target,
-)
-from lance_format.dataset.writing.fragment_sink import (
-    write_fragments as write_fragment_protos,
 )
 from lance_format.dataset.writing.write_dataset import progress_hook, write_targets
 from lance_format.errors import ArgumentTypeError, CorruptFileError, EmptyDataError, InvalidInputError
 from lance_format.file.legacy_v0_1_writer import batches_like
-from lance_format.file.reader import LanceFileReader
-from lance_format.file.writer import LanceFileWriter
+from lance_format.file.reader import DataFileReader
+from lance_format.file.writer import DataFileWriter
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema
@@ -109,7 +107,7 @@ def _write(
     bases = new_base_protos(initial_bases, [], table=store.uri) if initial_bases is not None else \
         list(existing[1].manifest.base_paths) if existing is not None else []
     targets = write_targets(store, bases, target_bases, None) if target_bases is not None else None
-    protos, _sink = write_fragment_protos(reader, store, table_schema, storage_version,
+    protos, _sink = write_fragment_files(reader, store, table_schema, storage_version,
                                           max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
                                           targets=targets, on_file=progress_hook(progress, fragment_id),
                                           begin_with_file=fragment_id is not None)
@@ -355,7 +353,7 @@ def merge_fragment(fragment: LanceFragment, data_obj: Any, left_on: str, right_o
     version = resolve_storage_version(None, ds.data_storage_version, table=ds.uri)
     reader = pa.RecordBatchReader.from_batches(target_arrow, batches)
     with batches_like(fragment_batch_rows(ds.object_store, fragment.proto)):
-        written, _sink = write_fragment_protos(reader, ds.object_store, new, version,
+        written, _sink = write_fragment_files(reader, ds.object_store, new, version,
                                                max_rows_per_file=max(1, fragment.physical_rows))
     proto = table_pb2.DataFragment()
     proto.CopyFrom(fragment.proto)
@@ -411,7 +409,7 @@ def update_fragment_columns(
     version = resolve_storage_version(None, ds.data_storage_version, table=ds.uri)
     reader = pa.RecordBatchReader.from_batches(target_arrow, batches)
     with batches_like(fragment_batch_rows(store, fragment.proto)):
-        written, _sink = write_fragment_protos(reader, store, target, version,
+        written, _sink = write_fragment_files(reader, store, target, version,
                                                max_rows_per_file=max(1, fragment.physical_rows))
     replaced = set(target.field_ids())
     proto = table_pb2.DataFragment()
@@ -435,7 +433,7 @@ def describe_data_file(ds: LanceDataset, path: str, *, base_id: int | None = Non
     Raises :class:`InvalidInputError` for a column the table does not have.
     """
 
-    with LanceFileReader(ds.object_store, f"data/{path}") as reader:
+    with DataFileReader(ds.object_store, f"data/{path}") as reader:
         names = [f.name for f in reader.lance_schema().fields]
         major, minor = reader.version
         rows = reader.num_rows
@@ -446,7 +444,7 @@ def describe_data_file(ds: LanceDataset, path: str, *, base_id: int | None = Non
     if (major, minor) == (0, 3):
         major, minor = 2, 0  # a 2.0 file's footer says 0.3; manifests record 2.0
     version = f"{major}.{minor}"
-    fields, columns = LanceFileWriter.column_layout(ds.lance_schema.project(names), version)
+    fields, columns = DataFileWriter.column_layout(ds.lance_schema.project(names), version)
     return DataFile(path, fields, columns, major, minor, size or None, base_id), rows
 
 

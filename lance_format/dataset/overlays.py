@@ -26,7 +26,7 @@ from pyroaring import BitMap
 
 from lance_format.errors import ArgumentTypeError, InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1 import is_legacy_version
-from lance_format.file.reader import LanceFileReader
+from lance_format.file.reader import DataFileReader
 from lance_format.proto import table_pb2
 
 if TYPE_CHECKING:
@@ -208,11 +208,11 @@ def overlay_layers(fragment: FragmentReading, schema: LanceSchema) -> Layers:
 
 def _overlay_values(fragment: FragmentReading, data_file: table_pb2.DataFile, plan: ColumnPlan,
                     ranks: np.ndarray) -> pa.Array:
-    readers: dict[str, LanceFileReader] = fragment.__dict__.setdefault("_overlay_readers", {})
+    readers: dict[str, DataFileReader] = fragment.__dict__.setdefault("_overlay_readers", {})
     store, path = fragment._dataset.base_stores.data_file(data_file)
     reader = readers.get(path)
     if reader is None:
-        reader = readers[path] = LanceFileReader(store, path, size=data_file.file_size_bytes or None)
+        reader = readers[path] = DataFileReader(store, path, size=data_file.file_size_bytes or None)
     try:
         return reader.take([plan], ranks)[0]
     except LanceError as exc:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from lance_format.dataset.sql.floats import is_float, total_order_keys
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
-from lance_format.io.threads import cpu_threads
+from lance_format.io.decode_pool import cpu_threads
 
 ROW_OFFSET = "_rowoffset"
 

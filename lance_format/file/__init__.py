@@ -7,9 +7,9 @@ in the modules:
 
 - :mod:`.container`: footer, column-metadata and global-buffer tables (the same for every version);
 - :mod:`.plans`: which columns hold each field (2.0: one per field; 2.1+: one per leaf);
-- :mod:`.reader`: :class:`~.reader.LanceFileReader` over an object store, which dispatches on the
+- :mod:`.reader`: :class:`~.reader.DataFileReader` over an object store, which dispatches on the
   file version to :mod:`.reader_v2_0` (2.0 ``ArrayEncoding`` columns) or :mod:`.reader_structural` (2.1/2.2);
-- :mod:`.writer`: :class:`~.writer.LanceFileWriter` of a :class:`~lance_format.schema.LanceSchema`,
+- :mod:`.writer`: :class:`~.writer.DataFileWriter` of a :class:`~lance_format.schema.LanceSchema`,
   with the 2.0 column writers in :mod:`.writer_v2_0` (the 2.1/2.2 page writers are
   :mod:`lance_format.encodings.structural`);
 - :mod:`.utf8`: UTF-8 validation of decoded string columns.

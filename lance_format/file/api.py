@@ -1,8 +1,8 @@
 """pylance's ``lance.file`` API: :class:`LanceFileReader`, :class:`LanceFileWriter` and
 :class:`LanceFileSession` over paths and URIs, with pylance's constructors and methods.
 
-These wrap the engine's own file classes (:class:`lance_format.file.reader.LanceFileReader`,
-which takes an object store and column plans, and :class:`lance_format.file.writer.LanceFileWriter`,
+These wrap the engine's own file classes (:class:`lance_format.file.reader.DataFileReader`,
+which takes an object store and column plans, and :class:`lance_format.file.writer.DataFileWriter`,
 which takes a :class:`~lance_format.schema.LanceSchema`); ``lance_format.file`` exports these
 pylance-shaped ones, so code written for ``lance.file`` runs unchanged. New files are file version
 2.2 (:func:`stable_version`) unless ``version`` says otherwise; errors are pylance's builtin kinds
@@ -24,8 +24,8 @@ import pyarrow as pa
 from lance_format.errors import InvalidInputError
 from lance_format.file.blob_writers import DedicatedBlobWriter, PackedBlobWriter
 from lance_format.file.plans import ColumnPlan, plans_for_schema, structural_plans_for_schema
-from lance_format.file.reader import LanceFileReader as _EngineReader
-from lance_format.file.writer import LanceFileWriter as _EngineWriter
+from lance_format.file.reader import DataFileReader as _EngineReader
+from lance_format.file.writer import DataFileWriter as _EngineWriter
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import encodings_v2_0_pb2, encodings_v2_1_pb2
 from lance_format.rust_debug import prost_message, render

@@ -83,7 +83,7 @@ def _is_binary(data_type: pa.DataType) -> bool:
 
 
 class LegacyFileReader:
-    """Range reads and takes of one legacy data file, with the interface of ``LanceFileReader``.
+    """Range reads and takes of one legacy data file, with the interface of ``DataFileReader``.
 
     Plans name fields by id (``ColumnPlan.column`` is the field id). ``dictionaries`` maps the
     id of each dictionary field to its values (stored in the manifest, not in the data file).

@@ -92,7 +92,7 @@ def _check_type(lance_field: LanceField, name: str) -> None:
 
 
 class LegacyFileWriter:
-    """Streams record batches into one legacy data file (interface of ``LanceFileWriter``)."""
+    """Streams record batches into one legacy data file (interface of ``DataFileWriter``)."""
 
     def __init__(self, store: ObjectStore, path: str, schema: LanceSchema, *,
                  load_dictionaries: Callable[[], dict[int, pa.Array]] | None = None,

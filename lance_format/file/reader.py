@@ -1,4 +1,4 @@
-"""Reader of Lance data files, file versions 2.0, 2.1 and 2.2: the public :class:`LanceFileReader`.
+"""Reader of Lance data files, file versions 2.0, 2.1 and 2.2: the public :class:`DataFileReader`.
 
 Opening a file reads its container (:mod:`lance_format.file.container`: footer, column metadata,
 file descriptor), which is the same for every version; the footer's version then picks the
@@ -13,7 +13,7 @@ The caller says which fields to produce with :class:`~lance_format.file.plans.Co
 Requests are validated here; only pages that overlap the requested rows are read. Local files
 are memory-mapped, so fixed-width pages decode without copying and a take only touches the
 memory pages holding its rows; on object stores the scattered reads of a take go out as one
-batch (:meth:`LanceFileReader.read_many`), coalesced and in parallel.
+batch (:meth:`DataFileReader.read_many`), coalesced and in parallel.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from lance_format.proto import file2_pb2, file_pb2
 from lance_format.schema import LanceSchema
 
 
-class LanceFileReader:
+class DataFileReader:
     """Random and sequential access to the rows of one Lance data file (file version 2.0, 2.1 or 2.2)."""
 
     def __init__(self, store: ObjectStore, path: str, *, size: int | None = None, session: Any = None) -> None:
@@ -76,7 +76,7 @@ class LanceFileReader:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> LanceFileReader:
+    def __enter__(self) -> DataFileReader:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -3,9 +3,9 @@
 Parents (structs, lists, maps) have no column; their plans carry ``column == -1`` (see
 :func:`~lance_format.file.plans.structural_plans_for_schema`) and their validity and offsets come
 from the rep/def levels of the leaves below. Each leaf column is a
-:class:`~lance_format.encodings.structural.column.StructuralColumn`, which locates rows by page
+:class:`~lance_format.encodings.structural.decode_column.StructuralColumn`, which locates rows by page
 priority and decodes only the pages (and mini-block chunks) holding them;
-:func:`~lance_format.encodings.structural.column.assemble` builds the nested arrays. This module
+:func:`~lance_format.encodings.structural.decode_column.assemble` builds the nested arrays. This module
 only opens the leaf columns and dispatches to :mod:`lance_format.encodings.structural`.
 """
 
@@ -21,15 +21,15 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural.column import StructuralColumn, assemble
-from lance_format.encodings.structural.repdef import LeafData
+from lance_format.encodings.structural.decode_column import StructuralColumn, assemble
+from lance_format.encodings.structural.decode_repdef import LeafData
 from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.file.plans import ColumnPlan
-from lance_format.io.threads import run_all
+from lance_format.io.decode_pool import run_all
 from lance_format.proto import encodings_v2_1_pb2
 
 if TYPE_CHECKING:
-    from lance_format.file.reader import LanceFileReader
+    from lance_format.file.reader import DataFileReader
 
 _COLUMN_THREADS = 8  # leaf columns of one remote file fetched at once
 _COLUMN_POOL: ThreadPoolExecutor | None = None
@@ -55,11 +55,11 @@ _SMALL_FILE_ROWS = 16384  # ... and so do all contiguous takes from files this s
 class StructuralReader:
     """Range reads and takes of planned fields from the leaf columns of one 2.1/2.2 file.
 
-    :class:`~lance_format.file.reader.LanceFileReader` validates the requests and owns the file;
+    :class:`~lance_format.file.reader.DataFileReader` validates the requests and owns the file;
     a leaf column is checked against the file's row count when it is first opened.
     """
 
-    def __init__(self, reader: LanceFileReader) -> None:
+    def __init__(self, reader: DataFileReader) -> None:
         self.reader = reader
         self.path = reader.path
         self.num_rows = reader.num_rows

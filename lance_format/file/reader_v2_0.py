@@ -40,7 +40,7 @@ BLOB_DESCRIPTION = pa.struct([pa.field("position", pa.uint64(), False), pa.field
 _NULL_BLOB_POSITION = 1
 
 if TYPE_CHECKING:
-    from lance_format.file.reader import LanceFileReader
+    from lance_format.file.reader import DataFileReader
 
 _PAGE_CACHE_SIZE = 2
 # Reads of fewer than 1/_WINDOW_FRACTION of a page's values decode only those values (when
@@ -69,7 +69,7 @@ def _is_binary_like(data_type: pa.DataType) -> bool:
 class _Column:
     """Page index and decoded-page cache of one file column."""
 
-    def __init__(self, reader: LanceFileReader, index: int) -> None:
+    def __init__(self, reader: DataFileReader, index: int) -> None:
         self.reader = reader
         self.index = index
         self.pages = reader.metadata.columns[index].pages
@@ -221,11 +221,11 @@ class _Column:
 class ArrayEncodedReader:
     """Range reads and takes of planned fields from the columns of one 2.0 file.
 
-    :class:`~lance_format.file.reader.LanceFileReader` validates the requests and owns the file;
+    :class:`~lance_format.file.reader.DataFileReader` validates the requests and owns the file;
     this class checks the column tree against the plans and decodes the pages.
     """
 
-    def __init__(self, reader: LanceFileReader) -> None:
+    def __init__(self, reader: DataFileReader) -> None:
         self.reader = reader
         self.path = reader.path
         self.num_rows = reader.num_rows

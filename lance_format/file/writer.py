@@ -1,4 +1,4 @@
-"""Writer of Lance data files, file versions 2.0, 2.1 and 2.2: the public :class:`LanceFileWriter`.
+"""Writer of Lance data files, file versions 2.0, 2.1 and 2.2: the public :class:`DataFileWriter`.
 
 The writer owns the output file: it validates the schema for the requested version, feeds each
 top-level column to the writer of that version's layout, places the pages those emit (each
@@ -102,7 +102,7 @@ def _check_blob_fields(schema: LanceSchema, footer_version: tuple[int, int], pat
     return [None if not is_blob_field(f) else "v2" if is_blob_v2(f) else "v1" for f in schema.fields]
 
 
-class LanceFileWriter:
+class DataFileWriter:
     """Streams record batches into one Lance data file (file version 2.0, 2.1 or 2.2)."""
 
     split_page_bytes: int | None = None
@@ -358,7 +358,7 @@ class LanceFileWriter:
             if self._sidecars is not None:
                 self._sidecars.abort()
 
-    def __enter__(self) -> LanceFileWriter:
+    def __enter__(self) -> DataFileWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -11,7 +11,7 @@ write an offsets page and then flush their item column, because a 2.0 item page 
 shared by two offsets pages (pylance's reader relies on it). Struct columns write one header page (``SimpleStruct``, no buffers) at the end.
 Given the same batches, the output is byte-identical to pylance 14's (checked by the tests).
 
-:class:`~lance_format.file.writer.LanceFileWriter` drives these writers and places their pages
+:class:`~lance_format.file.writer.DataFileWriter` drives these writers and places their pages
 in the file.
 """
 
@@ -242,7 +242,7 @@ def make_column_writer(
 ) -> ColumnWriter:
     """The writer of ``lance_field`` and its children; appends their field ids to ``field_ids``,
     whose positions are the column numbers (parents before their children). ``split_page_bytes``:
-    see :class:`~lance_format.file.writer.LanceFileWriter`."""
+    see :class:`~lance_format.file.writer.DataFileWriter`."""
     column = len(field_ids)
     field_ids.append(lance_field.id)
     data_type = lance_field.data_type

@@ -11,6 +11,7 @@ driver plans, pins versions and commits once, in the caller's process.
 * :func:`read_changes` -- the change feed between two versions as a DataFrame;
 * :func:`merge_each_batch` -- a ``foreachBatch`` function merging each micro-batch by key;
 * :func:`ship_to_executors` -- zip this package onto the Python path of a cluster's executors;
+* :func:`lance_arrow_schema` -- the Arrow schema of a new table written from a DataFrame schema;
 * :func:`register` -- the ``lance`` data source for ``spark.read.format("lance")``,
   ``df.write.format("lance")``, ``readStream``/``writeStream`` and ``CREATE TABLE ... USING lance``.
 """
@@ -24,9 +25,10 @@ from lance_format.spark.merge import merge_dataframe
 from lance_format.spark.read import read_dataframe
 from lance_format.spark.shipping import ship_to_executors
 from lance_format.spark.streaming_sink import merge_each_batch
+from lance_format.spark.types import lance_arrow_schema
 from lance_format.spark.write import write_dataframe
 
 __all__ = [
     "CommitResult", "IDEMPOTENCY_KEY", "write_dataframe", "merge_dataframe", "read_dataframe", "read_changes",
-    "merge_each_batch", "register", "ship_to_executors", "create_scalar_index",
+    "merge_each_batch", "register", "ship_to_executors", "create_scalar_index", "lance_arrow_schema",
 ]

@@ -90,7 +90,7 @@ from lance_format.spark.pushed_filters import (
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, ReadPlan, plan_read, read_schema
 from lance_format.spark.tasks import read_split, write_partition
 from lance_format.spark.worker_heap import freeze_imported_objects
-from lance_format.spark.write import Deletions, Written, commit_coalesced, discard_write
+from lance_format.spark.write import Deletions, TaskOutputs, commit_coalesced, discard_write
 from lance_format.spark.write_plan import plan_write
 
 NAME = "lance"
@@ -360,7 +360,7 @@ def commit_data_source_write(writer: LanceWriter, messages: list) -> CommitResul
         deletions = _local_deletions(plan)
     fragments = [FragmentMetadata.from_json(blob) for m in written for blob in m.fragments]
     staged = [m.staged for m in written if m.staged is not None]
-    result = commit_coalesced(plan, Written(fragments, staged=staged), deletions)
+    result = commit_coalesced(plan, TaskOutputs(fragments, staged=staged), deletions)
     if any(m.retried for m in written):
         discard_write(plan)  # files of the failed attempts (the committed ones are kept)
     return compact_after_write(plan.store, result, getattr(writer, "compaction", None))

@@ -31,7 +31,7 @@ from lance_format.dataset.sql.filter import to_expression
 from lance_format.dataset.writing.commit_fragments import delete_rows
 from lance_format.dataset.writing.fragment_sink import FragmentSink, write_prefix
 from lance_format.errors import CorruptFileError, InvalidInputError
-from lance_format.io.threads import serial_decoding
+from lance_format.io.decode_pool import serial_decoding
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.arrow_checks import check_batch

@@ -72,7 +72,7 @@ from lance_format.table.transaction import COMMIT_MESSAGE_KEY
 
 
 @dataclass(frozen=True)
-class Written:
+class TaskOutputs:
     """Fragments the write tasks produced; ``rewritten`` holds a merge's updated rows;
     ``staged``: the tasks' small outputs, for the commit to coalesce."""
 
@@ -81,7 +81,7 @@ class Written:
     staged: list[StagedOutput] = field(default_factory=list)
 
     @staticmethod
-    def from_rows(rows: list) -> Written:
+    def from_rows(rows: list) -> TaskOutputs:
         fragments, rewritten, staged = [], 0, []
         for row in rows:
             if row[0] is None:  # a staged output (FRAGMENT_DDL's last column)
@@ -91,7 +91,7 @@ class Written:
             fragments.append(fragment)
             if row[3]:
                 rewritten += fragment.physical_rows
-        return Written(fragments, rewritten, staged)
+        return TaskOutputs(fragments, rewritten, staged)
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,7 @@ def commit_write(
     )
 
 
-def commit_coalesced(plan: WritePlan, written: Written, deletions: Deletions = Deletions(), *,
+def commit_coalesced(plan: WritePlan, written: TaskOutputs, deletions: Deletions = Deletions(), *,
                      operation: str | None = None, split_rewritten: bool = False) -> CommitResult:
     """Commit the tasks' fragments and their small outputs coalesced to the target file size
     (:mod:`lance_format.spark.coalesce`) in ONE transaction recording the fragment counts, then
@@ -278,7 +278,7 @@ def commit_coalesced(plan: WritePlan, written: Written, deletions: Deletions = D
 
 
 def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False,
-                  stage_small_outputs: bool = False) -> Written:
+                  stage_small_outputs: bool = False) -> TaskOutputs:
     """The Spark job writing ``df``'s rows as fragments; returns their descriptions.
 
     ``split_rewritten``: ``df`` also has ``ROW_ID_COLUMN`` (set on a merge's updated rows).
@@ -290,7 +290,7 @@ def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False,
     task = write_task(plan.spec(split_rewritten=split_rewritten, stage_small_outputs=stage_small_outputs), names)
     # Plain stand-in names: PySpark's classic mapInArrow cannot resolve names such as "a.b".
     columns = df.selectExpr(*[f"{quoted(n)} AS _c{i}" for i, n in enumerate(names)])
-    return Written.from_rows(columns.mapInArrow(task, FRAGMENT_DDL).collect())
+    return TaskOutputs.from_rows(columns.mapInArrow(task, FRAGMENT_DDL).collect())
 
 
 def write_dataframe(
@@ -429,6 +429,6 @@ def write_dataframe(
     return compact_after_write(plan.store, result, compaction)
 
 
-__all__ = ["Written", "Deletions", "commit_write", "commit_written",
+__all__ = ["TaskOutputs", "Deletions", "commit_write", "commit_written",
            "discard_write", "fail_write", "run_write_job", "write_dataframe", "discard_failed_attempts",
            "estimated_size", "planned_tasks", "coalesce_to_target", "commit_coalesced"]

@@ -32,7 +32,7 @@ from lance_format.dataset.writing.fragment_sink import (
     write_prefix,
 )
 from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, SchemaMismatchError
-from lance_format.file.writer import LanceFileWriter
+from lance_format.file.writer import DataFileWriter
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.schema import LanceSchema
 from lance_format.spark.coalesce import (
@@ -160,7 +160,7 @@ def _conform_to_table(table: LanceSchema, df_schema: Any, schema_mode: str, uri:
 def _checked(plan: WritePlan) -> WritePlan:
     """A plan that writes files, its schema checked against its file version (no file opened)."""
     if plan.storage_version != "0.1":  # legacy files check their types when a task opens one
-        LanceFileWriter.check_schema(plan.schema, plan.storage_version, table=plan.uri)
+        DataFileWriter.check_schema(plan.schema, plan.storage_version, table=plan.uri)
     return plan
 
 

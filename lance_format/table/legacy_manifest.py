@@ -20,7 +20,7 @@ import numpy as np
 
 from lance_format.errors import CorruptFileError, LanceError
 from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
-from lance_format.file.reader import LanceFileReader
+from lance_format.file.reader import DataFileReader
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 from lance_format.table.naming import data_file_path
@@ -104,7 +104,7 @@ def _file_rows(store: ObjectStore, data_file: table_pb2.DataFile) -> int | None:
             ids = (data_file.fields[0], max(data_file.fields))
             with LegacyFileReader(store, path, field_ids=ids, size=size) as reader:
                 return reader.num_rows
-        with LanceFileReader(store, path, size=size) as reader:
+        with DataFileReader(store, path, size=size) as reader:
             return reader.num_rows
     except LanceError as exc:
         raise exc.with_context(table=store.uri)

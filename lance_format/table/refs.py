@@ -146,10 +146,10 @@ def resolve_reference(store: ObjectStore, reference: Reference) -> tuple[ObjectS
     if isinstance(reference, str):
         if reference.isdigit():
             return store, int(reference)
-        from lance_format.table.tags import Tags  # tags resolve through this module
+        from lance_format.table.tags import TableTags  # tags resolve through this module
 
         root = root_store(store)
-        tag = Tags(root)._read(reference)
+        tag = TableTags(root)._read(reference)
         return branch_store(root, tag.get("branch")), int(tag["version"])
     if isinstance(reference, tuple) and len(reference) == 2:
         branch, version = reference

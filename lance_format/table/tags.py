@@ -45,7 +45,7 @@ def _parse_time(text: Any) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-class Tags:
+class TableTags:
     """The tags of one table; mirrors pylance's ``LanceDataset.tags``."""
 
     def __init__(self, store: ObjectStore) -> None:

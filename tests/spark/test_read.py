@@ -306,7 +306,7 @@ def test_a_task_with_one_core_decodes_its_split_on_its_own_thread(spark, tmp_pat
     spec, splits = plan.spec, plan.splits
 
     def pools_used(batches):  # runs in a Spark task (pickled by value)
-        import lance_format.io.threads as threads
+        import lance_format.io.decode_pool as threads
         from lance_format.spark.tasks import read_split
 
         seen: list[bool] = []

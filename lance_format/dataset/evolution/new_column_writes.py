@@ -34,7 +34,7 @@ from lance_format.dataset.mutations.base import (
     storage_version_of,
 )
 from lance_format.dataset.sql.filter import to_expression
-from lance_format.dataset.writing.fragment_sink import write_fragments
+from lance_format.dataset.writing.fragment_sink import write_fragment_files
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2, transaction_pb2
@@ -149,7 +149,7 @@ def write_with_new_columns(
         to_expression(predicate, ds.lance_schema.to_arrow())  # refuse a bad predicate before writing
         if check_data:
             data = checked_reader(data, predicate, table=store.uri)
-    fragments, writer = write_fragments(data, store, schema, storage_version_of(ds))
+    fragments, writer = write_fragment_files(data, store, schema, storage_version_of(ds))
     prepared: Prepared | None = None
     try:
         removed: list[int] = []

@@ -69,10 +69,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.encodings.structural.blocks import Variable
+from lance_format.encodings.structural.decode_miniblock import MiniBlockPage
+from lance_format.encodings.structural.decoded_blocks import Variable
 from lance_format.encodings.structural.encode_page import counted_array, decoded_memory_model, leaf_array
-from lance_format.encodings.structural.miniblock import MiniBlockPage
-from lance_format.file.reader import LanceFileReader
+from lance_format.file.reader import DataFileReader
 from lance_format.file.reader_structural import StructuralReader
 from lance_format.schema.fields import marked_packed
 
@@ -255,7 +255,7 @@ def _column_plans(fragment: LanceFragment, field: pa.Field, field_id: int,
         return []
     data_file = files[0]
     column = data_file.column_indices[list(data_file.fields).index(field_id)]
-    reader = StructuralReader(LanceFileReader(fragment._dataset.object_store, f"data/{data_file.path}"))
+    reader = StructuralReader(DataFileReader(fragment._dataset.object_store, f"data/{data_file.path}"))
     col = reader._leaf_column(type("Plan", (), {"column": column})(), field.name)
     out: list[_Plan | None] = []
     for lo, hi in batches:

@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.maintenance.decoded_memory import ArraySizes, _batch_ranges, registered_batches
-from lance_format.file.reader import LanceFileReader
+from lance_format.file.reader import DataFileReader
 from lance_format.file.writer_v2_0 import legacy_decoded_memory_model
 from lance_format.proto import encodings_v2_0_pb2
 
@@ -157,7 +157,7 @@ def batch_bytes(plan: BatchPlan, array: pa.Array) -> int | None:
 class _ColumnPages:
     """Row starts and dictionary pages of one 2.0 column."""
 
-    def __init__(self, reader: LanceFileReader, column: int, name: str) -> None:
+    def __init__(self, reader: DataFileReader, column: int, name: str) -> None:
         pages = reader.metadata.columns[column].pages
         lengths = np.fromiter((p.length for p in pages), np.int64, len(pages))
         self.starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -197,7 +197,7 @@ def _leaf_sources(fragment: LanceFragment, schema: pa.Schema) -> list[_LeafSourc
         return None
     data_file = files[0]
     columns = dict(zip(data_file.fields, data_file.column_indices))
-    reader = LanceFileReader(fragment._dataset.object_store, f"data/{data_file.path}")
+    reader = DataFileReader(fragment._dataset.object_store, f"data/{data_file.path}")
     lance_fields = {f.name: f for f in fragment._dataset.lance_schema.fields}
     out: list[_LeafSource] = []
     for i, field in enumerate(schema):

@@ -31,7 +31,7 @@ from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteTarget,
     resolve_storage_version,
-    write_fragments,
+    write_fragment_files,
 )
 from lance_format.errors import (
     CommitConflictError,
@@ -278,7 +278,7 @@ def write_new_fragments(
 ) -> list[table_pb2.DataFragment]:
     """Write ``batches`` (the table's columns) as new uncommitted fragments via the write path."""
     reader = pa.RecordBatchReader.from_batches(schema, iter(batches))
-    fragments, writer = write_fragments(
+    fragments, writer = write_fragment_files(
         reader, ds.object_store, lance_schema or ds.lance_schema, prepared.storage_version or storage_version_of(ds),
         max_rows_per_file=max_rows_per_file or DEFAULT_MAX_ROWS_PER_FILE,
         max_bytes_per_file=max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE, targets=targets,

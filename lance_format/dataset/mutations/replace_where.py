@@ -39,7 +39,7 @@ from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
-    write_fragments,
+    write_fragment_files,
 )
 from lance_format.dataset.writing.write_dataset import write_dataset
 from lance_format.errors import CommitConflictError, DatasetNotFoundError, InvalidInputError
@@ -113,7 +113,7 @@ def replace_where(
     if check_data:
         reader = checked_reader(reader, predicate, table=store.uri)
     storage_version = storage_version_of(ds)
-    fragments, writer = write_fragments(
+    fragments, writer = write_fragment_files(
         reader, store, table_schema, storage_version,
         max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file,
     )

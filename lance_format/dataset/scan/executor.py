@@ -5,7 +5,7 @@ split reads.
 The stages, innermost first:
 
 1. read: per fragment (or row range), the index step (if any) names the candidate rows, then
-   ``batch_readahead`` batches decode at once on the decode pool (:mod:`lance_format.io.threads`)
+   ``batch_readahead`` batches decode at once on the decode pool (:mod:`lance_format.io.decode_pool`)
    across fragment edges, delivered in table order unless ``scan_in_order=False``;
 2. filter, late-materialized: the filter's columns are read first, and the other columns only
    for the rows that pass (taken by physical offset, so pages decode just the chunks, and FSST
@@ -46,7 +46,7 @@ from lance_format.dataset.scan_options import (
 from lance_format.dataset.scan_stats import ScanCounts
 from lance_format.dataset.sql.filter import matching_rows
 from lance_format.errors import CorruptFileError
-from lance_format.io.threads import map_ordered
+from lance_format.io.decode_pool import map_ordered
 from lance_format.schema.extensions import as_extension_arrays, with_extension_types
 
 if TYPE_CHECKING:

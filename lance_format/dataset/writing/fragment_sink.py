@@ -1,5 +1,5 @@
 """Uncommitted fragments: written by independent workers (Spark tasks, other processes) and by
-every write of this process (:func:`write_fragments`) before its commit.
+every write of this process (:func:`write_fragment_files`) before its commit.
 
 A distributed write runs in two phases: workers write data files and describe them as
 ``DataFragment`` messages (ids 0, nothing visible), then one process commits them all in a
@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from lance_format.errors import InvalidInputError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.legacy_v0_1_writer import LegacyFileWriter
-from lance_format.file.writer import LanceFileWriter, WrittenFile
+from lance_format.file.writer import DataFileWriter, WrittenFile
 from lance_format.io import ObjectStore, object_store_for
 from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema, check_arrow_compatible
@@ -142,7 +142,7 @@ class _LegacyDictionaries:
 
 def _file_writer(store: ObjectStore, path: str, schema: LanceSchema,
                  storage_version: str, dictionaries: _LegacyDictionaries | None = None,
-                 ) -> LanceFileWriter | LegacyFileWriter:
+                 ) -> DataFileWriter | LegacyFileWriter:
     if storage_version not in FILE_VERSION_NUMBERS:
         raise UnsupportedFeatureError(
             f"writing Lance file version {storage_version} is not supported (supported: {sorted(FILE_VERSION_NUMBERS)})",
@@ -154,7 +154,7 @@ def _file_writer(store: ObjectStore, path: str, schema: LanceSchema,
         return LegacyFileWriter(store, path, schema, load_dictionaries=dictionaries.load,
                                 define_dictionaries=dictionaries.defined)
     # like pylance's writes, which leave the file writer's max_page_bytes at its 32 MiB default
-    return LanceFileWriter(store, path, schema, version=storage_version, split_page_bytes=PYLANCE_MAX_PAGE_BYTES)
+    return DataFileWriter(store, path, schema, version=storage_version, split_page_bytes=PYLANCE_MAX_PAGE_BYTES)
 
 
 class FragmentSink:
@@ -191,7 +191,7 @@ class FragmentSink:
         self._prefix = prefix
         self._max_rows = int(max_rows_per_file)
         self._max_bytes = int(max_bytes_per_file)
-        self._current: LanceFileWriter | LegacyFileWriter | None = None
+        self._current: DataFileWriter | LegacyFileWriter | None = None
         self._current_rows = 0
         self._current_ids: list[np.ndarray] | None = None
         self._targets = list(targets) if targets else [WriteTarget(self._store)]
@@ -213,7 +213,7 @@ class FragmentSink:
         went to (the table's root unless ``targets`` named other bases)."""
         return list(self._paths)
 
-    def _open(self) -> LanceFileWriter | LegacyFileWriter:
+    def _open(self) -> DataFileWriter | LegacyFileWriter:
         target = self._current_target = self._targets[len(self._paths) % len(self._targets)]
         name = data_file_name(self._prefix)
         path = f"{target.folder}/{name}" if target.folder else name
@@ -342,7 +342,7 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema, *, table: str) -> pa.Reco
     return batch
 
 
-def write_fragments(
+def write_fragment_files(
     reader: pa.RecordBatchReader,
     store: ObjectStore,
     schema: LanceSchema,
@@ -379,5 +379,5 @@ __all__ = [
     "FragmentSink", "WriteTarget", "new_write_id", "write_prefix", "data_file_name", "staged_file_name", "STAGED_MARK", "FILE_VERSION_NUMBERS",
     "DEFAULT_MAX_ROWS_PER_FILE", "DEFAULT_MAX_BYTES_PER_FILE", "DEFAULT_STORAGE_VERSION", "resolve_storage_version",
     "write_target",
-    "write_fragments",
+    "write_fragment_files",
 ]

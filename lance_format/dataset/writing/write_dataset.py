@@ -27,7 +27,7 @@ from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteTarget,
-    write_fragments,
+    write_fragment_files,
     write_target,
 )
 from lance_format.errors import ArgumentTypeError, DatasetAlreadyExistsError, InvalidInputError
@@ -247,7 +247,7 @@ def write_dataset(
                                                  table=store.uri)
 
     with rows_per_group(max_rows_per_group):  # legacy (0.1) files only: 2.x files have no groups
-        fragments, writer = write_fragments(
+        fragments, writer = write_fragment_files(
             reader, store, table_schema, storage_version,
             max_rows_per_file=max_rows_per_file, max_bytes_per_file=max_bytes_per_file, targets=targets,
             new_table=existing is None or mode != "append", on_file=progress_hook(progress),

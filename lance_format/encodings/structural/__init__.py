@@ -10,13 +10,13 @@ occur, so the package is named after the layouts rather than a version. Decoders
 
 Decoding side:
 
-- :mod:`.column`: a leaf column's pages, row lookup, and assembly of nested Arrow arrays;
-- :mod:`.miniblock`, :mod:`.fullzip`, :mod:`.constant`: the page layouts (and blob pages),
-  with :mod:`.pages` as their shared plumbing;
-- :mod:`.repdef`: repetition/definition levels back into validity and offsets;
-- :mod:`.chunk_codecs`, :mod:`.block_codecs`, :mod:`.value_codecs`: the compressions
-  (mini-block, whole-buffer and per-value), with :mod:`.fastlanes` and :mod:`.fsst`;
-- :mod:`.blocks`: decoded value containers and their conversion to Arrow.
+- :mod:`.decode_column`: a leaf column's pages, row lookup, and assembly of nested Arrow arrays;
+- :mod:`.decode_miniblock`, :mod:`.decode_fullzip`, :mod:`.decode_constant`: the page layouts (and blob pages),
+  with :mod:`.decode_pages` as their shared plumbing;
+- :mod:`.decode_repdef`: repetition/definition levels back into validity and offsets;
+- :mod:`.decode_chunk_codecs`, :mod:`.decode_block_codecs`, :mod:`.decode_value_codecs`: the compressions
+  (mini-block, whole-buffer and per-value), with :mod:`.decode_fastlanes` and :mod:`.decode_fsst`;
+- :mod:`.decoded_blocks`: decoded value containers and their conversion to Arrow.
 
 Writing side (the ``encode_*`` modules, which never import the decoding side):
 
@@ -24,8 +24,8 @@ Writing side (the ``encode_*`` modules, which never import the decoding side):
 - :mod:`.encode_repdef`: Arrow columns shredded into leaf pages with rep/def levels;
 - :mod:`.encode_values`: leaf values as flat numpy data;
 - :mod:`.encode_miniblock`, :mod:`.encode_fullzip`, :mod:`.encode_constant`: the page layouts;
-- :mod:`.encode_compression`: the mini-block value compressions, with :mod:`.fastlanes_pack`,
-  :mod:`.rle_chunks` and :mod:`.variable_chunks` (pylance's chunk cuts);
+- :mod:`.encode_compression`: the mini-block value compressions, with :mod:`.encode_fastlanes`,
+  :mod:`.encode_rle_chunks` and :mod:`.encode_variable_chunks` (pylance's chunk cuts);
 - :mod:`.encode_dictionary`, :mod:`.encode_packed`: dictionary pages and packed structs;
 - :mod:`.field_params`: the field metadata keys (``lance-encoding:*``) that tune all of the above.
 """

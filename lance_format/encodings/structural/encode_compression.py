@@ -22,11 +22,11 @@ import pyarrow as pa
 from lance_format.encodings.array_v2_0.encode import Compression
 from lance_format.encodings.buffers import compress_buffer
 from lance_format.encodings.structural import accel, encode_fsst
+from lance_format.encodings.structural.encode_fastlanes import BLOCK, bit_widths, inline_pack_chunks
+from lance_format.encodings.structural.encode_rle_chunks import rle_chunk_counts
 from lance_format.encodings.structural.encode_values import LeafValues
-from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks
+from lance_format.encodings.structural.encode_variable_chunks import DEFAULT_AIM_BYTES, variable_chunk_counts
 from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
-from lance_format.encodings.structural.rle_chunks import rle_chunk_counts
-from lance_format.encodings.structural.variable_chunks import DEFAULT_AIM_BYTES, variable_chunk_counts
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 TARGET_CHUNK_BYTES = 4096  # pylance aims at ~4 KiB of values per chunk

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 from lance_format.encodings.buffers import compress_buffer
 from lance_format.encodings.structural import accel
 from lance_format.encodings.structural.encode_compression import ZSTD_DEFAULT_LEVEL, flat_encoding, variable_encoding
+from lance_format.encodings.structural.encode_fastlanes import BLOCK, bit_widths, inline_pack_chunks, out_of_line_pack
 from lance_format.encodings.structural.encode_values import LeafValues, take_values, variable_values
-from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks, out_of_line_pack
 from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
 from lance_format.proto import encodings_v2_1_pb2 as pb
 

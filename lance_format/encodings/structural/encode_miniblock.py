@@ -25,8 +25,8 @@ import numpy as np
 from lance_format.encodings.structural import accel
 from lance_format.encodings.structural.encode_compression import DeferredVariableChunks, ValuePlan, flat_encoding
 from lance_format.encodings.structural.encode_dictionary import dictionary_block
+from lance_format.encodings.structural.encode_fastlanes import BLOCK, bit_widths, inline_pack_chunks, out_of_line_pack
 from lance_format.encodings.structural.encode_repdef import LeafPage
-from lance_format.encodings.structural.fastlanes_pack import BLOCK, bit_widths, inline_pack_chunks, out_of_line_pack
 from lance_format.encodings.structural.field_params import DEFAULT_PARAMS, FieldParams
 from lance_format.proto import encodings_v2_1_pb2 as pb
 

@@ -40,8 +40,8 @@ from lance_format.encodings.structural.encode_miniblock import encode_miniblock
 from lance_format.encodings.structural.encode_packed import packed_values
 from lance_format.encodings.structural.encode_repdef import LeafPage, leaf_paths, shred_leaf
 from lance_format.encodings.structural.encode_values import LeafValues, leaf_values, take_values
+from lance_format.encodings.structural.encode_variable_chunks import MAX_AIM_BYTES_2_1
 from lance_format.encodings.structural.field_params import FieldParams, field_params
-from lance_format.encodings.structural.variable_chunks import MAX_AIM_BYTES_2_1
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceField

@@ -1,4 +1,4 @@
-"""Kernels compiled with numba: the optional accelerator of :mod:`.encode_fsst`, :mod:`.fsst` and
+"""Kernels compiled with numba: the optional accelerator of :mod:`.encode_fsst`, :mod:`.decode_fsst` and
 :mod:`.encode_miniblock` (the writer's other kernels are in :mod:`.numba_write_kernels`).
 
 Imported only through :func:`lance_format.encodings.structural.accel.kernels`, which falls

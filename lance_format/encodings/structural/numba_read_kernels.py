@@ -4,7 +4,7 @@ bit-packed 16-bit levels, and the list layers of rep/def levels (with and withou
 levels).
 
 Imported only through :func:`lance_format.encodings.structural.accel.read_kernels`. Each kernel
-computes exactly what its numpy counterpart in :mod:`.miniblock` computes, with the same checks
+computes exactly what its numpy counterpart in :mod:`.decode_miniblock` computes, with the same checks
 in the same order.
 """
 

@@ -20,7 +20,7 @@ from lance_format.dataset import fragment_reading as fragment_module
 from lance_format.dataset.changes import plan as delta_plan
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.errors import CorruptFileError
-from lance_format.file.reader import LanceFileReader
+from lance_format.file.reader import DataFileReader
 from tests.engine.dataset.test_delta import STORAGE_VERSIONS, build_history
 
 LINEAGE = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
@@ -216,7 +216,7 @@ def wide_table(tmp_path) -> str:
 def io_log(monkeypatch):
     """Record data-file opens, physical takes, range reads and deletion-file reads."""
     log = {"files": [], "takes": [], "ranges": [], "deletions": []}
-    original_init = LanceFileReader.__init__
+    original_init = DataFileReader.__init__
     original_take = LanceFragment.take_physical
     original_read = LanceFragment.read_batches
     original_deletions = fragment_module.read_deletion_file
@@ -237,7 +237,7 @@ def io_log(monkeypatch):
         log["deletions"].append(fragment_id)
         return original_deletions(store, fragment_id, deletion_file)
 
-    monkeypatch.setattr(LanceFileReader, "__init__", init)
+    monkeypatch.setattr(DataFileReader, "__init__", init)
     monkeypatch.setattr(LanceFragment, "take_physical", take)
     monkeypatch.setattr(LanceFragment, "read_batches", read)
     monkeypatch.setattr(fragment_module, "read_deletion_file", deletions)

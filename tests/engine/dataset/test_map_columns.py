@@ -21,8 +21,8 @@ from lance.file import LanceFileReader as PyReader
 import lance_format
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.file.plans import structural_plans_for_schema
-from lance_format.file.reader import LanceFileReader
-from lance_format.file.writer import LanceFileWriter
+from lance_format.file.reader import DataFileReader
+from lance_format.file.writer import DataFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceSchema, arrow_type_of
@@ -249,14 +249,14 @@ def test_file_with_many_small_pages_reads_in_pylance(tmp_path):
     table = map_table(3000, seed=4)
     store = ObjectStore(tmp_path)
     schema = LanceSchema.from_arrow(table.schema)
-    writer = LanceFileWriter(store, "f.lance", schema, version="2.2", max_page_bytes=2048)
+    writer = DataFileWriter(store, "f.lance", schema, version="2.2", max_page_bytes=2048)
     for batch in table.to_batches(max_chunksize=700):
         writer.write_batch(batch)
     writer.finish()
     pages = layouts(str(tmp_path / "f.lance"), tmp_path)
     assert min(len(p) for p in pages.values()) > 3
     assert_identical(PyReader(str(tmp_path / "f.lance")).read_all().to_table(), table, "pylance file reader")
-    with LanceFileReader(store, "f.lance") as reader:
+    with DataFileReader(store, "f.lance") as reader:
         plans = structural_plans_for_schema(reader.lance_schema())
         arrays = reader.read_range(plans, 0, reader.num_rows)
         assert_identical(pa.Table.from_arrays(arrays, schema=table.schema), table, "our file reader")

@@ -15,10 +15,10 @@ import pytest
 
 import lance_format
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural.blocks import take_block
-from lance_format.encodings.structural.chunk_codecs import VariableChunks
+from lance_format.encodings.structural.decode_chunk_codecs import VariableChunks
+from lance_format.encodings.structural.decoded_blocks import take_block
 from lance_format.errors import CorruptFileError
-from lance_format.io.threads import serial_decoding
+from lance_format.io.decode_pool import serial_decoding
 from tests.compat import assert_tables_equal
 
 ROWS = 30_000
@@ -172,7 +172,8 @@ def test_takes_of_rows_after_lists_longer_than_a_chunk(tmp_path, writer, nullabl
 
 @pytest.mark.parametrize("compiled", [False, True])
 def test_gathers_of_many_short_ranges(compiled, monkeypatch):
-    from lance_format.encodings.structural import accel, blocks
+    from lance_format.encodings.structural import accel
+    from lance_format.encodings.structural import decoded_blocks as blocks
 
     if compiled and accel.kernels() is None and accel._load() is None:
         pytest.skip("numba kernels unavailable")
@@ -189,7 +190,7 @@ def test_gathers_of_many_short_ranges(compiled, monkeypatch):
 
 @pytest.mark.parametrize("bits", [8, 16, 32, 64, 128])
 def test_fixed_takes_of_every_width(bits):
-    from lance_format.encodings.structural.blocks import Fixed
+    from lance_format.encodings.structural.decoded_blocks import Fixed
 
     width = bits // 8
     data = np.arange(10 * width, dtype=np.uint8)
@@ -201,7 +202,7 @@ def test_fixed_takes_of_every_width(bits):
 @pytest.mark.parametrize("width, bits", [(8, 0), (8, 3), (8, 8), (16, 5), (16, 16), (32, 0), (32, 7), (32, 31),
                                          (32, 32), (64, 1), (64, 13), (64, 63), (64, 64)])
 def test_fastlanes_takes_of_single_elements(width, bits):
-    from lance_format.encodings.structural import fastlanes
+    from lance_format.encodings.structural import decode_fastlanes as fastlanes
     from tests.engine.file.test_file_v2_1_read_units import fastlanes_pack
 
     rng = np.random.default_rng(width * 100 + bits)
@@ -239,7 +240,7 @@ def test_bitpacked_and_flat_chunk_takes_match_decoding(tmp_path):
 
 
 def test_inline_bitpacked_takes_across_buffers_of_several_blocks():
-    from lance_format.encodings.structural.block_codecs import InlineBitpackedBlock
+    from lance_format.encodings.structural.decode_block_codecs import InlineBitpackedBlock
     from tests.engine.file.test_file_v2_1_read_units import fastlanes_pack
 
     rng = np.random.default_rng(6)
@@ -264,7 +265,7 @@ def test_inline_bitpacked_takes_across_buffers_of_several_blocks():
 
 
 def test_group_of_sorted_values():
-    from lance_format.encodings.structural.blocks import group_of
+    from lance_format.encodings.structural.decoded_blocks import group_of
 
     starts = np.array([0, 5, 5, 9, 20])  # group 1 is empty (group 2 starts at the same row)
     values = np.array([0, 4, 5, 8, 9, 19, 20, 31])

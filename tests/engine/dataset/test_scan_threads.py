@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.encodings.structural.column import StructuralColumn
+from lance_format.encodings.structural.decode_column import StructuralColumn
 from lance_format.errors import CorruptFileError, InvalidInputError
-from lance_format.io import threads
-from lance_format.io.threads import decode_pool, map_ordered, run_all, serial_decoding
+from lance_format.io import decode_pool as threads
+from lance_format.io.decode_pool import decode_pool, map_ordered, run_all, serial_decoding
 
 ROWS = 20_000
 BATCH = 1_000
@@ -332,7 +332,7 @@ def test_fragment_readahead_limits_the_fragments_in_flight(tmp_path, monkeypatch
 
 def test_gather_of_many_long_ranges_is_the_same_with_the_kernels():
     from lance_format.encodings.structural import accel
-    from lance_format.encodings.structural.blocks import gather
+    from lance_format.encodings.structural.decoded_blocks import gather
 
     rng = np.random.default_rng(3)
     buf = np.frombuffer(pa.py_buffer(rng.integers(0, 256, 400_000, dtype=np.uint8).tobytes()), np.uint8)
@@ -351,7 +351,7 @@ def test_gather_of_many_long_ranges_is_the_same_with_the_kernels():
 
 
 def test_a_batch_arriving_late_decodes_only_its_own_chunks(tmp_path, monkeypatch):
-    from lance_format.encodings.structural import miniblock
+    from lance_format.encodings.structural import decode_miniblock as miniblock
 
     uri = str(tmp_path / "t.lance")
     lance_format.write_dataset(pa.table({"x": np.arange(300_000, dtype=np.float64)}), uri, data_storage_version="2.2")

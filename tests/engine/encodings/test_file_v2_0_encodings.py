@@ -8,7 +8,7 @@ import pytest
 from lance.file import LanceFileWriter as PyWriter
 
 from lance_format.file.container import ARRAY_ENCODING_URL, pack_any, read_file_metadata, unpack_any
-from lance_format.file.writer import LanceFileWriter
+from lance_format.file.writer import DataFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_0_pb2
 from lance_format.schema import LanceSchema
@@ -91,7 +91,7 @@ def test_arrow_dictionary_columns_both_ways(tmp_path):
         for b in batches:
             writer.write_batch(b)
     store = ObjectStore(tmp_path)
-    writer = LanceFileWriter(store, "data/ours.lance", LanceSchema.from_arrow(schema))
+    writer = DataFileWriter(store, "data/ours.lance", LanceSchema.from_arrow(schema))
     for b in batches:
         writer.write_batch(b)
     writer.finish()

@@ -12,9 +12,9 @@ import pytest
 import lance_format
 from lance_format.encodings.buffers import DecodeContext
 from lance_format.encodings.structural import accel
-from lance_format.encodings.structural.block_codecs import InlineBitpackedBlock, OutOfLineBitpackedBlock
+from lance_format.encodings.structural.decode_block_codecs import InlineBitpackedBlock, OutOfLineBitpackedBlock
+from lance_format.encodings.structural.decode_repdef import unravel
 from lance_format.encodings.structural.encode_repdef import shred
-from lance_format.encodings.structural.repdef import unravel
 from lance_format.errors import CorruptFileError
 from lance_format.schema import LanceSchema
 from tests.compat import assert_tables_equal

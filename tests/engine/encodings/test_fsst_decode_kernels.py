@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_format.encodings.structural import fsst
-from lance_format.encodings.structural.blocks import to_arrow
+from lance_format.encodings.structural import decode_fsst as fsst
+from lance_format.encodings.structural.decoded_blocks import to_arrow
 from lance_format.errors import CorruptFileError
 from tests.engine.file.test_file_v2_1_read_units import CTX, fsst_chunk_page, symbol_table
 
@@ -118,7 +118,7 @@ def test_errors_are_the_exact_kernels(width):
 def test_fuzzed_chunks_match_the_exact_kernel_and_numpy(width):
     """Random code strings (valid and corrupt) and random byte flips of whole pages: the fast
     kernel agrees with the exact one on every status and byte, and with the numpy decoder."""
-    from lance_format.encodings.structural.chunk_codecs import FsstChunks, VariableChunks
+    from lance_format.encodings.structural.decode_chunk_codecs import FsstChunks, VariableChunks
 
     rng = np.random.default_rng(7)
     for trial in range(300):
@@ -207,7 +207,7 @@ def test_pylance_files_read_identically(tmp_path):
 
 def test_corrupt_chunks_raise_the_typed_error():
     from lance_format.encodings.structural import accel
-    from lance_format.encodings.structural.chunk_codecs import FsstChunks, VariableChunks
+    from lance_format.encodings.structural.decode_chunk_codecs import FsstChunks, VariableChunks
 
     table = table_of(SYMBOLS)
     buf, starts, sizes, counts = fsst_chunk_page([[bytes([1] * 9), bytes([1, 255])]], 4)
@@ -235,7 +235,7 @@ def test_chunk_headers_match_the_numpy_parse(has_rep, has_def, size_bytes, num_b
     from types import SimpleNamespace
 
     from lance_format.encodings.structural import accel
-    from lance_format.encodings.structural.miniblock import MiniBlockPage
+    from lance_format.encodings.structural.decode_miniblock import MiniBlockPage
 
     rng = np.random.default_rng(1)
     levels = int(has_rep) + int(has_def)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.file.reader import LanceFileReader
+from lance_format.file.reader import DataFileReader
 from lance_format.proto import encodings_v2_1_pb2
 
 
@@ -17,7 +17,7 @@ def _layouts(uri: str) -> list[tuple[int, str | None, bool]]:
     ds = lance_format.dataset(uri)
     out = []
     for fragment in ds.get_fragments():
-        reader = LanceFileReader(ds.object_store, "data/" + fragment.data_files()[0].path)
+        reader = DataFileReader(ds.object_store, "data/" + fragment.data_files()[0].path)
         for column in reader.metadata.columns:
             for page in column.pages:
                 layout = reader.page_encoding(page, encodings_v2_1_pb2.PageLayout, "s")

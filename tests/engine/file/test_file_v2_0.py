@@ -10,8 +10,8 @@ from lance.file import LanceFileWriter as PyWriter
 
 from lance_format.file.container import read_file_metadata, unpack_any
 from lance_format.file.plans import plans_for_schema
-from lance_format.file.reader import LanceFileReader
-from lance_format.file.writer import LanceFileWriter
+from lance_format.file.reader import DataFileReader
+from lance_format.file.writer import DataFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_0_pb2
 from lance_format.schema import LanceSchema
@@ -89,7 +89,7 @@ def assert_same(actual: pa.Table, expected: pa.Table, context: str = "") -> None
 
 def write_ours(tmp_path, table: pa.Table, *, name: str = "ours.lance", batch_rows: int | None = None, **kwargs) -> str:
     store = ObjectStore(tmp_path)
-    writer = LanceFileWriter(store, f"data/{name}", LanceSchema.from_arrow(table.schema), **kwargs)
+    writer = DataFileWriter(store, f"data/{name}", LanceSchema.from_arrow(table.schema), **kwargs)
     batches = table.to_batches(max_chunksize=batch_rows) if batch_rows else table.combine_chunks().to_batches()
     for batch in batches:
         writer.write_batch(batch)
@@ -106,8 +106,8 @@ def write_pylance(tmp_path, table: pa.Table, *, name: str = "py.lance", **kwargs
     return f"data/{name}"
 
 
-def open_ours(tmp_path, rel: str) -> tuple[LanceFileReader, list, pa.Schema]:
-    reader = LanceFileReader(ObjectStore(tmp_path), rel)
+def open_ours(tmp_path, rel: str) -> tuple[DataFileReader, list, pa.Schema]:
+    reader = DataFileReader(ObjectStore(tmp_path), rel)
     schema = reader.lance_schema()
     return reader, plans_for_schema(schema), schema.to_arrow()
 
@@ -157,14 +157,14 @@ def test_written_file_facts(tmp_path):
     table = matrix(20)
     store = ObjectStore(tmp_path)
     schema = LanceSchema.from_arrow(table.schema)
-    writer = LanceFileWriter(store, "data/x.lance", schema)
+    writer = DataFileWriter(store, "data/x.lance", schema)
     writer.write_batch(table.to_batches()[0])
     written = writer.finish()
     assert written.path == "data/x.lance"
     assert written.field_ids == schema.field_ids()
     assert written.column_indices == list(range(len(schema.field_ids())))
     assert written.size_bytes == (tmp_path / "data/x.lance").stat().st_size
-    reader = LanceFileReader(store, "data/x.lance")
+    reader = DataFileReader(store, "data/x.lance")
     assert reader.version == (0, 3)
     assert reader.num_columns == len(written.field_ids)
     assert [f.id for f in reader.schema().fields] == written.field_ids
@@ -175,7 +175,7 @@ def test_sliced_arrays_with_offsets(tmp_path):
     # odd offsets: bitmaps start mid-byte, list offsets do not start at 0
     sliced = table.slice(13, 77)
     store = ObjectStore(tmp_path)
-    writer = LanceFileWriter(store, "data/s.lance", LanceSchema.from_arrow(table.schema), max_page_bytes=300)
+    writer = DataFileWriter(store, "data/s.lance", LanceSchema.from_arrow(table.schema), max_page_bytes=300)
     for start in (0, 5, 31):
         stop = {0: 5, 5: 31, 31: 77}[start]
         writer.write_batch(pa.RecordBatch.from_arrays([c.combine_chunks().slice(start, stop - start) for c in sliced.columns], schema=table.schema))
@@ -252,7 +252,7 @@ def test_writer_streams_pages(tmp_path):
     """Buffered data is flushed as pages while writing, not kept until finish()."""
     store = ObjectStore(tmp_path)
     schema = LanceSchema.from_arrow(pa.schema([("x", pa.int64())]))
-    writer = LanceFileWriter(store, "data/big.lance", schema, max_page_bytes=64 * 1024)
+    writer = DataFileWriter(store, "data/big.lance", schema, max_page_bytes=64 * 1024)
     for i in range(20):
         writer.write_batch(pa.record_batch([pa.array(np.arange(i * 10000, (i + 1) * 10000))], names=["x"]))
         assert sum(len(c.pages) for c in writer._columns) >= (i * 10000 * 8) // (64 * 1024) - 1

@@ -12,8 +12,8 @@ from lance.file import LanceFileWriter as PyWriter
 from lance_format.errors import CorruptFileError, SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.container import build_tail, read_file_metadata
 from lance_format.file.plans import plans_for_schema
-from lance_format.file.reader import LanceFileReader
-from lance_format.file.writer import LanceFileWriter
+from lance_format.file.reader import DataFileReader
+from lance_format.file.writer import DataFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.schema import LanceSchema
 from tests.engine.file.test_file_v2_0 import write_ours
@@ -32,7 +32,7 @@ def _table(n: int = 500) -> pa.Table:
 
 
 def _read_all(tmp_path, rel: str = REL):
-    reader = LanceFileReader(ObjectStore(tmp_path), rel)
+    reader = DataFileReader(ObjectStore(tmp_path), rel)
     with reader:
         return reader.read_range(plans_for_schema(reader.lance_schema()), 0, reader.num_rows)
 
@@ -168,13 +168,13 @@ def test_newer_file_versions_open_and_unknown_ones_are_refused(tmp_path, version
     (tmp_path / "data").mkdir()
     with PyWriter(str(tmp_path / REL), version=version) as writer:
         writer.write_batch(_table(10))
-    with LanceFileReader(ObjectStore(tmp_path), REL) as reader:
+    with DataFileReader(ObjectStore(tmp_path), REL) as reader:
         assert reader.version == (2, minor) and reader.num_rows == 10
     data = bytearray((tmp_path / REL).read_bytes())
     struct.pack_into("<HH", data, len(data) - 8, 2, 3)
     (tmp_path / REL).write_bytes(bytes(data))
     with pytest.raises(UnsupportedFeatureError, match="file version 2.3 is not supported") as info:
-        LanceFileReader(ObjectStore(tmp_path), REL)
+        DataFileReader(ObjectStore(tmp_path), REL)
     assert info.value.path == REL
 
 
@@ -183,14 +183,14 @@ def test_legacy_file_is_refused(tmp_path, written):
     struct.pack_into("<HH", data, len(data) - 8, 0, 2)
     written.write_bytes(bytes(data))
     with pytest.raises(UnsupportedFeatureError, match="legacy"):
-        LanceFileReader(ObjectStore(tmp_path), REL)
+        DataFileReader(ObjectStore(tmp_path), REL)
 
 
 # -- writer refusals ---------------------------------------------------------------------------
 
 
-def _writer(tmp_path, schema: pa.Schema, **kwargs) -> LanceFileWriter:
-    return LanceFileWriter(ObjectStore(tmp_path), REL, LanceSchema.from_arrow(schema), **kwargs)
+def _writer(tmp_path, schema: pa.Schema, **kwargs) -> DataFileWriter:
+    return DataFileWriter(ObjectStore(tmp_path), REL, LanceSchema.from_arrow(schema), **kwargs)
 
 
 def test_struct_nulls_are_refused(tmp_path):
@@ -247,7 +247,7 @@ def test_abort_deletes_partial_file(tmp_path):
 
 
 def test_bad_take_and_range_arguments(tmp_path, written):
-    reader = LanceFileReader(ObjectStore(tmp_path), REL)
+    reader = DataFileReader(ObjectStore(tmp_path), REL)
     plans = plans_for_schema(reader.lance_schema())
     with pytest.raises(ValueError):
         reader.read_range(plans, 10, 501)
@@ -273,7 +273,7 @@ def test_random_corruption_raises_only_typed_errors(tmp_path, written, region):
             data[rng.randrange(lo, hi)] = rng.randrange(256)
         written.write_bytes(bytes(data))
         try:
-            reader = LanceFileReader(ObjectStore(tmp_path), REL)
+            reader = DataFileReader(ObjectStore(tmp_path), REL)
             plans = plans_for_schema(reader.lance_schema())
             reader.read_range(plans, 0, reader.num_rows)
             reader.take(plans, np.array([7, 3, 3, 0]))

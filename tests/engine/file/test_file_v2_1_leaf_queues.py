@@ -10,7 +10,7 @@ import pytest
 from lance.file import LanceFileWriter as PyLanceFileWriter
 
 from lance_format.file import LanceFileWriter
-from lance_format.file.reader import LanceFileReader
+from lance_format.file.reader import DataFileReader
 from lance_format.io.object_store import ObjectStore
 
 
@@ -26,7 +26,7 @@ def _batch(first: int, rows: int) -> pa.RecordBatch:
 
 
 def _page_rows(tmp_path, name: str) -> list[list[int]]:
-    with LanceFileReader(ObjectStore(tmp_path), name) as reader:
+    with DataFileReader(ObjectStore(tmp_path), name) as reader:
         return [[int(page.length) for page in column.pages] for column in reader.metadata.columns]
 
 

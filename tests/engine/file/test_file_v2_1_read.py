@@ -14,11 +14,11 @@ import pytest
 from lance.file import LanceFileReader as PyReader
 from lance.file import LanceFileWriter as PyWriter
 
-from lance_format.encodings.structural import miniblock
+from lance_format.encodings.structural import decode_miniblock as miniblock
 from lance_format.file import ColumnPlan
 from lance_format.file.container import encoding_bytes, read_file_metadata, unpack_any
 from lance_format.file.plans import structural_plans_for_schema
-from lance_format.file.reader import LanceFileReader
+from lance_format.file.reader import DataFileReader
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from tests.engine.file.test_file_v2_0 import _plain, matrix
@@ -107,8 +107,8 @@ def write(path, table: pa.Table, version: str, *, batch_rows: int = 700, **kwarg
             writer.write_batch(batch)
 
 
-def reader(tmp_path) -> LanceFileReader:
-    return LanceFileReader(ObjectStore(tmp_path), REL)
+def reader(tmp_path) -> DataFileReader:
+    return DataFileReader(ObjectStore(tmp_path), REL)
 
 
 def layouts(path) -> dict[int, set[str]]:
@@ -138,7 +138,7 @@ def _collect(message, kinds: set[str]) -> None:
             _collect(item, kinds)
 
 
-def check_reads(tmp_path, table: pa.Table, *, take_rows: int = 60) -> LanceFileReader:
+def check_reads(tmp_path, table: pa.Table, *, take_rows: int = 60) -> DataFileReader:
     """Whole file, a row range and an unsorted take with duplicates, column by column."""
     r = reader(tmp_path)
     n = table.num_rows

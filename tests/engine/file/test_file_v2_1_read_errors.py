@@ -11,7 +11,7 @@ from lance_format.errors import CorruptFileError, UnsupportedFeatureError
 from lance_format.file import ColumnPlan
 from lance_format.file.container import build_tail, encoding_bytes, pack_any, read_file_metadata, unpack_any
 from lance_format.file.plans import structural_plans_for_schema
-from lance_format.file.reader import LanceFileReader
+from lance_format.file.reader import DataFileReader
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.proto import file2_pb2
@@ -42,8 +42,8 @@ def written(tmp_path, request):
     return tmp_path / REL
 
 
-def _reader(tmp_path) -> LanceFileReader:
-    return LanceFileReader(ObjectStore(tmp_path), REL)
+def _reader(tmp_path) -> DataFileReader:
+    return DataFileReader(ObjectStore(tmp_path), REL)
 
 
 def _read_all(tmp_path) -> list[pa.Array]:

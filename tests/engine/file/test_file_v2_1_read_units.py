@@ -9,15 +9,15 @@ import pyarrow as pa
 import pytest
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural import fastlanes, fsst
-from lance_format.encodings.structural.block_codecs import (
+from lance_format.encodings.structural import decode_fastlanes as fastlanes
+from lance_format.encodings.structural import decode_fsst as fsst
+from lance_format.encodings.structural.decode_block_codecs import (
     InlineBitpackedBlock,
     OutOfLineBitpackedBlock,
     RleBlock,
     VariableBlock,
 )
-from lance_format.encodings.structural.blocks import Variable, to_arrow
-from lance_format.encodings.structural.repdef import (
+from lance_format.encodings.structural.decode_repdef import (
     ALL_VALID_ITEM,
     ALL_VALID_LIST,
     NULL_AND_EMPTY_LIST,
@@ -27,6 +27,7 @@ from lance_format.encodings.structural.repdef import (
     concat_leaves,
     unravel,
 )
+from lance_format.encodings.structural.decoded_blocks import Variable, to_arrow
 from lance_format.errors import CorruptFileError
 
 CTX = DecodeContext("f.lance", "col")
@@ -189,7 +190,7 @@ def fsst_chunk_page(chunks: list[list[bytes]], width: int) -> tuple[np.ndarray, 
 def test_fsst_chunks_decode_and_corruption(kernel_policy, width):
     """FSST over variable chunks: the compiled path decodes straight from the chunks and must
     decode and refuse exactly as the gather-then-decode numpy path does."""
-    from lance_format.encodings.structural.chunk_codecs import FsstChunks, VariableChunks
+    from lance_format.encodings.structural.decode_chunk_codecs import FsstChunks, VariableChunks
 
     table = fsst.parse_symbol_table(symbol_table([b"hello", b" ", b"world!!!", b"x"]), CTX)
     codec = FsstChunks(table, VariableChunks(width * 8))

@@ -16,7 +16,7 @@ import pytest
 from lance.file import LanceFileReader as PyReader
 
 from lance_format.file.container import read_file_metadata, unpack_any
-from lance_format.file.writer import LanceFileWriter
+from lance_format.file.writer import DataFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceSchema
@@ -83,7 +83,7 @@ def nested_columns(n: int) -> dict[str, pa.Array]:
 
 def write_ours(tmp_path, table: pa.Table, version: str, *, batch_rows: int = 1000, **kwargs) -> str:
     store = ObjectStore(tmp_path)
-    writer = LanceFileWriter(store, "ours.lance", LanceSchema.from_arrow(table.schema), version=version, **kwargs)
+    writer = DataFileWriter(store, "ours.lance", LanceSchema.from_arrow(table.schema), version=version, **kwargs)
     for batch in table.to_batches(max_chunksize=batch_rows):
         writer.write_batch(batch)
     written = writer.finish()
@@ -431,7 +431,7 @@ def test_fsst_pages_of_pylance_read_back_in_ours(tmp_path, version):
     from lance.file import LanceFileWriter as PyWriter
 
     from lance_format.file.plans import structural_plans_for_schema
-    from lance_format.file.reader import LanceFileReader
+    from lance_format.file.reader import DataFileReader
 
     table = realistic_strings(4000)
     with PyWriter(str(tmp_path / "theirs.lance"), table.schema, version=version) as writer:
@@ -439,7 +439,7 @@ def test_fsst_pages_of_pylance_read_back_in_ours(tmp_path, version):
             writer.write_batch(batch)
     kinds = [compression_of(p[0]) for p in layouts(str(tmp_path / "theirs.lance"), tmp_path).values()]
     assert kinds.count("mini_block:fsst") >= 5 and "full_zip:fsst" in kinds
-    with LanceFileReader(ObjectStore(tmp_path), "theirs.lance") as ours:
+    with DataFileReader(ObjectStore(tmp_path), "theirs.lance") as ours:
         plans = structural_plans_for_schema(ours.lance_schema())
         arrays = ours.read_range(plans, 0, table.num_rows)
         assert_same(pa.table(arrays, names=table.column_names), table)

@@ -11,14 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_format.encodings.structural.encode_repdef import (
-    ALL_VALID_ITEM,
-    EMPTYABLE_LIST,
-    NULL_AND_EMPTY_LIST,
-    NULLABLE_ITEM,
-    shred,
-)
-from lance_format.encodings.structural.fastlanes_pack import (
+from lance_format.encodings.structural.encode_fastlanes import (
     BLOCK,
     FL_ORDER,
     inline_pack_chunks,
@@ -26,9 +19,16 @@ from lance_format.encodings.structural.fastlanes_pack import (
     pack_blocks,
     unpack_blocks,
 )
+from lance_format.encodings.structural.encode_repdef import (
+    ALL_VALID_ITEM,
+    EMPTYABLE_LIST,
+    NULL_AND_EMPTY_LIST,
+    NULLABLE_ITEM,
+    shred,
+)
 from lance_format.errors import SchemaMismatchError, UnsupportedFeatureError
 from lance_format.file.container import read_file_metadata, unpack_any
-from lance_format.file.writer import LanceFileWriter
+from lance_format.file.writer import DataFileWriter
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.schema import LanceSchema
@@ -255,8 +255,8 @@ def test_repdef_layers_of_list_only_paths_follow_the_data():
 # -- refusals and errors ---------------------------------------------------------------------------
 
 
-def _writer(tmp_path, schema: pa.Schema, version: str = "2.2", **kwargs) -> LanceFileWriter:
-    return LanceFileWriter(ObjectStore(tmp_path), "f.lance", LanceSchema.from_arrow(schema), version=version, **kwargs)
+def _writer(tmp_path, schema: pa.Schema, version: str = "2.2", **kwargs) -> DataFileWriter:
+    return DataFileWriter(ObjectStore(tmp_path), "f.lance", LanceSchema.from_arrow(schema), version=version, **kwargs)
 
 
 @pytest.mark.parametrize("version", ["2.3", "0.1", "next", "legacy", "3.0"])
@@ -326,8 +326,9 @@ def test_pages_are_written_while_streaming(tmp_path):
 
 def _fsst_round_trip(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, bytes]:
     from lance_format.encodings.buffers import DecodeContext
-    from lance_format.encodings.structural import encode_fsst, fsst
-    from lance_format.encodings.structural.blocks import Variable
+    from lance_format.encodings.structural import decode_fsst as fsst
+    from lance_format.encodings.structural import encode_fsst
+    from lance_format.encodings.structural.decoded_blocks import Variable
 
     offsets = np.concatenate(([0], np.cumsum([len(s) for s in strings]))).astype(np.int64)
     data = np.frombuffer(b"".join(strings), np.uint8)
@@ -373,7 +374,8 @@ def test_fsst_training_is_reproducible(kernel_policy):
 
 
 def test_fsst_decodes_large_blocks_in_passes(monkeypatch):
-    from lance_format.encodings.structural import accel, fsst
+    from lance_format.encodings.structural import accel
+    from lance_format.encodings.structural import decode_fsst as fsst
 
     # the passes are the numpy decoder's (the compiled one writes its output once, at its size)
     monkeypatch.setattr(accel, "_kernels", None)

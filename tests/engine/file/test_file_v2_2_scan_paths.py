@@ -9,10 +9,10 @@ import pytest
 
 import lance_format
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural import fastlanes
-from lance_format.encodings.structural.block_codecs import OutOfLineBitpackedBlock
-from lance_format.encodings.structural.blocks import Dictionary, Fixed, Variable, materialize, to_arrow
-from lance_format.encodings.structural.fullzip import _strided
+from lance_format.encodings.structural import decode_fastlanes as fastlanes
+from lance_format.encodings.structural.decode_block_codecs import OutOfLineBitpackedBlock
+from lance_format.encodings.structural.decode_fullzip import _strided
+from lance_format.encodings.structural.decoded_blocks import Dictionary, Fixed, Variable, materialize, to_arrow
 from lance_format.errors import CorruptFileError
 from tests.compat import assert_tables_equal
 from tests.engine.file.test_file_v2_1_read_units import fastlanes_pack

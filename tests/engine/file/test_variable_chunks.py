@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lance_format.encodings.structural.variable_chunks import variable_chunk_counts
+from lance_format.encodings.structural.encode_variable_chunks import variable_chunk_counts
 
 
 def _doubling(offsets: np.ndarray, width: int, aim: int) -> list[int]:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.file.reader import LanceFileReader
+from lance_format.file.reader import DataFileReader
 from tests.engine.dataset.test_compaction_file_bytes import _columns
 from tests.engine.dataset.test_compaction_file_bytes_decoded import _lists, _low_cardinality, _nullable_numbers
 
@@ -26,7 +26,7 @@ def _layout(uri: str) -> list[tuple[int, list[list[int]]]]:
     ds = lance_format.dataset(uri)
     out = []
     for fragment in ds.get_fragments():
-        reader = LanceFileReader(ds.object_store, "data/" + fragment.proto.files[0].path)
+        reader = DataFileReader(ds.object_store, "data/" + fragment.proto.files[0].path)
         out.append((fragment.physical_rows, [[p.length for p in c.pages] for c in reader.metadata.columns]))
     return out
 

@@ -20,8 +20,8 @@ import pytest
 import lance_format
 from lance_format.errors import CorruptFileError, StorageAccessError, StorageThrottledError
 from lance_format.file.plans import plans_for_schema, structural_plans_for_schema
-from lance_format.file.reader import LanceFileReader
-from lance_format.file.writer import LanceFileWriter
+from lance_format.file.reader import DataFileReader
+from lance_format.file.writer import DataFileWriter
 from lance_format.io import ObjectStore
 from lance_format.io.ranges import ReadPolicy, coalesce_ranges, read_ranges
 from lance_format.io.s3 import S3Objects
@@ -199,7 +199,7 @@ def test_takes_from_2_0_files_fetch_their_pages_in_one_batch(s3, bucket, tmp_pat
     remote_store = ObjectStore(f"s3://{bucket}/files", s3.options())
     local_store = ObjectStore(str(tmp_path))
     for store in (remote_store, local_store):
-        writer = LanceFileWriter(store, "data/f.lance", schema, version="2.0", max_page_bytes=4096)
+        writer = DataFileWriter(store, "data/f.lance", schema, version="2.0", max_page_bytes=4096)
         for batch in data.to_batches(max_chunksize=10_000):
             writer.write_batch(batch)
         writer.finish()
@@ -207,7 +207,7 @@ def test_takes_from_2_0_files_fetch_their_pages_in_one_batch(s3, bucket, tmp_pat
     proxy = FaultProxy(s3.endpoint)
     try:
         store = ObjectStore(f"s3://{bucket}/files", {**s3.options(), "aws_endpoint": proxy.endpoint})
-        with LanceFileReader(store, "data/f.lance") as reader:
+        with DataFileReader(store, "data/f.lance") as reader:
             plans = plans_for(reader)
             assert reader.metadata.columns[0].pages.__len__() > 100  # many small pages
             before = proxy.forwarded
@@ -219,7 +219,7 @@ def test_takes_from_2_0_files_fetch_their_pages_in_one_batch(s3, bucket, tmp_pat
             range_requests = proxy.forwarded - before
     finally:
         proxy.stop()
-    with LanceFileReader(local_store, "data/f.lance") as reader:
+    with DataFileReader(local_store, "data/f.lance") as reader:
         plans = plans_for(reader)
         expected = reader.take(plans, indices)
         expected_range = reader.read_range(plans, 1000, 90_000)
@@ -305,7 +305,7 @@ def test_cleanup_on_s3_deletes_in_batches(s3, bucket, s3_calls):
 
 
 # -- refreshing credentials -----------------------------------------------------------------------------
-def plans_for(reader: LanceFileReader):
+def plans_for(reader: DataFileReader):
     schema = reader.lance_schema()
     return structural_plans_for_schema(schema) if reader.structural else plans_for_schema(schema)
 
@@ -342,7 +342,7 @@ def test_credentials_refresh_when_the_key_is_rotated(s3, bucket):
                                         storage_options={**plain, "credential_provider": provider})
         assert calls == [first["AccessKeyId"]]
         data_file = ds.get_fragments()[0].data_files()[0].path
-        reader = LanceFileReader(ds.object_store, f"data/{data_file}")  # opened with the first key
+        reader = DataFileReader(ds.object_store, f"data/{data_file}")  # opened with the first key
         stale = lance_format.dataset(uri, storage_options={**plain, "aws_access_key_id": first["AccessKeyId"],
                                                            "aws_secret_access_key": first["SecretAccessKey"]})
         # rotation: the provider hands out the second key, the first one is deleted

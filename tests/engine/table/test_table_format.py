@@ -16,7 +16,7 @@ from lance_format.proto import table_pb2
 from lance_format.table import feature_flags
 from lance_format.table.manifest import decode_manifest, encode_manifest, read_manifest
 from lance_format.table.naming import ManifestNaming, list_versions, manifest_path, parse_manifest_name
-from lance_format.table.tags import Tags
+from lance_format.table.tags import TableTags as Tags
 
 
 def _pylance_table(path, *, stable=False, index=False):

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural.blocks import Block, to_arrow
-from lance_format.encodings.structural.repdef import Layer, LeafData, is_list, unravel
+from lance_format.encodings.structural.decode_repdef import Layer, LeafData, is_list, unravel
+from lance_format.encodings.structural.decoded_blocks import Block, to_arrow
 
 
 @dataclass

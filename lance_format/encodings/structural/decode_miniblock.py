@@ -23,9 +23,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.structural import accel, fsst
-from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
-from lance_format.encodings.structural.blocks import (
+from lance_format.encodings.structural import accel
+from lance_format.encodings.structural import decode_fsst as fsst
+from lance_format.encodings.structural.decode_block_codecs import block_codec, decode_levels
+from lance_format.encodings.structural.decode_chunk_codecs import FsstChunks, chunk_codec
+from lance_format.encodings.structural.decode_pages import PageDecoder, PageIO, build_leaf, empty_leaf
+from lance_format.encodings.structural.decode_repdef import LeafData, check_layers, max_rep, max_visible_def
+from lance_format.encodings.structural.decoded_blocks import (
     Dictionary,
     Fixed,
     Variable,
@@ -34,9 +38,6 @@ from lance_format.encodings.structural.blocks import (
     read_uint,
     take_block,
 )
-from lance_format.encodings.structural.chunk_codecs import FsstChunks, chunk_codec
-from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf, empty_leaf
-from lance_format.encodings.structural.repdef import LeafData, check_layers, max_rep, max_visible_def
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 _ALIGN = 8

@@ -21,10 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.encodings.structural.block_codecs import block_codec, decode_levels
-from lance_format.encodings.structural.blocks import AllNull, Block, Fixed, Struct, Variable, gather, to_arrow
-from lance_format.encodings.structural.pages import PageDecoder, PageIO
-from lance_format.encodings.structural.repdef import (
+from lance_format.encodings.structural.decode_block_codecs import block_codec, decode_levels
+from lance_format.encodings.structural.decode_pages import PageDecoder, PageIO
+from lance_format.encodings.structural.decode_repdef import (
     ALL_VALID_ITEM,
     Layer,
     LeafData,
@@ -34,6 +33,7 @@ from lance_format.encodings.structural.repdef import (
     take_layers,
     unravel,
 )
+from lance_format.encodings.structural.decoded_blocks import AllNull, Block, Fixed, Struct, Variable, gather, to_arrow
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 

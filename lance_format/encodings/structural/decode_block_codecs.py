@@ -22,8 +22,9 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext, decompress_buffer
-from lance_format.encodings.structural import accel, fastlanes
-from lance_format.encodings.structural.blocks import (
+from lance_format.encodings.structural import accel
+from lance_format.encodings.structural import decode_fastlanes as fastlanes
+from lance_format.encodings.structural.decoded_blocks import (
     Block,
     Fixed,
     Fsl,

@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lance_format.encodings.structural.blocks import Variable, gather, read_uint
-from lance_format.encodings.structural.pages import PageDecoder, PageIO, build_leaf
-from lance_format.encodings.structural.repdef import LeafData, check_layers, max_rep, max_visible_def
-from lance_format.encodings.structural.value_codecs import FixedValues, VariableValues
+from lance_format.encodings.structural.decode_pages import PageDecoder, PageIO, build_leaf
+from lance_format.encodings.structural.decode_repdef import LeafData, check_layers, max_rep, max_visible_def
+from lance_format.encodings.structural.decode_value_codecs import FixedValues, VariableValues
+from lance_format.encodings.structural.decoded_blocks import Variable, gather, read_uint
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
 

@@ -19,12 +19,12 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural.blocks import bitmap
-from lance_format.encodings.structural.constant import BlobPage, ConstantPage
-from lance_format.encodings.structural.fullzip import FullZipPage
-from lance_format.encodings.structural.miniblock import MiniBlockPage
-from lance_format.encodings.structural.pages import PageDecoder, PageIO
-from lance_format.encodings.structural.repdef import LeafData, concat_leaves
+from lance_format.encodings.structural.decode_constant import BlobPage, ConstantPage
+from lance_format.encodings.structural.decode_fullzip import FullZipPage
+from lance_format.encodings.structural.decode_miniblock import MiniBlockPage
+from lance_format.encodings.structural.decode_pages import PageDecoder, PageIO
+from lance_format.encodings.structural.decode_repdef import LeafData, concat_leaves
+from lance_format.encodings.structural.decoded_blocks import bitmap
 from lance_format.errors import LanceError, UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 from lance_format.proto import file2_pb2

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
 from lance_format.encodings.structural import accel
-from lance_format.encodings.structural.blocks import Variable, concat
+from lance_format.encodings.structural.decoded_blocks import Variable, concat
 
 FSST_MAGIC = 0x46535354
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256

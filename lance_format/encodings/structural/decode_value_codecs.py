@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural import fsst
-from lance_format.encodings.structural.block_codecs import decompress_bytes
-from lance_format.encodings.structural.blocks import Block, Fixed, Fsl, Struct, Variable, gather, read_uint
+from lance_format.encodings.structural import decode_fsst as fsst
+from lance_format.encodings.structural.decode_block_codecs import decompress_bytes
+from lance_format.encodings.structural.decoded_blocks import Block, Fixed, Fsl, Struct, Variable, gather, read_uint
 from lance_format.errors import UnsupportedFeatureError
 from lance_format.proto import encodings_v2_1_pb2 as pb
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from lance_format.encodings.buffers import DecodeContext
 from lance_format.encodings.structural import accel
-from lance_format.encodings.structural.blocks import ranges_index
+from lance_format.encodings.structural.decoded_blocks import ranges_index
 
 ALL_VALID_ITEM, ALL_VALID_LIST, NULLABLE_ITEM, NULLABLE_LIST, EMPTYABLE_LIST, NULL_AND_EMPTY_LIST = range(1, 7)
 _DEF_LEVELS = {ALL_VALID_ITEM: 0, ALL_VALID_LIST: 0, NULLABLE_ITEM: 1, NULLABLE_LIST: 1, EMPTYABLE_LIST: 1,

@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from lance_format.encodings.buffers import DecodeContext
-from lance_format.encodings.structural import accel, fsst
-from lance_format.encodings.structural.block_codecs import InlineBitpackedBlock, RleBlock, decompress_bytes
-from lance_format.encodings.structural.blocks import (
+from lance_format.encodings.structural import accel
+from lance_format.encodings.structural import decode_fsst as fsst
+from lance_format.encodings.structural.decode_block_codecs import InlineBitpackedBlock, RleBlock, decompress_bytes
+from lance_format.encodings.structural.decoded_blocks import (
     Block,
     Fixed,
     Fsl,

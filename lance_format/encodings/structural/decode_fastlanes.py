@@ -18,7 +18,7 @@ from functools import cache
 import numpy as np
 
 from lance_format.encodings.structural import accel
-from lance_format.encodings.structural.blocks import read_uint
+from lance_format.encodings.structural.decoded_blocks import read_uint
 
 BLOCK = 1024
 FL_ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
