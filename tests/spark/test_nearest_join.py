@@ -89,7 +89,7 @@ def _assert_same(got, expected, n_queries, ids=None):
 def test_join_equals_engine_per_query(spark, table, queries, metric):
     uri, _ = table
     df = nearest(spark, uri, _queries_df(spark, queries), "vec", k=7, metric=metric, query_id_column="qid",
-                 with_row_id=True, rows_per_split=100, queries_per_task=64)
+                 with_row_id=True, rows_per_split=100, queries_per_task=100)
     assert df.columns == ["qid", "id", "category", "url", "email", "vec", "_rowid", "_distance"]
     expected = _expected(uri, queries, 7, metric=metric)
     _assert_same(_got(df), expected, len(queries))
@@ -115,13 +115,15 @@ def test_ties_deletions_and_prefilter(spark, table, queries):
 
 
 def test_duplicates_tie_on_row_id(spark, table, queries):
-    """Query 0 is row 10's vector, also stored at row 400: both at distance 0, row 10 first."""
+    """Query 0 is row 10's vector, also stored at row 400 (another split): both at distance 0,
+    and k=1 keeps the smaller row id, as the engine does; query 3 is row 405's (= row 15's)."""
     uri, _ = table
-    df = nearest(spark, uri, _queries_df(spark, queries[:3]), "vec", k=2, columns=["id"], query_id_column="qid",
+    df = nearest(spark, uri, _queries_df(spark, queries[:4]), "vec", k=1, columns=["id"], query_id_column="qid",
                  rows_per_split=60)
-    t = df.where("qid = 'q-000'").toArrow()
-    assert sorted(zip(t["_distance"].to_pylist(), t["id"].to_pylist())) == [(0.0, 10), (0.0, 400)]
     assert "_rowid" not in df.columns
+    t = df.toArrow().sort_by("qid")
+    assert t["qid"].to_pylist() == ["q-000", "q-001", "q-002", "q-003"]
+    assert t["id"].to_pylist() == [10, 11, 12, 15] and t["_distance"].to_pylist() == [0.0] * 4
 
 
 def test_default_carries_query_columns_and_repeated_ids(spark, table, queries):
