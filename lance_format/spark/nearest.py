@@ -50,7 +50,13 @@ from lance_format.spark.common import (
     use_driver_python,
 )
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, _arrow_output_schema, _output_columns, plan_splits
-from lance_format.spark.tasks import Split, arrow_schema_from_bytes, arrow_schema_to_bytes, manifest_identity, open_version
+from lance_format.spark.tasks import (
+    Split,
+    arrow_schema_from_bytes,
+    arrow_schema_to_bytes,
+    manifest_identity,
+    open_version,
+)
 
 DISTANCE = "_distance"
 DEFAULT_QUERIES_PER_TASK = 4096
