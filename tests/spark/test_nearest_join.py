@@ -189,3 +189,12 @@ def test_bad_inputs_are_typed(spark, table, tmp_path):
         nearest(spark, uri, spark.createDataFrame([("a", [0.5] * DIM)], "id string, vector array<float>"), "vec")
     with pytest.raises(DatasetNotFoundError):
         nearest(spark, str(tmp_path / "missing.lance"), good, "vec")
+
+
+def test_spark_connect_session(spark_connect, table, queries):
+    """The same join from a Spark Connect client (its functions and Window; tasks as in classic)."""
+    uri, _ = table
+    q = queries[:12]
+    df = nearest(spark_connect, uri, _queries_df(spark_connect, q), "vec", k=4, query_id_column="qid",
+                 with_row_id=True, rows_per_split=150)
+    _assert_same(_got(df), _expected(uri, q, 4), len(q))
