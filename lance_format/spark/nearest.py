@@ -319,6 +319,10 @@ def nearest(
     keyed = keyed.withColumn(_BUCKET, F.pmod(F.xxhash64(F.col(_KEY)), F.lit(buckets)))
     split_ids = spark.range(len(splits)).withColumnRenamed("id", _SPLIT)
     pairs = keyed.crossJoin(F.broadcast(split_ids))  # each query once per split; the queries are read once
+    # one shuffle partition per (split, bucket), by number: adaptive execution would coalesce
+    # this small shuffle (vectors, not rows) into one task, and the search is the costly part
+    tasks = len(splits) * buckets
+    pairs = pairs.repartition(tasks, F.col(_SPLIT), F.col(_BUCKET))
     found = pairs.groupBy(_SPLIT, _BUCKET).applyInArrow(nearest_task(spec, splits), stage)
     window = _window(found).partitionBy(_KEY).orderBy(F.col(DISTANCE).asc_nulls_last(), F.col(ROW_ID).asc())
     return found.withColumn(_RANK, F.row_number().over(window)).where(F.col(_RANK) <= F.lit(k)).select(*final)
