@@ -118,6 +118,21 @@ def test_full_text_with_filter_equals_pylance(lake, instance):
     np.testing.assert_allclose(sorted(ours["_score"].to_pylist()), sorted(theirs["_score"].to_pylist()), atol=1e-5)
 
 
+def test_query_batches_and_text_column(lake):
+    """A batch of vectors answers per query (``query_index``); ``column=`` picks the text column."""
+    tables = LanceTableResource(base_uri=lake)
+    batch = np.stack([QUERY, -QUERY])
+    t = tables.search("products", batch, k=3, columns=["id"], metric="dot")
+    assert t.column_names[0] == "query_index" and t["query_index"].to_pylist() == [0, 0, 0, 1, 1, 1]
+    for i in range(2):
+        one = tables.search("products", batch[i], k=3, columns=["id"], metric="dot")
+        assert t.filter(pa.compute.equal(t["query_index"], i))["id"].to_pylist() == one["id"].to_pylist()
+    text = tables.search("products", full_text="kettle", column="description", k=50, columns=["description"])
+    assert text.num_rows > 0 and all("kettle" in d for d in text["description"].to_pylist())
+    with pytest.raises(InvalidInputError, match="vector searches only"):
+        tables.search("products", full_text="kettle", metric="l2")
+
+
 def test_errors_are_typed(lake, instance):
     tables = LanceTableResource(base_uri=lake)
     with pytest.raises(DatasetNotFoundError):

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format as lance
+import lance_format.spark.read
 from lance_format.errors import ArgumentTypeError, DatasetNotFoundError, InvalidInputError, LanceError
 from lance_format.spark import nearest
 
@@ -147,6 +148,10 @@ def test_queries_and_table_stay_on_executors(spark, table, queries):
                  rows_per_split=100)
     plan = df._jdf.queryExecution().executedPlan().toString()
     assert "FlatMapGroupsInArrow" in plan and "Window" in plan
+    # one shuffle partition per (split, query bucket), fixed by number (never coalesced)
+    splits = len(lance_format.spark.read.plan_splits(lance.dataset(uri), target_splits=2, rows_per_split=100))
+    assert splits > 1 and "REPARTITION_BY_NUM" in plan and "__lance_query_bucket#" in plan
+    assert f", {splits})" in plan.split("REPARTITION_BY_NUM")[0].rsplit("hashpartitioning", 1)[1]
 
 
 def test_empty_queries_and_k_above_rows(spark, table):
