@@ -21,6 +21,9 @@ How it runs (neither the table nor the queries pass through the driver):
 The k best rows of a query over the whole table are among the union of its k best rows of
 each split, so the merge is exact. The result equals ``to_table(nearest={..., "k": k},
 filter=filter, prefilter=True)`` per query (distances as float32, as the engine returns them).
+One caveat: float64 vectors are measured in float64 but merged on the float32 ``_distance``, so
+two rows whose float64 distances differ by less than float32 resolution tie on row id here
+(float16/float32 vectors are measured in float32: no difference).
 """
 
 from __future__ import annotations
