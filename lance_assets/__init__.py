@@ -4,7 +4,9 @@
   overwrite / append / merge / error / ignore; partition-exact overwrites in one commit; schema
   policy; standard Dagster metadata; change-feed inputs. :func:`lance_asset` is ``@asset`` with
   the ``lance`` kind.
-* :class:`LanceTableResource`, :class:`SparkSessionResource`: tables and a lazy Spark session.
+* :class:`LanceTableResource`, :class:`SparkSessionResource`: tables and a lazy Spark session;
+  ``LanceTableResource.search`` (vector / full-text search from downstream assets, as pyarrow,
+  pandas or polars) and ``SparkSessionResource.search_batch`` (a k-NN join on the executors).
 * :func:`lance_version_sensor`, :func:`observable_lance_table`: react to new Lance versions.
 * :class:`LanceChangeFeed`: the change feed of a version range (lazy input type).
 * Maintenance: :func:`build_lance_maintenance_assets`, :func:`lance_maintenance_job`,

@@ -323,9 +323,32 @@ def spark_changes(spark: Any, uri: str, begin_version: int, end_version: int, co
                                        storage_options=storage_options)
 
 
+def spark_nearest(spark: Any, uri: str, queries: Any, column: str, k: int, **kwargs: Any) -> Any:
+    """The distributed k-nearest-neighbour join (``lance_format.spark.nearest``)."""
+    return spark_module().nearest(spark, uri, queries, column, k, **kwargs)
+
+
 def storage_options_of(options: Mapping[str, str] | None) -> dict[str, str] | None:
     """Configured storage options as the engine takes them (None when there are none)."""
     return {str(k): str(v) for k, v in options.items()} if options else None
+
+
+# -- search --------------------------------------------------------------------------------------
+def search(ds: LanceDataset, *, nearest: Mapping[str, Any] | None = None, full_text: Any = None,
+           limit: int | None = None, columns: Sequence[str] | None = None, filter: str | None = None,
+           prefilter: bool | None = None, with_row_id: bool = False) -> pa.Table:
+    """One vector (pylance's ``nearest`` dict) or full-text (``full_text_query``) search of a
+    version, with its ``_distance`` / ``_score``; ``prefilter`` None leaves pylance's default."""
+    kwargs: dict[str, Any] = {"columns": list(columns) if columns is not None else None, "filter": filter,
+                              "with_row_id": with_row_id}
+    if prefilter is not None:
+        kwargs["prefilter"] = prefilter
+    if nearest is not None:
+        kwargs["nearest"] = dict(nearest)
+    if full_text is not None:
+        kwargs["full_text_query"] = full_text
+        kwargs["limit"] = limit
+    return ds.to_table(**kwargs)
 
 
 # -- scalar indices ------------------------------------------------------------------------------

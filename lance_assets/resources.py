@@ -5,6 +5,10 @@ tables under one ``base_uri``, from inside assets, ops and checks. Tables are na
 path (``"sales/orders"``), an ``AssetKey`` (the IO manager's layout: ``{base_uri}/{key path}.lance``)
 or an absolute URI.
 
+``LanceTableResource.search`` answers vector and full-text searches (pyarrow, pandas or polars);
+``SparkSessionResource.search_batch`` runs a k-nearest-neighbour join of many query vectors on
+the executors.
+
 ``SparkSessionResource`` builds its SparkSession on first use (so assets that never touch Spark
 never start a JVM), reuses an already active session, and is shared with the IO manager for
 Spark inputs and outputs.
@@ -26,6 +30,7 @@ from lance_assets import engine
 from lance_assets.config import MergeOptions, SchemaMode
 from lance_assets.engine import LanceDataset
 from lance_assets.schema_policy import plan_schema
+from lance_assets.search import search_table, vector_column
 from lance_assets.type_handlers import CountingReader, is_spark_dataframe, to_reader
 from lance_format.errors import DatasetNotFoundError
 
@@ -112,6 +117,39 @@ class SparkSessionResource(dg.ConfigurableResource):
         """Whether this resource has created (or taken) its session yet."""
         return self._session is not None
 
+    def search_batch(self, tables: LanceTableResource, table: TableRef, queries: Any, column: str | None = None,
+                     k: int = 10, *, metric: str | None = None, filter: str | None = None,
+                     columns: Sequence[str] | None = None, query_column: str = "vector",
+                     query_id_column: str | None = None, with_row_id: bool = False,
+                     version: int | str | None = None, **options: Any) -> Any:
+        """The ``k`` nearest rows of ``tables``' ``table`` to every query vector of ``queries``
+        (a Spark DataFrame, or pyarrow/pandas rows made one), computed on the executors
+        (``lance_format.spark.nearest``: exact, the table and the queries never reach the
+        driver). ``filter`` runs before the search. Returns a Spark DataFrame: the queries'
+        columns (or ``query_id_column``), the table's ``columns``, ``_distance`` (and ``_rowid``).
+
+        Raises
+        ------
+        DatasetNotFoundError
+            There is no such table.
+        InvalidInputError
+            An unknown column, a query vector of another dimension than the table's, a bad ``k``,
+            ``metric`` or ``filter``.
+        """
+        session = self.get_session()
+        if not (hasattr(queries, "sparkSession") and hasattr(queries, "schema")):
+            if isinstance(queries, pa.Table) and query_column in queries.column_names:
+                vectors = queries.column(query_column)
+                if pa.types.is_fixed_size_list(vectors.type):  # Spark has arrays, not fixed-size lists
+                    queries = queries.set_column(queries.column_names.index(query_column), query_column,
+                                                 vectors.cast(pa.list_(vectors.type.value_type)))
+            queries = session.createDataFrame(queries)
+        ds = tables.open(table, version)
+        return engine.spark_nearest(session, tables.uri_for(table), queries, vector_column(ds, column), k,
+                                    metric=metric, filter=filter, columns=columns, query_column=query_column,
+                                    query_id_column=query_id_column, with_row_id=with_row_id, version=ds.version,
+                                    storage_options=tables.table_storage_options, **options)
+
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         """Stop the session after the run when ``stop_on_teardown`` is set."""
         if self.stop_on_teardown and self._session is not None:
@@ -191,6 +229,53 @@ class LanceTableResource(dg.ConfigurableResource):
             An unknown column or an invalid filter.
         """
         return self.open(table, version).to_table(columns=columns, filter=filter)
+
+    def search(self, table: TableRef, vector: Any = None, *, column: str | None = None, k: int = 10,
+               filter: str | None = None, full_text: str | Mapping[str, Any] | None = None,
+               columns: Sequence[str] | None = None, metric: str | None = None, nprobes: int | None = None,
+               refine_factor: int | None = None, prefilter: bool | None = None, version: int | str | None = None,
+               with_row_id: bool = False, output: str = "pyarrow") -> Any:
+        """Search ``table``: the ``k`` rows nearest to ``vector`` (exact unless an index is probed),
+        or the ``k`` best BM25 matches of ``full_text``, as ``LanceDataset.to_table`` answers them.
+
+        Parameters
+        ----------
+        table
+            An asset key, a key path or a relative name under ``base_uri``.
+        vector
+            A query vector, or a batch of them (then a ``query_index`` column says which).
+        column
+            The vector column (default: the table's only one), or the text column of ``full_text``.
+        k
+            Rows per query.
+        filter
+            A SQL predicate; with ``prefilter=True`` it runs before the search (each query gets
+            k matching rows), else on its results (pylance's default: fewer rows may come back).
+        full_text
+            A query string, or pylance's ``{"query": ..., "columns": [...]}``; needs an
+            INVERTED index on the column (built by pylance today).
+        columns
+            The table's columns returned (all by default); ``_distance`` / ``_score`` come too.
+        metric, nprobes, refine_factor
+            pylance's vector-search options (``l2``, ``cosine``, ``dot``, ``hamming``).
+        version
+            A version number or tag; the latest if None.
+        output
+            ``"pyarrow"`` (a Table), ``"pandas"`` or ``"polars"`` (a DataFrame).
+
+        Raises
+        ------
+        DatasetNotFoundError
+            There is no table.
+        InvalidInputError
+            Neither or both of ``vector`` and ``full_text``; an unknown column; a vector of another
+            dimension than the column's; a bad ``k``, ``metric``, ``filter`` or ``output``; no
+            INVERTED index for ``full_text``.
+        """
+        return search_table(self.open(table, version), vector=vector, column=column, k=k, filter=filter,
+                            full_text=full_text, columns=columns, metric=metric, nprobes=nprobes,
+                            refine_factor=refine_factor, prefilter=prefilter, with_row_id=with_row_id,
+                            output=output)
 
     def _conformed(self, uri: str, data: Any) -> pa.RecordBatchReader:
         """``data`` as batches of the existing table's schema (safe casts only), if there is one."""

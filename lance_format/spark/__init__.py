@@ -9,6 +9,7 @@ driver plans, pins versions and commits once, in the caller's process.
 * :func:`merge_dataframe` -- upsert by key, one ``Update`` commit;
 * :func:`read_dataframe` -- a pinned version as a DataFrame (projection and filter in the engine);
 * :func:`read_changes` -- the change feed between two versions as a DataFrame;
+* :func:`nearest` -- a k-nearest-neighbour join of query vectors against a table (exact, distributed);
 * :func:`merge_each_batch` -- a ``foreachBatch`` function merging each micro-batch by key;
 * :func:`ship_to_executors` -- zip this package onto the Python path of a cluster's executors;
 * :func:`lance_arrow_schema` -- the Arrow schema of a new table written from a DataFrame schema;
@@ -22,6 +23,7 @@ from lance_format.spark.common import CommitResult
 from lance_format.spark.datasource import register
 from lance_format.spark.indices import create_scalar_index
 from lance_format.spark.merge import merge_dataframe
+from lance_format.spark.nearest import nearest
 from lance_format.spark.read import read_dataframe
 from lance_format.spark.shipping import ship_to_executors
 from lance_format.spark.streaming_sink import merge_each_batch
@@ -30,5 +32,5 @@ from lance_format.spark.write import write_dataframe
 
 __all__ = [
     "CommitResult", "IDEMPOTENCY_KEY", "write_dataframe", "merge_dataframe", "read_dataframe", "read_changes",
-    "merge_each_batch", "register", "ship_to_executors", "create_scalar_index", "lance_arrow_schema",
+    "merge_each_batch", "register", "ship_to_executors", "create_scalar_index", "lance_arrow_schema", "nearest",
 ]

@@ -236,8 +236,11 @@ def _fragment_ranges(dataset: LanceDataset, fragments: Sequence[LanceFragment | 
 def _output_schema(table_schema: LanceSchema, output: list[str],
                    expressions: Mapping[str, tuple[pc.Expression, pa.DataType]], binary_blobs: bool) -> pa.Schema:
     full = _filter_schema(read_arrow_schema(table_schema, blobs_as_binary=binary_blobs))
-    full = full.append(pa.field(ROW_OFFSET, pa.uint64()))
-    full = full.append(pa.field(DISTANCE, pa.float32())).append(pa.field(QUERY_INDEX, pa.int32(), nullable=False))
+    # a table may have columns of these names (a stored search result has ``_distance``): its own win
+    for extra in (pa.field(ROW_OFFSET, pa.uint64()), pa.field(DISTANCE, pa.float32()),
+                  pa.field(QUERY_INDEX, pa.int32(), nullable=False)):
+        if full.get_field_index(extra.name) < 0:
+            full = full.append(extra)
     fields = [pa.field(n, expressions[n][1]) if n in expressions else full.field(n) for n in output]
     return pa.schema(fields, metadata=table_schema.to_arrow().metadata)
 

@@ -341,3 +341,20 @@ def test_many_queries_are_measured_a_chunk_at_a_time(embeddings, monkeypatch) ->
     ours, theirs = _both(uri, nearest={"column": "vec", "q": queries, "k": 7}, batch_size=3_000)
     assert ours.column("query_index").to_pylist() == theirs.column("query_index").to_pylist()
     _assert_same(ours, theirs)
+
+
+def test_stored_search_results_read_back(tmp_path) -> None:
+    """A table with its own ``_distance`` column (a search result written out, as pylance lets
+    one) reads, counts and filters as in pylance: the column is the table's."""
+    rng = np.random.default_rng(3)
+    table = pa.table({"id": np.arange(6), "vec": _vectors(rng.normal(size=(6, 4)).astype(np.float32), pa.float32())})
+    lance.write_dataset(table, tmp_path / "items")
+    found = lance.dataset(tmp_path / "items").to_table(nearest={"column": "vec", "q": np.zeros(4), "k": 3},
+                                                       columns=["id"])
+    pylance.write_dataset(found, tmp_path / "found")
+    ours = lance.dataset(tmp_path / "found")
+    theirs = pylance.dataset(tmp_path / "found")
+    assert ours.to_table().equals(theirs.to_table())
+    assert ours.count_rows() == theirs.count_rows() == 3
+    flt = "_distance > 0.5"
+    assert ours.to_table(columns=["_distance"], filter=flt).equals(theirs.to_table(columns=["_distance"], filter=flt))
