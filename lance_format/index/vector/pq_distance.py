@@ -1,0 +1,83 @@
+"""Product-quantization distances as pylance computes them (asymmetric distance computation).
+
+A PQ codebook splits a ``dim`` vector into ``num_sub_vectors`` sub-vectors of ``dim /
+num_sub_vectors`` values, each coded by the nearest of ``2**nbits`` centroids (one byte, or one
+nibble for 4-bit codes: low nibble first). A query's distance to a code is the sum over
+sub-vectors of a lookup table (sub-vectors x centroids) computed once per query (and partition:
+l2 and cosine indices code the *residual* ``vector - partition centroid``, so the query's residual
+is used too; dot codes the vector itself):
+
+- l2 and cosine: squared l2 of each query sub-vector to each centroid, summed (cosine indices hold
+  normalized vectors, and pylance reports this l2 value as the distance);
+- dot: ``1 - q_m . c`` per sub-vector, summed, minus ``num_sub_vectors - 1`` (``1 - q . x``).
+
+All in float32, as pylance; no per-row loop: one gather of the table by the codes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lance_format.errors import CorruptFileError
+
+
+@dataclass(frozen=True, eq=False)
+class PqCodebook:
+    """A codebook (``num_sub_vectors``, ``2**nbits``, ``sub_dim``) and how codes are stored."""
+
+    centroids: np.ndarray
+    nbits: int
+    transposed: bool
+    metric: str
+
+    @classmethod
+    def from_flat(cls, codebook: np.ndarray, *, num_sub_vectors: int, nbits: int, transposed: bool,
+                  metric: str) -> PqCodebook:
+        """From pylance's codebook tensor (``2**nbits * num_sub_vectors`` rows of sub-vectors,
+        however shaped: sub-vector ``m``'s centroids are its ``m``-th block)."""
+        if nbits not in (4, 8):
+            raise CorruptFileError(f"PQ codebook with {nbits} bits per code")
+        values = np.asarray(codebook, dtype=np.float32).reshape(-1)
+        per = num_sub_vectors * (1 << nbits)
+        if num_sub_vectors < 1 or len(values) % per:
+            raise CorruptFileError(f"PQ codebook of {len(values)} values for {num_sub_vectors} sub-vectors")
+        return cls(values.reshape(num_sub_vectors, 1 << nbits, len(values) // per), nbits, transposed, metric)
+
+    @property
+    def num_sub_vectors(self) -> int:
+        return int(self.centroids.shape[0])
+
+    @property
+    def code_width(self) -> int:
+        """Bytes a row's code takes."""
+        return self.num_sub_vectors if self.nbits == 8 else self.num_sub_vectors // 2
+
+    def table(self, query: np.ndarray) -> np.ndarray:
+        """The (num_sub_vectors, 2**nbits) lookup table of one query (or residual)."""
+        sub = np.asarray(query, dtype=np.float32).reshape(self.num_sub_vectors, 1, -1)
+        if self.metric == "dot":
+            return (1 - (self.centroids * sub).sum(axis=-1, dtype=np.float32)).astype(np.float32)
+        diff = self.centroids - sub
+        return (diff * diff).sum(axis=-1, dtype=np.float32)
+
+    def unpack(self, codes: np.ndarray) -> np.ndarray:
+        """(rows, num_sub_vectors) centroid numbers of stored (rows, code_width) codes."""
+        if self.nbits == 8:
+            return codes
+        low, high = codes & 0x0F, codes >> 4
+        return np.stack([low, high], axis=2).reshape(len(codes), -1)
+
+    def distances(self, table: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """float32 distances of (rows, code_width) codes given a query's lookup ``table``."""
+        numbers = self.unpack(codes).astype(np.intp)
+        flat = table.reshape(-1)
+        offsets = np.arange(self.num_sub_vectors, dtype=np.intp) * table.shape[1]
+        total = flat[numbers + offsets].sum(axis=1, dtype=np.float32)
+        if self.metric == "dot":
+            total -= np.float32(self.num_sub_vectors - 1)
+        return total
+
+
+__all__ = ["PqCodebook"]
