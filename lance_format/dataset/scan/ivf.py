@@ -16,7 +16,10 @@ Per query (:meth:`AnnSearch.search`):
    that are live and pass the prefilter count; HNSW sub-indices are not walked: their partitions'
    codes are all measured, so the recall is at least the graph's and exact cases give its rows;
 4. the best ``k`` (``k * refine_factor`` with a refine factor) are kept; a refine factor then
-   re-ranks them by exact distances of the vectors read from the table.
+   re-ranks them by exact distances of the vectors read from the table. So does a search that
+   also covers unindexed fragments (pylance re-measures the union of the index's best ``k`` and
+   the flat search's exactly), so the index's approximate distances only come back when the
+   index answers alone (every scanned fragment indexed, or ``fast_search``).
 
 The rows of fragments the index does not cover are searched flat by the caller and merged (by
 distance, then row id). With stable row ids the index holds row ids, mapped to addresses here.
@@ -178,7 +181,10 @@ class AnnSearch:
                distance_range: tuple[float | None, float | None],
                refine: Callable[[np.ndarray], np.ndarray] | None) -> Best:
         """The query's best rows from the index (approximate distances, or exact ones with a
-        refine factor): at most ``k``. ``refine`` maps row addresses to exact distances."""
+        refine factor): at most ``k``. ``refine`` maps row addresses to exact distances: given,
+        the best ``k * refine_factor`` (or ``k``) rows are re-ranked by them. (pylance measures the
+        index's rows exactly whenever unindexed fragments are searched too: their union is
+        re-ranked by exact distances.)"""
         wanted = k * self.params.refine_factor if self.params.refine_factor else k
         lower = -np.inf if distance_range[0] is None else float(distance_range[0])
         upper = np.inf if distance_range[1] is None else float(distance_range[1])
@@ -208,7 +214,7 @@ class AnnSearch:
         addresses = np.concatenate([p[2] for p in pool])
         order = np.lexsort((ids, distances))[:wanted]
         distances, ids, addresses = distances[order], ids[order], addresses[order]
-        if refine is not None and self.params.refine_factor:
+        if refine is not None:
             distances = refine(addresses)
             keep = ~np.isnan(distances) & (distances >= lower) & (distances < upper)
             distances, ids, addresses = distances[keep], ids[keep], addresses[keep]

@@ -137,10 +137,11 @@ class VectorSearch:
             owners = passing >> np.uint64(32)
             allowed = {fid: passing[owners == np.uint64(fid)] & np.uint64(0xFFFFFFFF) for fid in self.ann_fragments}
         vectors = executor.dataset.lance_schema.project([self.column])
+        rerank = self.candidates is not None and bool(self.candidates.fragments)  # unindexed fragments searched too
         row_filter = row_filter_for(executor.dataset, self.ann.index, self.ann_fragments, allowed, live)
         for i, query in enumerate(self.queries):
             refine = ((lambda addresses, q=query: self._exact(scanned, vectors, q, addresses))
-                      if self.params.refine_factor else None)
+                      if self.params.refine_factor or rerank else None)
             top.merge(i, self.ann.search(query, self.k, row_filter, self.distance_range, refine))
 
     def _exact(self, fragments: Mapping[int, Any], vectors: LanceSchema, query: np.ndarray, addresses: np.ndarray,
