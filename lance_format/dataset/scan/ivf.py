@@ -8,9 +8,10 @@ Per query (:meth:`AnnSearch.search`):
    hamming: differing bits);
 2. the first ``start`` partitions are measured: ``nprobes`` when given (pylance then probes
    exactly that many: ``minimum_nprobes = maximum_nprobes = nprobes``), else pylance's
-   ``search_effort`` budget (default 0.5: geometrically between ``minimum_nprobes``, default 1,
-   and every partition, rounded up); while fewer rows than wanted were found (a prefilter or
-   deletions), further partitions are measured, up to ``maximum_nprobes`` (default all);
+   ``search_effort`` budget of rows (default 0.5: geometrically between the rows of the
+   ``minimum_nprobes`` first partitions, default 1, and every row, see :meth:`AnnParams.start`);
+   while fewer rows than wanted were found (a prefilter or deletions), further partitions are
+   measured, up to ``maximum_nprobes`` (default all);
 3. a partition's rows are measured from their codes, vectorized (IVF_FLAT: exact distances of the
    stored vectors; PQ: an ADC lookup table per query and partition; SQ: byte codes), only rows
    that are live and pass the prefilter count; HNSW sub-indices are not walked: their partitions'
@@ -119,14 +120,25 @@ class AnnParams:
     refine_factor: int | None = None
     ef: int | None = None
 
-    def start(self, partitions: int) -> int:
-        """Partitions measured before any expansion."""
-        top = partitions if self.maximum_nprobes is None else max(1, min(partitions, self.maximum_nprobes))
-        low = max(1, min(self.minimum_nprobes, top))
+    def start(self, sizes: np.ndarray) -> int:
+        """Partitions measured before any expansion, given the rows of each partition in probing
+        order: an explicit ``nprobes``; else the fewest partitions holding the ``search_effort``
+        budget of rows, ``first ** (1 - effort) * total ** effort`` (``first``: the rows of the
+        ``minimum_nprobes`` first partitions; geometric between them and every row), within
+        ``[minimum_nprobes, maximum_nprobes]`` (pylance's choices, found by measuring them)."""
+        partitions = len(sizes)
         if self.start_nprobes is not None and self.search_effort is None:
             return max(1, min(self.start_nprobes, partitions))
+        top = self.limit(partitions)
+        low = max(1, min(self.minimum_nprobes, top))
         effort = DEFAULT_SEARCH_EFFORT if self.search_effort is None else float(self.search_effort)
-        return min(top, max(low, math.ceil(low * (top / low) ** effort - 1e-9)))
+        held = np.cumsum(sizes, dtype=np.float64)
+        if not len(held) or held[-1] <= 0:
+            return low
+        first = max(float(held[low - 1]), 1.0)
+        budget = first ** (1 - effort) * float(held[-1]) ** effort
+        wanted = int(np.searchsorted(held, budget * (1 - 1e-9))) + 1
+        return min(top, max(low, wanted))
 
     def limit(self, partitions: int) -> int:
         """Partitions measured at most."""
@@ -192,7 +204,7 @@ class AnnSearch:
         for segment in self.index.segments:
             q = _normalized(self.metric, query)
             order = _centroid_order(segment, q)
-            start, limit = self.params.start(len(order)), self.params.limit(len(order))
+            start, limit = self.params.start(segment.lengths[order]), self.params.limit(len(order))
             found = 0
             for rank, partition in enumerate(order[:limit]):
                 if rank >= start and found >= wanted:
