@@ -28,7 +28,6 @@ distance, then row id). With stable row ids the index holds row ids, mapped to a
 
 from __future__ import annotations
 
-import math
 import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass

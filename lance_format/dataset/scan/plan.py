@@ -339,18 +339,18 @@ def plan_scan(
             searched = _indexed_fragments(dataset, search.column, fragments)
         chosen = list(dataset.get_fragments() if searched is None else searched)
         ranged = any(isinstance(f, FragmentRange) and f.row_range is not None for f in chosen)
-        index = (vector_index(dataset, search.column, search.metric if search.metric_given else None)
+        vector = (vector_index(dataset, search.column, search.metric if search.metric_given else None)
                  if search.use_index and not ranged else None)
-        if index is not None:  # the index answers for its fragments, a flat search for the others
+        if vector is not None:  # the index answers for its fragments, a flat search for the others
             ids = [(f.fragment if isinstance(f, FragmentRange) else f).fragment_id for f in chosen]
-            indexed = tuple(fid for fid in ids if fid in index.fragments)
-            searched = [f for f, fid in zip(chosen, ids) if fid not in index.fragments]
+            indexed = tuple(fid for fid in ids if fid in vector.fragments)
+            searched = [f for f, fid in zip(chosen, ids) if fid not in vector.fragments]
             mask = None
             if search.prefilter and condition is not None and indexed:
                 mask = plan_scan(dataset, columns=[], filter=condition, with_row_address=True,
-                                 fragments=[f for f, fid in zip(chosen, ids) if fid in index.fragments],
+                                 fragments=[f for f, fid in zip(chosen, ids) if fid in vector.fragments],
                                  options={k: v for k, v in options.items() if k != "prefilter"})
-            search = replace(search, metric=index.metric, ann=AnnSearch(index, search.params, index.metric),
+            search = replace(search, metric=vector.metric, ann=AnnSearch(vector, search.params, vector.metric),
                              ann_fragments=indexed, mask=mask)
         candidates = plan_scan(dataset, columns=[search.column], filter=condition if search.prefilter else None,
                                with_row_id=True, with_row_address=True, batch_size=batch_size, fragments=searched,
