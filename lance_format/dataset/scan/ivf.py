@@ -166,18 +166,21 @@ def _normalized(metric: str, query: np.ndarray) -> np.ndarray:
     return q / norm if norm else q
 
 
-def partition_distances(segment: VectorIndexSegment, query: np.ndarray, partition: int, codes: np.ndarray,
-                        ) -> np.ndarray:
-    """Distances, as pylance reports them, of one partition's codes to a (normalized) query."""
+def partition_distances(segment: VectorIndexSegment, query: np.ndarray, partitions: np.ndarray, codes: np.ndarray,
+                        which: np.ndarray) -> np.ndarray:
+    """Distances, as pylance reports them, of the codes of ``partitions`` (row ``i`` in
+    ``partitions[which[i]]``) to a (normalized) query: vectorized over all of them."""
     if segment.pq is not None:
-        residual = query - segment.centroids[partition] if segment.metric in ("l2", "cosine") else query
-        return segment.pq.distances(segment.pq.table(residual), codes)
+        if segment.metric in ("l2", "cosine"):  # residuals were coded: one table per partition
+            tables = segment.pq.tables(query[None, :].astype(np.float32) - segment.centroids[partitions])
+            return segment.pq.distances(tables, codes, which)
+        return segment.pq.distances(segment.pq.tables(query[None, :]), codes)
     if segment.sq is not None:
         return segment.sq.distances(query, codes)
     return exact(segment.metric, query, codes).astype(np.float32)
 
 
-RowFilter = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # index row ids -> (keep mask, addresses)
+RowFilter = Callable[[np.ndarray], tuple[np.ndarray | None, np.ndarray]]  # row ids -> (keep mask or None: all, addresses)
 
 
 @dataclass(frozen=True, eq=False)
@@ -204,25 +207,31 @@ class AnnSearch:
             q = _normalized(self.metric, query)
             order = _centroid_order(segment, q)
             start, limit = self.params.start(segment.lengths[order]), self.params.limit(len(order))
-            found = 0
-            for rank, partition in enumerate(order[:limit]):
-                if rank >= start and found >= wanted:
-                    break
-                ids, codes = segment.partition(int(partition))
+            found, rank = 0, 0
+            while rank < limit and (rank < start or found < wanted):
+                # the first ``start`` partitions at once, then one at a time while rows are missing
+                block = order[rank:start] if rank < start else order[rank:rank + 1]
+                rank += len(block)
+                ids, codes, which = segment.partitions(block)
                 if not len(ids):
                     continue
                 keep, addresses = row_filter(ids)
-                if not keep.any():
-                    continue
-                distances = partition_distances(segment, q, int(partition), codes[keep])
+                if keep is not None:
+                    if not keep.any():
+                        continue
+                    ids, codes, which, addresses = ids[keep], codes[keep], which[keep], addresses[keep]
+                distances = partition_distances(segment, q, block, codes, which)
                 inside = ~np.isnan(distances) & (distances >= lower) & (distances < upper)
                 found += int(inside.sum())
-                pool.append((distances[inside], ids[keep][inside], addresses[keep][inside]))
+                pool.append((distances[inside], ids[inside], addresses[inside]))
         if not pool:
             return Best(np.empty(0), np.empty(0, np.uint64), np.empty(0, np.uint64))
         distances = np.concatenate([p[0] for p in pool]).astype(np.float64)
         ids = np.concatenate([p[1] for p in pool])
         addresses = np.concatenate([p[2] for p in pool])
+        if len(distances) > wanted:  # the rows that may be among the best (ties included), then sorted
+            chosen = np.flatnonzero(distances <= np.partition(distances, wanted - 1)[wanted - 1])
+            distances, ids, addresses = distances[chosen], ids[chosen], addresses[chosen]
         order = np.lexsort((ids, distances))[:wanted]
         distances, ids, addresses = distances[order], ids[order], addresses[order]
         if refine is not None:
@@ -266,8 +275,11 @@ def row_filter_for(dataset: LanceDataset, index: VectorIndex, fragments: Sequenc
         lookup = row_id_lookup(dataset.object_store, version_key,
                                [f.proto for f in dataset.get_fragments()])
     offsets_of = allowed if allowed is not None else live
+    if lookup is None and allowed is None and all(v is None for v in live.values()) and index.fragments <= set(
+            fragments):
+        return lambda ids: (None, ids)  # every row of the index is live and searched
 
-    def keep(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def keep(ids: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         addresses = lookup.address_of(ids) if lookup is not None else ids
         fragment_ids = addresses >> _HIGH
         mask = (addresses != _NO_ADDRESS) & np.isin(fragment_ids, searched)

@@ -102,20 +102,38 @@ class VectorIndexSegment:
                 row_ids = np.asarray(table.column("_rowid").to_numpy(zero_copy_only=False), dtype=np.uint64)
                 codes = table.column(self.code_column).combine_chunks()
                 width = codes.type.list_size
-                values = codes.flatten().to_numpy(zero_copy_only=False)
-                self._storage.append((row_ids, np.ascontiguousarray(values).reshape(len(codes), width)))
+                values = np.asarray(codes.flatten().to_numpy(zero_copy_only=False))
+                matrix = values.reshape(len(codes), width)
+                if self.pq is not None and self.pq.transposed:
+                    # each partition's bytes are sub-vector major: un-transpose them once, here
+                    matrix = np.empty_like(matrix)
+                    for start, length in zip(self.offsets.tolist(), self.lengths.tolist()):
+                        block = values[start * width:(start + length) * width]
+                        matrix[start:start + length] = block.reshape(width, length).T
+                self._storage.append((row_ids, np.ascontiguousarray(matrix)))
             return self._storage[0]
 
     def partition(self, partition: int) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, codes) of one partition: codes are (rows, dim) vectors (FLAT), (rows,
-        num_sub_vectors) bytes (PQ, un-transposed) or (rows, dim) bytes (SQ)."""
+        code bytes) (PQ, un-transposed) or (rows, dim) bytes (SQ)."""
         row_ids, codes = self._table()
         start, length = int(self.offsets[partition]), int(self.lengths[partition])
-        part = codes[start:start + length]
-        if self.pq is not None and self.pq.transposed:
-            # the partition's bytes are sub-vector major: reshape that buffer, then transpose
-            part = part.reshape(-1).reshape(part.shape[1], length).T
-        return row_ids[start:start + length], part
+        return row_ids[start:start + length], codes[start:start + length]
+
+    def partitions(self, partitions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row ids, codes, each row's position in ``partitions``) of several partitions."""
+        row_ids, codes = self._table()
+        starts, lengths = self.offsets[partitions], self.lengths[partitions]
+        if len(partitions) == 1:
+            start, length = int(starts[0]), int(lengths[0])
+            return (row_ids[start:start + length], codes[start:start + length],
+                    np.zeros(length, dtype=np.intp))
+        total = int(lengths.sum())
+        # every row number of the partitions, without a loop: start of its run + its place in it
+        runs = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+        rows = runs + np.arange(total)
+        which = np.repeat(np.arange(len(partitions), dtype=np.intp), lengths)
+        return row_ids[rows], codes[rows], which
 
 
 def read_segment(directory: str) -> VectorIndexSegment:

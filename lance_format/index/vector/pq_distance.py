@@ -16,6 +16,7 @@ All in float32, as pylance; no per-row loop: one gather of the table by the code
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,11 @@ class PqCodebook:
             raise CorruptFileError(f"PQ codebook of {len(values)} values for {num_sub_vectors} sub-vectors")
         return cls(values.reshape(num_sub_vectors, 1 << nbits, len(values) // per), nbits, transposed, metric)
 
+    @functools.cached_property
+    def _columns(self) -> list[np.ndarray]:
+        """Each sub-vector value of every centroid, (num_sub_vectors, 2**nbits), contiguous."""
+        return [np.ascontiguousarray(self.centroids[:, :, j]) for j in range(self.centroids.shape[2])]
+
     @property
     def num_sub_vectors(self) -> int:
         return int(self.centroids.shape[0])
@@ -54,13 +60,19 @@ class PqCodebook:
         """Bytes a row's code takes."""
         return self.num_sub_vectors if self.nbits == 8 else self.num_sub_vectors // 2
 
-    def table(self, query: np.ndarray) -> np.ndarray:
-        """The (num_sub_vectors, 2**nbits) lookup table of one query (or residual)."""
-        sub = np.asarray(query, dtype=np.float32).reshape(self.num_sub_vectors, 1, -1)
-        if self.metric == "dot":
-            return (1 - (self.centroids * sub).sum(axis=-1, dtype=np.float32)).astype(np.float32)
-        diff = self.centroids - sub
-        return (diff * diff).sum(axis=-1, dtype=np.float32)
+    def tables(self, queries: np.ndarray) -> np.ndarray:
+        """The (queries, num_sub_vectors, 2**nbits) lookup tables of queries (or residuals)."""
+        sub = np.asarray(queries, dtype=np.float32).reshape(len(queries), self.num_sub_vectors, 1, -1)
+        # summed term by term over the few values of a sub-vector, in order (as pylance; a
+        # reduction over a short last axis is slow in numpy)
+        total = np.zeros((len(queries), self.num_sub_vectors, self.centroids.shape[1]), dtype=np.float32)
+        for j in range(self.centroids.shape[2]):
+            if self.metric == "dot":
+                total += self._columns[j] * sub[..., j]
+            else:
+                diff = self._columns[j] - sub[..., j]
+                total += diff * diff
+        return (np.float32(1) - total) if self.metric == "dot" else total
 
     def unpack(self, codes: np.ndarray) -> np.ndarray:
         """(rows, num_sub_vectors) centroid numbers of stored (rows, code_width) codes."""
@@ -69,12 +81,15 @@ class PqCodebook:
         low, high = codes & 0x0F, codes >> 4
         return np.stack([low, high], axis=2).reshape(len(codes), -1)
 
-    def distances(self, table: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        """float32 distances of (rows, code_width) codes given a query's lookup ``table``."""
-        numbers = self.unpack(codes).astype(np.intp)
-        flat = table.reshape(-1)
-        offsets = np.arange(self.num_sub_vectors, dtype=np.intp) * table.shape[1]
-        total = flat[numbers + offsets].sum(axis=1, dtype=np.float32)
+    def distances(self, tables: np.ndarray, codes: np.ndarray, which: np.ndarray | None = None) -> np.ndarray:
+        """float32 distances of (rows, code_width) codes, row ``i`` through ``tables[which[i]]``
+        (one gather of the flattened tables)."""
+        per_table = self.num_sub_vectors * tables.shape[-1]
+        offsets = np.arange(self.num_sub_vectors, dtype=np.int32) * tables.shape[-1]
+        numbers = self.unpack(codes) + offsets  # int32: the flat table's positions
+        if which is not None and len(tables) > 1:
+            numbers += (which.astype(np.int32) * per_table)[:, None]
+        total = np.take(tables.reshape(-1), numbers).sum(axis=1, dtype=np.float32)
         if self.metric == "dot":
             total -= np.float32(self.num_sub_vectors - 1)
         return total
