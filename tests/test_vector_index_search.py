@@ -198,3 +198,25 @@ def test_bad_search_effort_and_unreadable_index(indexed, tmp_path) -> None:
     # the table stays searchable: exactly, by the flat search
     found = lance.dataset(str(copy)).to_table(nearest={"column": "vec", "q": VECTORS[9], "k": 3})
     assert found["id"][0].as_py() == 9
+
+
+@pytest.mark.parametrize("index_type", ["IVF_FLAT", "IVF_PQ", "IVF_HNSW_SQ"])
+def test_vector_index_reader_reads_partitions_as_pylance(indexed, index_type: str) -> None:
+    from lance.dataset import VectorIndexReader as TheirReader
+
+    from lance_format.dataset import VectorIndexReader
+
+    uri = indexed[(index_type, "l2")]
+    ours, theirs = VectorIndexReader(lance.dataset(uri), "vec_idx"), TheirReader(pylance.dataset(uri), "vec_idx")
+    assert ours.num_partitions() == theirs.num_partitions() == PARTITIONS
+    total = 0
+    for partition in range(PARTITIONS):
+        for with_vector in (False, True):
+            mine = ours.read_partition(partition, with_vector=with_vector)
+            assert mine.equals(theirs.read_partition(partition, with_vector=with_vector), check_metadata=True)
+        total += mine.num_rows
+    assert total == ROWS
+    with pytest.raises(IndexError, match="out of range"):
+        ours.read_partition(PARTITIONS)
+    with pytest.raises(KeyError, match="not found"):
+        VectorIndexReader(lance.dataset(uri), "missing_idx")
