@@ -220,3 +220,11 @@ def test_vector_index_reader_reads_partitions_as_pylance(indexed, index_type: st
         ours.read_partition(PARTITIONS)
     with pytest.raises(KeyError, match="not found"):
         VectorIndexReader(lance.dataset(uri), "missing_idx")
+
+
+def test_nearest_refuses_a_fragment_scan_like_pylance(indexed) -> None:
+    uri = indexed[("IVF_FLAT", "l2")]
+    for module in (lance, pylance):
+        ds = module.dataset(uri)
+        with pytest.raises(ValueError, match="not supported for fragment scan"):
+            ds.scanner(nearest={"column": "vec", "q": VECTORS[0]}, fragments=[ds.get_fragments()[0]]).to_table()
