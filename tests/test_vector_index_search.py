@@ -228,3 +228,21 @@ def test_nearest_refuses_a_fragment_scan_like_pylance(indexed) -> None:
         ds = module.dataset(uri)
         with pytest.raises(ValueError, match="not supported for fragment scan"):
             ds.scanner(nearest={"column": "vec", "q": VECTORS[0]}, fragments=[ds.get_fragments()[0]]).to_table()
+
+
+def test_float16_pq_and_delta_segments(tmp_path) -> None:
+    """A float16 IVF_PQ (pylance measures its residuals in float16) and an index of two segments
+    (optimize_indices without merging: the appended rows get a delta segment)."""
+    half = _table(VECTORS).set_column(3, "vec", pa.FixedSizeListArray.from_arrays(
+        pa.array(VECTORS.ravel()).cast(pa.float16()), DIM))
+    uri = str(tmp_path / "half")
+    pylance.write_dataset(half, uri).create_index("vec", "IVF_PQ", num_partitions=PARTITIONS, num_sub_vectors=4)
+    delta = _build(tmp_path / "delta", "IVF_PQ", "l2")
+    pylance.write_dataset(_table(_clustered(600, 11), ROWS), delta, mode="append")
+    pylance.dataset(delta).optimize.optimize_indices(num_indices_to_merge=0)
+    assert len(lance.dataset(delta).manifest_file.index_section.indices) == 2
+    for query in _queries(3, 12):
+        for params in ({"nprobes": 3}, {"nprobes": PARTITIONS, "refine_factor": 2}):
+            nearest = {"column": "vec", "q": query, "k": 10} | params
+            _assert_same(*_both(uri, nearest=nearest, with_row_id=True))
+            _assert_same(*_both(delta, nearest=nearest, with_row_id=True))

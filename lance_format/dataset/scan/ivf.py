@@ -172,7 +172,11 @@ def partition_distances(segment: VectorIndexSegment, query: np.ndarray, partitio
     ``partitions[which[i]]``) to a (normalized) query: vectorized over all of them."""
     if segment.pq is not None:
         if segment.metric in ("l2", "cosine"):  # residuals were coded: one table per partition
-            tables = segment.pq.tables(query[None, :].astype(np.float32) - segment.centroids[partitions])
+            if segment.pq.stored == np.float16:  # residuals of float16 values, in float16
+                residuals = query.astype(np.float16)[None, :] - segment.centroids[partitions].astype(np.float16)
+            else:
+                residuals = query[None, :].astype(np.float32) - segment.centroids[partitions]
+            tables = segment.pq.tables(residuals)
             return segment.pq.distances(tables, codes, which)
         return segment.pq.distances(segment.pq.tables(query[None, :]), codes)
     if segment.sq is not None:

@@ -28,10 +28,11 @@ from lance_format.errors import CorruptFileError
 class PqCodebook:
     """A codebook (``num_sub_vectors``, ``2**nbits``, ``sub_dim``) and how codes are stored."""
 
-    centroids: np.ndarray
+    centroids: np.ndarray  # float32 (exactly the stored values)
     nbits: int
     transposed: bool
     metric: str
+    stored: np.dtype = np.dtype(np.float32)  # the codebook's own type: float16 queries are rounded to it
 
     @classmethod
     def from_flat(cls, codebook: np.ndarray, *, num_sub_vectors: int, nbits: int, transposed: bool,
@@ -44,7 +45,8 @@ class PqCodebook:
         per = num_sub_vectors * (1 << nbits)
         if num_sub_vectors < 1 or len(values) % per:
             raise CorruptFileError(f"PQ codebook of {len(values)} values for {num_sub_vectors} sub-vectors")
-        return cls(values.reshape(num_sub_vectors, 1 << nbits, len(values) // per), nbits, transposed, metric)
+        return cls(values.reshape(num_sub_vectors, 1 << nbits, len(values) // per), nbits, transposed, metric,
+                   np.dtype(codebook.dtype))
 
     @functools.cached_property
     def _columns(self) -> list[np.ndarray]:
@@ -62,7 +64,10 @@ class PqCodebook:
 
     def tables(self, queries: np.ndarray) -> np.ndarray:
         """The (queries, num_sub_vectors, 2**nbits) lookup tables of queries (or residuals)."""
-        sub = np.asarray(queries, dtype=np.float32).reshape(len(queries), self.num_sub_vectors, 1, -1)
+        queries = np.asarray(queries)
+        if self.stored == np.float16:  # pylance measures a float16 index in float16 values
+            queries = queries.astype(np.float16)
+        sub = queries.astype(np.float32).reshape(len(queries), self.num_sub_vectors, 1, -1)
         # summed term by term over the few values of a sub-vector, in order (as pylance; a
         # reduction over a short last axis is slow in numpy)
         total = np.zeros((len(queries), self.num_sub_vectors, self.centroids.shape[1]), dtype=np.float32)
