@@ -1,5 +1,6 @@
-"""The ``nearest`` step of a scan (a :class:`~lance_format.dataset.scan.plan.SearchStep`): exact
-(flat) k-nearest-neighbour search with pylance's parameters, results and error texts.
+"""The ``nearest`` step of a scan (a :class:`~lance_format.dataset.scan.plan.SearchStep`):
+k-nearest-neighbour search, exact (flat) or through a pylance vector index, with pylance's
+parameters, results and error texts.
 
 How it runs (:meth:`VectorSearch.run`):
 
@@ -14,14 +15,17 @@ How it runs (:meth:`VectorSearch.run`):
 3. the outer executor applies offset and limit, then projects.
 
 ``k`` defaults to the limit, else 10 (pylance's); ``distance_range=(lower, upper)`` keeps
-distances in ``[lower, upper)`` before the top k. A pylance-built IVF_FLAT l2 index
-(:mod:`.ivf`) is probed when ``use_index`` (the default) and an explicit ``nprobes`` ask for it
-(no prefilter, no stable row ids; each query of a batch probes its own): the ``nprobes`` nearest partitions answer for the
-fragments it covers, the others are searched flat, as pylance does, with pylance's results.
-Every other case (IVF_PQ and the other index kinds, adaptive probing without ``nprobes``) is
-searched flat: exact, so its recall (1.0) is at least pylance's. ``refine_factor`` and ``ef``
-are checked as pylance checks them and otherwise have no effect. ``fast_search`` searches, as pylance's, only the
-fragments a vector index of the column covers (none without an index), exactly.
+distances in ``[lower, upper)`` before the top k. With ``use_index`` (the default) a pylance-built
+vector index of the column (IVF_FLAT, IVF_PQ, IVF_SQ, IVF_HNSW_SQ, IVF_HNSW_PQ; :mod:`.ivf`)
+answers for the fragments it covers, each query probing its own partitions with pylance's
+``nprobes`` / ``minimum_nprobes`` / ``maximum_nprobes`` / ``search_effort`` and ``refine_factor``;
+the other fragments are searched flat and merged (the index's best rows then re-measured exactly,
+as pylance does). Without a metric the index's own metric is used; an index of another metric,
+or of a kind not read here, leaves the search flat (exact). ``prefilter=True`` restricts the
+index's rows to those passing the filter (a scan of the filter's columns over the indexed
+fragments); deleted rows never count. ``ef`` is accepted: HNSW partitions are measured whole,
+never worse than the graph. ``fast_search`` searches, as pylance's, only the fragments a vector
+index of the column covers (none without an index).
 """
 
 from __future__ import annotations
