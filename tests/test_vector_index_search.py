@@ -246,3 +246,8 @@ def test_float16_pq_and_delta_segments(tmp_path) -> None:
             nearest = {"column": "vec", "q": query, "k": 10} | params
             _assert_same(*_both(uri, nearest=nearest, with_row_id=True))
             _assert_same(*_both(delta, nearest=nearest, with_row_id=True))
+    ds = lance.dataset(uri)
+    chosen = ds.get_fragments()[:1]
+    found = ds.to_table(nearest={"column": "vec", "q": VECTORS[0], "k": 5}, fragments=chosen, filter="id >= 0",
+                        prefilter=True)  # a prefilter read from the files allows chosen fragments (as pylance)
+    assert found.num_rows == 5 and found["id"][0].as_py() == 0
