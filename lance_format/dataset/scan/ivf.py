@@ -166,22 +166,27 @@ def _normalized(metric: str, query: np.ndarray) -> np.ndarray:
     return q / norm if norm else q
 
 
-def partition_distances(segment: VectorIndexSegment, query: np.ndarray, partitions: np.ndarray, codes: np.ndarray,
-                        which: np.ndarray) -> np.ndarray:
-    """Distances, as pylance reports them, of the codes of ``partitions`` (row ``i`` in
-    ``partitions[which[i]]``) to a (normalized) query: vectorized over all of them."""
+def block_distances(segment: VectorIndexSegment, query: np.ndarray, partitions: np.ndarray,
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(row ids, distances as pylance reports them) of every row of ``partitions``, in their
+    order, to a (normalized) query: vectorized per partition (PQ) or over all of them."""
     if segment.pq is not None:
+        pq = segment.pq
         if segment.metric in ("l2", "cosine"):  # residuals were coded: one table per partition
-            if segment.pq.stored == np.float16:  # residuals of float16 values, in float16
+            if pq.stored == np.float16:  # residuals of float16 values, in float16
                 residuals = query.astype(np.float16)[None, :] - segment.centroids[partitions].astype(np.float16)
             else:
                 residuals = query[None, :].astype(np.float32) - segment.centroids[partitions]
-            tables = segment.pq.tables(residuals)
-            return segment.pq.distances(tables, codes, which)
-        return segment.pq.distances(segment.pq.tables(query[None, :]), codes)
+            tables = pq.tables(residuals)
+        else:
+            tables = np.broadcast_to(pq.tables(query[None, :]), (len(partitions), *pq.centroids.shape[:2]))
+        pieces = [pq.distances(tables[i], segment.pq_codes(int(p))) for i, p in enumerate(partitions)]
+        distances = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+        return segment.row_ids(partitions), distances
+    ids, codes, _ = segment.partitions(partitions)
     if segment.sq is not None:
-        return segment.sq.distances(query, codes)
-    return exact(segment.metric, query, codes).astype(np.float32)
+        return ids, segment.sq.distances(query, codes)
+    return ids, exact(segment.metric, query, codes).astype(np.float32)
 
 
 RowFilter = Callable[[np.ndarray], tuple[np.ndarray | None, np.ndarray]]  # row ids -> (keep mask or None: all, addresses)
@@ -216,15 +221,12 @@ class AnnSearch:
                 # the first ``start`` partitions at once, then one at a time while rows are missing
                 block = order[rank:start] if rank < start else order[rank:rank + 1]
                 rank += len(block)
-                ids, codes, which = segment.partitions(block)
-                if not len(ids):
+                if not segment.lengths[block].any():
                     continue
+                ids, distances = block_distances(segment, q, block)
                 keep, addresses = row_filter(ids)
-                if keep is not None:
-                    if not keep.any():
-                        continue
-                    ids, codes, which, addresses = ids[keep], codes[keep], which[keep], addresses[keep]
-                distances = partition_distances(segment, q, block, codes, which)
+                if keep is not None:  # measured whole (vectorized), then the rows not searched dropped
+                    ids, distances, addresses = ids[keep], distances[keep], addresses[keep]
                 inside = ~np.isnan(distances) & (distances >= lower) & (distances < upper)
                 found += int(inside.sum())
                 pool.append((distances[inside], ids[inside], addresses[inside]))
@@ -302,4 +304,4 @@ def row_filter_for(dataset: LanceDataset, index: VectorIndex, fragments: Sequenc
     return keep
 
 
-__all__ = ["AnnParams", "AnnSearch", "VectorIndex", "partition_distances", "row_filter_for", "vector_index"]
+__all__ = ["AnnParams", "AnnSearch", "VectorIndex", "block_distances", "row_filter_for", "vector_index"]

@@ -103,25 +103,46 @@ class VectorIndexSegment:
                 codes = table.column(self.code_column).combine_chunks()
                 width = codes.type.list_size
                 values = np.asarray(codes.flatten().to_numpy(zero_copy_only=False))
-                matrix = values.reshape(len(codes), width)
-                if self.pq is not None and self.pq.transposed:
-                    # each partition's bytes are sub-vector major: un-transpose them once, here
-                    matrix = np.empty_like(matrix)
-                    for start, length in zip(self.offsets.tolist(), self.lengths.tolist()):
-                        block = values[start * width:(start + length) * width]
-                        matrix[start:start + length] = block.reshape(width, length).T
+                if self.pq is not None:
+                    # PQ codes kept sub-vector major, (code bytes, rows): a partition's bytes of
+                    # one sub-vector are then contiguous (pylance stores them so within each
+                    # partition when ``transposed``)
+                    matrix = np.empty((width, len(codes)), dtype=values.dtype)
+                    if self.pq.transposed:
+                        for start, length in zip(self.offsets.tolist(), self.lengths.tolist()):
+                            block = values[start * width:(start + length) * width]
+                            matrix[:, start:start + length] = block.reshape(width, length)
+                    else:
+                        matrix[:] = values.reshape(len(codes), width).T
+                else:
+                    matrix = values.reshape(len(codes), width)
                 self._storage.append((row_ids, np.ascontiguousarray(matrix)))
             return self._storage[0]
+
+    def row_ids(self, partitions: np.ndarray) -> np.ndarray:
+        """The row ids of the partitions, in their order."""
+        row_ids, _ = self._table()
+        return np.concatenate([row_ids[int(self.offsets[p]):int(self.offsets[p] + self.lengths[p])]
+                               for p in partitions]) if len(partitions) else row_ids[:0]
+
+    def pq_codes(self, partition: int) -> np.ndarray:
+        """A PQ partition's codes, sub-vector major: (code bytes, rows)."""
+        _, codes = self._table()
+        start = int(self.offsets[partition])
+        return codes[:, start:start + int(self.lengths[partition])]
 
     def partition(self, partition: int) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, codes) of one partition: codes are (rows, dim) vectors (FLAT), (rows,
         code bytes) (PQ, un-transposed) or (rows, dim) bytes (SQ)."""
         row_ids, codes = self._table()
         start, length = int(self.offsets[partition]), int(self.lengths[partition])
+        if self.pq is not None:
+            return row_ids[start:start + length], codes[:, start:start + length].T
         return row_ids[start:start + length], codes[start:start + length]
 
     def partitions(self, partitions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(row ids, codes, each row's position in ``partitions``) of several partitions."""
+        """(row ids, codes, each row's position in ``partitions``) of several FLAT or SQ
+        partitions (PQ: :meth:`pq_codes`)."""
         row_ids, codes = self._table()
         starts, lengths = self.offsets[partitions], self.lengths[partitions]
         if len(partitions) == 1:

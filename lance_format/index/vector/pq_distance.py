@@ -79,22 +79,18 @@ class PqCodebook:
                 total += diff * diff
         return (np.float32(1) - total) if self.metric == "dot" else total
 
-    def unpack(self, codes: np.ndarray) -> np.ndarray:
-        """(rows, num_sub_vectors) centroid numbers of stored (rows, code_width) codes."""
+    def distances(self, table: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """float32 distances of one partition's codes, sub-vector major ((code bytes, rows)),
+        through one query's (num_sub_vectors, 2**nbits) ``table``: a gather of each sub-vector's
+        contiguous codes, summed in sub-vector order (as pylance)."""
+        total = np.zeros(codes.shape[1], dtype=np.float32)
         if self.nbits == 8:
-            return codes
-        low, high = codes & 0x0F, codes >> 4
-        return np.stack([low, high], axis=2).reshape(len(codes), -1)
-
-    def distances(self, tables: np.ndarray, codes: np.ndarray, which: np.ndarray | None = None) -> np.ndarray:
-        """float32 distances of (rows, code_width) codes, row ``i`` through ``tables[which[i]]``
-        (one gather of the flattened tables)."""
-        per_table = self.num_sub_vectors * tables.shape[-1]
-        offsets = np.arange(self.num_sub_vectors, dtype=np.int32) * tables.shape[-1]
-        numbers = self.unpack(codes) + offsets  # int32: the flat table's positions
-        if which is not None and len(tables) > 1:
-            numbers += (which.astype(np.int32) * per_table)[:, None]
-        total = np.take(tables.reshape(-1), numbers).sum(axis=1, dtype=np.float32)
+            for m in range(self.num_sub_vectors):
+                total += table[m].take(codes[m])
+        else:  # two 4-bit codes a byte: the low nibble first
+            for b in range(codes.shape[0]):
+                total += table[2 * b].take(codes[b] & 0x0F)
+                total += table[2 * b + 1].take(codes[b] >> 4)
         if self.metric == "dot":
             total -= np.float32(self.num_sub_vectors - 1)
         return total
