@@ -114,6 +114,7 @@ class VectorIndexSegment:
                             matrix[:, start:start + length] = block.reshape(width, length)
                     else:
                         matrix[:] = values.reshape(len(codes), width).T
+                    matrix = self.pq.positions(matrix)
                 else:
                     matrix = values.reshape(len(codes), width)
                 self._storage.append((row_ids, np.ascontiguousarray(matrix)))
@@ -126,7 +127,8 @@ class VectorIndexSegment:
                                for p in partitions]) if len(partitions) else row_ids[:0]
 
     def pq_codes(self, partition: int) -> np.ndarray:
-        """A PQ partition's codes, sub-vector major: (code bytes, rows)."""
+        """A PQ partition's codes as positions in a flattened lookup table (sub-vector ``m``'s
+        code ``c`` at ``m * 2**nbits + c``), sub-vector major: (num_sub_vectors, rows)."""
         _, codes = self._table()
         start = int(self.offsets[partition])
         return codes[:, start:start + int(self.lengths[partition])]
@@ -136,8 +138,9 @@ class VectorIndexSegment:
         code bytes) (PQ, un-transposed) or (rows, dim) bytes (SQ)."""
         row_ids, codes = self._table()
         start, length = int(self.offsets[partition]), int(self.lengths[partition])
-        if self.pq is not None:
-            return row_ids[start:start + length], codes[:, start:start + length].T
+        if self.pq is not None:  # the centroid numbers, (rows, num_sub_vectors)
+            per = np.arange(self.pq.num_sub_vectors)[:, None] << self.pq.nbits
+            return row_ids[start:start + length], (codes[:, start:start + length] - per).T
         return row_ids[start:start + length], codes[start:start + length]
 
     def partitions(self, partitions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

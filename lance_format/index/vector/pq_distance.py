@@ -79,18 +79,23 @@ class PqCodebook:
                 total += diff * diff
         return (np.float32(1) - total) if self.metric == "dot" else total
 
-    def distances(self, table: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        """float32 distances of one partition's codes, sub-vector major ((code bytes, rows)),
-        through one query's (num_sub_vectors, 2**nbits) ``table``: a gather of each sub-vector's
-        contiguous codes, summed in sub-vector order (as pylance)."""
-        total = np.zeros(codes.shape[1], dtype=np.float32)
-        if self.nbits == 8:
-            for m in range(self.num_sub_vectors):
-                total += table[m].take(codes[m])
-        else:  # two 4-bit codes a byte: the low nibble first
-            for b in range(codes.shape[0]):
-                total += table[2 * b].take(codes[b] & 0x0F)
-                total += table[2 * b + 1].take(codes[b] >> 4)
+    def positions(self, codes: np.ndarray) -> np.ndarray:
+        """Stored codes, sub-vector major ((code bytes, rows)), as positions in a flattened
+        lookup table: (num_sub_vectors, rows), sub-vector ``m``'s code ``c`` at ``m * 2**nbits +
+        c`` (int16: a search is then one gather per partition)."""
+        if self.nbits == 4:  # two codes a byte: the low nibble first
+            codes = np.stack([codes & 0x0F, codes >> 4], axis=1).reshape(-1, codes.shape[1])
+        width = 1 << self.nbits
+        dtype = np.int16 if self.num_sub_vectors * width <= np.iinfo(np.int16).max else np.int32
+        positions: np.ndarray = codes.astype(dtype)
+        positions += (np.arange(self.num_sub_vectors, dtype=dtype) * width)[:, None]
+        return positions
+
+    def distances(self, table: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """float32 distances of one partition's codes (:meth:`positions`) through one query's
+        (num_sub_vectors, 2**nbits) ``table``: one gather, summed in sub-vector order (as
+        pylance)."""
+        total = table.reshape(-1).take(positions).sum(axis=0, dtype=np.float32)
         if self.metric == "dot":
             total -= np.float32(self.num_sub_vectors - 1)
         return total
