@@ -67,11 +67,25 @@ def _both(uri: str, **scan) -> tuple[pa.Table, pa.Table]:
     return lance.dataset(uri).to_table(**scan), pylance.dataset(uri).to_table(**scan)
 
 
-def _assert_same(ours: pa.Table, theirs: pa.Table) -> None:
-    assert ours.column("_rowid").to_pylist() == theirs.column("_rowid").to_pylist()
+def _assert_same(ours: pa.Table, theirs: pa.Table, graph: bool = False) -> None:
+    """The same rows and distances; where the rows differ, only as pylance's own search can
+    differ from an exact one: rows tied at the k-th distance (pylance keeps any of them) or,
+    ``graph`` (HNSW, whose graph walk may miss rows our whole-partition scan finds), most rows."""
+    ids_ours, ids_theirs = ours.column("_rowid").to_pylist(), theirs.column("_rowid").to_pylist()
     d_ours, d_theirs = ours.column("_distance").to_numpy(), theirs.column("_distance").to_numpy()
     scale = max(1.0, float(np.abs(d_theirs).max())) if len(d_theirs) else 1.0
-    np.testing.assert_allclose(d_ours, d_theirs, rtol=0, atol=1e-5 * scale)
+    if ids_ours == ids_theirs:
+        np.testing.assert_allclose(d_ours, d_theirs, rtol=0, atol=1e-5 * scale)
+        return
+    assert len(ids_ours) == len(ids_theirs)
+    mine = dict(zip(ids_ours, d_ours))
+    common = [i for i in ids_theirs if i in mine]
+    np.testing.assert_allclose([mine[i] for i in common], [d for i, d in zip(ids_theirs, d_theirs) if i in mine],
+                               rtol=0, atol=1e-5 * scale)
+    if graph:
+        assert len(common) >= 0.7 * len(ids_theirs), (ids_ours, ids_theirs)
+    else:  # ties: the same distances, other rows
+        np.testing.assert_allclose(d_ours, d_theirs, rtol=0, atol=1e-5 * scale)
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -84,7 +98,7 @@ def test_probed_partitions_answer_as_pylance(indexed, index_type: str, metric: s
     for query in _queries(4, 1):
         for params in ({"nprobes": PARTITIONS}, {"nprobes": 2}, {"nprobes": 3, "refine_factor": 3}):
             nearest = {"column": "vec", "q": query, "k": 10} | params
-            _assert_same(*_both(uri, nearest=nearest, with_row_id=True))
+            _assert_same(*_both(uri, nearest=nearest, with_row_id=True), graph="HNSW" in index_type)
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -132,20 +146,21 @@ def test_appends_deletes_and_filters(tmp_path, index_type: str, metric: str, ver
     pylance.write_dataset(_table(_clustered(500, 9), ROWS), uri, mode="append")  # not indexed: searched flat
     pylance.dataset(uri).delete("id % 7 = 0 OR email = 'user5@example.org'")
     deleted = set(pylance.dataset(uri).to_table(columns=["id"])["id"].to_pylist()) ^ set(range(ROWS + 500))
+    graph = "HNSW" in index_type
     for query in _queries(3, 4):
         for params in ({"nprobes": PARTITIONS}, {"nprobes": 2}, {"nprobes": 3, "refine_factor": 2}):
             nearest = {"column": "vec", "q": query, "k": 10} | params
             ours, theirs = _both(uri, nearest=nearest, with_row_id=True)
-            _assert_same(ours, theirs)
+            _assert_same(ours, theirs, graph)
             assert not set(ours["id"].to_pylist()) & deleted
             for prefilter in (True, False):
                 scan = {"nearest": nearest, "filter": "category = 'blog' AND id > 300", "prefilter": prefilter,
                         "with_row_id": True}
                 ours, theirs = _both(uri, **scan)
-                _assert_same(ours, theirs)
+                _assert_same(ours, theirs, graph)
                 assert set(ours["category"].to_pylist()) <= {"blog"}
             ours, theirs = _both(uri, nearest=nearest, fast_search=True, with_row_id=True)  # the index alone
-            _assert_same(ours, theirs)
+            _assert_same(ours, theirs, graph)
             assert max(ours["id"].to_pylist()) < ROWS
 
 
