@@ -47,6 +47,7 @@ _LAZY = {
     "CleanupExplanation": "lance_format.dataset.maintenance.cleanup",
     "ScannerBuilder": "lance_format.dataset.scanner_builder",
     "_coerce_query_vector": "lance_format.dataset.scan.search",
+    "VectorIndexReader": "lance_format.dataset.vector_index_reader",
     **dict.fromkeys(("AlterColumn", "DatasetStats", "DeleteResult", "UpdateResult", "ExecuteResult", "Tag", "Branch",
                      "Version", "VersionRef", "serialize_row_addrs"), "lance_format.dataset.result_types"),
 }

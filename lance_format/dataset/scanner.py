@@ -74,6 +74,11 @@ class LanceScanner(ArrowScannerBase):
         if self._full_text is not None and (order_by or fragments is not None):
             raise UnsupportedFeatureError("full_text_query with order_by or fragments is not supported yet",
                                           table=dataset.uri)
+        if (options.get("nearest") is not None and fragments is not None
+                and not (options.get("prefilter") is True and filter is not None)):
+            # pylance's refusal, its words (a prefilter read from the files allows chosen fragments)
+            raise InvalidInputError("Not supported: This operation is not supported for fragment scan",
+                                    table=dataset.uri)
         self._fts_args: dict[str, Any] = dict(
             columns=columns, limit=limit, offset=offset or 0, filter=filter, prefilter=bool(options.get("prefilter")),
             with_row_id=with_row_id, with_row_address=with_row_address)

@@ -38,7 +38,7 @@ from pyroaring import BitMap
 
 from lance_format.dataset.arguments import column_names
 from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
-from lance_format.dataset.scan.ivf import ivf_flat_index
+from lance_format.dataset.scan.ivf import AnnSearch, vector_index
 from lance_format.dataset.scan.search import DISTANCE, QUERY_INDEX, vector_search
 from lance_format.dataset.scan_options import (
     ROW_OFFSET,
@@ -340,15 +340,21 @@ def plan_scan(
         fast = options.get("fast_search") is True or (isinstance(nearest, Mapping) and nearest.get("fast_search") is True)
         if fast:
             searched = _indexed_fragments(dataset, search.column, fragments)
-        ivf = None
-        if (search.use_index and search.nprobes is not None and search.metric == "l2"
-                and not (search.prefilter and condition is not None) and not dataset.has_stable_row_ids):
-            ivf = ivf_flat_index(dataset, search.column)
-        if ivf is not None:  # the index answers for its fragments, a flat search for the others
-            chosen = list(dataset.get_fragments() if searched is None else searched)
-            searched = [f for f in chosen if (f.fragment if isinstance(f, FragmentRange) else f).fragment_id
-                        not in ivf.fragments]
-            search = replace(search, index=ivf)
+        chosen = list(dataset.get_fragments() if searched is None else searched)
+        ranged = any(isinstance(f, FragmentRange) and f.row_range is not None for f in chosen)
+        vector = (vector_index(dataset, search.column, search.metric if search.metric_given else None)
+                 if search.use_index and not ranged else None)
+        if vector is not None:  # the index answers for its fragments, a flat search for the others
+            ids = [(f.fragment if isinstance(f, FragmentRange) else f).fragment_id for f in chosen]
+            indexed = tuple(fid for fid in ids if fid in vector.fragments)
+            searched = [f for f, fid in zip(chosen, ids) if fid not in vector.fragments]
+            mask = None
+            if search.prefilter and condition is not None and indexed:
+                mask = plan_scan(dataset, columns=[], filter=condition, with_row_address=True,
+                                 fragments=[f for f, fid in zip(chosen, ids) if fid in vector.fragments],
+                                 options={k: v for k, v in options.items() if k != "prefilter"})
+            search = replace(search, metric=vector.metric, ann=AnnSearch(vector, search.params, vector.metric),
+                             ann_fragments=indexed, mask=mask)
         candidates = plan_scan(dataset, columns=[search.column], filter=condition if search.prefilter else None,
                                with_row_id=True, with_row_address=True, batch_size=batch_size, fragments=searched,
                                options={k: v for k, v in options.items() if k != "prefilter"})

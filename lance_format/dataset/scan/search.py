@@ -1,5 +1,6 @@
-"""The ``nearest`` step of a scan (a :class:`~lance_format.dataset.scan.plan.SearchStep`): exact
-(flat) k-nearest-neighbour search with pylance's parameters, results and error texts.
+"""The ``nearest`` step of a scan (a :class:`~lance_format.dataset.scan.plan.SearchStep`):
+k-nearest-neighbour search, exact (flat) or through a pylance vector index, with pylance's
+parameters, results and error texts.
 
 How it runs (:meth:`VectorSearch.run`):
 
@@ -14,14 +15,17 @@ How it runs (:meth:`VectorSearch.run`):
 3. the outer executor applies offset and limit, then projects.
 
 ``k`` defaults to the limit, else 10 (pylance's); ``distance_range=(lower, upper)`` keeps
-distances in ``[lower, upper)`` before the top k. A pylance-built IVF_FLAT l2 index
-(:mod:`.ivf`) is probed when ``use_index`` (the default) and an explicit ``nprobes`` ask for it
-(no prefilter, no stable row ids; each query of a batch probes its own): the ``nprobes`` nearest partitions answer for the
-fragments it covers, the others are searched flat, as pylance does, with pylance's results.
-Every other case (IVF_PQ and the other index kinds, adaptive probing without ``nprobes``) is
-searched flat: exact, so its recall (1.0) is at least pylance's. ``refine_factor`` and ``ef``
-are checked as pylance checks them and otherwise have no effect. ``fast_search`` searches, as pylance's, only the
-fragments a vector index of the column covers (none without an index), exactly.
+distances in ``[lower, upper)`` before the top k. With ``use_index`` (the default) a pylance-built
+vector index of the column (IVF_FLAT, IVF_PQ, IVF_SQ, IVF_HNSW_SQ, IVF_HNSW_PQ; :mod:`.ivf`)
+answers for the fragments it covers, each query probing its own partitions with pylance's
+``nprobes`` / ``minimum_nprobes`` / ``maximum_nprobes`` / ``search_effort`` and ``refine_factor``;
+the other fragments are searched flat and merged (the index's best rows then re-measured exactly,
+as pylance does). Without a metric the index's own metric is used; an index of another metric,
+or of a kind not read here, leaves the search flat (exact). ``prefilter=True`` restricts the
+index's rows to those passing the filter (a scan of the filter's columns over the indexed
+fragments); deleted rows never count. ``ef`` is accepted: HNSW partitions are measured whole,
+never worse than the graph. ``fast_search`` searches, as pylance's, only the fragments a vector
+index of the column covers (none without an index).
 """
 
 from __future__ import annotations
@@ -34,12 +38,13 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.dataset.fragment import ROW_ADDRESS
-from lance_format.dataset.scan.knn import METRICS, TopK, vector_matrix
+from lance_format.dataset.scan.ivf import AnnParams, row_filter_for
+from lance_format.dataset.scan.knn import METRICS, TopK, exact, vector_matrix
 from lance_format.errors import ArgumentTypeError, InvalidInputError, LanceError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
     from lance_format.dataset.scan.executor import ScanExecutor
-    from lance_format.dataset.scan.ivf import IvfFlatIndex
+    from lance_format.dataset.scan.ivf import AnnSearch
     from lance_format.dataset.scan.plan import ScanPlan
     from lance_format.schema import LanceSchema
 
@@ -63,9 +68,12 @@ class VectorSearch:
     metric: str
     prefilter: bool
     distance_range: tuple[float | None, float | None] = (None, None)  # [lower, upper): distances kept
-    nprobes: int | None = None
+    params: AnnParams = AnnParams()
     use_index: bool = True
-    index: IvfFlatIndex | None = None  # probed for the fragments it covers (candidates: the others)
+    metric_given: bool = True  # False: an index's own metric is used (as pylance)
+    ann: AnnSearch | None = None  # the index search for the fragments it covers (candidates: the others)
+    ann_fragments: tuple[int, ...] = ()  # the scanned fragments the index answers for
+    mask: ScanPlan | None = None  # the prefilter's passing rows (_rowaddr) of ``ann_fragments``
     candidates: ScanPlan | None = None  # reads the vector column, _rowid and _rowaddr (and the prefilter)
 
     def describe(self) -> str:
@@ -78,9 +86,9 @@ class VectorSearch:
         lines = [] if self.batch else [f"FilterExec: {DISTANCE} IS NOT NULL",
                                        f"SortExec: TopK(fetch={self.k}), expr=[{DISTANCE} ASC NULLS LAST, "
                                        "_rowid ASC NULLS LAST]"]
-        if self.index is not None:
-            lines.append(f"ANNIvfPartition: name={self.index.name}, nprobes={self.nprobes}, IVF_FLAT over fragments "
-                         f"{sorted(self.index.fragments)}; the other fragments searched flat:")
+        if self.ann is not None:
+            lines += self.ann.explain_lines(self.k)
+            lines.append(f"(fragments {list(self.ann_fragments)} from the index; the others searched flat:)")
         return lines + [self.describe()]
 
     def run(self, executor: ScanExecutor) -> Iterator[pa.RecordBatch]:
@@ -99,7 +107,7 @@ class VectorSearch:
             ids = np.asarray(batch.column("_rowid").to_numpy(zero_copy_only=False))[rows]
             addresses = np.asarray(batch.column(ROW_ADDRESS).to_numpy(zero_copy_only=False))[rows]
             top.add(matrix, ids.astype(np.uint64), addresses.astype(np.uint64))
-        if self.index is not None:
+        if self.ann is not None:
             self._probe(executor, top)
         distances = np.concatenate([b.distances for b in top.best])
         addresses = np.concatenate([b.addresses for b in top.best])
@@ -116,25 +124,46 @@ class VectorSearch:
             yield taken
 
     def _probe(self, executor: ScanExecutor, top: TopK) -> None:
-        """Merge into ``top`` each query's rows of the index partitions it probes (live rows of
-        the scanned fragments only)."""
-        assert self.index is not None and self.nprobes is not None  # planned together
+        """Merge into ``top`` each query's best rows of the index (live rows of the scanned,
+        covered fragments; those passing the filter with a prefilter)."""
+        from lance_format.dataset.scan.executor import ScanExecutor  # the executor runs this step
+
+        assert self.ann is not None  # planned with ann_fragments
         scanned = {part.fragment.fragment_id: part.fragment for part in executor.plan.fragments}
-        live = {fid: f.live_offsets() for fid, f in scanned.items() if fid in self.index.fragments}
-        dim = self.queries.shape[1]
+        live = {fid: (scanned[fid].live_offsets() if scanned[fid].deletion_file() else None)
+                for fid in self.ann_fragments}
+        allowed = None
+        if self.mask is not None:  # the prefilter: offsets of the passing rows, per fragment
+            inner = ScanExecutor(executor.dataset, self.mask, executor.counts)
+            found = [np.asarray(b.column(ROW_ADDRESS).to_numpy(zero_copy_only=False), dtype=np.uint64)
+                     for b in inner.rows()]
+            passing = np.sort(np.concatenate(found)) if found else np.zeros(0, np.uint64)
+            owners = passing >> np.uint64(32)
+            allowed = {fid: passing[owners == np.uint64(fid)] & np.uint64(0xFFFFFFFF) for fid in self.ann_fragments}
+        vectors = executor.dataset.lance_schema.project([self.column])
+        rerank = self.candidates is not None and bool(self.candidates.fragments)  # unindexed fragments searched too
+        row_filter = row_filter_for(executor.dataset, self.ann.index, self.ann_fragments, allowed, live)
         for i, query in enumerate(self.queries):
-            single = TopK(self.metric, self.queries[i:i + 1], self.k, self.distance_range)
-            for batch in self.index.rows(self.index.partitions(query, self.nprobes)):
-                ids = np.asarray(batch.column("_rowid").to_numpy(zero_copy_only=False)).astype(np.uint64)
-                fragment_ids = ids >> np.uint64(32)
-                keep = np.zeros(len(ids), dtype=bool)
-                for fid, offsets in live.items():  # a few fragments: a mask each, vectorized
-                    mine = fragment_ids == np.uint64(fid)
-                    keep[mine] = np.isin(ids[mine] & np.uint64(0xFFFFFFFF), offsets)
-                matrix, rows = vector_matrix(batch.column("flat").filter(pa.array(keep)), dim)
-                kept = ids[keep][rows]
-                single.add(matrix.astype(self.queries.dtype, copy=False), kept, kept)
-            top.merge(i, single.best[0])
+            refine = ((lambda addresses, q=query: self._exact(scanned, vectors, q, addresses))
+                      if self.params.refine_factor or rerank else None)
+            top.merge(i, self.ann.search(query, self.k, row_filter, self.distance_range, refine))
+
+    def _exact(self, fragments: Mapping[int, Any], vectors: LanceSchema, query: np.ndarray, addresses: np.ndarray,
+               ) -> np.ndarray:
+        """Exact distances of the vectors at ``addresses`` (read from the table) to ``query``."""
+        distances = np.full(len(addresses), np.nan)
+        if not len(addresses):
+            return distances
+        owners = addresses >> np.uint64(32)
+        dim = self.queries.shape[1]
+        for fid in np.unique(owners):
+            at = np.flatnonzero(owners == fid)
+            fragment = fragments[int(fid)]
+            batch = fragment.take_physical(vectors, [],
+                                           addresses[at] & np.uint64(0xFFFFFFFF))
+            matrix, rows = vector_matrix(batch.column(0), dim)
+            distances[at[rows]] = exact(self.metric, query, matrix.astype(self.queries.dtype, copy=False))
+        return distances
 
     @staticmethod
     def _take(executor: ScanExecutor, addresses: np.ndarray) -> pa.RecordBatch:
@@ -219,6 +248,22 @@ def _check_positive(name: str, value: Any, minimum: int, message: str, table: st
         raise InvalidInputError(message.format(value), table=table)
 
 
+def _ann_params(nearest: Mapping[str, Any]) -> AnnParams:
+    """pylance's probing parameters: ``nprobes`` fixes the partitions probed (minimum = maximum);
+    else ``minimum_nprobes`` (default 1) to ``maximum_nprobes`` (default all) with the
+    ``search_effort`` budget."""
+    def number(key: str) -> int | None:
+        value = nearest.get(key)
+        return int(value) if value is not None else None
+
+    effort = nearest.get("search_effort")
+    if effort is not None and not 0 <= float(effort) <= 1:
+        raise InvalidInputError(f"search_effort must be a finite value in [0, 1], got {effort}")
+    return AnnParams(minimum_nprobes=number("minimum_nprobes") or 1, maximum_nprobes=number("maximum_nprobes") or None,
+                     start_nprobes=number("nprobes") or None, search_effort=None if effort is None else float(effort),
+                     refine_factor=number("refine_factor"), ef=number("ef"))
+
+
 def vector_search(nearest: Mapping[str, Any], schema: LanceSchema, *, limit: int | None, prefilter: bool,
                   table: str) -> VectorSearch:
     """A :class:`VectorSearch` for pylance's ``nearest`` dict, checked as pylance checks it (its
@@ -279,7 +324,7 @@ def vector_search(nearest: Mapping[str, Any], schema: LanceSchema, *, limit: int
         queries = queries.astype(np.float32)  # float16 vectors are measured in float32
     return VectorSearch(column=field.name, queries=queries, batch=batch,
                         k=int(k) if k is not None else (limit if limit else 10), metric=metric,
-                        prefilter=prefilter, nprobes=int(nearest["nprobes"]) if nearest.get("nprobes") else None,
+                        prefilter=prefilter, params=_ann_params(nearest), metric_given=name is not None,
                         use_index=nearest.get("use_index", True) is not False, distance_range=tuple(distance_range) if distance_range else (None, None))
 
 

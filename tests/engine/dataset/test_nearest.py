@@ -329,7 +329,7 @@ def test_pylance_ivf_flat_index_probed_as_pylance(tmp_path) -> None:
     assert ours.column("query_index").to_pylist() == theirs.column("query_index").to_pylist()
     _assert_same(ours, theirs)
     text = lance.dataset(uri).scanner(nearest={"column": "vec", "q": vectors[0], "k": 5, "nprobes": 2}).explain_plan()
-    assert "ANNIvfPartition: name=vec_idx, nprobes=2" in text
+    assert "ANNSubIndex: name=vec_idx" in text and "minimum_nprobes=2, maximum_nprobes=Some(2)" in text
 
 
 def test_many_queries_are_measured_a_chunk_at_a_time(embeddings, monkeypatch) -> None:
