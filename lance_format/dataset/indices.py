@@ -280,8 +280,20 @@ class IndexMethods(DatasetMixin):
                      metric: str = "L2", replace: bool = False, *args: Any, train: bool = True,
                      fragment_ids: list[int] | None = None, index_uuid: str | None = None,
                      **kwargs: Any) -> None:
-        """pylance's ``create_index``: here for scalar index types (vector indices are not built by
-        this engine: :class:`UnsupportedFeatureError`)."""
+        """pylance's ``create_index``: scalar index types, and the vector types IVF_FLAT, IVF_PQ and
+        IVF_SQ (:mod:`lance_format.dataset.index_vector`) with pylance's parameters
+        (``num_partitions``, ``num_sub_vectors``, ``num_bits``, ``sample_rate``, ``max_iters``,
+        ``ivf_centroids``, ``pq_codebook``, ``target_partition_size``, ``accelerator``...)."""
+        from lance_format.dataset.index_vector import create_vector_index, is_vector_type
+
+        if is_vector_type(index_type):
+            if args:
+                kwargs = {**dict(zip(("num_partitions", "ivf_centroids", "pq_codebook", "num_sub_vectors",
+                                      "accelerator"), args, strict=False)), **kwargs}
+            metric = kwargs.pop("distance_type", metric)
+            create_vector_index(self._as_dataset(), column, index_type, name, metric, replace=replace,
+                                fragment_ids=fragment_ids, index_uuid=index_uuid, kwargs=kwargs)
+            return
         if hasattr(index_type, "index_type") and hasattr(index_type, "parameters"):
             self.create_scalar_index(column, index_type, name, replace=replace, train=train,
                                      fragment_ids=fragment_ids, index_uuid=index_uuid)
