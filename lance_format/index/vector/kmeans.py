@@ -3,7 +3,7 @@
 Distances go through one BLAS matmul per chunk of rows (``|x|^2 - 2 x.c + |c|^2`` for l2,
 ``-x.c`` for dot), so the memory of an assignment is bounded by ``chunk x k`` floats, whatever
 the number of rows. Training follows pylance's defaults: random initial centroids drawn from the
-sample, Lloyd iterations until ``max_iters`` or until the mean distance changes by less than
+sample (k-means++ seeding up to 1024 clusters), Lloyd iterations until ``max_iters`` or until the mean distance changes by less than
 ``tolerance`` (1e-4, relative). ``dot`` trains spherical k-means (centroids normalized after each
 update, rows assigned by the largest inner product), as pylance's dot indices do; cosine callers
 normalize the rows first and train l2.
@@ -75,6 +75,26 @@ def _normalize(rows: np.ndarray) -> np.ndarray:
     return rows / np.where(norms == 0, 1, norms)
 
 
+def _plus_plus(x: np.ndarray, k: int, metric: str, rng: np.random.Generator) -> np.ndarray:
+    """k-means++ seeding on at most ``16 k`` rows: each next centroid drawn with probability
+    proportional to the squared distance to the nearest chosen one (one vectorized pass per
+    centroid), which avoids the split and merged clusters random seeding leaves behind."""
+    rows = x if len(x) <= 16 * k else x[rng.choice(len(x), size=16 * k, replace=False)]
+    chosen = np.empty((k, x.shape[1]), dtype=np.float32)
+    chosen[0] = rows[rng.integers(len(rows))]
+    nearest = ((rows - chosen[0]) ** 2).sum(axis=1)
+    for i in range(1, k):
+        total = float(nearest.sum())
+        pick = rng.choice(len(rows), p=nearest / total) if total > 0 else rng.integers(len(rows))
+        chosen[i] = rows[pick]
+        np.minimum(nearest, ((rows - chosen[i]) ** 2).sum(axis=1), out=nearest)
+    return chosen
+
+
+# above this many clusters seeding is random (k-means++ costs one pass per centroid)
+PLUS_PLUS_MAX_K = 1024
+
+
 def train(sample: np.ndarray, k: int, metric: str = "l2", *, max_iters: int = 50, seed: int | None = None,
           init: np.ndarray | None = None, tolerance: float = TOLERANCE) -> KMeans:
     """Train ``k`` centroids on ``sample`` (rows x dim). ``init`` starts from given centroids."""
@@ -85,6 +105,8 @@ def train(sample: np.ndarray, k: int, metric: str = "l2", *, max_iters: int = 50
     k = int(k)
     if init is not None:
         centroids = np.asarray(init, dtype=np.float32).copy()
+    elif len(x) >= k and k <= PLUS_PLUS_MAX_K:
+        centroids = _plus_plus(x, k, metric, rng)
     elif len(x) >= k:
         centroids = x[rng.choice(len(x), size=k, replace=False)].copy()
     else:  # fewer rows than clusters: every row a centroid, the rest copies (they stay empty)
@@ -108,8 +130,8 @@ def train(sample: np.ndarray, k: int, metric: str = "l2", *, max_iters: int = 50
         if np.isfinite(previous) and abs(previous - mean) <= tolerance * max(abs(previous), 1e-12):
             break
         previous = mean
-    _, dists = assign(x, centroids, metric)
-    return KMeans(np.ascontiguousarray(centroids, dtype=np.float32), float(dists.astype(np.float64).sum()))
+    # the loss is the last assignment's (one pass fewer than measuring the final centroids again)
+    return KMeans(np.ascontiguousarray(centroids, dtype=np.float32), loss)
 
 
 __all__ = ["KMeans", "assign", "train"]
