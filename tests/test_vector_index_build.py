@@ -289,3 +289,47 @@ def test_pq_and_sq_round_trip_closely() -> None:
     step = (scalar.end - scalar.start) / 255
     decoded = scalar.start + scalar.encode(x).astype(np.float64) * step
     assert np.abs(decoded - x).max() <= step * 1.0001
+
+
+# -- optimize_indices ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("index_type", "metric"), [("IVF_FLAT", "cosine"), ("IVF_PQ", "l2"), ("IVF_SQ", "dot")])
+def test_optimize_adds_appended_fragments_as_pylance_does(tmp_path, vectors, index_type, metric) -> None:
+    tail = _table(vectors[1500:]).set_column(0, "id", pa.array(np.arange(1500, ROWS)))
+    uris = {}
+    for who, module in (("ours", lance), ("pylance", pylance)):
+        uri = uris[who] = str(tmp_path / f"opt_{who}.lance")
+        pylance.write_dataset(_table(vectors[:1500]), uri)
+        module.dataset(uri).create_index("vec", index_type, **_params(index_type, metric))
+        pylance.write_dataset(tail, uri, mode="append")
+        # pylance 14.0.2 appends a delta segment on the index's centroids (its default rebalances
+        # small indices instead; this engine always appends)
+        module.dataset(uri).optimize.optimize_indices(num_indices_to_merge=0)
+    shapes = {}
+    for who, uri in uris.items():
+        described = pylance.dataset(uri).describe_indices()[0]
+        shapes[who] = [(list(s.fragment_ids), s.dataset_version_at_last_update) for s in described.segments]
+        stats = pylance.dataset(uri).stats.index_stats("vec_idx")
+        assert stats["num_unindexed_rows"] == 0 and stats["num_indexed_rows"] == ROWS
+        centroids = [s["centroids"] for s in stats["indices"]]
+        np.testing.assert_allclose(centroids[0], centroids[1])  # the delta reuses the centroids
+    assert shapes["ours"] == shapes["pylance"] == [([0], 1), ([1], 3)]
+    ds = pylance.dataset(uris["ours"])
+    for q in vectors[1800:1805]:  # the appended rows are found through the delta segment
+        found, exact = _ids(ds, q, metric, nprobes=PARTS), _ids(ds, q, metric, use_index=False)
+        assert len(set(found) & set(exact)) >= 4 and max(found) >= 1500
+
+
+def test_optimize_retrain_rebuilds_one_segment(tmp_path, vectors, queries) -> None:
+    uri = str(tmp_path / "retrain.lance")
+    pylance.write_dataset(_table(vectors[:1000]), uri)
+    lance.dataset(uri).create_index("vec", "IVF_FLAT", num_partitions=PARTS)
+    tail = _table(vectors[1000:]).set_column(0, "id", pa.array(np.arange(1000, ROWS)))
+    pylance.write_dataset(tail, uri, mode="append")
+    lance.dataset(uri).optimize.optimize_indices(retrain=True)
+    described = pylance.dataset(uri).describe_indices()[0]
+    assert [list(s.fragment_ids) for s in described.segments] == [[0, 1]]
+    assert pylance.dataset(uri).stats.index_stats("vec_idx")["indices"][0]["num_partitions"] == PARTS
+    ds = pylance.dataset(uri)
+    for q in queries[:5]:
+        assert _ids(ds, q, "l2", nprobes=PARTS) == _ids(ds, q, "l2", use_index=False)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.index_describe import catalog_of
+from lance_format.dataset.index_describe import catalog_of, field_paths
 from lance_format.dataset.mutations.base import Prepared, run_mutation, transaction_for
 from lance_format.errors import (
     ArgumentTypeError,
@@ -27,7 +27,7 @@ from lance_format.errors import (
     UnsupportedFeatureError,
 )
 from lance_format.index.metadata import new_index_metadata
-from lance_format.index.store import index_dir, index_file_version
+from lance_format.index.store import IndexStore, index_dir, index_file_version
 from lance_format.index.vector import ivf_build
 from lance_format.index.vector.ivf_build import normalize
 from lance_format.index.vector.params import (
@@ -38,6 +38,7 @@ from lance_format.index.vector.params import (
     VectorIndexParams,
     canonical_metric,
 )
+from lance_format.proto import index_pb2
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -266,4 +267,40 @@ def create_vector_index(ds: LanceDataset, column: str | list[str], index_type: s
     run_mutation(ds, prepare)
 
 
-__all__ = ["build_vector_segment", "create_vector_index", "is_vector_type"]
+
+
+def optimize_vector_segment(ds: LanceDataset, reference: Any, store: IndexStore, fragments: list[int], *,
+                            retrain: bool, written: list[str]) -> Any:
+    """A new segment of the vector index ``reference`` (an ``IndexMetadata``) over ``fragments``.
+
+    Without ``retrain`` the new rows are assigned to the index's centroids and encoded with its
+    quantizer (a delta segment, as pylance adds appended fragments); with ``retrain`` the index is
+    trained afresh over the fragments with its partition count and parameters."""
+    index_type, metric, trained = ivf_build.read_trained(store)
+    details = index_pb2.VectorIndexDetails()
+    details.ParseFromString(bytes(reference.index_details.value))
+    num_sub_vectors = details.pq.num_sub_vectors if details.HasField("pq") else None
+    num_bits = details.pq.num_bits if details.HasField("pq") else details.sq.num_bits if details.HasField("sq") else 8
+    hints = dict(details.runtime_hints)
+    kwargs: dict[str, Any] = {"num_partitions": len(trained.centroids), "num_sub_vectors": num_sub_vectors,
+                              "num_bits": num_bits or 8, "sample_rate": int(hints.get("lance.ivf.sample_rate", 256)),
+                              "max_iters": int(hints.get("lance.ivf.max_iters", 50))}
+    path = field_paths(ds)[reference.fields[0]]
+    if retrain:
+        return build_vector_segment(ds, path, index_type, reference.name, metric, fragment_ids=fragments,
+                                    segment_uuid=None, kwargs=kwargs, written=written)
+    name, lance_field, dim, element = _vector_field(ds, path)
+    params = _params(ds, name, dim, element, index_type, metric, kwargs)
+    uuid = str(uuid_mod.uuid4())
+    directory = index_dir(uuid)
+    written.extend(f"{directory}/{n}" for n in (ivf_build.AUX_FILE, ivf_build.INDEX_FILE))
+    files = ivf_build.write_index(ds.object_store, directory, index_file_version(ds.data_storage_version), dim=dim,
+                                  value_type=element, params=params, trained=trained,
+                                  batches=lambda: _stream(ds, name, fragments))
+    return new_index_metadata(index_uuid=uuid, name=reference.name, field_ids=list(reference.fields),
+                              dataset_version=ds.version, fragment_ids=fragments, type_url=VECTOR_TYPE_URL,
+                              details=bytes(reference.index_details.value), index_version=VECTOR_INDEX_VERSION,
+                              files=files)
+
+
+__all__ = ["build_vector_segment", "create_vector_index", "is_vector_type", "optimize_vector_segment"]

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.file.api import LanceFileWriter
+from lance_format.index.store import IndexStore
 from lance_format.index.vector import kmeans, pq, sq
 from lance_format.index.vector.params import VectorIndexParams
 from lance_format.io import ObjectStore
@@ -208,4 +209,37 @@ def write_index(store: ObjectStore, directory: str, file_version: str, *, dim: i
     return sorted([(AUX_FILE, int(aux.size_bytes or 0)), (INDEX_FILE, int(main.size_bytes or 0))])
 
 
-__all__ = ["AUX_FILE", "INDEX_FILE", "Trained", "normalize", "train", "write_index"]
+
+
+def read_trained(store: IndexStore) -> tuple[str, str, Trained]:
+    """``(index type, distance type, trained state)`` of an existing IVF segment (ours or
+    pylance's): its centroids, and its PQ codebook or SQ bounds, to encode new rows alike."""
+    main_meta = store.schema_metadata(INDEX_FILE)
+    kind = json.loads(main_meta.get("lance:index", "{}"))
+    main = index_pb2.IVF()
+    main.ParseFromString(bytes(store._reader(INDEX_FILE).read_global_buffer(int(main_meta["lance:ivf"]))))
+    tensor = main.centroids_tensor
+    centroids = np.frombuffer(tensor.data, dtype=_TENSOR_DTYPES[tensor.data_type]).reshape(list(tensor.shape))
+    storage_list = json.loads(store.schema_metadata(AUX_FILE).get("storage_metadata", "[]"))
+    storage = json.loads(storage_list[0]) if storage_list else {}
+    quantizer: pq.ProductQuantizer | sq.ScalarQuantizer | None = None
+    index_type = str(kind.get("type", "IVF_FLAT"))
+    if index_type == "IVF_PQ":
+        book = index_pb2.Tensor()
+        book.ParseFromString(bytes(store._reader(AUX_FILE).read_global_buffer(int(storage["codebook_position"]))))
+        m, bits = int(storage["num_sub_vectors"]), int(storage["nbits"])
+        raw = np.frombuffer(book.data, dtype=_TENSOR_DTYPES[book.data_type])
+        quantizer = pq.from_codebook(raw.reshape(m, 1 << bits, -1), bits)
+    elif index_type == "IVF_SQ":
+        bounds = storage["bounds"]
+        quantizer = sq.ScalarQuantizer(float(bounds["start"]), float(bounds["end"]), int(storage["num_bits"]))
+    elif index_type != "IVF_FLAT":
+        raise ValueError(f"{index_type} segments are not extended by this engine")
+    trained = Trained(np.ascontiguousarray(centroids, dtype=np.float32), None, quantizer)
+    return index_type, str(kind.get("distance_type", "l2")), trained
+
+
+_TENSOR_DTYPES = {index_pb2.Tensor.FLOAT16: "<f2", index_pb2.Tensor.FLOAT32: "<f4", index_pb2.Tensor.FLOAT64: "<f8"}
+
+
+__all__ = ["AUX_FILE", "INDEX_FILE", "Trained", "normalize", "read_trained", "train", "write_index"]
