@@ -75,7 +75,7 @@ def _normalize(rows: np.ndarray) -> np.ndarray:
     return rows / np.where(norms == 0, 1, norms)
 
 
-def _plus_plus(x: np.ndarray, k: int, metric: str, rng: np.random.Generator) -> np.ndarray:
+def seed_centroids(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """k-means++ seeding on at most ``16 k`` rows: each next centroid drawn with probability
     proportional to the squared distance to the nearest chosen one (one vectorized pass per
     centroid), which avoids the split and merged clusters random seeding leaves behind."""
@@ -106,7 +106,7 @@ def train(sample: np.ndarray, k: int, metric: str = "l2", *, max_iters: int = 50
     if init is not None:
         centroids = np.asarray(init, dtype=np.float32).copy()
     elif len(x) >= k and k <= PLUS_PLUS_MAX_K:
-        centroids = _plus_plus(x, k, metric, rng)
+        centroids = seed_centroids(x, k, rng)
     elif len(x) >= k:
         centroids = x[rng.choice(len(x), size=k, replace=False)].copy()
     else:  # fewer rows than clusters: every row a centroid, the rest copies (they stay empty)

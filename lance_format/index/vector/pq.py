@@ -35,12 +35,7 @@ class ProductQuantizer:
 
     def encode(self, x: np.ndarray) -> np.ndarray:
         """The (rows x m) uint8 codes of ``x``."""
-        m, _, width = self.codebook.shape
-        codes = np.empty((len(x), m), dtype=np.uint8)
-        for j in range(m):  # one vectorized assignment per sub-vector (m is small)
-            ids, _ = kmeans.assign(np.ascontiguousarray(x[:, j * width:(j + 1) * width]), self.codebook[j], "l2")
-            codes[:, j] = ids
-        return codes
+        return _encode_all(x, self.codebook)
 
     def tensor(self) -> bytes:
         """The serialized codebook ``Tensor`` (pylance's global buffer ``codebook_position``)."""
@@ -50,17 +45,78 @@ class ProductQuantizer:
         return message.SerializeToString()
 
 
+def _nearest_codes(x3: np.ndarray, books: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's nearest sub-centroid in every sub-space at once: ``x3`` (m x rows x width),
+    ``books`` (m x k x width); codes (m x rows) and ``|c|^2 - 2 x.c`` at them (the distance
+    less ``|x|^2``). The rows get a column of ones and the codebooks a row of ``|c|^2`` so that
+    one batched matmul yields the distances; chunks of rows keep the block cache-sized."""
+    m, rows, width = x3.shape
+    k = books.shape[1]
+    step = max(64, (1 << 20) // max(m * k, 1))
+    augmented = np.empty((m, width + 1, k), dtype=np.float32)
+    augmented[:, :width] = -2.0 * books.transpose(0, 2, 1)
+    augmented[:, width] = np.einsum("mkw,mkw->mk", books, books)
+    codes = np.empty((m, rows), dtype=np.int64)
+    best = np.empty((m, rows), dtype=np.float32)
+    x_aug = np.empty((m, step, width + 1), dtype=np.float32)
+    x_aug[:, :, width] = 1.0
+    for start in range(0, rows, step):
+        n = min(step, rows - start)
+        x_aug[:, :n, :width] = x3[:, start:start + n]
+        block = np.matmul(x_aug[:, :n], augmented)
+        found = block.argmin(axis=2)
+        codes[:, start:start + n] = found
+        best[:, start:start + n] = np.take_along_axis(block, found[:, :, None], axis=2)[:, :, 0]
+    return codes, best
+
+
 def train(sample: np.ndarray, num_sub_vectors: int, num_bits: int = 8, *, max_iters: int = 50,
           seed: int | None = None) -> ProductQuantizer:
-    """Train one k-means (``2**num_bits`` centroids, l2) per sub-vector slice of ``sample``."""
+    """Train the ``num_sub_vectors`` sub-codebooks (``2**num_bits`` centroids each, l2) together:
+    k-means++ seeding per sub-space, then Lloyd iterations batched over all sub-spaces until
+    ``max_iters`` or until the mean distance changes by less than the k-means tolerance."""
     x = np.ascontiguousarray(sample, dtype=np.float32)
-    width = x.shape[1] // num_sub_vectors
-    k = 1 << num_bits
-    books = np.empty((num_sub_vectors, k, width), dtype=np.float32)
-    for j in range(num_sub_vectors):
-        part = np.ascontiguousarray(x[:, j * width:(j + 1) * width])
-        books[j] = kmeans.train(part, k, "l2", max_iters=max_iters, seed=None if seed is None else seed + j).centroids
-    return ProductQuantizer(books, num_bits)
+    m, k = int(num_sub_vectors), 1 << num_bits
+    width = x.shape[1] // m
+    x3 = np.ascontiguousarray(x.reshape(len(x), m, width).transpose(1, 0, 2))
+    rng = np.random.default_rng(seed)
+    if len(x) >= k:
+        books = np.stack([kmeans.seed_centroids(x3[j], k, rng) for j in range(m)])
+    else:
+        books = x3[:, rng.integers(0, len(x), size=k)].copy()
+    row_norms = np.einsum("mnw,mnw->mn", x3, x3)
+    group_base = (np.arange(m, dtype=np.int64) * k)[:, None]
+    flat_x = x3.reshape(m * len(x), width).astype(np.float64)
+    previous = np.inf
+    for _ in range(max(1, int(max_iters))):
+        codes, best = _nearest_codes(x3, books)
+        dists = np.maximum(best + row_norms, 0)
+        groups = (codes + group_base).ravel()
+        counts = np.bincount(groups, minlength=m * k)
+        order = np.argsort(groups, kind="stable")
+        present = np.flatnonzero(counts)
+        sums = np.zeros((m * k, width), dtype=np.float64)
+        starts = np.concatenate([[0], np.cumsum(counts[present])[:-1]])
+        sums[present] = np.add.reduceat(flat_x[order], starts, axis=0)
+        updated = (sums / np.maximum(counts, 1)[:, None]).astype(np.float32).reshape(m, k, width)
+        empty = counts.reshape(m, k) == 0
+        for j in np.flatnonzero(empty.any(axis=1)):  # rare: restart empty ones at the worst-fit rows
+            missing = np.flatnonzero(empty[j])
+            far = np.argsort(-dists[j], kind="stable")[:len(missing)]
+            updated[j, missing[:len(far)]] = x3[j, far]
+        books = updated
+        mean = float(dists.mean())
+        if np.isfinite(previous) and abs(previous - mean) <= kmeans.TOLERANCE * max(abs(previous), 1e-12):
+            break
+        previous = mean
+    return ProductQuantizer(np.ascontiguousarray(books, dtype=np.float32), num_bits)
+
+
+def _encode_all(x: np.ndarray, codebook: np.ndarray) -> np.ndarray:
+    m, _, width = codebook.shape
+    x3 = np.ascontiguousarray(np.asarray(x, dtype=np.float32).reshape(len(x), m, width).transpose(1, 0, 2))
+    codes, _ = _nearest_codes(x3, codebook)
+    return np.ascontiguousarray(codes.T).astype(np.uint8)
 
 
 def from_codebook(codebook: np.ndarray, num_bits: int) -> ProductQuantizer:
