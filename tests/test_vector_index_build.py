@@ -333,3 +333,33 @@ def test_optimize_retrain_rebuilds_one_segment(tmp_path, vectors, queries) -> No
     ds = pylance.dataset(uri)
     for q in queries[:5]:
         assert _ids(ds, q, "l2", nprobes=PARTS) == _ids(ds, q, "l2", use_index=False)
+
+
+# -- other vector types and partial builds ---------------------------------------------------------
+
+@pytest.mark.parametrize("value_type", [pa.float16(), pa.float64()])
+def test_half_and_double_vectors_keep_their_type(tmp_path, vectors, value_type) -> None:
+    uri = str(tmp_path / "typed.lance")
+    column = pa.FixedSizeListArray.from_arrays(pa.array(vectors[:800].ravel()).cast(value_type), DIM)
+    pylance.write_dataset(pa.table({"id": np.arange(800), "vec": column}), uri)
+    lance.dataset(uri).create_index("vec", "IVF_FLAT", num_partitions=3)
+    ds = pylance.dataset(uri)
+    q = vectors[10].astype(value_type.to_pandas_dtype())
+    assert _ids(ds, q, "l2", nprobes=3) == _ids(ds, q, "l2", use_index=False)
+    stats = ds.stats.index_stats("vec_idx")["indices"][0]
+    assert stats["num_partitions"] == 3 and sum(p["size"] for p in stats["partitions"]) == 800
+
+
+def test_tensor_column_and_fragment_subset(tmp_path, vectors) -> None:
+    uri = str(tmp_path / "tensor.lance")
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(vectors[:1000].ravel()), DIM)
+    tensor = pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(pa.float32(), [DIM]), storage)
+    table = pa.table({"id": np.arange(1000), "emb": tensor})
+    pylance.write_dataset(table.slice(0, 600), uri)
+    pylance.write_dataset(table.slice(600), uri, mode="append")
+    lance.dataset(uri).create_index("emb", "IVF_SQ", num_partitions=2, fragment_ids=[0])
+    described = pylance.dataset(uri).describe_indices()[0]
+    assert [list(s.fragment_ids) for s in described.segments] == [[0]] and described.num_rows_indexed == 600
+    found = pylance.dataset(uri).to_table(columns=["id"], nearest={"column": "emb", "q": vectors[700], "k": 3,
+                                                                   "nprobes": 2})
+    assert found.column("id")[0].as_py() == 700  # the uncovered fragment is searched flat

@@ -174,7 +174,7 @@ def _vectors(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
         row_ids = row_ids[valid]
     dim = column.type.list_size
     values = column.values.slice(column.offset * dim, len(column) * dim)
-    x = values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(len(column), dim)
+    x = values.to_numpy(zero_copy_only=False).reshape(len(column), dim)  # its own float type
     finite = ~np.isnan(x).any(axis=1)
     return (x, row_ids) if finite.all() else (x[finite], row_ids[finite])
 
@@ -199,7 +199,7 @@ def _sample(ds: LanceDataset, path: str, fragment_ids: list[int] | None, wanted:
     parts = []
     for x, _ in _stream(ds, path, fragment_ids):
         parts.append(x if keep >= 1.0 else x[rng.random(len(x)) < keep])
-    return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
+    return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros((0, 0), np.float32)
 
 
 def build_vector_segment(ds: LanceDataset, column: str | list[str], index_type: str, name: str, metric: Any, *,

@@ -44,9 +44,22 @@ Batches = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
 
 
 def normalize(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero), as cosine indices store them."""
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return (x / np.where(norms == 0, 1, norms)).astype(np.float32)
+    """Rows scaled to unit length (zero rows stay zero), as cosine indices store them, in the
+    rows' own float type (float16 computed in float32)."""
+    wide = x.astype(np.float32) if x.dtype == np.float16 else x
+    norms = np.linalg.norm(wide, axis=1, keepdims=True)
+    return (wide / np.where(norms == 0, 1, norms)).astype(x.dtype, copy=False)
+
+
+# the Tensor type pylance writes centroids and codebooks in: the column's element type
+_TENSOR_OF = {np.dtype(np.float16): (index_pb2.Tensor.FLOAT16, "<f2"),
+              np.dtype(np.float32): (index_pb2.Tensor.FLOAT32, "<f4"),
+              np.dtype(np.float64): (index_pb2.Tensor.FLOAT64, "<f8")}
+
+
+def tensor_type(value_type: pa.DataType) -> tuple[int, str]:
+    """``(Tensor.DataType, numpy dtype)`` for a vector column's element type."""
+    return _TENSOR_OF.get(np.dtype(value_type.to_pandas_dtype()), _TENSOR_OF[np.dtype(np.float32)])
 
 
 def _subset(sample: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -105,13 +118,14 @@ def _storage(params: VectorIndexParams, trained: Trained, dim: int, value_type: 
     return "flat", pa.list_(value_type, dim), False, json.dumps({"dim": dim}, separators=(",", ":"))
 
 
-def _encode(x: np.ndarray, parts: np.ndarray, params: VectorIndexParams, trained: Trained,
+def _encode(native: np.ndarray, x: np.ndarray, parts: np.ndarray, params: VectorIndexParams, trained: Trained,
             value_type: pa.DataType) -> np.ndarray:
+    """The storage values of rows ``native`` (their own float type) / ``x`` (as float32)."""
     if isinstance(trained.quantizer, pq.ProductQuantizer):
         return trained.quantizer.encode(x - trained.centroids[parts] if params.metric != "dot" else x)
     if isinstance(trained.quantizer, sq.ScalarQuantizer):
         return trained.quantizer.encode(x)
-    return x.astype(value_type.to_pandas_dtype(), copy=False)
+    return native.astype(value_type.to_pandas_dtype(), copy=False)  # FLAT keeps the exact values
 
 
 def _fsl(values: np.ndarray, list_type: pa.DataType) -> pa.Array:
@@ -120,12 +134,13 @@ def _fsl(values: np.ndarray, list_type: pa.DataType) -> pa.Array:
 
 
 def _ivf_message(offsets: np.ndarray, lengths: np.ndarray, centroids: np.ndarray | None = None,
-                 loss: float | None = None) -> bytes:
+                 loss: float | None = None, value_type: pa.DataType | None = None) -> bytes:
     message = index_pb2.IVF(offsets=[int(v) for v in offsets], lengths=[int(v) for v in lengths])
     if centroids is not None:
-        message.centroids_tensor.data_type = index_pb2.Tensor.FLOAT32
+        code, dtype = tensor_type(value_type or pa.float32())
+        message.centroids_tensor.data_type = code
         message.centroids_tensor.shape.extend(centroids.shape)
-        message.centroids_tensor.data = np.ascontiguousarray(centroids, dtype="<f4").tobytes()
+        message.centroids_tensor.data = np.ascontiguousarray(centroids, dtype=dtype).tobytes()
     if loss is not None:
         message.loss = loss
     return message.SerializeToString()
@@ -141,9 +156,10 @@ def _spill(batches: Batches, params: VectorIndexParams, trained: Trained, path: 
         for vectors, row_ids in batches():
             if not len(vectors):
                 continue
-            x = normalize(vectors) if params.metric == "cosine" else np.asarray(vectors, dtype=np.float32)
+            native = normalize(vectors) if params.metric == "cosine" else np.asarray(vectors)
+            x = native.astype(np.float32, copy=False)
             parts, _ = kmeans.assign(x, trained.centroids, metric)
-            codes = _encode(x, parts, params, trained, value_type)
+            codes = _encode(native, x, parts, params, trained, value_type)
             writer.write_batch(pa.record_batch(
                 [pa.array(parts), pa.array(np.asarray(row_ids, dtype=np.uint64)), _fsl(codes, column.type)],
                 schema=schema))
@@ -194,7 +210,7 @@ def write_index(store: ObjectStore, directory: str, file_version: str, *, dim: i
             offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
             aux.add_global_buffer(_ivf_message(offsets, lengths))
             if isinstance(trained.quantizer, pq.ProductQuantizer):
-                aux.add_global_buffer(trained.quantizer.tensor())
+                aux.add_global_buffer(trained.quantizer.tensor(*tensor_type(value_type)))
             aux.close()
             del spilled
     main = LanceFileWriter(f"{directory}/{INDEX_FILE}", pa.schema([pa.field("__flat_marker", pa.uint64(), False)]),
@@ -204,7 +220,7 @@ def write_index(store: ObjectStore, directory: str, file_version: str, *, dim: i
     main.add_schema_metadata("lance:ivf", "1")
     main.add_schema_metadata("lance:flat", json.dumps([""] * num_partitions, separators=(",", ":")))
     zeros = np.zeros(num_partitions, dtype=np.int64)
-    main.add_global_buffer(_ivf_message(zeros, zeros, trained.centroids, trained.loss))
+    main.add_global_buffer(_ivf_message(zeros, zeros, trained.centroids, trained.loss, value_type))
     main.close()
     return sorted([(AUX_FILE, int(aux.size_bytes or 0)), (INDEX_FILE, int(main.size_bytes or 0))])
 

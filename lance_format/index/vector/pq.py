@@ -37,11 +37,12 @@ class ProductQuantizer:
         """The (rows x m) uint8 codes of ``x``."""
         return _encode_all(x, self.codebook)
 
-    def tensor(self) -> bytes:
-        """The serialized codebook ``Tensor`` (pylance's global buffer ``codebook_position``)."""
+    def tensor(self, data_type: int = index_pb2.Tensor.FLOAT32, dtype: str = "<f4") -> bytes:
+        """The serialized codebook ``Tensor`` (pylance's global buffer ``codebook_position``),
+        in the vector column's float type."""
         m, k, width = self.codebook.shape
-        message = index_pb2.Tensor(data_type=index_pb2.Tensor.FLOAT32, shape=[k, m * width],
-                                   data=np.ascontiguousarray(self.codebook, dtype="<f4").tobytes())
+        message = index_pb2.Tensor(data_type=data_type, shape=[k, m * width],  # type: ignore[arg-type]
+                                   data=np.ascontiguousarray(self.codebook, dtype=dtype).tobytes())
         return message.SerializeToString()
 
 
