@@ -137,10 +137,10 @@ def _ivf_message(offsets: np.ndarray, lengths: np.ndarray, centroids: np.ndarray
                  loss: float | None = None, value_type: pa.DataType | None = None) -> bytes:
     message = index_pb2.IVF(offsets=[int(v) for v in offsets], lengths=[int(v) for v in lengths])
     if centroids is not None:
-        code, dtype = tensor_type(value_type or pa.float32())
-        message.centroids_tensor.data_type = code
+        tensor_code, tensor_dtype = tensor_type(value_type or pa.float32())
+        message.centroids_tensor.data_type = tensor_code  # type: ignore[assignment]
         message.centroids_tensor.shape.extend(centroids.shape)
-        message.centroids_tensor.data = np.ascontiguousarray(centroids, dtype=dtype).tobytes()
+        message.centroids_tensor.data = np.ascontiguousarray(centroids, dtype=tensor_dtype).tobytes()
     if loss is not None:
         message.loss = loss
     return message.SerializeToString()
