@@ -89,7 +89,7 @@ def _stats_without_centroids(stats: dict) -> dict:
 
 @pytest.mark.parametrize("metric", METRICS)
 @pytest.mark.parametrize("index_type", ["IVF_FLAT", "IVF_PQ", "IVF_SQ"])
-def test_pylance_opens_and_describes_ours(tmp_path, vectors, index_type, metric) -> None:
+def test_pylance_opens_describes_and_searches_ours(tmp_path, vectors, queries, index_type, metric) -> None:
     ours = _build(tmp_path, vectors, "ours", index_type, metric)
     theirs = _build(tmp_path, vectors, "pylance", index_type, metric)
     ours_in_pylance = pylance.dataset(ours).describe_indices()[0]
@@ -118,22 +118,14 @@ def test_pylance_opens_and_describes_ours(tmp_path, vectors, index_type, metric)
         assert segment["sub_index"] == expected["sub_index"]
         if bounds is not None:
             assert bounds == pytest.approx(expected_bounds, rel=1e-12)
-
-
-@pytest.mark.parametrize("metric", METRICS)
-def test_our_ivf_flat_probed_fully_equals_flat_search_in_pylance(tmp_path, vectors, queries, metric) -> None:
-    ds = pylance.dataset(_build(tmp_path, vectors, "ours", "IVF_FLAT", metric))
-    for q in queries[:15]:
-        assert _ids(ds, q, metric, nprobes=PARTS) == _ids(ds, q, metric, use_index=False)
-
-
-@pytest.mark.parametrize("metric", METRICS)
-@pytest.mark.parametrize("index_type", ["IVF_PQ", "IVF_SQ"])
-def test_recall_matches_pylances_own_index(tmp_path, vectors, queries, index_type, metric) -> None:
-    ours = _recall(_build(tmp_path, vectors, "ours", index_type, metric), queries, metric)
-    theirs = _recall(_build(tmp_path, vectors, "pylance", index_type, metric), queries, metric)
-    assert ours >= theirs - 0.05, (ours, theirs)
-    assert ours >= (0.8 if index_type == "IVF_SQ" else 0.3)
+    if index_type == "IVF_FLAT":  # every partition probed: exactly pylance's flat search
+        ds = pylance.dataset(ours)
+        for q in queries[:15]:
+            assert _ids(ds, q, metric, nprobes=PARTS) == _ids(ds, q, metric, use_index=False)
+    else:  # recall@10 of ours in pylance at least that of pylance's own index at equal parameters
+        ours_recall, their_recall = _recall(ours, queries, metric), _recall(theirs, queries, metric)
+        assert ours_recall >= their_recall - 0.05, (ours_recall, their_recall)
+        assert ours_recall >= (0.8 if index_type == "IVF_SQ" else 0.3)
 
 
 def test_this_engine_searches_our_ivf_flat_exactly(tmp_path, vectors, queries) -> None:
@@ -278,8 +270,8 @@ def test_kmeans_finds_separated_clusters_and_dot_centroids_are_unit() -> None:
 
 
 def test_pq_and_sq_round_trip_closely() -> None:
-    x = _clustered(3000, 16, 8)
-    quantizer = pq.train(x, 4, max_iters=20, seed=0)
+    x = _clustered(1200, 16, 8)
+    quantizer = pq.train(x, 4, max_iters=8, seed=0)
     codes = quantizer.encode(x)
     decoded = np.concatenate([quantizer.codebook[j][codes[:, j]] for j in range(4)], axis=1)
     assert ((decoded - x) ** 2).sum(1).mean() < 0.2 * ((x - x.mean(0)) ** 2).sum(1).mean()
