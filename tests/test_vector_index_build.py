@@ -355,3 +355,21 @@ def test_tensor_column_and_fragment_subset(tmp_path, vectors) -> None:
     found = pylance.dataset(uri).to_table(columns=["id"], nearest={"column": "emb", "q": vectors[700], "k": 3,
                                                                    "nprobes": 2})
     assert found.column("id")[0].as_py() == 700  # the uncovered fragment is searched flat
+
+
+def test_distributed_build_with_shared_centroids(tmp_path, vectors) -> None:
+    uri = str(tmp_path / "distributed.lance")
+    pylance.write_dataset(_table(vectors[:1000]), uri)
+    tail = _table(vectors[1000:]).set_column(0, "id", pa.array(np.arange(1000, ROWS)))
+    pylance.write_dataset(tail, uri, mode="append")
+    centroids = kmeans.train(vectors, PARTS, max_iters=10, seed=4).centroids
+    ds = lance.dataset(uri)
+    segments = [ds.create_index_uncommitted("vec", "IVF_FLAT", fragment_ids=[f], ivf_centroids=centroids)
+                for f in (0, 1)]
+    ds.commit_existing_index_segments("vec_idx", "vec", segments)
+    described = pylance.dataset(uri).describe_indices()[0]
+    assert [list(s.fragment_ids) for s in described.segments] == [[0], [1]]
+    assert described.index_type == "IVF_FLAT" and described.num_rows_indexed == ROWS
+    theirs = pylance.dataset(uri)
+    q = vectors[1500]
+    assert _ids(theirs, q, "l2", nprobes=PARTS) == _ids(theirs, q, "l2", use_index=False)
