@@ -373,3 +373,17 @@ def test_distributed_build_with_shared_centroids(tmp_path, vectors) -> None:
     theirs = pylance.dataset(uri)
     q = vectors[1500]
     assert _ids(theirs, q, "l2", nprobes=PARTS) == _ids(theirs, q, "l2", use_index=False)
+
+
+@pytest.mark.parametrize("stable_row_ids", [False, True])
+def test_deleted_rows_and_stable_row_ids(tmp_path, vectors, queries, stable_row_ids) -> None:
+    uri = str(tmp_path / "deleted.lance")
+    pylance.write_dataset(_table(vectors[:1200]), uri, max_rows_per_file=500, enable_stable_row_ids=stable_row_ids)
+    pylance.dataset(uri).delete("id % 3 = 0 OR url LIKE '%mail6@%'")
+    lance.dataset(uri).create_index("vec", "IVF_FLAT", num_partitions=3)
+    ds = pylance.dataset(uri)
+    stats = ds.stats.index_stats("vec_idx")
+    assert sum(p["size"] for p in stats["indices"][0]["partitions"]) == ds.count_rows() == stats["num_indexed_rows"]
+    for q in queries[:8]:
+        found = _ids(ds, q, "l2", nprobes=3)
+        assert found == _ids(ds, q, "l2", use_index=False) and all(i % 3 for i in found)
