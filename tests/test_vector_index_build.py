@@ -224,7 +224,7 @@ def test_num_partitions_above_row_count_is_clamped_as_in_pylance(tmp_path, vecto
     ("vec", "IVF_FLAT", {"num_partitions": "4"}, ArgumentTypeError, "num_partitions must be int"),
     ("vec", "IVF_PQ", {"num_partitions": 2, "num_sub_vectors": 4, "accelerator": "cuda"}, UnsupportedFeatureError,
      "accelerator='cuda'"),
-    ("vec", "IVF_HNSW_SQ", {"num_partitions": 2}, UnsupportedFeatureError, "building IVF_HNSW_SQ indices"),
+    ("vec", "IVF_HNSW_FLAT", {"num_partitions": 2}, UnsupportedFeatureError, "building IVF_HNSW_FLAT indices"),
     ("vec", "IVF_FLAT", {"pq_codebook": np.zeros((4, 256, 4), np.float32)}, InvalidInputError,
      "ivf_centroids must be specified when pq_codebook is provided"),
     ("vec", "IVF_FLAT", {"ivf_centroids": np.zeros((3, 16), np.float32), "num_partitions": 4}, InvalidInputError,
@@ -387,3 +387,23 @@ def test_deleted_rows_and_stable_row_ids(tmp_path, vectors, queries, stable_row_
     for q in queries[:8]:
         found = _ids(ds, q, "l2", nprobes=3)
         assert found == _ids(ds, q, "l2", use_index=False) and all(i % 3 for i in found)
+
+
+# -- IVF_HNSW_SQ / IVF_HNSW_PQ ----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("index_type", "metric"), [("IVF_HNSW_SQ", "l2"), ("IVF_HNSW_SQ", "dot"),
+                                                    ("IVF_HNSW_PQ", "cosine")])
+def test_hnsw_indices_open_and_search_in_pylance(tmp_path, vectors, queries, index_type, metric) -> None:
+    ours = _build(tmp_path, vectors, "ours", index_type, metric)
+    theirs = _build(tmp_path, vectors, "pylance", index_type, metric)
+    mine, oracle = pylance.dataset(ours).describe_indices()[0], pylance.dataset(theirs).describe_indices()[0]
+    assert mine.index_type == oracle.index_type == index_type and mine.details == oracle.details
+    ours_stats = lance.dataset(ours).stats.index_stats("vec_idx")["indices"][0]
+    pylance_stats = pylance.dataset(ours).stats.index_stats("vec_idx")["indices"][0]
+    assert ours_stats["sub_index"].keys() == pylance_stats["sub_index"].keys()
+    assert ours_stats["partitions"] == pylance_stats["partitions"]
+    ours_recall, their_recall = (np.mean([
+        len(set(_ids(pylance.dataset(uri), q, metric, nprobes=2, ef=64))
+            & set(_ids(pylance.dataset(uri), q, metric, use_index=False))) / 10 for q in queries[:25]])
+        for uri in (ours, theirs))
+    assert ours_recall >= their_recall - 0.1, (ours_recall, their_recall)

@@ -136,7 +136,7 @@ def _params(ds: LanceDataset, path: str, dim: int, element: pa.DataType, index_t
             raise ArgumentTypeError(f"IVF centroids must be floating numbergot {centroids.dtype}", table=table,
                                     column=path)
     num_bits = int(kwargs.get("num_bits", 8))
-    if kind == "IVF_PQ":
+    if "PQ" in kind:
         if num_sub_vectors is None:
             raise InvalidInputError("num_partitions and num_sub_vectors are required for IVF_PQ", table=table,
                                     column=path)
@@ -149,7 +149,7 @@ def _params(ds: LanceDataset, path: str, dim: int, element: pa.DataType, index_t
             if codebook.shape != want:
                 raise InvalidInputError(f"PQ codebook must be 3D array: (sub_vectors, {1 << num_bits}, dim) for "
                                         f"num_bits={num_bits}, got {codebook.shape}", table=table, column=path)
-    if kind in ("IVF_PQ", "IVF_SQ") and num_bits != 8:
+    if kind != "IVF_FLAT" and num_bits != 8:
         raise UnsupportedFeatureError(f"{kind} with num_bits={num_bits} is not supported by this engine (8 only)",
                                       table=table, column=path)
     return VectorIndexParams(

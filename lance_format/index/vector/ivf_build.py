@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from lance_format.file.api import LanceFileWriter
 from lance_format.index.store import IndexStore
-from lance_format.index.vector import kmeans, pq, sq
+from lance_format.index.vector import hnsw, kmeans, pq, sq
 from lance_format.index.vector.params import VectorIndexParams
 from lance_format.io import ObjectStore
 from lance_format.proto import index_pb2
@@ -212,17 +212,62 @@ def write_index(store: ObjectStore, directory: str, file_version: str, *, dim: i
             if isinstance(trained.quantizer, pq.ProductQuantizer):
                 aux.add_global_buffer(trained.quantizer.tensor(*tensor_type(value_type)))
             aux.close()
+            if params.hnsw:
+                main = _write_graphs(store, f"{directory}/{INDEX_FILE}", file_version, spilled, parts, lengths,
+                                     params, trained, value_type)
             del spilled
-    main = LanceFileWriter(f"{directory}/{INDEX_FILE}", pa.schema([pa.field("__flat_marker", pa.uint64(), False)]),
-                           version=file_version, _store=store)
+    if not params.hnsw:
+        main = LanceFileWriter(f"{directory}/{INDEX_FILE}", pa.schema([pa.field("__flat_marker", pa.uint64(), False)]),
+                               version=file_version, _store=store)
+        _main_metadata(main, params)
+        main.add_schema_metadata("lance:flat", json.dumps([""] * num_partitions, separators=(",", ":")))
+        zeros = np.zeros(num_partitions, dtype=np.int64)
+        main.add_global_buffer(_ivf_message(zeros, zeros, trained.centroids, trained.loss, value_type))
+        main.close()
+    return sorted([(AUX_FILE, int(aux.size_bytes or 0)), (INDEX_FILE, int(main.size_bytes or 0))])
+
+
+def _main_metadata(main: LanceFileWriter, params: VectorIndexParams) -> None:
     main.add_schema_metadata("lance:index", json.dumps({"type": params.index_type, "distance_type": params.metric},
                                                        separators=(",", ":")))
     main.add_schema_metadata("lance:ivf", "1")
-    main.add_schema_metadata("lance:flat", json.dumps([""] * num_partitions, separators=(",", ":")))
-    zeros = np.zeros(num_partitions, dtype=np.int64)
-    main.add_global_buffer(_ivf_message(zeros, zeros, trained.centroids, trained.loss, value_type))
+
+
+def _write_graphs(store: ObjectStore, path: str, file_version: str, spilled: pa.Table, parts: np.ndarray,
+                  lengths: np.ndarray, params: VectorIndexParams, trained: Trained,
+                  value_type: pa.DataType) -> LanceFileWriter:
+    """IVF_HNSW: one HNSW graph per partition over its quantized vectors, into ``index.idx``."""
+    rng = np.random.default_rng(params.seed)
+    order = np.argsort(parts, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    main = LanceFileWriter(path, hnsw.GRAPH_SCHEMA, version=file_version, _store=store)
+    _main_metadata(main, params)
+    entries, graph_rows = [], []
+    for p in range(len(lengths)):
+        rows = spilled.take(pa.array(order[bounds[p]:bounds[p + 1]]))
+        codes_column = rows.column(2).combine_chunks()
+        width = codes_column.type.list_size
+        codes = codes_column.flatten().to_numpy().reshape(-1, width)
+        quantizer = trained.quantizer
+        if isinstance(quantizer, pq.ProductQuantizer):
+            x = quantizer.decode(codes)
+            if params.metric != "dot":
+                x = x + trained.centroids[p]
+        elif isinstance(quantizer, sq.ScalarQuantizer):
+            x = quantizer.decode(codes)
+        else:
+            x = codes.astype(np.float32)
+        graph = hnsw.build(np.ascontiguousarray(x, dtype=np.float32), params.metric, rng)
+        if graph.rows.num_rows:
+            main.write_batch(graph.rows)
+        entries.append(graph.metadata)
+        graph_rows.append(graph.rows.num_rows)
+    main.add_schema_metadata("lance:hnsw", json.dumps(entries, separators=(",", ":")))
+    counts = np.asarray(graph_rows, dtype=np.int64)
+    main.add_global_buffer(_ivf_message(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts, trained.centroids,
+                                        trained.loss, value_type))
     main.close()
-    return sorted([(AUX_FILE, int(aux.size_bytes or 0)), (INDEX_FILE, int(main.size_bytes or 0))])
+    return main
 
 
 

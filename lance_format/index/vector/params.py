@@ -22,8 +22,9 @@ VECTOR_TYPE_URL = "/lance.index.pb.VectorIndexDetails"
 #: the types pylance's create_index accepts, in its error message's order
 PYLANCE_VECTOR_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ", "IVF_RQ")
 #: the types this engine builds
-BUILT_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ")
-TARGET_PARTITION_SIZE = {"IVF_FLAT": 4096, "IVF_PQ": 8192, "IVF_SQ": 8192, "IVF_RQ": 4096}
+BUILT_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ")
+TARGET_PARTITION_SIZE = {"IVF_FLAT": 4096, "IVF_PQ": 8192, "IVF_SQ": 8192, "IVF_RQ": 4096, "IVF_HNSW_FLAT": 1 << 20,
+                         "IVF_HNSW_SQ": 1 << 20, "IVF_HNSW_PQ": 1 << 20}
 MAX_PARTITIONS = 4096
 PYLANCE_METRICS = ("l2", "cosine", "euclidean", "dot", "hamming")
 _METRIC_ENUM = {"l2": index_pb2.L2, "cosine": index_pb2.Cosine, "dot": index_pb2.Dot}
@@ -56,6 +57,10 @@ class VectorIndexParams:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def hnsw(self) -> bool:
+        return self.index_type.startswith("IVF_HNSW")
+
+    @property
     def quantizer(self) -> str:
         return self.index_type.rsplit("_", 1)[-1].lower()  # flat / pq / sq
 
@@ -80,6 +85,8 @@ class VectorIndexParams:
                           "lance.pq.kmeans_redos": "1"})
         if self.quantizer == "sq":
             hints["lance.sq.sample_rate"] = str(self.sample_rate)
+        if self.hnsw:
+            hints["lance.hnsw.prefetch_distance"] = "2"
         return hints
 
     def details(self) -> bytes:
@@ -94,6 +101,10 @@ class VectorIndexParams:
             message.sq.num_bits = self.num_bits
         else:
             message.flat.SetInParent()
+        if self.hnsw:
+            message.hnsw_index_config.max_connections = 20
+            message.hnsw_index_config.construction_ef = 150
+            message.hnsw_index_config.max_level = 7
         for key, value in self.runtime_hints().items():
             message.runtime_hints[key] = value
         return message.SerializeToString(deterministic=True)

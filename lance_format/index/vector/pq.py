@@ -37,6 +37,12 @@ class ProductQuantizer:
         """The (rows x m) uint8 codes of ``x``."""
         return _encode_all(x, self.codebook)
 
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """The float32 vectors (rows x dim) ``codes`` stand for."""
+        m = self.codebook.shape[0]
+        parts = self.codebook[np.arange(m)[None, :], codes.astype(np.int64)]  # rows x m x width
+        return parts.reshape(len(codes), -1)
+
     def tensor(self, data_type: int = index_pb2.Tensor.FLOAT32, dtype: str = "<f4") -> bytes:
         """The serialized codebook ``Tensor`` (pylance's global buffer ``codebook_position``),
         in the vector column's float type."""

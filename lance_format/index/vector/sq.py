@@ -29,6 +29,11 @@ class ScalarQuantizer:
         scaled = (np.asarray(x, dtype=np.float64) - self.start) * (top / span if span > 0 else 0.0)
         return np.clip(np.floor(scaled), 0, top).astype(np.uint8)
 
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """Approximate float32 values of ``codes`` (the start of each code's bucket)."""
+        top = (1 << self.num_bits) - 1
+        return (self.start + codes.astype(np.float32) * np.float32((self.end - self.start) / top)).astype(np.float32)
+
     def storage_metadata(self, dim: int) -> str:
         """The ``storage_metadata`` entry pylance writes in ``auxiliary.idx``."""
         return json.dumps({"dim": dim, "num_bits": self.num_bits,

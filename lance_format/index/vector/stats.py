@@ -29,7 +29,7 @@ def index_kind(store: IndexStore) -> tuple[str, str]:
     return str(kind.get("type", "Vector")), str(kind.get("distance_type", "l2"))
 
 
-def _sub_index(kind: str, metric: str, storage: dict[str, Any]) -> dict[str, Any]:
+def _sub_index(kind: str, metric: str, storage: dict[str, Any], graph: dict[str, Any]) -> dict[str, Any]:
     if kind.endswith("_PQ") and not kind.startswith("IVF_HNSW"):
         # pylance's PQ measures cosine rows (normalized at build) in l2
         return {"metric_type": "l2" if metric == "cosine" else metric, "nbits": storage.get("nbits"), "num_sub_vectors": storage.get("num_sub_vectors"),
@@ -37,9 +37,11 @@ def _sub_index(kind: str, metric: str, storage: dict[str, Any]) -> dict[str, Any
     if kind.endswith("_SQ") and not kind.startswith("IVF_HNSW"):
         return {"dim": storage.get("dim"), "num_bits": storage.get("num_bits"), "bounds": storage.get("bounds"),
                 "index_type": "SQ", "metric_type": metric}
-    if kind.startswith("IVF_HNSW"):
-        return {**{k: v for k, v in storage.items() if k not in ("codebook_tensor", "codebook_position")},
-                "index_type": "HNSW", "metric_type": metric}
+    if kind.startswith("IVF_HNSW"):  # the first partition's graph entry, then the storage's fields
+        quantized = {k: v for k, v in storage.items() if k not in ("codebook_tensor", "codebook_position")}
+        if kind.endswith("_PQ"):
+            quantized["metric_type"] = "l2" if metric == "cosine" else metric
+        return {**graph, **quantized, "index_type": "HNSW", "metric_type": quantized.get("metric_type", metric)}
     return {"dim": storage.get("dim"), "index_type": "FLAT", "metric_type": metric}
 
 
@@ -53,10 +55,12 @@ def segment_statistics(store: IndexStore) -> dict[str, Any]:
         list(tensor.shape)) if tensor.data else np.zeros((0, 0), np.float32)
     storage_list = json.loads(store.schema_metadata("auxiliary.idx").get("storage_metadata", "[]"))
     storage = json.loads(storage_list[0]) if storage_list else {}
+    graphs = json.loads(store.schema_metadata("index.idx").get("lance:hnsw", "[]"))
+    graph = json.loads(graphs[0]) if graphs else {}
     out: dict[str, Any] = {
         "index_type": kind, "uuid": store.uuid,
         "uri": posixpath.join(store.store.uri.removeprefix("file://"), store.path("index.idx")),
-        "metric_type": metric, "num_partitions": len(layout.lengths), "sub_index": _sub_index(kind, metric, storage),
+        "metric_type": metric, "num_partitions": len(layout.lengths), "sub_index": _sub_index(kind, metric, storage, graph),
         "partitions": [{"size": int(n)} for n in layout.lengths], "centroids": centroids.astype(np.float64).tolist(),
     }
     if main.HasField("loss"):
