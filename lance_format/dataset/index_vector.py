@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 LOGGER = logging.getLogger(__name__)
-VECTOR_INDEX_VERSION = 1  # IndexMetadata.index_version of pylance 14.0.2's IVF indices
+VECTOR_INDEX_VERSION = 1
+DEFAULT_SEED = 42  # IndexMetadata.index_version of pylance 14.0.2's IVF indices
 
 
 def is_vector_type(index_type: Any) -> bool:
@@ -159,7 +160,9 @@ def _params(ds: LanceDataset, path: str, dim: int, element: pa.DataType, index_t
         target_partition_size=kwargs.get("target_partition_size"), ivf_centroids=centroids, pq_codebook=codebook,
         shuffle_partition_batches=int(kwargs.get("shuffle_partition_batches") or 10240),
         shuffle_partition_concurrency=int(kwargs.get("shuffle_partition_concurrency") or 2),
-        skip_transpose=bool(kwargs.get("skip_transpose", False)), seed=kwargs.get("seed"))
+        skip_transpose=bool(kwargs.get("skip_transpose", False)),
+        # a fixed default seed: the same data and parameters build the same index
+        seed=int(kwargs.get("seed", DEFAULT_SEED)))
 
 
 def _vectors(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
