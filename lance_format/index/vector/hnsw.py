@@ -70,9 +70,16 @@ def _knn(x: np.ndarray, k: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _diverse(x: np.ndarray, near: np.ndarray, dist: np.ndarray, cap: int, metric: str) -> np.ndarray:
-    """HNSW's neighbour heuristic, vectorized over all nodes at once (one step per candidate
-    rank): a candidate is kept when it is nearer the node than to every neighbour kept so far,
-    so neighbours spread in all directions instead of crowding one side. A (nodes x k) mask."""
+    """HNSW's neighbour heuristic, vectorized over the nodes (one step per candidate rank, nodes
+    in chunks so the gathered neighbour vectors stay small): a candidate is kept when it is
+    nearer the node than to every neighbour kept so far, so neighbours spread in all directions
+    instead of crowding one side. A (nodes x k) mask."""
+    step = max(64, (1 << 22) // max(cap * x.shape[1], 1))
+    return np.concatenate([_diverse_chunk(x, near[s:s + step], dist[s:s + step], cap, metric)
+                           for s in range(0, len(near), step)]) if len(near) else np.zeros(near.shape, bool)
+
+
+def _diverse_chunk(x: np.ndarray, near: np.ndarray, dist: np.ndarray, cap: int, metric: str) -> np.ndarray:
     n, k = near.shape
     keep = np.zeros((n, k), dtype=bool)
     kept_ids = np.zeros((n, cap), dtype=np.int64)
