@@ -1,4 +1,6 @@
-"""Writing an IVF vector index segment as pylance 14.0.2 lays it out (IVF_FLAT, IVF_PQ, IVF_SQ).
+"""Writing an IVF vector index segment as pylance 14.0.2 lays it out (IVF_FLAT, IVF_PQ, IVF_SQ;
+the IVF_HNSW types write ``auxiliary.idx`` alike and their graphs into ``index.idx``, see
+:mod:`.hnsw`).
 
 ``_indices/<uuid>/index.idx``: no rows, one column ``__flat_marker`` (uint64, not null); schema
 metadata ``lance:index`` = ``{"type":"IVF_PQ","distance_type":"l2"}``, ``lance:ivf`` = ``"1"``
