@@ -132,6 +132,19 @@ class LanceIOManager(dg.ConfigurableIOManager):
     a partitioned asset replaces exactly its partitions' rows. Every field below can be
     overridden per asset by definition metadata (``lance/<field>``) and per run with
     ``context.add_output_metadata``.
+
+    Examples
+    --------
+    >>> import tempfile, dagster as dg, pyarrow as pa, lance_format as lance
+    >>> from lance_assets import LanceIOManager
+    >>> @dg.asset
+    ... def orders() -> pa.Table:
+    ...     return pa.table({"id": [1, 2], "amount": [9.5, 12.0]})
+    >>> base = tempfile.mkdtemp()
+    >>> dg.materialize([orders], resources={"io_manager": LanceIOManager(base_uri=base)}).success
+    True
+    >>> lance.dataset(f"{base}/orders.lance").to_table().to_pydict()
+    {'id': [1, 2], 'amount': [9.5, 12.0]}
     """
 
     base_uri: str = Field(description="Directory (or URI) under which each asset's table lives")

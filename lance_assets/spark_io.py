@@ -17,6 +17,7 @@ import pyarrow as pa
 from lance_assets import engine
 from lance_assets.config import MergeOptions, SchemaMode
 from lance_assets.engine import LanceDataset
+from lance_assets.resources import SparkSessionConfig
 from lance_assets.type_handlers import spark_arrow_schema
 from lance_assets.write_modes import Written
 
@@ -29,7 +30,6 @@ def session_for(settings: SparkSessionConfig | SparkSessionResource | None) -> A
     """The session for the IO manager's Spark inputs: the active one, else one built from ``settings``."""
     if settings is not None:
         return settings.get_session()
-    from lance_assets.resources import SparkSessionConfig
 
     return SparkSessionConfig().get_session()
 

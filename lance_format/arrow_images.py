@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import ArgumentTypeError, ImageReadError, InvalidInputError, LanceError
+from lance_format.io import ObjectStore
 
 IMAGE_URI_NAME = "lance.arrow.image_uri"
 ENCODED_IMAGE_NAME = "lance.arrow.encoded_image"
@@ -179,8 +180,6 @@ class ImageURIArray(ImageArray):
 
 
 def _read_image_bytes(uri: str) -> bytes:
-    from lance_format.io import ObjectStore
-
     scheme = urlparse(uri).scheme
     try:
         if scheme in ("http", "https"):

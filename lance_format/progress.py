@@ -18,13 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from lance_format.dataset.fragment_metadata import FragmentMetadata
+
 if TYPE_CHECKING:
     from lance_format.dataset.fragment_metadata import FragmentMetadata
 
 
 def _fragment_from_json(fragment_json: str) -> FragmentMetadata:
-    from lance_format.dataset.fragment_metadata import FragmentMetadata
-
     return FragmentMetadata.from_json(fragment_json)
 
 

@@ -83,3 +83,12 @@ def kernel_policy(request):
     assert (accel.kernels() is not None) == (request.param == "compiled")
     yield request.param
     accel.use_compiled(None)
+
+
+@pytest.fixture(scope="session")
+def command1_env(tmp_path_factory):
+    """A venv built exactly as the README's first command builds it (``.[dagster,spark]`` only),
+    shared by the tests of the README's flows (tests/command1_env.py)."""
+    from tests.command1_env import build
+
+    return build(tmp_path_factory.mktemp("command1") / "venv")

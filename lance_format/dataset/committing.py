@@ -16,8 +16,21 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_format.dataset.evolution.columns import add_columns, alter_columns, drop_columns
+from lance_format.dataset.maintenance.cleanup import cleanup_old_versions
+from lance_format.dataset.maintenance.compaction import DatasetOptimizer
+from lance_format.dataset.maintenance.metadata_commits import (
+    delete_config_keys,
+    restore,
+    update_config,
+    update_field_metadata,
+    update_metadata,
+    update_schema_metadata,
+)
 from lance_format.dataset.mixin import DatasetMixin
 from lance_format.dataset.mutations.base import DEFAULT_CONFLICT_RETRIES, DEFAULT_RETRY_TIMEOUT
+from lance_format.dataset.mutations.delete_update import delete, merge_insert, update
+from lance_format.table.naming import migrate_to_v2_names
 
 if TYPE_CHECKING:
     from lance_format.dataset.maintenance.cleanup import CleanupStats
@@ -63,8 +76,17 @@ class CommittingMethods(DatasetMixin):
             The predicate is not valid for the table.
         CommitConflictError
             A concurrent commit is incompatible, or the retries ran out.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/people.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2, 3]}), uri)
+        >>> ds.delete("id >= 2")
+        {'num_deleted_rows': 2}
+        >>> ds.version, ds.count_rows()
+        (2, 1)
         """
-        from lance_format.dataset.mutations.delete_update import delete
 
         return delete(self._as_dataset(), predicate, conflict_retries=conflict_retries, retry_timeout=retry_timeout,
                       transaction_properties=transaction_properties, commit_message=commit_message)
@@ -112,8 +134,17 @@ class CommittingMethods(DatasetMixin):
             ``data_storage_version`` differs from the table's.
         CommitConflictError
             A concurrent commit is incompatible, or the retries ran out.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/people.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2], "name": ["ann", "bo"]}), uri)
+        >>> ds.update({"name": "upper(name)"}, where="id = 2")
+        {'num_rows_updated': 1}
+        >>> ds.to_table().to_pydict()
+        {'id': [1, 2], 'name': ['ann', 'BO']}
         """
-        from lance_format.dataset.mutations.delete_update import update
 
         return update(self._as_dataset(), updates, where, conflict_retries=conflict_retries, retry_timeout=retry_timeout,
                       data_storage_version=data_storage_version, transaction_properties=transaction_properties,
@@ -137,8 +168,19 @@ class CommittingMethods(DatasetMixin):
         ------
         InvalidInputError
             No key is given, or a key column does not exist.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/people.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2], "name": ["ann", "bo"]}), uri)
+        >>> changes = pa.table({"id": [2, 3], "name": ["bea", "cy"]})
+        >>> (ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+        ...    .execute(changes))
+        {'num_inserted_rows': 1, 'num_updated_rows': 1, 'num_deleted_rows': 0}
+        >>> ds.to_table().sort_by("id").to_pydict()
+        {'id': [1, 2, 3], 'name': ['ann', 'bea', 'cy']}
         """
-        from lance_format.dataset.mutations.delete_update import merge_insert
 
         return merge_insert(self._as_dataset(), on)
 
@@ -178,7 +220,6 @@ class CommittingMethods(DatasetMixin):
         CommitConflictError
             A concurrent commit is incompatible.
         """
-        from lance_format.dataset.evolution.columns import add_columns
 
         add_columns(self._as_dataset(), transforms, read_columns, reader_schema, batch_size,
                     transaction_properties=transaction_properties, commit_message=commit_message)
@@ -210,7 +251,6 @@ class CommittingMethods(DatasetMixin):
         CommitConflictError
             A concurrent commit is incompatible.
         """
-        from lance_format.dataset.evolution.columns import drop_columns
 
         drop_columns(self._as_dataset(), columns, transaction_properties=transaction_properties, commit_message=commit_message)
 
@@ -241,7 +281,6 @@ class CommittingMethods(DatasetMixin):
         CommitConflictError
             A concurrent commit is incompatible.
         """
-        from lance_format.dataset.evolution.columns import alter_columns
 
         alter_columns(self._as_dataset(), *alterations, transaction_properties=transaction_properties,
                       commit_message=commit_message)
@@ -266,14 +305,12 @@ class CommittingMethods(DatasetMixin):
         CommitConflictError
             A concurrent commit is incompatible.
         """
-        from lance_format.dataset.maintenance.metadata_commits import restore
 
         restore(self._as_dataset(), transaction_properties=transaction_properties, commit_message=commit_message)
 
     @property
     def optimize(self) -> DatasetOptimizer:
         """Table maintenance (pylance's ``ds.optimize``): ``compact_files(...)``."""
-        from lance_format.dataset.maintenance.compaction import DatasetOptimizer
 
         return DatasetOptimizer(self._as_dataset())
 
@@ -319,7 +356,6 @@ class CommittingMethods(DatasetMixin):
         TagError
             A version to remove is tagged and ``error_if_tagged_old_versions`` is set.
         """
-        from lance_format.dataset.maintenance.cleanup import cleanup_old_versions
 
         return cleanup_old_versions(
             self._as_dataset(), older_than, retain_versions, delete_unverified=delete_unverified,
@@ -360,7 +396,6 @@ class CommittingMethods(DatasetMixin):
         CommitConflictError
             A concurrent commit changed the same keys.
         """
-        from lance_format.dataset.maintenance.metadata_commits import update_config
 
         return update_config(self._as_dataset(), values, replace=replace, transaction_properties=transaction_properties,
                              commit_message=commit_message)
@@ -376,7 +411,6 @@ class CommittingMethods(DatasetMixin):
         UnsupportedFeatureError
             The table commits through an external manifest store.
         """
-        from lance_format.table.naming import migrate_to_v2_names
 
         ds = self._as_dataset()
         migrate_to_v2_names(ds.object_store)
@@ -407,7 +441,6 @@ class CommittingMethods(DatasetMixin):
         CommitConflictError
             A concurrent commit changed the same keys.
         """
-        from lance_format.dataset.maintenance.metadata_commits import delete_config_keys
 
         delete_config_keys(self._as_dataset(), keys, transaction_properties=transaction_properties, commit_message=commit_message)
 
@@ -444,7 +477,6 @@ class CommittingMethods(DatasetMixin):
         CommitConflictError
             A concurrent commit changed the same keys.
         """
-        from lance_format.dataset.maintenance.metadata_commits import update_metadata
 
         return update_metadata(self._as_dataset(), values, replace=replace, transaction_properties=transaction_properties,
                                commit_message=commit_message)
@@ -482,7 +514,6 @@ class CommittingMethods(DatasetMixin):
         CommitConflictError
             A concurrent commit changed the same keys.
         """
-        from lance_format.dataset.maintenance.metadata_commits import update_schema_metadata
 
         return update_schema_metadata(self._as_dataset(), values, replace=replace, transaction_properties=transaction_properties,
                                       commit_message=commit_message)
@@ -515,7 +546,6 @@ class CommittingMethods(DatasetMixin):
         CommitConflictError
             A concurrent commit changed the same field.
         """
-        from lance_format.dataset.maintenance.metadata_commits import update_field_metadata
 
         update_field_metadata(self._as_dataset(), field_updates, replace=replace, transaction_properties=transaction_properties,
                               commit_message=commit_message)

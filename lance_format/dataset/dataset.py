@@ -13,7 +13,10 @@ import pyarrow as pa
 from lance_format.dataset.arguments import version_number
 from lance_format.dataset.arrow_interop import ArrowDatasetBase
 from lance_format.dataset.blob_reads import BlobMethods
+from lance_format.dataset.changes.feed import build_delta
 from lance_format.dataset.committing import CommittingMethods
+from lance_format.dataset.evolution.base import next_field_id_of
+from lance_format.dataset.file_session import LanceFileSession
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.indices import IndexMethods
 from lance_format.dataset.inspection import InspectionMethods, version_entry
@@ -176,7 +179,6 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
     def new_file_session(self) -> LanceFileSession:
         """A :class:`~lance_format.dataset.file_session.LanceFileSession` at the table's root,
         with its storage options (pylance's ``new_file_session``)."""
-        from lance_format.dataset.file_session import LanceFileSession
 
         return LanceFileSession(self._store.uri, self._store.storage_options)
 
@@ -351,7 +353,6 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
     def max_field_id(self) -> int:
         """The highest field id in use: of the schema, or of a data file still holding a dropped
         column (pylance's ``max_field_id``; new columns get ids above it)."""
-        from lance_format.dataset.evolution.base import next_field_id_of
 
         return next_field_id_of(self.manifest) - 1
 
@@ -410,8 +411,21 @@ class LanceDataset(ReadingMethods, CommittingMethods, TransactionMethods, TableW
             Neither ``compared_against`` nor both range ends are given, or they are not versions.
         VersionNotFoundError
             A version of the range does not exist.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/events.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2], "kind": ["view", "buy"]}), uri,
+        ...                          enable_stable_row_ids=True)
+        >>> _ = ds.update({"kind": "'refund'"}, where="id = 2")
+        >>> ds = lance.write_dataset(pa.table({"id": [3], "kind": ["view"]}), uri, mode="append")
+        >>> delta = ds.delta(compared_against=1)
+        >>> delta.get_inserted_rows().read_all().select(["id", "kind"]).to_pydict()
+        {'id': [3], 'kind': ['view']}
+        >>> delta.get_updated_rows().read_all().select(["id", "kind"]).to_pydict()
+        {'id': [2], 'kind': ['refund']}
         """
-        from lance_format.dataset.changes.feed import build_delta
 
         return build_delta(self, compared_against, begin_version=begin_version, end_version=end_version)
 
@@ -554,6 +568,15 @@ def dataset(
         ``version`` does not exist, or ``asof`` is before the first version.
     InvalidInputError
         An unsupported option, an unknown ``read_params`` key, or an ``asof`` that is not a time.
+
+    Examples
+    --------
+    >>> import tempfile, pyarrow as pa, lance_format as lance
+    >>> uri = tempfile.mkdtemp() + "/people.lance"
+    >>> _ = lance.write_dataset(pa.table({"id": [1, 2, 3], "name": ["ann", "bo", "cy"]}), uri)
+    >>> ds = lance.dataset(uri)
+    >>> ds.count_rows(), ds.version
+    (3, 1)
     """
     uri, storage_options = resolve_namespace(uri, namespace_client, table_id, "read", storage_options)
     refuse_unsupported(uri, read_params, base_store_params=base_store_params)

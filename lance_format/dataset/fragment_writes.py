@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto
+from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.evolution.base import new_column_file
+from lance_format.dataset.evolution.columns import _new_schema, _sql_batches
+from lance_format.dataset.evolution.udf_columns import udf_batches, udf_output_schema
+from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
+from lance_format.dataset.fragment_metadata import DataFile, DeletionFile, FragmentMetadata, fragment_from_proto
+from lance_format.dataset.mutations.base import Prepared, storage_version_of
+from lance_format.dataset.sql.filter import to_value_expression, value_nullable
+from lance_format.dataset.transactions_api import LanceOperation, Transaction
 from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -30,13 +38,21 @@ from lance_format.dataset.writing.fragment_sink import (
     write_fragments as write_fragment_protos,
 )
 from lance_format.dataset.writing.write_dataset import progress_hook, write_targets
-from lance_format.errors import ArgumentTypeError, EmptyDataError, InvalidInputError
+from lance_format.errors import ArgumentTypeError, CorruptFileError, EmptyDataError, InvalidInputError
+from lance_format.file.legacy_v0_1_writer import batches_like
+from lance_format.file.reader import LanceFileReader
+from lance_format.file.writer import LanceFileWriter
 from lance_format.io import ObjectStore, object_store_for
+from lance_format.proto import table_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.extensions import storage_schema, to_storage
 from lance_format.table import feature_flags
 from lance_format.table.base_paths import DatasetBasePath, check_base_store_params, new_base_protos
 from lance_format.table.commit import latest_manifest
+from lance_format.table.deletion import write_deletion_file
+from lance_format.table.legacy_manifest import fragment_batch_rows
+from lance_format.table.operations import TOMBSTONE_FIELD_ID
+from lance_format.table.transaction import new_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -55,8 +71,6 @@ def _legacy_alias(data_storage_version: str | None, use_legacy_format: bool | No
 
 
 def _store_of(dataset_uri: Any, storage_options: Mapping[str, str] | None) -> ObjectStore:
-    from lance_format.dataset.dataset import LanceDataset
-
     if isinstance(dataset_uri, LanceDataset):
         return dataset_uri.object_store
     if not isinstance(dataset_uri, (str, os.PathLike, ObjectStore)):
@@ -185,7 +199,6 @@ def write_fragments(
         storage_options=storage_options, initial_bases=initial_bases, target_bases=target_bases)
     if not return_transaction:
         return fragments
-    from lance_format.dataset.transactions_api import LanceOperation, Transaction
 
     operation: Any
     if mode == "append" and read_version:
@@ -199,8 +212,6 @@ def write_fragments(
 def delete_from_fragment(fragment: LanceFragment, predicate: str) -> FragmentMetadata | None:
     """pylance's ``LanceFragment.delete``: a new deletion file with the rows matching ``predicate``
     added; None when no row would be left. Nothing is committed."""
-    from lance_format.dataset.fragment_metadata import DeletionFile
-    from lance_format.table.deletion import write_deletion_file
 
     ds = fragment._dataset
     scanner = ds.scanner(columns=[], filter=predicate, with_row_address=True, fragments=[fragment])
@@ -223,12 +234,6 @@ def merge_fragment_columns(
 ) -> tuple[FragmentMetadata, LanceSchema]:
     """pylance's ``LanceFragment.merge_columns``: a new data file with new columns for this
     fragment, and the table schema with them; commit with ``LanceOperation.Merge``."""
-    from lance_format.dataset.evolution.base import new_column_file
-    from lance_format.dataset.evolution.columns import _new_schema, _sql_batches
-    from lance_format.dataset.evolution.udf_columns import udf_batches, udf_output_schema
-    from lance_format.dataset.mutations.base import Prepared, storage_version_of
-    from lance_format.dataset.sql.filter import to_value_expression, value_nullable
-    from lance_format.table.transaction import new_transaction
 
     ds = fragment._dataset
     prepared = Prepared(new_transaction(ds.version), None, storage_version=storage_version_of(ds))
@@ -269,8 +274,6 @@ def merge_fragment_columns(
 def delete_fragment_rows(fragment: LanceFragment, offsets: Any) -> FragmentMetadata | None:
     """pylance's ``LanceFragment.delete_rows``: delete physical ``offsets`` of this fragment
     (added to its deletion file); None when no row would be left. Nothing is committed."""
-    from lance_format.dataset.fragment_metadata import DeletionFile
-    from lance_format.table.deletion import write_deletion_file
 
     new = np.asarray([int(o) for o in offsets], dtype=np.int64)
     if new.size and (new.min() < 0 or new.max() >= fragment.physical_rows):
@@ -300,7 +303,6 @@ def _joined_batches(fragment: LanceFragment, right: pa.Table, left_on: str, righ
     offsets that matched are appended to ``matched``."""
     import pyarrow.compute as pc
 
-    from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
 
     ds = fragment._dataset
     positions = pa.array(np.arange(right.num_rows, dtype=np.int64))
@@ -334,11 +336,6 @@ def merge_fragment(fragment: LanceFragment, data_obj: Any, left_on: str, right_o
     """pylance's ``LanceFragment.merge``: new columns from ``data_obj`` joined on ``left_on`` =
     ``right_on`` (a left join: rows without a match get nulls), as a new data file of this
     fragment; returns it and the widened schema. Commit with ``LanceOperation.Merge``."""
-    from lance_format.dataset.evolution.columns import _new_schema
-    from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
-    from lance_format.file.legacy_v0_1_writer import batches_like
-    from lance_format.proto import table_pb2
-    from lance_format.table.legacy_manifest import fragment_batch_rows
 
     ds = fragment._dataset
     right_on = right_on or left_on
@@ -382,11 +379,6 @@ def update_fragment_columns(
     """
     from pyroaring import BitMap
 
-    from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
-    from lance_format.file.legacy_v0_1_writer import batches_like
-    from lance_format.proto import table_pb2
-    from lance_format.table.legacy_manifest import fragment_batch_rows
-    from lance_format.table.operations import TOMBSTONE_FIELD_ID
 
     ds = fragment._dataset
     right_on = right_on or left_on
@@ -442,9 +434,6 @@ def describe_data_file(ds: LanceDataset, path: str, *, base_id: int | None = Non
 
     Raises :class:`InvalidInputError` for a column the table does not have.
     """
-    from lance_format.dataset.fragment_metadata import DataFile
-    from lance_format.file.reader import LanceFileReader
-    from lance_format.file.writer import LanceFileWriter
 
     with LanceFileReader(ds.object_store, f"data/{path}") as reader:
         names = [f.name for f in reader.lance_schema().fields]
@@ -472,7 +461,6 @@ def validate_fragment(fragment: LanceFragment) -> None:
 
     Raises :class:`CorruptFileError` (or ``FileNotFoundError`` for a missing file).
     """
-    from lance_format.errors import CorruptFileError
 
     for data_file in fragment.proto.files:
         if not any(fid >= 0 for fid in data_file.fields):

@@ -29,6 +29,7 @@ from lance_format.dataset.index_vector import build_vector_segment, create_vecto
 from lance_format.dataset.lance_operations import Index
 from lance_format.dataset.mixin import DatasetMixin
 from lance_format.dataset.mutations.base import Prepared, run_mutation, transaction_for
+from lance_format.dataset.transaction_protos import index_from_proto, index_to_proto
 from lance_format.errors import (
     ArgumentTypeError,
     IndexColumnNotFoundError,
@@ -38,7 +39,7 @@ from lance_format.errors import (
     UnsupportedFeatureError,
 )
 from lance_format.index.metadata import fragment_ids_of, new_index_metadata
-from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndexType, by_name
+from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndexType, by_name, by_type_url
 from lance_format.index.store import IndexStore, index_file_version
 
 if TYPE_CHECKING:
@@ -206,7 +207,6 @@ def create_scalar_index(ds: LanceDataset, column: str | list[str], index_type: A
 def commit_segments(ds: LanceDataset, index_name: str, column: str, segments: list[Any]) -> None:
     """Commit segments built by ``create_index_uncommitted`` as the index ``index_name`` on
     ``column`` (an existing index of that name replaced), in one ``CreateIndex`` transaction."""
-    from lance_format.dataset.transaction_protos import index_to_proto
 
     path, lance_field = _resolve_column(ds, column)
     if not segments:
@@ -312,7 +312,6 @@ class IndexMethods(DatasetMixin):
         """Build one segment over ``fragment_ids`` without committing it and return its
         :class:`Index` metadata (pylance's distributed-build API: run on each worker, then
         :meth:`commit_existing_index_segments` once with every worker's result)."""
-        from lance_format.dataset.transaction_protos import index_from_proto
 
         ds = self._as_dataset()
         if fragment_ids is None:
@@ -343,8 +342,6 @@ class IndexMethods(DatasetMixin):
         """One uncommitted segment covering the fragments of ``segments`` (same column and type),
         rebuilt from this version's data. The type's default parameters are used: parameters of
         the given segments (e.g. ZONEMAP's ``rows_per_zone``) are not carried over."""
-        from lance_format.dataset.transaction_protos import index_from_proto, index_to_proto
-        from lance_format.index.scalar.base import by_type_url
 
         ds = self._as_dataset()
         metas = [index_to_proto(s) for s in segments]

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyroaring import BitMap
 
+from lance_format.dataset.index_describe import index_statistics
+from lance_format.dataset.maintenance.cleanup import explain_cleanup
 from lance_format.dataset.mixin import DatasetMixin
 from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.io.counters import IOStats
@@ -128,7 +130,6 @@ class LanceStats:
     def index_stats(self, index_name: str) -> dict[str, Any]:
         """Statistics of the index ``index_name`` (pylance's dictionary; ``IndexNotFoundError``,
         a ``KeyError``, for a name no index has)."""
-        from lance_format.dataset.index_describe import index_statistics
 
         return index_statistics(self._dataset, index_name)
 
@@ -329,7 +330,6 @@ class InspectionMethods(DatasetMixin):
         TagError
             A tagged version would be removed and ``error_if_tagged_old_versions`` is set.
         """
-        from lance_format.dataset.maintenance.cleanup import explain_cleanup
 
         ds = self._as_dataset()
         if max_files <= 0:

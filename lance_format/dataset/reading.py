@@ -16,10 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.arguments import row_positions
+from lance_format.dataset.blob_reads import blob_frame
 from lance_format.dataset.fragment import SYSTEM_COLUMNS, LanceFragment
 from lance_format.dataset.relational import RelationalMethods
 from lance_format.dataset.scan_options import ROW_OFFSET, ColumnOrdering
 from lance_format.dataset.scanner import LanceScanner
+from lance_format.dataset.sql_query import SqlQueryBuilder, SqlStatement
 from lance_format.errors import InvalidInputError, InvalidRowSelectionError
 from lance_format.schema.blob import is_blob_field
 
@@ -123,6 +125,14 @@ class ReadingMethods(RelationalMethods):
             or offset.
         UnsupportedFeatureError
             A full-text search option.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/people.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2, 3], "name": ["ann", "bo", "cy"]}), uri)
+        >>> ds.scanner(columns=["name"], filter="id > 1").to_table().to_pydict()
+        {'name': ['bo', 'cy']}
         """
         given: dict[str, Any] = dict(
             columns=columns, filter=filter, limit=limit, offset=offset, nearest=nearest, batch_size=batch_size,
@@ -167,6 +177,14 @@ class ReadingMethods(RelationalMethods):
         ------
         InvalidInputError
             An unknown column or option, an invalid filter, a negative limit or offset.
+
+        Examples
+        --------
+        >>> import tempfile, pyarrow as pa, lance_format as lance
+        >>> uri = tempfile.mkdtemp() + "/people.lance"
+        >>> ds = lance.write_dataset(pa.table({"id": [1, 2, 3], "name": ["ann", "bo", "cy"]}), uri)
+        >>> ds.to_table(filter="name LIKE 'b%'").to_pydict()
+        {'id': [2], 'name': ['bo']}
         """
         return self.scanner(columns, filter, limit, offset, nearest, batch_size, batch_size_bytes, batch_readahead,
                             fragment_readahead, scan_in_order, **scan_options).to_table()
@@ -221,7 +239,6 @@ class ReadingMethods(RelationalMethods):
         ``blob_mode``, as in pylance: blob columns as ``BlobFile`` objects (``"lazy"``, the
         default), their bytes (``"bytes"``) or their descriptions (``"descriptions"``).
         """
-        from lance_format.dataset.blob_reads import blob_frame
 
         blob_mode = scan_options.pop("blob_mode", "lazy")
         keep_address = bool(scan_options.get("with_row_address"))
@@ -275,7 +292,6 @@ class ReadingMethods(RelationalMethods):
     def sql(self, sql: str) -> SqlQueryBuilder:
         """A SQL query over this table (pylance's ``sql``), for what one scan can answer: see
         :mod:`lance_format.dataset.sql_query`."""
-        from lance_format.dataset.sql_query import SqlQueryBuilder, SqlStatement
 
         return SqlQueryBuilder(SqlStatement(self._as_dataset(), sql))
 

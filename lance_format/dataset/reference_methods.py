@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from lance_format.dataset.branches import Branches, create_branch, dataset_tags
+from lance_format.dataset.clones import deep_clone, shallow_clone
+from lance_format.dataset.maintenance.metadata_commits import add_bases
 from lance_format.dataset.mixin import DatasetMixin
 from lance_format.table.base_paths import DatasetBasePath
 from lance_format.table.refs import Reference
@@ -25,14 +28,12 @@ class ReferenceMethods(DatasetMixin):
     @property
     def tags(self) -> Tags:
         """The table's tags (named versions): ``create``, ``delete``, ``list``, ``get_version``."""
-        from lance_format.dataset.branches import dataset_tags
 
         return dataset_tags(self._as_dataset())
 
     @property
     def branches(self) -> Branches:
         """The table's branches (pylance's ``Branches``: ``list()``, ``list_ordered()``, ``delete(name)``)."""
-        from lance_format.dataset.branches import Branches
 
         return Branches(self._as_dataset())
 
@@ -46,7 +47,6 @@ class ReferenceMethods(DatasetMixin):
         BranchError
             The branch exists already or its name is invalid.
         """
-        from lance_format.dataset.branches import create_branch
 
         return create_branch(self._as_dataset(), branch, reference, storage_options)
 
@@ -54,7 +54,6 @@ class ReferenceMethods(DatasetMixin):
                       storage_options: dict[str, str] | None = None, **kwargs: Any) -> LanceDataset:
         """A new table at ``target_path`` whose first version references this table's files at
         ``reference`` (pylance's ``shallow_clone``; nothing is copied)."""
-        from lance_format.dataset.clones import shallow_clone
 
         return shallow_clone(self._as_dataset(), target_path, reference, storage_options)
 
@@ -62,7 +61,6 @@ class ReferenceMethods(DatasetMixin):
                    storage_options: dict[str, str] | None = None, **kwargs: Any) -> LanceDataset:
         """A new table at ``target_path`` with copies of this table's files at ``reference``
         (pylance's ``deep_clone``)."""
-        from lance_format.dataset.clones import deep_clone
 
         return deep_clone(self._as_dataset(), target_path, reference, storage_options)
 
@@ -81,7 +79,6 @@ class ReferenceMethods(DatasetMixin):
             A base is not a ``DatasetBasePath``, not an absolute path or URI, or its name, path
             or id is registered already.
         """
-        from lance_format.dataset.maintenance.metadata_commits import add_bases
 
         add_bases(self._as_dataset(), new_bases, transaction_properties=transaction_properties)
         return self._as_dataset()

@@ -41,6 +41,7 @@ from lance_format.file.container import MAGIC, TAIL_READ_BYTES
 from lance_format.file.reader import ColumnPlan, _open
 from lance_format.io.object_store import ObjectStore
 from lance_format.proto import file_pb2, table_pb2
+from lance_format.schema import LanceSchema
 
 T = TypeVar("T")
 
@@ -366,7 +367,6 @@ def load_dictionaries(manifest_bytes: bytes, fields, *, path: str) -> dict[int, 
 
 def _dictionaries(read: Callable[[int, int], pa.Buffer], limit: int, fields, *, path: str) -> dict[int, pa.Array]:
     """Dictionary values of ``fields`` whose bytes ``read(offset, length)`` returns, below ``limit``."""
-    from lance_format.schema import LanceSchema
 
     ctx = DecodeContext(path, None)
     out: dict[int, pa.Array] = {}

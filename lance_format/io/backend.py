@@ -29,7 +29,7 @@ from urllib.parse import ParseResult, urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lance_format.errors import LanceError, StorageThrottledError, UnsupportedFeatureError
+from lance_format.errors import InvalidInputError, LanceError, StorageThrottledError, UnsupportedFeatureError
 from lance_format.io.ranges import ReadPolicy, read_ranges
 
 T = TypeVar("T")
@@ -197,7 +197,6 @@ def split_bucket_uri(uri: str, parsed: ParseResult, example: str) -> tuple[str, 
     """(bucket, normalized key prefix) of ``scheme://bucket/prefix``; refuses prefixes leaving the bucket."""
     import posixpath
 
-    from lance_format.errors import InvalidInputError
 
     bucket = parsed.netloc
     if not bucket or parsed.query or parsed.fragment:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
 from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.io.backend import BACKENDS
 
 if TYPE_CHECKING:
     from lance_format.io.object_store import ObjectStore
@@ -117,7 +118,6 @@ def register_manifest_store(scheme: str, factory: ManifestStoreFactory) -> None:
     for the object store. A store with a ``use_credential_provider(provider)`` method is handed
     the ``credential_provider`` storage option, if any, after the factory made it.
     """
-    from lance_format.io.backend import BACKENDS
 
     scheme = scheme.lower()
     if not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme) or scheme in BACKENDS:

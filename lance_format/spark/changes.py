@@ -39,7 +39,7 @@ from lance_format.proto import table_pb2
 from lance_format.spark.common import StorageOptions, pack_options, table_location, use_driver_python
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT
 from lance_format.spark.tasks import arrow_schema_from_bytes, arrow_schema_to_bytes, manifest_identity, open_version
-from lance_format.spark.types import spark_arrow_schema, spark_schema
+from lance_format.spark.types import BatchConverter, spark_arrow_schema, spark_schema
 from lance_format.table.deletion import live_row_count
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import list_versions
@@ -98,7 +98,6 @@ def _share(changes: VersionChanges, part: int, parts: int) -> VersionChanges:
 
 def version_changes(spec: ChangeSpec, version: int, part: int, parts: int) -> Iterator[pa.RecordBatch]:
     """The change batches of ``version`` (share ``part`` of ``parts``), in Spark's Arrow types."""
-    from lance_format.spark.types import BatchConverter
 
     end = spec.open(spec.end_version)
     schema = end.lance_schema

@@ -20,7 +20,9 @@ import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.indices import check_index_request
+from lance_format.dataset.transaction_protos import index_from_proto, index_to_proto
 from lance_format.errors import InvalidInputError
+from lance_format.proto import table_pb2
 
 _TASK_SCHEMA = "task int, spec string"
 _OUT_SCHEMA = "segment binary"
@@ -28,7 +30,6 @@ _OUT_SCHEMA = "segment binary"
 
 def _build_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Executor side: one uncommitted segment per task spec; yields its metadata message."""
-    from lance_format.dataset.transaction_protos import index_to_proto
 
     out: list[bytes] = []
     for batch in batches:
@@ -47,8 +48,6 @@ def create_scalar_index(spark: Any, uri: str, column: str, index_type: str, name
     """Build a scalar index (``BTREE``, ``BITMAP``, ... as ``LanceDataset.create_scalar_index``)
     on ``column`` of the table at ``uri``: segments on the executors, one commit from the driver.
     Returns the dataset at the committed version."""
-    from lance_format.dataset.transaction_protos import index_from_proto
-    from lance_format.proto import table_pb2
 
     if fragments_per_task < 1:
         raise InvalidInputError(f"fragments_per_task must be at least 1, got {fragments_per_task}", table=uri)

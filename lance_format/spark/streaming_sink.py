@@ -55,8 +55,9 @@ from lance_format.spark.coalesce import (
 from lance_format.spark.common import CommitResult, count_small_fragments
 from lance_format.spark.compaction import compact_after_write, compaction_from_options
 from lance_format.spark.datasource import _flag, _int, _json, _path, _storage, file_size_options, task_retried
+from lance_format.spark.merge import merge_dataframe
 from lance_format.spark.tasks import schema_from_bytes, write_partition
-from lance_format.spark.write import commit_written
+from lance_format.spark.write import commit_written, write_dataframe
 from lance_format.spark.write_plan import plan_write
 from lance_format.table.commit import latest_manifest
 from lance_format.table.manifest import read_manifest
@@ -338,8 +339,6 @@ def merge_each_batch(
     (``when_matched``, ``when_not_matched_by_source``, ``when_matched_update_condition``, ...);
     keys must be unique within a batch (deduplicate first, e.g. the latest row per key).
     """
-    from lance_format.spark.merge import merge_dataframe
-    from lance_format.spark.write import write_dataframe
 
     if "transaction_properties" in merge_options:
         extra_properties = dict(merge_options.pop("transaction_properties") or {})

@@ -31,11 +31,13 @@ from lance_format.dataset.sql.filter import to_expression
 from lance_format.dataset.writing.commit_fragments import delete_rows
 from lance_format.dataset.writing.fragment_sink import FragmentSink, write_prefix
 from lance_format.errors import CorruptFileError, InvalidInputError
+from lance_format.io.threads import serial_decoding
 from lance_format.proto import file_pb2, table_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.arrow_checks import check_batch
 from lance_format.spark.coalesce import StagedOutput, StagingFile, split_staged_ids, staged_schema, with_staged_ids
 from lance_format.spark.common import StorageOptions, task_store
+from lance_format.spark.types import BatchConverter
 from lance_format.spark.worker_heap import freeze_imported_objects
 
 # one row per fragment written; a small output staged for the commit has no fragment, its path in "staged"
@@ -163,8 +165,6 @@ class PartitionWriter:
     never does is handed to the commit as a staged output (:mod:`lance_format.spark.coalesce`)."""
 
     def __init__(self, spec: WriteSpec) -> None:
-        from lance_format.spark.types import BatchConverter
-
         freeze_imported_objects()  # the worker's full gc.collect() after the task skips them
         self.spec = spec
         schema = schema_from_bytes(spec.schema)
@@ -341,8 +341,6 @@ class ConditionEvaluator:
     """
 
     def __init__(self, spec: ConditionSpec) -> None:
-        from lance_format.spark.types import BatchConverter
-
         self.spec = spec
         self.source = arrow_schema_from_bytes(spec.source)
         self.target = arrow_schema_from_bytes(spec.target)
@@ -516,7 +514,6 @@ def task_cpus() -> int | None:
 def _decoded_serially(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``batches``, each decoded on the calling thread only (the context is set around each
     step, never across a ``yield``: the consumer's own decoding stays as it was)."""
-    from lance_format.io.threads import serial_decoding
 
     while True:
         with serial_decoding():
@@ -542,8 +539,6 @@ def read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
 
 
 def _read_split(spec: ScanSpec, split: Split) -> Iterator[pa.RecordBatch]:
-    from lance_format.spark.types import BatchConverter
-
     freeze_imported_objects()  # the worker's full gc.collect() after the task skips them
     ds = open_version(spec.uri, spec.version, spec.identity, spec.storage_options)
     ranges = []

@@ -384,6 +384,20 @@ def write_dataframe(
         An invalid option, mode or predicate.
     CommitConflictError
         A concurrent commit conflicts with this write.
+
+    Examples
+    --------
+    >>> import tempfile, lance_format as lance
+    >>> from pyspark.sql import SparkSession
+    >>> from lance_format.spark import read_dataframe, write_dataframe
+    >>> spark = SparkSession.builder.master("local[2]").getOrCreate()
+    >>> df = spark.createDataFrame([(1, "ann"), (2, "bo")], "id long, name string")
+    >>> uri = tempfile.mkdtemp() + "/people.lance"
+    >>> result = write_dataframe(df, uri)
+    >>> result.version, result.rows
+    (1, 2)
+    >>> read_dataframe(spark, uri).orderBy("id").collect()[1].name
+    'bo'
     """
     plan = plan_write(
         df.schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,

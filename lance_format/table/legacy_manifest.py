@@ -19,6 +19,8 @@ import warnings
 import numpy as np
 
 from lance_format.errors import CorruptFileError, LanceError
+from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
+from lance_format.file.reader import LanceFileReader
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 from lance_format.table.naming import data_file_path
@@ -36,8 +38,6 @@ def repair_old_manifest(store: ObjectStore, manifest: table_pb2.Manifest) -> Non
 
 
 def _file_version(data_file: table_pb2.DataFile) -> str:
-    from lance_format.file.legacy_v0_1 import is_legacy_version
-
     major, minor = data_file.file_major_version, data_file.file_minor_version
     if is_legacy_version(major, minor):
         return "0.1"
@@ -68,8 +68,6 @@ def repair_legacy_storage_version(manifest: table_pb2.Manifest) -> None:
 
 
 def _inferred_storage_version(manifest: table_pb2.Manifest) -> str:
-    from lance_format.file.legacy_v0_1 import is_legacy_version
-
     for fragment in manifest.fragments:
         if fragment.files:
             first = fragment.files[0]
@@ -96,8 +94,6 @@ def repair_row_counts(store: ObjectStore, manifest: table_pb2.Manifest) -> None:
 def _file_rows(store: ObjectStore, data_file: table_pb2.DataFile) -> int | None:
     """Rows of a data file; an unreadable file raises (a silent 0 would undercount the table)."""
     # imported here: the file readers import table-level modules
-    from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
-    from lance_format.file.reader import LanceFileReader
 
     path = data_file_path(data_file.path, table=store.uri)
     size = data_file.file_size_bytes or None
@@ -119,7 +115,6 @@ def _file_rows(store: ObjectStore, data_file: table_pb2.DataFile) -> int | None:
 
 def fragment_batch_rows(store: ObjectStore, fragment) -> list[int] | None:
     """Batch lengths of a fragment's first data file if it is a legacy file, else None."""
-    from lance_format.file.legacy_v0_1 import LegacyFileReader, is_legacy_version
 
     if not fragment.files:
         return None

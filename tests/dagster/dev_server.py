@@ -87,12 +87,18 @@ class DevServer:
 
 
 @contextlib.contextmanager
-def dg_dev(home: Path, lake: Path, log: Path) -> Iterator[DevServer]:
-    """``dg dev`` from the repository root (the dg project directory), as the README runs it."""
+def dg_dev(home: Path, lake: Path, log: Path, *, dg: Path = DG,
+           base_env: dict[str, str] | None = None) -> Iterator[DevServer]:
+    """``dg dev`` from the repository root (the dg project directory), as the README runs it.
+
+    ``dg``/``base_env``: another environment's ``dg`` and process environment (the README's
+    first command's venv); by default the test run's own, with the repository on PYTHONPATH.
+    """
     port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home), "LANCE_EXAMPLE_ROOT": str(lake), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)} if base_env is None else dict(base_env)
+    env.update({"DAGSTER_HOME": str(home), "LANCE_EXAMPLE_ROOT": str(lake)})
     with open(log, "wb") as out:
-        process = subprocess.Popen([str(DG), "dev", "-h", "127.0.0.1", "-p", str(port)], cwd=REPO, env=env,
+        process = subprocess.Popen([str(dg), "dev", "-h", "127.0.0.1", "-p", str(port)], cwd=REPO, env=env,
                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     server = DevServer(process, port, log)
     try:

@@ -10,8 +10,8 @@ import pytest
 
 from lance_assets import LanceIOManager, LanceTableResource
 from lance_assets.resources import table_uri
+from tests.engine.io.test_object_store_dynamodb import TABLE
 from tests.s3_support import dynamodb_client, server_with_manifest_table
-from tests.test_object_store_dynamodb import TABLE
 
 
 @pytest.fixture(scope="module")

@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import lance_format
-from tests.dagster.dev_server import LOCATION, dagster_home, dg_dev
+from tests.dagster.dev_server import LOCATION, REPO, dagster_home, dg_dev
 
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="the browser walkthrough needs Playwright (pip install '.[test]')")
@@ -64,17 +65,21 @@ def _wait_for_run_success(page) -> None:
     assert status.inner_text() == "Success", page.inner_text("body")[:3000]
 
 
-def test_readme_walkthrough_in_chromium(tmp_path, spark):
-    from example_project import run_example
-
+def test_readme_walkthrough_in_chromium(tmp_path, command1_env):
+    # Everything the README's walkthrough runs (its first command's example, then `dg dev`, and
+    # the runs dg dev launches) runs in the environment that command builds, not the test venv.
+    assert not command1_env.has("pylance") and not command1_env.has("playwright")
     lake = tmp_path / "lake"
-    # The README's first command (in this process: it reuses the test session's Spark session).
-    assert run_example.main(str(lake)) == 0
+    example = subprocess.run([str(command1_env.python), "-m", "example_project.run_example", str(lake)],
+                             cwd=REPO, env=command1_env.env(), capture_output=True, text=True, timeout=900)
+    assert example.returncode == 0, example.stdout[-3000:] + example.stderr[-3000:]
+    assert "incremental result equals a full recompute: True" in example.stdout, example.stdout[-3000:]
     home = dagster_home(lake / "dagster_home")  # the instance that command wrote; telemetry off
     uri = str(lake / "raw_orders.lance")
     expect = playwright_api.expect
 
-    with dg_dev(home, lake, tmp_path / "dg_dev.log") as server, playwright_api.sync_playwright() as pw:
+    with dg_dev(home, lake, tmp_path / "dg_dev.log", dg=command1_env.dg, base_env=command1_env.env()) as server, \
+            playwright_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)

@@ -27,6 +27,7 @@ from lance_format.dataset.changes.plan import (
 )
 from lance_format.dataset.fragment import ROW_ID
 from lance_format.dataset.scanner import DEFAULT_BATCH_SIZE
+from lance_format.dataset.transaction_protos import transaction_from_proto
 from lance_format.errors import InvalidInputError, VersionNotFoundError
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import list_versions
@@ -126,7 +127,6 @@ class DatasetDelta:
     def list_transactions(self) -> list[Transaction]:
         """Transactions of versions ``begin_version + 1 .. end_version`` as pylance's
         ``Transaction`` objects (versions without a recorded transaction are skipped, as in pylance)."""
-        from lance_format.dataset.transaction_protos import transaction_from_proto
 
         self._check_order()
         store = self._dataset.object_store

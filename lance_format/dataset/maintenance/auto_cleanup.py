@@ -13,6 +13,7 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from lance_format.dataset.maintenance.cleanup import cleanup_old_versions
 from lance_format.table.auto_cleanup import OLDER_THAN_KEY, RETAIN_VERSIONS_KEY, parse_duration
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ log = logging.getLogger(__name__)
 
 def run_auto_cleanup(read_version: LanceDataset, manifest: table_pb2.Manifest) -> None:
     """Clean up after the commit of ``manifest``, seeing the table at ``read_version``; logs errors."""
-    from lance_format.dataset.maintenance.cleanup import cleanup_old_versions
 
     try:
         older = manifest.config.get(OLDER_THAN_KEY)

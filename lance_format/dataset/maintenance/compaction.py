@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lance_format.dataset.index_optimize import optimize_indices
 from lance_format.dataset.maintenance.decoded_memory import modelled_decoder_memory, registered
 from lance_format.dataset.maintenance.decoded_memory_v2_0 import modelled_legacy_decoder_memory, registered_v2_0
 from lance_format.dataset.maintenance.index_remap import blocked_fragments, indexed_fragments, remap_indices
@@ -372,7 +373,6 @@ class DatasetOptimizer:
                          **ignored: Any) -> None:
         """pylance's ``optimize.optimize_indices``: add the fragments appended since the indices
         were built to them (:mod:`lance_format.dataset.index_optimize`)."""
-        from lance_format.dataset.index_optimize import optimize_indices
 
         optimize_indices(self._dataset, index_names=index_names, num_indices_to_merge=num_indices_to_merge,
                          retrain=retrain)

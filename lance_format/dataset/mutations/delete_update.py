@@ -41,6 +41,7 @@ from lance_format.dataset.mutations.base import (
     transaction_for,
     write_new_fragments,
 )
+from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
 from lance_format.dataset.sql.filter import to_expression, to_value_expression
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 from lance_format.schema.blob import binary_read_field, is_blob_field
@@ -198,7 +199,6 @@ def update(
 
 def merge_insert(ds: LanceDataset, on: str | Iterable[str] | None) -> MergeInsertBuilder:
     """A builder for an upsert / insert-if-not-exists / replace-range operation keyed on ``on``."""
-    from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
 
     return MergeInsertBuilder(ds, on)
 

@@ -28,6 +28,7 @@ from lance_format.dataset.mutations.base import (
     DEFAULT_CONFLICT_RETRIES,
     DEFAULT_RETRY_TIMEOUT,
     Prepared,
+    _prepare,
     apply_deletions,
     attach_row_ids,
     batches_of,
@@ -314,8 +315,6 @@ class MergeInsertBuilder:
         return self._dataset.transaction_of(prepared.txn), prepared.result
 
     def _prepared_without_commit(self, data_obj: Any, schema: pa.Schema | None) -> Prepared:
-        from lance_format.dataset.mutations.base import _prepare
-
         source = self._checked_source(data_obj, schema)
         return _prepare(lambda current: _Run(self, current, source, None, None).prepare(), self._dataset)
 

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
+from lance_format.dataset.fragment_metadata import fragment_from_proto
 from lance_format.dataset.namespace_target import resolve as resolve_namespace
 from lance_format.dataset.writing.arrow_input import as_reader
 from lance_format.dataset.writing.fragment_sink import (
@@ -68,7 +69,6 @@ def progress_hook(progress: Any, fragment_id: int | None = None) -> Callable[[st
     will have (``LanceFragment.create``); else the sink's own."""
     if progress is None:
         return None
-    from lance_format.dataset.fragment_metadata import fragment_from_proto
 
     def on_file(hook: str, fragment: table_pb2.DataFragment) -> None:
         metadata = fragment_from_proto(fragment)
@@ -183,6 +183,15 @@ def write_dataset(
         An unknown mode or option, or contradictory options.
     CommitConflictError
         A concurrent commit conflicts with this one, or the retries ran out.
+
+    Examples
+    --------
+    >>> import tempfile, pyarrow as pa, lance_format as lance
+    >>> uri = tempfile.mkdtemp() + "/people.lance"
+    >>> ds = lance.write_dataset(pa.table({"id": [1, 2, 3], "name": ["ann", "bo", "cy"]}), uri)
+    >>> ds = lance.write_dataset(pa.table({"id": [4], "name": ["di"]}), uri, mode="append")
+    >>> ds.version, ds.count_rows()
+    (2, 4)
     """
     if mode in MODES:
         uri, storage_options = resolve_namespace(uri, options.pop("namespace_client", None),
