@@ -11,8 +11,14 @@ then times, for each engine, opening the table afresh once:
 and checks that both return the same row ids. Ratios printed: our p50 / pylance's (goal at most
 1.0) and our batch throughput / pylance's (goal at least 1.0).
 
+With ``--build IVF_FLAT,IVF_PQ,IVF_SQ`` it then times building each vector index type with each
+engine on a copy of the table (``--partitions``, ``--sub-vectors`` for PQ) and measures recall@10
+of both indices, searched by pylance with ``--nprobes``, against the exact results.
+
     python benchmarks/bench_vectors.py [--rows 100000] [--dim 128] [--queries 30] [--batch 100]
                                        [--metric l2] [--repeat 3] [--keep DIR]
+                                       [--build IVF_FLAT,IVF_PQ,IVF_SQ] [--partitions 64]
+                                       [--sub-vectors 16] [--nprobes 8] [--skip-search]
 """
 
 from __future__ import annotations
@@ -66,6 +72,39 @@ def _batch(module, uri: str, queries: np.ndarray, metric: str, repeat: int) -> t
     return len(queries) / best, ids
 
 
+def _recall(uri: str, queries: np.ndarray, exact: list[list[int]], metric: str, nprobes: int) -> float:
+    ds = lance.dataset(uri)
+    hits = 0
+    for q, truth in zip(queries, exact, strict=True):
+        table = ds.to_table(columns=["id"], nearest={"column": "vec", "q": q, "k": 10, "metric": metric,
+                                                      "nprobes": nprobes})
+        hits += len(set(table.column("id").to_pylist()) & set(truth))
+    return hits / (10 * len(queries))
+
+
+def _builds(root: Path, uri: str, queries: np.ndarray, args: argparse.Namespace) -> None:
+    """Build time per type, ours vs pylance, and recall@10 of both indices (searched by pylance)."""
+    exact = [lance.dataset(uri).to_table(columns=["id"], nearest={
+        "column": "vec", "q": q, "k": 10, "metric": args.metric, "use_index": False}).column("id").to_pylist()
+        for q in queries]
+    print(f"index builds: {args.partitions} partitions, metric={args.metric}, recall@10 at nprobes={args.nprobes}")
+    for index_type in args.build.split(","):
+        params: dict = {"num_partitions": args.partitions, "metric": args.metric}
+        if "PQ" in index_type:
+            params["num_sub_vectors"] = args.sub_vectors
+        row = {}
+        for name, module in (("ours", lance_format), ("pylance", lance)):
+            copy = str(root / f"{index_type}_{name}.lance")
+            shutil.copytree(uri, copy)
+            started = time.perf_counter()
+            module.dataset(copy).create_index("vec", index_type, **params)
+            row[name] = (time.perf_counter() - started, _recall(copy, queries, exact, args.metric, args.nprobes))
+            shutil.rmtree(copy, ignore_errors=True)
+        (ours_s, ours_r), (theirs_s, theirs_r) = row["ours"], row["pylance"]
+        print(f"  {index_type:9s} build ours={ours_s:7.2f} s pylance={theirs_s:7.2f} s ratio={ours_s / theirs_s:6.2f}  "
+              f"recall@10 ours={ours_r:.3f} pylance={theirs_r:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
@@ -75,6 +114,11 @@ def main() -> None:
     parser.add_argument("--metric", default="l2")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", help="write the table here and keep it")
+    parser.add_argument("--build", default="", help="vector index types to build, comma-separated")
+    parser.add_argument("--partitions", type=int, default=64)
+    parser.add_argument("--sub-vectors", type=int, default=16)
+    parser.add_argument("--nprobes", type=int, default=8)
+    parser.add_argument("--skip-search", action="store_true", help="only the index builds")
     args = parser.parse_args()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_vectors_"))
     uri = str(root / "vectors.lance")
@@ -87,6 +131,10 @@ def main() -> None:
             scale=0.5, size=(args.queries, args.dim)).astype(np.float32)
         batch = vectors[rng.integers(0, args.rows, args.batch)] + rng.normal(
             scale=0.5, size=(args.batch, args.dim)).astype(np.float32)
+        if args.build:
+            _builds(root, uri, queries, args)
+        if args.skip_search:
+            return
         _single(lance_format, uri, queries[:2], args.metric)  # warm both (page cache, imports)
         _single(lance, uri, queries[:2], args.metric)
         ours_t, ours_ids = _single(lance_format, uri, queries, args.metric)

@@ -16,6 +16,8 @@ from pyroaring import BitMap
 from lance_format.errors import IndexNotFoundError
 from lance_format.index.catalog import IndexCatalog, NamedIndex, display_type
 from lance_format.index.metadata import Segment
+from lance_format.index.vector.params import VECTOR_TYPE_URL, describe_details
+from lance_format.index.vector.stats import index_kind, segment_statistics
 from lance_format.table.deletion import live_row_count
 
 if TYPE_CHECKING:
@@ -93,20 +95,41 @@ def _created(segment: Segment) -> datetime | None:
     return datetime.fromtimestamp(segment.meta.created_at / 1000, tz=UTC)
 
 
+def _vector_type(catalog: IndexCatalog, named: NamedIndex) -> tuple[str, dict[str, Any]]:
+    """A vector index's type (``IVF_PQ``) and details dict: from its ``VectorIndexDetails``, or
+    (older indices, whose details name no compression) from its ``index.idx``."""
+    kind, details = describe_details(bytes(named.segments[0].meta.index_details.value))
+    if kind is None:
+        try:
+            kind = index_kind(catalog.store(named.segments[0]))[0]
+        except Exception:  # unreadable files: described from the metadata alone
+            kind = "Vector"
+    return kind, details
+
+
+def type_and_details(catalog: IndexCatalog, named: NamedIndex) -> tuple[str, dict[str, Any]]:
+    """The type name ``describe_indices`` / ``list_indices`` show, and the details dict."""
+    if named.type_url == VECTOR_TYPE_URL:
+        return _vector_type(catalog, named)
+    return display_type(named.type_url), {}
+
+
 def describe(ds: LanceDataset) -> list[IndexDescription]:
     """Every user index of the version, by name."""
     live = _live_rows(ds)
     out = []
-    for named in catalog_of(ds).indices.values():
+    catalog = catalog_of(ds)
+    for named in catalog.indices.values():
         segments = [IndexSegmentDescription(
             uuid=s.uuid, dataset_version_at_last_update=int(s.meta.dataset_version), fragment_ids=s.fragment_ids,
             index_version=int(s.meta.index_version), created_at=_created(s), size_bytes=s.size_bytes,
             base_id=s.base_id) for s in named.segments]
         sizes = [s.size_bytes for s in segments]
+        index_type, details = type_and_details(catalog, named)
         out.append(IndexDescription(
-            name=named.name, type_url=named.type_url, index_type=display_type(named.type_url),
+            name=named.name, type_url=named.type_url, index_type=index_type,
             num_rows_indexed=sum(_segment_rows(s, live) for s in named.segments), fields=list(named.field_ids),
-            field_names=_field_names(ds, named.field_ids), segments=segments, details={},
+            field_names=_field_names(ds, named.field_ids), segments=segments, details=details,
             total_size_bytes=None if any(s is None for s in sizes) else sum(s or 0 for s in sizes)))
     return out
 
@@ -125,13 +148,16 @@ def index_statistics(ds: LanceDataset, name: str) -> dict[str, Any]:
     live = _live_rows(ds)
     covered = named.fragment_ids
     per_segment: list[dict[str, Any]] = []
+    vector = named.type_url == VECTOR_TYPE_URL
     for segment in named.segments:
-        if named.index_type is None or not len(segment.fragment_ids):  # pylance: {} for an untrained one
+        if vector and len(segment.fragment_ids):
+            per_segment.append(segment_statistics(catalog.store(segment)))
+        elif named.index_type is None or not len(segment.fragment_ids):  # pylance: {} for an untrained one
             per_segment.append({})
         else:
             per_segment.append(catalog.load(segment).statistics())
     trained = any(len(s.fragment_ids) for s in named.segments)
-    index_type = display_type(named.type_url) if trained or named.index_type is None else "N/A"
+    index_type = type_and_details(catalog, named)[0] if trained or named.index_type is None else "N/A"
     indexed_rows = sum(n for f, n in live.items() if f in covered)
     return {
         "index_type": index_type,

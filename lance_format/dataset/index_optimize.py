@@ -25,12 +25,14 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_format.dataset.index_describe import catalog_of, field_paths
+from lance_format.dataset.index_vector import optimize_vector_segment
 from lance_format.dataset.mutations.base import Prepared, run_mutation, transaction_for
 from lance_format.errors import IndexNotFoundError, InvalidInputError, UnsupportedFeatureError
 from lance_format.index.metadata import Segment, fragment_ids_of, new_index_metadata
 from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndexType, by_type_url
 from lance_format.index.scalar.details import decode_fields
 from lance_format.index.store import IndexStore, index_file_version
+from lance_format.index.vector.params import VECTOR_TYPE_URL
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -96,6 +98,8 @@ def _plan_one(ds: LanceDataset, name: str, segments: list[Segment], num_to_merge
     if work is None:
         return None
     unindexed, selected = work
+    if segments[-1].type_url == VECTOR_TYPE_URL:
+        return _plan_vector(ds, segments, unindexed, retrain, live, prepared)
     kind = by_type_url(segments[-1].type_url)
     if kind is None:
         raise UnsupportedFeatureError(f"index {name} ({segments[-1].type_url}) cannot be optimized by this engine",
@@ -123,6 +127,20 @@ def _plan_one(ds: LanceDataset, name: str, segments: list[Segment], num_to_merge
         fragment_ids=bitmap, type_url=reference.type_url, details=bytes(reference.meta.index_details.value),
         index_version=kind.version_for(ds.has_stable_row_ids), files=store.written_files())
     return meta, selected
+
+
+def _plan_vector(ds: LanceDataset, segments: list[Segment], unindexed: BitMap, retrain: bool, live: BitMap,
+                 prepared: Prepared) -> tuple[Any, list[Segment]] | None:
+    """A vector index: a delta segment over the unindexed fragments on the index's centroids and
+    quantizer (what pylance 14.0.2 adds for appended fragments), or with ``retrain`` one segment
+    trained afresh over every live fragment, replacing them all."""
+    fragments = BitMap(live) if retrain else BitMap(unindexed)
+    if not fragments:
+        return None
+    reference = segments[-1]
+    meta = optimize_vector_segment(ds, reference.meta, catalog_of(ds).store(reference), list(fragments),
+                                   retrain=retrain, written=prepared.written)
+    return meta, list(segments) if retrain else []
 
 
 def optimize_indices(ds: LanceDataset, index_names: Iterable[str] | None = None,

@@ -25,6 +25,7 @@ from lance_format.dataset.index_describe import (
     index_statistics,
     require_index,
 )
+from lance_format.dataset.index_vector import build_vector_segment, create_vector_index, is_vector_type
 from lance_format.dataset.lance_operations import Index
 from lance_format.dataset.mixin import DatasetMixin
 from lance_format.dataset.mutations.base import Prepared, run_mutation, transaction_for
@@ -280,8 +281,18 @@ class IndexMethods(DatasetMixin):
                      metric: str = "L2", replace: bool = False, *args: Any, train: bool = True,
                      fragment_ids: list[int] | None = None, index_uuid: str | None = None,
                      **kwargs: Any) -> None:
-        """pylance's ``create_index``: here for scalar index types (vector indices are not built by
-        this engine: :class:`UnsupportedFeatureError`)."""
+        """pylance's ``create_index``: scalar index types, and the vector types IVF_FLAT, IVF_PQ and
+        IVF_SQ (:mod:`lance_format.dataset.index_vector`) with pylance's parameters
+        (``num_partitions``, ``num_sub_vectors``, ``num_bits``, ``sample_rate``, ``max_iters``,
+        ``ivf_centroids``, ``pq_codebook``, ``target_partition_size``, ``accelerator``...)."""
+        if is_vector_type(index_type):
+            if args:
+                kwargs = {**dict(zip(("num_partitions", "ivf_centroids", "pq_codebook", "num_sub_vectors",
+                                      "accelerator"), args, strict=False)), **kwargs}
+            metric = kwargs.pop("distance_type", metric)
+            create_vector_index(self._as_dataset(), column, index_type, name, metric, replace=replace,
+                                fragment_ids=fragment_ids, index_uuid=index_uuid, kwargs=kwargs)
+            return
         if hasattr(index_type, "index_type") and hasattr(index_type, "parameters"):
             self.create_scalar_index(column, index_type, name, replace=replace, train=train,
                                      fragment_ids=fragment_ids, index_uuid=index_uuid)
@@ -307,6 +318,14 @@ class IndexMethods(DatasetMixin):
             raise InvalidInputError("create_index_uncommitted requires fragment_ids for distributed index build",
                                     table=ds.uri)
         index_type, kwargs = _unpack_config(index_type, kwargs)
+        if is_vector_type(index_type):  # one segment of a distributed vector build
+            metric = kwargs.pop("distance_type", metric)
+            segment_uuid = str(uuid_mod.UUID(str(index_uuid))) if index_uuid is not None else None
+            column_name = column[0] if isinstance(column, (list, tuple)) else column
+            meta = build_vector_segment(ds, column, index_type, name or f"{column_name}_idx", metric,
+                                        fragment_ids=list(fragment_ids), segment_uuid=segment_uuid, kwargs=kwargs,
+                                        written=[])
+            return index_from_proto(meta)
         path, lance_field, kind = check_index_request(ds, column, index_type)
         params = {k: v for k, v in kwargs.items() if k not in ("progress_callback", "format_version")}
         kind.check_params(params)
