@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -128,8 +129,11 @@ def _normalize_distinct(tokens: list[str], params: TokenizerParams) -> list[str 
     return out
 
 
-def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.ListArray:
-    """Each document's tokens (a null or empty document has none), as a list<string> array."""
+def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
+            ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Every kept token of the documents, in document order: (tokens as large_string, each
+    token's document index, its position in the document: its rank among the base tokenizer's
+    tokens, so long tokens and stop words leave gaps, as pylance's positions do)."""
     params.check()
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
@@ -138,9 +142,16 @@ def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.L
     # a combining dot, which would split a word if lower-cased first)
     parts = pc.split_pattern_regex(texts, _SPLIT)
     flat = pc.list_flatten(parts)
-    keep = pc.greater(pc.binary_length(flat), 0)
+    doc_of = pc.list_parent_indices(parts).to_numpy(zero_copy_only=False).astype(np.int64)
+    nonempty = pc.greater(pc.binary_length(flat), 0)
+    flat = pc.filter(flat, nonempty)
+    doc_of = doc_of[nonempty.to_numpy(zero_copy_only=False)]
+    # each token's rank in its document: its index minus the index of the document's first token
+    starts = np.searchsorted(doc_of, np.arange(len(texts)))
+    positions = np.arange(len(doc_of), dtype=np.int64) - starts[doc_of] if len(doc_of) else doc_of
+    keep = None
     if params.max_token_length is not None:
-        keep = pc.and_(keep, pc.less(pc.binary_length(flat), int(params.max_token_length)))
+        keep = pc.less(pc.binary_length(flat), int(params.max_token_length))
     if params.lower_case:
         # per character, as pylance: "İ" -> "i" + combining dot (Rust's full mapping), "Σ" -> "σ"
         # even at a word's end
@@ -150,25 +161,21 @@ def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.L
         distinct = pc.unique(flat)
         mapped = pa.array(_normalize_distinct(distinct.to_pylist(), params), pa.large_string())
         flat = pc.take(mapped, pc.index_in(flat, distinct))
-        keep = pc.and_(keep, pc.is_valid(flat))
-    keep = keep.fill_null(False)
-    # per-document counts of kept tokens, from the kept mask's running sum at each list end
-    doc_of = pc.list_parent_indices(parts)
-    kept_flat = pc.filter(flat, keep)
-    kept_doc = pc.filter(doc_of, keep)
-    counts = pa.array(_bincount(kept_doc, len(texts)), pa.int64())
-    offsets = pa.array([0] + list(_cumsum(counts)), pa.int32())
-    return pa.ListArray.from_arrays(offsets, kept_flat.cast(pa.string()))
+        valid = pc.is_valid(flat)
+        keep = valid if keep is None else pc.and_(keep, valid)
+    if keep is None:
+        return flat, doc_of, positions
+    mask = keep.fill_null(False).to_numpy(zero_copy_only=False)
+    return pc.filter(flat, keep.fill_null(False)), doc_of[mask], positions[mask]
 
 
-def _bincount(doc: pa.Array, n: int) -> Any:
-    import numpy as np
-    return np.bincount(doc.to_numpy(zero_copy_only=False).astype(np.int64), minlength=n)[:n]
-
-
-def _cumsum(counts: pa.Array) -> Any:
-    import numpy as np
-    return np.cumsum(counts.to_numpy())
+def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.ListArray:
+    """Each document's tokens (a null or empty document has none), as a list<string> array."""
+    flat, doc, _ = analyze(texts, params)
+    counts = np.bincount(doc, minlength=len(texts))[:len(texts)]
+    offsets = np.zeros(len(counts) + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat.cast(pa.string()))
 
 
 def query_tokens(text: str, params: TokenizerParams) -> list[str]:
