@@ -56,6 +56,7 @@ def _alphabetic_marks() -> str:
     return "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
 
 
+_WHITESPACE = r"[ \t\n\x0C\r]+"
 _SPLIT = r"[^\p{L}\p{N}" + _alphabetic_marks() + "]+"  # Rust's char::is_alphanumeric, as an RE2 class
 # Latin letters, ligatures and super/subscript digits: what ASCII folding touches (other scripts
 # keep their accents, as Lucene's folding table does)
@@ -75,21 +76,34 @@ class TokenizerParams:
     remove_stop_words: bool = True
     ascii_folding: bool = True
     with_position: bool = False
+    # replaces the language's list when given (pylance's custom_stop_words)
+    custom_stop_words: tuple[str, ...] | None = None
 
     @staticmethod
     def from_json(text: str) -> TokenizerParams:
         raw: Mapping[str, Any] = json.loads(text) if text else {}
         defaults = TokenizerParams()
-        return TokenizerParams(**{k: raw.get(k, getattr(defaults, k)) for k in (
+        values = {k: raw.get(k, getattr(defaults, k)) for k in (
             "base_tokenizer", "language", "max_token_length", "lower_case", "stem", "remove_stop_words",
-            "ascii_folding", "with_position")})
+            "ascii_folding", "with_position")}
+        custom = raw.get("custom_stop_words")
+        return TokenizerParams(**values, custom_stop_words=tuple(custom) if custom is not None else None)
 
     def check(self) -> None:
-        if self.base_tokenizer != "simple":
+        if self.base_tokenizer not in BASE_TOKENIZERS:
             raise UnsupportedFeatureError(f"base_tokenizer {self.base_tokenizer!r} is not supported yet "
-                                          "(only 'simple')")
-        if (self.stem or self.remove_stop_words) and self.language != "English":
-            raise UnsupportedFeatureError(f"language {self.language!r} is not supported yet (only English)")
+                                          f"(only {', '.join(BASE_TOKENIZERS)})")
+        if self.remove_stop_words and self.custom_stop_words is None and self.language != "English":
+            raise UnsupportedFeatureError(f"the stop words of language {self.language!r} are not supported yet "
+                                          "(only English): pass remove_stop_words=False or custom_stop_words")
+
+    def stop_words(self) -> frozenset[str]:
+        return ENGLISH_STOP_WORDS if self.custom_stop_words is None else frozenset(self.custom_stop_words)
+
+
+# base tokenizers and the pattern each splits on (raw: none); whitespace is Rust's
+# char::is_ascii_whitespace
+BASE_TOKENIZERS = ("simple", "whitespace", "raw")
 
 
 @lru_cache(maxsize=8)
@@ -104,6 +118,8 @@ def _stemmer(language: str) -> Any:
 
 def _fold_char(char: str) -> str:
     code = ord(char)
+    if unicodedata.category(char) == "Zs":  # no-break and other spaces fold to a space, as pylance's
+        return " "
     if not any(a <= code <= b for a, b in _LATIN):
         return char
     decomposed = unicodedata.normalize("NFKD", char.translate(_FOLD_EXTRA))
@@ -123,7 +139,8 @@ def _normalize_distinct(tokens: list[str], params: TokenizerParams) -> list[str 
     if params.stem:
         out = list(_stemmer(params.language).stemWords(tokens))
     if params.remove_stop_words:
-        out = [None if t in ENGLISH_STOP_WORDS else t for t in out]
+        stop = params.stop_words()
+        out = [None if t in stop else t for t in out]
     if params.ascii_folding:
         out = [None if t is None else _fold(t) for t in out]
     return out
@@ -137,13 +154,21 @@ def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
     params.check()
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
-    texts = texts.cast(pa.large_string()).fill_null("")
+    texts = _documents(texts, params)
+    valid_doc = texts.is_valid()
+    texts = texts.fill_null("")
     # split, then drop long tokens, then lower-case (pylance's order: "İ" lower-cases to "i" and
     # a combining dot, which would split a word if lower-cased first)
-    parts = pc.split_pattern_regex(texts, _SPLIT)
+    if params.base_tokenizer == "raw":
+        # the whole text is the token, an empty one too (a null document has none)
+        parts = pa.ListArray.from_arrays(pa.array(np.arange(len(texts) + 1, dtype=np.int32)), texts)
+        nonempty = valid_doc
+    else:
+        parts = pc.split_pattern_regex(texts, _SPLIT if params.base_tokenizer == "simple" else _WHITESPACE)
     flat = pc.list_flatten(parts)
     doc_of = pc.list_parent_indices(parts).to_numpy(zero_copy_only=False).astype(np.int64)
-    nonempty = pc.greater(pc.binary_length(flat), 0)
+    if params.base_tokenizer != "raw":
+        nonempty = pc.greater(pc.binary_length(flat), 0)
     flat = pc.filter(flat, nonempty)
     doc_of = doc_of[nonempty.to_numpy(zero_copy_only=False)]
     # each token's rank in its document: its index minus the index of the document's first token
@@ -167,6 +192,20 @@ def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
         return flat, doc_of, positions
     mask = keep.fill_null(False).to_numpy(zero_copy_only=False)
     return pc.filter(flat, keep.fill_null(False)), doc_of[mask], positions[mask]
+
+
+def _documents(texts: pa.Array, params: TokenizerParams) -> pa.Array:
+    """One text per document: a list of strings is its elements joined by a space (pylance
+    indexes a row's elements as one document, positions running on across elements)."""
+    if pa.types.is_list(texts.type) or pa.types.is_large_list(texts.type):
+        if params.base_tokenizer == "raw":
+            raise UnsupportedFeatureError("the raw tokenizer on a list<string> column is not supported yet")
+        values = pc.list_flatten(texts).cast(pa.large_string()).fill_null("")
+        offsets = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(pc.list_value_length(texts).fill_null(0).to_numpy(zero_copy_only=False), out=offsets[1:])
+        joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(offsets), values), pa.scalar(" ", pa.large_string()))
+        return pc.if_else(texts.is_valid(), joined, pa.scalar(None, pa.large_string()))
+    return texts.cast(pa.large_string())
 
 
 def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.ListArray:
