@@ -59,6 +59,7 @@ _TYPE_ERRORS = {
                    "LargeBinary, Date32, Date64, Time32, Time64, Timestamp",
 }
 _TYPE_ERRORS["BITMAP"] = _TYPE_ERRORS["BTREE"]
+_TYPE_ERRORS["INVERTED"] = "INVERTED index column {c} must be string, large string or list of strings, or json, but got {d}"
 
 
 def _resolve_column(ds: LanceDataset, column: str | list[str]) -> tuple[str, LanceField]:
@@ -287,7 +288,9 @@ class IndexMethods(DatasetMixin):
                                      fragment_ids=fragment_ids, index_uuid=index_uuid)
             return
         if isinstance(index_type, str) and by_name(index_type) is not None:
-            scalar = {k: v for k, v in kwargs.items() if k in ("batch_size",)}
+            # an INVERTED index takes its analyzer parameters; other scalar types only batch_size
+            wanted = kwargs if by_name(index_type) is by_name("INVERTED") else {}
+            scalar = {k: v for k, v in kwargs.items() if k in ("batch_size",) or k in wanted}
             self.create_scalar_index(column, index_type, name, replace=replace, train=train,
                                      fragment_ids=fragment_ids, index_uuid=index_uuid, **scalar)
             return
