@@ -180,7 +180,7 @@ def test_compaction_keeps_the_index_valid(tmp_path, products):
     lance_format.dataset(str(ours)).optimize.compact_files(target_rows_per_fragment=600)
     lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=600)
     ds = lance_format.dataset(str(ours))
-    assert len(ds.get_fragments()) == 2  # rewritten: the index's rows moved
+    assert len(ds.get_fragments()) == len(lance.dataset(theirs).get_fragments()) < 8  # rewritten
     (index,) = ds.describe_indices()
     assert index.num_rows_indexed == ds.count_rows()
     _check_queries(ours, theirs, ["wireless", "headphones battery", "chair"])
