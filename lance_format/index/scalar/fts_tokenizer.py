@@ -46,7 +46,8 @@ def _alphabetic_marks() -> str:
     the like: spacing or non-spacing marks of combining class 0; viramas, nuktas and accents
     have a non-zero class and split words, as in Rust's ``char::is_alphanumeric``)."""
     ranges: list[tuple[int, int]] = []
-    for code in range(0x300, 0x110000):
+    # marks live in planes 0-1 and in plane 14's variation selectors (other planes have none)
+    for code in (*range(0x300, 0x20000), *range(0xE0000, 0xE1000)):
         char = chr(code)
         if unicodedata.category(char) in ("Mn", "Mc") and unicodedata.combining(char) == 0:
             if ranges and ranges[-1][1] == code - 1:
@@ -57,7 +58,15 @@ def _alphabetic_marks() -> str:
 
 
 _WHITESPACE = r"[ \t\n\x0C\r]+"
-_SPLIT = r"[^\p{L}\p{N}" + _alphabetic_marks() + "]+"  # Rust's char::is_alphanumeric, as an RE2 class
+
+
+@lru_cache(maxsize=1)
+def _split_pattern() -> str:
+    """Rust's ``char::is_alphanumeric`` negated, as an RE2 class (built on first use: scanning
+    the code points takes a couple of seconds, too long for import time)."""
+    return r"[^\p{L}\p{N}" + _alphabetic_marks() + "]+"
+
+
 # Latin letters, ligatures and super/subscript digits: what ASCII folding touches (other scripts
 # keep their accents, as Lucene's folding table does)
 _LATIN = ((0x00B2, 0x00B3), (0x00B9, 0x00B9), (0x00BC, 0x00BE), (0x00C0, 0x024F), (0x1E00, 0x1EFF),
@@ -164,7 +173,7 @@ def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
         parts = pa.ListArray.from_arrays(pa.array(np.arange(len(texts) + 1, dtype=np.int32)), texts)
         nonempty = valid_doc
     else:
-        parts = pc.split_pattern_regex(texts, _SPLIT if params.base_tokenizer == "simple" else _WHITESPACE)
+        parts = pc.split_pattern_regex(texts, _split_pattern() if params.base_tokenizer == "simple" else _WHITESPACE)
     flat = pc.list_flatten(parts)
     doc_of = pc.list_parent_indices(parts).to_numpy(zero_copy_only=False).astype(np.int64)
     if params.base_tokenizer != "raw":
