@@ -196,6 +196,9 @@ def test_distributed_build_one_commit(tmp_path, products):
     ds.commit_existing_index_segments("text_idx", "text", [merged])
     (index,) = lance_format.dataset(str(ours)).describe_indices()
     assert len(index.segments) == 1 and index.num_rows_indexed == products.num_rows
+    # the workers' partitions are copied, not rebuilt: one partition per fragment
+    assert sorted(f for f in _files(ours) if f.endswith("docs.lance")) == [
+        f"part_{i}_docs.lance" for i in range(len(fragments))]
     _check_queries(ours, theirs, ["wireless", "running shoes"])
 
 

@@ -258,6 +258,25 @@ def drop_index(ds: LanceDataset, name: str) -> None:
     run_mutation(ds, prepare)
 
 
+def _merge_inverted(ds: LanceDataset, metas: list[Any], fragments: list[int]) -> Any:
+    """One INVERTED segment holding the partitions of the segments ``metas`` (not committed)."""
+    from lance_format.index.scalar.inverted_train import merge_segments
+
+    kind = by_name("INVERTED")
+    assert kind is not None
+    version = index_file_version(ds.data_storage_version)
+    sources = []
+    for meta in metas:
+        root = ds.base_stores.store(meta.base_id if meta.HasField("base_id") else None)
+        sources.append(IndexStore(root, str(uuid_mod.UUID(bytes=bytes(meta.uuid.uuid))), version))
+    target = IndexStore(ds.object_store, str(uuid_mod.uuid4()), version)
+    merge_segments(target, sources)
+    return new_index_metadata(
+        index_uuid=target.uuid, name=metas[0].name, field_ids=list(metas[0].fields), dataset_version=ds.version,
+        fragment_ids=fragments, type_url=kind.type_url, details=bytes(metas[0].index_details.value),
+        index_version=kind.version_for(ds.has_stable_row_ids), files=target.written_files())
+
+
 class IndexMethods(DatasetMixin):
     """Mixed into ``LanceDataset``: building, dropping and describing indices."""
 
@@ -347,6 +366,8 @@ class IndexMethods(DatasetMixin):
         paths = field_paths(ds)
         fragments = sorted({f for m in metas for f in (fragment_ids_of(m) or [])})
         lance_field = next(f for f in ds.lance_schema.walk() if f.id == field_id)
+        if kind.name == "INVERTED":  # partitions are self-contained: copied, not rebuilt
+            return index_from_proto(_merge_inverted(ds, metas, fragments))
         meta = build_segment(ds, paths[field_id], lance_field, kind, metas[0].name, fragment_ids=fragments,
                              segment_uuid=None, params={}, train=True, written=[])
         return index_from_proto(meta)

@@ -165,3 +165,24 @@ def write_metadata(store: IndexStore, params: Mapping[str, Any], partitions: lis
         meta.update(POSITION_METADATA)
     schema = pa.schema([pa.field("deleted_fragments", pa.binary(), False)])
     store.write_table(name, pa.table([pa.array([EMPTY_BITMAP], pa.binary())], schema=schema), metadata=meta)
+
+
+def merge_segments(target: IndexStore, sources: list[IndexStore]) -> None:
+    """One segment holding every partition of ``sources`` (segments built with the same
+    parameters over disjoint fragments): their files copied, renumbered, under one
+    ``metadata.lance``. Nothing is re-tokenized: scores use every partition's statistics."""
+    params: dict[str, Any] | None = None
+    partitions: list[int] = []
+    for source in sources:
+        meta = source.schema_metadata("metadata.lance")
+        these = json.loads(meta.get("params", "{}"))
+        if params is not None and these != params:
+            raise InvalidInputError(f"INVERTED segment {source.uuid} was built with other parameters "
+                                    f"({these}) than the first segment ({params}); cannot merge them")
+        params = these
+        for pid in json.loads(meta.get("partitions", "[]")):
+            new = len(partitions)
+            for part in ("tokens", "docs", "invert"):
+                target.copy_from(source, f"part_{pid}_{part}.lance", f"part_{new}_{part}.lance")
+            partitions.append(new)
+    write_metadata(target, normalize(params or {}), partitions)
