@@ -142,8 +142,24 @@ def _fold(token: str) -> str:
     return "".join(_fold_char(c) for c in token)
 
 
+# per analyzer, the final form of the raw tokens seen lately: a build analyzes batch after batch
+# of one vocabulary, and stemming each batch's distinct tokens again would dominate
+_SEEN: dict[TokenizerParams, dict[str, str | None]] = {}
+_SEEN_LIMIT = 1 << 20
+
+
 def _normalize_distinct(tokens: list[str], params: TokenizerParams) -> list[str | None]:
     """The final form of each distinct raw token (None: dropped)."""
+    seen = _SEEN.setdefault(params, {})
+    if len(seen) > _SEEN_LIMIT:
+        seen.clear()
+    missing = [t for t in tokens if t not in seen]
+    if missing:
+        seen.update(zip(missing, _normalize_uncached(missing, params)))
+    return [seen[t] for t in tokens]
+
+
+def _normalize_uncached(tokens: list[str], params: TokenizerParams) -> list[str | None]:
     out: list[str | None] = list(tokens)
     if params.stem:
         out = list(_stemmer(params.language).stemWords(tokens))
