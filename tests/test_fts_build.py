@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
+from lance_format.dataset.lance_operations import Index, LanceOperation
 from lance_format.errors import ArgumentTypeError, InvalidInputError, UnsupportedFeatureError
 from lance_format.index.scalar.fst import fst_items
 
@@ -229,3 +230,27 @@ def test_errors(tmp_path):
     assert not ds.has_index
     ds.create_index("text", "INVERTED", language="French", custom_stop_words=["le"])
     assert lance.dataset(tmp_path / "t").to_table(full_text_query="c").column("id").to_pylist() == [1]
+
+
+def test_pylance_style_staged_build(tmp_path, products):
+    """create_scalar_index(fragment_ids=, index_uuid=) stages partitions without committing;
+    merge_index_metadata makes the segment, committed by the caller (pylance's flow)."""
+    ours, theirs = _pair(tmp_path, products, max_rows_per_file=300)
+    ds = lance_format.dataset(str(ours))
+    ds.drop_index("text_idx")
+    ds = lance_format.dataset(str(ours))
+    version, segment = ds.version, str(uuid.uuid4())
+    for fragment in ds.get_fragments():
+        ds.create_scalar_index("text", "INVERTED", fragment_ids=[fragment.fragment_id], index_uuid=segment)
+    assert lance_format.dataset(str(ours)).version == version  # nothing committed yet
+    ds.merge_index_metadata(segment, "INVERTED")
+    files = sorted(os.listdir(ours / "_indices" / segment))
+    assert "metadata.lance" in files and "part_3_docs.lance" in files
+    meta = Index(uuid=segment, name="text_idx", fields=[1], dataset_version=version, fragment_ids={0, 1, 2, 3},
+                 index_version=2, index_details=("/lance.table.InvertedIndexDetails", b""))
+    lance_format.LanceDataset.commit(str(ours), LanceOperation.CreateIndex([meta], []), read_version=version)
+    _check_queries(ours, theirs, ["wireless", "running shoes", "chair"])
+    with pytest.raises(InvalidInputError, match="no staged"):
+        ds.merge_index_metadata(str(uuid.uuid4()), "INVERTED")
+    with pytest.raises(UnsupportedFeatureError, match="merge_index_metadata of BTREE"):
+        ds.merge_index_metadata(segment, "BTREE")

@@ -170,6 +170,11 @@ def create_scalar_index(ds: LanceDataset, column: str | list[str], index_type: A
         raise InvalidInputError(f"{kind.name} distributed indexing uses create_index_uncommitted(..., "
                                 f'index_type="{kind.name}", fragment_ids=...)', table=ds.uri)
     kind.check_params(params)
+    if fragment_ids is not None and kind.name == "INVERTED":
+        from lance_format.dataset.fts_staging import stage
+
+        stage(ds, path, list(fragment_ids), index_uuid, params)  # pylance: staged, committed later
+        return
     defaulted = name is None
     chosen = name if name is not None else f"{path}_idx"
     segment_uuid = str(uuid_mod.UUID(str(index_uuid))) if index_uuid is not None else None
@@ -371,6 +376,15 @@ class IndexMethods(DatasetMixin):
         meta = build_segment(ds, paths[field_id], lance_field, kind, metas[0].name, fragment_ids=fragments,
                              segment_uuid=None, params={}, train=True, written=[])
         return index_from_proto(meta)
+
+    def merge_index_metadata(self, index_uuid: str, index_type: str, batch_readhead: int | None = None,
+                             progress_callback: Any = None) -> None:
+        """Turn the partitions staged by ``create_scalar_index(..., fragment_ids=, index_uuid=)``
+        into segment ``index_uuid``'s files (INVERTED only); commit it with ``LanceDataset.commit``
+        and a ``CreateIndex`` operation, as with pylance."""
+        from lance_format.dataset.fts_staging import merge
+
+        merge(self._as_dataset(), index_uuid, index_type)
 
     def commit_existing_index_segments(self, index_name: str, column: str, segments: list[Any]) -> LanceDataset:
         """Commit segments from :meth:`create_index_uncommitted` as one index named ``index_name``."""

@@ -22,6 +22,7 @@ from lance_format.index.scalar.inverted_build import build_partition
 from lance_format.index.store import IndexStore
 
 PARTITION_TOKENS = 1 << 22
+STAGING = "staging/"
 # an empty roaring bitmap (pylance's ``deleted_fragments``)
 EMPTY_BITMAP = b":0\x00\x00\x00\x00\x00\x00"
 FILE_METADATA = {"posting_tail_codec": "varint_delta_v1", "format_version": "2", "posting_block_size": "128"}
@@ -121,8 +122,12 @@ class _Pending:
         self.num_rows += len(row_ids)
 
 
-def train(store: IndexStore, batches: Iterable[pa.RecordBatch], params: Mapping[str, Any]) -> None:
-    """Write every partition of the batches' ``value`` column, then ``metadata.lance``."""
+def train(store: IndexStore, batches: Iterable[pa.RecordBatch], params: Mapping[str, Any], *,
+          staging: int | None = None) -> None:
+    """Write every partition of the batches' ``value`` column, then ``metadata.lance``. With
+    ``staging`` (a fragment id), pylance's per-fragment distributed layout instead: under
+    ``staging/``, partitions numbered from ``fragment << 32``, each with its own metadata file
+    (:func:`merge_staged` turns them into a segment)."""
     recorded = normalize(params)
     analyzer = tokenizer(recorded)
     with_position = bool(recorded["with_position"])
@@ -138,10 +143,12 @@ def train(store: IndexStore, batches: Iterable[pa.RecordBatch], params: Mapping[
             np.concatenate(pending.row_ids))
         if not part.docs.num_rows:
             return  # pylance writes no partition without documents
-        pid = len(partitions)
-        store.write_table(f"part_{pid}_tokens.lance", part.tokens)
-        store.write_table(f"part_{pid}_docs.lance", part.docs, metadata={"total_tokens": str(part.total_tokens)})
-        store.write_table(f"part_{pid}_invert.lance", part.invert, metadata=file_meta)
+        pid = len(partitions) if staging is None else (staging << 32) + len(partitions)
+        prefix = "" if staging is None else STAGING
+        store.write_table(f"{prefix}part_{pid}_tokens.lance", part.tokens)
+        store.write_table(f"{prefix}part_{pid}_docs.lance", part.docs,
+                          metadata={"total_tokens": str(part.total_tokens)})
+        store.write_table(f"{prefix}part_{pid}_invert.lance", part.invert, metadata=file_meta)
         partitions.append(pid)
 
     pending = _Pending()
@@ -154,7 +161,12 @@ def train(store: IndexStore, batches: Iterable[pa.RecordBatch], params: Mapping[
             flush(pending)
             pending = _Pending()
     flush(pending)
-    write_metadata(store, recorded, partitions)
+    if staging is None:
+        write_metadata(store, recorded, partitions)
+        return
+    # one metadata file per staged partition (a fragment without documents: one listing none)
+    for pid in partitions or [staging << 32]:
+        write_metadata(store, recorded, [pid] if partitions else [], f"{STAGING}part_{pid}_metadata.lance")
 
 
 def write_metadata(store: IndexStore, params: Mapping[str, Any], partitions: list[int],
@@ -186,3 +198,33 @@ def merge_segments(target: IndexStore, sources: list[IndexStore]) -> None:
                 target.copy_from(source, f"part_{pid}_{part}.lance", f"part_{new}_{part}.lance")
             partitions.append(new)
     write_metadata(target, normalize(params or {}), partitions)
+
+
+def merge_staged(store: IndexStore) -> list[int]:
+    """Turn the staged partitions of segment ``store`` (written by ``train(..., staging=)`` on
+    each worker) into the segment: copied to ``part_0``, ``part_1``, ... in partition order, one
+    ``metadata.lance``, the staging files removed. The fragments they cover, sorted."""
+    names = [info.base_name for info in store.store.list_files(store.path(STAGING), recursive=False)]
+    metadata_files = sorted(n for n in names if n.endswith("_metadata.lance"))
+    if not metadata_files:
+        raise InvalidInputError(f"index {store.uuid} has no staged INVERTED partitions to merge "
+                                "(build them with create_scalar_index(..., fragment_ids=, index_uuid=))",
+                                path=store.path(STAGING))
+    params: dict[str, Any] | None = None
+    staged: list[int] = []
+    fragments: set[int] = set()
+    for name in metadata_files:
+        meta = store.schema_metadata(f"{STAGING}{name}")
+        these = json.loads(meta.get("params", "{}"))
+        if params is not None and these != params:
+            raise InvalidInputError(f"staged file {name} of index {store.uuid} was built with other "
+                                    f"parameters ({these}) than the others ({params})", path=store.path(STAGING))
+        params = these
+        staged += json.loads(meta.get("partitions", "[]"))
+        fragments.add(int(name[len("part_"):-len("_metadata.lance")]) >> 32)
+    for new, pid in enumerate(sorted(staged)):
+        for part in ("tokens", "docs", "invert"):
+            store.copy_from(store, f"{STAGING}part_{pid}_{part}.lance", f"part_{new}_{part}.lance")
+    write_metadata(store, normalize(params or {}), list(range(len(staged))))
+    store.store.delete_many([store.path(f"{STAGING}{n}") for n in names])
+    return sorted(fragments)
