@@ -50,8 +50,8 @@ def varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """LEB128 encodings of ``values``: (all bytes concatenated, bytes per value)."""
     v = np.asarray(values).astype(np.uint64)
     lengths = np.ones(len(v), np.int64)
-    for k in range(1, 10):
-        lengths += v >= (np.uint64(1) << np.uint64(7 * k))
+    for step in range(1, 10):
+        lengths += v >= (np.uint64(1) << np.uint64(7 * step))
     which = np.repeat(np.arange(len(v)), lengths)
     starts = np.cumsum(lengths) - lengths
     k = (np.arange(int(lengths.sum())) - np.repeat(starts, lengths)).astype(np.uint64)

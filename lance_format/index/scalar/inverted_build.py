@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from lance_format.index.scalar.bitpack import BLOCK, bit_widths, fixed_bytes, join_pieces, pack4x, varints
 from lance_format.index.scalar.fst_build import build_fst
-from lance_format.index.scalar.inverted import B, K1
+from lance_format.index.scalar.inverted import K1, B
 
 LEVEL1_BLOCKS = 32
 
