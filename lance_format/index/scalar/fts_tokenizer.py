@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.index.scalar.fts_ngram import ngrams
 
 # Snowball's English stop-word list (the one pylance's default analyzer removes)
 ENGLISH_STOP_WORDS = frozenset("""
@@ -87,6 +88,9 @@ class TokenizerParams:
     with_position: bool = False
     # replaces the language's list when given (pylance's custom_stop_words)
     custom_stop_words: tuple[str, ...] | None = None
+    min_ngram_length: int = 3
+    max_ngram_length: int = 3
+    prefix_only: bool = False
 
     @staticmethod
     def from_json(text: str) -> TokenizerParams:
@@ -94,7 +98,7 @@ class TokenizerParams:
         defaults = TokenizerParams()
         values = {k: raw.get(k, getattr(defaults, k)) for k in (
             "base_tokenizer", "language", "max_token_length", "lower_case", "stem", "remove_stop_words",
-            "ascii_folding", "with_position")}
+            "ascii_folding", "with_position", "min_ngram_length", "max_ngram_length", "prefix_only")}
         custom = raw.get("custom_stop_words")
         return TokenizerParams(**values, custom_stop_words=tuple(custom) if custom is not None else None)
 
@@ -112,7 +116,7 @@ class TokenizerParams:
 
 # base tokenizers and the pattern each splits on (raw: none); whitespace is Rust's
 # char::is_ascii_whitespace
-BASE_TOKENIZERS = ("simple", "whitespace", "raw")
+BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram")
 
 
 @lru_cache(maxsize=8)
@@ -184,7 +188,10 @@ def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
     texts = texts.fill_null("")
     # split, then drop long tokens, then lower-case (pylance's order: "İ" lower-cases to "i" and
     # a combining dot, which would split a word if lower-cased first)
-    if params.base_tokenizer == "raw":
+    if params.base_tokenizer == "ngram":
+        parts = ngrams(texts, params.min_ngram_length, params.max_ngram_length, params.prefix_only)
+        nonempty = None
+    elif params.base_tokenizer == "raw":
         # the whole text is the token, an empty one too (a null document has none)
         parts = pa.ListArray.from_arrays(pa.array(np.arange(len(texts) + 1, dtype=np.int32)), texts)
         nonempty = valid_doc
@@ -192,13 +199,17 @@ def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
         parts = pc.split_pattern_regex(texts, _split_pattern() if params.base_tokenizer == "simple" else _WHITESPACE)
     flat = pc.list_flatten(parts)
     doc_of = pc.list_parent_indices(parts).to_numpy(zero_copy_only=False).astype(np.int64)
-    if params.base_tokenizer != "raw":
+    if params.base_tokenizer in ("simple", "whitespace"):
         nonempty = pc.greater(pc.binary_length(flat), 0)
-    flat = pc.filter(flat, nonempty)
-    doc_of = doc_of[nonempty.to_numpy(zero_copy_only=False)]
+    if nonempty is not None:
+        flat = pc.filter(flat, nonempty)
+        doc_of = doc_of[nonempty.to_numpy(zero_copy_only=False)]
     # each token's rank in its document: its index minus the index of the document's first token
+    # (every n-gram is at position 0, as pylance records them)
     starts = np.searchsorted(doc_of, np.arange(len(texts)))
     positions = np.arange(len(doc_of), dtype=np.int64) - starts[doc_of] if len(doc_of) else doc_of
+    if params.base_tokenizer == "ngram":
+        positions = np.zeros(len(doc_of), np.int64)
     keep = None
     if params.max_token_length is not None:
         keep = pc.less(pc.binary_length(flat), int(params.max_token_length))
@@ -223,8 +234,9 @@ def _documents(texts: pa.Array, params: TokenizerParams) -> pa.Array:
     """One text per document: a list of strings is its elements joined by a space (pylance
     indexes a row's elements as one document, positions running on across elements)."""
     if pa.types.is_list(texts.type) or pa.types.is_large_list(texts.type):
-        if params.base_tokenizer == "raw":
-            raise UnsupportedFeatureError("the raw tokenizer on a list<string> column is not supported yet")
+        if params.base_tokenizer in ("raw", "ngram"):
+            raise UnsupportedFeatureError(f"the {params.base_tokenizer} tokenizer on a list<string> column is not "
+                                          "supported yet")
         values = pc.list_flatten(texts).cast(pa.large_string()).fill_null("")
         offsets = np.zeros(len(texts) + 1, np.int64)
         np.cumsum(pc.list_value_length(texts).fill_null(0).to_numpy(zero_copy_only=False), out=offsets[1:])
