@@ -265,3 +265,34 @@ def test_pylance_style_staged_build(tmp_path, products):
         ds.merge_index_metadata(str(uuid.uuid4()), "INVERTED")
     with pytest.raises(UnsupportedFeatureError, match="merge_index_metadata of BTREE"):
         ds.merge_index_metadata(segment, "BTREE")
+
+
+def test_fst_round_trips():
+    from lance_format.index.scalar.fst_build import build_fst
+
+    rng = np.random.default_rng(9)
+    alphabet = list("abcdéß数 -")
+    words = {"".join(rng.choice(alphabet, size=int(rng.integers(1, 9)))).encode() for _ in range(3000)}
+    words |= {bytes([b]) for b in range(1, 256)}  # a node with more than 32 transitions
+    words.add(b"")  # the raw tokenizer's empty token: a final root
+    keys = sorted(words)
+    values = rng.permutation(len(keys)).tolist()
+    assert fst_items(build_fst(list(zip(keys, values)))) == sorted(zip(keys, values))
+    assert fst_items(build_fst([])) == []
+    with pytest.raises(InvalidInputError, match="strictly increasing"):
+        build_fst([(b"b", 0), (b"a", 1)])
+
+
+def test_bit_packing_round_trips():
+    from lance_format.index.scalar.bitpack import pack4x, varints
+    from lance_format.index.scalar.inverted import _unpack4x_many, _varints
+
+    rng = np.random.default_rng(2)
+    for bits in (0, 1, 7, 13, 32):
+        values = rng.integers(0, 2 ** bits, size=(3, 128), dtype=np.uint64).astype(np.uint32)
+        words = pack4x(values, bits).view("<u4").reshape(3, 4 * bits)
+        assert (_unpack4x_many(words, bits) == values).all()
+    numbers = np.array([0, 1, 127, 128, 16383, 16384, 2 ** 32 - 1], np.uint64)
+    data, lengths = varints(numbers)
+    assert lengths.tolist() == [1, 1, 1, 2, 2, 3, 5]
+    assert _varints(data.tobytes(), len(numbers), 0)[0] == numbers.tolist()
