@@ -126,6 +126,18 @@ def test_same_results_as_pylance(tmp_path, products, params):
     _check_queries(ours, theirs, QUERIES)
 
 
+def test_long_posting_lists_are_pylances(tmp_path):
+    """A token in 4,500 documents: 36 blocks, so two groups of impacts; long position streams."""
+    rng = np.random.default_rng(4)
+    words = np.array("apple apple apple pie crust banana split cherry the".split(), dtype=object)
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 30)))) for _ in range(4500)]
+    data = pa.table({"id": np.arange(len(texts)), "text": pa.array(texts, pa.string())})
+    ours, theirs = _pair(tmp_path, data, max_rows_per_file=10_000, with_position=True)
+    mine, other = _files(ours), _files(theirs)
+    assert mine["part_0_invert.lance"].equals(other["part_0_invert.lance"])
+    assert max(len(i) for i in mine["part_0_invert.lance"].column("_impacts").to_pylist()) > 33
+
+
 def test_ngram_files_are_pylances(tmp_path, products):
     ours, theirs = _pair(tmp_path, products.slice(0, 300), max_rows_per_file=10_000, base_tokenizer="ngram",
                          min_ngram_length=2, max_ngram_length=4, with_position=True)

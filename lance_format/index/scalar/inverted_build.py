@@ -24,8 +24,7 @@ import pyarrow.compute as pc
 from lance_format.index.scalar.bitpack import BLOCK, bit_widths, fixed_bytes, join_pieces, pack4x, varints
 from lance_format.index.scalar.fst_build import build_fst
 from lance_format.index.scalar.inverted import K1, B
-
-LEVEL1_BLOCKS = 32
+from lance_format.index.scalar.inverted_impacts import impacts
 
 TOKENS_SCHEMA = pa.schema([pa.field("_token_fst_bytes", pa.large_binary(), False),
                            pa.field("_token_next_id", pa.uint32(), False),
@@ -64,14 +63,6 @@ def _starts(counts: np.ndarray) -> np.ndarray:
     return np.cumsum(counts) - counts
 
 
-def _quantize(lengths: np.ndarray) -> np.ndarray:
-    """Document lengths as 4-significant-bit codes (0-7 exact), the impacts' norms."""
-    bits = bit_widths(lengths)
-    shift = np.maximum(bits - 4, 0)
-    coded = ((lengths.astype(np.int64) >> shift) & 0x07) | ((shift + 1) << 3)
-    return np.where(bits < 4, lengths, coded).astype(np.int64)
-
-
 def _idfs(token_docs: np.ndarray, num_docs: int) -> np.ndarray:
     """pylance's idf ``ln((N - n + 0.5) / (n + 0.5) + 1)`` per token, in float32."""
     n = np.float32(num_docs)
@@ -80,50 +71,6 @@ def _idfs(token_docs: np.ndarray, num_docs: int) -> np.ndarray:
     ratio = (n - t + half) / (t + half) + np.float32(1.0)
     # Rust's f32 ln is correctly rounded; numpy's float32 log may be one unit off
     return np.log(ratio.astype(np.float64)).astype(np.float32)
-
-
-def _impact_entries(entry: np.ndarray, freq: np.ndarray, length: np.ndarray, doc: np.ndarray,
-                    count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The impact binaries of ``count`` entries from their (entry, frequency, length, doc)
-    items: the last doc id, then the frontier of (frequency, norm) pairs no other pair beats."""
-    up_to = np.zeros(count, np.int64)
-    np.maximum.at(up_to, entry, doc)
-    # per (entry, frequency) the shortest document; then, from the highest frequency down, keep a
-    # pair only if it is shorter than every pair of higher frequency in the entry
-    order = np.lexsort((length, -freq.astype(np.int64), entry))
-    e, f, dl = entry[order], freq[order].astype(np.int64), length[order].astype(np.int64)
-    first = np.ones(len(e), bool)
-    first[1:] = (e[1:] != e[:-1]) | (f[1:] != f[:-1])
-    e, f, dl = e[first], f[first], dl[first]
-    big = int(dl.max()) + 1 if len(dl) else 1
-    keyed = dl + (count - e) * big
-    running = np.minimum.accumulate(keyed)
-    keep = np.ones(len(e), bool)
-    keep[1:] = keyed[1:] < running[:-1]
-    e, f, dl = e[keep], f[keep], dl[keep]
-    ascending = np.lexsort((f, e))
-    e, f, dl = e[ascending], f[ascending], dl[ascending]
-    norm = _quantize(dl)
-    # equal norms after quantization: the highest frequency stands for them
-    last = np.ones(len(e), bool)
-    last[:-1] = (e[:-1] != e[1:]) | (norm[:-1] != norm[1:])
-    e, f, norm = e[last], f[last], norm[last]
-    pairs = np.bincount(e, minlength=count)
-    group_first = np.ones(len(e), bool)
-    group_first[1:] = e[1:] != e[:-1]
-    prev_f = np.where(group_first, 0, np.concatenate([[0], f[:-1]]))
-    prev_n = np.where(group_first, 0, np.concatenate([[0], norm[:-1]]))
-    norm_delta = norm - prev_n
-    explicit = norm_delta != 1
-    packed_bytes, packed_len = varints(((f - prev_f - 1) << 1) | explicit)
-    norm_bytes = norm_delta[explicit].astype(np.uint8)
-    # a pair is its packed varint then (when explicit) its norm byte
-    pair_len = packed_len + explicit
-    pair_data, _ = join_pieces([(packed_bytes, packed_len), (norm_bytes, explicit.astype(np.int64))], len(e))
-    up_bytes, up_len = varints(up_to)
-    count_bytes, count_len = varints(pairs)
-    per_entry = np.bincount(e, weights=pair_len, minlength=count).astype(np.int64)
-    return join_pieces([(up_bytes, up_len), (count_bytes, count_len), (pair_data, per_entry)], count)
 
 
 def _full_block_bytes(doc_rows: np.ndarray, freq_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -248,21 +195,11 @@ def build_partition(tokens: pa.Array, doc: np.ndarray, positions: np.ndarray | N
     if nblocks:
         max_score = np.maximum.reduceat(block_max, _starts(blocks_per_tok)).astype(np.float32)
 
-    # impacts: per token its blocks' entries, then its groups' entries
-    groups_per_tok = (blocks_per_tok + LEVEL1_BLOCKS - 1) // LEVEL1_BLOCKS
-    entries_per_tok = blocks_per_tok + groups_per_tok
-    entry_start = _starts(entries_per_tok)
-    block_in_tok = rank // BLOCK
-    level0 = entry_start[post_tok] + block_in_tok
-    level1 = entry_start[post_tok] + blocks_per_tok[post_tok] + block_in_tok // LEVEL1_BLOCKS
-    doc_len = num_tokens[post_doc]
-    nentries = int(entries_per_tok.sum())
-    impact_buffer, impact_offsets = _impact_entries(
-        np.concatenate([level0, level1]), np.concatenate([freq, freq]), np.concatenate([doc_len, doc_len]),
-        np.concatenate([post_doc, post_doc]), nentries)
-    impacts = _lists(_binary(impact_buffer, impact_offsets), entries_per_tok, pa.large_binary())
+    impact_buffer, impact_offsets, entries_per_tok = impacts(post_tok, rank, freq, num_tokens[post_doc], post_doc,
+                                                             blocks_per_tok)
+    impact_lists = _lists(_binary(impact_buffer, impact_offsets), entries_per_tok, pa.large_binary())
 
-    columns = [postings, pa.array(max_score, pa.float32()), pa.array(length.astype(np.uint32)), impacts]
+    columns = [postings, pa.array(max_score, pa.float32()), pa.array(length.astype(np.uint32)), impact_lists]
     fields = list(INVERT_FIELDS)
     if positions is not None:
         p_s = positions[order].astype(np.int64)
