@@ -24,13 +24,13 @@ def ngrams(texts: pa.Array, min_len: int, max_len: int, prefix_only: bool) -> pa
     rank = np.arange(len(char_start)) - (np.cumsum(per_doc) - per_doc)[doc]
     starts: list[np.ndarray] = []
     sizes: list[np.ndarray] = []
-    for size in range(int(min_len), int(max_len) + 1):
-        ok = rank + size <= per_doc[doc]
+    for width in range(int(min_len), int(max_len) + 1):
+        ok = rank + width <= per_doc[doc]
         if prefix_only:
             ok &= rank == 0
         chosen = np.flatnonzero(ok)
         starts.append(chosen)
-        sizes.append(np.full(len(chosen), size, np.int64))
+        sizes.append(np.full(len(chosen), width, np.int64))
     start = np.concatenate(starts) if starts else np.zeros(0, np.int64)
     size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
     order = np.lexsort((size, start))  # by start, then length (tantivy's order)
