@@ -217,6 +217,7 @@ class InvertedIndexType(ScalarIndexType):
     type_url = "/lance.table.InvertedIndexDetails"
     index_version = 2  # pylance 14.0.2's: FST token sets, varint posting tails, shared position streams
     aliases = ("FTS",)
+    answers_filters = False
 
     @classmethod
     def supports(cls, data_type: pa.DataType) -> bool:
