@@ -308,3 +308,14 @@ def test_bit_packing_round_trips():
     data, lengths = varints(numbers)
     assert lengths.tolist() == [1, 1, 1, 2, 2, 3, 5]
     assert _varints(data.tobytes(), len(numbers), 0)[0] == numbers.tolist()
+
+
+def test_stable_row_ids(tmp_path, products):
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for uri in (ours, theirs):
+        lance.write_dataset(products, uri, max_rows_per_file=400, enable_stable_row_ids=True)
+        lance.dataset(uri).delete("id < 100")
+    lance_format.dataset(str(ours)).create_scalar_index("text", "INVERTED")
+    lance.dataset(theirs).create_scalar_index("text", "INVERTED")
+    assert _files(ours)["part_0_docs.lance"].equals(_files(theirs)["part_0_docs.lance"])
+    _check_queries(ours, theirs, ["wireless", "headphones battery"])
