@@ -250,6 +250,10 @@ def test_errors(tmp_path):
         ds.create_scalar_index("text", "INVERTED", language="French")
     with pytest.raises(UnsupportedFeatureError, match="base_tokenizer 'icu'"):
         ds.create_scalar_index("text", "INVERTED", base_tokenizer="icu")
+    from lance.query import DocumentGranularity
+
+    with pytest.raises(UnsupportedFeatureError, match="document_granularity"):
+        ds.create_scalar_index("text", "INVERTED", document_granularity=DocumentGranularity.LIST_ELEMENT)
     assert not ds.has_index
     ds.create_index("text", "INVERTED", language="French", custom_stop_words=["le"])
     assert lance.dataset(tmp_path / "t").to_table(full_text_query="c").column("id").to_pylist() == [1]

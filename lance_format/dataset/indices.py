@@ -296,7 +296,12 @@ class IndexMethods(DatasetMixin):
         commits an empty index covering no fragment. Other keyword arguments are the type's
         parameters (BTREE: ``batch_size``, rows per page, default 4096).
         """
-        for ignored in ("progress_callback", "format_version", "document_granularity"):
+        granularity = kwargs.pop("document_granularity", None)
+        if granularity is not None and not str(getattr(granularity, "name", granularity)).upper().endswith("ROW"):
+            # pylance's LIST_ELEMENT makes each list element a document: not built by this engine
+            raise UnsupportedFeatureError(f"document_granularity {granularity} is not supported yet (only ROW)",
+                                          table=self._as_dataset().uri, column=str(column))
+        for ignored in ("progress_callback", "format_version"):
             kwargs.pop(ignored, None)
         create_scalar_index(self._as_dataset(), column, index_type, name, replace=replace, train=train,
                             fragment_ids=fragment_ids, index_uuid=index_uuid, params=kwargs)
