@@ -17,6 +17,7 @@ pylance's merge keeps; rows deleted since are left out, which queries exclude an
 
 from __future__ import annotations
 
+import json
 import uuid as uuid_mod
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,8 @@ def training_params(kind: type[ScalarIndexType], segment: Segment, store: IndexS
             continue
         if kind.name == "BTREE" and "batch_size" in meta:
             params["batch_size"] = int(meta["batch_size"])
+        if kind.name == "INVERTED" and "params" in meta:
+            params.update(json.loads(meta["params"]))
         if kind.name == "BLOOMFILTER" and "bloomfilter_item" in meta:
             params["number_of_items"] = int(meta["bloomfilter_item"])
             params["probability"] = float(meta.get("bloomfilter_probability", "0.00057"))

@@ -61,6 +61,7 @@ _TYPE_ERRORS = {
                    "LargeBinary, Date32, Date64, Time32, Time64, Timestamp",
 }
 _TYPE_ERRORS["BITMAP"] = _TYPE_ERRORS["BTREE"]
+_TYPE_ERRORS["INVERTED"] = "INVERTED index column {c} must be string, large string or list of strings, or json, but got {d}"
 
 
 def _resolve_column(ds: LanceDataset, column: str | list[str]) -> tuple[str, LanceField]:
@@ -171,6 +172,11 @@ def create_scalar_index(ds: LanceDataset, column: str | list[str], index_type: A
         raise InvalidInputError(f"{kind.name} distributed indexing uses create_index_uncommitted(..., "
                                 f'index_type="{kind.name}", fragment_ids=...)', table=ds.uri)
     kind.check_params(params)
+    if fragment_ids is not None and kind.name == "INVERTED":
+        from lance_format.dataset.fts_staging import stage
+
+        stage(ds, path, list(fragment_ids), index_uuid, params)  # pylance: staged, committed later
+        return
     defaulted = name is None
     chosen = name if name is not None else f"{path}_idx"
     segment_uuid = str(uuid_mod.UUID(str(index_uuid))) if index_uuid is not None else None
@@ -258,6 +264,25 @@ def drop_index(ds: LanceDataset, name: str) -> None:
     run_mutation(ds, prepare)
 
 
+def _merge_inverted(ds: LanceDataset, metas: list[Any], fragments: list[int]) -> Any:
+    """One INVERTED segment holding the partitions of the segments ``metas`` (not committed)."""
+    from lance_format.index.scalar.inverted_train import merge_segments
+
+    kind = by_name("INVERTED")
+    assert kind is not None
+    version = index_file_version(ds.data_storage_version)
+    sources = []
+    for meta in metas:
+        root = ds.base_stores.store(meta.base_id if meta.HasField("base_id") else None)
+        sources.append(IndexStore(root, str(uuid_mod.UUID(bytes=bytes(meta.uuid.uuid))), version))
+    target = IndexStore(ds.object_store, str(uuid_mod.uuid4()), version)
+    merge_segments(target, sources)
+    return new_index_metadata(
+        index_uuid=target.uuid, name=metas[0].name, field_ids=list(metas[0].fields), dataset_version=ds.version,
+        fragment_ids=fragments, type_url=kind.type_url, details=bytes(metas[0].index_details.value),
+        index_version=kind.version_for(ds.has_stable_row_ids), files=target.written_files())
+
+
 class IndexMethods(DatasetMixin):
     """Mixed into ``LanceDataset``: building, dropping and describing indices."""
 
@@ -272,7 +297,12 @@ class IndexMethods(DatasetMixin):
         commits an empty index covering no fragment. Other keyword arguments are the type's
         parameters (BTREE: ``batch_size``, rows per page, default 4096).
         """
-        for ignored in ("progress_callback", "format_version", "document_granularity"):
+        granularity = kwargs.pop("document_granularity", None)
+        if granularity is not None and not str(getattr(granularity, "name", granularity)).upper().endswith("ROW"):
+            # pylance's LIST_ELEMENT makes each list element a document: not built by this engine
+            raise UnsupportedFeatureError(f"document_granularity {granularity} is not supported yet (only ROW)",
+                                          table=self._as_dataset().uri, column=str(column))
+        for ignored in ("progress_callback", "format_version"):
             kwargs.pop(ignored, None)
         create_scalar_index(self._as_dataset(), column, index_type, name, replace=replace, train=train,
                             fragment_ids=fragment_ids, index_uuid=index_uuid, params=kwargs)
@@ -298,7 +328,9 @@ class IndexMethods(DatasetMixin):
                                      fragment_ids=fragment_ids, index_uuid=index_uuid)
             return
         if isinstance(index_type, str) and by_name(index_type) is not None:
-            scalar = {k: v for k, v in kwargs.items() if k in ("batch_size",)}
+            # an INVERTED index takes its analyzer parameters; other scalar types only batch_size
+            wanted = kwargs if by_name(index_type) is by_name("INVERTED") else {}
+            scalar = {k: v for k, v in kwargs.items() if k in ("batch_size",) or k in wanted}
             self.create_scalar_index(column, index_type, name, replace=replace, train=train,
                                      fragment_ids=fragment_ids, index_uuid=index_uuid, **scalar)
             return
@@ -360,9 +392,20 @@ class IndexMethods(DatasetMixin):
         paths = field_paths(ds)
         fragments = sorted({f for m in metas for f in (fragment_ids_of(m) or [])})
         lance_field = next(f for f in ds.lance_schema.walk() if f.id == field_id)
+        if kind.name == "INVERTED":  # partitions are self-contained: copied, not rebuilt
+            return index_from_proto(_merge_inverted(ds, metas, fragments))
         meta = build_segment(ds, paths[field_id], lance_field, kind, metas[0].name, fragment_ids=fragments,
                              segment_uuid=None, params={}, train=True, written=[])
         return index_from_proto(meta)
+
+    def merge_index_metadata(self, index_uuid: str, index_type: str, batch_readhead: int | None = None,
+                             progress_callback: Any = None) -> None:
+        """Turn the partitions staged by ``create_scalar_index(..., fragment_ids=, index_uuid=)``
+        into segment ``index_uuid``'s files (INVERTED only); commit it with ``LanceDataset.commit``
+        and a ``CreateIndex`` operation, as with pylance."""
+        from lance_format.dataset.fts_staging import merge
+
+        merge(self._as_dataset(), index_uuid, index_type)
 
     def commit_existing_index_segments(self, index_name: str, column: str, segments: list[Any]) -> LanceDataset:
         """Commit segments from :meth:`create_index_uncommitted` as one index named ``index_name``."""

@@ -105,9 +105,10 @@ class IndexCatalog:
         return self.indices.get(name)
 
     def on_field(self, field_id: int) -> list[NamedIndex]:
-        """Known single-field indices on ``field_id``: the one covering most fragments first
+        """Known single-field indices on ``field_id`` that answer filters: the one covering most fragments first
         (an untrained or older index covers fewer), then by name."""
-        found = [i for i in self.indices.values() if i.index_type is not None and i.field_ids == [field_id]]
+        found = [i for i in self.indices.values() if i.index_type is not None and i.index_type.answers_filters
+                 and i.field_ids == [field_id]]
         return sorted(found, key=lambda i: -len(i.fragment_ids))
 
     def store(self, segment: Segment) -> IndexStore:

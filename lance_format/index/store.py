@@ -78,6 +78,13 @@ class IndexStore:
         self._written[name] = size
         return size
 
+    def copy_from(self, source: IndexStore, name: str, new_name: str) -> int:
+        """Copy file ``name`` of segment ``source`` into this one as ``new_name``; its size."""
+        data = source.store.read_bytes(source.path(name))
+        self.store.write_bytes(self.path(new_name), data)
+        self._written[new_name] = len(data)
+        return len(data)
+
     def written_files(self) -> list[tuple[str, int]]:
         """``(name, size)`` of the files written through this store, sorted by name (the order
         pylance lists them in ``IndexMetadata.files``)."""

@@ -7,6 +7,8 @@ builds one uncommitted segment over its group through the engine's public distri
 only the segment's ``IndexMetadata`` message (a few hundred bytes), never rows; the driver then
 commits every segment as one index in one ``CreateIndex`` version
 (``commit_existing_index_segments``), so readers, pylance included, see the whole index or none.
+An INVERTED index's segments are first gathered into one segment holding every task's
+partitions (``merge_existing_index_segments``: file copies), as full-text search reads one.
 A failed task fails the job before anything is committed (its segment files are left for cleanup).
 """
 
@@ -74,4 +76,8 @@ def create_scalar_index(spark: Any, uri: str, column: str, index_type: str, name
     if len(segments) != len(groups):
         raise InvalidInputError(f"expected {len(groups)} index segments from the executors, got {len(segments)}",
                                 table=uri, column=column)
+    if kind.name == "INVERTED":
+        # full-text search reads one segment: the tasks' partitions are gathered into one (file
+        # copies on the driver; nothing is re-tokenized)
+        segments = [ds.merge_existing_index_segments(segments)]
     return ds.commit_existing_index_segments(index_name, column, segments)

@@ -49,3 +49,28 @@ def test_spark_index_bad_input(spark, table_uri):
     with pytest.raises(LanceError, match="fragments_per_task"):
         create_scalar_index(spark, table_uri, "id", "BTREE", fragments_per_task=0)
     assert lance.dataset(table_uri).describe_indices() == []
+
+
+def test_spark_builds_a_full_text_index(spark, tmp_path):
+    pytest.importorskip("Stemmer")
+    rng = np.random.default_rng(5)
+    words = np.array("wireless headphones battery café résumé steel bottle running shoes the and".split(), dtype=object)
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 12)))) if i % 17 else None for i in range(3000)]
+    t = pa.table({"id": np.arange(len(texts)), "text": pa.array(texts, pa.string())})
+    ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
+    for uri in (ours, theirs):
+        pylance.write_dataset(t, uri, max_rows_per_file=700)
+    before = lance.dataset(ours).version
+    ds = create_scalar_index(spark, ours, "text", "INVERTED", fragments_per_task=2, with_position=True)
+    assert ds.version == before + 1
+    pylance.dataset(theirs).create_scalar_index("text", "INVERTED", with_position=True)
+    (desc,) = pylance.dataset(ours).describe_indices()
+    assert len(desc.segments) == 1 and desc.num_rows_indexed == 3000
+    for query in ("wireless", "café running", "steel bottle shoes"):
+        want = pylance.dataset(theirs).to_table(full_text_query=query)
+        for got in (pylance.dataset(ours).to_table(full_text_query=query),
+                    lance.dataset(ours).to_table(full_text_query=query)):
+            assert got.num_rows == want.num_rows > 0
+            scores = dict(zip(got.column("id").to_pylist(), got.column("_score").to_pylist()))
+            for i, s in zip(want.column("id").to_pylist(), want.column("_score").to_pylist()):
+                assert abs(scores[i] - s) < 1e-6, query

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
 
 # the types whose segments this engine rewrites with new row addresses
-_REMAPPED_TYPES = ("BTREE", "BITMAP", "LABEL_LIST", "NGRAM")
+_REMAPPED_TYPES = ("BTREE", "BITMAP", "LABEL_LIST", "NGRAM", "INVERTED")
 
 Groups = list[tuple[list[table_pb2.DataFragment], list[table_pb2.DataFragment]]]
 

@@ -112,6 +112,8 @@ class ScalarIndexType(abc.ABC):
     row_key: ClassVar[RowKey] = "_rowid"
     #: other spellings ``create_scalar_index`` accepts (``"BITMAP"`` has none)
     aliases: ClassVar[tuple[str, ...]] = ()
+    #: whether a scan's filters may use it (INVERTED answers full-text searches only)
+    answers_filters: ClassVar[bool] = True
 
     @classmethod
     def version_for(cls, stable_row_ids: bool) -> int:

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.index.scalar.fts_ngram import ngrams
 
 # Snowball's English stop-word list (the one pylance's default analyzer removes)
 ENGLISH_STOP_WORDS = frozenset("""
@@ -45,7 +47,8 @@ def _alphabetic_marks() -> str:
     the like: spacing or non-spacing marks of combining class 0; viramas, nuktas and accents
     have a non-zero class and split words, as in Rust's ``char::is_alphanumeric``)."""
     ranges: list[tuple[int, int]] = []
-    for code in range(0x300, 0x110000):
+    # marks live in planes 0-1 and in plane 14's variation selectors (other planes have none)
+    for code in (*range(0x300, 0x20000), *range(0xE0000, 0xE1000)):
         char = chr(code)
         if unicodedata.category(char) in ("Mn", "Mc") and unicodedata.combining(char) == 0:
             if ranges and ranges[-1][1] == code - 1:
@@ -55,7 +58,16 @@ def _alphabetic_marks() -> str:
     return "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
 
 
-_SPLIT = r"[^\p{L}\p{N}" + _alphabetic_marks() + "]+"  # Rust's char::is_alphanumeric, as an RE2 class
+_WHITESPACE = r"[ \t\n\x0C\r]+"
+
+
+@lru_cache(maxsize=1)
+def _split_pattern() -> str:
+    """Rust's ``char::is_alphanumeric`` negated, as an RE2 class (built on first use: scanning
+    the code points takes a couple of seconds, too long for import time)."""
+    return r"[^\p{L}\p{N}" + _alphabetic_marks() + "]+"
+
+
 # Latin letters, ligatures and super/subscript digits: what ASCII folding touches (other scripts
 # keep their accents, as Lucene's folding table does)
 _LATIN = ((0x00B2, 0x00B3), (0x00B9, 0x00B9), (0x00BC, 0x00BE), (0x00C0, 0x024F), (0x1E00, 0x1EFF),
@@ -74,21 +86,37 @@ class TokenizerParams:
     remove_stop_words: bool = True
     ascii_folding: bool = True
     with_position: bool = False
+    # replaces the language's list when given (pylance's custom_stop_words)
+    custom_stop_words: tuple[str, ...] | None = None
+    min_ngram_length: int = 3
+    max_ngram_length: int = 3
+    prefix_only: bool = False
 
     @staticmethod
     def from_json(text: str) -> TokenizerParams:
         raw: Mapping[str, Any] = json.loads(text) if text else {}
         defaults = TokenizerParams()
-        return TokenizerParams(**{k: raw.get(k, getattr(defaults, k)) for k in (
+        values = {k: raw.get(k, getattr(defaults, k)) for k in (
             "base_tokenizer", "language", "max_token_length", "lower_case", "stem", "remove_stop_words",
-            "ascii_folding", "with_position")})
+            "ascii_folding", "with_position", "min_ngram_length", "max_ngram_length", "prefix_only")}
+        custom = raw.get("custom_stop_words")
+        return TokenizerParams(**values, custom_stop_words=tuple(custom) if custom is not None else None)
 
     def check(self) -> None:
-        if self.base_tokenizer != "simple":
+        if self.base_tokenizer not in BASE_TOKENIZERS:
             raise UnsupportedFeatureError(f"base_tokenizer {self.base_tokenizer!r} is not supported yet "
-                                          "(only 'simple')")
-        if (self.stem or self.remove_stop_words) and self.language != "English":
-            raise UnsupportedFeatureError(f"language {self.language!r} is not supported yet (only English)")
+                                          f"(only {', '.join(BASE_TOKENIZERS)})")
+        if self.remove_stop_words and self.custom_stop_words is None and self.language != "English":
+            raise UnsupportedFeatureError(f"the stop words of language {self.language!r} are not supported yet "
+                                          "(only English): pass remove_stop_words=False or custom_stop_words")
+
+    def stop_words(self) -> frozenset[str]:
+        return ENGLISH_STOP_WORDS if self.custom_stop_words is None else frozenset(self.custom_stop_words)
+
+
+# base tokenizers and the pattern each splits on (raw: none); whitespace is Rust's
+# char::is_ascii_whitespace
+BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram")
 
 
 @lru_cache(maxsize=8)
@@ -103,6 +131,8 @@ def _stemmer(language: str) -> Any:
 
 def _fold_char(char: str) -> str:
     code = ord(char)
+    if unicodedata.category(char) == "Zs":  # no-break and other spaces fold to a space, as pylance's
+        return " "
     if not any(a <= code <= b for a, b in _LATIN):
         return char
     decomposed = unicodedata.normalize("NFKD", char.translate(_FOLD_EXTRA))
@@ -116,31 +146,73 @@ def _fold(token: str) -> str:
     return "".join(_fold_char(c) for c in token)
 
 
+# per analyzer, the final form of the raw tokens seen lately: a build analyzes batch after batch
+# of one vocabulary, and stemming each batch's distinct tokens again would dominate
+_SEEN: dict[TokenizerParams, dict[str, str | None]] = {}
+_SEEN_LIMIT = 1 << 20
+
+
 def _normalize_distinct(tokens: list[str], params: TokenizerParams) -> list[str | None]:
     """The final form of each distinct raw token (None: dropped)."""
+    seen = _SEEN.setdefault(params, {})
+    if len(seen) > _SEEN_LIMIT:
+        seen.clear()
+    missing = [t for t in tokens if t not in seen]
+    if missing:
+        seen.update(zip(missing, _normalize_uncached(missing, params)))
+    return [seen[t] for t in tokens]
+
+
+def _normalize_uncached(tokens: list[str], params: TokenizerParams) -> list[str | None]:
     out: list[str | None] = list(tokens)
     if params.stem:
         out = list(_stemmer(params.language).stemWords(tokens))
     if params.remove_stop_words:
-        out = [None if t in ENGLISH_STOP_WORDS else t for t in out]
+        stop = params.stop_words()
+        out = [None if t in stop else t for t in out]
     if params.ascii_folding:
         out = [None if t is None else _fold(t) for t in out]
     return out
 
 
-def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.ListArray:
-    """Each document's tokens (a null or empty document has none), as a list<string> array."""
+def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
+            ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Every kept token of the documents, in document order: (tokens as large_string, each
+    token's document index, its position in the document: its rank among the base tokenizer's
+    tokens, so long tokens and stop words leave gaps, as pylance's positions do)."""
     params.check()
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
-    texts = texts.cast(pa.large_string()).fill_null("")
+    texts = _documents(texts, params)
+    valid_doc = texts.is_valid()
+    texts = texts.fill_null("")
     # split, then drop long tokens, then lower-case (pylance's order: "İ" lower-cases to "i" and
     # a combining dot, which would split a word if lower-cased first)
-    parts = pc.split_pattern_regex(texts, _SPLIT)
+    if params.base_tokenizer == "ngram":
+        parts = ngrams(texts, params.min_ngram_length, params.max_ngram_length, params.prefix_only)
+        nonempty = None
+    elif params.base_tokenizer == "raw":
+        # the whole text is the token, an empty one too (a null document has none)
+        parts = pa.ListArray.from_arrays(pa.array(np.arange(len(texts) + 1, dtype=np.int32)), texts)
+        nonempty = valid_doc
+    else:
+        parts = pc.split_pattern_regex(texts, _split_pattern() if params.base_tokenizer == "simple" else _WHITESPACE)
     flat = pc.list_flatten(parts)
-    keep = pc.greater(pc.binary_length(flat), 0)
+    doc_of = pc.list_parent_indices(parts).to_numpy(zero_copy_only=False).astype(np.int64)
+    if params.base_tokenizer in ("simple", "whitespace"):
+        nonempty = pc.greater(pc.binary_length(flat), 0)
+    if nonempty is not None:
+        flat = pc.filter(flat, nonempty)
+        doc_of = doc_of[nonempty.to_numpy(zero_copy_only=False)]
+    # each token's rank in its document: its index minus the index of the document's first token
+    # (every n-gram is at position 0, as pylance records them)
+    starts = np.searchsorted(doc_of, np.arange(len(texts)))
+    positions = np.arange(len(doc_of), dtype=np.int64) - starts[doc_of] if len(doc_of) else doc_of
+    if params.base_tokenizer == "ngram":
+        positions = np.zeros(len(doc_of), np.int64)
+    keep = None
     if params.max_token_length is not None:
-        keep = pc.and_(keep, pc.less(pc.binary_length(flat), int(params.max_token_length)))
+        keep = pc.less(pc.binary_length(flat), int(params.max_token_length))
     if params.lower_case:
         # per character, as pylance: "İ" -> "i" + combining dot (Rust's full mapping), "Σ" -> "σ"
         # even at a word's end
@@ -150,25 +222,36 @@ def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.L
         distinct = pc.unique(flat)
         mapped = pa.array(_normalize_distinct(distinct.to_pylist(), params), pa.large_string())
         flat = pc.take(mapped, pc.index_in(flat, distinct))
-        keep = pc.and_(keep, pc.is_valid(flat))
-    keep = keep.fill_null(False)
-    # per-document counts of kept tokens, from the kept mask's running sum at each list end
-    doc_of = pc.list_parent_indices(parts)
-    kept_flat = pc.filter(flat, keep)
-    kept_doc = pc.filter(doc_of, keep)
-    counts = pa.array(_bincount(kept_doc, len(texts)), pa.int64())
-    offsets = pa.array([0] + list(_cumsum(counts)), pa.int32())
-    return pa.ListArray.from_arrays(offsets, kept_flat.cast(pa.string()))
+        valid = pc.is_valid(flat)
+        keep = valid if keep is None else pc.and_(keep, valid)
+    if keep is None:
+        return flat, doc_of, positions
+    mask = keep.fill_null(False).to_numpy(zero_copy_only=False)
+    return pc.filter(flat, keep.fill_null(False)), doc_of[mask], positions[mask]
 
 
-def _bincount(doc: pa.Array, n: int) -> Any:
-    import numpy as np
-    return np.bincount(doc.to_numpy(zero_copy_only=False).astype(np.int64), minlength=n)[:n]
+def _documents(texts: pa.Array, params: TokenizerParams) -> pa.Array:
+    """One text per document: a list of strings is its elements joined by a space (pylance
+    indexes a row's elements as one document, positions running on across elements)."""
+    if pa.types.is_list(texts.type) or pa.types.is_large_list(texts.type):
+        if params.base_tokenizer in ("raw", "ngram"):
+            raise UnsupportedFeatureError(f"the {params.base_tokenizer} tokenizer on a list<string> column is not "
+                                          "supported yet")
+        values = pc.list_flatten(texts).cast(pa.large_string()).fill_null("")
+        offsets = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(pc.list_value_length(texts).fill_null(0).to_numpy(zero_copy_only=False), out=offsets[1:])
+        joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(offsets), values), pa.scalar(" ", pa.large_string()))
+        return pc.if_else(texts.is_valid(), joined, pa.scalar(None, pa.large_string()))
+    return texts.cast(pa.large_string())
 
 
-def _cumsum(counts: pa.Array) -> Any:
-    import numpy as np
-    return np.cumsum(counts.to_numpy())
+def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.ListArray:
+    """Each document's tokens (a null or empty document has none), as a list<string> array."""
+    flat, doc, _ = analyze(texts, params)
+    counts = np.bincount(doc, minlength=len(texts))[:len(texts)]
+    offsets = np.zeros(len(counts) + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat.cast(pa.string()))
 
 
 def query_tokens(text: str, params: TokenizerParams) -> list[str]:

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import CorruptFileError, UnsupportedFeatureError
-from lance_format.index.scalar.base import ScalarIndex, ScalarIndexType, SearchResult
+from lance_format.index.scalar.base import ScalarIndex, ScalarIndexType, SearchResult, register
 from lance_format.index.scalar.fst import fst_items
 from lance_format.index.scalar.fts_tokenizer import TokenizerParams
 from lance_format.index.scalar.queries import ScalarQuery
@@ -191,7 +191,10 @@ class InvertedIndex(ScalarIndex):
         return None  # full-text searches go through lance_format.dataset.scan.fts_search
 
     def statistics(self) -> dict[str, Any]:
-        return {"num_partitions": len(self.partitions), "num_docs": self.num_docs}
+        # pylance's entry: the recorded parameters, the distinct tokens and the documents
+        params = json.loads(self.store.schema_metadata("metadata.lance").get("params", "{}"))
+        return {"params": params, "num_tokens": sum(len(p.tokens) for p in self.partitions),
+                "num_docs": self.num_docs}
 
 
 def idf(token_docs: int, num_docs: int) -> np.float32:
@@ -207,21 +210,39 @@ def doc_weights(freqs: np.ndarray, doc_tokens: np.ndarray, avgdl: np.float32) ->
     return (K1 + np.float32(1.0)) * f / (f + norm)
 
 
+@register
 class InvertedIndexType(ScalarIndexType):
     name = "INVERTED"
     display_name = "Inverted"
     type_url = "/lance.table.InvertedIndexDetails"
-    index_version = 1
-    aliases = ("FTS",)  # not registered yet: create_scalar_index keeps refusing INVERTED
+    index_version = 2  # pylance 14.0.2's: FST token sets, varint posting tails, shared position streams
+    aliases = ("FTS",)
+    answers_filters = False
 
     @classmethod
     def supports(cls, data_type: pa.DataType) -> bool:
+        if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+            data_type = data_type.value_type
         return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> None:
+        from lance_format.index.scalar.inverted_train import normalize
+
+        normalize(params)
+
+    @classmethod
+    def details(cls, params: Mapping[str, Any]) -> bytes:
+        from lance_format.index.scalar.inverted_train import details, normalize
+
+        return details(normalize(params))
 
     @classmethod
     def train(cls, store: IndexStore, batches: Iterable[pa.RecordBatch], value_type: pa.DataType,
               params: Mapping[str, Any]) -> None:
-        raise UnsupportedFeatureError("building INVERTED indices is not supported yet (pylance-built ones are read)")
+        from lance_format.index.scalar.inverted_train import train
+
+        train(store, batches, params)
 
     @classmethod
     def load(cls, store: IndexStore, details: bytes) -> ScalarIndex:

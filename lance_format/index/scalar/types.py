@@ -5,4 +5,12 @@ One module per type (``btree``, ``bitmap``, ...); add a type by importing its mo
 
 from __future__ import annotations
 
-from lance_format.index.scalar import bitmap, bloomfilter, btree, label_list, ngram, zonemap  # noqa: F401 - registers BITMAP and BTREE  # noqa: F401 - idx30b's types
+from lance_format.index.scalar import (  # noqa: F401 - each module registers its type
+    bitmap,
+    bloomfilter,
+    btree,
+    inverted,
+    label_list,
+    ngram,
+    zonemap,
+)

@@ -63,6 +63,6 @@ def test_query_tokens():
 
 def test_unsupported_settings_are_refused():
     with pytest.raises(lance_format.errors.UnsupportedFeatureError, match="base_tokenizer"):
-        query_tokens("a", TokenizerParams(base_tokenizer="ngram"))
+        query_tokens("a", TokenizerParams(base_tokenizer="icu"))
     with pytest.raises(lance_format.errors.UnsupportedFeatureError, match="language"):
         query_tokens("a", TokenizerParams(language="French"))
