@@ -130,6 +130,15 @@ def _normalize_distinct(tokens: list[str], params: TokenizerParams) -> list[str 
 
 def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.ListArray:
     """Each document's tokens (a null or empty document has none), as a list<string> array."""
+    return tokenize_with_positions(texts, params)[0]
+
+
+def tokenize_with_positions(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams,
+                            ) -> tuple[pa.ListArray, Any]:
+    """:func:`tokenize`, and each kept token's position (a numpy array aligned with the lists'
+    values): its word's place among the document's words, counting the words the analyzer
+    drops (stop words, long words), as pylance's positions do."""
+    import numpy as np
     params.check()
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
@@ -139,6 +148,13 @@ def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.L
     parts = pc.split_pattern_regex(texts, _SPLIT)
     flat = pc.list_flatten(parts)
     keep = pc.greater(pc.binary_length(flat), 0)
+    # a word's position: the non-empty pieces before it in its document
+    doc_of = pc.list_parent_indices(parts)
+    words = np.cumsum(keep.to_numpy(zero_copy_only=False).astype(np.int64))
+    doc_np = doc_of.to_numpy(zero_copy_only=False).astype(np.int64)
+    firsts = np.searchsorted(doc_np, np.arange(len(texts)), side="left")
+    before = np.concatenate([[0], words])[firsts]  # words before each document's first piece
+    positions = words - 1 - before[doc_np] if len(doc_np) else words
     if params.max_token_length is not None:
         keep = pc.and_(keep, pc.less(pc.binary_length(flat), int(params.max_token_length)))
     if params.lower_case:
@@ -152,13 +168,12 @@ def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.L
         flat = pc.take(mapped, pc.index_in(flat, distinct))
         keep = pc.and_(keep, pc.is_valid(flat))
     keep = keep.fill_null(False)
-    # per-document counts of kept tokens, from the kept mask's running sum at each list end
-    doc_of = pc.list_parent_indices(parts)
     kept_flat = pc.filter(flat, keep)
     kept_doc = pc.filter(doc_of, keep)
     counts = pa.array(_bincount(kept_doc, len(texts)), pa.int64())
     offsets = pa.array([0] + list(_cumsum(counts)), pa.int32())
-    return pa.ListArray.from_arrays(offsets, kept_flat.cast(pa.string()))
+    kept_positions = positions[keep.to_numpy(zero_copy_only=False)].astype(np.uint32)
+    return pa.ListArray.from_arrays(offsets, kept_flat.cast(pa.string())), kept_positions
 
 
 def _bincount(doc: pa.Array, n: int) -> Any:
@@ -176,3 +191,17 @@ def query_tokens(text: str, params: TokenizerParams) -> list[str]:
     if not isinstance(text, str):
         raise InvalidInputError(f"a full-text query must be a string, got {type(text).__name__}")
     return tokenize(pa.array([text], pa.string()), params)[0].as_py() or []
+
+
+def query_tokens_with_positions(text: str, params: TokenizerParams) -> tuple[list[str], list[int]]:
+    """A query string's tokens, in order, and their positions (see :func:`tokenize_with_positions`)."""
+    if not isinstance(text, str):
+        raise InvalidInputError(f"a full-text query must be a string, got {type(text).__name__}")
+    lists, positions = tokenize_with_positions(pa.array([text], pa.string()), params)
+    return lists[0].as_py() or [], positions.tolist()
+
+
+# the analyzer pylance uses for a column without an index, and for a fuzzy match query's words:
+# tantivy's simple tokenizer alone (no lower-casing, stemming, stop words or folding)
+RAW_WORDS = TokenizerParams(max_token_length=None, lower_case=False, stem=False, remove_stop_words=False,
+                            ascii_folding=False)

@@ -113,6 +113,29 @@ def decode_posting(blocks: list[bytes], length: int, tail_codec: str) -> tuple[n
     return np.concatenate(docs), np.concatenate(freqs)
 
 
+def decode_positions(stream: bytes, freqs: np.ndarray, codec: str) -> np.ndarray:
+    """One posting block's positions (``freqs[i]`` for its ``i``-th document, each document's
+    ascending): per document deltas from 0, as groups of 128 ``BitPacker4x`` deltas (a bit-width
+    byte, then ``16 * bits`` bytes) and a varint tail (``packed_delta_v1``), or all varints."""
+    total = int(freqs.sum())
+    if codec == "packed_delta_v1":
+        groups, at = [], 0
+        for _ in range(total // BLOCK):
+            bits = stream[at]
+            groups.append(_unpack4x_many(np.frombuffer(stream, "<u4", 4 * bits, at + 1).reshape(1, -1), bits)[0]
+                          if bits else np.zeros(BLOCK, np.uint32))
+            at += 1 + 16 * bits
+        tail, _ = _varints(stream, total % BLOCK, at)
+        deltas = np.concatenate(groups + [np.asarray(tail, np.uint32)]).astype(np.int64)
+    else:  # varint_doc_delta_v2
+        deltas = np.asarray(_varints(stream, total, 0)[0], np.int64)
+    # running sums restarting at each document's first position
+    starts = np.concatenate([[0], np.cumsum(freqs.astype(np.int64))[:-1]])
+    sums = np.cumsum(deltas)
+    base = np.repeat(sums[starts] - deltas[starts], freqs.astype(np.int64)) if total else sums
+    return (sums - base).astype(np.uint32)
+
+
 @dataclass
 class Partition:
     """One partition: its tokens, documents, and posting-list file."""
@@ -123,11 +146,27 @@ class Partition:
     lengths: np.ndarray  # token id -> documents holding it
     invert: str
     tail_codec: str
+    positions_codec: str | None  # None: built without positions
 
     def posting(self, store: IndexStore, token_id: int) -> tuple[np.ndarray, np.ndarray]:
         row = store.read_range(self.invert, token_id, token_id + 1, columns=["_posting"])
         blocks = row.column("_posting")[0].as_py()
         return decode_posting(blocks, int(self.lengths[token_id]), self.tail_codec)
+
+    def positions(self, store: IndexStore, token_id: int, freqs: np.ndarray) -> np.ndarray:
+        """The token's positions in each document of its posting list (``freqs`` of them each,
+        in posting order), concatenated."""
+        if self.positions_codec is None:
+            raise UnsupportedFeatureError("the index was built without positions", path=store.path(self.invert))
+        row = store.read_range(self.invert, token_id, token_id + 1,
+                               columns=["_compressed_position", "_position_block_offset"])
+        data = row.column("_compressed_position")[0].as_py()
+        starts = [int(v) for v in row.column("_position_block_offset")[0].as_py()] + [len(data)]
+        out = []
+        for block, start in enumerate(starts[:-1]):
+            out.append(decode_positions(data[start:starts[block + 1]], freqs[block * BLOCK:(block + 1) * BLOCK],
+                                        self.positions_codec))
+        return np.concatenate(out) if out else np.zeros(0, np.uint32)
 
 
 class InvertedIndex(ScalarIndex):
@@ -165,8 +204,10 @@ class InvertedIndex(ScalarIndex):
         if block_size != BLOCK:
             raise UnsupportedFeatureError(f"INVERTED posting blocks of {block_size} documents are not supported",
                                           path=store.path(invert))
+        codec = store.schema_metadata(invert).get("positions_codec", "varint_doc_delta_v2") \
+            if "_compressed_position" in store.schema(invert).names else None
         return Partition(tokens, docs.column("_rowid").to_numpy().astype(np.uint64),
-                         docs.column("_num_tokens").to_numpy().astype(np.uint32), lengths, invert, tail)
+                         docs.column("_num_tokens").to_numpy().astype(np.uint32), lengths, invert, tail, codec)
 
     @property
     def num_docs(self) -> int:
