@@ -108,13 +108,14 @@ class _Scorer:
     """Scores a query tree over one table version (sources loaded once per column)."""
 
     ds: LanceDataset
+    prefilter: Any = None  # the filter the unindexed rows are read with (prefilter=True)
 
     def __post_init__(self) -> None:
         self.sources: dict[str, ColumnSource] = {}
 
     def source(self, column: str) -> ColumnSource:
         if column not in self.sources:
-            self.sources[column] = column_source(self.ds, column)
+            self.sources[column] = column_source(self.ds, column, self.prefilter)
         return self.sources[column]
 
     def score(self, query: FullTextQuery) -> Hits:
@@ -160,17 +161,21 @@ class _Scorer:
 
     def match(self, query: MatchQuery) -> Hits:
         source = self.source(query.column)  # type: ignore[arg-type]
+        fuzzy = bool(query.fuzziness) and source.indexed
         if query.fuzziness:  # the query's raw words, each expanded to the index's tokens near it
             words = query_tokens(query.query, RAW_WORDS)
             groups = _expand(words, source.vocabulary(), query.fuzziness, query.prefix_length, query.max_expansions)
+            if fuzzy:  # pylance's flat search of the unindexed rows looks for the words unexpanded
+                groups = [g + [w] for g, w in zip(groups, words)]
         else:
             # every occurrence of a token adds its score ("fox fox" weighs fox twice)
             groups = [[t] for t in query_tokens(query.query, source.params)]
         addresses, scores, matched = [], [], []
         for group in groups:
             group_rows = []
-            for token in group:
-                hits = source.term(token)
+            for at, token in enumerate(group):
+                raw = fuzzy and at == len(group) - 1
+                hits = source.term(token, indexed=not raw, unindexed=raw or not fuzzy)
                 addresses.append(hits.addresses)
                 scores.append(hits.scores)
                 group_rows.append(hits.addresses)
@@ -278,8 +283,9 @@ class FullTextSearch:
         from lance_format.dataset.scan.executor import ScanExecutor
 
         ds = executor.dataset
+        plan = executor.plan
         try:
-            rows, scores = _Scorer(ds).score(self.query)
+            rows, scores = _Scorer(ds, plan.filter if self.prefilter else None).score(self.query)
         except LanceError as error:
             raise error.with_context(table=ds.uri)
         assert self.candidates is not None  # planned by plan_scan

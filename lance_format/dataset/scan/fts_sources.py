@@ -12,7 +12,7 @@ as pylance's flat search does: words split on non-alphanumerics, nothing else
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -66,12 +66,13 @@ class _Unindexed:
         return len(np.unique(self.row_of[self.occurrences(token)]))
 
 
-def _unindexed(ds: LanceDataset, column: str, fragment_ids: list[int], params: TokenizerParams) -> _Unindexed:
+def _unindexed(ds: LanceDataset, column: str, fragment_ids: list[int], params: TokenizerParams,
+               filter: Any = None) -> _Unindexed:
     if not fragment_ids:
         return _Unindexed(EMPTY_U64, EMPTY_U32, np.zeros(0, np.int64), np.zeros(0, object), EMPTY_U32)
     wanted = set(fragment_ids)
     fragments = [f for f in ds.get_fragments() if f.fragment_id in wanted]
-    table = ds.scanner(columns=[column], with_row_address=True, fragments=fragments).to_table()
+    table = ds.scanner(columns=[column], with_row_address=True, fragments=fragments, filter=filter).to_table()
     lists, positions = tokenize_with_positions(table.column(column), params)
     lengths = np.diff(lists.offsets.to_numpy()).astype(np.uint32)
     return _Unindexed(table.column("_rowaddr").to_numpy().astype(np.uint64), lengths,
@@ -112,11 +113,13 @@ class ColumnSource:
         total = sum(ix.total_tokens for ix in self.indices)
         return num_docs, total, sum(ix.token_docs(token) for ix in self.indices)
 
-    def term(self, token: str, with_positions: bool = False) -> TermHits:
-        """The term's hits over the whole column (deleted rows included: dropped later)."""
+    def term(self, token: str, with_positions: bool = False, indexed: bool = True, unindexed: bool = True,
+             ) -> TermHits:
+        """The term's hits over the whole column (deleted rows included: dropped later), or
+        over its indexed or unindexed rows only."""
         num_docs, total, docs = self._index_stats(token)
         parts: list[TermHits] = []
-        if docs:
+        if docs and indexed:
             weight = idf(docs, num_docs)
             avgdl = np.float32(np.float32(total) / np.float32(num_docs))
             for index in self.indices:
@@ -126,7 +129,7 @@ class ColumnSource:
                     positions = part.positions(index.store, part.tokens[token], freqs) if with_positions else None
                     parts.append(TermHits(rows, scores, freqs, positions))
         flat = self.unindexed
-        at = flat.occurrences(token)
+        at = flat.occurrences(token) if unindexed else np.zeros(0, np.int64)
         if len(at):
             flat_docs = num_docs + flat.num_documents
             avgdl = np.float32(np.float32(total + flat.total_tokens) / np.float32(flat_docs))
@@ -174,8 +177,9 @@ def inverted_columns(ds: LanceDataset) -> dict[str, object]:
     return found
 
 
-def column_source(ds: LanceDataset, column: str) -> ColumnSource:
-    """The source of ``column``: its index (if any) and its unindexed rows.
+def column_source(ds: LanceDataset, column: str, filter: Any = None) -> ColumnSource:
+    """The source of ``column``: its index (if any) and its unindexed rows (those passing
+    ``filter``, a prefilter: pylance's flat search counts only them in its statistics).
 
     Raises
     ------
@@ -206,8 +210,8 @@ def column_source(ds: LanceDataset, column: str) -> ColumnSource:
         covered = {int(f) for f in named.fragment_ids}  # type: ignore[attr-defined]
     params = indices[0].params if indices else RAW_WORDS
     rest = [f.fragment_id for f in ds.get_fragments() if f.fragment_id not in covered]
-    return ColumnSource(column, params, indices, getattr(named, "name", None), _unindexed(ds, column, rest, params),
-                        ds, covered)
+    return ColumnSource(column, params, indices, getattr(named, "name", None),
+                        _unindexed(ds, column, rest, params, filter), ds, covered)
 
 
 __all__ = ["ColumnSource", "TermHits", "column_source", "inverted_columns"]
