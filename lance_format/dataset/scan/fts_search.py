@@ -284,8 +284,9 @@ class FullTextSearch:
 
         ds = executor.dataset
         plan = executor.plan
+        scorer = _Scorer(ds, plan.filter if self.prefilter else None)
         try:
-            rows, scores = _Scorer(ds, plan.filter if self.prefilter else None).score(self.query)
+            rows, scores = scorer.score(self.query)
         except LanceError as error:
             raise error.with_context(table=ds.uri)
         assert self.candidates is not None  # planned by plan_scan
@@ -293,6 +294,9 @@ class FullTextSearch:
         for batch in ScanExecutor(ds, self.candidates, executor.counts).rows():
             allowed.append(np.asarray(batch.column(ROW_ADDRESS).to_numpy(zero_copy_only=False)).astype(np.uint64))
         rows, scores = _restricted((rows, scores), np.concatenate(allowed) if allowed else EMPTY_U64)
+        if self.limit is None and isinstance(self.query, MatchQuery) and not scorer.source(
+                self.query.column).indexed:  # type: ignore[arg-type]
+            return rows, scores  # pylance's flat search of a column without an index: in row order
         order = np.lexsort((rows, -scores))
         if self.limit is not None:
             order = order[:self.limit]
