@@ -124,10 +124,10 @@ class _Scorer:
         if isinstance(query, PhraseQuery):
             return self.phrase(query)
         if isinstance(query, MultiMatchQuery):  # the best column's score
-            rows, scores = zip(*(self.match(q) for q in query.match_queries))
-            unique, inverse = np.unique(np.concatenate(rows), return_inverse=True)
+            per_column = [self.match(q) for q in query.match_queries]
+            unique, inverse = np.unique(np.concatenate([r for r, _ in per_column]), return_inverse=True)
             best = np.full(len(unique), -np.inf, np.float32)
-            np.maximum.at(best, inverse, np.concatenate(scores))
+            np.maximum.at(best, inverse, np.concatenate([s for _, s in per_column]))
             return unique, best
         if isinstance(query, BoostQuery):  # the positive rows, less the negative's weighted score
             rows, scores = self.score(query.positive)
@@ -182,8 +182,8 @@ class _Scorer:
             matched.append(np.unique(np.concatenate(group_rows)) if group_rows else EMPTY_U64)
         rows, summed = _summed(addresses, scores)
         if query.operator is FullTextOperator.AND:
-            for group_rows in matched:
-                rows, summed = _restricted((rows, summed), group_rows)
+            for holding in matched:
+                rows, summed = _restricted((rows, summed), holding)
         return rows, summed * np.float32(query.boost)
 
     def phrase(self, query: PhraseQuery) -> Hits:

@@ -12,6 +12,7 @@ as pylance's flat search does: words split on non-alphanumerics, nothing else
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -204,7 +205,7 @@ def column_source(ds: LanceDataset, column: str, filter: Any = None) -> ColumnSo
         for segment in named.segments:  # type: ignore[attr-defined]
             store = catalog.store(segment)
             # loaded once per process (index files never change), like the scalar indices' segments
-            loaded = SEGMENT_CACHE.get((store.store.uri, segment.uuid), lambda s=store: InvertedIndexType.load(s, b""))
+            loaded = SEGMENT_CACHE.get((store.store.uri, segment.uuid), partial(InvertedIndexType.load, store, b""))
             assert isinstance(loaded, InvertedIndex)
             indices.append(loaded)
         covered = {int(f) for f in named.fragment_ids}  # type: ignore[attr-defined]

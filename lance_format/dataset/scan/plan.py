@@ -290,7 +290,7 @@ def plan_scan(
     check_options(options, table=uri)
     table_schema = dataset.lance_schema
     known = _filter_schema(table_schema.to_arrow())
-    search = None
+    search: Any = None  # a VectorSearch or a FullTextSearch (a SearchStep once planned)
     if nearest is not None:
         search = vector_search(nearest, table_schema, limit=limit, prefilter=options.get("prefilter") is True,
                                table=uri)
