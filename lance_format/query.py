@@ -4,6 +4,7 @@
 from lance_format.index.scalar.fts_query import (
     BooleanQuery,
     BoostQuery,
+    CombinedFieldsQuery,
     DocumentGranularity,
     FullTextOperator,
     FullTextQuery,
@@ -14,5 +15,5 @@ from lance_format.index.scalar.fts_query import (
     PhraseQuery,
 )
 
-__all__ = ["BooleanQuery", "BoostQuery", "DocumentGranularity", "FullTextOperator", "FullTextQuery",
+__all__ = ["BooleanQuery", "BoostQuery", "CombinedFieldsQuery", "DocumentGranularity", "FullTextOperator", "FullTextQuery",
            "FullTextQueryType", "MatchQuery", "MultiMatchQuery", "Occur", "PhraseQuery"]

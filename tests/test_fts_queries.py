@@ -231,3 +231,11 @@ def test_search_is_the_plans_search_step(built):
     assert scanner.projected_schema.names == ["id", "_score"]
     assert scanner.to_table().num_rows == 5
     assert scanner.count_rows() == 5
+
+
+def test_combined_fields_query_is_refused_clearly(built):
+    from lance_format.errors import UnsupportedFeatureError
+    query = OQ.CombinedFieldsQuery("wireless", ["desc", "title"])
+    assert query.query_type() is OQ.FullTextQueryType.COMBINED_FIELDS
+    with pytest.raises(UnsupportedFeatureError, match="CombinedFieldsQuery"):
+        lance_format.dataset(str(built)).to_table(full_text_query=query)
