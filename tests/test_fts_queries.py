@@ -239,3 +239,33 @@ def test_combined_fields_query_is_refused_clearly(built):
     assert query.query_type() is OQ.FullTextQueryType.COMBINED_FIELDS
     with pytest.raises(UnsupportedFeatureError, match="CombinedFieldsQuery"):
         lance_format.dataset(str(built)).to_table(full_text_query=query)
+
+
+def test_positions_decode_as_pylance_wrote_them(tmp_path):
+    """Each token's positions read from a with_position index (packed groups of 128 deltas and
+    varint tails, posting blocks of 128 documents) equal the analyzer's positions."""
+    from lance_format.dataset.scan.fts_sources import column_source
+    from lance_format.index.scalar.fts_tokenizer import tokenize_with_positions
+    rng = np.random.default_rng(5)
+    words = ["steel", "bottle", "the", "of", "café", "Größe", "wireless", "x" * 45]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(0, 60)))) for _ in range(300)] + [None, ""]
+    uri = tmp_path / "pos"
+    lance.write_dataset(pa.table({"text": pa.array(texts)}), uri).create_scalar_index(
+        "text", "INVERTED", with_position=True)
+    index = column_source(lance_format.dataset(str(uri)), "text").indices[0]
+    part = index.partitions[0]
+    lists, positions = tokenize_with_positions(pa.array(texts), index.params)
+    offsets = lists.offsets.to_numpy()
+    tokens = lists.flatten().to_numpy(zero_copy_only=False)
+    rows = np.repeat(np.arange(len(texts)), np.diff(offsets))
+    doc_of_row = {int(r): d for d, r in enumerate(part.row_ids.tolist())}
+    for token in ["steel", "bottl", "wireless", "cafe", "grosse"]:
+        _, docs, freqs = next(iter(index.postings(token)))
+        assert freqs.sum() > 128  # packed groups of 128 deltas, not only varint tails
+        got = index.positions(part, token, freqs)
+        mine = tokens == token
+        expected = {}
+        for row, position in zip(rows[mine].tolist(), positions[mine].tolist()):
+            expected.setdefault(doc_of_row[row], []).append(position)
+        starts = np.concatenate([[0], np.cumsum(freqs)]).astype(int).tolist()
+        assert {int(d): got[starts[i]:starts[i + 1]].tolist() for i, d in enumerate(docs)} == expected

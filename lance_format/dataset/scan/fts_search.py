@@ -179,7 +179,8 @@ class _Scorer:
                 addresses.append(hits.addresses)
                 scores.append(hits.scores)
                 group_rows.append(hits.addresses)
-            matched.append(np.unique(np.concatenate(group_rows)) if group_rows else EMPTY_U64)
+            if query.operator is FullTextOperator.AND:  # the rows holding this word (or an expansion)
+                matched.append(np.unique(np.concatenate(group_rows)) if group_rows else EMPTY_U64)
         rows, summed = _summed(addresses, scores)
         if query.operator is FullTextOperator.AND:
             for holding in matched:

@@ -127,7 +127,7 @@ class ColumnSource:
                 for part, ids, freqs in index.postings(token):
                     rows = self._addresses(part.row_ids[ids])
                     scores = weight * doc_weights(freqs, part.num_tokens[ids], avgdl)
-                    positions = part.positions(index.store, part.tokens[token], freqs) if with_positions else None
+                    positions = index.positions(part, token, freqs) if with_positions else None
                     parts.append(TermHits(rows, scores, freqs, positions))
         flat = self.unindexed
         at = flat.occurrences(token) if unindexed else np.zeros(0, np.int64)

@@ -12,8 +12,11 @@ varint frequencies (the tail block)). Scores are pylance's BM25 (k1 1.2, b 0.75,
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,6 +29,8 @@ from lance_format.index.scalar.fts_tokenizer import TokenizerParams
 from lance_format.index.scalar.queries import ScalarQuery
 from lance_format.index.store import IndexStore
 
+_DECODED_TOKENS = 256  # decoded posting lists (and position lists) kept per loaded segment
+_DECODED_LOCK = threading.Lock()
 K1 = np.float32(1.2)
 B = np.float32(0.75)
 BLOCK = 128
@@ -44,6 +49,20 @@ def _varints(buf: bytes, count: int, at: int) -> tuple[list[int], int]:
                 break
         values.append(value)
     return values, at
+
+
+def varint_array(data: np.ndarray) -> np.ndarray:
+    """Every LEB128 varint in ``data`` (uint8, ending on a varint's last byte), as uint64."""
+    if not len(data):
+        return np.zeros(0, np.uint64)
+    ends = data < 0x80
+    group = np.concatenate([[0], np.cumsum(ends[:-1])])
+    starts = np.flatnonzero(np.concatenate([[True], ends[:-1]]))
+    shift = (np.arange(len(data)) - starts[group]) * 7
+    parts = (data & 0x7F).astype(np.uint64) << shift.astype(np.uint64)
+    out = np.zeros(int(group[-1]) + 1, np.uint64)
+    np.add.at(out, group, parts)  # the 7-bit parts do not overlap: adding is or-ing
+    return out
 
 
 def _unpack4x_many(words: np.ndarray, bits: int) -> np.ndarray:
@@ -113,27 +132,32 @@ def decode_posting(blocks: list[bytes], length: int, tail_codec: str) -> tuple[n
     return np.concatenate(docs), np.concatenate(freqs)
 
 
-def decode_positions(stream: bytes, freqs: np.ndarray, codec: str) -> np.ndarray:
-    """One posting block's positions (``freqs[i]`` for its ``i``-th document, each document's
-    ascending): per document deltas from 0, as groups of 128 ``BitPacker4x`` deltas (a bit-width
-    byte, then ``16 * bits`` bytes) and a varint tail (``packed_delta_v1``), or all varints."""
-    total = int(freqs.sum())
-    if codec == "packed_delta_v1":
-        groups, at = [], 0
-        for _ in range(total // BLOCK):
-            bits = stream[at]
-            groups.append(_unpack4x_many(np.frombuffer(stream, "<u4", 4 * bits, at + 1).reshape(1, -1), bits)[0]
-                          if bits else np.zeros(BLOCK, np.uint32))
-            at += 1 + 16 * bits
-        tail, _ = _varints(stream, total % BLOCK, at)
-        deltas = np.concatenate(groups + [np.asarray(tail, np.uint32)]).astype(np.int64)
-    else:  # varint_doc_delta_v2
-        deltas = np.asarray(_varints(stream, total, 0)[0], np.int64)
-    # running sums restarting at each document's first position
-    starts = np.concatenate([[0], np.cumsum(freqs.astype(np.int64))[:-1]])
+def position_deltas(stream: bytes, total: int, codec: str) -> np.ndarray:
+    """One posting block's ``total`` position deltas: groups of 128 ``BitPacker4x`` deltas (a
+    bit-width byte, then ``16 * bits`` bytes) and a varint tail (``packed_delta_v1``), or all
+    varints (``varint_doc_delta_v2``)."""
+    raw = np.frombuffer(stream, np.uint8)
+    if codec != "packed_delta_v1":
+        return varint_array(raw)[:total]
+    groups, at = [], 0
+    for _ in range(total // BLOCK):
+        bits = stream[at]
+        groups.append(_unpack4x_many(np.frombuffer(stream, "<u4", 4 * bits, at + 1).reshape(1, -1), bits)[0]
+                      if bits else np.zeros(BLOCK, np.uint32))
+        at += 1 + 16 * bits
+    return np.concatenate(groups + [varint_array(raw[at:]).astype(np.uint32)])[:total]
+
+
+def positions_from_deltas(deltas: np.ndarray, freqs: np.ndarray) -> np.ndarray:
+    """Positions from per-document deltas (each document's first delta is its first position)."""
+    if not len(deltas):
+        return np.zeros(0, np.uint32)
+    deltas = deltas.astype(np.int64)
+    counts = freqs.astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     sums = np.cumsum(deltas)
-    base = np.repeat(sums[starts] - deltas[starts], freqs.astype(np.int64)) if total else sums
-    return (sums - base).astype(np.uint32)
+    # running sums restarting at each document's first position
+    return (sums - np.repeat(sums[starts] - deltas[starts], counts)).astype(np.uint32)
 
 
 @dataclass
@@ -162,11 +186,9 @@ class Partition:
                                columns=["_compressed_position", "_position_block_offset"])
         data = row.column("_compressed_position")[0].as_py()
         starts = [int(v) for v in row.column("_position_block_offset")[0].as_py()] + [len(data)]
-        out = []
-        for block, start in enumerate(starts[:-1]):
-            out.append(decode_positions(data[start:starts[block + 1]], freqs[block * BLOCK:(block + 1) * BLOCK],
-                                        self.positions_codec))
-        return np.concatenate(out) if out else np.zeros(0, np.uint32)
+        deltas = [position_deltas(data[start:starts[block + 1]], int(freqs[block * BLOCK:(block + 1) * BLOCK].sum()),
+                                  self.positions_codec) for block, start in enumerate(starts[:-1])]
+        return positions_from_deltas(np.concatenate(deltas) if deltas else np.zeros(0, np.uint32), freqs)
 
 
 class InvertedIndex(ScalarIndex):
@@ -182,6 +204,9 @@ class InvertedIndex(ScalarIndex):
         self.partitions: list[Partition] = []
         for pid in json.loads(meta.get("partitions", "[]")):
             self.partitions.append(self._partition(int(pid), token_format))
+        # decoded posting lists and positions of recent tokens (the index lives in the segment
+        # cache: repeated queries skip reading and decoding them)
+        self._decoded: OrderedDict[tuple[int, int, bool], tuple[np.ndarray, ...]] = OrderedDict()
 
     def _partition(self, pid: int, token_format: str) -> Partition:
         store = self.store
@@ -223,10 +248,28 @@ class InvertedIndex(ScalarIndex):
 
     def postings(self, token: str) -> Iterable[tuple[Partition, np.ndarray, np.ndarray]]:
         """``(partition, doc ids, frequencies)`` of ``token`` in each partition holding it."""
-        for part in self.partitions:
+        for at, part in enumerate(self.partitions):
             if token in part.tokens:
-                docs, freqs = part.posting(self.store, part.tokens[token])
+                docs, freqs = self._cached((at, part.tokens[token], False),
+                                           partial(part.posting, self.store, part.tokens[token]))
                 yield part, docs, freqs
+
+    def positions(self, part: Partition, token: str, freqs: np.ndarray) -> np.ndarray:
+        """The positions of ``token`` in ``part``'s documents holding it (see :meth:`Partition.positions`)."""
+        key = (self.partitions.index(part), part.tokens[token], True)
+        return self._cached(key, lambda: (part.positions(self.store, part.tokens[token], freqs),))[0]
+
+    def _cached(self, key: tuple[int, int, bool], load: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+        with _DECODED_LOCK:
+            if key in self._decoded:
+                self._decoded.move_to_end(key)
+                return self._decoded[key]
+        value = load()
+        with _DECODED_LOCK:
+            self._decoded[key] = value
+            while len(self._decoded) > _DECODED_TOKENS:
+                self._decoded.popitem(last=False)
+        return value
 
     def search(self, query: ScalarQuery) -> SearchResult | None:
         return None  # full-text searches go through lance_format.dataset.scan.fts_search

@@ -8,9 +8,8 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.dataset.scan import fts_search
+from lance_format.dataset.scan.fts_sources import column_source
 from lance_format.index.scalar.fts_tokenizer import TokenizerParams, query_tokens, tokenize
-from lance_format.index.scalar.inverted import InvertedIndexType
 
 TEXTS = [
     "Größenverhältnisse der Straßenbahn in München — Übermäßig schön!",
@@ -34,9 +33,7 @@ def _pylance_partition(tmp_path, texts):
     uri = str(tmp_path / "m")
     lance.write_dataset(pa.table({"text": pa.array(texts, pa.string())}), uri).create_scalar_index("text", "INVERTED")
     ours = lance_format.dataset(uri)
-    _, named, catalog = fts_search._inverted_index(ours, "text")
-    assert named is not None
-    return InvertedIndexType.load(catalog.store(named.segments[0]), b"").partitions[0]
+    return column_source(ours, "text").indices[0].partitions[0]
 
 
 def test_multilingual_tokens_equal_pylance(tmp_path):
