@@ -274,7 +274,7 @@ def plan_scan(
     InvalidInputError
         An unknown column or option, an invalid filter or expression, a negative limit or offset.
     UnsupportedFeatureError
-        An option asking for a feature this engine lacks (full-text search).
+        An option asking for a feature this engine lacks (row-address lists, CombinedFieldsQuery).
 
     ``options["nearest"]`` (pylance's dict) plans a vector search (:mod:`.search`),
     ``options["full_text_query"]`` a full-text search (:mod:`.fts_search`), with
