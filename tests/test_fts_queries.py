@@ -269,3 +269,15 @@ def test_positions_decode_as_pylance_wrote_them(tmp_path):
             expected.setdefault(doc_of_row[row], []).append(position)
         starts = np.concatenate([[0], np.cumsum(freqs)]).astype(int).tolist()
         assert {int(d): got[starts[i]:starts[i + 1]].tolist() for i, d in enumerate(docs)} == expected
+
+
+def test_quoted_string_is_a_phrase(built, tmp_path):
+    _same(built, lambda m: {"query": '"noise cancelling"', "columns": ["desc"]}, columns=["id"])
+    ds = lance_format.dataset(str(built))
+    with pytest.raises(InvalidInputError, match="column must be specified"):  # two indexed columns
+        ds.to_table(full_text_query='"noise cancelling"')
+    with pytest.raises(InvalidInputError, match="multiple columns"):
+        ds.to_table(full_text_query={"query": '"noise cancelling"', "columns": ["desc", "title"]})
+    uri = tmp_path / "one"
+    lance.write_dataset(_table(30), uri).create_scalar_index("desc", "INVERTED", with_position=True)
+    assert _same(uri, lambda m: '"noise cancelling"', columns=["id"]).num_rows

@@ -3,7 +3,8 @@ BM25 answers to a query string, a ``{"query": ..., "columns": [...]}`` dict or a
 (:mod:`lance_format.index.scalar.fts_query`).
 
 A string (or dict) is a match query on its column, or on each of several columns (every column
-with an INVERTED index when none is named) taking the best column's score. Each column's rows
+with an INVERTED index when none is named) taking the best column's score; in double quotes, a
+phrase query. Each column's rows
 come from :mod:`.fts_sources` (its index's segments and its unindexed fragments). The query tree
 is scored over every row (match: summed token scores times boost; phrase: the same, for rows
 holding the phrase; boolean, boost and multi-match combine their clauses' scores), then deleted
@@ -72,12 +73,22 @@ def parse_query(value: Any, ds: LanceDataset) -> FullTextQuery:
             columns = None if isinstance(value, str) else value.get("columns")
             if isinstance(columns, str):
                 columns = [columns]
+            # pylance: a string in double quotes is a phrase
+            phrase = len(text) >= 2 and text.startswith('"') and text.endswith('"')
+            text = text[1:-1] if phrase else text
+            if phrase and columns and len(columns) > 1:
+                raise InvalidInputError("Phrase queries cannot be used with multiple columns.", table=ds.uri)
             if not columns:
                 columns = list(inverted_columns(ds))
                 if not columns:
                     raise InvalidInputError("Cannot perform full text search unless an INVERTED index has been "
                                             "created on at least one column", table=ds.uri)
-            query = MatchQuery(text, columns[0]) if len(columns) == 1 else MultiMatchQuery(text, list(columns))
+                if phrase and len(columns) > 1:
+                    raise InvalidInputError("the column must be specified in the query", table=ds.uri)
+            if phrase:
+                query = PhraseQuery(text, columns[0])
+            else:
+                query = MatchQuery(text, columns[0]) if len(columns) == 1 else MultiMatchQuery(text, list(columns))
     else:
         raise ArgumentTypeError(f"full_text_query must be a string, a dict or a FullTextQuery, got "
                                 f"{type(value).__name__}", table=ds.uri)
