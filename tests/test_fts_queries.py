@@ -281,3 +281,9 @@ def test_quoted_string_is_a_phrase(built, tmp_path):
     uri = tmp_path / "one"
     lance.write_dataset(_table(30), uri).create_scalar_index("desc", "INVERTED", with_position=True)
     assert _same(uri, lambda m: '"noise cancelling"', columns=["id"]).num_rows
+
+
+def test_deleted_rows_cannot_be_included(built):
+    with pytest.raises(InvalidInputError, match="Cannot include deleted rows in an FTS search"):
+        lance_format.dataset(str(built)).to_table(full_text_query="wireless", with_row_id=True,
+                                                  include_deleted_rows=True)

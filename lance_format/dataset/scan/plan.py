@@ -297,6 +297,8 @@ def plan_scan(
         columns, score_at = _without_scores(columns, uri)
     text_search = None
     if full_text is not None:
+        if include_deleted_rows:
+            raise InvalidInputError("Cannot include deleted rows in an FTS search", table=uri)
         text_search = full_text_search(full_text, dataset, limit=limit, offset=offset,
                                        prefilter=options.get("prefilter") is True)
         columns, text_score_at = _without_scores(columns, uri, SCORE)

@@ -200,6 +200,7 @@ class InvertedIndex(ScalarIndex):
         self.store = store
         meta = store.schema_metadata("metadata.lance")
         self.params = TokenizerParams.from_json(meta.get("params", "{}"))
+        self.raw_params: dict[str, Any] = json.loads(meta.get("params", "{}") or "{}")
         token_format = meta.get("token_set_format", "arrow")
         self.partitions: list[Partition] = []
         for pid in json.loads(meta.get("partitions", "[]")):
@@ -275,7 +276,9 @@ class InvertedIndex(ScalarIndex):
         return None  # full-text searches go through lance_format.dataset.scan.fts_search
 
     def statistics(self) -> dict[str, Any]:
-        return {"num_partitions": len(self.partitions), "num_docs": self.num_docs}
+        # pylance's: the build parameters as stored, the vocabulary's size and the documents
+        return {"params": dict(self.raw_params), "num_tokens": len(set().union(*(p.tokens for p in self.partitions))),
+                "num_docs": self.num_docs}
 
 
 def idf(token_docs: int, num_docs: int) -> np.float32:
