@@ -287,3 +287,11 @@ def test_deleted_rows_cannot_be_included(built):
     with pytest.raises(InvalidInputError, match="Cannot include deleted rows in an FTS search"):
         lance_format.dataset(str(built)).to_table(full_text_query="wireless", with_row_id=True,
                                                   include_deleted_rows=True)
+
+
+def test_a_column_with_two_indices_searches_the_first(tmp_path):
+    uri = tmp_path / "two"
+    ds = lance.write_dataset(_table(30), uri)
+    ds.create_scalar_index("desc", "INVERTED", name="z_positions", with_position=True)
+    ds.create_scalar_index("desc", "INVERTED", name="a_plain", with_position=False)
+    assert _same(uri, lambda m: '"noise cancelling"', columns=["id"]).num_rows  # z_positions answers

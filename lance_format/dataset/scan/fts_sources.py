@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lance_format.errors import InvalidInputError
 from lance_format.index.catalog import SEGMENT_CACHE, IndexCatalog, row_id_lookup
+from lance_format.index.metadata import user_segments
 from lance_format.index.scalar.fts_tokenizer import RAW_WORDS, TokenizerParams, tokenize_with_positions
 from lance_format.index.scalar.inverted import InvertedIndex, InvertedIndexType, doc_weights, idf
 
@@ -169,7 +170,9 @@ def inverted_columns(ds: LanceDataset) -> dict[str, object]:
     section = ds.manifest_file.index_section
     catalog = IndexCatalog(section, ds.base_stores.store, ds.data_storage_version)
     found: dict[str, object] = {}
-    for index in catalog.indices.values():
+    # the manifest's order: pylance searches a column's first index when it has several
+    order = list(dict.fromkeys(segment.name for segment in user_segments(section)))
+    for index in sorted(catalog.indices.values(), key=lambda i: order.index(i.name)):
         if index.type_url != InvertedIndexType.type_url or len(index.field_ids) != 1:
             continue
         name = _field_names(ds, index.field_ids[0])
