@@ -143,9 +143,14 @@ def tokenize_with_positions(texts: pa.Array | pa.ChunkedArray, params: Tokenizer
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
     texts = texts.cast(pa.large_string()).fill_null("")
+    if len(texts) == 1 and len(texts[0].as_py()) <= _SHORT:
+        # one short text (a query): split in Python, sparing RE2 the compile of _SPLIT's class
+        words = _split_words(texts[0].as_py())
+        parts = pa.array([words or [""]], pa.list_(pa.large_string()))
+    else:
+        parts = pc.split_pattern_regex(texts, _SPLIT)
     # split, then drop long tokens, then lower-case (pylance's order: "İ" lower-cases to "i" and
     # a combining dot, which would split a word if lower-cased first)
-    parts = pc.split_pattern_regex(texts, _SPLIT)
     flat = pc.list_flatten(parts)
     keep = pc.greater(pc.binary_length(flat), 0)
     # a word's position: the non-empty pieces before it in its document
@@ -174,6 +179,31 @@ def tokenize_with_positions(texts: pa.Array | pa.ChunkedArray, params: Tokenizer
     offsets = pa.array([0] + list(_cumsum(counts)), pa.int32())
     kept_positions = positions[keep.to_numpy(zero_copy_only=False)].astype(np.uint32)
     return pa.ListArray.from_arrays(offsets, kept_flat.cast(pa.string())), kept_positions
+
+
+_SHORT = 4096  # characters: texts up to this long are split in Python (see _split_words)
+
+
+def _is_word_char(char: str) -> bool:
+    """``_SPLIT``'s complement: a letter, a number, or an alphabetic combining mark."""
+    category = unicodedata.category(char)
+    return category[0] in "LN" or (category in ("Mn", "Mc") and unicodedata.combining(char) == 0)
+
+
+def _split_words(text: str) -> list[str]:
+    """``text``'s words as ``_SPLIT`` cuts them (a loop over one short query's characters)."""
+    words: list[str] = []
+    start = None
+    for at, char in enumerate(text):
+        if _is_word_char(char):
+            if start is None:
+                start = at
+        elif start is not None:
+            words.append(text[start:at])
+            start = None
+    if start is not None:
+        words.append(text[start:])
+    return words
 
 
 def _bincount(doc: pa.Array, n: int) -> Any:
