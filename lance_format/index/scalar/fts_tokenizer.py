@@ -145,8 +145,8 @@ def tokenize_with_positions(texts: pa.Array | pa.ChunkedArray, params: Tokenizer
     texts = texts.cast(pa.large_string()).fill_null("")
     if len(texts) == 1 and len(texts[0].as_py()) <= _SHORT:
         # one short text (a query): split in Python, sparing RE2 the compile of _SPLIT's class
-        words = _split_words(texts[0].as_py())
-        parts = pa.array([words or [""]], pa.list_(pa.large_string()))
+        pieces = _split_words(texts[0].as_py())
+        parts = pa.array([pieces or [""]], pa.list_(pa.large_string()))
     else:
         parts = pc.split_pattern_regex(texts, _SPLIT)
     # split, then drop long tokens, then lower-case (pylance's order: "İ" lower-cases to "i" and
