@@ -109,6 +109,7 @@ QUERIES = {
     "phrase_stop_word": lambda m: m.PhraseQuery("made of steel", "desc"),
     "phrase_slop": lambda m: m.PhraseQuery("wireless headphones", "desc", slop=2),
     "phrase_order": lambda m: m.PhraseQuery("headphones wireless", "desc", slop=1),
+    "phrase_one_word": lambda m: m.PhraseQuery("Wireless!", "desc"),
     "boolean": lambda m: m.BooleanQuery([(m.Occur.MUST, m.MatchQuery("wireless", "desc")),
                                          (m.Occur.SHOULD, m.PhraseQuery("noise cancelling", "desc")),
                                          (m.Occur.MUST_NOT, m.MatchQuery("pad", "desc"))]),

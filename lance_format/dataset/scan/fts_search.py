@@ -98,15 +98,27 @@ def parse_query(value: Any, ds: LanceDataset) -> FullTextQuery:
     return query
 
 
-# -- combining hits ----------------------------------------------------------------------------
+# -- combining hits (sort-based: numpy's hashing np.unique is many times slower on addresses) --
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if len(ordered) else ordered
+
+
+def _grouped(rows: np.ndarray, scores: np.ndarray, reduce: np.ufunc) -> Hits:
+    """(distinct rows, ``reduce`` of each row's scores in the order given)."""
+    if not len(rows):
+        return _NONE
+    order = np.argsort(rows, kind="stable")
+    rows, scores = rows[order], scores[order].astype(np.float32)
+    starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))
+    return rows[starts], reduce.reduceat(scores, starts)
+
+
 def _summed(addresses: list[np.ndarray], scores: list[np.ndarray]) -> Hits:
     if not addresses:
         return _NONE
-    rows = np.concatenate(addresses)
-    unique, inverse = np.unique(rows, return_inverse=True)
-    summed = np.zeros(len(unique), np.float32)
-    np.add.at(summed, inverse, np.concatenate(scores).astype(np.float32))  # in the order scored
-    return unique, summed
+    return _grouped(np.concatenate(addresses), np.concatenate(scores), np.add)  # summed in the order scored
 
 
 def _restricted(hits: Hits, keep: np.ndarray) -> Hits:
@@ -136,10 +148,8 @@ class _Scorer:
             return self.phrase(query)
         if isinstance(query, MultiMatchQuery):  # the best column's score
             per_column = [self.match(q) for q in query.match_queries]
-            unique, inverse = np.unique(np.concatenate([r for r, _ in per_column]), return_inverse=True)
-            best = np.full(len(unique), -np.inf, np.float32)
-            np.maximum.at(best, inverse, np.concatenate([s for _, s in per_column]))
-            return unique, best
+            return _grouped(np.concatenate([r for r, _ in per_column]), np.concatenate([s for _, s in per_column]),
+                            np.maximum)
         if isinstance(query, BoostQuery):  # the positive rows, less the negative's weighted score
             rows, scores = self.score(query.positive)
             negative_rows, negative = self.score(query.negative)
@@ -191,7 +201,7 @@ class _Scorer:
                 scores.append(hits.scores)
                 group_rows.append(hits.addresses)
             if query.operator is FullTextOperator.AND:  # the rows holding this word (or an expansion)
-                matched.append(np.unique(np.concatenate(group_rows)) if group_rows else EMPTY_U64)
+                matched.append(distinct(np.concatenate(group_rows)) if group_rows else EMPTY_U64)
         rows, summed = _summed(addresses, scores)
         if query.operator is FullTextOperator.AND:
             for holding in matched:
@@ -207,9 +217,9 @@ class _Scorer:
         if not tokens:
             return _NONE
         terms = [source.term(t, with_positions=True) for t in tokens]
-        candidates = terms[0].addresses
+        candidates = distinct(terms[0].addresses)
         for hits in terms[1:]:
-            candidates = np.intersect1d(candidates, hits.addresses)
+            candidates = np.intersect1d(candidates, hits.addresses, assume_unique=True)  # a row once per term
         if not len(candidates):
             return _NONE
         # each term's (row, position - its place in the query) pairs as sortable int64 keys; a
@@ -222,9 +232,9 @@ class _Scorer:
                 ok = at < len(feasible)
                 ok[ok] = feasible[at[ok]] <= keys[ok]
                 keys = keys[ok]
-            feasible = np.unique(keys)
+            feasible = np.sort(keys)
         assert feasible is not None
-        found = candidates[np.unique(feasible >> 33)]
+        found = candidates[distinct(feasible >> 33)]
         return _restricted(_summed([h.addresses for h in terms], [h.scores for h in terms]), found)
 
 

@@ -65,7 +65,8 @@ class _Unindexed:
         return np.flatnonzero(self.tokens == token)
 
     def token_docs(self, token: str) -> int:
-        return len(np.unique(self.row_of[self.occurrences(token)]))
+        rows = self.row_of[self.occurrences(token)]  # ascending: occurrences come row by row
+        return int(np.count_nonzero(np.diff(rows))) + 1 if len(rows) else 0
 
 
 def _unindexed(ds: LanceDataset, column: str, fragment_ids: list[int], params: TokenizerParams,
@@ -137,7 +138,10 @@ class ColumnSource:
             avgdl = np.float32(np.float32(total + flat.total_tokens) / np.float32(flat_docs))
             weight = idf(docs + flat.token_docs(token), flat_docs)
             # occurrences come row by row, positions ascending within a row
-            rows, freqs = np.unique(flat.row_of[at], return_counts=True)
+            occurrence_rows = flat.row_of[at]
+            starts = np.flatnonzero(np.concatenate([[True], occurrence_rows[1:] != occurrence_rows[:-1]]))
+            rows = occurrence_rows[starts]
+            freqs = np.diff(np.concatenate([starts, [len(occurrence_rows)]]))
             scores = weight * doc_weights(freqs.astype(np.uint32), flat.lengths[rows], avgdl)
             parts.append(TermHits(flat.addresses[rows], scores, freqs.astype(np.uint32),
                                   flat.positions[at] if with_positions else None))
