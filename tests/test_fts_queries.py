@@ -296,3 +296,20 @@ def test_a_column_with_two_indices_searches_the_first(tmp_path):
     ds.create_scalar_index("desc", "INVERTED", name="z_positions", with_position=True)
     ds.create_scalar_index("desc", "INVERTED", name="a_plain", with_position=False)
     assert _same(uri, lambda m: '"noise cancelling"', columns=["id"]).num_rows  # z_positions answers
+
+
+def test_equal_scores_in_row_id_order_with_stable_row_ids(tmp_path):
+    """pylance orders a compound query's (and a several-column string's) equal scores by row
+    id; with stable row ids an updated row's id no longer follows its address."""
+    uri = tmp_path / "stable"
+    ds = lance.write_dataset(_table(60), uri, max_rows_per_file=25, enable_stable_row_ids=True)
+    ds.create_scalar_index("desc", "INVERTED", with_position=True)
+    ds.create_scalar_index("title", "INVERTED")
+    ds.update({"note": "'updated'"}, where="id < 8")  # rows move to a new fragment, keeping their ids
+    ds.delete("id = 20")
+    for name in ["boolean", "boost", "multi_match", "and_or"]:
+        _same(uri, QUERIES[name], columns=["id"])
+    got = _same(uri, QUERIES["string_all_columns"], columns=["id"])
+    theirs = lance.dataset(str(uri)).to_table(full_text_query="wireless steel", columns=["id"])
+    assert got.column("id").to_pylist() == theirs.column("id").to_pylist()
+    assert 20 not in got.column("id").to_pylist()

@@ -313,13 +313,19 @@ class FullTextSearch:
             raise error.with_context(table=ds.uri)
         assert self.candidates is not None  # planned by plan_scan
         allowed: list[np.ndarray] = []
+        row_ids: list[np.ndarray] = []
         for batch in ScanExecutor(ds, self.candidates, executor.counts).rows():
             allowed.append(np.asarray(batch.column(ROW_ADDRESS).to_numpy(zero_copy_only=False)).astype(np.uint64))
-        rows, scores = _restricted((rows, scores), np.concatenate(allowed) if allowed else EMPTY_U64)
+            row_ids.append(np.asarray(batch.column("_rowid").to_numpy(zero_copy_only=False)).astype(np.uint64))
+        live = np.concatenate(allowed) if allowed else EMPTY_U64
+        rows, scores = _restricted((rows, scores), live)
         if self.limit is None and isinstance(self.query, MatchQuery) and not scorer.source(
                 self.query.column).indexed:  # type: ignore[arg-type]
             return rows, scores  # pylance's flat search of a column without an index: in row order
-        order = np.lexsort((rows, -scores))
+        # equal scores in row id order, as pylance sorts its results
+        by_address = np.argsort(live)
+        ids = np.concatenate(row_ids)[by_address][np.searchsorted(live[by_address], rows)] if len(rows) else rows
+        order = np.lexsort((ids, -scores))
         if self.limit is not None:
             order = order[:self.limit]
         return rows[order], scores[order]

@@ -372,7 +372,7 @@ def plan_scan(
         # the candidate plan: the live rows searched (filtered first with prefilter); this plan's
         # columns are taken for the best rows only
         candidates = plan_scan(dataset, columns=[], filter=condition if text_search.prefilter else None,
-                               with_row_address=True, batch_size=batch_size, fragments=fragments,
+                               with_row_id=True, with_row_address=True, batch_size=batch_size, fragments=fragments,
                                options={k: v for k, v in options.items() if k != "prefilter"})
         search = replace(text_search, candidates=candidates)
     elif condition is not None and not row_offsets and not include_deleted_rows:
