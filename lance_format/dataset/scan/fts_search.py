@@ -27,6 +27,7 @@ import pyarrow as pa
 from lance_format.dataset.fragment import ROW_ADDRESS
 from lance_format.dataset.scan.fts_sources import EMPTY_F32, EMPTY_U64, ColumnSource, column_source, inverted_columns
 from lance_format.dataset.scan.search import take_by_address
+from lance_format.dataset.sql.filter import matching_rows
 from lance_format.errors import ArgumentTypeError, InvalidInputError, LanceError
 from lance_format.index.scalar.fts_query import (
     BooleanQuery,
@@ -302,6 +303,7 @@ class FullTextSearch:
 
     def ranked(self, executor: ScanExecutor) -> Hits:
         """(addresses, scores) of the best rows, best first."""
+        # the executor imports the plan, which imports this step: imported when it runs
         from lance_format.dataset.scan.executor import ScanExecutor
 
         ds = executor.dataset
@@ -333,8 +335,6 @@ class FullTextSearch:
     def run(self, executor: ScanExecutor) -> Iterator[pa.RecordBatch]:
         """The best rows with the plan's read columns and ``_score``, best first, the
         postfilter applied."""
-        from lance_format.dataset.sql.filter import matching_rows
-
         plan = executor.plan
         addresses, scores = self.ranked(executor)
         if not len(addresses):
