@@ -29,6 +29,7 @@ from lance_format import (  # noqa: E402,F401 - so are ``lance.lance``, ``.progr
     fragment,  # noqa: E402,F401 - ``lance.fragment`` is a module attribute in pylance
     lance,
     progress,
+    query,  # noqa: E402,F401 - ``lance.query``: the full-text query objects
     util,
 )
 from lance_format.blob import (

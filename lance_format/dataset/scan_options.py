@@ -31,8 +31,9 @@ EXECUTION_HINTS = (
     "batch_size_bytes", "batch_readahead", "fragment_readahead", "scan_in_order", "prefilter", "use_stats",
     "fast_search", "io_buffer_size", "late_materialization", "use_scalar_index", "disable_scoring_autoprojection",
 )
-# Options that ask for something this engine cannot do (full-text search, row-address lists in Rust's serialized treemap format): refused when set.
-UNSUPPORTED_OPTIONS = ("full_text_query", "index_segments", "row_addr_allowlist", "row_addr_blocklist")
+# Options that ask for something this engine cannot do (row-address lists in Rust's serialized
+# treemap format): refused when set. (``full_text_query`` and ``nearest`` are plan_scan's.)
+UNSUPPORTED_OPTIONS = ("index_segments", "row_addr_allowlist", "row_addr_blocklist")
 
 
 @dataclass(frozen=True)

@@ -69,19 +69,11 @@ class LanceScanner(ArrowScannerBase):
         self._stats_callback = options.pop("scan_stats_callback", None)
         if self._stats_callback is not None and not callable(self._stats_callback):
             raise InvalidInputError("scan_stats_callback must be callable", table=dataset.uri)
-        # full-text search: answered by lance_format.dataset.scan.fts_search (BM25, ranked rows)
-        self._full_text = options.pop("full_text_query", None)
-        if self._full_text is not None and (order_by or fragments is not None):
-            raise UnsupportedFeatureError("full_text_query with order_by or fragments is not supported yet",
-                                          table=dataset.uri)
         if (options.get("nearest") is not None and fragments is not None
                 and not (options.get("prefilter") is True and filter is not None)):
             # pylance's refusal, its words (a prefilter read from the files allows chosen fragments)
             raise InvalidInputError("Not supported: This operation is not supported for fragment scan",
                                     table=dataset.uri)
-        self._fts_args: dict[str, Any] = dict(
-            columns=columns, limit=limit, offset=offset or 0, filter=filter, prefilter=bool(options.get("prefilter")),
-            with_row_id=with_row_id, with_row_address=with_row_address)
         self.plan: ScanPlan = plan_scan(
             dataset, columns=columns, filter=filter, limit=limit, offset=offset, with_row_id=with_row_id,
             with_row_address=with_row_address, batch_size=batch_size, fragments=fragments, order_by=order_by,
@@ -100,10 +92,6 @@ class LanceScanner(ArrowScannerBase):
     def projected_schema(self) -> pa.Schema:
         """The schema of the scan's output: the requested columns, then any system columns
         (extension-typed columns with their extension types, see ``schema.extensions``)."""
-        if self._full_text is not None:  # _score goes after the data columns, before system ones
-            schema = self._executor().projected_schema
-            at = next((i for i, n in enumerate(schema.names) if n in ("_rowid", "_rowaddr")), len(schema))
-            return schema.insert(at, pa.field("_score", pa.float32()))
         return self._executor().projected_schema
 
     def take_physical(self, fragment: LanceFragment, offsets: np.ndarray) -> pa.RecordBatch:
@@ -124,9 +112,6 @@ class LanceScanner(ArrowScannerBase):
         CorruptFileError
             A data, deletion or row-id file is malformed.
         """
-        if self._full_text is not None:
-            from lance_format.dataset.scan.fts_search import run
-            return iter(run(self._dataset, self._full_text, **self._fts_args).to_batches())
         if self._stats_callback is None:
             return self._executor().batches()
         self._counts = ScanCounts()

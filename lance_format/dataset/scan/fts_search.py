@@ -1,257 +1,359 @@
-"""Full-text search (``full_text_query``): BM25 over a column's INVERTED index and its unindexed
-fragments, as pylance 14.0.2 answers it.
+"""Full-text search (``full_text_query``), the scan plan's full-text search step: pylance 14's
+BM25 answers to a query string, a ``{"query": ..., "columns": [...]}`` dict or a query object
+(:mod:`lance_format.index.scalar.fts_query`).
 
-Indexed fragments are scored from the index's posting lists with the index's statistics (every
-partition's documents and tokens); fragments the index does not cover are tokenized here with
-the index's analyzer and scored with the same statistics; deleted rows are dropped before the
-top ``limit`` rows are taken (highest ``_score`` first). The rows' columns are then read by
-address and ``_score`` (float32) appended.
+A string (or dict) is a match query on its column, or on each of several columns (every column
+with an INVERTED index when none is named) taking the best column's score; in double quotes, a
+phrase query. Each column's rows
+come from :mod:`.fts_sources` (its index's segments and its unindexed fragments). The query tree
+is scored over every row (match: summed token scores times boost; phrase: the same, for rows
+holding the phrase; boolean, boost and multi-match combine their clauses' scores), then deleted
+rows, rows outside the scanned fragments and (``prefilter=True``) rows failing the filter are
+dropped, and the best ``limit + offset`` rows kept (highest ``_score`` first; equal scores by
+row address). The step takes their columns by address and adds ``_score``; with
+``prefilter=False`` the filter then runs on those rows (fewer than ``limit`` may pass), as in
+pylance.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_format.errors import InvalidInputError, UnsupportedFeatureError
-from lance_format.index.catalog import SEGMENT_CACHE, IndexCatalog, NamedIndex, row_id_lookup
-from lance_format.index.scalar.fts_tokenizer import query_tokens, tokenize
-from lance_format.index.scalar.inverted import InvertedIndex, InvertedIndexType, doc_weights, idf
+from lance_format.dataset.fragment import ROW_ADDRESS
+from lance_format.dataset.scan.fts_sources import EMPTY_F32, EMPTY_U64, ColumnSource, column_source, inverted_columns
+from lance_format.dataset.scan.search import take_by_address
+from lance_format.dataset.sql.filter import matching_rows
+from lance_format.errors import ArgumentTypeError, InvalidInputError, LanceError
+from lance_format.index.scalar.fts_query import (
+    BooleanQuery,
+    BoostQuery,
+    FullTextOperator,
+    FullTextQuery,
+    MatchQuery,
+    MultiMatchQuery,
+    PhraseQuery,
+    check_query,
+)
+from lance_format.index.scalar.fts_tokenizer import RAW_WORDS, query_tokens, query_tokens_with_positions
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.scan.executor import ScanExecutor
+    from lance_format.dataset.scan.plan import ScanPlan
 
 SCORE = "_score"
-_EMPTY_U64 = np.zeros(0, np.uint64)
+Hits = tuple[np.ndarray, np.ndarray]  # (sorted distinct row addresses, float32 scores)
+_NONE: Hits = (EMPTY_U64, EMPTY_F32)
 
 
-@dataclass(frozen=True)
-class FullTextQuery:
-    """A parsed ``full_text_query``: the query text and the columns it searches."""
+def parse_query(value: Any, ds: LanceDataset) -> FullTextQuery:
+    """``full_text_query``'s value as a query tree whose leaves name their columns.
 
-    text: str
-    columns: tuple[str, ...] | None
-
-    @staticmethod
-    def of(value: Any, table: str) -> FullTextQuery:
-        if isinstance(value, str):
-            return FullTextQuery(value, None)
-        if isinstance(value, Mapping) and isinstance(value.get("query"), str):
-            columns = value.get("columns")
-            return FullTextQuery(value["query"], tuple(columns) if columns else None)
-        raise UnsupportedFeatureError(f"full_text_query {value!r}: only a query string (or "
-                                      "{'query': str, 'columns': [...]}) is supported yet", table=table)
-
-
-def _inverted_index(ds: LanceDataset, column: str | None) -> tuple[str, NamedIndex, IndexCatalog]:
-    section = ds.manifest_file.index_section
-    catalog = IndexCatalog(section, ds.base_stores.store, ds.data_storage_version)
-    found: list[tuple[str, NamedIndex]] = []
-    for index in catalog.indices.values():
-        if index.type_url != InvertedIndexType.type_url or len(index.field_ids) != 1:
-            continue
-        name = ds.lance_schema.field_by_id(index.field_ids[0]).name if hasattr(
-            ds.lance_schema, "field_by_id") else None
-        if name is None:
-            name = next(f.name for f in ds.lance_schema.fields if f.id == index.field_ids[0])
-        if column is None or name == column:
-            found.append((name, index))
-    if not found and column is not None and column in ds.schema.names:
-        # pylance searches an unindexed column flat, with an analyzer unlike an index's default
-        # (no stemming, stop words or folding, other splitting): not reproduced yet
-        raise UnsupportedFeatureError(f"full-text search of column {column!r} without an INVERTED index is not "
-                                      "supported yet", table=ds.uri)
-    if not found:
-        what = f"column {column!r}" if column else "any column"
-        raise InvalidInputError(f"full-text search needs an INVERTED index on {what}; indices are "
-                                f"{catalog.names()}", table=ds.uri)
-    if len(found) > 1:
-        raise UnsupportedFeatureError("full-text search over several columns is not supported yet; name one "
-                                      f"of {[n for n, _ in found]} in full_text_query's columns", table=ds.uri)
-    return found[0][0], found[0][1], catalog
-
-
-def _live_addresses(ds: LanceDataset, fragment_ids: list[int]) -> np.ndarray:
-    if not fragment_ids:
-        return _EMPTY_U64
-    fragments = [f for f in ds.get_fragments() if f.fragment_id in set(fragment_ids)]
-    table = ds.scanner(columns=[], with_row_address=True, fragments=fragments).to_table()
-    return np.sort(table.column("_rowaddr").to_numpy().astype(np.uint64))
+    Raises
+    ------
+    ArgumentTypeError
+        Not a string, dict or query object; a dict without a string ``query``.
+    InvalidInputError
+        No column named and none indexed; a query pylance refuses when it runs.
+    """
+    if isinstance(value, FullTextQuery):
+        query = value
+    elif isinstance(value, str) or isinstance(value, Mapping):
+        text = value if isinstance(value, str) else value.get("query")
+        if isinstance(text, FullTextQuery):  # pylance's ScannerBuilder.full_text_search(query=...)
+            query = text
+        else:
+            if not isinstance(text, str):
+                raise ArgumentTypeError(f"full_text_query's 'query' must be a string or a FullTextQuery, got "
+                                        f"{type(text).__name__}", table=ds.uri)
+            columns = None if isinstance(value, str) else value.get("columns")
+            if isinstance(columns, str):
+                columns = [columns]
+            # pylance: a string in double quotes is a phrase
+            phrase = len(text) >= 2 and text.startswith('"') and text.endswith('"')
+            text = text[1:-1] if phrase else text
+            if phrase and columns and len(columns) > 1:
+                raise InvalidInputError("Phrase queries cannot be used with multiple columns.", table=ds.uri)
+            if not columns:
+                columns = list(inverted_columns(ds))
+                if not columns:
+                    raise InvalidInputError("Cannot perform full text search unless an INVERTED index has been "
+                                            "created on at least one column", table=ds.uri)
+                if phrase and len(columns) > 1:
+                    raise InvalidInputError("the column must be specified in the query", table=ds.uri)
+            if phrase:
+                query = PhraseQuery(text, columns[0])
+            else:
+                query = MatchQuery(text, columns[0]) if len(columns) == 1 else MultiMatchQuery(text, list(columns))
+    else:
+        raise ArgumentTypeError(f"full_text_query must be a string, a dict or a FullTextQuery, got "
+                                f"{type(value).__name__}", table=ds.uri)
+    check_query(query, ds.uri)
+    if None in query.columns():
+        raise InvalidInputError("the column must be specified in the query", table=ds.uri)
+    return query
 
 
-def search(ds: LanceDataset, query: FullTextQuery, limit: int | None, allowed: np.ndarray | None = None,
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """(row addresses, float32 scores) of the best ``limit`` live rows (among the sorted
-    addresses ``allowed``, when given), best first."""
-    columns = query.columns
-    if columns is not None and len(columns) != 1:
-        raise UnsupportedFeatureError("full-text search over several columns is not supported yet", table=ds.uri)
-    column, named, catalog = _inverted_index(ds, columns[0] if columns else None)
-    if len(named.segments) != 1:
-        raise UnsupportedFeatureError(f"index {named.name} has {len(named.segments)} segments; "
-                                      "full-text search reads one-segment indices only", table=ds.uri)
-    segment = named.segments[0]
-    store = catalog.store(segment)
-    # loaded once per process (index files never change), like the scalar indices' segments
-    index = SEGMENT_CACHE.get((store.store.uri, segment.uuid), lambda: InvertedIndexType.load(store, b""))
-    assert isinstance(index, InvertedIndex)
-    # every occurrence of a query token adds its score, as in pylance ("fox fox" weighs fox twice)
-    tokens = query_tokens(query.text, index.params)
-    covered = set(int(f) for f in named.fragment_ids)
-    all_ids = [f.fragment_id for f in ds.get_fragments()]
-    flat = _FlatInput.read(ds, column, [i for i in all_ids if i not in covered], tokens, index)
-    # pylance scores indexed rows with the index's statistics, and unindexed rows with them grown
-    # by the unindexed rows that have tokens
-    num_docs = index.num_docs
-    token_docs = {t: index.token_docs(t) for t in tokens}
-    avgdl = np.float32(np.float32(index.total_tokens) / np.float32(num_docs)) if num_docs else np.float32(1.0)
-    addresses: list[np.ndarray] = []
-    scores: list[np.ndarray] = []
-    postings: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for token in tokens:
-        if not token_docs[token]:
-            continue
-        if token not in postings:
-            weight = idf(token_docs[token], num_docs)
-            postings[token] = [(part.row_ids[docs], weight * doc_weights(freqs, part.num_tokens[docs], avgdl))
-                               for part, docs, freqs in index.postings(token)]
-        for rows, part_scores in postings[token]:
-            addresses.append(rows)
-            scores.append(part_scores)
-    row_ids = np.concatenate(addresses) if addresses else _EMPTY_U64
-    if ds.has_stable_row_ids and len(row_ids):
-        # the index's entries are stable row ids: each is found in the fragments the index covers
-        # (an updated row's old copy there is deleted, and dropped below; its new copy is flat)
-        indexed = [f.proto for f in ds.get_fragments() if f.fragment_id in covered]
-        stamp = ds.manifest.timestamp
-        lookup = row_id_lookup(ds.object_store, f"{ds.manifest_path}@{stamp.seconds}.{stamp.nanos}", indexed)
-        row_ids = lookup.address_of(row_ids)
-    score = np.concatenate(scores) if scores else np.zeros(0, np.float32)
-    flat_docs = num_docs + flat.num_documents
-    flat_avgdl = np.float32(np.float32(index.total_tokens + flat.total_tokens) / np.float32(flat_docs)) \
-        if flat_docs else np.float32(1.0)
-    flat_rows, flat_scores = flat.score(tokens, {t: token_docs[t] + flat.token_docs(t) for t in tokens},
-                                        flat_docs, flat_avgdl)
-    row_ids = np.concatenate([row_ids, flat_rows])
-    score = np.concatenate([score, flat_scores])
-    if len(row_ids):
-        # sum per row (a row matched by several tokens), in the order tokens were scored
-        unique, inverse = np.unique(row_ids, return_inverse=True)
-        summed = np.zeros(len(unique), np.float32)
-        np.add.at(summed, inverse, score)
-        live = _live_addresses(ds, np.unique(unique >> np.uint64(32)).astype(int).tolist())
-        keep = np.isin(unique, live if allowed is None else np.intersect1d(live, allowed))
-        row_ids, score = unique[keep], summed[keep]
-    order = np.lexsort((row_ids, -score))
-    if limit is not None:
-        order = order[:limit]
-    return row_ids[order], score[order]
+# -- combining hits (sort-based: numpy's hashing np.unique is many times slower on addresses) --
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if len(ordered) else ordered
+
+
+def _grouped(rows: np.ndarray, scores: np.ndarray, reduce: np.ufunc) -> Hits:
+    """(distinct rows, ``reduce`` of each row's scores in the order given)."""
+    if not len(rows):
+        return _NONE
+    order = np.argsort(rows, kind="stable")
+    rows, scores = rows[order], scores[order].astype(np.float32)
+    starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))
+    return rows[starts], reduce.reduceat(scores, starts)
+
+
+def _summed(addresses: list[np.ndarray], scores: list[np.ndarray]) -> Hits:
+    if not addresses:
+        return _NONE
+    return _grouped(np.concatenate(addresses), np.concatenate(scores), np.add)  # summed in the order scored
+
+
+def _restricted(hits: Hits, keep: np.ndarray) -> Hits:
+    mask = np.isin(hits[0], keep, assume_unique=True)
+    return hits[0][mask], hits[1][mask]
 
 
 @dataclass
-class _FlatInput:
-    """The unindexed fragments' live rows, tokenized with the index's analyzer: per query
-    token, each row's frequency."""
+class _Scorer:
+    """Scores a query tree over one table version (sources loaded once per column)."""
 
-    addresses: np.ndarray
-    lengths: np.ndarray  # tokens per row
-    freqs: dict[str, np.ndarray]
+    ds: LanceDataset
+    prefilter: Any = None  # the filter the unindexed rows are read with (prefilter=True)
 
-    @property
-    def num_rows(self) -> int:
-        return len(self.addresses)
+    def __post_init__(self) -> None:
+        self.sources: dict[str, ColumnSource] = {}
 
-    @property
-    def num_documents(self) -> int:
-        """Rows with at least one token (the ones pylance counts)."""
-        return int(np.count_nonzero(self.lengths))
+    def source(self, column: str) -> ColumnSource:
+        if column not in self.sources:
+            self.sources[column] = column_source(self.ds, column, self.prefilter)
+        return self.sources[column]
 
-    @property
-    def total_tokens(self) -> int:
-        return int(self.lengths.sum())
+    def score(self, query: FullTextQuery) -> Hits:
+        if isinstance(query, MatchQuery):
+            return self.match(query)
+        if isinstance(query, PhraseQuery):
+            return self.phrase(query)
+        if isinstance(query, MultiMatchQuery):  # the best column's score
+            per_column = [self.match(q) for q in query.match_queries]
+            return _grouped(np.concatenate([r for r, _ in per_column]), np.concatenate([s for _, s in per_column]),
+                            np.maximum)
+        if isinstance(query, BoostQuery):  # the positive rows, less the negative's weighted score
+            rows, scores = self.score(query.positive)
+            negative_rows, negative = self.score(query.negative)
+            at = np.searchsorted(negative_rows, rows)
+            hit = (at < len(negative_rows)) & (negative_rows[np.minimum(at, len(negative_rows) - 1)] == rows) \
+                if len(negative_rows) else np.zeros(len(rows), bool)
+            scores = scores.copy()
+            scores[hit] -= np.float32(query.negative_boost) * negative[at[hit]]
+            return rows, scores
+        assert isinstance(query, BooleanQuery)
+        return self.boolean(query)
 
-    def token_docs(self, token: str) -> int:
-        return int(np.count_nonzero(self.freqs[token])) if token in self.freqs else 0
+    def boolean(self, query: BooleanQuery) -> Hits:
+        musts = [self.score(q) for q in query.must]
+        shoulds = [self.score(q) for q in query.should]
+        if musts:
+            rows, scores = _summed([r for r, _ in musts], [s for _, s in musts])
+            for must_rows, _ in musts:  # every MUST clause matches
+                rows, scores = _restricted((rows, scores), must_rows)
+            if shoulds:  # SHOULD scores add to the rows the MUSTs keep
+                extra = _restricted(_summed([r for r, _ in shoulds], [s for _, s in shoulds]), rows)
+                rows, scores = _summed([rows, extra[0]], [scores, extra[1]])
+        else:
+            rows, scores = _summed([r for r, _ in shoulds], [s for _, s in shoulds])
+        for excluded in query.must_not:
+            excluded_rows = self.score(excluded)[0]
+            keep = ~np.isin(rows, excluded_rows)
+            rows, scores = rows[keep], scores[keep]
+        return rows, scores
 
-    @staticmethod
-    def read(ds: LanceDataset, column: str, fragment_ids: list[int], tokens: list[str],
-             index: InvertedIndex) -> _FlatInput:
-        if not fragment_ids:
-            return _FlatInput(_EMPTY_U64, np.zeros(0, np.uint32), {})
-        wanted = set(fragment_ids)
-        fragments = [f for f in ds.get_fragments() if f.fragment_id in wanted]
-        table = ds.scanner(columns=[column], with_row_address=True, fragments=fragments).to_table()
-        lists = tokenize(table.column(column), index.params)
-        offsets = lists.offsets.to_numpy()
-        lengths = np.diff(offsets).astype(np.uint32)
-        flat = lists.flatten().to_numpy(zero_copy_only=False)
-        doc = np.repeat(np.arange(len(lists)), lengths)
-        freqs = {t: np.bincount(doc[flat == t], minlength=len(lists)).astype(np.uint32) for t in tokens}
-        return _FlatInput(table.column("_rowaddr").to_numpy().astype(np.uint64), lengths, freqs)
+    def match(self, query: MatchQuery) -> Hits:
+        source = self.source(query.column)  # type: ignore[arg-type]
+        fuzzy = bool(query.fuzziness) and source.indexed
+        if query.fuzziness:  # the query's raw words, each expanded to the index's tokens near it
+            words = query_tokens(query.query, RAW_WORDS)
+            groups = _expand(words, source.vocabulary(), query.fuzziness, query.prefix_length, query.max_expansions)
+            if fuzzy:  # pylance's flat search of the unindexed rows looks for the words unexpanded
+                groups = [g + [w] for g, w in zip(groups, words)]
+        else:
+            # every occurrence of a token adds its score ("fox fox" weighs fox twice)
+            groups = [[t] for t in query_tokens(query.query, source.params)]
+        addresses, scores, matched = [], [], []
+        for group in groups:
+            group_rows = []
+            for at, token in enumerate(group):
+                raw = fuzzy and at == len(group) - 1
+                hits = source.term(token, indexed=not raw, unindexed=raw or not fuzzy)
+                addresses.append(hits.addresses)
+                scores.append(hits.scores)
+                group_rows.append(hits.addresses)
+            if query.operator is FullTextOperator.AND:  # the rows holding this word (or an expansion)
+                matched.append(distinct(np.concatenate(group_rows)) if group_rows else EMPTY_U64)
+        rows, summed = _summed(addresses, scores)
+        if query.operator is FullTextOperator.AND:
+            for holding in matched:
+                rows, summed = _restricted((rows, summed), holding)
+        return rows, summed * np.float32(query.boost)
 
-    def score(self, tokens: list[str], token_docs: Mapping[str, int], num_docs: int,
-              avgdl: np.float32) -> tuple[np.ndarray, np.ndarray]:
-        """(addresses, per-token scores) of the rows holding a query token."""
-        rows: list[np.ndarray] = []
-        scores: list[np.ndarray] = []
-        for token in tokens:
-            freqs = self.freqs.get(token)
-            if freqs is None or not token_docs[token]:
-                continue
-            hit = freqs > 0
-            rows.append(self.addresses[hit])
-            scores.append(idf(token_docs[token], num_docs) * doc_weights(freqs[hit], self.lengths[hit], avgdl))
-        if not rows:
-            return _EMPTY_U64, np.zeros(0, np.float32)
-        return np.concatenate(rows), np.concatenate(scores)
+    def phrase(self, query: PhraseQuery) -> Hits:
+        source = self.source(query.column)  # type: ignore[arg-type]
+        if source.indexed and not source.has_positions:
+            raise InvalidInputError("position is not found but required for phrase queries, try recreating the "
+                                    "index with position", table=self.ds.uri, column=query.column)
+        tokens, positions = query_tokens_with_positions(query.query, source.params)
+        if not tokens:
+            return _NONE
+        terms = [source.term(t, with_positions=True) for t in tokens]
+        candidates = distinct(terms[0].addresses)
+        for hits in terms[1:]:
+            candidates = np.intersect1d(candidates, hits.addresses, assume_unique=True)  # a row once per term
+        if not len(candidates):
+            return _NONE
+        # each term's (row, position - its place in the query) pairs as sortable int64 keys; a
+        # row matches when consecutive terms' keys chain within ``slop`` (0: all equal)
+        feasible: np.ndarray | None = None
+        for hits, place in sorted(zip(terms, positions), key=lambda x: x[1]):
+            keys = _position_keys(hits, candidates, place)
+            if feasible is not None:
+                at = np.searchsorted(feasible, keys - query.slop, side="left")
+                ok = at < len(feasible)
+                ok[ok] = feasible[at[ok]] <= keys[ok]
+                keys = keys[ok]
+            feasible = np.sort(keys)
+        assert feasible is not None
+        found = candidates[distinct(feasible >> 33)]
+        return _restricted(_summed([h.addresses for h in terms], [h.scores for h in terms]), found)
 
 
-def _passing(ds: LanceDataset, filter: Any) -> np.ndarray:
-    """The sorted addresses of the live rows passing ``filter``."""
-    table = ds.scanner(columns=[], filter=filter, with_row_address=True).to_table()
-    return np.sort(table.column("_rowaddr").to_numpy().astype(np.uint64))
+def _position_keys(hits: Any, candidates: np.ndarray, place: int) -> np.ndarray:
+    """``row index << 33 | (position - place + 2**32)`` of each occurrence in a candidate row."""
+    row = np.searchsorted(candidates, hits.addresses)
+    inside = (row < len(candidates)) & (candidates[np.minimum(row, len(candidates) - 1)] == hits.addresses)
+    counts = hits.freqs.astype(np.int64)
+    occurrence_row = np.repeat(row, counts)
+    keep = np.repeat(inside, counts)
+    relative = hits.positions.astype(np.int64) - place + (1 << 32)
+    return (occurrence_row[keep].astype(np.int64) << 33) | relative[keep]
 
 
-def run(ds: LanceDataset, query: Any, columns: Any, limit: int | None, *, offset: int = 0,
-        filter: Any = None, prefilter: bool = False, with_row_id: bool = False,
-        with_row_address: bool = False) -> pa.Table:
-    """The rows ``full_text_query`` returns: ``columns`` (all by default), ``_score``, then the
-    asked-for system columns. A filter restricts the rows searched (``prefilter``) or, as
-    pylance's default, the best ``limit`` rows after the search."""
-    found = FullTextQuery.of(query, ds.uri)
-    if isinstance(columns, Mapping):
-        raise UnsupportedFeatureError("full_text_query with column expressions is not supported yet", table=ds.uri)
-    passing = _passing(ds, filter) if filter is not None else None
-    wanted = None if limit is None else limit + offset
-    addresses, scores = search(ds, found, wanted, passing if prefilter else None)
-    if passing is not None and not prefilter:
-        keep = np.isin(addresses, passing)
-        addresses, scores = addresses[keep], scores[keep]
-    addresses, scores = addresses[offset:], scores[offset:]
-    names = [n for n in (list(columns) if columns is not None else ds.schema.names) if n not in ("_rowid", "_rowaddr")]
-    system = [n for n, asked in (("_rowid", with_row_id or "_rowid" in (columns or [])),
-                                 ("_rowaddr", with_row_address or "_rowaddr" in (columns or []))) if asked]
-    read = names + [n for n in system if n != "_rowaddr"]
-    parts = []
-    for fid in np.unique(addresses >> np.uint64(32)).astype(int).tolist():
-        fragment = ds.get_fragment(fid)
-        if fragment is None:  # the rows were read from this version: its fragments exist
-            raise InvalidInputError(f"fragment {fid} vanished during a full-text search", table=ds.uri)
-        mine = addresses[(addresses >> np.uint64(32)) == np.uint64(fid)]
-        offsets = np.sort((mine & np.uint64(0xFFFFFFFF)).astype(np.int64))
-        taken = ds.scanner(columns=read, with_row_address=True, fragments=[fragment]).take_physical(
-            fragment, offsets)
-        parts.append(pa.Table.from_batches([taken]))
-    schema = ds.scanner(columns=read, with_row_address=True, limit=0).projected_schema
-    rows = pa.concat_tables(parts) if parts else schema.empty_table()
-    # the rows came fragment by fragment in address order: each address's position by search
-    got = rows.column("_rowaddr").to_numpy().astype(np.uint64)
-    rows = rows.take(np.searchsorted(got, addresses).astype(np.int64))
-    out = rows.select(names).append_column(pa.field(SCORE, pa.float32()), pa.array(scores, pa.float32()))
-    for name in system:
-        out = out.append_column(rows.schema.field(name), rows.column(name))
-    return out
+def _levenshtein_within(a: str, b: str, limit: int) -> bool:
+    """Whether ``a`` and ``b`` are at most ``limit`` edits (insert, delete, substitute) apart."""
+    if abs(len(a) - len(b)) > limit:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+        if min(current) > limit:
+            return False
+        previous = current
+    return previous[-1] <= limit
+
+
+def _expand(words: list[str], vocabulary: list[str], fuzziness: int, prefix_length: int,
+            max_expansions: int) -> list[list[str]]:
+    """Each word's index tokens within ``fuzziness`` edits sharing its first ``prefix_length``
+    characters, in token order, ``max_expansions`` over the whole query at most (pylance)."""
+    groups: list[list[str]] = []
+    total = 0
+    for word in words:
+        remaining = max_expansions - total
+        if remaining <= 0:
+            break
+        prefix = word[:prefix_length]
+        # a loop over the vocabulary's words per query word (not per row): small and bounded
+        found = [t for t in vocabulary if t.startswith(prefix) and _levenshtein_within(word, t, fuzziness)]
+        groups.append(found[:remaining])
+        total += len(groups[-1])
+    return groups
+
+
+# -- the plan's search step ----------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class FullTextSearch:
+    """The full-text search step of a :class:`~lance_format.dataset.scan.plan.ScanPlan`."""
+
+    query: FullTextQuery
+    limit: int | None  # rows ranked: the scan's limit plus offset (None: all)
+    prefilter: bool
+    candidates: ScanPlan | None = None  # the rows searched: live rows of the scanned fragments (prefiltered)
+
+    def describe(self) -> str:
+        return f"CompoundFtsScorer: query={self.query!r}"
+
+    def explain_lines(self) -> list[str]:
+        """pylance's steps between the take of the rows and the read of the candidates."""
+        top = f"SortExec: TopK(fetch={self.limit}), expr=[{SCORE} DESC NULLS LAST, _rowid ASC NULLS LAST]"
+        return ([top] if self.limit is not None else []) + [self.describe()]
+
+    def ranked(self, executor: ScanExecutor) -> Hits:
+        """(addresses, scores) of the best rows, best first."""
+        # the executor imports the plan, which imports this step: imported when it runs
+        from lance_format.dataset.scan.executor import ScanExecutor
+
+        ds = executor.dataset
+        plan = executor.plan
+        scorer = _Scorer(ds, plan.filter if self.prefilter else None)
+        try:
+            rows, scores = scorer.score(self.query)
+        except LanceError as error:
+            raise error.with_context(table=ds.uri)
+        assert self.candidates is not None  # planned by plan_scan
+        allowed: list[np.ndarray] = []
+        row_ids: list[np.ndarray] = []
+        for batch in ScanExecutor(ds, self.candidates, executor.counts).rows():
+            allowed.append(np.asarray(batch.column(ROW_ADDRESS).to_numpy(zero_copy_only=False)).astype(np.uint64))
+            row_ids.append(np.asarray(batch.column("_rowid").to_numpy(zero_copy_only=False)).astype(np.uint64))
+        live = np.concatenate(allowed) if allowed else EMPTY_U64
+        rows, scores = _restricted((rows, scores), live)
+        if self.limit is None and isinstance(self.query, MatchQuery) and not scorer.source(
+                self.query.column).indexed:  # type: ignore[arg-type]
+            return rows, scores  # pylance's flat search of a column without an index: in row order
+        # equal scores in row id order, as pylance sorts its results
+        by_address = np.argsort(live)
+        ids = np.concatenate(row_ids)[by_address][np.searchsorted(live[by_address], rows)] if len(rows) else rows
+        order = np.lexsort((ids, -scores))
+        if self.limit is not None:
+            order = order[:self.limit]
+        return rows[order], scores[order]
+
+    def run(self, executor: ScanExecutor) -> Iterator[pa.RecordBatch]:
+        """The best rows with the plan's read columns and ``_score``, best first, the
+        postfilter applied."""
+        plan = executor.plan
+        addresses, scores = self.ranked(executor)
+        if not len(addresses):
+            return
+        taken = pa.Table.from_batches([take_by_address(executor, addresses)])
+        taken = taken.append_column(pa.field(SCORE, pa.float32()), pa.array(scores, pa.float32()))
+        if not self.prefilter and plan.filter is not None:
+            taken = taken.take(matching_rows(taken, plan.filter))
+        if taken.num_rows:
+            yield from taken.combine_chunks().to_batches()
+
+
+def full_text_search(value: Any, ds: LanceDataset, *, limit: int | None, offset: int | None,
+                     prefilter: bool) -> FullTextSearch:
+    """A :class:`FullTextSearch` for ``full_text_query``'s value (its candidate plan is set by
+    ``plan_scan``)."""
+    query = parse_query(value, ds)
+    wanted = None if limit is None else limit + (offset or 0)
+    return FullTextSearch(query, wanted, prefilter)
+
+
+__all__ = ["SCORE", "FullTextSearch", "full_text_search", "parse_query"]

@@ -17,11 +17,12 @@ Later steps have their places here, both None today:
   the candidate physical row offsets (None: every row). The executor reads only those rows and
   still applies the filter to them, so an index may answer with a superset (a zone map, a
   bitmap of a coarser predicate) and results never depend on it.
-* ``search`` (:class:`SearchStep`): a vector search (``nearest``, :mod:`.search`), which ranks
-  rows instead of selecting them: it runs its own candidate plan (the vector column, with the
-  filter when ``prefilter=True``), keeps each query's top k, takes their rows with this plan's
-  columns (the filter runs on them when ``prefilter=False``) and adds ``_distance``; offset and
-  limit apply after it.
+* ``search`` (:class:`SearchStep`): a vector search (``nearest``, :mod:`.search`) or a
+  full-text search (``full_text_query``, :mod:`.fts_search`), which ranks rows instead of
+  selecting them: it runs its own candidate plan (the vector column, or the rows' addresses;
+  with the filter when ``prefilter=True``), keeps the top k (``_distance`` ascending, ``_score``
+  descending), takes their rows with this plan's columns (the filter runs on them when
+  ``prefilter=False``) and adds its column; offset and limit apply after it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pyroaring import BitMap
 
 from lance_format.dataset.arguments import column_names
 from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.scan.fts_search import SCORE, full_text_search
 from lance_format.dataset.scan.ivf import AnnSearch, vector_index
 from lance_format.dataset.scan.search import DISTANCE, QUERY_INDEX, vector_search
 from lance_format.dataset.scan_options import (
@@ -111,8 +113,8 @@ class IndexStep(Protocol):
 
 
 class SearchStep(Protocol):
-    """A vector (or, later, full-text) search step: ranks the candidate rows and adds a score or
-    distance column; offset and limit apply after it."""
+    """A vector or full-text search step: ranks the candidate rows and adds a distance or score
+    column; offset and limit apply after it."""
 
     @property
     def prefilter(self) -> bool:
@@ -238,7 +240,7 @@ def _output_schema(table_schema: LanceSchema, output: list[str],
     full = _filter_schema(read_arrow_schema(table_schema, blobs_as_binary=binary_blobs))
     # a table may have columns of these names (a stored search result has ``_distance``): its own win
     for extra in (pa.field(ROW_OFFSET, pa.uint64()), pa.field(DISTANCE, pa.float32()),
-                  pa.field(QUERY_INDEX, pa.int32(), nullable=False)):
+                  pa.field(QUERY_INDEX, pa.int32(), nullable=False), pa.field(SCORE, pa.float32())):
         if full.get_field_index(extra.name) < 0:
             full = full.append(extra)
     fields = [pa.field(n, expressions[n][1]) if n in expressions else full.field(n) for n in output]
@@ -274,24 +276,39 @@ def plan_scan(
     InvalidInputError
         An unknown column or option, an invalid filter or expression, a negative limit or offset.
     UnsupportedFeatureError
-        An option asking for a feature this engine lacks (full-text search).
+        An option asking for a feature this engine lacks (row-address lists, CombinedFieldsQuery).
 
-    ``options["nearest"]`` (pylance's dict) plans a vector search (:mod:`.search`), with
+    ``options["nearest"]`` (pylance's dict) plans a vector search (:mod:`.search`),
+    ``options["full_text_query"]`` a full-text search (:mod:`.fts_search`), with
     ``options["prefilter"]`` deciding whether the filter runs before it or on its results.
     """
     uri = dataset.uri
     options = dict(options or {})
     nearest = options.pop("nearest", None)
+    full_text = options.pop("full_text_query", None)
+    if nearest is not None and full_text is not None:
+        raise InvalidInputError("nearest and full_text_query cannot be combined in one scan", table=uri)
     readahead, fragment_readahead, io_buffer_size = readahead_of(options, table=uri)
     check_options(options, table=uri)
     table_schema = dataset.lance_schema
     known = _filter_schema(table_schema.to_arrow())
-    search = None
+    search: Any = None  # a VectorSearch or a FullTextSearch (a SearchStep once planned)
     if nearest is not None:
         search = vector_search(nearest, table_schema, limit=limit, prefilter=options.get("prefilter") is True,
                                table=uri)
         columns, score_at = _without_scores(columns, uri)
+    text_search = None
+    if full_text is not None:
+        if include_deleted_rows:
+            raise InvalidInputError("Cannot include deleted rows in an FTS search", table=uri)
+        text_search = full_text_search(full_text, dataset, limit=limit, offset=offset,
+                                       prefilter=options.get("prefilter") is True)
+        columns, text_score_at = _without_scores(columns, uri, SCORE)
     requested, expressions, needed = _projection(columns, table_schema, known, uri)
+    if text_search is not None and (text_score_at is not None or columns is None
+                                    or options.get("disable_scoring_autoprojection") is not True):
+        # pylance's place: where the columns name ``_score``, else after them
+        requested.insert(len(requested) if text_score_at is None else text_score_at, SCORE)
     if search is not None:
         # pylance's places: ``_distance`` where the columns name it, else after them (before the
         # system columns); a batch of queries puts ``query_index`` first
@@ -359,6 +376,13 @@ def plan_scan(
                                with_row_id=True, with_row_address=True, batch_size=batch_size, fragments=searched,
                                options={k: v for k, v in options.items() if k != "prefilter"})
         search = replace(search, candidates=candidates)
+    elif text_search is not None:
+        # the candidate plan: the live rows searched (filtered first with prefilter); this plan's
+        # columns are taken for the best rows only
+        candidates = plan_scan(dataset, columns=[], filter=condition if text_search.prefilter else None,
+                               with_row_id=True, with_row_address=True, batch_size=batch_size, fragments=fragments,
+                               options={k: v for k, v in options.items() if k != "prefilter"})
+        search = replace(text_search, candidates=candidates)
     elif condition is not None and not row_offsets and not include_deleted_rows:
         late = _late_split(table_schema, needed, set(used))
     # pylance regroups a filtered scan's rows into batches of batch_size when late
@@ -404,13 +428,13 @@ def _indexed_fragments(dataset: LanceDataset, column: str, fragments: Sequence[L
     return [f for f in chosen if (f.fragment if isinstance(f, FragmentRange) else f).fragment_id in covered]
 
 
-def _without_scores(columns: Any, uri: str) -> tuple[Any, int | None]:
-    """(``columns`` without the search's own columns, the position ``_distance`` had in them)."""
+def _without_scores(columns: Any, uri: str, score: str = DISTANCE) -> tuple[Any, int | None]:
+    """(``columns`` without the search's own columns, the position ``score`` had in them)."""
     if columns is None or isinstance(columns, Mapping):
         return columns, None
     listed = column_names(columns, table=uri)
-    at = listed.index(DISTANCE) if DISTANCE in listed else None
-    return [n for n in listed if n not in (DISTANCE, QUERY_INDEX)], at
+    at = listed.index(score) if score in listed else None
+    return [n for n in listed if n not in (score, QUERY_INDEX)], at
 
 
 __all__ = ["DEFAULT_BATCH_SIZE", "PYLANCE_BATCH_SIZE", "DENSE", "ColumnSet", "LateSplit", "FragmentRange",

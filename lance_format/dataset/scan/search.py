@@ -114,7 +114,7 @@ class VectorSearch:
         query_index = np.repeat(np.arange(len(top.best), dtype=np.int32), [len(b.distances) for b in top.best])
         if not len(addresses):
             return
-        taken = self._take(executor, addresses)
+        taken = take_by_address(executor, addresses)
         taken = taken.append_column(pa.field(DISTANCE, pa.float32()), pa.array(distances.astype(np.float32)))
         if self.batch:
             taken = taken.append_column(pa.field(QUERY_INDEX, pa.int32()), pa.array(query_index))
@@ -165,21 +165,23 @@ class VectorSearch:
             distances[at[rows]] = exact(self.metric, query, matrix.astype(self.queries.dtype, copy=False))
         return distances
 
-    @staticmethod
-    def _take(executor: ScanExecutor, addresses: np.ndarray) -> pa.RecordBatch:
-        """The outer plan's read columns of the rows at ``addresses``, in that order."""
-        plan = executor.plan
-        if not plan.read.names:  # only the search's columns: rows with no others (dropped by projection)
-            return pa.record_batch([pa.nulls(len(addresses))], names=["__row"])
-        fragments = {part.fragment.fragment_id: part.fragment for part in plan.fragments}
-        unique, inverse = np.unique(addresses, return_inverse=True)
-        ids = unique >> np.uint64(32)
-        pieces = []
-        for fragment_id in np.unique(ids):
-            offsets = unique[ids == fragment_id] & np.uint64(0xFFFFFFFF)
-            pieces.append(fragments[int(fragment_id)].take_physical(plan.read.schema, list(plan.read.system), offsets))
-        table = pa.Table.from_batches(pieces).combine_chunks()  # fragments ascend, as ``unique`` does
-        return table.take(pa.array(inverse)).to_batches()[0] if table.num_rows else pieces[0]
+
+
+def take_by_address(executor: ScanExecutor, addresses: np.ndarray) -> pa.RecordBatch:
+    """The plan's read columns of the rows at ``addresses``, in that order (a search step's
+    ranked rows)."""
+    plan = executor.plan
+    if not plan.read.names:  # only the search's columns: rows with no others (dropped by projection)
+        return pa.record_batch([pa.nulls(len(addresses))], names=["__row"])
+    fragments = {part.fragment.fragment_id: part.fragment for part in plan.fragments}
+    unique, inverse = np.unique(addresses, return_inverse=True)
+    ids = unique >> np.uint64(32)
+    pieces = []
+    for fragment_id in np.unique(ids):
+        offsets = unique[ids == fragment_id] & np.uint64(0xFFFFFFFF)
+        pieces.append(fragments[int(fragment_id)].take_physical(plan.read.schema, list(plan.read.system), offsets))
+    table = pa.Table.from_batches(pieces).combine_chunks()  # fragments ascend, as ``unique`` does
+    return table.take(pa.array(inverse)).to_batches()[0] if table.num_rows else pieces[0]
 
 
 def coerce_query_vector(query: Any) -> tuple[pa.Array, int]:
@@ -328,4 +330,4 @@ def vector_search(nearest: Mapping[str, Any], schema: LanceSchema, *, limit: int
                         use_index=nearest.get("use_index", True) is not False, distance_range=tuple(distance_range) if distance_range else (None, None))
 
 
-__all__ = ["DISTANCE", "QUERY_INDEX", "VectorSearch", "coerce_query_vector", "vector_search"]
+__all__ = ["DISTANCE", "QUERY_INDEX", "VectorSearch", "coerce_query_vector", "take_by_address", "vector_search"]

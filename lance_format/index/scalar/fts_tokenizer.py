@@ -195,6 +195,9 @@ def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
         # the whole text is the token, an empty one too (a null document has none)
         parts = pa.ListArray.from_arrays(pa.array(np.arange(len(texts) + 1, dtype=np.int32)), texts)
         nonempty = valid_doc
+    elif params.base_tokenizer == "simple" and len(texts) == 1 and len(texts[0].as_py()) <= _SHORT:
+        # one short text (a query): split in Python, sparing RE2 the compile of the class
+        parts = pa.array([_split_words(texts[0].as_py()) or [""]], pa.list_(pa.large_string()))
     else:
         parts = pc.split_pattern_regex(texts, _split_pattern() if params.base_tokenizer == "simple" else _WHITESPACE)
     flat = pc.list_flatten(parts)
@@ -230,6 +233,31 @@ def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
     return pc.filter(flat, keep.fill_null(False)), doc_of[mask], positions[mask]
 
 
+_SHORT = 4096  # characters: texts up to this long are split in Python (see _split_words)
+
+
+def _is_word_char(char: str) -> bool:
+    """``_SPLIT``'s complement: a letter, a number, or an alphabetic combining mark."""
+    category = unicodedata.category(char)
+    return category[0] in "LN" or (category in ("Mn", "Mc") and unicodedata.combining(char) == 0)
+
+
+def _split_words(text: str) -> list[str]:
+    """``text``'s words as ``_SPLIT`` cuts them (a loop over one short query's characters)."""
+    words: list[str] = []
+    start = None
+    for at, char in enumerate(text):
+        if _is_word_char(char):
+            if start is None:
+                start = at
+        elif start is not None:
+            words.append(text[start:at])
+            start = None
+    if start is not None:
+        words.append(text[start:])
+    return words
+
+
 def _documents(texts: pa.Array, params: TokenizerParams) -> pa.Array:
     """One text per document: a list of strings is its elements joined by a space (pylance
     indexes a row's elements as one document, positions running on across elements)."""
@@ -254,8 +282,35 @@ def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.L
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat.cast(pa.string()))
 
 
+def tokenize_with_positions(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams,
+                            ) -> tuple[pa.ListArray, np.ndarray]:
+    """:func:`tokenize`, and each kept token's position (uint32, aligned with the lists' values):
+    its word's place among the document's words, counting the words the analyzer drops (stop
+    words, long words), as pylance's positions do."""
+    flat, doc, positions = analyze(texts, params)
+    counts = np.bincount(doc, minlength=len(texts))[:len(texts)]
+    offsets = np.zeros(len(counts) + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return (pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat.cast(pa.string())),
+            positions.astype(np.uint32))
+
+
 def query_tokens(text: str, params: TokenizerParams) -> list[str]:
     """A query string's tokens, in order."""
     if not isinstance(text, str):
         raise InvalidInputError(f"a full-text query must be a string, got {type(text).__name__}")
     return tokenize(pa.array([text], pa.string()), params)[0].as_py() or []
+
+
+def query_tokens_with_positions(text: str, params: TokenizerParams) -> tuple[list[str], list[int]]:
+    """A query string's tokens, in order, and their positions (see :func:`tokenize_with_positions`)."""
+    if not isinstance(text, str):
+        raise InvalidInputError(f"a full-text query must be a string, got {type(text).__name__}")
+    lists, positions = tokenize_with_positions(pa.array([text], pa.string()), params)
+    return lists[0].as_py() or [], positions.tolist()
+
+
+# the analyzer pylance uses for a column without an index, and for a fuzzy match query's words:
+# tantivy's simple tokenizer alone (no lower-casing, stemming, stop words or folding)
+RAW_WORDS = TokenizerParams(max_token_length=None, lower_case=False, stem=False, remove_stop_words=False,
+                            ascii_folding=False)

@@ -12,8 +12,11 @@ varint frequencies (the tail block)). Scores are pylance's BM25 (k1 1.2, b 0.75,
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,6 +29,8 @@ from lance_format.index.scalar.fts_tokenizer import TokenizerParams
 from lance_format.index.scalar.queries import ScalarQuery
 from lance_format.index.store import IndexStore
 
+_DECODED_TOKENS = 256  # decoded posting lists (and position lists) kept per loaded segment
+_DECODED_LOCK = threading.Lock()
 K1 = np.float32(1.2)
 B = np.float32(0.75)
 BLOCK = 128
@@ -44,6 +49,20 @@ def _varints(buf: bytes, count: int, at: int) -> tuple[list[int], int]:
                 break
         values.append(value)
     return values, at
+
+
+def varint_array(data: np.ndarray) -> np.ndarray:
+    """Every LEB128 varint in ``data`` (uint8, ending on a varint's last byte), as uint64."""
+    if not len(data):
+        return np.zeros(0, np.uint64)
+    ends = data < 0x80
+    group = np.concatenate([[0], np.cumsum(ends[:-1])])
+    starts = np.flatnonzero(np.concatenate([[True], ends[:-1]]))
+    shift = (np.arange(len(data)) - starts[group]) * 7
+    parts = (data & 0x7F).astype(np.uint64) << shift.astype(np.uint64)
+    out = np.zeros(int(group[-1]) + 1, np.uint64)
+    np.add.at(out, group, parts)  # the 7-bit parts do not overlap: adding is or-ing
+    return out
 
 
 def _unpack4x_many(words: np.ndarray, bits: int) -> np.ndarray:
@@ -113,6 +132,34 @@ def decode_posting(blocks: list[bytes], length: int, tail_codec: str) -> tuple[n
     return np.concatenate(docs), np.concatenate(freqs)
 
 
+def position_deltas(stream: bytes, total: int, codec: str) -> np.ndarray:
+    """One posting block's ``total`` position deltas: groups of 128 ``BitPacker4x`` deltas (a
+    bit-width byte, then ``16 * bits`` bytes) and a varint tail (``packed_delta_v1``), or all
+    varints (``varint_doc_delta_v2``)."""
+    raw = np.frombuffer(stream, np.uint8)
+    if codec != "packed_delta_v1":
+        return varint_array(raw)[:total]
+    groups, at = [], 0
+    for _ in range(total // BLOCK):
+        bits = stream[at]
+        groups.append(_unpack4x_many(np.frombuffer(stream, "<u4", 4 * bits, at + 1).reshape(1, -1), bits)[0]
+                      if bits else np.zeros(BLOCK, np.uint32))
+        at += 1 + 16 * bits
+    return np.concatenate(groups + [varint_array(raw[at:]).astype(np.uint32)])[:total]
+
+
+def positions_from_deltas(deltas: np.ndarray, freqs: np.ndarray) -> np.ndarray:
+    """Positions from per-document deltas (each document's first delta is its first position)."""
+    if not len(deltas):
+        return np.zeros(0, np.uint32)
+    deltas = deltas.astype(np.int64)
+    counts = freqs.astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    sums = np.cumsum(deltas)
+    # running sums restarting at each document's first position
+    return (sums - np.repeat(sums[starts] - deltas[starts], counts)).astype(np.uint32)
+
+
 @dataclass
 class Partition:
     """One partition: its tokens, documents, and posting-list file."""
@@ -123,11 +170,25 @@ class Partition:
     lengths: np.ndarray  # token id -> documents holding it
     invert: str
     tail_codec: str
+    positions_codec: str | None  # None: built without positions
 
     def posting(self, store: IndexStore, token_id: int) -> tuple[np.ndarray, np.ndarray]:
         row = store.read_range(self.invert, token_id, token_id + 1, columns=["_posting"])
         blocks = row.column("_posting")[0].as_py()
         return decode_posting(blocks, int(self.lengths[token_id]), self.tail_codec)
+
+    def positions(self, store: IndexStore, token_id: int, freqs: np.ndarray) -> np.ndarray:
+        """The token's positions in each document of its posting list (``freqs`` of them each,
+        in posting order), concatenated."""
+        if self.positions_codec is None:
+            raise UnsupportedFeatureError("the index was built without positions", path=store.path(self.invert))
+        row = store.read_range(self.invert, token_id, token_id + 1,
+                               columns=["_compressed_position", "_position_block_offset"])
+        data = row.column("_compressed_position")[0].as_py()
+        starts = [int(v) for v in row.column("_position_block_offset")[0].as_py()] + [len(data)]
+        deltas = [position_deltas(data[start:starts[block + 1]], int(freqs[block * BLOCK:(block + 1) * BLOCK].sum()),
+                                  self.positions_codec) for block, start in enumerate(starts[:-1])]
+        return positions_from_deltas(np.concatenate(deltas) if deltas else np.zeros(0, np.uint32), freqs)
 
 
 class InvertedIndex(ScalarIndex):
@@ -139,10 +200,14 @@ class InvertedIndex(ScalarIndex):
         self.store = store
         meta = store.schema_metadata("metadata.lance")
         self.params = TokenizerParams.from_json(meta.get("params", "{}"))
+        self.raw_params: dict[str, Any] = json.loads(meta.get("params", "{}") or "{}")
         token_format = meta.get("token_set_format", "arrow")
         self.partitions: list[Partition] = []
         for pid in json.loads(meta.get("partitions", "[]")):
             self.partitions.append(self._partition(int(pid), token_format))
+        # decoded posting lists and positions of recent tokens (the index lives in the segment
+        # cache: repeated queries skip reading and decoding them)
+        self._decoded: OrderedDict[tuple[int, int, bool], tuple[np.ndarray, ...]] = OrderedDict()
 
     def _partition(self, pid: int, token_format: str) -> Partition:
         store = self.store
@@ -165,8 +230,10 @@ class InvertedIndex(ScalarIndex):
         if block_size != BLOCK:
             raise UnsupportedFeatureError(f"INVERTED posting blocks of {block_size} documents are not supported",
                                           path=store.path(invert))
+        codec = store.schema_metadata(invert).get("positions_codec", "varint_doc_delta_v2") \
+            if "_compressed_position" in store.schema(invert).names else None
         return Partition(tokens, docs.column("_rowid").to_numpy().astype(np.uint64),
-                         docs.column("_num_tokens").to_numpy().astype(np.uint32), lengths, invert, tail)
+                         docs.column("_num_tokens").to_numpy().astype(np.uint32), lengths, invert, tail, codec)
 
     @property
     def num_docs(self) -> int:
@@ -182,18 +249,35 @@ class InvertedIndex(ScalarIndex):
 
     def postings(self, token: str) -> Iterable[tuple[Partition, np.ndarray, np.ndarray]]:
         """``(partition, doc ids, frequencies)`` of ``token`` in each partition holding it."""
-        for part in self.partitions:
+        for at, part in enumerate(self.partitions):
             if token in part.tokens:
-                docs, freqs = part.posting(self.store, part.tokens[token])
+                docs, freqs = self._cached((at, part.tokens[token], False),
+                                           partial(part.posting, self.store, part.tokens[token]))
                 yield part, docs, freqs
+
+    def positions(self, part: Partition, token: str, freqs: np.ndarray) -> np.ndarray:
+        """The positions of ``token`` in ``part``'s documents holding it (see :meth:`Partition.positions`)."""
+        key = (self.partitions.index(part), part.tokens[token], True)
+        return self._cached(key, lambda: (part.positions(self.store, part.tokens[token], freqs),))[0]
+
+    def _cached(self, key: tuple[int, int, bool], load: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+        with _DECODED_LOCK:
+            if key in self._decoded:
+                self._decoded.move_to_end(key)
+                return self._decoded[key]
+        value = load()
+        with _DECODED_LOCK:
+            self._decoded[key] = value
+            while len(self._decoded) > _DECODED_TOKENS:
+                self._decoded.popitem(last=False)
+        return value
 
     def search(self, query: ScalarQuery) -> SearchResult | None:
         return None  # full-text searches go through lance_format.dataset.scan.fts_search
 
     def statistics(self) -> dict[str, Any]:
-        # pylance's entry: the recorded parameters, the distinct tokens and the documents
-        params = json.loads(self.store.schema_metadata("metadata.lance").get("params", "{}"))
-        return {"params": params, "num_tokens": sum(len(p.tokens) for p in self.partitions),
+        # pylance's: the build parameters as stored, the vocabulary's size and the documents
+        return {"params": dict(self.raw_params), "num_tokens": len(set().union(*(p.tokens for p in self.partitions))),
                 "num_docs": self.num_docs}
 
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.errors import ArgumentTypeError, InvalidInputError
 from lance_format.index.scalar.fts_tokenizer import TokenizerParams, tokenize
 
 WORDS = ("wireless noise-cancelling headphones with 30h battery, USB-C charging & café-grade sound; "
@@ -95,10 +95,8 @@ def test_appended_rows_searched_flat(table):
 
 def test_tokens_match_pylance_index(table):
     ds = lance_format.dataset(str(table))
-    from lance_format.dataset.scan.fts_search import _inverted_index
-    from lance_format.index.scalar.inverted import InvertedIndexType
-    _, named, catalog = _inverted_index(ds, "text")
-    index = InvertedIndexType.load(catalog.store(named.segments[0]), b"")
+    from lance_format.dataset.scan.fts_sources import column_source
+    index = column_source(ds, "text").indices[0]
     texts = ds.to_table(columns=["text"]).column("text")
     ours = tokenize(texts, TokenizerParams())
     vocabulary = {t for doc in ours.to_pylist() for t in doc}
@@ -108,23 +106,19 @@ def test_tokens_match_pylance_index(table):
 
 
 def test_failure_paths(tmp_path):
-    ds = lance.write_dataset(pa.table({"text": ["a b", "c"]}), tmp_path / "n")
+    ds = lance.write_dataset(pa.table({"id": [0, 1], "text": ["a b", "c"]}), tmp_path / "n")
     ours = lance_format.dataset(str(tmp_path / "n"))
     with pytest.raises(InvalidInputError, match="INVERTED index"):
         ours.to_table(full_text_query="a")
     with pytest.raises(ValueError):  # pylance refuses it too
         lance.dataset(str(tmp_path / "n")).to_table(full_text_query="a")
-    with pytest.raises(UnsupportedFeatureError, match="without an INVERTED index"):
-        ours.to_table(full_text_query={"query": "a", "columns": ["text"]})
-    with pytest.raises(InvalidInputError, match="INVERTED index on column 'nope'"):
+    # a named column without an index is searched flat (words as written), as pylance does
+    _same(tmp_path / "n", {"query": "a", "columns": ["text"]})
+    with pytest.raises(InvalidInputError, match="'nope' does not exist"):
         ours.to_table(full_text_query={"query": "a", "columns": ["nope"]})
     ds.create_scalar_index("text", "INVERTED")
     ours = lance_format.dataset(str(tmp_path / "n"))
-    with pytest.raises(UnsupportedFeatureError):
-        ours.to_table(full_text_query="a", order_by=["text"])
-    with pytest.raises(UnsupportedFeatureError):
-        ours.to_table(full_text_query="a", columns={"x": "text"})
-    with pytest.raises(UnsupportedFeatureError):
+    with pytest.raises(ArgumentTypeError):  # pylance ignores it (and returns every row)
         ours.to_table(full_text_query=42)
 
 

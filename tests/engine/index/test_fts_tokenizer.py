@@ -8,9 +8,8 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.dataset.scan import fts_search
+from lance_format.dataset.scan.fts_sources import column_source
 from lance_format.index.scalar.fts_tokenizer import TokenizerParams, query_tokens, tokenize
-from lance_format.index.scalar.inverted import InvertedIndexType
 
 TEXTS = [
     "Größenverhältnisse der Straßenbahn in München — Übermäßig schön!",
@@ -34,9 +33,7 @@ def _pylance_partition(tmp_path, texts):
     uri = str(tmp_path / "m")
     lance.write_dataset(pa.table({"text": pa.array(texts, pa.string())}), uri).create_scalar_index("text", "INVERTED")
     ours = lance_format.dataset(uri)
-    _, named, catalog = fts_search._inverted_index(ours, "text")
-    assert named is not None
-    return InvertedIndexType.load(catalog.store(named.segments[0]), b"").partitions[0]
+    return column_source(ours, "text").indices[0].partitions[0]
 
 
 def test_multilingual_tokens_equal_pylance(tmp_path):
@@ -66,3 +63,21 @@ def test_unsupported_settings_are_refused():
         query_tokens("a", TokenizerParams(base_tokenizer="icu"))
     with pytest.raises(lance_format.errors.UnsupportedFeatureError, match="language"):
         query_tokens("a", TokenizerParams(language="French"))
+
+
+def test_query_split_in_python_cuts_words_as_the_column_split():
+    """A query string is split in Python (no RE2 compile per query): the same words as the
+    regular expression that splits column values, on Latin, combining marks, Devanagari, CJK,
+    Arabic and punctuation."""
+    import random
+
+    import pyarrow.compute as pc
+
+    from lance_format.index.scalar import fts_tokenizer
+    rng = random.Random(1)
+    pool = [chr(c) for c in [*range(32, 0x250), *range(0x300, 0x370), *range(0x900, 0x980), *range(0x4E00, 0x4E20),
+                             *range(0x600, 0x660), 0x2014, 0x2026, 0x00A0, 0x3000]]
+    for _ in range(200):
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 40)))
+        pieces = pc.split_pattern_regex(pa.array([text], pa.large_string()), fts_tokenizer._SPLIT)[0].as_py()
+        assert fts_tokenizer._split_words(text) == [p for p in pieces if p], text
