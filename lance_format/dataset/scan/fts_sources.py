@@ -199,13 +199,17 @@ def column_source(ds: LanceDataset, column: str, filter: Any = None) -> ColumnSo
         raise InvalidInputError(f"FTS field path '{column}' does not exist in the dataset schema", table=ds.uri,
                                 column=column)
     arrow_type = ds.schema.field(column).type
+    named = inverted_columns(ds).get(column)
+    # a list<string> column is searchable through its INVERTED index (a row's elements are one
+    # document); without one pylance has no flat search of it either
+    text_list = ((pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
+                 and (pa.types.is_string(arrow_type.value_type) or pa.types.is_large_string(arrow_type.value_type)))
     if not (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
-            or pa.types.is_string_view(arrow_type)):
+            or pa.types.is_string_view(arrow_type) or (text_list and named is not None)):
         raise InvalidInputError(f"FTS field '{column}' must resolve to Utf8, LargeUtf8, Utf8View, or JSON, got "
                                 f"{arrow_type}", table=ds.uri, column=column)
     section = ds.manifest_file.index_section
     catalog = IndexCatalog(section, ds.base_stores.store, ds.data_storage_version)
-    named = inverted_columns(ds).get(column)
     indices: list[InvertedIndex] = []
     covered: set[int] = set()
     if named is not None:

@@ -79,5 +79,5 @@ def test_query_split_in_python_cuts_words_as_the_column_split():
                              *range(0x600, 0x660), 0x2014, 0x2026, 0x00A0, 0x3000]]
     for _ in range(200):
         text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 40)))
-        pieces = pc.split_pattern_regex(pa.array([text], pa.large_string()), fts_tokenizer._SPLIT)[0].as_py()
+        pieces = pc.split_pattern_regex(pa.array([text], pa.large_string()), fts_tokenizer._split_pattern())[0].as_py()
         assert fts_tokenizer._split_words(text) == [p for p in pieces if p], text
