@@ -228,7 +228,7 @@ def dataframe_of(spark: Any, plan: ReadPlan) -> Any:
 
 def read_dataframe(
     spark: Any,
-    uri: str | os.PathLike[str] | ObjectStore,
+    uri: str | os.PathLike[str] | ObjectStore | None = None,
     *,
     version: int | str | None = None,
     columns: Sequence[str] | None = None,
@@ -238,6 +238,8 @@ def read_dataframe(
     rows_per_split: int = DEFAULT_ROWS_PER_SPLIT,
     batch_size: int | None = None,
     storage_options: Mapping[str, str] | None = None,
+    namespace: Any = None,
+    table_id: str | Sequence[str] | None = None,
 ) -> Any:
     """A version of the table at ``uri`` as a DataFrame read by the executors.
 
@@ -267,6 +269,9 @@ def read_dataframe(
     storage_options
         Object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables,
         shipped to the executors.
+    namespace, table_id
+        Instead of ``uri``: a Lance Namespace (a ``LanceNamespace`` client or a config such as
+        ``{"impl": "dir", "root": "/data/catalog"}``) and the table's id (``"sales.orders"``).
 
     Returns
     -------
@@ -276,12 +281,15 @@ def read_dataframe(
     Raises
     ------
     DatasetNotFoundError
-        There is no table at ``uri``.
+        There is no table at ``uri`` (or ``table_id`` in the namespace).
     VersionNotFoundError
         ``version`` does not exist.
     InvalidInputError
         An unknown column or an invalid filter.
     """
+    from lance_format.spark.namespace_options import located_table
+
+    uri, storage_options = located_table(uri, namespace, table_id, create=False, storage_options=storage_options)
     plan = plan_read(uri, version=version, columns=columns, filter=filter, with_row_id=with_row_id,
                      with_row_address=with_row_address, target_splits=parallelism(spark),
                      rows_per_split=rows_per_split, batch_size=batch_size, storage_options=storage_options)
