@@ -144,3 +144,43 @@ def test_spark_outputs_and_inputs(tmp_path, instance, spark):
     py = PyDirectory(root=root)
     assert py.list_tables(ListTablesRequest(id=["web"])).tables == ["clicks", "eu_clicks"]
     assert pylance.dataset(namespace_client=py, table_id=["web", "eu_clicks"]).count_rows() == 4
+
+
+COMPONENT = """
+base_uri: {lake}
+io_manager:
+  settings:
+    write_mode: append
+    namespace: {{impl: dir, root: "{catalog}"}}
+definitions_module: tests.dagster.test_namespace_assets
+tables:
+  - key: sales/orders
+    checks: {{min_rows: 1}}
+    change_feed: {{partitions: orders_versions, consumers: [order_changes]}}
+    maintain: true
+"""
+
+
+def test_component_yaml_on_a_namespace(tmp_path, instance):
+    global BATCHES
+    from lance_assets.components import LanceTablesComponent
+
+    catalog = tmp_path / "catalog"
+    component = LanceTablesComponent.resolve_from_yaml(COMPONENT.format(lake=tmp_path / "lake", catalog=catalog))
+    defs = component.build_defs(None)  # type: ignore[arg-type]  # the context is not used
+    assert not catalog.exists()  # loading the definitions touches no catalog: tables are located when used
+    meta = defs.resolve_assets_def(dg.AssetKey(["sales", "orders"])).specs_by_key[dg.AssetKey(["sales", "orders"])].metadata
+    assert meta["dagster/table_name"] == "sales.orders" and "dagster/uri" not in meta
+    sensor = defs.resolve_sensor_def("sales__orders_versions_sensor")
+    assert isinstance(sensor(dg.build_sensor_context(instance=instance)), dg.SkipReason)
+
+    BATCHES = iter([order_rows(0, 4)])
+    everything = [*(defs.assets or []), *(defs.asset_checks or [])]
+    result = dg.materialize(everything, selection=dg.AssetSelection.assets(["sales", "orders"]).without_checks()
+                            | dg.AssetSelection.checks_for_assets(dg.AssetKey(["sales", "orders"])),
+                            resources=defs.resources, instance=instance)
+    assert [(e.check_name, e.passed) for e in result.get_asset_check_evaluations()] == [
+        ("lance_row_count_in_bounds", True)]
+    assert PyDirectory(root=str(catalog)).list_tables(ListTablesRequest(id=["sales"])).tables == ["orders"]
+    tick = sensor(dg.build_sensor_context(instance=instance))
+    assert [r.partition_key for r in tick.run_requests] == ["1"]
