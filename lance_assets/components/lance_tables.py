@@ -27,7 +27,7 @@ Example (``defs.yaml``)::
           indices: [{column: order_id, type: BTREE}, {column: status, type: BITMAP}]
           change_feed: {partitions: orders_versions, consumers: [order_totals]}
 
-With ``io_manager: {settings: {namespace: {impl: dir, root: /data/catalog}}}`` the tables are
+With ``namespace: {impl: dir, root: /data/catalog}`` (or the same as ``io_manager.settings.namespace``) the tables are
 those of a Lance Namespace (key ``sales/orders`` is table ``sales.orders``,
 :mod:`lance_assets.namespace`): their checks and sensors locate them when they run.
 """
@@ -163,6 +163,9 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
     base_uri: str = Field(description="Directory or URI under which the IO manager stores tables")
     storage_options: dict[str, str] = Field(default_factory=dict, description="Object-store options (Lance keys)")
     io_manager: IOManagerModel = Field(default_factory=IOManagerModel)
+    namespace: dict[str, str] | None = Field(
+        default=None, description="A Lance Namespace ({impl: dir, root: ...}) whose tables the IO manager stores "
+                                  "the assets in (key a/b: table a.b); null: tables under base_uri")
     table_resource_key: str | None = Field(default="lance", description="Resource key of a LanceTableResource "
                                                                         "on base_uri (null: none)")
     spark: SparkModel | None = None
@@ -178,6 +181,8 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
         if self.spark is not None:
             spark = SparkSessionConfig(master=self.spark.master, app_name=self.spark.app_name, conf=self.spark.conf)
         settings = dict(self.io_manager.settings)
+        if self.namespace:
+            settings["namespace"] = dict(self.namespace)
         # The tables' change feeds, so the IO manager's maintenance policy keeps the versions their
         # unfinished partitions need even where the run's code location is not at hand.
         feeds = [LanceChangeFeedConsumers(table=(uris or {}).get(table.key) or table.uri or table.key,

@@ -184,3 +184,27 @@ def test_component_yaml_on_a_namespace(tmp_path, instance):
     assert PyDirectory(root=str(catalog)).list_tables(ListTablesRequest(id=["sales"])).tables == ["orders"]
     tick = sensor(dg.build_sensor_context(instance=instance))
     assert [r.partition_key for r in tick.run_requests] == ["1"]
+
+
+def test_example_project_on_a_namespace(spark, tmp_path, capsys, monkeypatch, instance):
+    """The example, opted into a directory namespace with LANCE_EXAMPLE_NAMESPACE=dir: the same
+    results, its tables listed by official Lance's DirectoryNamespace."""
+    from example_project import run_example
+
+    monkeypatch.setenv("LANCE_EXAMPLE_ROOT", str(tmp_path))  # main() sets it; restored after the test
+    monkeypatch.setenv("LANCE_EXAMPLE_NAMESPACE", "dir")
+    root = tmp_path / "example"
+    assert run_example.main(str(root), instance=instance) == 0
+    out = capsys.readouterr().out
+    assert "change_raw_orders job changed the source outside its asset: new raw_orders versions [2, 3]" in out
+    assert "customer_totals partition 2: changes {'inserted': 2, 'updated': 1, 'deleted': 0}" in out
+    assert "incremental result equals a full recompute: True" in out
+    py = PyDirectory(root=str(root))
+    assert py.list_tables(ListTablesRequest(id=[])).tables == [
+        "customer_totals", "daily_orders", "daily_revenue", "raw_orders"]
+    assert py.list_tables(ListTablesRequest(id=["ops"])).tables == ["source_changes"]
+    assert f"Lance Namespace at {root}: tables ['customer_totals', 'daily_orders', 'daily_revenue', " \
+           f"'raw_orders'], ops tables ['source_changes']" in out
+    assert pylance.dataset(namespace_client=py, table_id=["raw_orders"]).version == 3
+    event = instance.get_latest_materialization_event(dg.AssetKey("customer_totals"))
+    assert event.asset_materialization.metadata["dagster/table_name"].value == "customer_totals"
