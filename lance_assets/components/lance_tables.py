@@ -59,7 +59,6 @@ from lance_assets.maintenance import (
 from lance_assets.metadata import TABLE_NAME, table_definition_metadata
 from lance_assets.resources import LanceTableResource, SparkSessionConfig, SparkSessionResource
 from lance_assets.sensors import LanceTableWatch, lance_version_sensor, observable_lance_table
-from lance_format.errors import InvalidInputError
 
 
 class SparkModel(dg.Model):
@@ -174,7 +173,7 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
     tables: list[TableModel] = Field(default_factory=list)
     maintenance: MaintenanceModel | None = None
 
-    def build_io_manager(self, uris: dict[str, str] | None = None) -> LanceIOManager:
+    def build_io_manager(self, uris: dict[str, str | None] | None = None) -> LanceIOManager:
         """The IO manager; ``uris`` (table key -> URI, as :meth:`build_defs` resolves them) place
         the tables' change feeds, else a table is its ``uri`` or its key under ``base_uri``."""
         spark = None
@@ -197,7 +196,7 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
             settings["maintenance_change_feeds"] = [*settings.get("maintenance_change_feeds", []), *feeds]
         return LanceIOManager(base_uri=self.base_uri, storage_options=self.storage_options, spark=spark, **settings)
 
-    def build_resources(self, uris: dict[str, str] | None = None) -> dict[str, Any]:
+    def build_resources(self, uris: dict[str, str | None] | None = None) -> dict[str, Any]:
         resources: dict[str, Any] = {self.io_manager.key: self.build_io_manager(uris)}
         if self.table_resource_key:
             resources[self.table_resource_key] = LanceTableResource(base_uri=self.base_uri,
@@ -280,7 +279,7 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
 
     def _observed(self, table: TableModel, uri: str | None) -> Any:
         if uri is None:
-            raise InvalidInputError(f"table {table.key!r}: observe needs the table's uri (it is a Lance Namespace "
+            raise ValueError(f"table {table.key!r}: observe needs the table's uri (it is a Lance Namespace "
                                     f"table, located only when used)")
         return observable_lance_table(table.key.split("/"), uri, description=table.description,
                                       group_name=table.group_name,
