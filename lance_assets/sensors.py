@@ -43,6 +43,7 @@ from lance_assets.metadata import (
     column_schema,
     table_name_of,
 )
+from lance_assets.namespace import catalog_config, resolve_table
 
 DATA_VERSION_TAG = "dagster/data_version"
 KIND_TAG = "dagster/kind/lance"
@@ -76,8 +77,6 @@ class LanceTableWatch:
                      **kwargs: Any) -> LanceTableWatch:
         """A watch of table ``table_id`` (``"sales.orders"``) of a Lance Namespace (a config such as
         ``{"impl": "dir", "root": ...}``); before its first write the table has no versions."""
-        from lance_assets.namespace import catalog_config
-
         config = catalog_config(namespace)
         if config is None:
             raise ValueError(f"watch {name!r}: namespace must be a Lance Namespace config with 'impl'")
@@ -86,8 +85,6 @@ class LanceTableWatch:
 
     def location(self) -> str | None:
         """Where the table is now (None: a namespace table not written yet)."""
-        from lance_assets.namespace import resolve_table
-
         return resolve_table(self.uri, self.namespace, storage_options=self.storage_options)
 
 

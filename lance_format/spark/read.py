@@ -35,6 +35,7 @@ from lance_format.dataset.scan import plan_scan
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore
 from lance_format.spark.common import pack_options, parallelism, table_location, use_driver_python
+from lance_format.spark.namespace_options import located_table
 from lance_format.spark.tasks import ScanSpec, Split, arrow_schema_to_bytes, manifest_identity, read_task
 from lance_format.spark.types import spark_arrow_schema, spark_schema
 from lance_format.table.deletion import live_row_count
@@ -287,8 +288,6 @@ def read_dataframe(
     InvalidInputError
         An unknown column or an invalid filter.
     """
-    from lance_format.spark.namespace_options import located_table
-
     uri, storage_options = located_table(uri, namespace, table_id, create=False, storage_options=storage_options)
     plan = plan_read(uri, version=version, columns=columns, filter=filter, with_row_id=with_row_id,
                      with_row_address=with_row_address, target_splits=parallelism(spark),

@@ -61,6 +61,7 @@ from lance_format.spark.common import (
     translate_task_error,
 )
 from lance_format.spark.compaction import auto_compaction, compact_after_write
+from lance_format.spark.namespace_options import located_table
 from lance_format.spark.tasks import (
     FRAGMENT_DDL,
     ROW_ID_COLUMN,
@@ -406,8 +407,6 @@ def write_dataframe(
     >>> read_dataframe(spark, uri).orderBy("id").collect()[1].name
     'bo'
     """
-    from lance_format.spark.namespace_options import located_table
-
     uri, storage_options = located_table(uri, namespace, table_id, create=True, storage_options=storage_options)
     plan = plan_write(
         df.schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,
