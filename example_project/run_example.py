@@ -14,6 +14,10 @@ Run: ``python -m example_project.run_example [TABLE_DIR]``. The default director
 ``dg dev`` serves (``$LANCE_EXAMPLE_ROOT``, else ``<tmp>/lance-assets-example``), emptied first if
 an earlier run made it. The run history goes to a Dagster instance in ``TABLE_DIR/dagster_home``:
 with ``DAGSTER_HOME`` set to it, the UI shows these runs, materializations and check results.
+
+With ``LANCE_EXAMPLE_NAMESPACE=dir`` the IO manager keeps the tables in a Lance Namespace (a V2
+directory namespace rooted at ``TABLE_DIR``): asset ``raw_orders`` is table ``raw_orders``, the op
+output is table ``ops.source_changes``, and the run ends by listing the catalog.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ def main(root: str | None = None, instance: dg.DagsterInstance | None = None) ->
     served = example_root()  # what `dg dev` serves without LANCE_EXAMPLE_ROOT
     root = prepare_root(root)
     serve = f"{'' if root == served else f'LANCE_EXAMPLE_ROOT={root} '}DAGSTER_HOME={dagster_home(root)} .venv/bin/dg dev"
+    if os.environ.get("LANCE_EXAMPLE_NAMESPACE"):
+        serve = f"LANCE_EXAMPLE_NAMESPACE={os.environ['LANCE_EXAMPLE_NAMESPACE']} {serve}"
     if instance is None:
         os.makedirs(dagster_home(root), exist_ok=True)
         config = os.path.join(dagster_home(root), "dagster.yaml")
@@ -75,7 +81,7 @@ def _run(root: str, instance: dg.DagsterInstance, serve: str) -> int:
     import lance_format
     from example_project.assets import ASSETS, DAILY, customer_totals
     from example_project.definitions import build_definitions
-    from example_project.source import expected_totals, orders_uri
+    from example_project.source import example_namespace, expected_totals, orders_uri, table_location
 
     defs = build_definitions(root)
     resources = defs.resources
@@ -117,7 +123,7 @@ def _run(root: str, instance: dg.DagsterInstance, serve: str) -> int:
     tick_and_run()
     job = defs.resolve_job_def("change_raw_orders")
     job.execute_in_process(instance=instance, run_config=QUIET, raise_on_error=True)
-    log = lance_format.dataset(os.path.join(root, "ops", "source_changes.lance")).to_table()
+    log = lance_format.dataset(table_location(root, ["ops", "source_changes"])).to_table()
     print(f"change_raw_orders job changed the source outside its asset: new raw_orders versions "
           f"{log.column('version').to_pylist()}")
     print("sensor tick 2 (the change feed):")
@@ -143,6 +149,12 @@ def _run(root: str, instance: dg.DagsterInstance, serve: str) -> int:
     incremental = {r["customer"]: (r["total"], r["orders"]) for r in rows if r["orders"]}
     consistent = incremental == expected_totals(orders_uri(root))
     print(f"incremental result equals a full recompute: {consistent}")
+    if example_namespace(root) is not None:
+        from lance_format.namespace import DirectoryNamespace, ListTablesRequest
+
+        catalog = DirectoryNamespace(root=root)
+        print(f"Lance Namespace at {root}: tables {catalog.list_tables(ListTablesRequest(id=[])).tables}, "
+              f"ops tables {catalog.list_tables(ListTablesRequest(id=['ops'])).tables}")
     print(f"serve these tables and this run history in the Dagster UI (from the repository root):\n  {serve}")
     return 0 if consistent else 1
 

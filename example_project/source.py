@@ -18,6 +18,7 @@ import pyarrow as pa
 import lance_format
 
 ROOT_ENV = "LANCE_EXAMPLE_ROOT"
+NAMESPACE_ENV = "LANCE_EXAMPLE_NAMESPACE"  # "dir": the tables are a Lance Namespace's (opt-in)
 FIRST_DAY = dt.datetime(2024, 1, 1)
 DAYS = 3
 CUSTOMERS = ["ada", "bob", "cy", "dee"]
@@ -30,6 +31,29 @@ def example_root() -> str:
     run workers), so it is derived from the temp directory rather than created fresh.
     """
     return os.environ.get(ROOT_ENV) or os.path.join(tempfile.gettempdir(), "lance-assets-example")
+
+
+def example_namespace(root: str | None = None) -> dict[str, str] | None:
+    """With ``$LANCE_EXAMPLE_NAMESPACE=dir``: the Lance Namespace (a V2 directory namespace rooted
+    at the example's root) the IO manager keeps the tables in; else None (plain table paths).
+    Root-level tables of a directory namespace are ``<root>/<name>.lance`` either way, so only the
+    op output ``ops/source_changes`` (table ``ops.source_changes``) moves."""
+    impl = os.environ.get(NAMESPACE_ENV, "").strip()
+    if not impl:
+        return None
+    if impl != "dir":
+        raise ValueError(f"${NAMESPACE_ENV} must be 'dir' (or unset), got {impl!r}")
+    return {"impl": "dir", "root": root or example_root()}
+
+
+def table_location(root: str, table_id: list[str]) -> str:
+    """Where the example's table ``table_id`` is: in the namespace when one is on, else the path."""
+    namespace = example_namespace(root)
+    if namespace is None:
+        return os.path.join(root, *table_id[:-1], table_id[-1] + ".lance")
+    from lance_format.namespace import locate_table
+
+    return locate_table(namespace, table_id).uri
 
 
 def orders_uri(root: str | None = None) -> str:

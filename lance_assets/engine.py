@@ -328,6 +328,17 @@ def spark_nearest(spark: Any, uri: str, queries: Any, column: str, k: int, **kwa
     return spark_module().nearest(spark, uri, queries, column, k, **kwargs)
 
 
+def locate_namespace_table(namespace: Mapping[str, Any], table_id: Sequence[str], *, create: bool,
+                           storage_options: Options = None) -> tuple[str, dict[str, str] | None]:
+    """``(location, storage options)`` of a Lance Namespace table; ``create`` declares a missing
+    one (and its parent namespaces). Raises DatasetNotFoundError for a missing table otherwise."""
+    # imported when used: the namespace package needs the ``namespace`` extra
+    from lance_format.namespace import locate_table
+
+    located = locate_table(namespace, list(table_id), create=create, storage_options=storage_options)
+    return located.uri, located.storage_options
+
+
 def storage_options_of(options: Mapping[str, str] | None) -> dict[str, str] | None:
     """Configured storage options as the engine takes them (None when there are none)."""
     return {str(k): str(v) for k, v in options.items()} if options else None

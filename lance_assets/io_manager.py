@@ -1,7 +1,8 @@
 """``LanceIOManager``: Dagster assets and op outputs stored as Lance tables.
 
 One table per asset key (``{base_uri}[/{namespace}]/{key path}.lance``, overridable with
-``lance/uri`` or ``lance/table`` definition metadata); an op's output (no asset key) is stored as
+``lance/uri`` or ``lance/table`` definition metadata; or, with a Lance Namespace config as
+``namespace``, the catalog's table ``{key parts joined by '.'}``: :mod:`lance_assets.namespace`); an op's output (no asset key) is stored as
 ``{base_uri}[/{namespace}]/{op}/{output name}.lance`` unless its ``Out`` metadata names the table.
 Outputs may be pyarrow, pandas, polars or PySpark; the input's annotation decides what is
 loaded. Write modes, the schema policy, merge clauses, writer properties, commit properties and
@@ -17,7 +18,7 @@ that branch, and downstream inputs publish it first (:mod:`lance_assets.wap`).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, TypedDict
 
@@ -41,8 +42,6 @@ from lance_assets.config import (
     MERGE_WHEN_NOT_MATCHED,
     PREVIEW_ROWS,
     TABLE_CONFIG,
-    TABLE_NAME,
-    TABLE_URI,
     NamespaceMode,
     ReadMode,
     SchemaMode,
@@ -61,9 +60,9 @@ from lance_assets.maintenance import (
     repository_of,
     watches_of_table,
 )
-from lance_assets.metadata import table_name_of
+from lance_assets.namespace import NamespaceTables
 from lance_assets.partitions import partition_predicate
-from lance_assets.resources import SparkSessionConfig, SparkSessionResource, table_uri
+from lance_assets.resources import SparkSessionConfig, SparkSessionResource
 from lance_assets.sensors import LanceTableWatch
 from lance_assets.type_handlers import from_reader, is_spark_dataframe, load_kind
 from lance_assets.write_modes import RowWriter, write_output
@@ -122,7 +121,7 @@ class LanceIndexConfig(dg.Config):
     params: dict[str, Any] = Field(default_factory=dict, description="The index type's build parameters")
 
 
-class LanceIOManager(dg.ConfigurableIOManager):
+class LanceIOManager(NamespaceTables, dg.ConfigurableIOManager):
     """Stores each asset as a Lance table under ``base_uri``.
 
     An asset ``a/b`` is the table ``{base_uri}/a/b.lance`` (``namespace`` and the ``lance/table``
@@ -147,7 +146,8 @@ class LanceIOManager(dg.ConfigurableIOManager):
     {'id': [1, 2], 'amount': [9.5, 12.0]}
     """
 
-    base_uri: str = Field(description="Directory (or URI) under which each asset's table lives")
+    base_uri: str = Field(default="", description="Directory (or URI) under which each asset's table lives "
+                                                  "(not needed when namespace is a Lance Namespace config)")
     storage_options: dict[str, str] = Field(
         default_factory=dict,
         description="Object-store options with Lance's keys (aws_access_key_id, aws_endpoint, allow_http, ...) "
@@ -155,10 +155,12 @@ class LanceIOManager(dg.ConfigurableIOManager):
     )
     write_mode: WriteMode = Field(default=WriteMode.OVERWRITE, description="Default write mode")
     schema_mode: SchemaMode = Field(default=SchemaMode.ERROR, description="error | add_columns | overwrite")
-    namespace: str | None = Field(
+    namespace: Any = Field(
         default=None,
         description="Path ('prod/sales') under base_uri that extends (namespace_mode='prefix') or replaces "
-                    "(namespace_mode='replace') each asset key's prefix, like dagster-iceberg's namespace",
+                    "(namespace_mode='replace') each asset key's prefix, like dagster-iceberg's namespace; or a "
+                    "Lance Namespace config ({impl: dir, root: ...}): asset key a/b is its table a.b "
+                    "(lance_assets.namespace)",
     )
     namespace_mode: NamespaceMode = Field(default=NamespaceMode.PREFIX, description="prefix | replace")
     merge_on: list[str] | None = Field(
@@ -241,43 +243,16 @@ class LanceIOManager(dg.ConfigurableIOManager):
         run = getattr(context, "run", None)
         self._run_tags = dict(run.tags) if run is not None else {}
 
-    # -- naming -----------------------------------------------------------------------------
-    def uri_for(self, asset_key: dg.AssetKey | Sequence[str],
-                definition_metadata: Mapping[str, Any] | None = None) -> str:
-        """The table of an asset key (or of an op output's path, see :func:`output_path`):
-        ``lance/uri``, else ``lance/table`` under ``base_uri``, else the namespaced key path."""
-        meta = _plain_metadata(definition_metadata)
-        if meta.get(TABLE_URI):
-            uri = str(meta[TABLE_URI])
-        elif meta.get(TABLE_NAME):
-            uri = table_uri(self.base_uri, str(meta[TABLE_NAME]))
-        else:
-            uri = table_uri(self.base_uri, self.table_path(asset_key))
-        return uri
-
-    def table_path(self, asset_key: dg.AssetKey | Sequence[str]) -> list[str]:
-        """A key's table path under ``base_uri``, with the namespace applied."""
-        path = list(asset_key.path if isinstance(asset_key, dg.AssetKey) else asset_key)
-        if not self.namespace:
-            return path
-        namespace = [part for part in self.namespace.split("/") if part]
-        if NamespaceMode(self.namespace_mode) is NamespaceMode.REPLACE:
-            return namespace + path[-1:]
-        return namespace + path
-
+    # -- naming (uri_for, table_path, table_name, table_id: lance_assets.namespace) --------
     def _uri_of(self, context: dg.OutputContext) -> str:
-        """The table an output (an asset's, or an op's) is stored in."""
-        return self.uri_for(output_path(context), context.definition_metadata)
+        """The table an output (an asset's, or an op's) is stored in (declared in a Lance Namespace
+        on its first write)."""
+        return self.uri_for(output_path(context), context.definition_metadata, create=True)
 
     @property
     def table_storage_options(self) -> dict[str, str] | None:
         """The storage options every table of this IO manager is opened with."""
         return engine.storage_options_of(self.storage_options)
-
-    def table_name(self, asset_key: dg.AssetKey | Sequence[str],
-                   definition_metadata: Mapping[str, Any] | None = None) -> str:
-        """``dagster/table_name`` of a key's table: its location (unique across lakes)."""
-        return table_name_of(self.uri_for(asset_key, definition_metadata))
 
     def _properties(self, context: dg.OutputContext) -> dict[str, str]:
         if context.has_asset_key:
@@ -333,7 +308,7 @@ class LanceIOManager(dg.ConfigurableIOManager):
             return
         try:
             meta = write_output(context, self._writer(obj, uri, settings, props), uri, settings, keys,
-                                table_name=table_name_of(uri),
+                                table_name=self.table_name_at(output_path(context), context.definition_metadata, uri),
                                 storage_options=self.table_storage_options, transaction_properties=props)
         except LanceError as exc:
             raise exc.with_context(table=uri)
@@ -370,7 +345,8 @@ class LanceIOManager(dg.ConfigurableIOManager):
                                       context.output_metadata, key=wap.PUBLISH_REBASE),
             )
             meta = write_output(context, self._writer(obj, engine.location_of(branch), settings, props),
-                                engine.location_of(branch), settings, keys, table_name=table_name_of(uri),
+                                engine.location_of(branch), settings, keys,
+                                table_name=self.table_name_at(output_path(context), context.definition_metadata, uri),
                                 storage_options=storage, transaction_properties=props)
             written = engine.open_branch(uri, wap.audit_branch_name(context.run_id), storage_options=storage)
         except LanceError as exc:
@@ -519,7 +495,10 @@ class LanceIOManager(dg.ConfigurableIOManager):
                 f"input {context.name!r} has no upstream output to load (LanceIOManager loads asset and op outputs)"
             )
         upstream_meta = upstream.definition_metadata
-        uri = self.uri_for(output_path(upstream), upstream_meta)
+        try:
+            uri = self.uri_for(output_path(upstream), upstream_meta)
+        except DatasetNotFoundError as exc:  # a Lance Namespace without the table
+            raise DatasetNotFoundError(f"{exc.reason} (was {'/'.join(output_path(upstream))} materialized?)") from exc
         annotation = context.dagster_type.typing_type
         if context.has_asset_partitions and not context.asset_partition_keys:
             # A partition mapping that maps to no upstream partition (the first partition of an

@@ -43,6 +43,7 @@ from lance_assets.metadata import (
     column_schema,
     table_name_of,
 )
+from lance_assets.namespace import catalog_config, resolve_table
 
 DATA_VERSION_TAG = "dagster/data_version"
 KIND_TAG = "dagster/kind/lance"
@@ -59,6 +60,8 @@ class LanceTableWatch:
     add one key per version to (runs mode). ``assets``: what to run per version (runs mode).
     ``asset_key``: the asset to observe (observe mode). ``storage_options``: object-store
     settings (Lance's keys) for an object-store table (``s3://``, ``gs://``, ``az://``).
+    ``namespace``: a Lance Namespace config; ``uri`` is then the table's dotted id, located at
+    each tick (see :meth:`in_namespace`).
     """
 
     name: str
@@ -67,6 +70,22 @@ class LanceTableWatch:
     assets: Sequence[Any] = field(default_factory=tuple)
     asset_key: dg.AssetKey | None = None
     storage_options: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
+    namespace: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def in_namespace(cls, name: str, namespace: Mapping[str, Any], table_id: str | Sequence[str],
+                     **kwargs: Any) -> LanceTableWatch:
+        """A watch of table ``table_id`` (``"sales.orders"``) of a Lance Namespace (a config such as
+        ``{"impl": "dir", "root": ...}``); before its first write the table has no versions."""
+        config = catalog_config(namespace)
+        if config is None:
+            raise ValueError(f"watch {name!r}: namespace must be a Lance Namespace config with 'impl'")
+        table = table_id if isinstance(table_id, str) else ".".join(table_id)
+        return cls(name=name, uri=table, namespace=config, **kwargs)
+
+    def location(self) -> str | None:
+        """Where the table is now (None: a namespace table not written yet)."""
+        return resolve_table(self.uri, self.namespace, storage_options=self.storage_options)
 
 
 def _asset_keys(assets: Sequence[Any]) -> list[dg.AssetKey]:
@@ -204,7 +223,10 @@ def lance_version_sensor(
         seen: list[str] = []
         for watch in watches:
             after = cursor.get(watch.name, start_after_version)
-            table = engine.table_versions(watch.uri, storage_options=watch.storage_options)
+            location = watch.location()
+            if location is None:
+                continue
+            table = engine.table_versions(location, storage_options=watch.storage_options)
             found = table.after(after, limit=max_versions_per_tick)
             if not found.versions:
                 continue

@@ -26,6 +26,10 @@ Example (``defs.yaml``)::
                    index_present: true, max_unindexed_rows: 0}
           indices: [{column: order_id, type: BTREE}, {column: status, type: BITMAP}]
           change_feed: {partitions: orders_versions, consumers: [order_totals]}
+
+With ``namespace: {impl: dir, root: /data/catalog}`` (or the same as ``io_manager.settings.namespace``) the tables are
+those of a Lance Namespace (key ``sales/orders`` is table ``sales.orders``,
+:mod:`lance_assets.namespace`): their checks and sensors locate them when they run.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from lance_assets.maintenance import (
     build_lance_maintenance_assets,
     lance_maintenance_job,
 )
-from lance_assets.metadata import table_definition_metadata
+from lance_assets.metadata import TABLE_NAME, table_definition_metadata
 from lance_assets.resources import LanceTableResource, SparkSessionConfig, SparkSessionResource
 from lance_assets.sensors import LanceTableWatch, lance_version_sensor, observable_lance_table
 
@@ -158,6 +162,9 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
     base_uri: str = Field(description="Directory or URI under which the IO manager stores tables")
     storage_options: dict[str, str] = Field(default_factory=dict, description="Object-store options (Lance keys)")
     io_manager: IOManagerModel = Field(default_factory=IOManagerModel)
+    namespace: dict[str, str] | None = Field(
+        default=None, description="A Lance Namespace ({impl: dir, root: ...}) whose tables the IO manager stores "
+                                  "the assets in (key a/b: table a.b); null: tables under base_uri")
     table_resource_key: str | None = Field(default="lance", description="Resource key of a LanceTableResource "
                                                                         "on base_uri (null: none)")
     spark: SparkModel | None = None
@@ -166,13 +173,15 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
     tables: list[TableModel] = Field(default_factory=list)
     maintenance: MaintenanceModel | None = None
 
-    def build_io_manager(self, uris: dict[str, str] | None = None) -> LanceIOManager:
+    def build_io_manager(self, uris: dict[str, str | None] | None = None) -> LanceIOManager:
         """The IO manager; ``uris`` (table key -> URI, as :meth:`build_defs` resolves them) place
         the tables' change feeds, else a table is its ``uri`` or its key under ``base_uri``."""
         spark = None
         if self.spark is not None:
             spark = SparkSessionConfig(master=self.spark.master, app_name=self.spark.app_name, conf=self.spark.conf)
         settings = dict(self.io_manager.settings)
+        if self.namespace:
+            settings["namespace"] = dict(self.namespace)
         # The tables' change feeds, so the IO manager's maintenance policy keeps the versions their
         # unfinished partitions need even where the run's code location is not at hand.
         feeds = [LanceChangeFeedConsumers(table=(uris or {}).get(table.key) or table.uri or table.key,
@@ -187,7 +196,7 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
             settings["maintenance_change_feeds"] = [*settings.get("maintenance_change_feeds", []), *feeds]
         return LanceIOManager(base_uri=self.base_uri, storage_options=self.storage_options, spark=spark, **settings)
 
-    def build_resources(self, uris: dict[str, str] | None = None) -> dict[str, Any]:
+    def build_resources(self, uris: dict[str, str | None] | None = None) -> dict[str, Any]:
         resources: dict[str, Any] = {self.io_manager.key: self.build_io_manager(uris)}
         if self.table_resource_key:
             resources[self.table_resource_key] = LanceTableResource(base_uri=self.base_uri,
@@ -201,13 +210,15 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
         io_manager = self.build_io_manager()
         module_defs = self._module_defs(io_manager)
         definition_metadata = {spec.key: spec.metadata for spec in _asset_specs(module_defs)}
-        uris = {}
+        uris: dict[str, str | None] = {}
         for table in self.tables:
             key = dg.AssetKey.from_user_string(table.key)
-            uris[table.key] = table.uri or io_manager.uri_for(key, definition_metadata.get(key))
+            # a Lance Namespace table is located when used (it may not be written yet): None here
+            in_catalog = table.uri is None and io_manager.table_id(key, definition_metadata.get(key)) is not None
+            uris[table.key] = table.uri or (None if in_catalog else io_manager.uri_for(key, definition_metadata.get(key)))
         assets: list[Any] = [self._observed(table, uris[table.key]) for table in self.tables if table.observe]
         checks = self._checks(uris)
-        watches = self._watches(uris)
+        watches = self._watches(uris, io_manager)
         sensors = [
             lance_version_sensor(
                 [watch for watch, _ in group], name=name,
@@ -253,6 +264,9 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
         def with_location(spec: dg.AssetSpec) -> dg.AssetSpec:
             if spec.key not in stored:
                 return spec
+            if io_manager.table_id(spec.key, spec.metadata) is not None:  # a Lance Namespace table: its id
+                return spec.merge_attributes(metadata={TABLE_NAME: io_manager.table_name(spec.key, spec.metadata)}
+                                             if TABLE_NAME not in spec.metadata else {})
             uri = io_manager.uri_for(spec.key, spec.metadata)
             return spec.merge_attributes(metadata={k: v for k, v in table_definition_metadata(uri).items()
                                                    if k not in spec.metadata})
@@ -263,13 +277,16 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
         others = [a for a in assets if not isinstance(a, (dg.AssetsDefinition, dg.AssetSpec))]
         return dagster_shared.record.replace(defs, assets=[*mapped, *others])
 
-    def _observed(self, table: TableModel, uri: str) -> Any:
+    def _observed(self, table: TableModel, uri: str | None) -> Any:
+        if uri is None:
+            raise ValueError(f"table {table.key!r}: observe needs the table's uri (it is a Lance Namespace "
+                                    f"table, located only when used)")
         return observable_lance_table(table.key.split("/"), uri, description=table.description,
                                       group_name=table.group_name,
                                       storage_options=self.storage_options or None,
                                       metadata=table_definition_metadata(uri))
 
-    def _checks(self, uris: dict[str, str]) -> list[dg.AssetChecksDefinition]:
+    def _checks(self, uris: dict[str, str | None]) -> list[dg.AssetChecksDefinition]:
         checks: list[dg.AssetChecksDefinition] = []
         schema_change_keys: list[dg.AssetKey] = []
         for table in self.tables:
@@ -278,21 +295,22 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
                 continue
             key = dg.AssetKey.from_user_string(table.key)
             uri = uris[table.key]
+            located: dict[str, Any] = {"uri": uri} if uri is not None else {"resource_key": self.io_manager.key}
             if spec.min_rows is not None or spec.max_rows is not None:
-                checks.append(lance_row_count_check(key, min_rows=spec.min_rows, max_rows=spec.max_rows, uri=uri,
+                checks.append(lance_row_count_check(key, min_rows=spec.min_rows, max_rows=spec.max_rows, **located,
                                                     blocking=spec.blocking))
             if spec.schema_unchanged:
-                checks.append(lance_schema_change_check(key, uri=uri, blocking=spec.blocking))
+                checks.append(lance_schema_change_check(key, **located, blocking=spec.blocking))
             if spec.max_age_seconds is not None:
                 checks.append(lance_version_freshness_check(key, max_age=dt.timedelta(seconds=spec.max_age_seconds),
-                                                            uri=uri, blocking=spec.blocking))
+                                                            **located, blocking=spec.blocking))
             if spec.index_present:
                 declared = [index.model_dump() for index in table.indices]
-                checks.append(lance_index_present_check(key, declared, uri=uri, blocking=spec.blocking))
+                checks.append(lance_index_present_check(key, declared, **located, blocking=spec.blocking))
             if spec.max_unindexed_rows is not None or spec.max_unindexed_fraction is not None:
                 checks.append(lance_index_coverage_check(
                     key, max_unindexed_rows=spec.max_unindexed_rows, max_unindexed_fraction=spec.max_unindexed_fraction,
-                    uri=uri, blocking=spec.blocking))
+                    **located, blocking=spec.blocking))
             if spec.column_schema_change:
                 schema_change_keys.append(key)
         if schema_change_keys:
@@ -300,23 +318,29 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
                 checks.extend(dg.build_column_schema_change_checks(assets=schema_change_keys))
         return checks
 
-    def _watches(self, uris: dict[str, str]) -> dict[str, list[tuple[LanceTableWatch, ChangeFeedModel]]]:
+    def _watches(self, uris: dict[str, str | None], io_manager: LanceIOManager,
+                 ) -> dict[str, list[tuple[LanceTableWatch, ChangeFeedModel]]]:
         groups: dict[str, list[tuple[LanceTableWatch, ChangeFeedModel]]] = defaultdict(list)
         for table in self.tables:
             feed = table.change_feed
             if feed is None:
                 continue
             name = _table_name(table)
-            watch = LanceTableWatch(
-                name=name, uri=uris[table.key],
-                partitions_def=dg.DynamicPartitionsDefinition(name=feed.partitions),
-                assets=[dg.AssetKey.from_user_string(k) for k in feed.consumers],
-                storage_options=self.storage_options or None,
-            )
+            common: dict[str, Any] = dict(partitions_def=dg.DynamicPartitionsDefinition(name=feed.partitions),
+                                          assets=[dg.AssetKey.from_user_string(k) for k in feed.consumers],
+                                          storage_options=self.storage_options or None)
+            uri = uris[table.key]
+            if uri is None:  # a Lance Namespace table, located at each tick
+                key = dg.AssetKey.from_user_string(table.key)
+                assert io_manager.catalog is not None
+                table_id = io_manager.table_id(key) or list(key.path)
+                watch = LanceTableWatch.in_namespace(name, io_manager.catalog, table_id, **common)
+            else:
+                watch = LanceTableWatch(name=name, uri=uri, **common)
             groups[feed.sensor or f"{name}_versions_sensor"].append((watch, feed))
         return dict(groups)
 
-    def _maintained(self, uris: dict[str, str],
+    def _maintained(self, uris: dict[str, str | None],
                     watches: dict[str, list[tuple[LanceTableWatch, ChangeFeedModel]]]) -> list[MaintainedTable]:
         by_name = {watch.name: watch for group in watches.values() for watch, _ in group}
         maintained: list[MaintainedTable] = []
@@ -324,10 +348,11 @@ class LanceTablesComponent(dg.Component, dg.Resolvable, dg.Model):
             if not table.maintain:
                 continue
             name = _table_name(table)
-            if name in by_name:  # keep the versions the change feed's consumers still need
+            uri = uris[table.key]
+            if name in by_name and by_name[name].namespace is None:  # keep the versions its change feed needs
                 maintained.append(by_name[name])
-            elif table.uri is not None or table.observe:
-                maintained.append(uris[table.key])
+            elif uri is not None and (table.uri is not None or table.observe):
+                maintained.append(uri)
             else:
                 maintained.append(dg.AssetKey.from_user_string(table.key))
         return maintained

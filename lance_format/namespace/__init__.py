@@ -19,8 +19,10 @@ from lance_namespace import LanceNamespace
 
 from lance_format.namespace.directory import DirectoryNamespace
 from lance_format.namespace.rest import RestNamespace
+from lance_format.namespace.tables import TableLocation, connect_namespace, locate_table, table_id_parts
 
-__all__ = ["DirectoryNamespace", "DynamicContextProvider", "LanceNamespace", "RestNamespace", "register"]
+__all__ = ["DirectoryNamespace", "DynamicContextProvider", "LanceNamespace", "RestNamespace", "TableLocation",
+           "connect_namespace", "locate_table", "register", "table_id_parts"]
 
 
 def __getattr__(name: str) -> object:

@@ -39,6 +39,12 @@ with ``startingVersion`` (inclusive) / ``endingVersion``. Streams: ``readStream`
 (:mod:`lance_format.spark.streaming_source`, :mod:`lance_format.spark.streaming_sink`). SQL:
 ``CREATE TABLE t USING lance OPTIONS (path '...')`` (:mod:`lance_format.spark.catalog_tables`).
 
+Catalogs (reads, writes, streams): ``namespace.impl`` (``dir``, ``rest`` or a class path), the
+namespace's properties as ``namespace.<key>`` (``namespace.root``, ``namespace.uri``,
+``namespace.headers.<Name>``, ``namespace.storage.<key>``) and ``table_id`` (``sales.orders``)
+address a Lance Namespace table instead of a path; a write declares a missing table
+(:mod:`lance_format.spark.namespace_options`).
+
 Storage options (reads and writes): every option named ``storage.<key>`` passes ``<key>`` to
 the object store with Lance's keys, e.g. ``.option("storage.aws_endpoint", "http://...")``,
 ``.option("storage.aws_region", "us-east-1")``, ``.option("storage.allow_http", "true")``.
@@ -80,6 +86,7 @@ from lance_format.spark.changes import ChangeSpec, plan_changes, version_changes
 from lance_format.spark.coalesce import StagedOutput, coalescing_from_options
 from lance_format.spark.common import CommitResult
 from lance_format.spark.compaction import compact_after_write, compaction_from_options
+from lance_format.spark.namespace_options import resolve_options
 from lance_format.spark.pushed_filters import (
     PUSHDOWN_CONF,
     filter_sql,
@@ -412,10 +419,15 @@ class LanceDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
+    def _located(self, *, create: bool) -> Any:
+        """The options, a namespace table resolved to its path (kept: resolving is done once)."""
+        self.options = resolve_options(self.options, create=create)
+        return self.options
+
     def schema(self) -> Any:
         # each planning call ends with the worker's full gc.collect(): see worker_heap
         freeze_imported_objects()
-        options = self.options
+        options = self._located(create=False)
         if is_catalog_creation(options):  # CREATE TABLE ... USING lance: keep the table's options
             table = table_options(options)
             declared = declared_schema(options)
@@ -426,6 +438,7 @@ class LanceDataSource(DataSource):
 
     def reader(self, schema: Any) -> LanceReader | EmptyReader:
         freeze_imported_objects()
+        self._located(create=False)
         options = resolved_options(self.options, schema)
         if options is not self.options and not _exists(options):
             return EmptyReader()  # a catalog table before its first INSERT
@@ -435,6 +448,7 @@ class LanceDataSource(DataSource):
 
     def writer(self, schema: Any, overwrite: bool) -> LanceWriter:
         freeze_imported_objects()
+        self._located(create=True)
         options = resolved_options(self.options, schema)
         if options is not self.options:  # INSERT into a catalog table: its columns are nullable
             schema = nullable_columns(schema)
@@ -443,11 +457,13 @@ class LanceDataSource(DataSource):
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:
         from lance_format.spark.streaming_sink import LanceStreamWriter
 
+        self._located(create=True)
         return LanceStreamWriter(resolved_options(self.options, schema), without_table_options(schema), overwrite)
 
     def streamReader(self, schema: Any) -> Any:
         from lance_format.spark.streaming_source import LanceStreamReader
 
+        self._located(create=False)
         return LanceStreamReader(resolved_options(self.options, schema), schema)
 
 

@@ -35,6 +35,7 @@ from lance_format.dataset.scan import plan_scan
 from lance_format.errors import InvalidInputError
 from lance_format.io import ObjectStore
 from lance_format.spark.common import pack_options, parallelism, table_location, use_driver_python
+from lance_format.spark.namespace_options import located_table
 from lance_format.spark.tasks import ScanSpec, Split, arrow_schema_to_bytes, manifest_identity, read_task
 from lance_format.spark.types import spark_arrow_schema, spark_schema
 from lance_format.table.deletion import live_row_count
@@ -228,7 +229,7 @@ def dataframe_of(spark: Any, plan: ReadPlan) -> Any:
 
 def read_dataframe(
     spark: Any,
-    uri: str | os.PathLike[str] | ObjectStore,
+    uri: str | os.PathLike[str] | ObjectStore | None = None,
     *,
     version: int | str | None = None,
     columns: Sequence[str] | None = None,
@@ -238,6 +239,8 @@ def read_dataframe(
     rows_per_split: int = DEFAULT_ROWS_PER_SPLIT,
     batch_size: int | None = None,
     storage_options: Mapping[str, str] | None = None,
+    namespace: Any = None,
+    table_id: str | Sequence[str] | None = None,
 ) -> Any:
     """A version of the table at ``uri`` as a DataFrame read by the executors.
 
@@ -267,6 +270,9 @@ def read_dataframe(
     storage_options
         Object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables,
         shipped to the executors.
+    namespace, table_id
+        Instead of ``uri``: a Lance Namespace (a ``LanceNamespace`` client or a config such as
+        ``{"impl": "dir", "root": "/data/catalog"}``) and the table's id (``"sales.orders"``).
 
     Returns
     -------
@@ -276,12 +282,13 @@ def read_dataframe(
     Raises
     ------
     DatasetNotFoundError
-        There is no table at ``uri``.
+        There is no table at ``uri`` (or ``table_id`` in the namespace).
     VersionNotFoundError
         ``version`` does not exist.
     InvalidInputError
         An unknown column or an invalid filter.
     """
+    uri, storage_options = located_table(uri, namespace, table_id, create=False, storage_options=storage_options)
     plan = plan_read(uri, version=version, columns=columns, filter=filter, with_row_id=with_row_id,
                      with_row_address=with_row_address, target_splits=parallelism(spark),
                      rows_per_split=rows_per_split, batch_size=batch_size, storage_options=storage_options)

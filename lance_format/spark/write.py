@@ -22,7 +22,7 @@ appears. The Python data source (:mod:`lance_format.spark.datasource`) reuses th
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,6 +61,7 @@ from lance_format.spark.common import (
     translate_task_error,
 )
 from lance_format.spark.compaction import auto_compaction, compact_after_write
+from lance_format.spark.namespace_options import located_table
 from lance_format.spark.tasks import (
     FRAGMENT_DDL,
     ROW_ID_COLUMN,
@@ -295,7 +296,7 @@ def run_write_job(df: Any, plan: WritePlan, *, split_rewritten: bool = False,
 
 def write_dataframe(
     df: Any,
-    uri: str | os.PathLike[str],
+    uri: str | os.PathLike[str] | None = None,
     *,
     mode: str = "create",
     replace_where: str | None = None,
@@ -312,6 +313,8 @@ def write_dataframe(
     data_storage_version: str | None = None,
     fixed_size_lists: Mapping[str, int] | None = None,
     storage_options: Mapping[str, str] | None = None,
+    namespace: Any = None,
+    table_id: str | Sequence[str] | None = None,
 ) -> CommitResult:
     """Write a Spark DataFrame as one new version of the Lance table at ``uri``.
 
@@ -365,6 +368,11 @@ def write_dataframe(
     storage_options
         Object-store settings (Lance's keys) for ``s3://``, ``gs://`` or ``az://`` tables; they
         are shipped to the executors, which open the table themselves.
+    namespace, table_id
+        Instead of ``uri``: a Lance Namespace (a ``LanceNamespace`` client or a config such as
+        ``{"impl": "dir", "root": "/data/catalog"}``) and the table's id (``"sales.orders"`` or
+        ``["sales", "orders"]``). A missing table is declared in the namespace (its parent
+        namespaces created) before the write.
 
     Returns
     -------
@@ -399,6 +407,7 @@ def write_dataframe(
     >>> read_dataframe(spark, uri).orderBy("id").collect()[1].name
     'bo'
     """
+    uri, storage_options = located_table(uri, namespace, table_id, create=True, storage_options=storage_options)
     plan = plan_write(
         df.schema, uri, mode=mode, replace_where=replace_where, schema_mode=schema_mode,
         enable_stable_row_ids=enable_stable_row_ids, max_rows_per_file=max_rows_per_file,
