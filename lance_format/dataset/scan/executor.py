@@ -47,6 +47,7 @@ from lance_format.dataset.scan_stats import ScanCounts
 from lance_format.dataset.sql.filter import matching_rows
 from lance_format.errors import CorruptFileError
 from lance_format.io.threads import map_ordered
+from lance_format.schema import LanceSchema
 from lance_format.schema.extensions import as_extension_arrays, with_extension_types
 
 if TYPE_CHECKING:
@@ -82,8 +83,10 @@ class ScanExecutor:
         self._narrowed: set[int] = set()  # id() of the parts read at an index step's candidate rows
 
     # -- 1. read ---------------------------------------------------------------------------------
-    def _read_tasks(self, part: FragmentRange, columns: ColumnSet, threaded: bool, **read: Any) -> Iterator[_Task]:
-        """One task per batch of ``part``'s rows (the index step's candidates, when it has some)."""
+    def _read_tasks(self, part: FragmentRange, columns: ColumnSet, threaded: bool,
+                    narrowed_columns: ColumnSet | None = None, **read: Any) -> Iterator[_Task]:
+        """One task per batch of ``part``'s rows (the index step's candidates, when it has some:
+        then ``narrowed_columns`` are read, when given, instead of ``columns``)."""
         fragment = part.fragment
         plan = self.plan
         candidates = plan.index.candidates(fragment) if plan.index is not None else None
@@ -94,6 +97,7 @@ class ScanExecutor:
             return
         # candidate rows: the live ones (in the range) are taken by offset, a batch at a time
         self._narrowed.add(id(part))
+        columns = narrowed_columns or columns
         offsets = np.asarray(candidates, dtype=np.uint64)
         offsets = offsets[offsets < fragment.physical_rows]
         keep = fragment._keep_mask  # None: no deleted rows (intersecting with every live offset
@@ -108,7 +112,7 @@ class ScanExecutor:
             yield part, partial(_locked, lock, take)
 
     def _decoded(self, columns: ColumnSet, finish: Callable[[FragmentRange, pa.RecordBatch], _T],
-                 **read: Any) -> Iterator[tuple[FragmentRange, _T]]:
+                 narrowed_columns: ColumnSet | None = None, **read: Any) -> Iterator[tuple[FragmentRange, _T]]:
         """``finish(part, batch)`` for every batch of every fragment, ``batch_readahead`` of them
         decoded (and finished) at once across fragment edges (from ``fragment_readahead``
         fragments at most, when given), in table order unless ``scan_in_order=False``."""
@@ -124,7 +128,7 @@ class ScanExecutor:
         def tasks() -> Iterator[_Task]:
             for part in plan.fragments:
                 self.counts.fragments += 1
-                yield from self._read_tasks(part, columns, threaded, **read)
+                yield from self._read_tasks(part, columns, threaded, narrowed_columns, **read)
 
         def run(item: _Task) -> tuple[FragmentRange, _T]:
             part, task = item
@@ -182,7 +186,8 @@ class ScanExecutor:
         The filter columns are read and filtered ``batch_readahead`` batches at once. Passing
         rows of several batches of a fragment are gathered (up to a batch) before their other
         columns are taken, so a selective filter costs one take per output batch, not per
-        input batch.
+        input batch. The few candidate rows an index step names are taken with every column at
+        once (one take instead of two; the filter then runs on them).
         """
         plan = self.plan
         assert plan.filter is not None and plan.late is not None  # planned together
@@ -194,9 +199,21 @@ class ScanExecutor:
         pending: list[pa.RecordBatch] = []  # passing rows' filter columns, not yet completed
         pending_rows = 0
         pending_part: FragmentRange | None = None
-        for part, (batch, passing) in self._decoded(plan.late.first, passing_rows):
+        first, rest_columns = plan.late.first, plan.late.rest
+        together = ColumnSet(LanceSchema([*first.schema.fields, *rest_columns.schema.fields], first.schema.metadata),
+                             tuple(dict.fromkeys(first.system + rest_columns.system)))
+        order = list(dict.fromkeys(first.names + rest_columns.names))  # the columns of _taken's batches
+        for part, (batch, passing) in self._decoded(first, passing_rows, narrowed_columns=together):
             self.counts.rows += batch.num_rows
             if not len(passing):
+                continue
+            if id(part) in self._narrowed:  # index candidates, read with every column
+                if pending:
+                    assert pending_part is not None  # set with pending
+                    yield self._taken(pending_part.fragment, pending, rest)
+                    pending, pending_rows = [], 0
+                kept = batch if len(passing) == batch.num_rows else batch.take(passing)
+                yield pa.RecordBatch.from_pydict({name: kept.column(name) for name in order})
                 continue
             # most rows pass: reading the batch's range in order beats taking its rows (not when
             # an index chose the rows: they are not a range)
