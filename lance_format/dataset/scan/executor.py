@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 _OFFSET_MASK = np.uint64(0xFFFFFFFF)
+INLINE_CANDIDATES = 1024  # index candidates (in all) up to which a scan does not use the decode pool
 _Task = tuple[FragmentRange, Callable[[], pa.RecordBatch]]
 
 
@@ -123,6 +124,8 @@ class ScanExecutor:
             batch_bytes = plan.fragments[0].fragment.stored_bytes_per_row(columns.schema) * plan.batch_size
             if batch_bytes > 0:
                 depth = max(1, min(depth, int(plan.io_buffer_size // batch_bytes)))
+        if depth > 1 and self._few_candidates():
+            depth = 1  # a handful of rows: handing them to the decode pool costs more than taking them
         threaded = depth > 1
 
         def tasks() -> Iterator[_Task]:
@@ -136,6 +139,22 @@ class ScanExecutor:
 
         return map_ordered(run, tasks(), depth, ordered=plan.in_order, group=_fragment_of,
                            max_groups=plan.fragment_readahead)
+
+    def _few_candidates(self) -> bool:
+        """Whether the index step narrows every fragment to at most :data:`INLINE_CANDIDATES`
+        rows in all (then the scan runs on the calling thread)."""
+        index = self.plan.index
+        if index is None:
+            return False
+        total = 0
+        for part in self.plan.fragments:
+            candidates = index.candidates(part.fragment)
+            if candidates is None:
+                return False
+            total += len(candidates)
+            if total > INLINE_CANDIDATES:
+                return False
+        return True
 
     # -- 2. filter -------------------------------------------------------------------------------
     def rows(self) -> Iterator[pa.RecordBatch]:

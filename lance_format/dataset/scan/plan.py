@@ -49,7 +49,7 @@ from lance_format.dataset.scan_options import (
     orderings,
     readahead_of,
 )
-from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
+from lance_format.dataset.sql.filter import compile_filter, referenced_columns, to_expression, to_value_expression
 from lance_format.errors import InvalidInputError
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import is_blob_field, read_arrow_schema
@@ -312,8 +312,12 @@ def plan_scan(
     if offset is not None and offset < 0:
         raise InvalidInputError(f"Offset must be non-negative, got {offset}", table=uri)
     keys = orderings(order_by, table=uri)
-    condition = to_expression(filter, known) if filter is not None else None
-    used = referenced_columns(condition, known) if condition is not None else []
+    if isinstance(filter, str):
+        condition, found = compile_filter(filter, known)  # translated once per text and schema
+        used = list(found)
+    else:
+        condition = to_expression(filter, known) if filter is not None else None
+        used = referenced_columns(condition, known) if condition is not None else []
     needed += [n for n in used if n not in needed]
     for key in keys:
         if key.column_name not in known.names and key.column_name != ROW_OFFSET:
