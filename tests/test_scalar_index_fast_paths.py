@@ -131,3 +131,21 @@ def test_plan_scan_index_with_row_ranges(uri):
         assert got.num_rows and got.equals(want)
         offsets = np.asarray(got["_rowaddr"]) & 0xFFFFFFFF
         assert offsets.min() >= 100 and offsets.max() < 700
+
+
+def test_compile_filter_translates_once_and_keeps_clock_filters_fresh():
+    from lance_format.dataset.sql.filter import compile_filter, referenced_columns, to_expression
+    from lance_format.errors import InvalidInputError
+
+    schema = pa.schema([("k", pa.int64()), ("host", pa.string()), ("ts", pa.timestamp("us")), ("_rowid", pa.uint64())])
+    sql = "host LIKE 'https://%' AND k > 3 OR _rowid = 2"
+    first, columns = compile_filter(sql, schema)
+    assert compile_filter(sql, schema)[0] is first  # cached
+    assert first.equals(to_expression(sql, schema))
+    assert list(columns) == referenced_columns(sql, schema) == ["k", "host", "_rowid"]
+    clock = "ts < now()"
+    assert compile_filter(clock, schema)[0] is not compile_filter(clock, schema)[0]
+    with pytest.raises(InvalidInputError, match="Invalid user input"):
+        compile_filter("k >", schema)
+    with pytest.raises(InvalidInputError):
+        compile_filter("nope = 1", schema)
