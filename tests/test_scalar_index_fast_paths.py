@@ -149,3 +149,19 @@ def test_compile_filter_translates_once_and_keeps_clock_filters_fresh():
         compile_filter("k >", schema)
     with pytest.raises(InvalidInputError):
         compile_filter("nope = 1", schema)
+
+
+def test_small_pages_read_page_by_page_answer_like_a_scan(tmp_path):
+    """Pages of 64 rows: a point or small IN query reads a few pages (not the whole segment)."""
+    rng = np.random.default_rng(5)
+    table = pa.table({"k": pa.array(rng.integers(-50, 50, N), mask=np.arange(N) % 41 == 0),
+                      "s": pa.array([f"user{i}@example.org" for i in range(N)])})
+    path = str(tmp_path / "t.lance")
+    lance.write_dataset(table, path, max_rows_per_file=1000)
+    lance_format.dataset(path).create_scalar_index("k", "BTREE", batch_size=64)
+    theirs = lance.dataset(path)
+    for sql in ["k = 7", "k IN (-50, 3, 3)", "k > 48", "k >= -1 AND k <= 1", "k = 7 AND s LIKE 'user1%'"]:
+        ds = lance_format.dataset(path)
+        got = ds.to_table(filter=sql, with_row_id=True)
+        assert got.equals(ds.to_table(filter=sql, with_row_id=True, use_scalar_index=False)), sql
+        assert got.equals(theirs.to_table(filter=sql, with_row_id=True)), sql

@@ -37,6 +37,7 @@ DEFAULT_BATCH_SIZE = 4096
 # rows of pages kept in memory per segment once read (pylance keeps them in its index cache):
 # 16M rows is 256 MiB of int64 values and ids; a segment this size is kept whole once mostly read
 _CACHED_ROWS = 1 << 24
+_WHOLE_FRACTION = 8  # a search needing more than 1/8 of the pages of a segment that fits reads it all
 
 
 def supports_value_type(data_type: pa.DataType) -> bool:
@@ -233,10 +234,12 @@ class BTreeIndex(ScalarIndex):
 
     def _read_pages_locked(self, pages: np.ndarray) -> pa.Table:
         data = self._data
-        if data is None and len(pages) * 2 > len(self._pages):
-            # most of the file: one sequential read beats many scattered ones (kept when it fits)
+        fits = self._rows <= _CACHED_ROWS
+        if data is None and len(pages) * (_WHOLE_FRACTION if fits else 2) > len(self._pages):
+            # much of the file: one sequential read beats many scattered ones (and, kept when it
+            # fits, later searches are binary searches of memory)
             data = self._store.read_table(PAGE_DATA)
-            if self._rows <= _CACHED_ROWS:
+            if fits:
                 self._keep(data)
         if data is not None:
             if not len(pages):
