@@ -82,6 +82,7 @@ class ScanExecutor:
         self.plan = plan
         self.counts = counts if counts is not None else ScanCounts()
         self._narrowed: set[int] = set()  # id() of the parts read at an index step's candidate rows
+        self._asked: dict[int, np.ndarray | None] = {}  # the index step's answer per fragment id
 
     # -- 1. read ---------------------------------------------------------------------------------
     def _read_tasks(self, part: FragmentRange, columns: ColumnSet, threaded: bool,
@@ -90,7 +91,7 @@ class ScanExecutor:
         then ``narrowed_columns`` are read, when given, instead of ``columns``)."""
         fragment = part.fragment
         plan = self.plan
-        candidates = plan.index.candidates(fragment) if plan.index is not None else None
+        candidates = self._candidates(fragment)
         if candidates is None:
             for task in fragment.batch_tasks(columns.schema, list(columns.system), plan.batch_size,
                                              row_range=part.row_range, threads=threaded, **read):
@@ -140,15 +141,24 @@ class ScanExecutor:
         return map_ordered(run, tasks(), depth, ordered=plan.in_order, group=_fragment_of,
                            max_groups=plan.fragment_readahead)
 
+    def _candidates(self, fragment: LanceFragment) -> np.ndarray | None:
+        """The index step's answer for ``fragment`` (asked once per fragment and run)."""
+        index = self.plan.index
+        if index is None:
+            return None
+        key = fragment.fragment_id
+        if key not in self._asked:
+            self._asked[key] = index.candidates(fragment)
+        return self._asked[key]
+
     def _few_candidates(self) -> bool:
         """Whether the index step narrows every fragment to at most :data:`INLINE_CANDIDATES`
         rows in all (then the scan runs on the calling thread)."""
-        index = self.plan.index
-        if index is None:
+        if self.plan.index is None:
             return False
         total = 0
         for part in self.plan.fragments:
-            candidates = index.candidates(part.fragment)
+            candidates = self._candidates(part.fragment)
             if candidates is None:
                 return False
             total += len(candidates)
