@@ -10,7 +10,6 @@ pylance's methods around them: statistics callbacks, ``head``, ``explain_plan`` 
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,6 @@ import pyarrow.compute as pc
 
 from lance_format.dataset.arrow_interop import ArrowScannerBase
 from lance_format.dataset.fragment import LanceFragment
-from lance_format.dataset.index_scan import IndexScanPlan
 from lance_format.dataset.scan.executor import ScanExecutor
 from lance_format.dataset.scan.explain import explain
 from lance_format.dataset.scan.plan import DEFAULT_BATCH_SIZE, PYLANCE_BATCH_SIZE, ScanPlan, plan_scan
@@ -78,11 +76,6 @@ class LanceScanner(ArrowScannerBase):
             dataset, columns=columns, filter=filter, limit=limit, offset=offset, with_row_id=with_row_id,
             with_row_address=with_row_address, batch_size=batch_size, fragments=fragments, order_by=order_by,
             strict_batch_size=strict_batch_size, include_deleted_rows=include_deleted_rows, options=options)
-        if isinstance(filter, str) and options.get("use_scalar_index") is not False and not include_deleted_rows:
-            # the index step: scalar indices narrow the covered fragments to candidate rows
-            step = IndexScanPlan.build(dataset, filter, dataset.schema, [p.fragment for p in self.plan.fragments])
-            if step is not None:
-                self.plan = dataclasses.replace(self.plan, index=step)
         self._counts = ScanCounts()
 
     def _executor(self) -> ScanExecutor:

@@ -47,6 +47,7 @@ from lance_format.dataset.scan_stats import ScanCounts
 from lance_format.dataset.sql.filter import matching_rows
 from lance_format.errors import CorruptFileError
 from lance_format.io.decode_pool import map_ordered
+from lance_format.schema import LanceSchema
 from lance_format.schema.extensions import as_extension_arrays, with_extension_types
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 _OFFSET_MASK = np.uint64(0xFFFFFFFF)
+INLINE_CANDIDATES = 1024  # index candidates (in all) up to which a scan does not use the decode pool
 _Task = tuple[FragmentRange, Callable[[], pa.RecordBatch]]
 
 
@@ -80,13 +82,16 @@ class ScanExecutor:
         self.plan = plan
         self.counts = counts if counts is not None else ScanCounts()
         self._narrowed: set[int] = set()  # id() of the parts read at an index step's candidate rows
+        self._asked: dict[int, np.ndarray | None] = {}  # the index step's answer per fragment id
 
     # -- 1. read ---------------------------------------------------------------------------------
-    def _read_tasks(self, part: FragmentRange, columns: ColumnSet, threaded: bool, **read: Any) -> Iterator[_Task]:
-        """One task per batch of ``part``'s rows (the index step's candidates, when it has some)."""
+    def _read_tasks(self, part: FragmentRange, columns: ColumnSet, threaded: bool,
+                    narrowed_columns: ColumnSet | None = None, **read: Any) -> Iterator[_Task]:
+        """One task per batch of ``part``'s rows (the index step's candidates, when it has some:
+        then ``narrowed_columns`` are read, when given, instead of ``columns``)."""
         fragment = part.fragment
         plan = self.plan
-        candidates = plan.index.candidates(fragment) if plan.index is not None else None
+        candidates = self._candidates(fragment)
         if candidates is None:
             for task in fragment.batch_tasks(columns.schema, list(columns.system), plan.batch_size,
                                              row_range=part.row_range, threads=threaded, **read):
@@ -94,6 +99,7 @@ class ScanExecutor:
             return
         # candidate rows: the live ones (in the range) are taken by offset, a batch at a time
         self._narrowed.add(id(part))
+        columns = narrowed_columns or columns
         offsets = np.asarray(candidates, dtype=np.uint64)
         offsets = offsets[offsets < fragment.physical_rows]
         keep = fragment._keep_mask  # None: no deleted rows (intersecting with every live offset
@@ -108,7 +114,7 @@ class ScanExecutor:
             yield part, partial(_locked, lock, take)
 
     def _decoded(self, columns: ColumnSet, finish: Callable[[FragmentRange, pa.RecordBatch], _T],
-                 **read: Any) -> Iterator[tuple[FragmentRange, _T]]:
+                 narrowed_columns: ColumnSet | None = None, **read: Any) -> Iterator[tuple[FragmentRange, _T]]:
         """``finish(part, batch)`` for every batch of every fragment, ``batch_readahead`` of them
         decoded (and finished) at once across fragment edges (from ``fragment_readahead``
         fragments at most, when given), in table order unless ``scan_in_order=False``."""
@@ -119,12 +125,14 @@ class ScanExecutor:
             batch_bytes = plan.fragments[0].fragment.stored_bytes_per_row(columns.schema) * plan.batch_size
             if batch_bytes > 0:
                 depth = max(1, min(depth, int(plan.io_buffer_size // batch_bytes)))
+        if depth > 1 and self._few_candidates():
+            depth = 1  # a handful of rows: handing them to the decode pool costs more than taking them
         threaded = depth > 1
 
         def tasks() -> Iterator[_Task]:
             for part in plan.fragments:
                 self.counts.fragments += 1
-                yield from self._read_tasks(part, columns, threaded, **read)
+                yield from self._read_tasks(part, columns, threaded, narrowed_columns, **read)
 
         def run(item: _Task) -> tuple[FragmentRange, _T]:
             part, task = item
@@ -132,6 +140,31 @@ class ScanExecutor:
 
         return map_ordered(run, tasks(), depth, ordered=plan.in_order, group=_fragment_of,
                            max_groups=plan.fragment_readahead)
+
+    def _candidates(self, fragment: LanceFragment) -> np.ndarray | None:
+        """The index step's answer for ``fragment`` (asked once per fragment and run)."""
+        index = self.plan.index
+        if index is None:
+            return None
+        key = fragment.fragment_id
+        if key not in self._asked:
+            self._asked[key] = index.candidates(fragment)
+        return self._asked[key]
+
+    def _few_candidates(self) -> bool:
+        """Whether the index step narrows every fragment to at most :data:`INLINE_CANDIDATES`
+        rows in all (then the scan runs on the calling thread)."""
+        if self.plan.index is None:
+            return False
+        total = 0
+        for part in self.plan.fragments:
+            candidates = self._candidates(part.fragment)
+            if candidates is None:
+                return False
+            total += len(candidates)
+            if total > INLINE_CANDIDATES:
+                return False
+        return True
 
     # -- 2. filter -------------------------------------------------------------------------------
     def rows(self) -> Iterator[pa.RecordBatch]:
@@ -182,7 +215,8 @@ class ScanExecutor:
         The filter columns are read and filtered ``batch_readahead`` batches at once. Passing
         rows of several batches of a fragment are gathered (up to a batch) before their other
         columns are taken, so a selective filter costs one take per output batch, not per
-        input batch.
+        input batch. The few candidate rows an index step names are taken with every column at
+        once (one take instead of two; the filter then runs on them).
         """
         plan = self.plan
         assert plan.filter is not None and plan.late is not None  # planned together
@@ -194,9 +228,21 @@ class ScanExecutor:
         pending: list[pa.RecordBatch] = []  # passing rows' filter columns, not yet completed
         pending_rows = 0
         pending_part: FragmentRange | None = None
-        for part, (batch, passing) in self._decoded(plan.late.first, passing_rows):
+        first, rest_columns = plan.late.first, plan.late.rest
+        together = ColumnSet(LanceSchema([*first.schema.fields, *rest_columns.schema.fields], first.schema.metadata),
+                             tuple(dict.fromkeys(first.system + rest_columns.system)))
+        order = list(dict.fromkeys(first.names + rest_columns.names))  # the columns of _taken's batches
+        for part, (batch, passing) in self._decoded(first, passing_rows, narrowed_columns=together):
             self.counts.rows += batch.num_rows
             if not len(passing):
+                continue
+            if id(part) in self._narrowed:  # index candidates, read with every column
+                if pending:
+                    assert pending_part is not None  # set with pending
+                    yield self._taken(pending_part.fragment, pending, rest)
+                    pending, pending_rows = [], 0
+                kept = batch if len(passing) == batch.num_rows else batch.take(passing)
+                yield pa.RecordBatch.from_pydict({name: kept.column(name) for name in order})
                 continue
             # most rows pass: reading the batch's range in order beats taking its rows (not when
             # an index chose the rows: they are not a range)

@@ -11,7 +11,7 @@ A plan names:
 * the fragments, each whole or one physical row range (:class:`FragmentRange`; Spark's splits);
 * how batches are cut and decoded (batch size, readahead, order of delivery).
 
-Later steps have their places here, both None today:
+Steps beyond a plain read:
 
 * ``index`` (:class:`IndexStep`): asked per fragment, before the filter's columns are read, for
   the candidate physical row offsets (None: every row). The executor reads only those rows and
@@ -39,6 +39,7 @@ from pyroaring import BitMap
 
 from lance_format.dataset.arguments import column_names
 from lance_format.dataset.fragment import ROW_ADDRESS, SYSTEM_COLUMNS, LanceFragment
+from lance_format.dataset.index_scan import IndexScanPlan
 from lance_format.dataset.scan.fts_search import SCORE, full_text_search
 from lance_format.dataset.scan.ivf import AnnSearch, vector_index
 from lance_format.dataset.scan.search import DISTANCE, QUERY_INDEX, vector_search
@@ -50,7 +51,7 @@ from lance_format.dataset.scan_options import (
     orderings,
     readahead_of,
 )
-from lance_format.dataset.sql.filter import referenced_columns, to_expression, to_value_expression
+from lance_format.dataset.sql.filter import compile_filter, referenced_columns, to_expression, to_value_expression
 from lance_format.errors import InvalidInputError
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import is_blob_field, read_arrow_schema
@@ -269,7 +270,9 @@ def plan_scan(
 
     ``fragments`` may hold :class:`FragmentRange` items to scan physical row ranges only.
     ``index``: a step narrowing each fragment to candidate rows (see :class:`IndexStep`); kept
-    only for a filtered scan of live rows (the filter still decides which rows pass).
+    only for a filtered scan of live rows (the filter still decides which rows pass). When None,
+    the plan chooses the table's scalar indices for a SQL-text filter they can answer
+    (:mod:`lance_format.dataset.index_scan`), unless ``options["use_scalar_index"]`` is False.
 
     Raises
     ------
@@ -329,8 +332,12 @@ def plan_scan(
     if offset is not None and offset < 0:
         raise InvalidInputError(f"Offset must be non-negative, got {offset}", table=uri)
     keys = orderings(order_by, table=uri)
-    condition = to_expression(filter, known) if filter is not None else None
-    used = referenced_columns(condition, known) if condition is not None else []
+    if isinstance(filter, str):
+        condition, found = compile_filter(filter, known)  # translated once per text and schema
+        used = list(found)
+    else:
+        condition = to_expression(filter, known) if filter is not None else None
+        used = referenced_columns(condition, known) if condition is not None else []
     needed += [n for n in used if n not in needed]
     for key in keys:
         if key.column_name not in known.names and key.column_name != ROW_OFFSET:
@@ -389,13 +396,18 @@ def plan_scan(
     # materialization is asked for (True or a column list) with a batch_size, not when left to
     # its heuristic (without a batch_size its batches are the filtered reads)
     asked_late = options.get("late_materialization")
+    parts = _fragment_ranges(dataset, fragments)
+    indexed = condition is not None and not include_deleted_rows and search is None
+    if index is None and indexed and isinstance(filter, str) and options.get("use_scalar_index") is not False:
+        # the table's own scalar indices, when one can answer (part of) the filter
+        index = IndexScanPlan.build(dataset, filter, dataset.schema, [p.fragment for p in parts])
     return ScanPlan(
         uri=uri, version=dataset.version, output=tuple(requested), expressions=MappingProxyType(expressions),
         output_schema=_output_schema(table_schema, requested, expressions, bool(binary_blobs)),
         read=ColumnSet(table_schema.project([n for n in needed if n not in SYSTEM_COLUMNS and n != ROW_OFFSET]),
                        tuple(system)),
         filter=condition, filter_columns=tuple(used), late=late, order_by=tuple(keys), limit=limit,
-        offset=offset or 0, fragments=_fragment_ranges(dataset, fragments), whole_table=fragments is None,
+        offset=offset or 0, fragments=parts, whole_table=fragments is None,
         row_offsets=row_offsets, include_deleted=bool(include_deleted_rows), binary_blobs=tuple(binary_blobs),
         batch_size=batch_size or default_batch_size(DEFAULT_BATCH_SIZE),
         # output batches hold at most this many rows: reads stay large (fewer, cheaper decodes)
@@ -405,10 +417,9 @@ def plan_scan(
             asked_late is True or isinstance(asked_late, (list, tuple))),
         strict_batch_size=bool(strict_batch_size), readahead=readahead, fragment_readahead=fragment_readahead,
         io_buffer_size=io_buffer_size, in_order=options.get("scan_in_order") is not False,
-        # an index narrows the rows a filter reads; deleted rows (include_deleted_rows) are read in
-        # full. (Choosing a table's own scalar index for ``condition`` belongs here, as a default
-        # for ``index`` when the caller gives none; the executor asks it per fragment.)
-        index=index if condition is not None and not include_deleted_rows and search is None else None,
+        # an index narrows the rows a filter reads (the executor asks it per fragment); deleted
+        # rows (include_deleted_rows) are read in full
+        index=index if indexed else None,
         search=search,
     )
 

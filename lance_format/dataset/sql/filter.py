@@ -34,6 +34,8 @@ System columns ``_rowid``, ``_rowaddr``, ``_row_created_at_version`` and
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.acero as acero
@@ -55,7 +57,7 @@ from lance_format.dataset.sql.translate import (
 )
 from lance_format.errors import InvalidInputError
 
-__all__ = ["SYSTEM_COLUMNS", "to_expression", "to_value_expression", "referenced_columns", "matching_rows"]
+__all__ = ["SYSTEM_COLUMNS", "compile_filter", "to_expression", "to_value_expression", "referenced_columns", "matching_rows"]
 
 
 def to_expression(filter: str | pc.Expression | None, schema: pa.Schema) -> pc.Expression | None:
@@ -74,6 +76,34 @@ def to_expression(filter: str | pc.Expression | None, schema: pa.Schema) -> pc.E
             f"filter must be a SQL string or a pyarrow.compute.Expression, got {type(filter).__name__}"
         )
     return Translator(filter, schema).translate()
+
+
+# filters naming these may call a clock (now(), current_date(), today()): translated every time
+_VOLATILE = ("now", "current_", "today")
+
+
+def compile_filter(text: str, schema: pa.Schema) -> tuple[pc.Expression, tuple[str, ...]]:
+    """A SQL filter's expression and the columns it reads (as :func:`referenced_columns` orders
+    them), translated once per (text, schema) in this process: a point lookup repeated on freshly
+    opened datasets would otherwise spend most of its time parsing and type-checking the same text.
+
+    Raises :class:`InvalidInputError` as :func:`to_expression` does.
+    """
+    if any(word in text.lower() for word in _VOLATILE):
+        return _compile(text, schema)
+    return _compiled(text, schema)
+
+
+def _compile(text: str, schema: pa.Schema) -> tuple[pc.Expression, tuple[str, ...]]:
+    translator = Translator(text, schema)
+    expr = translator.translate()
+    found = translator.referenced
+    ordered = [name for name in schema.names if name in found]
+    ordered += [name for name in SYSTEM_COLUMNS if name in found and name not in schema.names]
+    return expr, tuple(ordered)
+
+
+_compiled = functools.lru_cache(maxsize=256)(_compile)
 
 
 def _from_arrow(expr: pc.Expression, schema: pa.Schema) -> pc.Expression:

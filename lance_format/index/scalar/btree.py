@@ -34,7 +34,10 @@ from lance_format.index.store import IndexStore
 PAGE_DATA = "page_data.lance"
 PAGE_LOOKUP = "page_lookup.lance"
 DEFAULT_BATCH_SIZE = 4096
-_CACHED_ROWS = 1 << 20  # pages kept in memory per segment once read (pylance keeps them in its index cache)
+# rows of pages kept in memory per segment once read (pylance keeps them in its index cache):
+# 16M rows is 256 MiB of int64 values and ids; a segment this size is kept whole once mostly read
+_CACHED_ROWS = 1 << 24
+_WHOLE_FRACTION = 8  # a search needing more than 1/8 of the pages of a segment that fits reads it all
 
 
 def supports_value_type(data_type: pa.DataType) -> bool:
@@ -128,6 +131,7 @@ class BTreeIndex(ScalarIndex):
         self._pages = np.asarray(lookup["page_idx"], dtype=np.int64)
         self._rows = store.num_rows(PAGE_DATA)
         self._data: pa.Table | None = None  # all of page_data once prewarmed (or mostly read)
+        self._whole: tuple[pa.Array, np.ndarray] | None = None  # its values and ids, combined
         self._cached: dict[int, pa.Table] = {}  # page position -> its rows, up to _CACHED_ROWS rows
         self._cached_rows = 0
         self._lock = threading.Lock()
@@ -144,8 +148,14 @@ class BTreeIndex(ScalarIndex):
                 "num_pages": n}
 
     def prewarm(self) -> None:
-        if self._data is None:
-            self._data = self._store.read_table(PAGE_DATA)
+        with self._lock:
+            if self._data is None:
+                self._keep(self._store.read_table(PAGE_DATA))
+
+    def _keep(self, data: pa.Table) -> None:
+        """Hold all of ``page_data`` (and its values and ids as single arrays, for binary search)."""
+        self._data = data
+        self._whole = (combined(data["values"]), np.asarray(combined(data["ids"]), dtype=np.uint64))
 
     # -- search ------------------------------------------------------------------------------------
 
@@ -224,15 +234,22 @@ class BTreeIndex(ScalarIndex):
 
     def _read_pages_locked(self, pages: np.ndarray) -> pa.Table:
         data = self._data
-        if data is None and len(pages) * 2 > len(self._pages):
-            # most of the file: one sequential read beats many scattered ones (kept when it fits)
+        fits = self._rows <= _CACHED_ROWS
+        if data is None and len(pages) * (_WHOLE_FRACTION if fits else 2) > len(self._pages):
+            # much of the file: one sequential read beats many scattered ones (and, kept when it
+            # fits, later searches are binary searches of memory)
             data = self._store.read_table(PAGE_DATA)
-            if self._rows <= _CACHED_ROWS:
-                self._data = data
+            if fits:
+                self._keep(data)
         if data is not None:
-            bs = self._batch_size
-            return pa.concat_tables([data.slice(self._pages_offset(p), bs) for p in pages.tolist()]) \
-                if len(pages) else self._empty()
+            if not len(pages):
+                return self._empty()
+            # one slice per run of consecutive pages (pages are stored in order)
+            breaks = np.flatnonzero(np.diff(pages) != 1) + 1
+            return pa.concat_tables([
+                data.slice(self._pages_offset(int(run[0])),
+                           self._pages_offset(int(run[-1])) + self._batch_size - self._pages_offset(int(run[0])))
+                for run in np.split(pages, breaks)])
         missing = np.asarray([p for p in pages.tolist() if p not in self._cached], dtype=np.int64)
         if len(missing):
             breaks = np.flatnonzero(np.diff(missing) != 1) + 1
@@ -271,9 +288,47 @@ class BTreeIndex(ScalarIndex):
             return None
         if not len(pages):
             return SearchResult()
+        whole = self._whole
+        if whole is not None:  # the segment is in memory: binary search all of it at once
+            found = _sorted_positions(whole[0], query, self._plain, self._points)
+            if found is not None:
+                return SearchResult.of(whole[1][found])
         rows = self._read_pages(pages)
-        mask = matches(combined(rows["values"]), query)
+        values = combined(rows["values"])
+        found = _sorted_positions(values, query, self._plain, self._points)
+        if found is not None:
+            return SearchResult.of(np.asarray(combined(rows["ids"]))[found])
+        mask = matches(values, query)
         if mask is None:
             return None
         ids = np.asarray(rows["ids"].filter(pa.array(mask)), dtype=np.uint64) if len(rows) else np.zeros(0, np.uint64)
         return SearchResult.of(ids, exact=not is_float(self._mins.type))
+
+
+def _sorted_positions(values: pa.Array, query: ScalarQuery, plain: Any, points: Any) -> np.ndarray | None:
+    """Positions of the ``values`` (ascending integers without nulls, as the pages of a BTREE
+    hold them) that an equality, IN or range query selects, by binary search instead of a
+    comparison of every value; None for other types and queries (``matches`` decides those)."""
+    if not pa.types.is_integer(values.type) or values.null_count or not isinstance(query, (Equals, IsIn, Range)):
+        return None
+    array = values.to_numpy(zero_copy_only=False)
+    if isinstance(query, Range):
+        if any(b is not None and not b.is_valid for b in (query.lower, query.upper)):
+            return np.zeros(0, dtype=np.int64)
+        start = 0 if query.lower is None else int(np.searchsorted(
+            array, plain(query.lower), "left" if query.lower_inclusive else "right"))
+        stop = len(array) if query.upper is None else int(np.searchsorted(
+            array, plain(query.upper), "right" if query.upper_inclusive else "left"))
+        return np.arange(start, max(start, stop))
+    keys = points(query)
+    if keys is None:
+        return None
+    starts = np.searchsorted(array, keys, "left")
+    counts = np.searchsorted(array, keys, "right") - starts
+    keep = counts > 0
+    starts, counts = starts[keep], counts[keep]
+    if not len(counts):
+        return np.zeros(0, dtype=np.int64)
+    # every [start, start + count): the starts repeated, plus each one's running position
+    firsts = np.cumsum(counts) - counts
+    return np.repeat(starts - firsts, counts) + np.arange(int(counts.sum()))

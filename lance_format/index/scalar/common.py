@@ -44,6 +44,26 @@ def _numpy_keys(values: pa.Array) -> np.ndarray | None:
     return None
 
 
+def _packed_order(keys: np.ndarray) -> np.ndarray | None:
+    """The stable ascending order of integer ``keys`` from one plain sort of ``(key - min) << b | position``
+    (numpy sorts plain 64-bit integers with SIMD, several times faster than a stable argsort;
+    the position in the low bits breaks ties as a stable sort does), or None when the keys' span
+    and positions do not fit together in 64 bits (or the keys are floats)."""
+    if not len(keys) or keys.dtype.kind not in "iub":
+        return None
+    low, high = int(keys.min()), int(keys.max())
+    shift = max(1, (len(keys) - 1).bit_length())
+    if (high - low).bit_length() + shift > 64:
+        return None
+    if keys.dtype.kind == "u":
+        offsets = keys.astype(np.uint64) - np.uint64(low)
+    else:  # the span fits in 63 bits here, so the int64 difference cannot overflow
+        offsets = (keys.astype(np.int64) - np.int64(low)).view(np.uint64)
+    packed = (offsets << np.uint64(shift)) | np.arange(len(keys), dtype=np.uint64)
+    packed.sort()
+    return (packed & np.uint64((1 << shift) - 1)).astype(np.int64)
+
+
 def sort_order(values: pa.Array) -> np.ndarray:
     """Positions that sort ``values`` ascending with nulls first and NaN after every number
     (DataFusion's ``asc_nulls_first``, which pylance's training sort uses); ties keep their
@@ -54,9 +74,10 @@ def sort_order(values: pa.Array) -> np.ndarray:
     present = np.flatnonzero(valid) if valid is not None else None
     subset = values.filter(pa.array(valid)) if valid is not None else values
     keys = _numpy_keys(subset)
-    if keys is not None:
+    order = _packed_order(keys) if keys is not None else None
+    if order is None and keys is not None:
         order = np.argsort(keys, kind="stable")  # radix/tim sort; NaN last
-    else:
+    elif order is None:
         # array_sort_indices is stable and puts NaN after every number
         order = np.asarray(pc.array_sort_indices(subset, order="ascending", null_placement="at_end"))
     ordered = present[order] if present is not None else order
