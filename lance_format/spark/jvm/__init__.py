@@ -17,11 +17,14 @@ Two ways on:
 
 * at session start (every thread, every executor): ``configure(SparkSession.builder)...getOrCreate()``
   puts the jar on ``spark.jars``;
-* on a running session: :func:`lance_format.spark.register` adds it (``ADD JAR``) -- Spark then
-  finds it from the thread that registered (PySpark runs each Python thread on its own JVM
-  thread; other threads keep the Python source).
+* on a running session: ``lance_format.spark.register(spark, jvm=True)`` (or the session conf
+  ``spark.lance.jvm.enabled=true``) adds it (``ADD JAR``) -- Spark then finds it from the thread
+  that registered (PySpark runs each Python thread on its own JVM thread; other threads keep
+  the Python source).
 
-``spark.lance.jvm.enabled=false`` (or ``LANCE_SPARK_JVM=0``) keeps the Python source.
+Opt-in for now: ``readStream.format("lance")`` fails through it (Spark's Python streaming
+runner, reached through the delegate, never connects back). ``LANCE_SPARK_JVM=0`` turns it off
+even where asked for.
 """
 
 from __future__ import annotations
@@ -157,8 +160,6 @@ def loaded(spark: Any) -> bool:
 def enable(spark: Any) -> bool:
     """Use the JVM source for ``format("lance")`` in ``spark`` (this thread, when the session was
     not started with :func:`configure`); False where it cannot be built or is turned off."""
-    if str(spark.conf.get(ENABLED_CONF, "true")).strip().lower() == "false":
-        return False
     if not loaded(spark):
         jar = jar_path()
         if jar is None:
