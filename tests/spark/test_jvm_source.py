@@ -189,6 +189,7 @@ def test_tpch_answers_match_parquet_and_the_python_source(spark, bench, tmp_path
     assert "BatchScan lance" in _plan(frames["lance"]["nation"])
     wrong = bench.check_answers(spark, frames, list(QUERIES))
     assert not wrong, wrong
-    # against the Python source too, for the queries that scan a table twice (q22: one filtered)
+    # against the Python source too (test_tpch_small compares it with parquet): q22 scans
+    # customer twice, once filtered, and the scans' filters must stay apart
     against_python = {"parquet": python_frames, "lance": frames["lance"]}
-    assert not bench.check_answers(spark, against_python, [2, 11, 15, 21, 22])
+    assert not bench.check_answers(spark, against_python, [22])
