@@ -16,11 +16,14 @@ geometric mean of the ratios. ``spark.sql.python.filterPushdown.enabled`` is set
 the ``lance`` source accepts filters (a Spark without the scan leak, see
 :mod:`lance_format.spark.pushed_filters`).
 
+``--lance-source python`` reads the Lance tables with the Python data source instead of the JVM
+source (:mod:`lance_format.spark.jvm`, which ``register`` enables where ``javac`` exists).
+
 Run it with the engine under test first on the path (``PYTHONPATH=$PWD``, see
 ``bench_spark_read.session``); at scale factor 1 it takes a long while on 2 cores.
 
     PYTHONPATH=$PWD python benchmarks/bench_tpch.py [--scale 1] [--repeat 3] [--queries 1,6,22] [--json out.json]
-        [--conf KEY=VALUE ...] [--data DIR] [--no-readme-settings]
+        [--conf KEY=VALUE ...] [--data DIR] [--no-readme-settings] [--lance-source jvm|python]
 """
 
 from __future__ import annotations
@@ -157,6 +160,8 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-readme-settings", action="store_true")
+    parser.add_argument("--lance-source", choices=("jvm", "python"), default="jvm",
+                        help="the JVM DataSource V2 (where javac exists) or the Python data source")
     args = parser.parse_args()
     queries = [int(q) for q in args.queries.split(",")]
 
@@ -175,7 +180,10 @@ def main() -> None:
         from lance_format.spark import register
         from lance_format.spark.pushed_filters import PUSHDOWN_CONF
 
-        register(spark)
+        register(spark, jvm=args.lance_source == "jvm")
+        from lance_format.spark.jvm import loaded
+
+        source = "jvm" if loaded(spark) else "python"
         pushdown = spark.conf.get(PUSHDOWN_CONF, "false")
         write_cpu = tree_cpu()
         writes = write_tables(spark, generated, base)
@@ -212,7 +220,7 @@ def main() -> None:
     ratios = {q: best["lance"][q] / best["parquet"][q] for q in queries}
     cpu_ratios = {q: best_cpu["lance"][q] / best_cpu["parquet"][q] for q in queries}
     print(f"TPC-H scale factor {args.scale}  Spark {version}  local[2]  rounds {args.repeat} (best warm)  "
-          f"filter pushdown {pushdown}  load average {os.getloadavg()[0]:.1f}  generated in {generate_seconds:.0f} s")
+          f"lance source {source}  filter pushdown {pushdown}  load average {os.getloadavg()[0]:.1f}  generated in {generate_seconds:.0f} s")
     print(f"settings: {' '.join(f'{k}={v}' for k, v in conf.items()) or '(none)'}")
     print(f"write: lance {writes['lance']:.1f} s  parquet {writes['parquet']:.1f} s  "
           f"ratio {writes['lance'] / writes['parquet']:.2f}  (cpu of both writes {write_cpu_used:.0f} s)")
@@ -226,7 +234,7 @@ def main() -> None:
           f"{sum(best_cpu['lance'].values()) / sum(best_cpu['parquet'].values()):>11.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"scale": args.scale, "spark": version, "conf": conf, "pushdown": pushdown, "writes": writes,
+            json.dump({"scale": args.scale, "spark": version, "lance_source": source, "conf": conf, "pushdown": pushdown, "writes": writes,
                        "seconds": times, "cpu": cpu, "ratios": ratios, "cpu_ratios": cpu_ratios,
                        "geomean": geomean(list(ratios.values())),
                        "geomean_cpu": geomean(list(cpu_ratios.values()))}, f, indent=1)

@@ -498,8 +498,16 @@ class LancePushdownDataSource(LanceDataSource):
     _reader_class = LancePushdownReader
 
 
-def register(spark: Any) -> None:
+def register(spark: Any, jvm: bool | None = None) -> None:
     """Register the ``lance`` data source with ``spark`` (filter pushdown if the session allows it).
+
+    With ``jvm=True`` (or the session's ``spark.lance.jvm.enabled=true``; opt-in for now)
+    batch reads of ``format("lance")`` go through the JVM source (:mod:`lance_format.spark.jvm`:
+    column pruning, statistics, columnar batches, every scan its own filters) where it can be
+    compiled (a ``javac``); writes and the change feed stay this Python source's. Streaming
+    reads (``readStream``) do not work through it yet. Started with
+    :func:`lance_format.spark.jvm.configure`, a session has the JVM source on every thread;
+    else it is added here for this thread.
 
     Python data sources are looked up through the JVM's active session: from a thread other
     than the one that created the session, call
@@ -520,6 +528,10 @@ def register(spark: Any) -> None:
         else:
             source = LancePushdownDataSource
     spark.dataSource.register(source)
+    from lance_format.spark.jvm import ENABLED_CONF, enable
+
+    if jvm if jvm is not None else conf_flag(spark, ENABLED_CONF):
+        enable(spark)
 
 
 __all__ = ["NAME", "LanceDataSource", "LancePushdownDataSource", "LanceReader", "LancePushdownReader",
