@@ -397,8 +397,8 @@ def plan_scan(
     # its heuristic (without a batch_size its batches are the filtered reads)
     asked_late = options.get("late_materialization")
     parts = _fragment_ranges(dataset, fragments)
-    indexed = condition is not None and not include_deleted_rows and search is None
-    if index is None and indexed and isinstance(filter, str) and options.get("use_scalar_index") is not False:
+    index_may_answer = condition is not None and not include_deleted_rows and search is None
+    if index is None and index_may_answer and isinstance(filter, str) and options.get("use_scalar_index") is not False:
         # the table's own scalar indices, when one can answer (part of) the filter
         index = IndexScanPlan.build(dataset, filter, dataset.schema, [p.fragment for p in parts])
     return ScanPlan(
@@ -419,7 +419,7 @@ def plan_scan(
         io_buffer_size=io_buffer_size, in_order=options.get("scan_in_order") is not False,
         # an index narrows the rows a filter reads (the executor asks it per fragment); deleted
         # rows (include_deleted_rows) are read in full
-        index=index if indexed else None,
+        index=index if index_may_answer else None,
         search=search,
     )
 
