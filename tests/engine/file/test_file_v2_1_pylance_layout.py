@@ -20,7 +20,7 @@ import pytest
 from lance.file import LanceFileReader as PyReader
 
 from lance_format.file import LanceFileReader
-from lance_format.file.reader import LanceFileReader as EngineReader
+from lance_format.file.reader import DataFileReader as EngineReader
 from lance_format.io.object_store import ObjectStore
 from tests.compat import write_file_both
 
