@@ -135,7 +135,7 @@ def _crash_at(point: str) -> None:
     if point == "manifest:half_written":
         _half_written_manifests()
     elif point == "mutation:after_data_files":  # a mutation wrote its new data files
-        _die_after(mutation_base, "write_fragments")
+        _die_after(mutation_base, "write_fragment_files")
     elif point == "mutation:before_commit":  # prepared (data and deletion files), not committed
         _die_before(mutation_base, "commit_prepared")
     elif point == "commit:after_transaction_file":
