@@ -275,11 +275,7 @@ def _documents(texts: pa.Array, params: TokenizerParams) -> pa.Array:
 
 def tokenize(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams) -> pa.ListArray:
     """Each document's tokens (a null or empty document has none), as a list<string> array."""
-    flat, doc, _ = analyze(texts, params)
-    counts = np.bincount(doc, minlength=len(texts))[:len(texts)]
-    offsets = np.zeros(len(counts) + 1, np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat.cast(pa.string()))
+    return tokenize_with_positions(texts, params)[0]
 
 
 def tokenize_with_positions(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams,
