@@ -13,6 +13,19 @@ import sys
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _working_directory_restored():
+    """A test that changes the working directory must restore it: Spark's driver-side Python
+    workers inherit it (``python -m`` puts it on their path), so a leaked ``chdir`` changes what
+    later Spark tests can import."""
+    before = os.getcwd()
+    yield
+    after = os.getcwd()
+    if after != before:
+        os.chdir(before)
+        pytest.fail(f"the test left the working directory at {after} (was {before})")
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     pytest.importorskip("pyspark", reason="pyspark is not installed")

@@ -5,7 +5,10 @@ executors *by reference* (``lance_format.spark.tasks.write_task`` ...), so every
 must import the same ``lance_format`` as the driver. The package is pure Python: zipping the
 driver's copy and handing it to ``SparkContext.addPyFile`` puts it on the path of every Python
 worker the application starts afterwards (executors and the driver-side workers that plan and
-commit data source writes). The executors still need the dependencies (pyarrow, numpy,
+commit data source writes). One exception needs help: Spark 4's driver-side runner of Python
+streaming *sources* looks for the shipped files under ``<SparkFiles root>/streaming_job/``
+rather than the root ``addPyFile`` copies them to, so the zip is placed there too.
+The executors still need the dependencies (pyarrow, numpy,
 protobuf, pyroaring, pandas, sqlglot) in the interpreter ``spark.pyspark.python`` names.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -57,8 +61,26 @@ def ship_to_executors(spark: Any, directory: str | os.PathLike[str] | None = Non
     Spark Connect use ``spark.addArtifacts(path, pyfile=True)`` with :func:`package_zip`.
     """
     archive = package_zip(directory)
-    spark.sparkContext.addPyFile(str(archive))
+    context = spark.sparkContext
+    context.addPyFile(str(archive))
+    _place_for_streaming_sources(context, archive)
     return archive
+
+
+# PythonStreamingSourceRunner (Spark 4.x) sends the worker this job-artifact id, and the worker
+# then adds ``<SparkFiles root>/streaming_job/<include>`` to its path instead of the root's file.
+STREAMING_SOURCE_FILES_DIR = "streaming_job"
+
+
+def _place_for_streaming_sources(context: Any, archive: Path) -> None:
+    root = Path(context._jvm.org.apache.spark.SparkFiles.getRootDirectory())
+    target = root / STREAMING_SOURCE_FILES_DIR / archive.name
+    if target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".part")
+    shutil.copyfile(archive, partial)
+    partial.replace(target)
 
 
 __all__ = ["package_zip", "ship_to_executors"]

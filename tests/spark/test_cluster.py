@@ -41,8 +41,9 @@ def cluster_report(tmp_path_factory) -> dict:
         # workers it starts (on executors and on the driver host) get lance_format from the zip
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON",
                                                                    "PYSPARK_DRIVER_PYTHON")}
+        # cwd = the work dir, not the project: `python -m` workers put their cwd on the path
         driver = subprocess.Popen([sys.executable, str(DRIVER), cluster.url, str(ROOT), str(work), cluster.python],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                   start_new_session=True)
         cluster.processes.append(driver)  # stopped with the cluster, whatever happens
         output, _ = driver.communicate(timeout=600)

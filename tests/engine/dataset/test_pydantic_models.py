@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import os
 from datetime import date, datetime
 
 import lance
@@ -69,14 +68,14 @@ def test_schema_like_pylance():
     assert lance_format.pydantic.pydantic_to_schema(ours) == lance.pydantic.pydantic_to_schema(theirs)
 
 
-def test_from_pydantic_model_like_pylance(tmp_path):
-    os.chdir(tmp_path)
+def test_from_pydantic_model_like_pylance(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     results = {}
     for name, engine, vector in (("ours", lance_format, lance_format.pydantic.Vector),
                                  ("pylance", lance, lance.pydantic.Vector)):
         model, address = _models(vector, enums=False)  # pylance 14 fails to write enum values
         (tmp_path / name).mkdir()
-        os.chdir(tmp_path / name)
+        monkeypatch.chdir(tmp_path / name)
         ds = engine.LanceDataset.from_pydantic_model(model, _rows(model, address, enums=False))
         results[name] = (ds.schema, lance.dataset("customer_record").to_table())
     assert results["ours"][0] == results["pylance"][0]
