@@ -1,9 +1,9 @@
 """pylance's text analyzer for INVERTED indices and full-text queries ("simple" base tokenizer).
 
 The chain, in pylance's order: split on characters that are not alphanumeric, drop tokens of
-``max_token_length`` bytes or more, lower-case, Snowball-stem, drop stop words (Snowball's
-lists), fold to ASCII. Splitting and lower-casing run in pyarrow over whole columns; stemming,
-stop words and folding run once per distinct token.
+``max_token_length`` bytes or more, lower-case, Snowball-stem, drop stop words (pylance's lists:
+fts_stop_words.py), fold to ASCII. Splitting and lower-casing run in pyarrow over whole columns;
+stemming, stop words and folding run once per distinct token.
 """
 
 from __future__ import annotations
@@ -21,20 +21,7 @@ import pyarrow.compute as pc
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
 from lance_format.index.scalar.fts_ngram import ngrams
-
-# Snowball's English stop-word list (the one pylance's default analyzer removes)
-ENGLISH_STOP_WORDS = frozenset("""
-i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she
-her hers herself it its itself they them their theirs themselves what which who whom this that
-these those am is are was were be been being have has had having do does did doing would should
-could ought i'm you're he's she's it's we're they're i've you've we've they've i'd you'd he'd
-she'd we'd they'd i'll you'll he'll she'll we'll they'll isn't aren't wasn't weren't hasn't
-haven't hadn't doesn't don't didn't won't wouldn't shan't shouldn't can't cannot couldn't
-mustn't let's that's who's what's here's there's when's where's why's how's a an the and but if
-or because as until while of at by for with about against between into through during before
-after above below to from up down in out on off over under again further then once here there
-when where why how all any both each few more most other some such no nor not only own same so
-than too very""".split())
+from lance_format.index.scalar.fts_stop_words import STOP_WORDS
 
 # letters NFKD does not decompose that Lucene's ASCII folding maps
 _FOLD_EXTRA = str.maketrans({"ß": "ss", "æ": "ae", "Æ": "AE", "ø": "o", "Ø": "O", "œ": "oe", "Œ": "OE",
@@ -106,12 +93,20 @@ class TokenizerParams:
         if self.base_tokenizer not in BASE_TOKENIZERS:
             raise UnsupportedFeatureError(f"base_tokenizer {self.base_tokenizer!r} is not supported yet "
                                           f"(only {', '.join(BASE_TOKENIZERS)})")
-        if self.remove_stop_words and self.custom_stop_words is None and self.language != "English":
-            raise UnsupportedFeatureError(f"the stop words of language {self.language!r} are not supported yet "
-                                          "(only English): pass remove_stop_words=False or custom_stop_words")
+        if self.language not in LANGUAGES:
+            raise InvalidInputError(f"unknown tokenizer language {self.language!r}: expected one of "
+                                    f"{', '.join(LANGUAGES)}")
+        if self.remove_stop_words and self.custom_stop_words is None and self.language not in STOP_WORDS:
+            raise UnsupportedFeatureError(f"the stop words of language {self.language!r} are not known here: "
+                                          "pass remove_stop_words=False or custom_stop_words")
 
     def stop_words(self) -> frozenset[str]:
-        return ENGLISH_STOP_WORDS if self.custom_stop_words is None else frozenset(self.custom_stop_words)
+        return STOP_WORDS[self.language] if self.custom_stop_words is None else frozenset(self.custom_stop_words)
+
+
+# the languages pylance 14 accepts (its stemmers' and stop-word lists' names)
+LANGUAGES = ("Arabic", "Danish", "Dutch", "English", "Finnish", "French", "German", "Greek", "Hungarian",
+             "Italian", "Norwegian", "Portuguese", "Romanian", "Russian", "Spanish", "Swedish", "Tamil", "Turkish")
 
 
 # base tokenizers and the pattern each splits on (raw: none); whitespace is Rust's

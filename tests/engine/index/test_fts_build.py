@@ -153,6 +153,20 @@ def test_german_french_corpus(tmp_path):
     _check_queries(ours, theirs, ["Häuser", "schön Straße", "qualité café", "Größe Kühlschrank", "chateau"])
 
 
+@pytest.mark.parametrize("language", ["French", "German", "English"])
+def test_stop_words_of_the_language_as_pylance(tmp_path, language):
+    """pylance's lists: French keeps "ne"/"pas", English keeps "not"/"could" and drops "can"."""
+    words = {"French": "je ne sais pas si nous étions déjà là mais elle n'a rien dit sans raison le la les",
+             "German": "ich habe nicht gewusst dass keine Kinder ohne ihre Eltern kommen würden die der",
+             "English": "we could not say that it can just go now but you are right no nor would the"}[language]
+    texts = _texts(words.split(), 500, 5)
+    data = pa.table({"id": np.arange(len(texts)), "text": pa.array(texts, pa.string())})
+    ours, theirs = _pair(tmp_path, data, language=language)
+    _check_queries(ours, theirs, {"French": ["ne pas", "sans raison", "les enfants", "étions"],
+                                  "German": ["nicht", "keine Kinder", "ohne", "die Eltern"],
+                                  "English": ["not", "could say", "can just", "right now"]}[language])
+
+
 def test_raw_tokenizer_and_list_column(tmp_path):
     tags = ["Red Shoe", "blue shoe", "", "Red Shoe", None, "green hat"] * 40
     data = pa.table({"id": np.arange(len(tags)), "text": pa.array(tags, pa.string())})
@@ -246,8 +260,10 @@ def test_errors(tmp_path):
         ds.create_scalar_index("text", "INVERTED", stemmer=True)
     with pytest.raises(UnsupportedFeatureError, match="block_size"):
         ds.create_scalar_index("text", "INVERTED", block_size=256)
-    with pytest.raises(UnsupportedFeatureError, match="stop words of language 'French'"):
-        ds.create_scalar_index("text", "INVERTED", language="French")
+    with pytest.raises(UnsupportedFeatureError, match="stop words of language 'Tamil'"):
+        ds.create_scalar_index("text", "INVERTED", language="Tamil")
+    with pytest.raises(InvalidInputError, match="Klingon"):
+        ds.create_scalar_index("text", "INVERTED", language="Klingon")
     with pytest.raises(UnsupportedFeatureError, match="base_tokenizer 'icu'"):
         ds.create_scalar_index("text", "INVERTED", base_tokenizer="icu")
     from lance.query import DocumentGranularity

@@ -29,9 +29,10 @@ TEXTS = [
 ]
 
 
-def _pylance_partition(tmp_path, texts):
+def _pylance_partition(tmp_path, texts, **params):
     uri = str(tmp_path / "m")
-    lance.write_dataset(pa.table({"text": pa.array(texts, pa.string())}), uri).create_scalar_index("text", "INVERTED")
+    lance.write_dataset(pa.table({"text": pa.array(texts, pa.string())}), uri).create_scalar_index(
+        "text", "INVERTED", **params)
     ours = lance_format.dataset(uri)
     return column_source(ours, "text").indices[0].partitions[0]
 
@@ -61,8 +62,52 @@ def test_query_tokens():
 def test_unsupported_settings_are_refused():
     with pytest.raises(lance_format.errors.UnsupportedFeatureError, match="base_tokenizer"):
         query_tokens("a", TokenizerParams(base_tokenizer="icu"))
-    with pytest.raises(lance_format.errors.UnsupportedFeatureError, match="language"):
-        query_tokens("a", TokenizerParams(language="French"))
+    with pytest.raises(lance_format.errors.UnsupportedFeatureError, match="Tamil"):
+        query_tokens("a", TokenizerParams(language="Tamil"))
+    assert query_tokens("a", TokenizerParams(language="Tamil", remove_stop_words=False)) == ["a"]
+    with pytest.raises(lance_format.errors.InvalidInputError, match="Klingon"):
+        query_tokens("a", TokenizerParams(language="Klingon"))
+
+
+# per language: sentences with its common function words, negations and inflected words
+LANGUAGE_TEXTS = {
+    "English": ["I could not say that we will just go now, but you're right: it can't be done.",
+                "No, nor would they ought to; the cats were running across their gardens.",
+                "She's here and there; should've known that'll happen."],
+    "French": ["Je ne sais pas si nous étions déjà là, mais elle n'a rien dit sans raison.",
+               "Les enfants jouaient dans le jardin avec leurs chiens pendant que nous mangions."],
+    "German": ["Ich habe nicht gewusst, dass keine Kinder ohne ihre Eltern kommen würden.",
+               "Die Häuser der Stadt waren größer als wir dachten, aber nichts war machen."],
+    "Spanish": ["No sé si ellos estaban aquí, pero nada de eso fue sin razón, ni uno solo.",
+                "Los niños jugaban en el jardín con sus perros mientras comíamos."],
+    "Italian": ["Non so se loro erano qui, ma sei sicuro che gli amici siano arrivati?",
+                "I bambini giocavano nel giardino con i loro cani."],
+    "Portuguese": ["Não sei se eles estavam aqui, mas nem tudo foi sem motivo.",
+                   "As crianças brincavam no jardim com os seus cães."],
+    "Dutch": ["Ik weet niet of zij hier waren, maar niets gebeurde zonder reden, geen enkele.",
+              "De kinderen speelden in de tuin met hun honden."],
+    "Danish": ["Jeg ved ikke om de var her, men børnene legede i haven med deres hunde."],
+    "Norwegian": ["Jeg vet ikke om de var her, men ingen kom uten grunn; barna lekte i hagen."],
+    "Swedish": ["Jag vet inte om de var här, men ingen kom utan anledning; barnen lekte i trädgården."],
+    "Finnish": ["En tiedä olivatko he täällä, mutta lapset leikkivät puutarhassa koiriensa kanssa."],
+    "Hungarian": ["Nem tudom, hogy itt voltak-e, de a gyerekek a kertben játszottak a kutyáikkal."],
+    "Russian": ["Я не знаю, были ли они здесь, но дети играли в саду со своими собаками. Нет, никогда."],
+    "Greek": ["Δεν ξέρω αν ήταν εδώ, αλλά τα παιδιά έπαιζαν στον κήπο με τα σκυλιά τους και το γατάκι."],
+    "Turkish": ["Onların burada olup olmadığını bilmiyorum, ama çocuklar bahçede ve evde oynuyordu."],
+    "Romanian": ["Nu știu dacă au fost aici, dar copiii se jucau în grădină cu câinii lor și acesta este."],
+    "Arabic": ["لا أعرف إذا كانوا هنا، لكن الأطفال كانوا يلعبون في الحديقة مع كلابهم."],
+}
+
+
+@pytest.mark.parametrize("language", sorted(LANGUAGE_TEXTS))
+def test_each_languages_stop_words_and_stems_equal_pylance(tmp_path, language):
+    """pylance's own lists (not Snowball's: English keeps "not", "could"; drops "can", "just")."""
+    texts = LANGUAGE_TEXTS[language]
+    part = _pylance_partition(tmp_path, texts, language=language, base_tokenizer="whitespace")
+    ours = tokenize(pa.array(texts, pa.string()),
+                    TokenizerParams(language=language, base_tokenizer="whitespace")).to_pylist()
+    assert {t for doc in ours for t in doc} == set(part.tokens)
+    assert [len(d) for d in ours] == part.num_tokens.tolist()
 
 
 def test_query_split_in_python_cuts_words_as_the_column_split():
