@@ -20,8 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.index.scalar.fts_icu import icu_words
 from lance_format.index.scalar.fts_ngram import ngrams
-from lance_format.index.scalar.fts_stop_words import STOP_WORDS
+from lance_format.index.scalar.fts_stop_words import ICU_STOP_WORDS, STOP_WORDS
 
 # letters NFKD does not decompose that Lucene's ASCII folding maps
 _FOLD_EXTRA = str.maketrans({"ß": "ss", "æ": "ae", "Æ": "AE", "ø": "o", "Ø": "O", "œ": "oe", "Œ": "OE",
@@ -96,12 +97,16 @@ class TokenizerParams:
         if self.language not in LANGUAGES:
             raise InvalidInputError(f"unknown tokenizer language {self.language!r}: expected one of "
                                     f"{', '.join(LANGUAGES)}")
-        if self.remove_stop_words and self.custom_stop_words is None and self.language not in STOP_WORDS:
+        if (self.remove_stop_words and self.custom_stop_words is None and self.language not in STOP_WORDS
+                and self.base_tokenizer != "icu"):
             raise UnsupportedFeatureError(f"the stop words of language {self.language!r} are not known here: "
                                           "pass remove_stop_words=False or custom_stop_words")
 
     def stop_words(self) -> frozenset[str]:
-        return STOP_WORDS[self.language] if self.custom_stop_words is None else frozenset(self.custom_stop_words)
+        if self.custom_stop_words is not None:
+            return frozenset(self.custom_stop_words)
+        # pylance's icu analyzer removes every language's stop words (text mixes scripts)
+        return ICU_STOP_WORDS if self.base_tokenizer == "icu" else STOP_WORDS[self.language]
 
 
 # the languages pylance 14 accepts (its stemmers' and stop-word lists' names)
@@ -111,7 +116,7 @@ LANGUAGES = ("Arabic", "Danish", "Dutch", "English", "Finnish", "French", "Germa
 
 # base tokenizers and the pattern each splits on (raw: none); whitespace is Rust's
 # char::is_ascii_whitespace
-BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram")
+BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram", "icu")
 
 
 @lru_cache(maxsize=8)
@@ -190,6 +195,9 @@ def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
         # the whole text is the token, an empty one too (a null document has none)
         parts = pa.ListArray.from_arrays(pa.array(np.arange(len(texts) + 1, dtype=np.int32)), texts)
         nonempty = valid_doc
+    elif params.base_tokenizer == "icu":
+        parts = icu_words(texts)
+        nonempty = None
     elif params.base_tokenizer == "simple" and len(texts) == 1 and len(texts[0].as_py()) <= _SHORT:
         # one short text (a query): split in Python, sparing RE2 the compile of the class
         parts = pa.array([_split_words(texts[0].as_py()) or [""]], pa.list_(pa.large_string()))

@@ -59,9 +59,30 @@ def test_query_tokens():
     assert query_tokens("", TokenizerParams()) == []
 
 
+# ICU segments CJK and Thai with dictionaries; pylance (ICU4X) and icu4py (ICU4C) agree on these
+ICU_TEXTS = [t for t in TEXTS if t is None or "東京" not in t] + [
+    "我们在北京大学学习计算机科学。数据格式很重要",
+    "สวัสดีครับ ยินดีต้อนรับสู่ประเทศไทย",
+    "안녕하세요 세계, 그리고 데이터베이스",
+    "the cat and le chat et der Hund und ikke can not 的 ある 그리고 και",
+    "emoji 😀😀 between words😀here, e-mail user@mail.org v2.0-beta 3.14 1,000",
+]
+
+
+@pytest.mark.parametrize("params", [{}, {"language": "French", "with_position": True},
+                                    {"stem": False, "lower_case": False, "ascii_folding": False}])
+def test_icu_tokens_equal_pylance(tmp_path, params):
+    pytest.importorskip("icu4py")
+    part = _pylance_partition(tmp_path, ICU_TEXTS, base_tokenizer="icu", **params)
+    ours = tokenize(pa.array(ICU_TEXTS, pa.string()),
+                    TokenizerParams(base_tokenizer="icu", **params)).to_pylist()
+    assert {t for doc in ours for t in doc} == set(part.tokens)
+    assert [len(d) for d in ours if d] == part.num_tokens.tolist()
+
+
 def test_unsupported_settings_are_refused():
     with pytest.raises(lance_format.errors.UnsupportedFeatureError, match="base_tokenizer"):
-        query_tokens("a", TokenizerParams(base_tokenizer="icu"))
+        query_tokens("a", TokenizerParams(base_tokenizer="jieba/default"))
     with pytest.raises(lance_format.errors.UnsupportedFeatureError, match="Tamil"):
         query_tokens("a", TokenizerParams(language="Tamil"))
     assert query_tokens("a", TokenizerParams(language="Tamil", remove_stop_words=False)) == ["a"]
