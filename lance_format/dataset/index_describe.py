@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pyroaring import BitMap
+import pyarrow as pa
 
 from lance_format.errors import IndexNotFoundError
 from lance_format.index.catalog import IndexCatalog, NamedIndex, display_type
@@ -30,7 +30,7 @@ class IndexSegmentDescription:
 
     uuid: str
     dataset_version_at_last_update: int
-    fragment_ids: BitMap
+    fragment_ids: set[int]
     index_version: int
     created_at: datetime | None
     size_bytes: int | None
@@ -60,7 +60,13 @@ class IndexDescription:
 
 
 def catalog_of(ds: LanceDataset) -> IndexCatalog:
-    return IndexCatalog(ds.manifest_file.index_section, ds.base_stores.store, ds.data_storage_version)
+    """The indices of ``ds``'s version (segments without details get them inferred, as pylance's)."""
+
+    def field_type(field_id: int) -> pa.DataType | None:
+        found = next((f for f in ds.lance_schema.walk() if f.id == field_id), None)
+        return None if found is None else found.to_arrow().type
+
+    return IndexCatalog(ds.manifest_file.index_section, ds.base_stores.store, ds.data_storage_version, field_type)
 
 
 def _live_rows(ds: LanceDataset) -> dict[int, int]:
@@ -121,13 +127,19 @@ def describe(ds: LanceDataset) -> list[IndexDescription]:
     catalog = catalog_of(ds)
     for named in catalog.indices.values():
         segments = [IndexSegmentDescription(
-            uuid=s.uuid, dataset_version_at_last_update=int(s.meta.dataset_version), fragment_ids=s.fragment_ids,
+            uuid=s.uuid, dataset_version_at_last_update=int(s.meta.dataset_version), fragment_ids=set(s.fragment_ids),
             index_version=int(s.meta.index_version), created_at=_created(s), size_bytes=s.size_bytes,
             base_id=s.base_id) for s in named.segments]
         sizes = [s.size_bytes for s in segments]
         index_type, details = type_and_details(catalog, named)
+        type_url = named.type_url
+        if named.segments[0].details_inferred:
+            # pylance describes a segment without details as the manifest has it, but for a legacy
+            # vector index (its statistics and searches use the inferred type)
+            type_url = ""
+            index_type = index_type if named.type_url == VECTOR_TYPE_URL else "Unknown"
         out.append(IndexDescription(
-            name=named.name, type_url=named.type_url, index_type=index_type,
+            name=named.name, type_url=type_url, index_type=index_type,
             num_rows_indexed=sum(_segment_rows(s, live) for s in named.segments), fields=list(named.field_ids),
             field_names=_field_names(ds, named.field_ids), segments=segments, details=details,
             total_size_bytes=None if any(s is None for s in sizes) else sum(s or 0 for s in sizes)))

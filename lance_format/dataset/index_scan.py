@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
-from lance_format.dataset.index_describe import field_paths
+from lance_format.dataset.index_describe import catalog_of, field_paths
 from lance_format.dataset.sql.index_terms import OPAQUE, And, Leaf, Not, Or, Term, index_terms
 from lance_format.index.catalog import IndexCatalog, NamedIndex, RowIdLookup, display_type, row_id_lookup
 from lance_format.index.scalar.base import difference_sorted, intersect_sorted, sorted_unique
@@ -119,7 +119,7 @@ class IndexScanPlan:
         section = ds.manifest_file.index_section
         if section is None or not len(section.indices):
             return None
-        catalog = IndexCatalog(section, ds.base_stores.store, ds.data_storage_version)
+        catalog = catalog_of(ds)
         paths = field_paths(ds)
         by_column: dict[str, NamedIndex] = {}
         scanned = BitMap(f.fragment_id for f in fragments)

@@ -310,11 +310,12 @@ class IndexMethods(DatasetMixin):
     def create_index(self, column: str | list[str], index_type: str, name: str | None = None,
                      metric: str = "L2", replace: bool = False, *args: Any, train: bool = True,
                      fragment_ids: list[int] | None = None, index_uuid: str | None = None,
-                     **kwargs: Any) -> None:
+                     **kwargs: Any) -> LanceDataset:
         """pylance's ``create_index``: scalar index types, and the vector types IVF_FLAT, IVF_PQ and
         IVF_SQ (:mod:`lance_format.dataset.index_vector`) with pylance's parameters
         (``num_partitions``, ``num_sub_vectors``, ``num_bits``, ``sample_rate``, ``max_iters``,
-        ``ivf_centroids``, ``pq_codebook``, ``target_partition_size``, ``accelerator``...)."""
+        ``ivf_centroids``, ``pq_codebook``, ``target_partition_size``, ``accelerator``...).
+        Returns the dataset, now at the version that holds the index, as pylance does."""
         if is_vector_type(index_type):
             if args:
                 kwargs = {**dict(zip(("num_partitions", "ivf_centroids", "pq_codebook", "num_sub_vectors",
@@ -322,18 +323,18 @@ class IndexMethods(DatasetMixin):
             metric = kwargs.pop("distance_type", metric)
             create_vector_index(self._as_dataset(), column, index_type, name, metric, replace=replace,
                                 fragment_ids=fragment_ids, index_uuid=index_uuid, kwargs=kwargs)
-            return
+            return self._as_dataset()
         if hasattr(index_type, "index_type") and hasattr(index_type, "parameters"):
             self.create_scalar_index(column, index_type, name, replace=replace, train=train,
                                      fragment_ids=fragment_ids, index_uuid=index_uuid)
-            return
+            return self._as_dataset()
         if isinstance(index_type, str) and by_name(index_type) is not None:
             # an INVERTED index takes its analyzer parameters; other scalar types only batch_size
             wanted = kwargs if by_name(index_type) is by_name("INVERTED") else {}
             scalar = {k: v for k, v in kwargs.items() if k in ("batch_size",) or k in wanted}
             self.create_scalar_index(column, index_type, name, replace=replace, train=train,
                                      fragment_ids=fragment_ids, index_uuid=index_uuid, **scalar)
-            return
+            return self._as_dataset()
         raise UnsupportedFeatureError(f"building {index_type} indices is not supported by this engine",
                                       table=self._as_dataset().uri)
 

@@ -3,7 +3,9 @@
 Segments are loaded lazily and cached per process by their directory (index files never change
 once written, so a cached segment stays valid for every version that lists it). A segment whose
 ``index_details`` type URL is not registered is *unknown*: it is listed and described but never
-searched, so the fragments it covers are scanned.
+searched, so the fragments it covers are scanned. A segment committed without details (older
+writers, or pylance's distributed ``LanceOperation.CreateIndex(Index(...))``) gets them inferred
+from its files and column, as pylance infers them.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_format.index.metadata import Segment, user_segments
 from lance_format.index.scalar.base import ScalarIndex, ScalarIndexType, by_type_url
 from lance_format.index.store import IndexStore
+from lance_format.index.vector.params import VECTOR_TYPE_URL
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2
 from lance_format.table.rowids import read_row_ids
@@ -83,20 +87,51 @@ def display_type(type_url: str) -> str:
     return tail[: -len("IndexDetails")] if tail.endswith("IndexDetails") else (tail or "Unknown")
 
 
+def _inferred_type_url(store: IndexStore, data_type: pa.DataType | None, files: list[str]) -> str:
+    """pylance's inference for a segment without ``index_details``: a legacy vector index file,
+    full-text files, a vector column, a list column (LABEL_LIST), a bitmap lookup file, else BTREE."""
+    if "index.idx" in files:
+        return VECTOR_TYPE_URL
+    if store.exists("metadata.lance") or store.exists("invert.lance"):
+        return "/lance.table.InvertedIndexDetails"
+    if data_type is not None and pa.types.is_fixed_size_list(data_type):
+        return VECTOR_TYPE_URL
+    if data_type is not None and (pa.types.is_list(data_type) or pa.types.is_large_list(data_type)):
+        return "/lance.table.LabelListIndexDetails"
+    if store.exists("bitmap_page_lookup.lance"):
+        return "/lance.table.BitmapIndexDetails"
+    return "/lance.table.BTreeIndexDetails"
+
+
 class IndexCatalog:
-    """The user indices of one manifest, and the stores their segments live in."""
+    """The user indices of one manifest, and the stores their segments live in.
+
+    ``field_types`` (field id -> Arrow type) lets a segment without details have them inferred.
+    """
 
     def __init__(self, section: table_pb2.IndexSection | None, store_for: Callable[[int | None], ObjectStore],
-                 file_version: str) -> None:
+                 file_version: str, field_types: Callable[[int], pa.DataType | None] | None = None) -> None:
         self._store_for = store_for
         self._file_version = file_version
         by_name: dict[str, list[Segment]] = {}
         for segment in user_segments(section):
+            if not segment.type_url:
+                segment = self._with_inferred_details(segment, field_types)
             by_name.setdefault(segment.name, []).append(segment)
         self.indices: dict[str, NamedIndex] = {
             name: NamedIndex(name, segs, list(segs[0].meta.fields), by_type_url(segs[0].type_url))
             for name, segs in sorted(by_name.items())
         }
+
+    def _with_inferred_details(self, segment: Segment,
+                               field_types: Callable[[int], pa.DataType | None] | None) -> Segment:
+        fields = list(segment.meta.fields)
+        data_type = field_types(fields[0]) if field_types is not None and len(fields) == 1 else None
+        meta = type(segment.meta)()
+        meta.CopyFrom(segment.meta)  # the manifest's own message stays as written
+        files = [f.path for f in segment.meta.files]
+        meta.index_details.type_url = _inferred_type_url(self.store(segment), data_type, files)
+        return Segment(meta, details_inferred=True)
 
     def names(self) -> list[str]:
         return list(self.indices)

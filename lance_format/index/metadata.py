@@ -65,9 +65,11 @@ def is_system_index(meta: table_pb2.IndexMetadata) -> bool:
 
 @dataclass(frozen=True)
 class Segment:
-    """One segment of a named index as the manifest lists it."""
+    """One segment of a named index as the manifest lists it (``details_inferred``: the manifest
+    has no ``index_details``; ``meta`` carries the type inferred from the files)."""
 
     meta: table_pb2.IndexMetadata
+    details_inferred: bool = False
 
     @property
     def uuid(self) -> str:

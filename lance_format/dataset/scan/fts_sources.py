@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from lance_format.dataset.index_describe import catalog_of
 from lance_format.errors import InvalidInputError
-from lance_format.index.catalog import SEGMENT_CACHE, IndexCatalog, row_id_lookup
+from lance_format.index.catalog import SEGMENT_CACHE, row_id_lookup
 from lance_format.index.metadata import user_segments
 from lance_format.index.scalar.fts_tokenizer import RAW_WORDS, TokenizerParams, tokenize_with_positions
 from lance_format.index.scalar.inverted import InvertedIndex, InvertedIndexType, doc_weights, idf
@@ -172,7 +173,7 @@ def _field_names(ds: LanceDataset, field_id: int) -> str | None:
 def inverted_columns(ds: LanceDataset) -> dict[str, object]:
     """The columns with an INVERTED index, in the manifest's order: their named index."""
     section = ds.manifest_file.index_section
-    catalog = IndexCatalog(section, ds.base_stores.store, ds.data_storage_version)
+    catalog = catalog_of(ds)
     found: dict[str, object] = {}
     # the manifest's order: pylance searches a column's first index when it has several
     order = list(dict.fromkeys(segment.name for segment in user_segments(section)))
@@ -208,8 +209,7 @@ def column_source(ds: LanceDataset, column: str, filter: Any = None) -> ColumnSo
             or pa.types.is_string_view(arrow_type) or (text_list and named is not None)):
         raise InvalidInputError(f"FTS field '{column}' must resolve to Utf8, LargeUtf8, Utf8View, or JSON, got "
                                 f"{arrow_type}", table=ds.uri, column=column)
-    section = ds.manifest_file.index_section
-    catalog = IndexCatalog(section, ds.base_stores.store, ds.data_storage_version)
+    catalog = catalog_of(ds)
     indices: list[InvertedIndex] = []
     covered: set[int] = set()
     if named is not None:

@@ -4,6 +4,8 @@ committed once (``commit_existing_index_segments`` or ``LanceOperation.CreateInd
 
 from __future__ import annotations
 
+import uuid
+
 import lance as pylance
 import numpy as np
 import pyarrow as pa
@@ -112,3 +114,58 @@ def test_merge_existing_segments(table_uri):
     other = ds.create_index_uncommitted("id", "BTREE", fragment_ids=[0])
     with pytest.raises(LanceError, match="same column"):
         ds.merge_existing_index_segments([parts[0], other])
+
+
+@pytest.mark.parametrize("engine", ["ours", "pylance"])
+def test_segments_committed_without_details_are_inferred_as_pylance_does(tmp_path, engine):
+    """pylance's own distributed FTS recipe commits ``Index(...)`` without ``index_details``: the
+    type is inferred from the files (INVERTED, BITMAP, BTREE; ``index.idx``: a legacy vector
+    index), so the index is listed with its type and searched."""
+    from lance_format.dataset import Index, IndexFile
+
+    words = ["lance", "database", "search", "vector", "columnar", "e-mail", "user@example.com"]
+    rng = np.random.default_rng(3)
+    data = pa.table({"id": np.arange(600), "text": [" ".join(rng.choice(words, 5)) for _ in range(600)],
+                     "cat": rng.choice(np.array(["a", "b"], dtype=object), 600), "n": np.arange(600)})
+    uri = str(tmp_path / "t.lance")
+    ds = lance.write_dataset(data, uri, max_rows_per_file=200)
+    build = ds if engine == "ours" else pylance.dataset(uri)
+    frags = [f.fragment_id for f in ds.get_fragments()]
+    indices = []
+    for column, kind in (("text", "INVERTED"), ("cat", "BITMAP"), ("n", "BTREE")):
+        index_id = str(uuid.uuid4())
+        if kind == "INVERTED":
+            for fragment in frags:
+                build.create_scalar_index(column, kind, name=f"{column}_idx", replace=False, index_uuid=index_id,
+                                          fragment_ids=[fragment])
+            build.merge_index_metadata(index_id, index_type=kind)
+        else:
+            index_id = build.create_index_uncommitted(column, kind, name=f"{column}_idx", fragment_ids=frags).uuid
+        indices.append(Index(uuid=index_id, name=f"{column}_idx", fields=[ds.schema.get_field_index(column)],
+                             dataset_version=ds.version, fragment_ids=set(frags), index_version=0))
+    indices.append(Index(uuid=str(uuid.uuid4()), name="legacy_vector_idx", fields=[0], dataset_version=ds.version,
+                         fragment_ids=set(frags), index_version=0, files=[IndexFile(path="index.idx", size_bytes=0)]))
+    committed = lance.LanceDataset.commit(uri, lance.LanceOperation.CreateIndex(new_indices=indices, removed_indices=[]),
+                                          read_version=ds.version)
+    # described as the manifest has them (pylance 14); their statistics and searches infer the type
+    theirs = {d.name: (d.index_type, d.type_url) for d in pylance.dataset(uri).describe_indices()}
+    ours = {d.name: (d.index_type, d.type_url) for d in committed.describe_indices()}
+    assert ours == theirs
+    assert {name: kind for name, (kind, _) in ours.items()} == {
+        "text_idx": "Unknown", "cat_idx": "Unknown", "n_idx": "Unknown", "legacy_vector_idx": "Vector"}
+    for name, kind in (("text_idx", "Inverted"), ("cat_idx", "Bitmap"), ("n_idx", "BTree")):
+        assert committed.stats.index_stats(name)["index_type"] == kind
+        assert pylance.dataset(uri).stats.index_stats(name)["index_type"] == kind
+    assert committed.describe_indices()[0].segments[0].fragment_ids == set(frags)  # a set, as pylance's
+    want = pylance.dataset(uri).to_table(full_text_query="columnar", columns=["id"]).column("id").to_pylist()
+    got = committed.to_table(full_text_query="columnar", columns=["id"]).column("id").to_pylist()
+    assert sorted(got) == sorted(want) and len(got) > 0
+    assert "ScalarIndexQuery" in committed.scanner(filter="n = 5").explain_plan()
+
+
+def test_create_index_returns_the_dataset_as_pylance(tmp_path):
+    vectors = pa.FixedSizeListArray.from_arrays(np.random.default_rng(1).random(2000, np.float32), 2)
+    ds = lance.write_dataset(pa.table({"vec": vectors, "id": np.arange(1000)}), str(tmp_path / "v.lance"))
+    returned = ds.create_index("vec", index_type="IVF_PQ", num_partitions=4, num_sub_vectors=2)
+    assert returned is ds and returned.version == 2
+    assert ds.create_index("id", "BTREE") is ds and ds.version == 3
