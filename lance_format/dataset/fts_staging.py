@@ -11,6 +11,7 @@ import uuid as uuid_mod
 from typing import TYPE_CHECKING, Any
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.index.metadata import parse_index_uuid
 from lance_format.index.scalar.base import VALUE_COLUMN
 from lance_format.index.store import IndexStore, index_file_version
 
@@ -32,7 +33,7 @@ def stage(ds: LanceDataset, path: str, fragment_ids: list[int], index_uuid: str 
     missing = sorted(set(fragment_ids) - known)
     if missing:
         raise InvalidInputError(f"fragments {missing} are not in version {ds.version}", table=ds.uri)
-    segment = str(uuid_mod.UUID(str(index_uuid))) if index_uuid is not None else str(uuid_mod.uuid4())
+    segment = parse_index_uuid(index_uuid) if index_uuid is not None else str(uuid_mod.uuid4())
     store = IndexStore(ds.object_store, segment, index_file_version(ds.data_storage_version))
     wanted = set(fragment_ids)
     fragments = [f for f in ds.get_fragments() if f.fragment_id in wanted]
@@ -51,5 +52,5 @@ def merge(ds: LanceDataset, index_uuid: str, index_type: str) -> None:
         raise UnsupportedFeatureError(f"merge_index_metadata of {index_type} indices is not supported by this "
                                       "engine (only INVERTED; other types: create_index_uncommitted + "
                                       "commit_existing_index_segments)", table=ds.uri)
-    segment = str(uuid_mod.UUID(str(index_uuid)))
+    segment = parse_index_uuid(index_uuid)
     merge_staged(IndexStore(ds.object_store, segment, index_file_version(ds.data_storage_version)))

@@ -26,7 +26,7 @@ from lance_format.errors import (
     InvalidInputError,
     UnsupportedFeatureError,
 )
-from lance_format.index.metadata import new_index_metadata
+from lance_format.index.metadata import new_index_metadata, parse_index_uuid
 from lance_format.index.store import IndexStore, index_dir, index_file_version
 from lance_format.index.vector import ivf_build
 from lance_format.index.vector.ivf_build import normalize
@@ -247,7 +247,7 @@ def create_vector_index(ds: LanceDataset, column: str | list[str], index_type: s
     path, lance_field, dim, element = _vector_field(ds, column)
     _params(ds, path, dim, element, index_type, metric, kwargs)  # fail before any work
     chosen = name if name is not None else f"{path}_idx"
-    segment_uuid = str(uuid_mod.UUID(str(index_uuid))) if index_uuid is not None else None
+    segment_uuid = parse_index_uuid(index_uuid) if index_uuid is not None else None
 
     def prepare(current: LanceDataset) -> Prepared:
         existing = catalog_of(current).get(chosen)

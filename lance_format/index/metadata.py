@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from pyroaring import BitMap
 
+from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
 
 FRAG_REUSE_INDEX_NAME = "__lance_frag_reuse"
@@ -101,3 +102,11 @@ def user_segments(section: table_pb2.IndexSection | None) -> list[Segment]:
     if section is None:
         return []
     return [Segment(m) for m in section.indices if not is_system_index(m)]
+
+
+def parse_index_uuid(value: object) -> str:
+    """``value`` as a canonical UUID string (an index or segment id a user passed)."""
+    try:
+        return str(uuid_mod.UUID(str(value)))
+    except ValueError as exc:
+        raise InvalidInputError(f"Invalid UUID string for index_uuid: {value!r} ({exc})") from exc

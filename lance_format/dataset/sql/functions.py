@@ -350,8 +350,11 @@ class FunctionTranslations:
         self._list_type(lists, "array_has_all")
         if not needles.is_literal:
             raise self._unsupported("array_has_all with a non-constant list")
-        checks = [self._call_udf("array_contains", _contains, [lists, literal_node(v)], pa.bool_()).expr
-                  for v in needles.literal.values]
+        # each needle as a one-item has_any: a NULL needle matches a null item, as DataFusion's
+        # array_has_all does (array_contains(col, NULL) matches nothing)
+        one = needles.literal.type
+        checks = [self._call_udf("array_has_any", _has_any, [lists, literal_node(pa.scalar([v.as_py()], one))],
+                                 pa.bool_()).expr for v in needles.literal.values]
         result = pc.scalar(True)
         for check in checks:
             result = pc.and_kleene(result, check)

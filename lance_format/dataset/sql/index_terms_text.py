@@ -35,8 +35,8 @@ def _string_literal(node: exp.Expr) -> str | None:
 def _labels(extractor: _Extractor, node: exp.Expr, item_type: pa.DataType) -> pa.Array | None:
     items = node.expressions if isinstance(node, exp.Array) else [node]
     values = [extractor.literal(item, item_type) for item in items]
-    if not values or any(v is None for v in values):
-        return None
+    if not values or any(v is None or not v.is_valid for v in values):
+        return None  # a NULL label matches null items: left to the scan, which knows that
     return pa.array([v.as_py() for v in values if v is not None and v.is_valid], type=item_type)
 
 

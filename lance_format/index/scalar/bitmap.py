@@ -54,7 +54,7 @@ def group_bitmaps(values: pa.Array, ids: np.ndarray) -> tuple[pa.Array, pa.Array
     rank = np.empty(len(dictionary), dtype=np.int64)
     rank[order] = np.arange(len(dictionary))
     codes = np.asarray(encoded.indices.fill_null(-1), dtype=np.int64)
-    row_rank = np.where(codes < 0, -1, rank[np.maximum(codes, 0)])
+    row_rank = np.where(codes < 0, -1, rank[np.maximum(codes, 0)]) if len(rank) else np.full(len(codes), -1)
     if len(dictionary) < 32767:
         row_rank = row_rank.astype(np.int16)  # numpy's stable sort of 16-bit integers is a radix sort
     rows = np.argsort(row_rank, kind="stable")  # nulls (-1) first; ids stay ascending within a key

@@ -208,3 +208,53 @@ def test_concurrent_indexed_scans_agree(path):
     assert counts == [ds.scanner(filter=sql, use_scalar_index=False).count_rows() for sql in filters * 3]
     assert lance.dataset(path).stats.index_stats("id_idx")["indices"] == [{"min": "0", "max": "599",
                                                                           "num_pages": 10}]
+
+
+LIST_FILTERS = ["array_has_any(labels, [NULL])", "array_has_all(labels, [NULL])", "array_contains(labels, NULL)",
+                "NOT array_has_any(labels, [NULL])", "NOT array_has_all(labels, [NULL])",
+                "NOT array_contains(labels, NULL)", "array_has_all(labels, ['foo', NULL])",
+                "NOT array_has_all(labels, ['foo'])", "array_has_any(labels, ['bar', NULL])"]
+
+
+def test_label_list_null_needles_match_null_items_as_pylance(tmp_path):
+    """A NULL needle matches a null item (array_has_any/array_has_all), never in array_contains;
+    with and without the LABEL_LIST index, in both engines."""
+    data = pa.table({"labels": [["foo", None], ["bar", None], [None], ["foo"], ["bar"], [], None]})
+    uri = str(tmp_path / "l.lance")
+    theirs = lance.write_dataset(data, uri)
+    want = {f: theirs.to_table(filter=f).column("labels").to_pylist() for f in LIST_FILTERS}
+    assert want["array_has_all(labels, [NULL])"] == [["foo", None], ["bar", None], [None]]
+    assert {f: lance_format.dataset(uri).to_table(filter=f).column("labels").to_pylist() for f in LIST_FILTERS} == want
+    lance_format.dataset(uri).create_scalar_index("labels", "LABEL_LIST")
+    assert {f: lance.dataset(uri).to_table(filter=f).column("labels").to_pylist() for f in LIST_FILTERS} == want
+    assert {f: lance_format.dataset(uri).to_table(filter=f).column("labels").to_pylist() for f in LIST_FILTERS} == want
+
+
+def test_indices_on_all_null_columns(tmp_path):
+    data = pa.table({"btree": pa.array([None], pa.int64()), "bitmap": pa.array([None], pa.int64()),
+                     "ngram": pa.array([None], pa.string())})
+    uri = str(tmp_path / "n.lance")
+    ds = lance_format.write_dataset(data, uri)
+    for column, kind in (("btree", "BTREE"), ("bitmap", "BITMAP"), ("ngram", "NGRAM")):
+        ds.create_scalar_index(column, index_type=kind)
+    for engine in (lance_format, lance):
+        opened = engine.dataset(uri)
+        assert opened.to_table(filter="btree IS NULL").num_rows == 1
+        assert opened.to_table(filter="bitmap IS NULL").num_rows == 1
+    ds.insert(pa.table({"btree": [1], "bitmap": [2], "ngram": ["x"]}))
+    ds.optimize.optimize_indices()
+    assert lance.dataset(uri).to_table(filter="bitmap = 2").num_rows == 1
+
+
+def test_index_uuid_arguments_are_checked_as_pylance(tmp_path):
+    import uuid
+
+    ds = lance_format.write_dataset(pa.table({"id": np.arange(100), "s": [str(i) for i in range(100)]}),
+                                    str(tmp_path / "u.lance"))
+    with pytest.raises(ValueError, match="Invalid UUID"):
+        ds.create_scalar_index("id", "BTREE", index_uuid="not-a-uuid")
+    for column, kind in (("id", "BTREE"), ("s", "NGRAM")):
+        with pytest.raises(ValueError, match="index_uuid is no longer accepted"):
+            ds.create_index_uncommitted(column, kind, fragment_ids=[0], index_uuid=str(uuid.uuid4()))
+    segment = ds.create_index_uncommitted("id", "BITMAP", fragment_ids=[0], index_uuid=str(uuid.uuid4()))
+    assert segment.fragment_ids == {0}
