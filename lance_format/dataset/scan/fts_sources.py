@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from lance_format.dataset.index_describe import catalog_of
+from lance_format.dataset.index_describe import catalog_of, field_paths
 from lance_format.errors import InvalidInputError
 from lance_format.index.catalog import SEGMENT_CACHE, row_id_lookup
 from lance_format.index.metadata import user_segments
@@ -77,7 +78,7 @@ def _unindexed(ds: LanceDataset, column: str, fragment_ids: list[int], params: T
     wanted = set(fragment_ids)
     fragments = [f for f in ds.get_fragments() if f.fragment_id in wanted]
     table = ds.scanner(columns=[column], with_row_address=True, fragments=fragments, filter=filter).to_table()
-    lists, positions = tokenize_with_positions(table.column(column), params)
+    lists, positions = tokenize_with_positions(_nested(table, column), params)
     lengths = np.diff(lists.offsets.to_numpy()).astype(np.uint32)
     return _Unindexed(table.column("_rowaddr").to_numpy().astype(np.uint64), lengths,
                       np.repeat(np.arange(len(lists)), lengths),
@@ -167,7 +168,31 @@ class ColumnSource:
 
 
 def _field_names(ds: LanceDataset, field_id: int) -> str | None:
-    return next((f.name for f in ds.lance_schema.fields if f.id == field_id), None)
+    return field_paths(ds).get(field_id)  # a nested field by its dotted path ("data.text")
+
+
+def _nested(root: Any, path: str) -> Any:
+    """The field (of a schema) or column (of a table) at ``path``: a top-level name, or a dotted
+    path through struct fields; None when there is none."""
+    names = root.schema.names if isinstance(root, pa.Table) else root.names
+    if path in names:
+        return root.column(path) if isinstance(root, pa.Table) else root.field(path)
+    head, _, rest = path.partition(".")
+    if not rest or head not in names:
+        return None
+    if isinstance(root, pa.Table):
+        column = root.column(head).combine_chunks()
+        for name in rest.split("."):
+            if not pa.types.is_struct(column.type) or column.type.get_field_index(name) < 0:
+                return None
+            column = column.field(name) if column.null_count == 0 else pc.struct_field(column, name)
+        return column
+    field = root.field(head)
+    for name in rest.split("."):
+        if not pa.types.is_struct(field.type) or field.type.get_field_index(name) < 0:
+            return None
+        field = field.type.field(name)
+    return field
 
 
 def inverted_columns(ds: LanceDataset) -> dict[str, object]:
@@ -195,11 +220,11 @@ def column_source(ds: LanceDataset, column: str, filter: Any = None) -> ColumnSo
     InvalidInputError
         ``column`` is not in the table, or is not a string column.
     """
-    names = ds.schema.names
-    if column not in names:
+    found = _nested(ds.schema, column)
+    if found is None:
         raise InvalidInputError(f"FTS field path '{column}' does not exist in the dataset schema", table=ds.uri,
                                 column=column)
-    arrow_type = ds.schema.field(column).type
+    arrow_type = found.type
     named = inverted_columns(ds).get(column)
     # a list<string> column is searchable through its INVERTED index (a row's elements are one
     # document); without one pylance has no flat search of it either

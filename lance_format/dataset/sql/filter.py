@@ -254,7 +254,7 @@ def _nullable(node: exp.Expr, schema: pa.Schema) -> bool:
 _NO_ROWS = pa.array([], pa.uint64())
 
 
-def matching_rows(batch: pa.RecordBatch, condition: pc.Expression) -> pa.Array:
+def matching_rows(batch: pa.RecordBatch | pa.Table, condition: pc.Expression) -> pa.Array:
     """The positions (ascending) of the rows of ``batch`` where ``condition`` is TRUE.
 
     The predicate is evaluated into one boolean column on this thread (``Table.filter`` would
@@ -263,7 +263,8 @@ def matching_rows(batch: pa.RecordBatch, condition: pc.Expression) -> pa.Array:
     matches = _evaluated(batch, condition)
     if matches is None:
         plan = acero.Declaration.from_sequence([
-            acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch]))),
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(
+                batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))),
             acero.Declaration("project", acero.ProjectNodeOptions([condition], ["matches"])),
         ])
         matches = plan.to_table(use_threads=False).column(0)

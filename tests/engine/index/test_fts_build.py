@@ -342,3 +342,25 @@ def test_stable_row_ids(tmp_path, products):
     lance.dataset(theirs).create_scalar_index("text", "INVERTED")
     assert _files(ours)["part_0_docs.lance"].equals(_files(theirs)["part_0_docs.lance"])
     _check_queries(ours, theirs, ["wireless", "headphones battery"])
+
+
+@pytest.mark.parametrize("builder", ["ours", "pylance"])
+def test_nested_struct_field(tmp_path, builder):
+    """An INVERTED index on ``data.text`` (a struct's field): listed by its dotted path, searched
+    with pre- and postfilters on a sibling field, unindexed appends searched flat."""
+    texts = _texts(PRODUCTS, 300, 9)
+    data = pa.table({"id": np.arange(300), "data": pa.StructArray.from_arrays(
+        [pa.array(texts, pa.string()), pa.array([f"label_{i % 7}" for i in range(300)])], names=["text", "label"])})
+    uri = str(tmp_path / "n.lance")
+    lance.write_dataset(data, uri)
+    (lance_format.dataset(uri) if builder == "ours" else lance.dataset(uri)).create_scalar_index(
+        "data.text", "INVERTED", with_position=True)
+    lance.dataset(uri).insert(data.slice(0, 50))
+    assert [d.field_names for d in lance_format.dataset(uri).describe_indices()] == [["data.text"]]
+    for query, options in (("headphones", {}), ("running shoes", {"filter": "data.label = 'label_3'"}),
+                           ("bottle", {"filter": "data.label = 'label_2'", "prefilter": True}),
+                           ('"noise-cancelling headphones"', {})):
+        want = lance.dataset(uri).to_table(full_text_query=query, columns=["id", "_score"], **options)
+        got = lance_format.dataset(uri).to_table(full_text_query=query, columns=["id", "_score"], **options)
+        assert want.num_rows > 0, query
+        _agree(got, want, query)
