@@ -26,6 +26,7 @@ from lance_format.dataset.index_describe import catalog_of, field_paths
 from lance_format.dataset.sql.index_terms import OPAQUE, And, Leaf, Not, Or, Term, index_terms
 from lance_format.index.catalog import IndexCatalog, NamedIndex, RowIdLookup, display_type, row_id_lookup
 from lance_format.index.scalar.base import difference_sorted, intersect_sorted, sorted_unique
+from lance_format.index.scalar.queries import Equals, IsIn
 from lance_format.index.scalar.queries import describe as describe_query
 
 if TYPE_CHECKING:
@@ -85,8 +86,15 @@ def _leaves(plan: _Plan) -> Iterable[_Bound]:
 def _text(plan: _Plan) -> str:
     """The plan as pylance's ``explain_plan`` prints its ``ScalarIndexQuery``."""
     if isinstance(plan, _Bound):
-        query = describe_query(plan.leaf.query, plan.leaf.column).replace(" AND ", " && ")
-        return f"[{query}]@{plan.index.name}({display_type(plan.index.type_url)})"
+        label = f"@{plan.index.name}({display_type(plan.index.type_url)})"
+        query = plan.leaf.query
+        if isinstance(query, IsIn) and len(query.values):  # pylance: an OR of equalities
+            text = ""
+            for value in query.values:
+                one = f"[{describe_query(Equals(value), plan.leaf.column)}]{label}"
+                text = one if not text else f"OR({text},{one})"
+            return text
+        return f"[{describe_query(query, plan.leaf.column).replace(' AND ', ' && ')}]{label}"
     if isinstance(plan, Not):
         return f"NOT({_text(plan.child)})"  # type: ignore[arg-type]
     name = "AND" if isinstance(plan, And) else "OR"

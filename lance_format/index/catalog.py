@@ -118,6 +118,7 @@ class IndexCatalog:
             if not segment.type_url:
                 segment = self._with_inferred_details(segment, field_types)
             by_name.setdefault(segment.name, []).append(segment)
+        self._manifest_order = {name: at for at, name in enumerate(by_name)}
         self.indices: dict[str, NamedIndex] = {
             name: NamedIndex(name, segs, list(segs[0].meta.fields), by_type_url(segs[0].type_url))
             for name, segs in sorted(by_name.items())
@@ -141,10 +142,10 @@ class IndexCatalog:
 
     def on_field(self, field_id: int) -> list[NamedIndex]:
         """Known single-field indices on ``field_id`` that answer filters: the one covering most fragments first
-        (an untrained or older index covers fewer), then by name."""
+        (an untrained or older index covers fewer), then the first created (pylance's choice)."""
         found = [i for i in self.indices.values() if i.index_type is not None and i.index_type.answers_filters
                  and i.field_ids == [field_id]]
-        return sorted(found, key=lambda i: -len(i.fragment_ids))
+        return sorted(found, key=lambda i: (-len(i.fragment_ids), self._manifest_order[i.name]))
 
     def store(self, segment: Segment) -> IndexStore:
         return IndexStore(self._store_for(segment.base_id), segment.uuid, self._file_version)

@@ -8,6 +8,7 @@ An index answers what it can (:meth:`ScalarIndex.search` returns ``None`` for th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -99,10 +100,10 @@ def describe(query: ScalarQuery, column: str) -> str:
         return f"{column} IS NULL"
     if isinstance(query, IsNotNull):
         return f"{column} IS NOT NULL"
-    if isinstance(query, LabelListHasAny):
-        return f"array_has_any({column}, {query.values.to_pylist()})"
-    if isinstance(query, LabelListHasAll):
-        return f"array_has_all({column}, {query.values.to_pylist()})"
-    if isinstance(query, StringPrefix):
-        return f"starts_with({column}, {query.prefix!r})"
-    return f"contains({column}, {query.substring!r})"
+    if isinstance(query, (LabelListHasAny, LabelListHasAll)):
+        name = "array_has_any" if isinstance(query, LabelListHasAny) else "array_has_all"
+        return f"{name}({column}, List([{', '.join(str(v) for v in query.values.to_pylist())}]))"
+    if isinstance(query, StringPrefix):  # pylance's NGRAM answers LIKE 'p%' as a regular expression
+        return f'regexp_like({column}, Utf8("{re.escape(query.prefix)}.*"))'
+    return f'contains({column}, Utf8("{query.substring}"))'
+
