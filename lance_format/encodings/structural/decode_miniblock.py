@@ -328,8 +328,8 @@ class MiniBlockPage(PageDecoder):
             return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
         if self.whole_page:
             rep, defs, values, _ = self._decode_raw(np.arange(len(self.chunk_counts)))
-            starts_at = np.flatnonzero(rep == max_rep(self.meanings))
-            return self._rows_of_levels(rep, defs, values, starts_at, rows, len(rep), data_type)
+            return self._rows_of_levels(rep, defs, values, np.zeros(1, np.int64), np.array([len(rep)], np.int64),
+                                        np.zeros(len(rows), np.int64), rows, data_type)
         first, last = self._chunks_for(rows)
         # runs of overlapping or adjacent chunk ranges; all runs are decoded in one go
         reach = np.maximum.accumulate(last)
@@ -345,22 +345,37 @@ class MiniBlockPage(PageDecoder):
         level_ends = np.cumsum(num_levels)
         run_end = level_ends[np.cumsum(run_len) - 1]
         run_start = np.append(0, run_end[:-1])
-        starts_at = np.flatnonzero(rep == max_rep(self.meanings))
-        # A run may begin with the end of a row from a chunk not read (it holds no row start):
-        # the rows of run k are the row starts from its first level on
-        row_base = np.searchsorted(starts_at, run_start)
-        local = row_base[run_of_row] + rows - self.first_row[run_c0][run_of_row]
-        return self._rows_of_levels(rep, defs, values, starts_at, local, run_end[run_of_row], data_type)
+        return self._rows_of_levels(rep, defs, values, run_start, run_end, run_of_row,
+                                    rows - self.first_row[run_c0][run_of_row], data_type)
 
-    def _rows_of_levels(self, rep: np.ndarray, defs: np.ndarray | None, values, starts_at: np.ndarray,
-                        local: np.ndarray, limit: np.ndarray | int, data_type: pa.DataType) -> LeafData:
-        """The rows beginning at levels ``starts_at[local]`` (each ending at the next row start,
-        or at ``limit``, the end of the decoded run holding it): only their levels are unravelled
-        and only their values made into Arrow arrays."""
-        visible = None if defs is None else defs <= max_visible_def(self.meanings)
+    def _rows_of_levels(self, rep: np.ndarray, defs: np.ndarray | None, values, run_start: np.ndarray,
+                        run_end: np.ndarray, run_of_row: np.ndarray, row_in_run: np.ndarray,
+                        data_type: pa.DataType) -> LeafData:
+        """The rows taken from decoded runs of chunks: row ``i`` is the ``row_in_run[i]``-th row
+        start from level ``run_start[k]`` on (``k = run_of_row[i]``) and ends at the next row start
+        or at ``run_end[k]``. A run may begin with the end of a row from a chunk not read (it holds
+        no row start). Only the levels of the rows taken are unravelled and only their values made
+        into Arrow arrays."""
+        max_visible = max_visible_def(self.meanings)
+        visible = None if defs is None else defs <= max_visible
         n_visible = len(rep) if visible is None else int(np.count_nonzero(visible))
         if values.n != n_visible:
             raise self.ctx.corrupt(f"rep/def levels describe {n_visible} values but the chunks hold {values.n}")
+        top = max_rep(self.meanings)
+        compiled = accel.read_kernels(len(rep) * 2)
+        if compiled is not None and len(row_in_run):
+            # one walk over the levels instead of a dozen numpy passes (takes touch many pages)
+            status, levels, picks = compiled.row_levels(
+                rep, np.zeros(0, rep.dtype) if defs is None else defs, defs is not None, top, max_visible,
+                np.asarray(run_start, np.int64), np.asarray(run_end, np.int64),
+                np.asarray(run_of_row, np.int64), np.asarray(row_in_run, np.int64))
+            if status != compiled.ROWS_OK:
+                raise self.ctx.corrupt(f"the chunks hold fewer rows than the {len(row_in_run)} taken")
+            return build_leaf(rep[levels], None if defs is None else defs[levels], take_block(values, picks),
+                              self.meanings, data_type, self.ctx)
+        starts_at = np.flatnonzero(rep == top)
+        local = np.searchsorted(starts_at, run_start)[run_of_row] + row_in_run
+        limit = run_end[run_of_row]
         if len(local) and int(local.max()) >= len(starts_at):
             raise self.ctx.corrupt(f"the chunks hold {len(starts_at)} rows, {int(local.max()) + 1} were expected")
         begin = starts_at[local]

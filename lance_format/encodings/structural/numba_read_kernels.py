@@ -227,3 +227,62 @@ def unpack_inline_blocks(buf, positions, wb, out):  # type: ignore[no-untyped-de
         packed = buf[p + wb: p + wb + per_block * wb].view(out.dtype).reshape(1, per_block)
         fastlanes_unpack(packed, bits, width, mask, row.reshape(1, 1024))
     return True
+
+
+# statuses of row_levels (the caller raises the matching typed error)
+ROWS_OK = 0
+ROW_MISSING = 1
+
+
+@_jit
+def row_levels(rep, defs, has_def, max_rep, max_visible, run_start, run_end, run_of_row, row_in_run):  # type: ignore[no-untyped-def]
+    """``MiniBlockPage._rows_of_levels`` in one pass: the levels of the rows a take asks for,
+    and the indices of their visible values. Row ``i`` is the ``row_in_run[i]``-th row start
+    (``rep == max_rep``) at or after level ``run_start[run_of_row[i]]``; it ends at the next row
+    start or at its run's end. Rows are sorted and unique (runs ascending, rows ascending in a
+    run), so one forward walk over the levels finds them all, counting visible levels (``defs <=
+    max_visible``, or every level without ``defs``) as it goes.
+
+    Returns (status, level indices, value indices); valid only with ``ROWS_OK``."""
+    n = rep.shape[0]
+    levels = np.empty(n, np.int64)
+    picks = np.empty(n, np.int64)
+    nl = 0
+    npk = 0
+    pos = 0
+    vis = 0  # visible levels before pos
+    cur_run = -1
+    seen = -1  # index (in its run) of the last row start passed
+    for i in range(run_of_row.shape[0]):
+        k = run_of_row[i]
+        if k != cur_run:
+            while pos < run_start[k]:
+                if not has_def or defs[pos] <= max_visible:
+                    vis += 1
+                pos += 1
+            cur_run = k
+            seen = -1
+        end = run_end[k]
+        target = row_in_run[i]
+        while True:
+            if pos >= end:
+                return ROW_MISSING, levels[:0], picks[:0]
+            if rep[pos] == max_rep:
+                seen += 1
+                if seen == target:
+                    break
+            if not has_def or defs[pos] <= max_visible:
+                vis += 1
+            pos += 1
+        # the row: its start, then every level up to the next row start or the run's end
+        while True:
+            levels[nl] = pos
+            nl += 1
+            if not has_def or defs[pos] <= max_visible:
+                picks[npk] = vis
+                npk += 1
+                vis += 1
+            pos += 1
+            if pos >= end or rep[pos] == max_rep:
+                break
+    return ROWS_OK, levels[:nl].copy(), picks[:npk].copy()
