@@ -328,8 +328,10 @@ class MiniBlockPage(PageDecoder):
             return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
         if self.whole_page:
             rep, defs, values, _ = self._decode_raw(np.arange(len(self.chunk_counts)))
-            return self._rows_of_levels(rep, defs, values, np.zeros(1, np.int64), np.array([len(rep)], np.int64),
-                                        np.zeros(len(rows), np.int64), rows, data_type)
+            zeros = np.zeros(len(rows), np.int64)
+            # one chunk as far as rows go: the walk per row of the compiled path would be quadratic
+            return self._rows_of_levels(rep, defs, values, zeros, zeros, rows, np.full(len(rows), len(rep)),
+                                        data_type, walk=False)
         first, last = self._chunks_for(rows)
         # runs of overlapping or adjacent chunk ranges; all runs are decoded in one go
         reach = np.maximum.accumulate(last)
@@ -342,40 +344,44 @@ class MiniBlockPage(PageDecoder):
         run_len = run_c1 - run_c0 + 1
         chunks = run_c0.repeat(run_len) + ranges_index(np.zeros(len(heads), np.int64), run_len)
         rep, defs, values, num_levels = self._decode_raw(chunks)
-        level_ends = np.cumsum(num_levels)
-        run_end = level_ends[np.cumsum(run_len) - 1]
-        run_start = np.append(0, run_end[:-1])
-        return self._rows_of_levels(rep, defs, values, run_start, run_end, run_of_row,
-                                    rows - self.first_row[run_c0][run_of_row], data_type)
+        # where each decoded chunk's levels and values begin, and where each run's levels end
+        level_from = np.zeros(len(chunks) + 1, np.int64)
+        np.cumsum(num_levels, out=level_from[1:])
+        value_from = np.zeros(len(chunks), np.int64)
+        np.cumsum(self.chunk_counts[chunks][:-1], out=value_from[1:])
+        run_end = level_from[np.cumsum(run_len)]
+        at = np.searchsorted(chunks, first)  # each row's own chunk among those decoded
+        return self._rows_of_levels(rep, defs, values, level_from[at], value_from[at], rows - self.first_row[first],
+                                    run_end[run_of_row], data_type)
 
-    def _rows_of_levels(self, rep: np.ndarray, defs: np.ndarray | None, values, run_start: np.ndarray,
-                        run_end: np.ndarray, run_of_row: np.ndarray, row_in_run: np.ndarray,
-                        data_type: pa.DataType) -> LeafData:
-        """The rows taken from decoded runs of chunks: row ``i`` is the ``row_in_run[i]``-th row
-        start from level ``run_start[k]`` on (``k = run_of_row[i]``) and ends at the next row start
-        or at ``run_end[k]``. A run may begin with the end of a row from a chunk not read (it holds
-        no row start). Only the levels of the rows taken are unravelled and only their values made
-        into Arrow arrays."""
+    def _rows_of_levels(self, rep: np.ndarray, defs: np.ndarray | None, values, level_from: np.ndarray,
+                        value_from: np.ndarray, row_in: np.ndarray, limit: np.ndarray, data_type: pa.DataType,
+                        *, walk: bool = True) -> LeafData:
+        """The rows taken from decoded chunks: row ``i`` is the ``row_in[i]``-th row start from
+        level ``level_from[i]`` on (the first level of its chunk, whose first value is
+        ``value_from[i]``) and ends at the next row start or at ``limit[i]`` (the end of the
+        chunks decoded with it). A chunk may begin with the end of a row from an earlier chunk.
+        Only the levels of the rows taken are unravelled and only their values made into Arrow
+        arrays."""
         max_visible = max_visible_def(self.meanings)
         visible = None if defs is None else defs <= max_visible
         n_visible = len(rep) if visible is None else int(np.count_nonzero(visible))
         if values.n != n_visible:
             raise self.ctx.corrupt(f"rep/def levels describe {n_visible} values but the chunks hold {values.n}")
         top = max_rep(self.meanings)
-        compiled = accel.read_kernels(len(rep) * 2)
-        if compiled is not None and len(row_in_run):
-            # one walk over the levels instead of a dozen numpy passes (takes touch many pages)
+        compiled = accel.read_kernels(len(rep) * 2) if walk else None
+        if compiled is not None and len(row_in):
+            # each row walks its own chunk only, in one compiled pass (no pass over all levels)
             status, levels, picks = compiled.row_levels(
                 rep, np.zeros(0, rep.dtype) if defs is None else defs, defs is not None, top, max_visible,
-                np.asarray(run_start, np.int64), np.asarray(run_end, np.int64),
-                np.asarray(run_of_row, np.int64), np.asarray(row_in_run, np.int64))
+                np.asarray(level_from, np.int64), np.asarray(value_from, np.int64), np.asarray(row_in, np.int64),
+                np.asarray(limit, np.int64))
             if status != compiled.ROWS_OK:
-                raise self.ctx.corrupt(f"the chunks hold fewer rows than the {len(row_in_run)} taken")
+                raise self.ctx.corrupt(f"the chunks hold fewer rows than the {len(row_in)} taken")
             return build_leaf(rep[levels], None if defs is None else defs[levels], take_block(values, picks),
                               self.meanings, data_type, self.ctx)
         starts_at = np.flatnonzero(rep == top)
-        local = np.searchsorted(starts_at, run_start)[run_of_row] + row_in_run
-        limit = run_end[run_of_row]
+        local = np.searchsorted(starts_at, level_from) + row_in
         if len(local) and int(local.max()) >= len(starts_at):
             raise self.ctx.corrupt(f"the chunks hold {len(starts_at)} rows, {int(local.max()) + 1} were expected")
         begin = starts_at[local]

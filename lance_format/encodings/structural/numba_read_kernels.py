@@ -235,47 +235,45 @@ ROW_MISSING = 1
 
 
 @_jit
-def row_levels(rep, defs, has_def, max_rep, max_visible, run_start, run_end, run_of_row, row_in_run):  # type: ignore[no-untyped-def]
-    """``MiniBlockPage._rows_of_levels`` in one pass: the levels of the rows a take asks for,
-    and the indices of their visible values. Row ``i`` is the ``row_in_run[i]``-th row start
-    (``rep == max_rep``) at or after level ``run_start[run_of_row[i]]``; it ends at the next row
-    start or at its run's end. Rows are sorted and unique (runs ascending, rows ascending in a
-    run), so one forward walk over the levels finds them all, counting visible levels (``defs <=
-    max_visible``, or every level without ``defs``) as it goes.
+def row_levels(rep, defs, has_def, max_rep, max_visible, level_from, value_from, row_in, limit):  # type: ignore[no-untyped-def]
+    """``MiniBlockPage._rows_of_levels`` in one pass per row: the levels of the rows a take asks
+    for, and the indices of their visible values. Row ``i`` is the ``row_in[i]``-th row start
+    (``rep == max_rep``) from level ``level_from[i]`` on (the first level of its chunk, whose
+    first value is value ``value_from[i]``); it ends at the next row start or at ``limit[i]`` (the
+    end of the chunks decoded with it). Each row walks only its own chunk's levels, counting the
+    visible ones (``defs <= max_visible``, or every level without ``defs``).
 
     Returns (status, level indices, value indices); valid only with ``ROWS_OK``."""
-    n = rep.shape[0]
+    total = 0
+    for i in range(row_in.shape[0]):
+        total += limit[i] - level_from[i]
+    n = min(rep.shape[0], max(total, 0))
     levels = np.empty(n, np.int64)
     picks = np.empty(n, np.int64)
     nl = 0
     npk = 0
-    pos = 0
-    vis = 0  # visible levels before pos
-    cur_run = -1
-    seen = -1  # index (in its run) of the last row start passed
-    for i in range(run_of_row.shape[0]):
-        k = run_of_row[i]
-        if k != cur_run:
-            while pos < run_start[k]:
-                if not has_def or defs[pos] <= max_visible:
-                    vis += 1
-                pos += 1
-            cur_run = k
-            seen = -1
-        end = run_end[k]
-        target = row_in_run[i]
+    for i in range(row_in.shape[0]):
+        pos = level_from[i]
+        vis = value_from[i]
+        end = min(limit[i], rep.shape[0])
+        target = row_in[i]
+        seen = np.int64(-1)
         while True:
             if pos >= end:
                 return ROW_MISSING, levels[:0], picks[:0]
-            if rep[pos] == max_rep:
-                seen += 1
-                if seen == target:
-                    break
-            if not has_def or defs[pos] <= max_visible:
+            is_start = np.int64(rep[pos] == max_rep)
+            if is_start and seen + 1 == target:
+                break
+            seen += is_start
+            if has_def:
+                vis += np.int64(defs[pos] <= max_visible)
+            else:
                 vis += 1
             pos += 1
-        # the row: its start, then every level up to the next row start or the run's end
+        # the row: its start, then every level up to the next row start or the limit
         while True:
+            if nl >= n:
+                return ROW_MISSING, levels[:0], picks[:0]
             levels[nl] = pos
             nl += 1
             if not has_def or defs[pos] <= max_visible:
