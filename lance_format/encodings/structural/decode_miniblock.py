@@ -20,6 +20,8 @@ Arrow arrays.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 
@@ -45,6 +47,20 @@ _ALIGN = 8
 # (fixed-width values: up to READ_AHEAD_BYTES of them, see _read_ahead_values).
 READ_AHEAD_VALUES = 1 << 16
 READ_AHEAD_BYTES = 1 << 21
+
+
+@dataclass
+class _ChunkLevels:
+    """Decoded chunks before their values: where their value buffers are, and their levels."""
+
+    chunks: np.ndarray
+    buf: np.ndarray
+    sizes: np.ndarray
+    buf_starts: np.ndarray
+    counts: np.ndarray  # values of each chunk
+    num_levels: np.ndarray
+    rep: np.ndarray | None
+    defs: np.ndarray | None
 
 
 def _pad(n: np.ndarray | int):
@@ -238,9 +254,14 @@ class MiniBlockPage(PageDecoder):
         """Levels, values and per-chunk level counts of the given chunks (``values_codec``: to
         decode the values with another codec than the page's, e.g. FSST's inner one; ``picks``:
         sorted indices into the chunks' values, to decode only those values)."""
+        levels = self._decode_levels(chunks)
+        values = self._decode_values(levels, values_codec, picks)
+        return levels.rep, levels.defs, values, levels.num_levels
+
+    def _decode_levels(self, chunks: np.ndarray) -> _ChunkLevels:
+        """The chunks' headers parsed and their rep/def levels decoded (values left for later)."""
         ctx = self.ctx
         buf, starts, ends = self._chunk_bytes(chunks)
-        counts = self.chunk_counts[chunks]
         has_rep, has_def = self.rep_codec is not None, self.def_codec is not None
         num_levels, rep_size, def_size, rep_at, def_at, sizes, buf_starts = self._headers(buf, starts, ends)
         rep = defs = None
@@ -254,6 +275,12 @@ class MiniBlockPage(PageDecoder):
             defs = decode_levels(self.def_codec, buf, def_at, def_size, num_levels, ctx)
         if not (has_rep or has_def) and bool((num_levels != 0).any()):
             raise ctx.corrupt("mini-block chunk has levels but the page has no rep/def compression")
+        return _ChunkLevels(chunks, buf, sizes, buf_starts, self.chunk_counts[chunks], num_levels, rep, defs)
+
+    def _decode_values(self, levels: _ChunkLevels, values_codec=None, picks: np.ndarray | None = None):
+        """The values of the chunks whose levels were decoded (only those at ``picks``, when given)."""
+        ctx, chunks, counts = self.ctx, levels.chunks, levels.counts
+        buf, buf_starts, sizes = levels.buf, levels.buf_starts, levels.sizes
         codec = values_codec or self.values
         expected = int(counts.sum())
         if picks is None:
@@ -271,7 +298,7 @@ class MiniBlockPage(PageDecoder):
                 raise ctx.corrupt("dictionary indices are not fixed-width integers")
             indices = np.ascontiguousarray(values.data).view(f"<u{values.bits // 8}").astype(np.int64)
             values = Dictionary(indices, self.dictionary)
-        return rep, defs, values, num_levels
+        return values
 
     def _check_rows(self, leaf: LeafData, c0: int, c1: int, need: int) -> None:
         if leaf.rows < need:
@@ -327,10 +354,11 @@ class MiniBlockPage(PageDecoder):
             _, defs, values, _ = self._decode_raw(chosen, picks=local)
             return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
         if self.whole_page:
-            rep, defs, values, _ = self._decode_raw(np.arange(len(self.chunk_counts)))
+            decoded = self._decode_levels(np.arange(len(self.chunk_counts)))
+            assert decoded.rep is not None  # a page with a rep codec has rep levels
             zeros = np.zeros(len(rows), np.int64)
             # one chunk as far as rows go: the walk per row of the compiled path would be quadratic
-            return self._rows_of_levels(rep, defs, values, zeros, zeros, rows, np.full(len(rows), len(rep)),
+            return self._rows_of_levels(decoded, zeros, zeros, rows, np.full(len(rows), len(decoded.rep)),
                                         data_type, walk=False)
         first, last = self._chunks_for(rows)
         # runs of overlapping or adjacent chunk ranges; all runs are decoded in one go
@@ -343,31 +371,32 @@ class MiniBlockPage(PageDecoder):
         run_c1 = reach[np.append(heads[1:], len(rows)) - 1]
         run_len = run_c1 - run_c0 + 1
         chunks = run_c0.repeat(run_len) + ranges_index(np.zeros(len(heads), np.int64), run_len)
-        rep, defs, values, num_levels = self._decode_raw(chunks)
+        decoded = self._decode_levels(chunks)
         # where each decoded chunk's levels and values begin, and where each run's levels end
         level_from = np.zeros(len(chunks) + 1, np.int64)
-        np.cumsum(num_levels, out=level_from[1:])
+        np.cumsum(decoded.num_levels, out=level_from[1:])
         value_from = np.zeros(len(chunks), np.int64)
-        np.cumsum(self.chunk_counts[chunks][:-1], out=value_from[1:])
+        np.cumsum(decoded.counts[:-1], out=value_from[1:])
         run_end = level_from[np.cumsum(run_len)]
         at = np.searchsorted(chunks, first)  # each row's own chunk among those decoded
-        return self._rows_of_levels(rep, defs, values, level_from[at], value_from[at], rows - self.first_row[first],
+        return self._rows_of_levels(decoded, level_from[at], value_from[at], rows - self.first_row[first],
                                     run_end[run_of_row], data_type)
 
-    def _rows_of_levels(self, rep: np.ndarray, defs: np.ndarray | None, values, level_from: np.ndarray,
-                        value_from: np.ndarray, row_in: np.ndarray, limit: np.ndarray, data_type: pa.DataType,
-                        *, walk: bool = True) -> LeafData:
-        """The rows taken from decoded chunks: row ``i`` is the ``row_in[i]``-th row start from
-        level ``level_from[i]`` on (the first level of its chunk, whose first value is
-        ``value_from[i]``) and ends at the next row start or at ``limit[i]`` (the end of the
+    def _rows_of_levels(self, decoded: _ChunkLevels, level_from: np.ndarray, value_from: np.ndarray,
+                        row_in: np.ndarray, limit: np.ndarray, data_type: pa.DataType, *, walk: bool = True) -> LeafData:
+        """The rows taken from chunks whose levels are decoded: row ``i`` is the ``row_in[i]``-th
+        row start from level ``level_from[i]`` on (the first level of its chunk, whose first value
+        is ``value_from[i]``) and ends at the next row start or at ``limit[i]`` (the end of the
         chunks decoded with it). A chunk may begin with the end of a row from an earlier chunk.
-        Only the levels of the rows taken are unravelled and only their values made into Arrow
-        arrays."""
+        Only the levels of the rows taken are unravelled, and only their values decoded."""
+        rep, defs = decoded.rep, decoded.defs
+        assert rep is not None  # only pages with lists take rows by their levels
         max_visible = max_visible_def(self.meanings)
         visible = None if defs is None else defs <= max_visible
         n_visible = len(rep) if visible is None else int(np.count_nonzero(visible))
-        if values.n != n_visible:
-            raise self.ctx.corrupt(f"rep/def levels describe {n_visible} values but the chunks hold {values.n}")
+        n_values = int(decoded.counts.sum())
+        if n_values != n_visible:
+            raise self.ctx.corrupt(f"rep/def levels describe {n_visible} values but the chunks hold {n_values}")
         top = max_rep(self.meanings)
         compiled = accel.read_kernels(len(rep) * 2) if walk else None
         if compiled is not None and len(row_in):
@@ -378,23 +407,30 @@ class MiniBlockPage(PageDecoder):
                 np.asarray(limit, np.int64))
             if status != compiled.ROWS_OK:
                 raise self.ctx.corrupt(f"the chunks hold fewer rows than the {len(row_in)} taken")
-            return build_leaf(rep[levels], None if defs is None else defs[levels], take_block(values, picks),
-                              self.meanings, data_type, self.ctx)
-        starts_at = np.flatnonzero(rep == top)
-        local = np.searchsorted(starts_at, level_from) + row_in
-        if len(local) and int(local.max()) >= len(starts_at):
-            raise self.ctx.corrupt(f"the chunks hold {len(starts_at)} rows, {int(local.max()) + 1} were expected")
-        begin = starts_at[local]
-        following = local + 1  # the next row's start, or the end of the levels after the last row
-        end = np.where(following < len(starts_at), starts_at[np.minimum(following, len(starts_at) - 1)], len(rep))
-        end = np.minimum(end, limit)
-        levels = ranges_index(begin, end - begin)
-        if visible is None or n_visible == len(rep):
-            picks = levels
         else:
-            picks = (np.cumsum(visible) - 1)[levels[visible[levels]]]
-        return build_leaf(rep[levels], None if defs is None else defs[levels], take_block(values, picks),
-                          self.meanings, data_type, self.ctx)
+            starts_at = np.flatnonzero(rep == top)
+            local = np.searchsorted(starts_at, level_from) + row_in
+            if len(local) and int(local.max()) >= len(starts_at):
+                raise self.ctx.corrupt(f"the chunks hold {len(starts_at)} rows, {int(local.max()) + 1} were expected")
+            begin = starts_at[local]
+            following = local + 1  # the next row's start, or the end of the levels after the last row
+            end = np.where(following < len(starts_at), starts_at[np.minimum(following, len(starts_at) - 1)], len(rep))
+            end = np.minimum(end, limit)
+            levels = ranges_index(begin, end - begin)
+            if visible is None or n_visible == len(rep):
+                picks = levels
+            else:
+                picks = (np.cumsum(visible) - 1)[levels[visible[levels]]]
+        # the rows are sorted and unique, so are their values: decode just those
+        if isinstance(self.values, FsstChunks) and self.dictionary is None:
+            picked = self._decode_values(decoded, self.values.inner, picks)
+            if not isinstance(picked, Variable):
+                raise self.ctx.corrupt("FSST values are not variable-width")
+            values = fsst.decompress(picked, self.values.table, self.ctx)
+        else:
+            values = self._decode_values(decoded, None, picks)
+        return build_leaf(rep[levels], None if defs is None else defs[levels], values, self.meanings, data_type,
+                          self.ctx)
 
     def _take_fsst(self, chosen: np.ndarray, local: np.ndarray, data_type: pa.DataType) -> LeafData:
         """Take from FSST chunks without lists: decompress only the strings of the rows taken."""
