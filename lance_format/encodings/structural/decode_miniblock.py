@@ -113,6 +113,42 @@ class MiniBlockPage(PageDecoder):
         if n == 0:
             if self.num_items or self.rows:
                 raise ctx.corrupt("mini-block page has values but no chunks")
+        index = None
+        if self.depth > 0:
+            raw_index = self.io.buffer(len(self.io.buffers) - 1)
+            stride = self.depth + 1
+            if len(raw_index) != n * stride * 8:
+                raise ctx.corrupt(f"repetition index has {len(raw_index)} bytes for {n} chunks")
+            index = np.ascontiguousarray(raw_index).view("<u8").astype(np.int64).reshape(n, stride)
+        compiled = accel.read_kernels()
+        if compiled is not None:
+            # one compiled pass: pages are opened afresh by every take (dozens of numpy calls each)
+            status, counts, offsets, first_row, nrows, trailer, trailer_end = compiled.chunk_table(
+                words, self.num_items, np.zeros((0, 2), np.int64) if index is None else index, index is not None)
+            if status == compiled.TABLE_ITEMS_MISMATCH:
+                raise ctx.corrupt(f"chunk metadata does not add up to the page's {self.num_items} items")
+            if status == compiled.TABLE_INDEX_INCONSISTENT:
+                raise ctx.corrupt("repetition index is inconsistent")
+        else:
+            counts, offsets, first_row, nrows, trailer, trailer_end = self._chunk_table(words, index)
+        if offsets[-1] > self.io.size(1):
+            raise ctx.corrupt(f"chunks take {int(offsets[-1])} bytes but the data buffer has {self.io.size(1)}")
+        rows = int(first_row[-1] + nrows[-1]) if n else 0
+        if (self.rep_codec is None or not self.whole_page) and rows != self.rows:
+            raise ctx.corrupt(f"chunks hold {rows} rows but the page has {self.rows}")
+        self.chunk_counts, self.chunk_offsets = counts, offsets
+        self.first_row, self.chunk_rows, self.trailer, self.trailer_end = first_row, nrows, trailer, trailer_end
+        self.dictionary = None
+        if self.dictionary_enc is not None:
+            codec = block_codec(self.dictionary_enc, ctx)
+            self.dictionary = codec.decode(self.io.buffer(2), self.num_dictionary_items, ctx)
+            if self.dictionary.n != self.num_dictionary_items:
+                raise ctx.corrupt(f"dictionary has {self.dictionary.n} items, expected {self.num_dictionary_items}")
+        self._meta_loaded = True
+
+    def _chunk_table(self, words: np.ndarray, index: np.ndarray | None):
+        """The chunk table of :func:`numba_read_kernels.chunk_table`, with numpy."""
+        ctx, n = self.ctx, len(words)
         logs = words & 0xF
         sizes = ((words >> 4) + 1) * _ALIGN
         counts = np.left_shift(np.int64(1), logs)
@@ -122,16 +158,8 @@ class MiniBlockPage(PageDecoder):
                 raise ctx.corrupt(f"chunk metadata does not add up to the page's {self.num_items} items")
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        if offsets[-1] > self.io.size(1):
-            raise ctx.corrupt(f"chunks take {int(offsets[-1])} bytes but the data buffer has {self.io.size(1)}")
-        self.chunk_counts, self.chunk_offsets = counts, offsets
-        if self.depth > 0:
-            index = self.io.buffer(len(self.io.buffers) - 1)
-            stride = self.depth + 1
-            if len(index) != n * stride * 8:
-                raise ctx.corrupt(f"repetition index has {len(index)} bytes for {n} chunks")
-            table = np.ascontiguousarray(index).view("<u8").astype(np.int64).reshape(n, stride)
-            ends, partial = table[:, 0], table[:, 1]
+        if index is not None:
+            ends, partial = index[:, 0], index[:, 1]
             trailer = partial > 0
             preamble = np.zeros(n, np.bool_)
             preamble[1:] = trailer[:-1]
@@ -141,25 +169,15 @@ class MiniBlockPage(PageDecoder):
         else:
             nrows = counts.copy()
             trailer = np.zeros(n, np.bool_)
-        first = np.zeros(n + 1, np.int64)
-        np.cumsum(nrows, out=first[1:])
-        if self.rep_codec is None or not self.whole_page:
-            if int(first[-1]) != self.rows:
-                raise ctx.corrupt(f"chunks hold {int(first[-1])} rows but the page has {self.rows}")
-        self.first_row, self.chunk_rows, self.trailer = first[:-1], nrows, trailer
+        first = np.zeros(n, np.int64)
+        np.cumsum(nrows[:-1], out=first[1:])
         # the chunk where a row left unfinished by chunk c ends: the first later chunk that is
         # not entirely a continuation
         continues = (nrows == 0) & trailer
         stops = np.flatnonzero(~continues)
         pick = np.minimum(np.searchsorted(stops, np.arange(n) + 1), len(stops) - 1) if len(stops) else None
-        self.trailer_end = np.where(trailer, stops[pick], np.arange(n)) if pick is not None else np.arange(n)
-        self.dictionary = None
-        if self.dictionary_enc is not None:
-            codec = block_codec(self.dictionary_enc, ctx)
-            self.dictionary = codec.decode(self.io.buffer(2), self.num_dictionary_items, ctx)
-            if self.dictionary.n != self.num_dictionary_items:
-                raise ctx.corrupt(f"dictionary has {self.dictionary.n} items, expected {self.num_dictionary_items}")
-        self._meta_loaded = True
+        trailer_end = np.where(trailer, stops[pick], np.arange(n)) if pick is not None else np.arange(n)
+        return counts, offsets, first, nrows, trailer, trailer_end
 
     def _chunks_for(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """First and last chunk holding each (sorted) row."""

@@ -284,3 +284,68 @@ def row_levels(rep, defs, has_def, max_rep, max_visible, level_from, value_from,
             if pos >= end or rep[pos] == max_rep:
                 break
     return ROWS_OK, levels[:nl].copy(), picks[:npk].copy()
+
+
+# statuses of chunk_table (the caller raises the matching typed error)
+TABLE_OK = 0
+TABLE_ITEMS_MISMATCH = 1
+TABLE_INDEX_INCONSISTENT = 2
+
+
+@_jit
+def chunk_table(words, num_items, index, has_index):  # type: ignore[no-untyped-def]
+    """``MiniBlockPage._load``'s chunk table from the metadata words (``((bytes / 8 - 1) << 4) |
+    log2(values)``) and, with ``has_index``, the repetition index ((chunks, depth + 1) rows of
+    rows ending in the chunk and items of a row left unfinished at its end).
+
+    Returns (status, values per chunk, byte offsets (chunks + 1), first row of each chunk, rows
+    of each chunk, whether a chunk ends inside a row, the chunk where that row ends)."""
+    n = words.shape[0]
+    counts = np.empty(n, np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    first = np.zeros(n, np.int64)
+    nrows = np.empty(n, np.int64)
+    trailer = np.zeros(n, np.bool_)
+    trailer_end = np.arange(n)
+    total = 0
+    for c in range(n):
+        w = words[c]
+        log = w & 0xF
+        offsets[c + 1] = offsets[c] + ((w >> 4) + 1) * 8
+        if c < n - 1:
+            if log == 0:
+                return TABLE_ITEMS_MISMATCH, counts, offsets, first, nrows, trailer, trailer_end
+            counts[c] = np.int64(1) << log
+            total += counts[c]
+    if n:
+        last = num_items - total
+        counts[n - 1] = last
+        log = words[n - 1] & 0xF
+        if last < 0 or (log != 0 and last != (np.int64(1) << log)):
+            return TABLE_ITEMS_MISMATCH, counts, offsets, first, nrows, trailer, trailer_end
+    rows = 0
+    for c in range(n):
+        if has_index:
+            trailer[c] = index[c, 1] > 0
+            preamble = c > 0 and trailer[c - 1]
+            nrows[c] = index[c, 0] + np.int64(trailer[c]) - np.int64(preamble)
+            if nrows[c] < 0:
+                return TABLE_INDEX_INCONSISTENT, counts, offsets, first, nrows, trailer, trailer_end
+        else:
+            nrows[c] = counts[c]
+        first[c] = rows
+        rows += nrows[c]
+    # the chunk where a row left unfinished by chunk c ends: the first later chunk that is not
+    # entirely a continuation (or the last such chunk)
+    stop = -1
+    for c in range(n):
+        if not (nrows[c] == 0 and trailer[c]):
+            stop = c
+    if stop < 0:
+        return TABLE_OK, counts, offsets, first, nrows, trailer, trailer_end
+    for c in range(n - 1, -1, -1):
+        if trailer[c]:
+            trailer_end[c] = stop
+        if not (nrows[c] == 0 and trailer[c]):
+            stop = c
+    return TABLE_OK, counts, offsets, first, nrows, trailer, trailer_end
