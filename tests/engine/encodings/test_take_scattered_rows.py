@@ -125,3 +125,31 @@ def test_take_out_of_range_is_refused(tables):
     ds = lance_format.dataset(tables["pylance", "2.2"])
     with pytest.raises((LanceError, IndexError, ValueError)):
         ds.take([0, ROWS])
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_take_of_rows_spanning_chunks_matches_pylance(tmp_path, version, compiled):
+    """Long lists continue from chunk to chunk (the repetition index's trailers and preambles):
+    rows before, inside and after them are taken whole."""
+    rng = np.random.default_rng(11)
+    n = 1500
+    lengths = rng.integers(0, 6, n)
+    lengths[[10, 11, 400, 401, 402, 1499]] = [5000, 3000, 9000, 1, 7000, 4000]
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    ints = pa.array(rng.integers(0, 1 << 40, int(offsets[-1])))
+    words = pa.array(rng.choice(np.array(["alpha", "beta", None, "gamma@example.com"], dtype=object), int(offsets[-1])))
+    mask = pa.array(rng.random(n) < 0.1)
+    table = pa.table({"ints": pa.ListArray.from_arrays(pa.array(offsets), ints, mask=mask),
+                      "words": pa.ListArray.from_arrays(pa.array(offsets), words)})
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(table, uri, data_storage_version=version)
+    idx = np.array([9, 10, 11, 12, 399, 400, 401, 402, 403, 1498, 1499, 0, 700, 11, 401])
+    accel.use_compiled(compiled)
+    try:
+        assert lance_format.dataset(uri).take(idx).equals(lance.dataset(uri).take(idx))
+        one = np.array([401])  # a one-item row between two long ones
+        assert lance_format.dataset(uri).take(one).equals(lance.dataset(uri).take(one))
+    finally:
+        accel.use_compiled(None)
