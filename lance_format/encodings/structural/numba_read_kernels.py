@@ -240,8 +240,9 @@ def row_levels(rep, defs, has_def, max_rep, max_visible, level_from, value_from,
     for, and the indices of their visible values. Row ``i`` is the ``row_in[i]``-th row start
     (``rep == max_rep``) from level ``level_from[i]`` on (the first level of its chunk, whose
     first value is value ``value_from[i]``); it ends at the next row start or at ``limit[i]`` (the
-    end of the chunks decoded with it). Each row walks only its own chunk's levels, counting the
-    visible ones (``defs <= max_visible``, or every level without ``defs``).
+    end of the chunks decoded with it). Each row walks only its own chunk's levels (from where
+    the row before it ended, when that was in the same chunk), counting the visible ones
+    (``defs <= max_visible``, or every level without ``defs``).
 
     Returns (status, level indices, value indices); valid only with ``ROWS_OK``."""
     total = 0
@@ -252,17 +253,23 @@ def row_levels(rep, defs, has_def, max_rep, max_visible, level_from, value_from,
     picks = np.empty(n, np.int64)
     nl = 0
     npk = 0
+    pos = np.int64(0)
+    vis = np.int64(0)
+    seen = np.int64(-1)
     for i in range(row_in.shape[0]):
-        pos = level_from[i]
-        vis = value_from[i]
         end = min(limit[i], rep.shape[0])
         target = row_in[i]
-        seen = np.int64(-1)
+        if i == 0 or level_from[i] != level_from[i - 1] or target <= row_in[i - 1]:
+            pos = level_from[i]
+            vis = value_from[i]
+            seen = np.int64(-1)
+        # else: a later row of the same chunk, found from where the last one ended
         while True:
             if pos >= end:
                 return ROW_MISSING, levels[:0], picks[:0]
             is_start = np.int64(rep[pos] == max_rep)
             if is_start and seen + 1 == target:
+                seen = target
                 break
             seen += is_start
             if has_def:
