@@ -13,9 +13,12 @@ items of a row left unfinished at its end (a "trailer" continued by the next chu
 "preamble"). It maps rows to chunks, so reads and takes decode only the chunks they need; all
 headers of the needed chunks are parsed with numpy at once and the values of all chunks are
 decoded together by the chunk codecs. A take (e.g. the other columns of the rows a filter
-kept) goes further: without lists the codecs decode only the values taken (``ChunkCodec.take``),
-with lists only the levels of the rows taken are unravelled; either way only those rows become
-Arrow arrays.
+kept) goes further: without lists the codecs decode only the values taken (``ChunkCodec.take``);
+with lists the levels of the chunks holding the rows are decoded first, each row is found by a
+walk over its own chunk's levels (compiled: ``numba_read_kernels.row_levels``), and then only
+the values of those rows are decoded; either way only those rows become Arrow arrays. Takes
+open pages afresh (a dataset opened per query), so the chunk table is built in one compiled
+pass too (``numba_read_kernels.chunk_table``).
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from lance_format.encodings.structural.decoded_blocks import (
     group_of,
     ranges_index,
     read_uint,
-    take_block,
 )
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
