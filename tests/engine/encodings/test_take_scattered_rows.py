@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_format
+from lance_format.encodings.buffers import DecodeContext
 from lance_format.encodings.structural import accel
 from lance_format.errors import LanceError
 
@@ -153,3 +154,34 @@ def test_take_of_rows_spanning_chunks_matches_pylance(tmp_path, version, compile
         assert lance_format.dataset(uri).take(one).equals(lance.dataset(uri).take(one))
     finally:
         accel.use_compiled(None)
+
+
+def test_chunk_table_kernel_matches_numpy_and_flags_bad_metadata():
+    pytest.importorskip("numba")
+    from lance_format.encodings.structural import numba_read_kernels as kernels
+    from lance_format.encodings.structural.decode_miniblock import MiniBlockPage
+
+    page = MiniBlockPage.__new__(MiniBlockPage)  # only the table's inputs are needed
+    page.ctx = DecodeContext("f.lance", "tags")
+    # 4 chunks of 1024, 1024, 512 and the rest (300) values; chunks 1 and 2 end inside a row, chunk 2
+    # is wholly the continuation of the row chunk 1 leaves unfinished
+    words = np.array([(3 << 4) | 10, (7 << 4) | 10, (1 << 4) | 9, (2 << 4) | 0], np.int64)
+    index = np.array([[5, 0], [7, 12], [0, 30], [4, 0]], np.int64)
+    page.num_items = 1024 + 1024 + 512 + 300
+    for idx in (index, None):
+        status, *got = kernels.chunk_table(words, page.num_items, np.zeros((0, 2), np.int64) if idx is None else idx,
+                                           idx is not None)
+        assert status == kernels.TABLE_OK
+        for a, b in zip(got, page._chunk_table(words, idx)):
+            assert np.array_equal(a, b)
+    assert list(kernels.chunk_table(words, page.num_items, index, True)[6]) == [0, 3, 3, 3]
+    # a middle chunk claiming 2^0 values, and more values than the page has
+    bad = words.copy()
+    bad[1] = 7 << 4
+    assert kernels.chunk_table(bad, page.num_items, index, True)[0] == kernels.TABLE_ITEMS_MISMATCH
+    assert kernels.chunk_table(words, 100, index, True)[0] == kernels.TABLE_ITEMS_MISMATCH
+    with pytest.raises(LanceError, match="does not add up"):
+        page._chunk_table(bad, None)
+    # a preamble in a chunk without any row end: a negative row count
+    assert kernels.chunk_table(words, page.num_items, np.array([[5, 1], [0, 0], [0, 30], [4, 0]]), True)[0] \
+        == kernels.TABLE_INDEX_INCONSISTENT
