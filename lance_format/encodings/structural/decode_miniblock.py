@@ -13,12 +13,17 @@ items of a row left unfinished at its end (a "trailer" continued by the next chu
 "preamble"). It maps rows to chunks, so reads and takes decode only the chunks they need; all
 headers of the needed chunks are parsed with numpy at once and the values of all chunks are
 decoded together by the chunk codecs. A take (e.g. the other columns of the rows a filter
-kept) goes further: without lists the codecs decode only the values taken (``ChunkCodec.take``),
-with lists only the levels of the rows taken are unravelled; either way only those rows become
-Arrow arrays.
+kept) goes further: without lists the codecs decode only the values taken (``ChunkCodec.take``);
+with lists the levels of the chunks holding the rows are decoded first, each row is found by a
+walk over its own chunk's levels (compiled: ``numba_read_kernels.row_levels``), and then only
+the values of those rows are decoded; either way only those rows become Arrow arrays. Takes
+open pages afresh (a dataset opened per query), so the chunk table is built in one compiled
+pass too (``numba_read_kernels.chunk_table``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +41,6 @@ from lance_format.encodings.structural.decoded_blocks import (
     group_of,
     ranges_index,
     read_uint,
-    take_block,
 )
 from lance_format.proto import encodings_v2_1_pb2 as pb
 
@@ -45,6 +49,20 @@ _ALIGN = 8
 # (fixed-width values: up to READ_AHEAD_BYTES of them, see _read_ahead_values).
 READ_AHEAD_VALUES = 1 << 16
 READ_AHEAD_BYTES = 1 << 21
+
+
+@dataclass
+class _ChunkLevels:
+    """Decoded chunks before their values: where their value buffers are, and their levels."""
+
+    chunks: np.ndarray
+    buf: np.ndarray
+    sizes: np.ndarray
+    buf_starts: np.ndarray
+    counts: np.ndarray  # values of each chunk
+    num_levels: np.ndarray
+    rep: np.ndarray | None
+    defs: np.ndarray | None
 
 
 def _pad(n: np.ndarray | int):
@@ -97,6 +115,42 @@ class MiniBlockPage(PageDecoder):
         if n == 0:
             if self.num_items or self.rows:
                 raise ctx.corrupt("mini-block page has values but no chunks")
+        index = None
+        if self.depth > 0:
+            raw_index = self.io.buffer(len(self.io.buffers) - 1)
+            stride = self.depth + 1
+            if len(raw_index) != n * stride * 8:
+                raise ctx.corrupt(f"repetition index has {len(raw_index)} bytes for {n} chunks")
+            index = np.ascontiguousarray(raw_index).view("<u8").astype(np.int64).reshape(n, stride)
+        compiled = accel.read_kernels()
+        if compiled is not None:
+            # one compiled pass: pages are opened afresh by every take (dozens of numpy calls each)
+            status, counts, offsets, first_row, nrows, trailer, trailer_end = compiled.chunk_table(
+                words, self.num_items, np.zeros((0, 2), np.int64) if index is None else index, index is not None)
+            if status == compiled.TABLE_ITEMS_MISMATCH:
+                raise ctx.corrupt(f"chunk metadata does not add up to the page's {self.num_items} items")
+            if status == compiled.TABLE_INDEX_INCONSISTENT:
+                raise ctx.corrupt("repetition index is inconsistent")
+        else:
+            counts, offsets, first_row, nrows, trailer, trailer_end = self._chunk_table(words, index)
+        if offsets[-1] > self.io.size(1):
+            raise ctx.corrupt(f"chunks take {int(offsets[-1])} bytes but the data buffer has {self.io.size(1)}")
+        rows = int(first_row[-1] + nrows[-1]) if n else 0
+        if (self.rep_codec is None or not self.whole_page) and rows != self.rows:
+            raise ctx.corrupt(f"chunks hold {rows} rows but the page has {self.rows}")
+        self.chunk_counts, self.chunk_offsets = counts, offsets
+        self.first_row, self.chunk_rows, self.trailer, self.trailer_end = first_row, nrows, trailer, trailer_end
+        self.dictionary = None
+        if self.dictionary_enc is not None:
+            codec = block_codec(self.dictionary_enc, ctx)
+            self.dictionary = codec.decode(self.io.buffer(2), self.num_dictionary_items, ctx)
+            if self.dictionary.n != self.num_dictionary_items:
+                raise ctx.corrupt(f"dictionary has {self.dictionary.n} items, expected {self.num_dictionary_items}")
+        self._meta_loaded = True
+
+    def _chunk_table(self, words: np.ndarray, index: np.ndarray | None):
+        """The chunk table of :func:`numba_read_kernels.chunk_table`, with numpy."""
+        ctx, n = self.ctx, len(words)
         logs = words & 0xF
         sizes = ((words >> 4) + 1) * _ALIGN
         counts = np.left_shift(np.int64(1), logs)
@@ -106,16 +160,8 @@ class MiniBlockPage(PageDecoder):
                 raise ctx.corrupt(f"chunk metadata does not add up to the page's {self.num_items} items")
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        if offsets[-1] > self.io.size(1):
-            raise ctx.corrupt(f"chunks take {int(offsets[-1])} bytes but the data buffer has {self.io.size(1)}")
-        self.chunk_counts, self.chunk_offsets = counts, offsets
-        if self.depth > 0:
-            index = self.io.buffer(len(self.io.buffers) - 1)
-            stride = self.depth + 1
-            if len(index) != n * stride * 8:
-                raise ctx.corrupt(f"repetition index has {len(index)} bytes for {n} chunks")
-            table = np.ascontiguousarray(index).view("<u8").astype(np.int64).reshape(n, stride)
-            ends, partial = table[:, 0], table[:, 1]
+        if index is not None:
+            ends, partial = index[:, 0], index[:, 1]
             trailer = partial > 0
             preamble = np.zeros(n, np.bool_)
             preamble[1:] = trailer[:-1]
@@ -125,25 +171,15 @@ class MiniBlockPage(PageDecoder):
         else:
             nrows = counts.copy()
             trailer = np.zeros(n, np.bool_)
-        first = np.zeros(n + 1, np.int64)
-        np.cumsum(nrows, out=first[1:])
-        if self.rep_codec is None or not self.whole_page:
-            if int(first[-1]) != self.rows:
-                raise ctx.corrupt(f"chunks hold {int(first[-1])} rows but the page has {self.rows}")
-        self.first_row, self.chunk_rows, self.trailer = first[:-1], nrows, trailer
+        first = np.zeros(n, np.int64)
+        np.cumsum(nrows[:-1], out=first[1:])
         # the chunk where a row left unfinished by chunk c ends: the first later chunk that is
         # not entirely a continuation
         continues = (nrows == 0) & trailer
         stops = np.flatnonzero(~continues)
         pick = np.minimum(np.searchsorted(stops, np.arange(n) + 1), len(stops) - 1) if len(stops) else None
-        self.trailer_end = np.where(trailer, stops[pick], np.arange(n)) if pick is not None else np.arange(n)
-        self.dictionary = None
-        if self.dictionary_enc is not None:
-            codec = block_codec(self.dictionary_enc, ctx)
-            self.dictionary = codec.decode(self.io.buffer(2), self.num_dictionary_items, ctx)
-            if self.dictionary.n != self.num_dictionary_items:
-                raise ctx.corrupt(f"dictionary has {self.dictionary.n} items, expected {self.num_dictionary_items}")
-        self._meta_loaded = True
+        trailer_end = np.where(trailer, stops[pick], np.arange(n)) if pick is not None else np.arange(n)
+        return counts, offsets, first, nrows, trailer, trailer_end
 
     def _chunks_for(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """First and last chunk holding each (sorted) row."""
@@ -238,9 +274,14 @@ class MiniBlockPage(PageDecoder):
         """Levels, values and per-chunk level counts of the given chunks (``values_codec``: to
         decode the values with another codec than the page's, e.g. FSST's inner one; ``picks``:
         sorted indices into the chunks' values, to decode only those values)."""
+        levels = self._decode_levels(chunks)
+        values = self._decode_values(levels, values_codec, picks)
+        return levels.rep, levels.defs, values, levels.num_levels
+
+    def _decode_levels(self, chunks: np.ndarray) -> _ChunkLevels:
+        """The chunks' headers parsed and their rep/def levels decoded (values left for later)."""
         ctx = self.ctx
         buf, starts, ends = self._chunk_bytes(chunks)
-        counts = self.chunk_counts[chunks]
         has_rep, has_def = self.rep_codec is not None, self.def_codec is not None
         num_levels, rep_size, def_size, rep_at, def_at, sizes, buf_starts = self._headers(buf, starts, ends)
         rep = defs = None
@@ -254,6 +295,12 @@ class MiniBlockPage(PageDecoder):
             defs = decode_levels(self.def_codec, buf, def_at, def_size, num_levels, ctx)
         if not (has_rep or has_def) and bool((num_levels != 0).any()):
             raise ctx.corrupt("mini-block chunk has levels but the page has no rep/def compression")
+        return _ChunkLevels(chunks, buf, sizes, buf_starts, self.chunk_counts[chunks], num_levels, rep, defs)
+
+    def _decode_values(self, levels: _ChunkLevels, values_codec=None, picks: np.ndarray | None = None):
+        """The values of the chunks whose levels were decoded (only those at ``picks``, when given)."""
+        ctx, chunks, counts = self.ctx, levels.chunks, levels.counts
+        buf, buf_starts, sizes = levels.buf, levels.buf_starts, levels.sizes
         codec = values_codec or self.values
         expected = int(counts.sum())
         if picks is None:
@@ -271,7 +318,7 @@ class MiniBlockPage(PageDecoder):
                 raise ctx.corrupt("dictionary indices are not fixed-width integers")
             indices = np.ascontiguousarray(values.data).view(f"<u{values.bits // 8}").astype(np.int64)
             values = Dictionary(indices, self.dictionary)
-        return rep, defs, values, num_levels
+        return values
 
     def _check_rows(self, leaf: LeafData, c0: int, c1: int, need: int) -> None:
         if leaf.rows < need:
@@ -327,9 +374,12 @@ class MiniBlockPage(PageDecoder):
             _, defs, values, _ = self._decode_raw(chosen, picks=local)
             return build_leaf(None, None if defs is None else defs[local], values, self.meanings, data_type, self.ctx)
         if self.whole_page:
-            rep, defs, values, _ = self._decode_raw(np.arange(len(self.chunk_counts)))
-            starts_at = np.flatnonzero(rep == max_rep(self.meanings))
-            return self._rows_of_levels(rep, defs, values, starts_at, rows, len(rep), data_type)
+            decoded = self._decode_levels(np.arange(len(self.chunk_counts)))
+            assert decoded.rep is not None  # a page with a rep codec has rep levels
+            zeros = np.zeros(len(rows), np.int64)
+            # one chunk as far as rows go: the walk per row of the compiled path would be quadratic
+            return self._rows_of_levels(decoded, zeros, zeros, rows, np.full(len(rows), len(decoded.rep)),
+                                        data_type, walk=False)
         first, last = self._chunks_for(rows)
         # runs of overlapping or adjacent chunk ranges; all runs are decoded in one go
         reach = np.maximum.accumulate(last)
@@ -341,39 +391,66 @@ class MiniBlockPage(PageDecoder):
         run_c1 = reach[np.append(heads[1:], len(rows)) - 1]
         run_len = run_c1 - run_c0 + 1
         chunks = run_c0.repeat(run_len) + ranges_index(np.zeros(len(heads), np.int64), run_len)
-        rep, defs, values, num_levels = self._decode_raw(chunks)
-        level_ends = np.cumsum(num_levels)
-        run_end = level_ends[np.cumsum(run_len) - 1]
-        run_start = np.append(0, run_end[:-1])
-        starts_at = np.flatnonzero(rep == max_rep(self.meanings))
-        # A run may begin with the end of a row from a chunk not read (it holds no row start):
-        # the rows of run k are the row starts from its first level on
-        row_base = np.searchsorted(starts_at, run_start)
-        local = row_base[run_of_row] + rows - self.first_row[run_c0][run_of_row]
-        return self._rows_of_levels(rep, defs, values, starts_at, local, run_end[run_of_row], data_type)
+        decoded = self._decode_levels(chunks)
+        # where each decoded chunk's levels and values begin, and where each run's levels end
+        level_from = np.zeros(len(chunks) + 1, np.int64)
+        np.cumsum(decoded.num_levels, out=level_from[1:])
+        value_from = np.zeros(len(chunks), np.int64)
+        np.cumsum(decoded.counts[:-1], out=value_from[1:])
+        run_end = level_from[np.cumsum(run_len)]
+        at = np.searchsorted(chunks, first)  # each row's own chunk among those decoded
+        return self._rows_of_levels(decoded, level_from[at], value_from[at], rows - self.first_row[first],
+                                    run_end[run_of_row], data_type)
 
-    def _rows_of_levels(self, rep: np.ndarray, defs: np.ndarray | None, values, starts_at: np.ndarray,
-                        local: np.ndarray, limit: np.ndarray | int, data_type: pa.DataType) -> LeafData:
-        """The rows beginning at levels ``starts_at[local]`` (each ending at the next row start,
-        or at ``limit``, the end of the decoded run holding it): only their levels are unravelled
-        and only their values made into Arrow arrays."""
-        visible = None if defs is None else defs <= max_visible_def(self.meanings)
+    def _rows_of_levels(self, decoded: _ChunkLevels, level_from: np.ndarray, value_from: np.ndarray,
+                        row_in: np.ndarray, limit: np.ndarray, data_type: pa.DataType, *, walk: bool = True) -> LeafData:
+        """The rows taken from chunks whose levels are decoded: row ``i`` is the ``row_in[i]``-th
+        row start from level ``level_from[i]`` on (the first level of its chunk, whose first value
+        is ``value_from[i]``) and ends at the next row start or at ``limit[i]`` (the end of the
+        chunks decoded with it). A chunk may begin with the end of a row from an earlier chunk.
+        Only the levels of the rows taken are unravelled, and only their values decoded."""
+        rep, defs = decoded.rep, decoded.defs
+        assert rep is not None  # only pages with lists take rows by their levels
+        max_visible = max_visible_def(self.meanings)
+        visible = None if defs is None else defs <= max_visible
         n_visible = len(rep) if visible is None else int(np.count_nonzero(visible))
-        if values.n != n_visible:
-            raise self.ctx.corrupt(f"rep/def levels describe {n_visible} values but the chunks hold {values.n}")
-        if len(local) and int(local.max()) >= len(starts_at):
-            raise self.ctx.corrupt(f"the chunks hold {len(starts_at)} rows, {int(local.max()) + 1} were expected")
-        begin = starts_at[local]
-        following = local + 1  # the next row's start, or the end of the levels after the last row
-        end = np.where(following < len(starts_at), starts_at[np.minimum(following, len(starts_at) - 1)], len(rep))
-        end = np.minimum(end, limit)
-        levels = ranges_index(begin, end - begin)
-        if visible is None or n_visible == len(rep):
-            picks = levels
+        n_values = int(decoded.counts.sum())
+        if n_values != n_visible:
+            raise self.ctx.corrupt(f"rep/def levels describe {n_visible} values but the chunks hold {n_values}")
+        top = max_rep(self.meanings)
+        compiled = accel.read_kernels(len(rep) * 2) if walk else None
+        if compiled is not None and len(row_in):
+            # each row walks its own chunk only, in one compiled pass (no pass over all levels)
+            status, levels, picks = compiled.row_levels(
+                rep, np.zeros(0, rep.dtype) if defs is None else defs, defs is not None, top, max_visible,
+                np.asarray(level_from, np.int64), np.asarray(value_from, np.int64), np.asarray(row_in, np.int64),
+                np.asarray(limit, np.int64))
+            if status != compiled.ROWS_OK:
+                raise self.ctx.corrupt(f"the chunks hold fewer rows than the {len(row_in)} taken")
         else:
-            picks = (np.cumsum(visible) - 1)[levels[visible[levels]]]
-        return build_leaf(rep[levels], None if defs is None else defs[levels], take_block(values, picks),
-                          self.meanings, data_type, self.ctx)
+            starts_at = np.flatnonzero(rep == top)
+            local = np.searchsorted(starts_at, level_from) + row_in
+            if len(local) and int(local.max()) >= len(starts_at):
+                raise self.ctx.corrupt(f"the chunks hold {len(starts_at)} rows, {int(local.max()) + 1} were expected")
+            begin = starts_at[local]
+            following = local + 1  # the next row's start, or the end of the levels after the last row
+            end = np.where(following < len(starts_at), starts_at[np.minimum(following, len(starts_at) - 1)], len(rep))
+            end = np.minimum(end, limit)
+            levels = ranges_index(begin, end - begin)
+            if visible is None or n_visible == len(rep):
+                picks = levels
+            else:
+                picks = (np.cumsum(visible) - 1)[levels[visible[levels]]]
+        # the rows are sorted and unique, so are their values: decode just those
+        if isinstance(self.values, FsstChunks) and self.dictionary is None:
+            picked = self._decode_values(decoded, self.values.inner, picks)
+            if not isinstance(picked, Variable):
+                raise self.ctx.corrupt("FSST values are not variable-width")
+            values = fsst.decompress(picked, self.values.table, self.ctx)
+        else:
+            values = self._decode_values(decoded, None, picks)
+        return build_leaf(rep[levels], None if defs is None else defs[levels], values, self.meanings, data_type,
+                          self.ctx)
 
     def _take_fsst(self, chosen: np.ndarray, local: np.ndarray, data_type: pa.DataType) -> LeafData:
         """Take from FSST chunks without lists: decompress only the strings of the rows taken."""

@@ -227,3 +227,132 @@ def unpack_inline_blocks(buf, positions, wb, out):  # type: ignore[no-untyped-de
         packed = buf[p + wb: p + wb + per_block * wb].view(out.dtype).reshape(1, per_block)
         fastlanes_unpack(packed, bits, width, mask, row.reshape(1, 1024))
     return True
+
+
+# statuses of row_levels (the caller raises the matching typed error)
+ROWS_OK = 0
+ROW_MISSING = 1
+
+
+@_jit
+def row_levels(rep, defs, has_def, max_rep, max_visible, level_from, value_from, row_in, limit):  # type: ignore[no-untyped-def]
+    """``MiniBlockPage._rows_of_levels`` in one pass per row: the levels of the rows a take asks
+    for, and the indices of their visible values. Row ``i`` is the ``row_in[i]``-th row start
+    (``rep == max_rep``) from level ``level_from[i]`` on (the first level of its chunk, whose
+    first value is value ``value_from[i]``); it ends at the next row start or at ``limit[i]`` (the
+    end of the chunks decoded with it). Each row walks only its own chunk's levels (from where
+    the row before it ended, when that was in the same chunk), counting the visible ones
+    (``defs <= max_visible``, or every level without ``defs``).
+
+    Returns (status, level indices, value indices); valid only with ``ROWS_OK``."""
+    total = 0
+    for i in range(row_in.shape[0]):
+        total += limit[i] - level_from[i]
+    n = min(rep.shape[0], max(total, 0))
+    levels = np.empty(n, np.int64)
+    picks = np.empty(n, np.int64)
+    nl = 0
+    npk = 0
+    pos = np.int64(0)
+    vis = np.int64(0)
+    seen = np.int64(-1)
+    for i in range(row_in.shape[0]):
+        end = min(limit[i], rep.shape[0])
+        target = row_in[i]
+        if i == 0 or level_from[i] != level_from[i - 1] or target <= row_in[i - 1]:
+            pos = level_from[i]
+            vis = value_from[i]
+            seen = np.int64(-1)
+        # else: a later row of the same chunk, found from where the last one ended
+        while True:
+            if pos >= end:
+                return ROW_MISSING, levels[:0], picks[:0]
+            is_start = np.int64(rep[pos] == max_rep)
+            if is_start and seen + 1 == target:
+                seen = target
+                break
+            seen += is_start
+            if has_def:
+                vis += np.int64(defs[pos] <= max_visible)
+            else:
+                vis += 1
+            pos += 1
+        # the row: its start, then every level up to the next row start or the limit
+        while True:
+            if nl >= n:
+                return ROW_MISSING, levels[:0], picks[:0]
+            levels[nl] = pos
+            nl += 1
+            if not has_def or defs[pos] <= max_visible:
+                picks[npk] = vis
+                npk += 1
+                vis += 1
+            pos += 1
+            if pos >= end or rep[pos] == max_rep:
+                break
+    return ROWS_OK, levels[:nl].copy(), picks[:npk].copy()
+
+
+# statuses of chunk_table (the caller raises the matching typed error)
+TABLE_OK = 0
+TABLE_ITEMS_MISMATCH = 1
+TABLE_INDEX_INCONSISTENT = 2
+
+
+@_jit
+def chunk_table(words, num_items, index, has_index):  # type: ignore[no-untyped-def]
+    """``MiniBlockPage._load``'s chunk table from the metadata words (``((bytes / 8 - 1) << 4) |
+    log2(values)``) and, with ``has_index``, the repetition index ((chunks, depth + 1) rows of
+    rows ending in the chunk and items of a row left unfinished at its end).
+
+    Returns (status, values per chunk, byte offsets (chunks + 1), first row of each chunk, rows
+    of each chunk, whether a chunk ends inside a row, the chunk where that row ends)."""
+    n = words.shape[0]
+    counts = np.empty(n, np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    first = np.zeros(n, np.int64)
+    nrows = np.empty(n, np.int64)
+    trailer = np.zeros(n, np.bool_)
+    trailer_end = np.arange(n)
+    total = 0
+    for c in range(n):
+        w = words[c]
+        log = w & 0xF
+        offsets[c + 1] = offsets[c] + ((w >> 4) + 1) * 8
+        if c < n - 1:
+            if log == 0:
+                return TABLE_ITEMS_MISMATCH, counts, offsets, first, nrows, trailer, trailer_end
+            counts[c] = np.int64(1) << log
+            total += counts[c]
+    if n:
+        last = num_items - total
+        counts[n - 1] = last
+        log = words[n - 1] & 0xF
+        if last < 0 or (log != 0 and last != (np.int64(1) << log)):
+            return TABLE_ITEMS_MISMATCH, counts, offsets, first, nrows, trailer, trailer_end
+    rows = 0
+    for c in range(n):
+        if has_index:
+            trailer[c] = index[c, 1] > 0
+            preamble = c > 0 and trailer[c - 1]
+            nrows[c] = index[c, 0] + np.int64(trailer[c]) - np.int64(preamble)
+            if nrows[c] < 0:
+                return TABLE_INDEX_INCONSISTENT, counts, offsets, first, nrows, trailer, trailer_end
+        else:
+            nrows[c] = counts[c]
+        first[c] = rows
+        rows += nrows[c]
+    # the chunk where a row left unfinished by chunk c ends: the first later chunk that is not
+    # entirely a continuation (or the last such chunk)
+    stop = -1
+    for c in range(n):
+        if not (nrows[c] == 0 and trailer[c]):
+            stop = c
+    if stop < 0:
+        return TABLE_OK, counts, offsets, first, nrows, trailer, trailer_end
+    for c in range(n - 1, -1, -1):
+        if trailer[c]:
+            trailer_end[c] = stop
+        if not (nrows[c] == 0 and trailer[c]):
+            stop = c
+    return TABLE_OK, counts, offsets, first, nrows, trailer, trailer_end
