@@ -46,10 +46,8 @@ from lance_format.index.vector.params import VectorIndexParams
 from lance_format.spark.common import JobScope, translate_task_error
 from lance_format.spark.namespace_options import located_table
 
-_SAMPLE_TASKS = "task int, fragment int, quota long, seed long"
 _SAMPLE_OUT = "fragment int, rows long, dim int, data binary"
-_BUILD_TASKS = "task int, fragments array<int>, segment string"
-_BUILD_OUT = "task int, segment binary"
+_BUILD_OUT = "task long, segment binary"
 #: keys the driver sets for the build tasks (the user's values are trained or checked first)
 _TRAINED_KEYS = ("ivf_centroids", "pq_codebook", "sq_bounds")
 
@@ -68,13 +66,16 @@ def _float_rows(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return x if finite.all() else x[finite]
 
 
-def _sample_task(uri: str, version: int, storage_options: dict[str, str], path: str) -> Any:
-    """``mapInArrow``: each spec row's fragment, ``quota`` random live rows of ``path``."""
+def _sample_task(uri: str, version: int, storage_options: dict[str, str], path: str,
+                 specs: Sequence[tuple[int, int, int]]) -> Any:
+    """``mapInArrow`` over ``spark.range``: for each id, the ``(fragment, quota, seed)`` spec's
+    ``quota`` random live rows of ``path`` in that fragment, as float32 bytes."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ds = LanceDataset(uri, version=version, storage_options=storage_options)
         for batch in batches:
-            for fragment_id, quota, seed in zip(*(batch.column(n).to_pylist() for n in ("fragment", "quota", "seed"))):
+            for task in batch.column(0).to_pylist():
+                fragment_id, quota, seed = specs[task]
                 fragment = ds.get_fragment(fragment_id)
                 live = fragment.count_rows()
                 rng = np.random.default_rng(seed)
@@ -89,20 +90,26 @@ def _sample_task(uri: str, version: int, storage_options: dict[str, str], path: 
 
 
 def _build_task(uri: str, version: int, storage_options: dict[str, str], path: str, index_type: str, name: str,
-                metric: str, kwargs: dict[str, Any]) -> Any:
-    """``mapInArrow``: one uncommitted segment per spec row; yields its pickled ``Index``."""
+                metric: str, kwargs: dict[str, Any], specs: Sequence[tuple[list[int], str]]) -> Any:
+    """``mapInArrow`` over ``spark.range``: for each id, the uncommitted segment of the spec's
+    ``(fragment ids, segment uuid)``; yields its pickled ``Index``."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ds = LanceDataset(uri, version=version, storage_options=storage_options)
         for batch in batches:
-            tasks, groups, segments = (batch.column(n).to_pylist() for n in ("task", "fragments", "segment"))
-            for task, fragments, segment in zip(tasks, groups, segments):
+            for task in batch.column(0).to_pylist():
+                fragments, segment = specs[task]
                 index = ds.create_index_uncommitted(path, index_type, name, metric=metric, fragment_ids=fragments,
                                                     index_uuid=segment, **kwargs)
                 yield pa.RecordBatch.from_pydict({"task": [task], "segment": [pickle.dumps(index)]},
-                                                 schema=pa.schema([("task", pa.int32()), ("segment", pa.binary())]))
+                                                 schema=pa.schema([("task", pa.int64()), ("segment", pa.binary())]))
 
     return run
+
+
+def _tasks(spark: Any, count: int) -> Any:
+    """``count`` one-row partitions (ids 0..count-1): one Spark task per spec, without a shuffle."""
+    return spark.range(0, count, 1, count)
 
 
 def _quotas(rows: Sequence[int], wanted: int) -> list[int]:
@@ -129,9 +136,9 @@ def _train_on_sample(spark: Any, ds: LanceDataset, path: str, params: VectorInde
     """Draw the sample with one Spark job (a task per fragment) and train on the driver."""
     quotas = _quotas([rows for _, rows in fragments], sample_size(params, partitions))
     seed = params.seed if params.seed is not None else 0
-    specs = [(i, f, q, seed * 1_000_003 + f) for i, ((f, _), q) in enumerate(zip(fragments, quotas)) if q > 0]
-    tasks = spark.createDataFrame(specs, _SAMPLE_TASKS).repartition(len(specs), "task")
-    rows = tasks.mapInArrow(_sample_task(ds.uri, ds.version, storage_options, path), _SAMPLE_OUT).collect()
+    specs = [(f, q, seed * 1_000_003 + f) for (f, _), q in zip(fragments, quotas) if q > 0]
+    run = _sample_task(ds.uri, ds.version, storage_options, path, specs)
+    rows = _tasks(spark, len(specs)).mapInArrow(run, _SAMPLE_OUT).collect()
     parts = [np.frombuffer(bytes(r["data"]), dtype=np.float32).reshape(r["rows"], r["dim"])
              for r in sorted(rows, key=lambda r: r["fragment"]) if r["rows"]]
     if not parts:
@@ -212,11 +219,9 @@ def create_index(spark: Any, uri: str | None, column: str, index_type: str, *, m
         groups = _groups(fragments, fragments_per_task)
         segment_ids = [str(uuid_mod.uuid4()) for _ in groups]
         build = _build_task(ds.uri, ds.version, storage, path, params.index_type, index_name, metric,
-                            _task_kwargs(kwargs, trained))
-        specs = [(i, g, s) for i, (g, s) in enumerate(zip(groups, segment_ids))]
-        tasks = spark.createDataFrame(specs, _BUILD_TASKS).repartition(len(specs), "task")
+                            _task_kwargs(kwargs, trained), list(zip(groups, segment_ids)))
         try:
-            rows = tasks.mapInArrow(build, _BUILD_OUT).collect()
+            rows = _tasks(spark, len(groups)).mapInArrow(build, _BUILD_OUT).collect()
         except Exception as exc:
             scope.settle()  # no task may still be writing when its files are removed
             _remove_segments(ds, segment_ids)
