@@ -61,6 +61,17 @@ def _timed(build, traced: bool) -> tuple[float, float | None]:
     return seconds, peak
 
 
+def _build(spark, who: str, uri: str, index_type: str, params: dict) -> None:
+    from lance_format.spark import create_index
+
+    if who == "spark":
+        create_index(spark, uri, "vec", index_type, **params)
+    elif who == "engine":
+        lance_format.dataset(uri).create_index("vec", index_type, **params)
+    else:
+        lance.dataset(uri).create_index("vec", index_type, **params)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=200_000)
@@ -112,14 +123,8 @@ def main() -> None:
             for who in ("spark", "engine", "pylance"):
                 uri = str(root / f"{index_type}-{who}.lance")
                 shutil.copytree(source, uri)
-                if who == "spark":
-                    seconds, peak = _timed(lambda u=uri: create_index(spark, u, "vec", index_type, **params), True)
-                elif who == "engine":
-                    seconds, peak = _timed(lambda u=uri: lance_format.dataset(u).create_index("vec", index_type,
-                                                                                              **params), True)
-                else:
-                    seconds, peak = _timed(lambda u=uri: lance.dataset(u).create_index("vec", index_type, **params),
-                                           False)
+                seconds, peak = _timed(lambda u=uri, w=who, t=index_type, p=params: _build(spark, w, u, t, p),
+                                       who != "pylance")
                 results[who] = (seconds, peak, _recall(uri, queries, args.nprobes))
                 shutil.rmtree(uri)
             line = [f"{index_type:9s}"]

@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.index_vector import check_vector_request, sample_size
-from lance_format.errors import IndexExistsError, InvalidInputError
+from lance_format.errors import CorruptFileError, IndexExistsError, InvalidInputError
 from lance_format.index.vector import ivf_build, pq, sq
 from lance_format.index.vector.params import VectorIndexParams
 from lance_format.spark.common import JobScope, translate_task_error
@@ -77,6 +77,9 @@ def _sample_task(uri: str, version: int, storage_options: dict[str, str], path: 
             for task in batch.column(0).to_pylist():
                 fragment_id, quota, seed = specs[task]
                 fragment = ds.get_fragment(fragment_id)
+                if fragment is None:
+                    raise CorruptFileError(f"fragment {fragment_id} is not in version {version}", table=uri,
+                                           version=version)
                 live = fragment.count_rows()
                 rng = np.random.default_rng(seed)
                 positions = np.sort(rng.choice(live, size=min(quota, live), replace=False))

@@ -13,8 +13,8 @@ import pytest
 import lance_format as lance
 from lance_format.errors import (
     ArgumentTypeError,
-    IndexColumnNotFoundError,
     CorruptFileError,
+    IndexColumnNotFoundError,
     IndexExistsError,
     InvalidInputError,
     UnsupportedFeatureError,
