@@ -7,9 +7,9 @@ integration drives it):
 1. the driver reads the manifest, checks the request with the engine's own validation (typed
    errors before any job runs) and sizes the training sample as ``create_index`` does
    (``sample_rate`` rows per partition, and per code of the PQ/SQ quantizer);
-2. one Spark job draws the sample: each task takes a random set of live rows of one fragment,
-   about its share of the sample (``fragment.take``: only those rows are read), so the driver
-   holds the sample and nothing more;
+2. one Spark job draws the sample: for each fragment a task takes a random set of its live rows,
+   about the fragment's share of the sample (``fragment.take``: only those rows are read; at
+   most two such tasks per core), so the driver holds the sample and nothing more;
 3. the driver trains the IVF centroids (k-means), and the PQ codebook or SQ bounds, on it;
 4. a second job builds one index segment per group of ``fragments_per_task`` fragments: every
    task opens the pinned version and calls ``LanceDataset.create_index_uncommitted`` with the
@@ -43,7 +43,7 @@ from lance_format.dataset.index_vector import check_vector_request, sample_size
 from lance_format.errors import CorruptFileError, IndexExistsError, InvalidInputError
 from lance_format.index.vector import ivf_build, pq, sq
 from lance_format.index.vector.params import VectorIndexParams
-from lance_format.spark.common import JobScope, translate_task_error
+from lance_format.spark.common import JobScope, parallelism, translate_task_error
 from lance_format.spark.namespace_options import located_table
 
 _SAMPLE_OUT = "fragment int, rows long, dim int, data binary"
@@ -67,15 +67,14 @@ def _float_rows(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def _sample_task(uri: str, version: int, storage_options: dict[str, str], path: str,
-                 specs: Sequence[tuple[int, int, int]]) -> Any:
-    """``mapInArrow`` over ``spark.range``: for each id, the ``(fragment, quota, seed)`` spec's
-    ``quota`` random live rows of ``path`` in that fragment, as float32 bytes."""
+                 specs: Sequence[Sequence[tuple[int, int, int]]]) -> Any:
+    """``mapInArrow`` over ``spark.range``: for each id, every ``(fragment, quota, seed)`` of its
+    specs: ``quota`` random live rows of ``path`` in that fragment, as float32 bytes."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ds = LanceDataset(uri, version=version, storage_options=storage_options)
         for batch in batches:
-            for task in batch.column(0).to_pylist():
-                fragment_id, quota, seed = specs[task]
+            for fragment_id, quota, seed in (spec for task in batch.column(0).to_pylist() for spec in specs[task]):
                 fragment = ds.get_fragment(fragment_id)
                 if fragment is None:
                     raise CorruptFileError(f"fragment {fragment_id} is not in version {version}", table=uri,
@@ -140,8 +139,10 @@ def _train_on_sample(spark: Any, ds: LanceDataset, path: str, params: VectorInde
     quotas = _quotas([rows for _, rows in fragments], sample_size(params, partitions))
     seed = params.seed if params.seed is not None else 0
     specs = [(f, q, seed * 1_000_003 + f) for (f, _), q in zip(fragments, quotas) if q > 0]
-    run = _sample_task(ds.uri, ds.version, storage_options, path, specs)
-    rows = _tasks(spark, len(specs)).mapInArrow(run, _SAMPLE_OUT).collect()
+    # a take of a few rows per fragment is quick: at most two tasks per core, not one per fragment
+    count = min(len(specs), 2 * parallelism(spark))
+    run = _sample_task(ds.uri, ds.version, storage_options, path, [specs[i::count] for i in range(count)])
+    rows = _tasks(spark, count).mapInArrow(run, _SAMPLE_OUT).collect()
     parts = [np.frombuffer(bytes(r["data"]), dtype=np.float32).reshape(r["rows"], r["dim"])
              for r in sorted(rows, key=lambda r: r["fragment"]) if r["rows"]]
     if not parts:
