@@ -221,3 +221,11 @@ def test_failed_task_commits_nothing_and_removes_its_segments(spark, tmp_path, d
     indices = tmp_path / "t.lance" / "_indices"
     assert not indices.exists() or not any(indices.rglob("*.idx"))
 
+
+
+def test_spark_connect_session(spark_connect, tmp_path, data):
+    """The same build from a Spark Connect client (no SparkContext on the client side)."""
+    uri = _table(tmp_path, data, rows=2000)
+    ds = create_index(spark_connect, uri, "vec", "IVF_SQ", num_partitions=4, fragments_per_task=2)
+    (desc,) = pylance.dataset(uri).describe_indices()
+    assert ds.version == 2 and len(desc.segments) == 2 and desc.num_rows_indexed == 2000
