@@ -229,3 +229,15 @@ def test_spark_connect_session(spark_connect, tmp_path, data):
     ds = create_index(spark_connect, uri, "vec", "IVF_SQ", num_partitions=4, fragments_per_task=2)
     (desc,) = pylance.dataset(uri).describe_indices()
     assert ds.version == 2 and len(desc.segments) == 2 and desc.num_rows_indexed == 2000
+
+
+def test_sample_quotas_and_task_groups():
+    from lance_format.spark.vector_index import _groups, _quotas
+
+    quotas = _quotas([1000, 3000, 0, 6000], 2000)
+    assert quotas == [200, 600, 0, 1200] and sum(quotas) == 2000
+    assert _quotas([10, 20], 2000) == [10, 20]  # a small table: every row
+    assert _quotas([7, 7, 7], 10) == [4, 4, 4]  # rounded up, never more than a fragment holds
+    # fragments without live rows ride with the first task: covered, no task of their own
+    assert _groups([(0, 5), (1, 0), (2, 5), (3, 5)], 2) == [[0, 1, 2], [3]]
+    assert _groups([(4, 1), (9, 1), (12, 1)], 1) == [[4], [9], [12]]
