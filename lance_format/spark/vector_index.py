@@ -175,6 +175,8 @@ def _remove_segments(ds: LanceDataset, segments: Sequence[str]) -> None:
 
 
 def create_index(spark: Any, uri: str | None, column: str, index_type: str, *, metric: str = "l2",
+                 num_partitions: int | None = None, num_sub_vectors: int | None = None, num_bits: int = 8,
+                 sample_rate: int = 256, max_iters: int = 50, ivf_centroids: Any = None, pq_codebook: Any = None,
                  name: str | None = None, replace: bool = False, fragments_per_task: int = 1,
                  storage_options: dict[str, str] | None = None, namespace: Any = None,
                  table_id: str | Sequence[str] | None = None, **kwargs: Any) -> LanceDataset:
@@ -200,6 +202,10 @@ def create_index(spark: Any, uri: str | None, column: str, index_type: str, *, m
     uri, options = located_table(uri, namespace, table_id, create=False, storage_options=storage_options)
     storage = dict(options or {})
     ds = LanceDataset(uri, storage_options=storage)
+    given = {"num_partitions": num_partitions, "num_sub_vectors": num_sub_vectors, "ivf_centroids": ivf_centroids,
+             "pq_codebook": pq_codebook}
+    kwargs = {**kwargs, **{k: v for k, v in given.items() if v is not None}, "num_bits": num_bits,
+              "sample_rate": sample_rate, "max_iters": max_iters}
     metric = str(kwargs.pop("distance_type", metric))
     path, _, params = check_vector_request(ds, column, index_type, metric, kwargs)
     index_name = name if name is not None else f"{path}_idx"
@@ -235,7 +241,11 @@ def create_index(spark: Any, uri: str | None, column: str, index_type: str, *, m
         _remove_segments(ds, segment_ids)
         raise InvalidInputError(f"expected {len(groups)} index segments from the executors, got {len(segments)}",
                                 table=ds.uri, column=path)
-    return ds.commit_existing_index_segments(index_name, path, segments)
+    try:
+        return ds.commit_existing_index_segments(index_name, path, segments)
+    except Exception:
+        _remove_segments(ds, segment_ids)  # a refused commit (a conflict, a lost race) leaves no files behind
+        raise
 
 
 def _typed(exc: BaseException) -> BaseException:

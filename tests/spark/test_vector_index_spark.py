@@ -241,3 +241,20 @@ def test_sample_quotas_and_task_groups():
     # fragments without live rows ride with the first task: covered, no task of their own
     assert _groups([(0, 5), (1, 0), (2, 5), (3, 5)], 2) == [[0, 1, 2], [3]]
     assert _groups([(4, 1), (9, 1), (12, 1)], 1) == [[4], [9], [12]]
+
+
+def test_refused_commit_removes_the_segments(spark, tmp_path, data, monkeypatch):
+    from lance_format.dataset.dataset import LanceDataset
+
+    uri = _table(tmp_path, data, rows=2000)
+
+    def refuse(self, *args, **kwargs):
+        raise InvalidInputError("commit refused on purpose", table=self.uri)
+
+    monkeypatch.setattr(LanceDataset, "commit_existing_index_segments", refuse)
+    with pytest.raises(InvalidInputError, match="on purpose"):
+        create_index(spark, uri, "vec", "IVF_FLAT", num_partitions=4, fragments_per_task=2)
+    indices = tmp_path / "t.lance" / "_indices"
+    assert indices.is_dir() and len(list(indices.iterdir())) == 2  # both tasks wrote their segment...
+    assert not any(indices.rglob("*.idx"))  # ...and its files are gone
+    assert pylance.dataset(uri).version == 1 and pylance.dataset(uri).describe_indices() == []
