@@ -150,6 +150,12 @@ def _params(ds: LanceDataset, path: str, dim: int, element: pa.DataType, index_t
             if codebook.shape != want:
                 raise InvalidInputError(f"PQ codebook must be 3D array: (sub_vectors, {1 << num_bits}, dim) for "
                                         f"num_bits={num_bits}, got {codebook.shape}", table=table, column=path)
+    bounds = kwargs.get("sq_bounds")
+    if bounds is not None:
+        bounds = tuple(float(v) for v in bounds)
+        if "SQ" not in kind or len(bounds) != 2 or not bounds[0] <= bounds[1] or not all(np.isfinite(bounds)):
+            raise InvalidInputError(f"sq_bounds must be (start, end) with start <= end for an SQ index, got "
+                                    f"{kwargs.get('sq_bounds')!r} for {kind}", table=table, column=path)
     if kind != "IVF_FLAT" and num_bits != 8:
         raise UnsupportedFeatureError(f"{kind} with num_bits={num_bits} is not supported by this engine (8 only)",
                                       table=table, column=path)
@@ -158,6 +164,7 @@ def _params(ds: LanceDataset, path: str, dim: int, element: pa.DataType, index_t
         num_sub_vectors=int(num_sub_vectors) if num_sub_vectors is not None else None, num_bits=num_bits,
         sample_rate=int(kwargs.get("sample_rate") or 256), max_iters=int(kwargs.get("max_iters") or 50),
         target_partition_size=kwargs.get("target_partition_size"), ivf_centroids=centroids, pq_codebook=codebook,
+        sq_bounds=bounds,
         shuffle_partition_batches=int(kwargs.get("shuffle_partition_batches") or 10240),
         shuffle_partition_concurrency=int(kwargs.get("shuffle_partition_concurrency") or 2),
         skip_transpose=bool(kwargs.get("skip_transpose", False)),
@@ -205,6 +212,20 @@ def _sample(ds: LanceDataset, path: str, fragment_ids: list[int] | None, wanted:
     return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros((0, 0), np.float32)
 
 
+def sample_size(params: VectorIndexParams, partitions: int) -> int:
+    """How many rows training draws: ``sample_rate`` per partition, and per code of the quantizer."""
+    codes = params.sample_rate << params.num_bits if params.quantizer != "flat" else 0
+    return max(partitions * params.sample_rate, codes)
+
+
+def check_vector_request(ds: LanceDataset, column: str | list[str], index_type: str, metric: Any,
+                         kwargs: dict[str, Any]) -> tuple[str, int, VectorIndexParams]:
+    """Validate a vector index request as ``create_index`` does (same typed errors), before any
+    work: the column's path, its dimension and the build's parameters."""
+    path, _, dim, element = _vector_field(ds, column)
+    return path, dim, _params(ds, path, dim, element, index_type, metric, dict(kwargs))
+
+
 def build_vector_segment(ds: LanceDataset, column: str | list[str], index_type: str, name: str, metric: Any, *,
                          fragment_ids: list[int] | None, segment_uuid: str | None, kwargs: dict[str, Any],
                          written: list[str]) -> Any:
@@ -219,10 +240,11 @@ def build_vector_segment(ds: LanceDataset, column: str | list[str], index_type: 
         raise InvalidInputError(f"cannot train a {params.index_type} index on column {path}: the table has no rows",
                                 table=ds.uri, column=path)
     partitions = params.partitions_for(total)
-    need = max(partitions * params.sample_rate, params.sample_rate << params.num_bits if params.quantizer != "flat"
-               else 0)
-    sample = _sample(ds, path, fragment_ids, need, total, params.seed)
-    if len(sample) == 0:
+    if params.pretrained:  # centroids and quantizer given (a distributed build): nothing to sample
+        sample = np.zeros((0, dim), np.float32)
+    else:
+        sample = _sample(ds, path, fragment_ids, sample_size(params, partitions), total, params.seed)
+    if len(sample) == 0 and not params.pretrained:
         raise InvalidInputError(f"cannot train a {params.index_type} index on column {path}: every vector is null "
                                 "or NaN", table=ds.uri, column=path)
     if params.metric == "cosine":
@@ -306,4 +328,4 @@ def optimize_vector_segment(ds: LanceDataset, reference: Any, store: IndexStore,
                               files=files)
 
 
-__all__ = ["build_vector_segment", "create_vector_index", "is_vector_type", "optimize_vector_segment"]
+__all__ = ["build_vector_segment", "check_vector_request", "create_vector_index", "sample_size", "is_vector_type", "optimize_vector_segment"]

@@ -9,6 +9,7 @@ driver plans, pins versions and commits once, in the caller's process.
 * :func:`merge_dataframe` -- upsert by key, one ``Update`` commit;
 * :func:`read_dataframe` -- a pinned version as a DataFrame (projection and filter in the engine);
 * :func:`read_changes` -- the change feed between two versions as a DataFrame;
+* :func:`create_index` -- a vector index trained on a sample, built by the executors, committed once;
 * :func:`nearest` -- a k-nearest-neighbour join of query vectors against a table (exact, distributed);
 * :func:`merge_each_batch` -- a ``foreachBatch`` function merging each micro-batch by key;
 * :func:`ship_to_executors` -- zip this package onto the Python path of a cluster's executors;
@@ -28,9 +29,10 @@ from lance_format.spark.read import read_dataframe
 from lance_format.spark.shipping import ship_to_executors
 from lance_format.spark.streaming_sink import merge_each_batch
 from lance_format.spark.types import lance_arrow_schema
+from lance_format.spark.vector_index import create_index
 from lance_format.spark.write import write_dataframe
 
 __all__ = [
     "CommitResult", "IDEMPOTENCY_KEY", "write_dataframe", "merge_dataframe", "read_dataframe", "read_changes",
-    "merge_each_batch", "register", "ship_to_executors", "create_scalar_index", "lance_arrow_schema", "nearest",
+    "merge_each_batch", "register", "ship_to_executors", "create_scalar_index", "create_index", "lance_arrow_schema", "nearest",
 ]

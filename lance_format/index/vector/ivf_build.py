@@ -102,7 +102,8 @@ def train(sample: np.ndarray, num_partitions: int, params: VectorIndexParams) ->
             quantizer = pq.train(rows, int(params.num_sub_vectors or 1), params.num_bits,
                                  max_iters=params.max_iters, seed=params.seed)
     elif params.quantizer == "sq":
-        quantizer = sq.train(_subset(sample, code_rows, rng), params.num_bits)
+        quantizer = (sq.ScalarQuantizer(*params.sq_bounds, params.num_bits) if params.sq_bounds is not None
+                     else sq.train(_subset(sample, code_rows, rng), params.num_bits))
     return Trained(centroids, loss, quantizer)
 
 

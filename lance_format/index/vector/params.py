@@ -50,6 +50,8 @@ class VectorIndexParams:
     target_partition_size: int | None = None
     ivf_centroids: np.ndarray | None = None
     pq_codebook: np.ndarray | None = None
+    #: SQ bounds ``(start, end)`` trained elsewhere (a distributed build's driver): not trained again
+    sq_bounds: tuple[float, float] | None = None
     shuffle_partition_batches: int = 10240
     shuffle_partition_concurrency: int = 2
     skip_transpose: bool = False
@@ -63,6 +65,14 @@ class VectorIndexParams:
     @property
     def quantizer(self) -> str:
         return self.index_type.rsplit("_", 1)[-1].lower()  # flat / pq / sq
+
+    @property
+    def pretrained(self) -> bool:
+        """Whether every trained artifact is given (centroids, and the codebook or SQ bounds):
+        a build then needs no training sample."""
+        if self.ivf_centroids is None:
+            return False
+        return {"pq": self.pq_codebook is not None, "sq": self.sq_bounds is not None}.get(self.quantizer, True)
 
     def partitions_for(self, num_rows: int) -> int:
         """The partition count for ``num_rows`` training rows (pylance clamps to the row count)."""

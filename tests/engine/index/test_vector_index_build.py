@@ -375,6 +375,36 @@ def test_distributed_build_with_shared_centroids(tmp_path, vectors) -> None:
     assert _ids(theirs, q, "l2", nprobes=PARTS) == _ids(theirs, q, "l2", use_index=False)
 
 
+def test_distributed_sq_with_shared_bounds_needs_no_sample(tmp_path, vectors, monkeypatch) -> None:
+    """``sq_bounds=`` (a distributed build's driver trained them): every segment stores the same
+    bounds, and with centroids given too no task draws a training sample."""
+    import json
+
+    from lance.file import LanceFileReader
+
+    from lance_format.dataset import index_vector
+
+    uri = str(tmp_path / "sq.lance")
+    pylance.write_dataset(_table(vectors), uri, max_rows_per_file=ROWS // 2)
+    centroids = kmeans.train(vectors, PARTS, max_iters=10, seed=4).centroids
+    monkeypatch.setattr(index_vector, "_sample", lambda *a, **k: pytest.fail("sampled with every artifact given"))
+    ds = lance.dataset(uri)
+    segments = [ds.create_index_uncommitted("vec", "IVF_SQ", fragment_ids=[f], ivf_centroids=centroids,
+                                            sq_bounds=(-30.0, 30.0)) for f in (0, 1)]
+    ds.commit_existing_index_segments("vec_idx", "vec", segments)
+    for segment in segments:
+        meta = LanceFileReader(f"{uri}/_indices/{segment.uuid}/auxiliary.idx").metadata().schema.metadata
+        storage = json.loads(json.loads(meta[b"storage_metadata"])[0])
+        assert storage["bounds"] == {"start": -30.0, "end": 30.0}
+    theirs = pylance.dataset(uri)
+    q = vectors[1500]
+    assert _ids(theirs, q, "l2", nprobes=PARTS, refine_factor=50) == _ids(theirs, q, "l2", use_index=False)
+    with pytest.raises(InvalidInputError, match="sq_bounds"):
+        ds.create_index_uncommitted("vec", "IVF_FLAT", fragment_ids=[0], sq_bounds=(0.0, 1.0))
+    with pytest.raises(InvalidInputError, match="sq_bounds"):
+        ds.create_index_uncommitted("vec", "IVF_SQ", fragment_ids=[0], sq_bounds=(1.0, -1.0))
+
+
 @pytest.mark.parametrize("stable_row_ids", [False, True])
 def test_deleted_rows_and_stable_row_ids(tmp_path, vectors, queries, stable_row_ids) -> None:
     uri = str(tmp_path / "deleted.lance")
