@@ -4,7 +4,8 @@ Segmentation comes from ICU itself (the ``icu4py`` package, in the ``fts`` extra
 segments with ICU4X, this engine with ICU4C; both follow UAX #29 and ICU's dictionaries, so
 Latin, Cyrillic, Greek, Arabic, Chinese, Thai and Korean text give the same words; Japanese
 can be cut differently where the two dictionaries disagree (e.g. a katakana compound).
-Only word-like segments (those holding a letter or a digit) are tokens, as pylance keeps them.
+Only word-like segments (holding a character Rust counts as alphanumeric) are tokens, as
+pylance keeps them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.errors import UnsupportedFeatureError
+from lance_format.index.scalar.fts_alphanumeric import word_char_class
 
 # a hard word boundary under UAX #29 (rules WB3a/WB3b): documents joined with it are broken
 # once, and no segment spans two documents
@@ -48,7 +50,7 @@ def icu_words(texts: pa.Array) -> pa.ListArray:
     utf16 = joined.encode("utf-16-le")
     segments = pa.array([utf16[2 * s:2 * e].decode("utf-16-le") for s, e in zip(starts.tolist(), ends.tolist())],
                         pa.large_string())
-    wordlike = pc.match_substring_regex(segments, r"[\p{L}\p{N}]").to_numpy(zero_copy_only=False)
+    wordlike = pc.match_substring_regex(segments, f"[{word_char_class()}]").to_numpy(zero_copy_only=False)
     words = pc.filter(segments, pa.array(wordlike))
     doc_of = np.searchsorted(doc_starts, starts[wordlike], side="right") - 1
     offsets = np.searchsorted(doc_of, np.arange(len(texts) + 1), side="left").astype(np.int64)

@@ -20,46 +20,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.index.scalar.fts_alphanumeric import ALPHANUMERIC_MARK_SET, word_char_class
+from lance_format.index.scalar.fts_folding import FOLDED
 from lance_format.index.scalar.fts_icu import icu_words
 from lance_format.index.scalar.fts_ngram import ngrams
 from lance_format.index.scalar.fts_stop_words import ICU_STOP_WORDS, STOP_WORDS
-
-# letters NFKD does not decompose that Lucene's ASCII folding maps
-_FOLD_EXTRA = str.maketrans({"ß": "ss", "æ": "ae", "Æ": "AE", "ø": "o", "Ø": "O", "œ": "oe", "Œ": "OE",
-                             "đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "þ": "th", "Þ": "TH", "ð": "d",
-                             "Ð": "D", "ı": "i"})
-
-
-def _alphabetic_marks() -> str:
-    """An RE2 class body of the combining marks Unicode counts as alphabetic (vowel signs and
-    the like: spacing or non-spacing marks of combining class 0; viramas, nuktas and accents
-    have a non-zero class and split words, as in Rust's ``char::is_alphanumeric``)."""
-    ranges: list[tuple[int, int]] = []
-    # marks live in planes 0-1 and in plane 14's variation selectors (other planes have none)
-    for code in (*range(0x300, 0x20000), *range(0xE0000, 0xE1000)):
-        char = chr(code)
-        if unicodedata.category(char) in ("Mn", "Mc") and unicodedata.combining(char) == 0:
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1] = (ranges[-1][0], code)
-            else:
-                ranges.append((code, code))
-    return "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
-
 
 _WHITESPACE = r"[ \t\n\x0C\r]+"
 
 
 @lru_cache(maxsize=1)
 def _split_pattern() -> str:
-    """Rust's ``char::is_alphanumeric`` negated, as an RE2 class (built on first use: scanning
-    the code points takes a couple of seconds, too long for import time)."""
-    return r"[^\p{L}\p{N}" + _alphabetic_marks() + "]+"
+    """Rust's ``char::is_alphanumeric`` negated, as an RE2 class."""
+    return f"[^{word_char_class()}]+"
 
-
-# Latin letters, ligatures and super/subscript digits: what ASCII folding touches (other scripts
-# keep their accents, as Lucene's folding table does)
-_LATIN = ((0x00B2, 0x00B3), (0x00B9, 0x00B9), (0x00BC, 0x00BE), (0x00C0, 0x024F), (0x1E00, 0x1EFF),
-          (0x2070, 0x209F), (0x2150, 0x215F), (0xFB00, 0xFB06))
 
 
 @dataclass(frozen=True)
@@ -98,7 +72,7 @@ class TokenizerParams:
             raise InvalidInputError(f"unknown tokenizer language {self.language!r}: expected one of "
                                     f"{', '.join(LANGUAGES)}")
         if (self.remove_stop_words and self.custom_stop_words is None and self.language not in STOP_WORDS
-                and self.base_tokenizer != "icu"):
+                and not self.base_tokenizer.startswith("icu")):
             raise UnsupportedFeatureError(f"the stop words of language {self.language!r} are not known here: "
                                           "pass remove_stop_words=False or custom_stop_words")
 
@@ -106,7 +80,7 @@ class TokenizerParams:
         if self.custom_stop_words is not None:
             return frozenset(self.custom_stop_words)
         # pylance's icu analyzer removes every language's stop words (text mixes scripts)
-        return ICU_STOP_WORDS if self.base_tokenizer == "icu" else STOP_WORDS[self.language]
+        return ICU_STOP_WORDS if self.base_tokenizer.startswith("icu") else STOP_WORDS[self.language]
 
 
 # the languages pylance 14 accepts (its stemmers' and stop-word lists' names)
@@ -116,7 +90,7 @@ LANGUAGES = ("Arabic", "Danish", "Dutch", "English", "Finnish", "French", "Germa
 
 # base tokenizers and the pattern each splits on (raw: none); whitespace is Rust's
 # char::is_ascii_whitespace
-BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram", "icu")
+BASE_TOKENIZERS = ("simple", "whitespace", "raw", "ngram", "icu", "icu/split")
 
 
 @lru_cache(maxsize=8)
@@ -130,14 +104,9 @@ def _stemmer(language: str) -> Any:
 
 
 def _fold_char(char: str) -> str:
-    code = ord(char)
     if unicodedata.category(char) == "Zs":  # no-break and other spaces fold to a space, as pylance's
         return " "
-    if not any(a <= code <= b for a, b in _LATIN):
-        return char
-    decomposed = unicodedata.normalize("NFKD", char.translate(_FOLD_EXTRA))
-    # vulgar fractions fold to their digits ("½" -> "12", as pylance's tokens show)
-    return "".join(c for c in decomposed if not unicodedata.combining(c) and c != "\u2044")
+    return FOLDED.get(ord(char), char)
 
 
 def _fold(token: str) -> str:
@@ -195,8 +164,10 @@ def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
         # the whole text is the token, an empty one too (a null document has none)
         parts = pa.ListArray.from_arrays(pa.array(np.arange(len(texts) + 1, dtype=np.int32)), texts)
         nonempty = valid_doc
-    elif params.base_tokenizer == "icu":
+    elif params.base_tokenizer in ("icu", "icu/split"):
         parts = icu_words(texts)
+        if params.base_tokenizer == "icu/split":  # each ICU word cut again where the simple tokenizer cuts
+            parts = _split_each(parts, _split_pattern())
         nonempty = None
     elif params.base_tokenizer == "simple" and len(texts) == 1 and len(texts[0].as_py()) <= _SHORT:
         # one short text (a query): split in Python, sparing RE2 the compile of the class
@@ -236,13 +207,25 @@ def analyze(texts: pa.Array | pa.ChunkedArray, params: TokenizerParams
     return pc.filter(flat, keep.fill_null(False)), doc_of[mask], positions[mask]
 
 
+def _split_each(parts: pa.LargeListArray, pattern: str) -> pa.LargeListArray:
+    """Each document's words split on ``pattern``, the pieces still grouped by document."""
+    words = pc.list_flatten(parts)
+    word_doc = pc.list_parent_indices(parts).to_numpy(zero_copy_only=False).astype(np.int64)
+    pieces = pc.split_pattern_regex(words, pattern)
+    flat = pc.list_flatten(pieces)
+    piece_doc = word_doc[pc.list_parent_indices(pieces).to_numpy(zero_copy_only=False).astype(np.int64)]
+    keep = pc.greater(pc.binary_length(flat), 0)
+    flat, piece_doc = pc.filter(flat, keep), piece_doc[keep.to_numpy(zero_copy_only=False)]
+    offsets = np.searchsorted(piece_doc, np.arange(len(parts) + 1), side="left").astype(np.int64)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), flat)
+
+
 _SHORT = 4096  # characters: texts up to this long are split in Python (see _split_words)
 
 
 def _is_word_char(char: str) -> bool:
-    """``_SPLIT``'s complement: a letter, a number, or an alphabetic combining mark."""
-    category = unicodedata.category(char)
-    return category[0] in "LN" or (category in ("Mn", "Mc") and unicodedata.combining(char) == 0)
+    """``_split_pattern``'s complement: a letter, a number, or another alphanumeric character."""
+    return unicodedata.category(char)[0] in "LN" or ord(char) in ALPHANUMERIC_MARK_SET
 
 
 def _split_words(text: str) -> list[str]:

@@ -24,6 +24,11 @@ TEXTS = [
     "Ølbryggeri på Ærø, Łódź, Đakovo, þorn, ðe",
     "x" * 39 + " " + "y" * 40 + " " + "é" * 20 + " " + "é" * 19,
     "running runner runs ran easily fairly generously happiness relational conditional",
+    # marks Rust counts as alphanumeric and Python's categories do not (Thai vowels, Hebrew points,
+    # Devanagari/Tamil/Bengali signs, circled letters)
+    # folded by Lucene's table, not by Unicode decomposition (Maltese, Sami, ligatures, fullwidth)
+    "Ħaġar ħobż ŋuolla Ŧ ǽsc ŀl ﬀ ｆｕｌｌｗｉｄｔｈ Ｗｉｄｅ x⁵ H₂O ʰat ª º ⑴ ⒜ ① ㉑ ℡ ǅemal",
+    "ยินดีต้อนรับสู่ประเทศไทย בְּרֵאשִׁית בָּרָא नमस्ते दुनिया வணக்கம் উপকরণ Ⓐⓑⓒ test ⓧyz",
     None,
     "",
 ]
@@ -70,12 +75,14 @@ ICU_TEXTS = [t for t in TEXTS if t is None or "東京" not in t] + [
 
 
 @pytest.mark.parametrize("params", [{}, {"language": "French", "with_position": True},
-                                    {"stem": False, "lower_case": False, "ascii_folding": False}])
+                                    {"stem": False, "lower_case": False, "ascii_folding": False},
+                                    {"base_tokenizer": "icu/split", "with_position": True}])
 def test_icu_tokens_equal_pylance(tmp_path, params):
     pytest.importorskip("icu4py")
-    part = _pylance_partition(tmp_path, ICU_TEXTS, base_tokenizer="icu", **params)
-    ours = tokenize(pa.array(ICU_TEXTS, pa.string()),
-                    TokenizerParams(base_tokenizer="icu", **params)).to_pylist()
+    params = {"base_tokenizer": "icu", **params}
+    texts = ICU_TEXTS + ["hello_world foo_bar__baz-alpha.beta snake_case 3.14 v2.0-beta"]
+    part = _pylance_partition(tmp_path, texts, **params)
+    ours = tokenize(pa.array(texts, pa.string()), TokenizerParams(**params)).to_pylist()
     assert {t for doc in ours for t in doc} == set(part.tokens)
     assert [len(d) for d in ours if d] == part.num_tokens.tolist()
 
