@@ -50,7 +50,7 @@ from lance_format.dataset.evolution.new_column_writes import write_with_new_colu
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.fragment_metadata import FragmentMetadata
 from lance_format.dataset.inspection import DataStatistics, FieldStatistics, LanceStats
-from lance_format.dataset.maintenance.cleanup import (
+from lance_format.table.cleanup import (
     CleanupCandidateFile,
     CleanupExplanation,
     CleanupReferencedBranch,
