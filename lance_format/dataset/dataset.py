@@ -47,9 +47,8 @@ from lance_format.table.commit import (
 )
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import LATEST_ONLY, VersionListing, list_versions
-from lance_format.table.operations import has_stable_row_ids
 from lance_format.table.refs import resolve_reference
-from lance_format.table.transaction import load_transaction
+from lance_format.table.transaction import has_stable_row_ids, load_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.changes.feed import DatasetDelta

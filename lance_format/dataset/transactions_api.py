@@ -44,8 +44,7 @@ from lance_format.table.commit import (
 )
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import ManifestNaming
-from lance_format.table.operations import BuildOptions
-from lance_format.table.transaction import OperationKind, operation_name
+from lance_format.table.transaction import BuildOptions, OperationKind, operation_name
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset

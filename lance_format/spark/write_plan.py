@@ -53,7 +53,7 @@ from lance_format.spark.tasks import (
 from lance_format.spark.types import lance_arrow_schema, same_spark_type, spark_field
 from lance_format.table import feature_flags
 from lance_format.table.commit import latest_manifest
-from lance_format.table.operations import has_stable_row_ids
+from lance_format.table.transaction import has_stable_row_ids
 
 MODES = ("create", "append", "overwrite", "error", "ignore")
 SCHEMA_MODES = ("error", "add_columns", "overwrite")

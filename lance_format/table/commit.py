@@ -54,11 +54,12 @@ from lance_format.table.deletion import deletion_file_path, read_deletion_file, 
 from lance_format.table.legacy_dictionaries import carried_dictionaries
 from lance_format.table.manifest import ManifestFile, encode_manifest, read_manifest
 from lance_format.table.naming import LATEST_ONLY, VERSIONS_DIR, ManifestNaming, list_versions, manifest_path
-from lance_format.table.operations import BuildOptions, build_version
 from lance_format.table.transaction import (
     IDEMPOTENCY_KEY,
     TRANSACTIONS_DIR,
+    BuildOptions,
     OperationKind,
+    build_version,
     load_transaction,
     operation_name,
     transaction_file_name,

@@ -42,9 +42,9 @@ from lance_format.table.deletion import (
 )
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import ManifestNaming, list_versions
-from lance_format.table.operations import BuildOptions
 from lance_format.table.transaction import (
     IDEMPOTENCY_KEY,
+    BuildOptions,
     OperationKind,
     load_transaction,
     new_transaction,
