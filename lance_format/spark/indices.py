@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from lance_format.dataset.dataset import LanceDataset
 from lance_format.dataset.indices import check_index_request
-from lance_format.dataset.transaction_protos import index_from_proto, index_to_proto
+from lance_format.dataset.lance_operations import index_from_proto, index_to_proto
 from lance_format.errors import InvalidInputError
 from lance_format.proto import table_pb2
 
