@@ -319,7 +319,7 @@ def schema_to_bytes(schema: LanceSchema) -> bytes:
     msg.fields.extend(schema.to_protos())
     for key, value in schema.metadata.items():
         msg.metadata[key] = value if isinstance(value, bytes) else str(value).encode()
-    return msg.SerializeToString()
+    return bytes(msg.SerializeToString())
 
 
 def schema_from_bytes(data: bytes) -> LanceSchema:
@@ -330,7 +330,7 @@ def schema_from_bytes(data: bytes) -> LanceSchema:
 
 def index_segment_to_bytes(segment: Index) -> bytes:
     """An index segment a task built, as it travels to the driver (its manifest-format message)."""
-    return index_to_proto(segment).SerializeToString()
+    return bytes(index_to_proto(segment).SerializeToString())
 
 
 def index_segment_from_bytes(data: bytes) -> Index:
