@@ -50,12 +50,6 @@ from lance_format.dataset.evolution.new_column_writes import write_with_new_colu
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.fragment_metadata import FragmentMetadata
 from lance_format.dataset.inspection import DataStatistics, FieldStatistics, LanceStats
-from lance_format.dataset.maintenance.cleanup import (
-    CleanupCandidateFile,
-    CleanupExplanation,
-    CleanupReferencedBranch,
-    CleanupStats,
-)
 from lance_format.dataset.mutations.base import checked_reader
 from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
 from lance_format.dataset.mutations.replace_where import replace_where
@@ -108,6 +102,12 @@ from lance_format.log import set_logger
 from lance_format.schema.json_schema import json_to_schema, schema_to_json
 from lance_format.simd import simd_info
 from lance_format.table.base_paths import DatasetBasePath
+from lance_format.table.cleanup import (
+    CleanupCandidateFile,
+    CleanupExplanation,
+    CleanupReferencedBranch,
+    CleanupStats,
+)
 from lance_format.table.version_discovery import NewVersions, TableVersions, VersionSummary
 from lance_format.udf import BatchUDF, batch_udf
 

@@ -40,10 +40,15 @@ from lance_format.table.base_paths import BaseStores, base_uri, contained_path
 from lance_format.table.commit import commit_transaction
 from lance_format.table.conflicts import COMPATIBLE, check
 from lance_format.table.deletion import deletion_file_path
-from lance_format.table.operations import BuildOptions, has_stable_row_ids
 from lance_format.table.row_versions import decode_version_sequence, encode_version_sequence
 from lance_format.table.rowids import decode_row_ids, encode_row_ids
-from lance_format.table.transaction import IDEMPOTENCY_KEY, OperationKind, operation_name
+from lance_format.table.transaction import (
+    IDEMPOTENCY_KEY,
+    BuildOptions,
+    OperationKind,
+    has_stable_row_ids,
+    operation_name,
+)
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset

@@ -36,8 +36,7 @@ from lance_format.errors import BranchError, CommitConflictError
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table.commit import commit_transaction
-from lance_format.table.operations import BuildOptions, has_stable_row_ids
-from lance_format.table.transaction import OperationKind, operation_name
+from lance_format.table.transaction import BuildOptions, OperationKind, has_stable_row_ids, operation_name
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset

@@ -18,8 +18,6 @@ from lance_format.dataset.clones import source_version, write_shallow_copy
 from lance_format.errors import BranchError, InvalidInputError, TagError, VersionNotFoundError
 from lance_format.io import ObjectStore
 from lance_format.io.manifest_store import split_uri_query
-from lance_format.table.manifest import ManifestFile, read_manifest
-from lance_format.table.naming import list_versions
 from lance_format.table.refs import (
     TREE_DIR,
     Reference,
@@ -29,7 +27,6 @@ from lance_format.table.refs import (
     branch_store,
     check_branch_name,
     manifest_branch,
-    normalize_branch,
     read_branch,
     resolve_reference,
     root_of,
@@ -215,26 +212,4 @@ def dataset_tags(ds: LanceDataset) -> Tags:
     return Tags(ds)
 
 
-# -- what cleanup must keep --------------------------------------------------------------------
-def cleanup_references(ds: LanceDataset) -> tuple[dict[int, str], set[int], list[ManifestFile]]:
-    """For cleaning ``ds``'s branch: (tagged versions -> tag, versions other branches were created
-    from, every manifest of every other branch, whose files may live in this branch)."""
-    root = table_root(ds)
-    current = manifest_branch(ds.manifest)
-    tagged = {int(t["version"]): name for name, t in TableTags(root).list().items()
-              if normalize_branch(t.get("branch")) == current}
-    kept: set[int] = set()
-    manifests: list[ManifestFile] = []
-    for name in branch_names(root):
-        info = read_branch(root, name)
-        if normalize_branch(info.get("parentBranch")) == current:
-            kept.add(int(info["parentVersion"]))
-        if name == current:
-            continue
-        store = branch_store(root, name)
-        listing = list_versions(store)
-        manifests.extend(read_manifest(store, path) for path in listing.versions.values())
-    return tagged, kept, manifests
-
-
-__all__ = ["create_branch", "Branches", "Tags", "dataset_tags", "cleanup_references"]
+__all__ = ["create_branch", "Branches", "Tags", "dataset_tags"]

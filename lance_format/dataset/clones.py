@@ -33,9 +33,14 @@ from lance_format.table.commit import HINT_PATH, publish_manifest
 from lance_format.table.deletion import deletion_file_path
 from lance_format.table.manifest import encode_manifest
 from lance_format.table.naming import ManifestNaming, list_versions, manifest_path
-from lance_format.table.operations import WRITER_LIBRARY, WRITER_VERSION, has_stable_row_ids
 from lance_format.table.refs import Reference, manifest_branch, resolve_reference
-from lance_format.table.transaction import TRANSACTIONS_DIR, transaction_file_name
+from lance_format.table.transaction import (
+    TRANSACTIONS_DIR,
+    WRITER_LIBRARY,
+    WRITER_VERSION,
+    has_stable_row_ids,
+    transaction_file_name,
+)
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset

@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_format.dataset.evolution.columns import add_columns, alter_columns, drop_columns
-from lance_format.dataset.maintenance.cleanup import cleanup_old_versions
 from lance_format.dataset.maintenance.compaction import DatasetOptimizer
 from lance_format.dataset.maintenance.metadata_commits import (
     delete_config_keys,
@@ -30,12 +29,13 @@ from lance_format.dataset.maintenance.metadata_commits import (
 from lance_format.dataset.mixin import DatasetMixin
 from lance_format.dataset.mutations.base import DEFAULT_CONFLICT_RETRIES, DEFAULT_RETRY_TIMEOUT
 from lance_format.dataset.mutations.delete_update import delete, merge_insert, update
+from lance_format.table.cleanup import cleanup_old_versions
 from lance_format.table.naming import migrate_to_v2_names
 
 if TYPE_CHECKING:
-    from lance_format.dataset.maintenance.cleanup import CleanupStats
     from lance_format.dataset.maintenance.compaction import DatasetOptimizer
     from lance_format.dataset.mutations.merge_insert import MergeInsertBuilder
+    from lance_format.table.cleanup import CleanupStats
 
 
 class CommittingMethods(DatasetMixin):

@@ -20,7 +20,6 @@ from lance_format.dataset.file_session import LanceFileSession
 from lance_format.dataset.fragment import LanceFragment
 from lance_format.dataset.indices import IndexMethods
 from lance_format.dataset.inspection import InspectionMethods, version_entry
-from lance_format.dataset.maintenance.auto_cleanup import run_auto_cleanup
 from lance_format.dataset.namespace_target import resolve as resolve_namespace
 from lance_format.dataset.open_options import as_local_datetime, refuse_unsupported
 from lance_format.dataset.reading import ReadingMethods
@@ -41,19 +40,15 @@ from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.blob import dataset_arrow_schema
 from lance_format.table import feature_flags
-from lance_format.table.auto_cleanup import due as auto_cleanup_due
 from lance_format.table.base_paths import BaseStores, check_base_store_params
 from lance_format.table.commit import (
     DETACHED_VERSION_BIT,
-    CommittedVersion,
     detached_manifest_path,
-    register_after_commit,
 )
 from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import LATEST_ONLY, VersionListing, list_versions
-from lance_format.table.operations import has_stable_row_ids
 from lance_format.table.refs import resolve_reference
-from lance_format.table.transaction import load_transaction
+from lance_format.table.transaction import has_stable_row_ids, load_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.changes.feed import DatasetDelta
@@ -589,17 +584,3 @@ def dataset(
     if not earlier:
         raise VersionNotFoundError(f"{cutoff} is earlier than the first version of this dataset", table=ds.uri)
     return ds.checkout_version(max(earlier))
-
-
-def _auto_cleanup_after_commit(store: ObjectStore, committed: CommittedVersion) -> None:
-    """Official Lance's ``lance.auto_cleanup.*``: clean up as the committing writer saw the table."""
-    manifest = committed.manifest_file.manifest
-    if not auto_cleanup_due(manifest):
-        return
-    listing = list_versions(store)
-    earlier = [v for v in listing.versions if v < manifest.version]
-    read_version = LanceDataset(store, max(earlier)) if earlier else LanceDataset(store, manifest.version)
-    run_auto_cleanup(read_version, manifest)
-
-
-register_after_commit(_auto_cleanup_after_commit)

@@ -49,8 +49,7 @@ from lance_format.table.base_paths import DatasetBasePath, check_base_store_para
 from lance_format.table.commit import latest_manifest
 from lance_format.table.deletion import write_deletion_file
 from lance_format.table.legacy_manifest import fragment_batch_rows
-from lance_format.table.operations import TOMBSTONE_FIELD_ID
-from lance_format.table.transaction import new_transaction
+from lance_format.table.transaction import TOMBSTONE_FIELD_ID, new_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset

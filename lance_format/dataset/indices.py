@@ -26,10 +26,9 @@ from lance_format.dataset.index_describe import (
     require_index,
 )
 from lance_format.dataset.index_vector import build_vector_segment, create_vector_index, is_vector_type
-from lance_format.dataset.lance_operations import Index
+from lance_format.dataset.lance_operations import Index, index_from_proto, index_to_proto
 from lance_format.dataset.mixin import DatasetMixin
 from lance_format.dataset.mutations.base import Prepared, run_mutation, transaction_for
-from lance_format.dataset.transaction_protos import index_from_proto, index_to_proto
 from lance_format.errors import (
     ArgumentTypeError,
     IndexColumnNotFoundError,

@@ -18,12 +18,12 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_format.dataset.index_describe import index_statistics
-from lance_format.dataset.maintenance.cleanup import explain_cleanup
 from lance_format.dataset.mixin import DatasetMixin
 from lance_format.errors import CorruptFileError, InvalidInputError, UnsupportedFeatureError
 from lance_format.io.counters import IOStats
 from lance_format.io.options_accessor import StorageOptionsAccessor
 from lance_format.proto import table_pb2
+from lance_format.table.cleanup import explain_cleanup
 from lance_format.table.deletion import deleted_row_count, deletion_file_path
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import list_versions
@@ -31,7 +31,7 @@ from lance_format.table.transaction import TRANSACTIONS_DIR
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
-    from lance_format.dataset.maintenance.cleanup import CleanupExplanation
+    from lance_format.table.cleanup import CleanupExplanation
 
 # pylance's dictionary values for tracked_files' `type` column, in its order
 TRACKED_FILE_TYPES = ["manifest", "data file", "deletion file", "transaction file", "index file"]

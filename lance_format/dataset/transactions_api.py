@@ -1,7 +1,7 @@
 """pylance's commit API: ``LanceOperation.*``, ``Transaction``, ``LanceDataset.commit`` /
 ``commit_batch`` and the ``read_transaction`` / ``get_transactions`` readers.
 
-Operations are plain values (:mod:`lance_operations`; messages: :mod:`transaction_protos`). A
+Operations are plain values (:mod:`lance_operations`; messages: :mod:`lance_operations`). A
 commit converts the operation into the transaction message of the manifest format and runs the
 engine's commit loop (:func:`lance_format.table.commit.commit_transaction`), so conflict
 detection, rebasing and retries are the same as for every other write; reading a transaction
@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from lance_format.dataset.fragment_metadata import FragmentMetadata
-from lance_format.dataset.lance_operations import BulkCommitResult, Index, LanceOperation, Transaction
-from lance_format.dataset.transaction_protos import (
+from lance_format.dataset.lance_operations import (
+    BulkCommitResult,
+    Index,
+    LanceOperation,
+    Transaction,
     operation_from_proto,
     operation_to_proto,
     transaction_from_proto,
@@ -44,8 +47,7 @@ from lance_format.table.commit import (
 )
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import ManifestNaming
-from lance_format.table.operations import BuildOptions
-from lance_format.table.transaction import OperationKind, operation_name
+from lance_format.table.transaction import BuildOptions, OperationKind, operation_name
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset

@@ -18,7 +18,7 @@ driver plans, pins versions and commits once, in the caller's process.
   ``df.write.format("lance")``, ``readStream``/``writeStream`` and ``CREATE TABLE ... USING lance``.
 """
 
-from lance_format.dataset.writing.commit_fragments import IDEMPOTENCY_KEY
+from lance_format.distributed import IDEMPOTENCY_KEY
 from lance_format.spark.changes import read_changes
 from lance_format.spark.common import CommitResult
 from lance_format.spark.datasource import register

@@ -25,25 +25,27 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.changes.materialize import ChangeWriter, change_schema
-from lance_format.dataset.changes.plan import (
+from lance_format.distributed import (
     NO_CHANGE_OPERATIONS,
+    ChangeWriter,
+    LanceDataset,
+    Manifest,
     VersionChanges,
+    change_schema,
+    list_versions,
+    live_row_count,
+    load_transaction,
+    operation_name,
     plan_version,
+    read_manifest,
     require_stable_row_ids,
     same_last_updated,
 )
-from lance_format.dataset.dataset import LanceDataset
 from lance_format.errors import InvalidInputError
-from lance_format.proto import table_pb2
 from lance_format.spark.common import StorageOptions, pack_options, table_location, use_driver_python
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT
 from lance_format.spark.tasks import arrow_schema_from_bytes, arrow_schema_to_bytes, manifest_identity, open_version
 from lance_format.spark.types import BatchConverter, spark_arrow_schema, spark_schema
-from lance_format.table.deletion import live_row_count
-from lance_format.table.manifest import read_manifest
-from lance_format.table.naming import list_versions
-from lance_format.table.transaction import load_transaction, operation_name
 
 MAX_TASKS_PER_VERSION = 64
 
@@ -62,7 +64,7 @@ class ChangeSpec:
         return open_version(self.uri, version, dict(self.identities).get(version), self.storage_options)
 
 
-def estimate_changed_rows(old: table_pb2.Manifest | None, new: table_pb2.Manifest) -> int:
+def estimate_changed_rows(old: Manifest | None, new: Manifest) -> int:
     """An upper bound of the rows one commit changed, from the two manifests alone."""
     before = {f.id: f for f in old.fragments} if old is not None else {}
     total = 0

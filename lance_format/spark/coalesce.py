@@ -40,11 +40,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto
-from lance_format.dataset.writing.fragment_sink import DATA_DIR, FragmentSink, staged_file_name
+from lance_format.distributed import (
+    DATA_DIR,
+    FragmentMetadata,
+    FragmentSink,
+    LanceSchema,
+    ObjectStore,
+    fragment_from_proto,
+    staged_file_name,
+)
 from lance_format.errors import CorruptFileError, InvalidInputError
-from lance_format.io import ObjectStore
-from lance_format.schema import LanceSchema
 from lance_format.spark.common import SMALL_FILE_FRACTION
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_format import errors as lance_errors
+from lance_format.distributed import ObjectStore, normalize_storage_options, object_store_for
 from lance_format.errors import LanceError, UnsupportedFeatureError, WorkerEnvironmentError
-from lance_format.io import ObjectStore, normalize_storage_options, object_store_for
 
 DEFAULT_PARALLELISM = 2
 

@@ -22,10 +22,8 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.maintenance.compaction import compact_files
+from lance_format.distributed import LanceDataset, ObjectStore, compact_files
 from lance_format.errors import InvalidInputError
-from lance_format.io import ObjectStore
 from lance_format.spark.common import (
     DEFAULT_TARGET_BYTES_PER_FILE,
     DEFAULT_TARGET_ROWS_PER_FILE,

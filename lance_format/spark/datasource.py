@@ -67,12 +67,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.fragment_metadata import FragmentMetadata
-from lance_format.dataset.sql.filter import to_expression
-from lance_format.dataset.writing.commit_fragments import IDEMPOTENCY_KEY
+from lance_format.distributed import IDEMPOTENCY_KEY, FragmentMetadata, LanceDataset, object_store_for, to_expression
 from lance_format.errors import InvalidInputError
-from lance_format.io import object_store_for
 from lance_format.spark.catalog_tables import (
     declared_schema,
     is_catalog_creation,
@@ -468,7 +464,7 @@ class LanceDataSource(DataSource):
 
 
 def _exists(options: Any) -> bool:
-    from lance_format.table.commit import latest_manifest
+    from lance_format.distributed import latest_manifest
 
     return latest_manifest(object_store_for(_path(options), _storage(options))) is not None
 

@@ -20,11 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.indices import check_index_request
-from lance_format.dataset.transaction_protos import index_from_proto, index_to_proto
+from lance_format.distributed import LanceDataset, check_index_request, index_segment_from_bytes, index_segment_to_bytes
 from lance_format.errors import InvalidInputError
-from lance_format.proto import table_pb2
 
 _TASK_SCHEMA = "task int, spec string"
 _OUT_SCHEMA = "segment binary"
@@ -40,7 +37,7 @@ def _build_segments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
             ds = LanceDataset(spec["uri"], version=spec["version"], storage_options=spec["storage_options"])
             segment = ds.create_index_uncommitted(spec["column"], spec["index_type"], spec["name"],
                                                   fragment_ids=spec["fragment_ids"], **spec["params"])
-            out.append(index_to_proto(segment).SerializeToString())
+            out.append(index_segment_to_bytes(segment))
     yield pa.RecordBatch.from_arrays([pa.array(out, pa.binary())], names=["segment"])
 
 
@@ -70,9 +67,7 @@ def create_scalar_index(spark: Any, uri: str, column: str, index_type: str, name
     rows = tasks.mapInArrow(_build_segments, _OUT_SCHEMA).collect()
     segments = []
     for row in rows:
-        meta = table_pb2.IndexMetadata()
-        meta.ParseFromString(bytes(row["segment"]))
-        segments.append(index_from_proto(meta))
+        segments.append(index_segment_from_bytes(bytes(row["segment"])))
     if len(segments) != len(groups):
         raise InvalidInputError(f"expected {len(groups)} index segments from the executors, got {len(segments)}",
                                 table=uri, column=column)

@@ -33,11 +33,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as pads
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID
-from lance_format.dataset.sql.filter import to_expression
+from lance_format.distributed import ROW_ADDRESS, ROW_ID, LanceDataset, latest_manifest, object_store_for, to_expression
 from lance_format.errors import DatasetNotFoundError, InvalidInputError
-from lance_format.io import object_store_for
 from lance_format.spark.common import (
     CommitResult,
     JobScope,
@@ -70,7 +67,6 @@ from lance_format.spark.write import (
     run_write_job,
 )
 from lance_format.spark.write_plan import WritePlan, plan_write
-from lance_format.table.commit import latest_manifest
 
 WHEN_MATCHED = ("update_all", "do_nothing", "delete", "fail")
 WHEN_NOT_MATCHED = ("insert_all", "do_nothing")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from lance_format.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from lance_format.namespace.tables import TableLocation
+    from lance_format.distributed import TableLocation
 
 NAMESPACE_PREFIX = "namespace."
 TABLE_ID = "table_id"
@@ -64,7 +64,7 @@ def resolve_options(options: Any, *, create: bool) -> Any:
              if str(k).lower().startswith(STORAGE_PREFIX)}
     defaults = {k[len(STORAGE_PREFIX):]: v for k, v in config.items() if k.lower().startswith(STORAGE_PREFIX)}
     # imported here: the namespace package needs the ``namespace`` extra, plain path reads do not
-    from lance_format.namespace.tables import locate_table
+    from lance_format.distributed import locate_table
 
     located = locate_table(config, str(table_id), create=create, storage_options={**defaults, **given})
     return with_location(options, located)
@@ -93,7 +93,7 @@ def located_table(uri: Any, namespace: Any, table_id: str | Sequence[str] | None
         raise InvalidInputError(f"give either uri ({uri!r}) or namespace= and table_id=, not both")
     if namespace is None or table_id is None:
         raise InvalidInputError("namespace= and table_id= go together")
-    from lance_format.namespace.tables import locate_table
+    from lance_format.distributed import locate_table
 
     located = locate_table(namespace, table_id, create=create, storage_options=storage_options)
     return located.uri, located.storage_options

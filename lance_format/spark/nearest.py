@@ -37,11 +37,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.fragment import ROW_ID
-from lance_format.dataset.scan import FragmentRange, ScanExecutor, plan_scan
+from lance_format.distributed import ROW_ID, FragmentRange, LanceDataset, ObjectStore, ScanExecutor, plan_scan
 from lance_format.errors import ArgumentTypeError, CorruptFileError, InvalidInputError
-from lance_format.io import ObjectStore
 from lance_format.spark.common import (
     StorageOptions,
     functions_for,

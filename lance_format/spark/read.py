@@ -29,16 +29,20 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID, SYSTEM_COLUMNS
-from lance_format.dataset.scan import plan_scan
+from lance_format.distributed import (
+    ROW_ADDRESS,
+    ROW_ID,
+    SYSTEM_COLUMNS,
+    LanceDataset,
+    ObjectStore,
+    live_row_count,
+    plan_scan,
+)
 from lance_format.errors import InvalidInputError
-from lance_format.io import ObjectStore
 from lance_format.spark.common import pack_options, parallelism, table_location, use_driver_python
 from lance_format.spark.namespace_options import located_table
 from lance_format.spark.tasks import ScanSpec, Split, arrow_schema_to_bytes, manifest_identity, read_task
 from lance_format.spark.types import spark_arrow_schema, spark_schema
-from lance_format.table.deletion import live_row_count
 
 DEFAULT_ROWS_PER_SPLIT = 1024 * 1024
 DEFAULT_BYTES_PER_SPLIT = 256 * 1024 * 1024

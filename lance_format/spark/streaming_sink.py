@@ -30,21 +30,27 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from lance_format.dataset.fragment_metadata import FragmentMetadata
-from lance_format.dataset.writing.commit_fragments import (
+from lance_format.distributed import (
     DEFAULT_IDEMPOTENCY_WINDOW,
     IDEMPOTENCY_KEY,
     WRITE_ID_KEY,
+    FragmentMetadata,
+    ObjectStore,
     discard_uncommitted,
+    latest_manifest,
+    list_versions,
+    load_transaction,
+    new_write_id,
+    object_store_for,
+    read_manifest,
+    write_prefix,
 )
-from lance_format.dataset.writing.fragment_sink import new_write_id, write_prefix
 from lance_format.errors import (
     DuplicateCommitError,
     InvalidInputError,
     LanceError,
     SchemaMismatchError,
 )
-from lance_format.io import ObjectStore, object_store_for
 from lance_format.spark.coalesce import (
     CoalescedOutputs,
     StagedOutput,
@@ -59,10 +65,6 @@ from lance_format.spark.merge import merge_dataframe
 from lance_format.spark.tasks import schema_from_bytes, write_partition
 from lance_format.spark.write import commit_written, write_dataframe
 from lance_format.spark.write_plan import plan_write
-from lance_format.table.commit import latest_manifest
-from lance_format.table.manifest import read_manifest
-from lance_format.table.naming import list_versions
-from lance_format.table.transaction import load_transaction
 
 STREAM_APP_ID = "lance_format.stream.app_id"
 STREAM_BATCH_ID = "lance_format.stream.batch_id"

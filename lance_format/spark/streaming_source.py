@@ -33,16 +33,19 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from lance_format.dataset.changes.plan import NO_CHANGE_OPERATIONS
-from lance_format.dataset.dataset import LanceDataset
+from lance_format.distributed import (
+    NO_CHANGE_OPERATIONS,
+    LanceDataset,
+    ObjectStore,
+    list_versions,
+    object_store_for,
+    operation_name,
+)
 from lance_format.errors import InvalidInputError, SchemaMismatchError
-from lance_format.io import ObjectStore, object_store_for
 from lance_format.spark.changes import ChangeSpec, plan_changes, version_changes
 from lance_format.spark.datasource import _columns, _flag, _int, _path, _storage
 from lance_format.spark.read import DEFAULT_ROWS_PER_SPLIT, plan_read
 from lance_format.spark.tasks import ScanSpec, Split, read_split
-from lance_format.table.naming import list_versions
-from lance_format.table.transaction import operation_name
 
 CHANGE_FEED_OPTION = "readChangeFeed"
 

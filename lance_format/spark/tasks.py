@@ -15,7 +15,6 @@ failed are removed by the driver (they share the write's file-name prefix).
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,17 +23,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.fragment_metadata import fragment_from_proto
-from lance_format.dataset.scan import FragmentRange, ScanExecutor, plan_scan
-from lance_format.dataset.sql.filter import to_expression
-from lance_format.dataset.writing.commit_fragments import delete_rows
-from lance_format.dataset.writing.fragment_sink import FragmentSink, write_prefix
+from lance_format.distributed import (
+    DataFragment,
+    FragmentRange,
+    FragmentSink,
+    LanceDataset,
+    Manifest,
+    ScanExecutor,
+    check_batch,
+    delete_rows,
+    fragment_json,
+    plan_scan,
+    schema_from_bytes,
+    schema_to_bytes,
+    serial_decoding,
+    to_expression,
+    write_prefix,
+)
 from lance_format.errors import CorruptFileError, InvalidInputError
-from lance_format.io.decode_pool import serial_decoding
-from lance_format.proto import file_pb2, table_pb2
-from lance_format.schema import LanceSchema
-from lance_format.schema.arrow_checks import check_batch
 from lance_format.spark.coalesce import StagedOutput, StagingFile, split_staged_ids, staged_schema, with_staged_ids
 from lance_format.spark.common import StorageOptions, task_store
 from lance_format.spark.types import BatchConverter
@@ -57,20 +63,6 @@ _DELETION_SCHEMA = pa.schema([
 
 
 # -- schemas on the wire -------------------------------------------------------------------------
-def schema_to_bytes(schema: LanceSchema) -> bytes:
-    msg = file_pb2.Schema()
-    msg.fields.extend(schema.to_protos())
-    for key, value in schema.metadata.items():
-        msg.metadata[key] = value if isinstance(value, bytes) else str(value).encode()
-    return msg.SerializeToString()
-
-
-def schema_from_bytes(data: bytes) -> LanceSchema:
-    msg = file_pb2.Schema()
-    msg.ParseFromString(data)
-    return LanceSchema.from_protos(list(msg.fields), dict(msg.metadata))
-
-
 def arrow_schema_to_bytes(schema: pa.Schema) -> bytes:
     return schema.serialize().to_pybytes()
 
@@ -84,7 +76,7 @@ _OPEN: OrderedDict[tuple[str, int, StorageOptions], LanceDataset] = OrderedDict(
 _MAX_OPEN = 8
 
 
-def manifest_identity(m: table_pb2.Manifest) -> str:
+def manifest_identity(m: Manifest) -> str:
     """Tells two commits with the same version number apart (a table dropped and re-created)."""
     return f"{m.transaction_file}:{m.timestamp.seconds}:{m.timestamp.nanos}"
 
@@ -134,13 +126,7 @@ class WriteSpec:
     storage_options: StorageOptions = field(default=(), repr=False)  # executors re-open the table with it
 
 
-def fragment_json(fragment: table_pb2.DataFragment) -> str:
-    """What a task reports about a fragment it wrote or changed: pylance's ``FragmentMetadata``
-    JSON, the public protocol of distributed writes (pylance could commit it too)."""
-    return json.dumps(fragment_from_proto(fragment).to_json(), separators=(",", ":"))
-
-
-def _fragment_batch(fragments: list[table_pb2.DataFragment], rewritten: list[bool],
+def _fragment_batch(fragments: list[DataFragment], rewritten: list[bool],
                     staged: StagedOutput | None = None) -> pa.RecordBatch:
     extra = [staged] if staged is not None else []
     return pa.RecordBatch.from_arrays(
@@ -229,7 +215,7 @@ class PartitionWriter:
         finally:
             stage.abort()  # the staged copy is not needed any more (or the task fails)
 
-    def finish(self) -> tuple[list[table_pb2.DataFragment], list[bool]]:
+    def finish(self) -> tuple[list[DataFragment], list[bool]]:
         """(fragments, rewritten flags) of every file written (see :attr:`staged` too)."""
         self.staged = self._stage.finish() if self._stage is not None else None
         inserted = self._plain.finish()
@@ -409,7 +395,7 @@ class DeleteSpec:
     storage_options: StorageOptions = field(default=(), repr=False)  # may hold credentials
 
 
-def _deletion_row(fragment_id: int, updated: table_pb2.DataFragment | None, added: int,
+def _deletion_row(fragment_id: int, updated: DataFragment | None, added: int,
                   offsets: np.ndarray) -> pa.RecordBatch:
     reported = offsets.astype(np.uint32).tobytes() if offsets.size <= MAX_REPORTED_OFFSETS else None
     return pa.RecordBatch.from_arrays(

@@ -28,22 +28,20 @@ from typing import Any
 
 import numpy as np
 
-from lance_format.dataset.evolution.new_column_writes import commit_with_new_columns
-from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_to_proto
-from lance_format.dataset.transactions_api import LanceOperation, Transaction, commit_lance_transaction
-from lance_format.dataset.writing.commit_fragments import (
+from lance_format.distributed import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
     IDEMPOTENCY_KEY,
+    CommittedVersion,
+    FragmentMetadata,
+    LanceSchema,
+    ObjectStore,
     PriorCommit,
+    commit_fragments,
     discard_uncommitted,
     find_committed_version,
 )
-from lance_format.dataset.writing.fragment_sink import (
-    DEFAULT_MAX_BYTES_PER_FILE,
-    DEFAULT_MAX_ROWS_PER_FILE,
-)
-from lance_format.errors import DuplicateCommitError, InvalidInputError
-from lance_format.io import ObjectStore
-from lance_format.schema import LanceSchema
+from lance_format.errors import DuplicateCommitError
 from lance_format.spark.coalesce import (
     StagedOutput,
     coalesce_outputs,
@@ -68,8 +66,6 @@ from lance_format.spark.tasks import (
     write_task,
 )
 from lance_format.spark.write_plan import WritePlan, plan_write, prior_commit_result
-from lance_format.table.commit import CommittedVersion
-from lance_format.table.transaction import COMMIT_MESSAGE_KEY
 
 
 @dataclass(frozen=True)
@@ -168,30 +164,17 @@ def commit_written(
     enable_stable_row_ids: bool = False,
     storage_version: str | None = None,
 ) -> CommittedVersion:
-    """Commit what the tasks wrote with pylance's protocol: ``LanceOperation.Append``, ``Overwrite``
-    (a new table or ``mode="overwrite"``) or ``Update`` (new rows plus the deletion vectors of
-    ``replace_where``) in a :class:`Transaction` carrying the write's properties."""
-    operation: LanceOperation.BaseOperation
-    if kind == "append":
-        operation = LanceOperation.Append(list(fragments))
-    elif kind == "overwrite":
-        operation = LanceOperation.Overwrite(schema, list(fragments))
-    elif kind == "update":
-        removed = deletions.removed if deletions is not None else []
-        updated = deletions.updated if deletions is not None else []
-        # Like pylance's merge_insert: whole rows are rewritten, so every field may keep its index bitmap.
-        operation = LanceOperation.Update(removed_fragment_ids=sorted(set(removed)), updated_fragments=list(updated),
-                                          new_fragments=list(fragments),
-                                          fields_for_preserving_frag_bitmap=schema.field_ids())
-    else:
-        raise InvalidInputError(f"unknown write operation {kind!r}")
-    props = dict(properties)
-    if commit_message is not None:
-        props[COMMIT_MESSAGE_KEY] = commit_message
-    transaction = Transaction(read_version=read_version, operation=operation, transaction_properties=props)
-    affected = deletions.affected if deletions is not None and kind == "update" else None
-    return commit_lance_transaction(store, transaction, enable_stable_row_ids=enable_stable_row_ids,
-                                    data_storage_version=storage_version or None, affected_rows=affected)
+    """Commit what the tasks wrote as ONE transaction (:func:`lance_format.distributed.commit_fragments`,
+    pylance's ``LanceOperation`` protocol): ``append``, ``overwrite`` (a new table or
+    ``mode="overwrite"``), ``update`` (new rows plus the deletion vectors of ``replace_where``) or
+    ``merge`` (the same, adding columns), carrying the write's properties."""
+    return commit_fragments(
+        store, kind, read_version=read_version, fragments=fragments, schema=schema,
+        removed_fragment_ids=deletions.removed if deletions is not None else (),
+        updated_fragments=deletions.updated if deletions is not None else (),
+        affected_rows=deletions.affected if deletions is not None and kind == "update" else None,
+        properties=properties, commit_message=commit_message, enable_stable_row_ids=enable_stable_row_ids,
+        storage_version=storage_version)
 
 
 def commit_write(
@@ -221,20 +204,15 @@ def commit_write(
             discard_write(plan)  # nothing to commit: no new version
             return CommitResult(version=read_version, rows=0, fragments=0, bytes=0, read_version=read_version,
                                 operation="none", skipped=True)
-        if plan.adds_columns and op != "overwrite":
-            # One Merge: the new columns, the new rows and any deletions land in one version.
-            committed = commit_with_new_columns(
-                plan.store, read_version=read_version, new_fragments=[fragment_to_proto(f) for f in fragments],
-                schema=plan.schema, removed_fragment_ids=deletions.removed,
-                updated_fragments=[fragment_to_proto(f) for f in deletions.updated], properties=properties,
-                commit_message=plan.commit_message)
-        else:
-            kind = "overwrite" if op == "overwrite" else "update" if deletions else "append"
-            committed = commit_written(plan.store, kind, read_version=read_version, fragments=fragments,
-                                       schema=plan.schema, properties=properties,
-                                       commit_message=plan.commit_message, deletions=deletions,
-                                       enable_stable_row_ids=plan.enable_stable_row_ids,
-                                       storage_version=plan.storage_version)
+        # One transaction: a Merge when the write adds columns (new columns, new rows and any
+        # deletions land in one version), else an Overwrite, Update or Append.
+        kind = ("merge" if plan.adds_columns and op != "overwrite" else
+                "overwrite" if op == "overwrite" else "update" if deletions else "append")
+        committed = commit_written(plan.store, kind, read_version=read_version, fragments=fragments,
+                                   schema=plan.schema, properties=properties,
+                                   commit_message=plan.commit_message, deletions=deletions,
+                                   enable_stable_row_ids=plan.enable_stable_row_ids,
+                                   storage_version=plan.storage_version)
     except DuplicateCommitError as duplicate:  # a concurrent run with the same key won the race
         discard_write(plan)
         # the commit loop raises it with the winning commit's version

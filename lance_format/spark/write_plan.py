@@ -15,26 +15,28 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_format.dataset.evolution.base import next_field_id_of
-from lance_format.dataset.sql.filter import to_expression
-from lance_format.dataset.writing.commit_fragments import (
+from lance_format.distributed import (
     DEFAULT_IDEMPOTENCY_WINDOW,
-    IDEMPOTENCY_KEY,
-    WRITE_ID_KEY,
-    PriorCommit,
-    find_committed_version,
-)
-from lance_format.dataset.writing.fragment_sink import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
+    IDEMPOTENCY_KEY,
+    WRITE_ID_KEY,
+    LanceSchema,
+    ObjectStore,
+    PriorCommit,
+    check_file_schema,
+    check_writable,
+    find_committed_version,
+    has_stable_row_ids,
+    latest_manifest,
     new_write_id,
+    next_field_id_of,
+    object_store_for,
     resolve_storage_version,
+    to_expression,
     write_prefix,
 )
 from lance_format.errors import DatasetAlreadyExistsError, InvalidInputError, SchemaMismatchError
-from lance_format.file.writer import DataFileWriter
-from lance_format.io import ObjectStore, object_store_for
-from lance_format.schema import LanceSchema
 from lance_format.spark.coalesce import (
     staging_limits,
 )
@@ -51,9 +53,6 @@ from lance_format.spark.tasks import (
     schema_to_bytes,
 )
 from lance_format.spark.types import lance_arrow_schema, same_spark_type, spark_field
-from lance_format.table import feature_flags
-from lance_format.table.commit import latest_manifest
-from lance_format.table.operations import has_stable_row_ids
 
 MODES = ("create", "append", "overwrite", "error", "ignore")
 SCHEMA_MODES = ("error", "add_columns", "overwrite")
@@ -160,7 +159,7 @@ def _conform_to_table(table: LanceSchema, df_schema: Any, schema_mode: str, uri:
 def _checked(plan: WritePlan) -> WritePlan:
     """A plan that writes files, its schema checked against its file version (no file opened)."""
     if plan.storage_version != "0.1":  # legacy files check their types when a task opens one
-        DataFileWriter.check_schema(plan.schema, plan.storage_version, table=plan.uri)
+        check_file_schema(plan.schema, plan.storage_version, table=plan.uri)
     return plan
 
 
@@ -227,7 +226,7 @@ def plan_write(
 
     path, manifest_file = existing
     manifest = manifest_file.manifest
-    feature_flags.check_writable(manifest, table=uri, path=path)
+    check_writable(manifest, table=uri, path=path)
     version = manifest.version
     table = LanceSchema.from_protos(list(manifest.fields), dict(manifest.schema_metadata))
     stable = has_stable_row_ids(manifest)

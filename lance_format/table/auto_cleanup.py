@@ -3,8 +3,9 @@
 A table whose config holds ``lance.auto_cleanup.interval`` = N runs ``cleanup_old_versions`` after
 every commit of a version divisible by N, with ``lance.auto_cleanup.older_than`` (a humantime
 duration such as ``"14days"`` or ``"1h 30m"``) and/or ``lance.auto_cleanup.retain_versions``.
-Like official Lance, the cleanup (``lance_format.dataset.maintenance.auto_cleanup``) sees the table as the
-committing writer read it. ``write_dataset(..., auto_cleanup_options=...)`` sets the config when
+Like official Lance, the cleanup (:func:`clean_up_after_commit`, which the commit loop runs after
+every commit) sees the table as the committing writer read it (the version before the new one),
+never fails the commit (errors are logged), and neither removes tagged versions nor raises for them. ``write_dataset(..., auto_cleanup_options=...)`` sets the config when
 it creates a table; ``enable_auto_cleanup``/``disable_auto_cleanup`` change it later.
 """
 
@@ -14,12 +15,14 @@ import logging
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
 from lance_format.errors import InvalidInputError
-
-if TYPE_CHECKING:
-    from lance_format.proto import table_pb2
+from lance_format.io import ObjectStore
+from lance_format.proto import table_pb2
+from lance_format.table.cleanup import VersionAt, cleanup_old_versions
+from lance_format.table.manifest import read_manifest
+from lance_format.table.naming import list_versions
 
 INTERVAL_KEY = "lance.auto_cleanup.interval"
 OLDER_THAN_KEY = "lance.auto_cleanup.older_than"
@@ -100,3 +103,24 @@ def due(manifest: table_pb2.Manifest) -> bool:
         return False
 
 
+
+
+def clean_up_after_commit(store: ObjectStore, manifest: table_pb2.Manifest) -> None:
+    """Official Lance's automatic cleanup after the commit of ``manifest``, if due; logs errors."""
+    if not due(manifest):
+        return
+    try:
+        listing = list_versions(store)
+        earlier = [v for v in listing.versions if v < manifest.version]
+        seen = read_manifest(store, listing.versions[max(earlier)]).manifest if earlier else manifest
+        older = manifest.config.get(OLDER_THAN_KEY)
+        retain = manifest.config.get(RETAIN_VERSIONS_KEY)
+        older_than = parse_duration(older) if older is not None else None
+        retain_versions = int(retain) if retain is not None else None
+        if older_than is None and retain_versions is None:
+            older_than = timedelta(0)  # official Lance's empty policy: every version before the read one
+        stats = cleanup_old_versions(VersionAt(store, seen), older_than, retain_versions,
+                                     error_if_tagged_old_versions=False)
+        log.info("automatic cleanup after version %d of %s: %s", manifest.version, store.uri, stats)
+    except Exception as exc:  # the commit has landed; a failed cleanup must not fail it
+        log.error("automatic cleanup after version %d of %s failed: %s", manifest.version, store.uri, exc)

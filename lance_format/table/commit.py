@@ -18,7 +18,6 @@ the table stays readable at its last committed version; ``cleanup_old_versions``
 from __future__ import annotations
 
 import json
-import logging
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -42,6 +41,7 @@ from lance_format.errors import (
 from lance_format.io import ObjectStore
 from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table import feature_flags
+from lance_format.table.auto_cleanup import clean_up_after_commit
 from lance_format.table.base_paths import BaseStores
 from lance_format.table.conflicts import (
     INCOMPATIBLE,
@@ -54,11 +54,12 @@ from lance_format.table.deletion import deletion_file_path, read_deletion_file, 
 from lance_format.table.legacy_dictionaries import carried_dictionaries
 from lance_format.table.manifest import ManifestFile, encode_manifest, read_manifest
 from lance_format.table.naming import LATEST_ONLY, VERSIONS_DIR, ManifestNaming, list_versions, manifest_path
-from lance_format.table.operations import BuildOptions, build_version
 from lance_format.table.transaction import (
     IDEMPOTENCY_KEY,
     TRANSACTIONS_DIR,
+    BuildOptions,
     OperationKind,
+    build_version,
     load_transaction,
     operation_name,
     transaction_file_name,
@@ -223,17 +224,6 @@ class _Commit:
                     pass
 
 
-# Run after every successful commit with the store and the committed version. The dataset layer
-# registers official Lance's automatic cleanup here (the table layer cannot import it).
-_after_commit_hooks: list[Callable[[ObjectStore, CommittedVersion], None]] = []
-
-
-def register_after_commit(hook: Callable[[ObjectStore, CommittedVersion], None]) -> None:
-    """Call ``hook(store, committed)`` after every commit; its exceptions are logged, never raised."""
-    if hook not in _after_commit_hooks:
-        _after_commit_hooks.append(hook)
-
-
 def commit_transaction(
     store: ObjectStore,
     txn: transaction_pb2.Transaction,
@@ -268,11 +258,7 @@ def commit_transaction(
     state.discard(keep)  # superseded attempts only
     if state.rewrite:
         _discard_superseded_deletions(store, txn, keep)
-    for hook in _after_commit_hooks:
-        try:
-            hook(store, committed)
-        except Exception:  # the version has landed; what runs after it cannot undo that
-            logging.getLogger(__name__).exception("after-commit hook %r failed", hook)
+    clean_up_after_commit(store, committed.manifest_file.manifest)  # official Lance's lance.auto_cleanup.*
     if state.release_error is not None:
         raise state.release_error
     return committed

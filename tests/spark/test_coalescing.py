@@ -222,7 +222,7 @@ def test_stream_commit_that_fails_or_dies_leaves_no_files(spark, tmp_path, monke
     """The coalesced files of a micro-batch whose commit fails are removed by the commit, and
     those of a commit process that died are removed by Spark's abort (a new writer: the prefix
     comes from the messages and the batch id)."""
-    from lance_format.dataset.writing.fragment_sink import write_prefix
+    from lance_format.distributed import write_prefix
     from lance_format.spark import streaming_sink
     from lance_format.spark.coalesce import coalesce_outputs
     from lance_format.spark.streaming_sink import LanceStreamWriter, commit_batch, commit_write_id

@@ -26,8 +26,8 @@ from lance_format.dataset.changes.plan import (
     require_stable_row_ids,
 )
 from lance_format.dataset.fragment import ROW_ID
+from lance_format.dataset.lance_operations import transaction_from_proto
 from lance_format.dataset.scanner import DEFAULT_BATCH_SIZE
-from lance_format.dataset.transaction_protos import transaction_from_proto
 from lance_format.errors import InvalidInputError, VersionNotFoundError
 from lance_format.table.manifest import read_manifest
 from lance_format.table.naming import list_versions

@@ -10,7 +10,7 @@ the new columns and the rows that fill them appear in one version (never the col
   replace-where); their data files lack the new fields, which therefore read as nulls;
 * new fragments get their ids here (``max_fragment_id + 1, ...``; a Merge carries final ids,
   as in Lance) and, with stable row ids, row ids and version sequences at commit exactly as
-  an Append's (:mod:`lance_format.table.operations`).
+  an Append's (:mod:`lance_format.table.transaction`).
 
 A Merge conflicts (retryably) with every concurrent commit that changes fragments, so a
 concurrent write is never lost; the caller's files are removed when the commit fails.

@@ -33,10 +33,9 @@ from lance_format.proto import table_pb2
 from lance_format.schema.blob import is_blob_field
 from lance_format.table.commit import commit_landed, commit_transaction
 from lance_format.table.index_meta import indexed_fragment_ids
-from lance_format.table.operations import BuildOptions
 from lance_format.table.row_versions import rechunk_version_sequences, uniform_version_sequence
 from lance_format.table.rowids import read_sequence_bytes, rechunk_row_ids
-from lance_format.table.transaction import new_transaction
+from lance_format.table.transaction import BuildOptions, new_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset

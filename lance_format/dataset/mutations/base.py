@@ -44,9 +44,8 @@ from lance_format.proto import table_pb2, transaction_pb2
 from lance_format.table.commit import CommittedVersion, commit_landed, commit_transaction
 from lance_format.table.deletion import deletion_file_path, write_deletion_file
 from lance_format.table.naming import list_versions
-from lance_format.table.operations import BuildOptions
 from lance_format.table.rowids import encode_row_ids
-from lance_format.table.transaction import new_transaction
+from lance_format.table.transaction import BuildOptions, new_transaction
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset

@@ -3,7 +3,7 @@ every write of this process (:func:`write_fragment_files`) before its commit.
 
 A distributed write runs in two phases: workers write data files and describe them as
 ``DataFragment`` messages (ids 0, nothing visible), then one process commits them all in a
-single transaction (:mod:`lance_format.dataset.writing.commit_fragments`). Every data file of one write
+single transaction (:func:`lance_format.distributed.commit_fragments`). Every data file of one write
 starts with the same *write prefix* derived from the write's id, so the files of a write that
 never committed (a failed task, a job aborted after some tasks finished, a speculative task
 attempt whose result was dropped) can be found and removed later without touching anybody

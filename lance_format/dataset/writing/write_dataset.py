@@ -45,8 +45,7 @@ from lance_format.table.base_paths import (
 )
 from lance_format.table.commit import commit_landed, commit_lock_held_by, commit_transaction, latest_manifest
 from lance_format.table.naming import ManifestNaming
-from lance_format.table.operations import BuildOptions
-from lance_format.table.transaction import new_transaction
+from lance_format.table.transaction import BuildOptions, new_transaction
 
 MODES = ("create", "append", "overwrite")
 

@@ -54,7 +54,7 @@ def schema(request: dict[str, Any]) -> dict[str, Any]:
 def _filters_sql(filters: list[dict[str, Any]], table_schema: pa.Schema) -> list[str]:
     """The pushed filters the engine can evaluate, as its SQL; the others are dropped (Spark
     evaluates every filter again after the scan, so dropping one only reads more rows)."""
-    from lance_format.dataset.sql.filter import to_expression
+    from lance_format.distributed import to_expression
     from lance_format.spark.jvm.filters import filter_to_sql
 
     kept = []
@@ -75,11 +75,10 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
     order Spark wants them) with ``filters`` (engine SQL) over a table of ``schema``."""
     from pyspark.sql.types import StructType
 
-    from lance_format.dataset.dataset import LanceDataset
+    from lance_format.distributed import LanceDataset, live_row_count
     from lance_format.spark.datasource import LanceDataSource, LanceReader
     from lance_format.spark.tasks import arrow_schema_to_bytes
     from lance_format.spark.types import spark_arrow_schema
-    from lance_format.table.deletion import live_row_count
 
     full = StructType.fromJson(json.loads(request["schema"]))
     reader = LanceDataSource(_options(request["options"])).reader(full)

@@ -44,8 +44,8 @@ def test_serialize_row_addrs_bytes_equal_pylance(addrs):
 
 
 def test_sql_query_and_cleanup_classes_exported():
-    from lance_format.dataset.maintenance.cleanup import CleanupExplanation, CleanupStats
     from lance_format.dataset.sql_query import SqlQuery, SqlQueryBuilder
+    from lance_format.table.cleanup import CleanupExplanation, CleanupStats
 
     assert ours_module.SqlQuery is SqlQuery and ours_module.SqlQueryBuilder is SqlQueryBuilder
     assert ours_module.CleanupStats is CleanupStats and ours_module.CleanupExplanation is CleanupExplanation

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.dataset.maintenance import cleanup
+from lance_format.table import cleanup
 
 ORDERS = pa.table({"id": range(50), "email": [f"c{i}@example.com" if i % 4 else None for i in range(50)]})
 

@@ -1,4 +1,4 @@
-"""``cleanup_old_versions`` with pylance's API and semantics.
+"""``cleanup_old_versions`` with pylance's API and semantics, at the table layer.
 
 It deletes the manifests of old versions and every file that no kept version (newer than
 ``older_than``, among the last ``retain_versions``, tagged, or at or after the checked-out
@@ -6,6 +6,10 @@ version) references. Unreferenced files that no manifest ever referenced may bel
 in progress: they go only when at least 7 days old or with ``delete_unverified=True``. Old
 manifests are removed before the files they point to, so a cleanup that dies half-way never
 leaves a listed version with missing files.
+
+It works on any :class:`TableVersion` (a ``LanceDataset`` is one), so the commit loop can run
+official Lance's automatic cleanup (:mod:`lance_format.table.auto_cleanup`) without calling up
+into the dataset layer.
 """
 
 from __future__ import annotations
@@ -15,18 +19,47 @@ import posixpath
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from lance_format.dataset.arguments import age
-from lance_format.dataset.branches import cleanup_references
 from lance_format.errors import CommitOptionError, InvalidInputError, TaggedVersionsError
+from lance_format.io import ObjectStore
+from lance_format.proto import table_pb2
 from lance_format.table.deletion import deletion_file_path
-from lance_format.table.manifest import read_manifest
+from lance_format.table.manifest import ManifestFile, read_manifest
 from lance_format.table.naming import VERSIONS_DIR, list_versions
+from lance_format.table.refs import branch_names, branch_store, manifest_branch, normalize_branch, read_branch, root_of
+from lance_format.table.tags import TableTags
 from lance_format.table.transaction import TRANSACTIONS_DIR
 
-if TYPE_CHECKING:
-    from lance_format.dataset.dataset import LanceDataset
+
+class TableVersion(Protocol):
+    """The version a cleanup runs from: a ``LanceDataset``, or :class:`VersionAt` below it."""
+
+    @property
+    def uri(self) -> str: ...
+    @property
+    def object_store(self) -> ObjectStore: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def manifest(self) -> table_pb2.Manifest: ...
+
+
+@dataclass(frozen=True)
+class VersionAt:
+    """One committed version of the table at ``object_store`` (what the commit loop has at hand)."""
+
+    object_store: ObjectStore
+    manifest: table_pb2.Manifest
+
+    @property
+    def uri(self) -> str:
+        return self.object_store.uri
+
+    @property
+    def version(self) -> int:
+        return self.manifest.version
+
 
 UNVERIFIED_THRESHOLD = timedelta(days=7)
 DEFAULT_OLDER_THAN = timedelta(days=14)
@@ -126,8 +159,30 @@ class _Plan:
     referenced_branches: list[str]
 
 
+# -- what cleanup must keep --------------------------------------------------------------------
+def cleanup_references(ds: TableVersion) -> tuple[dict[int, str], set[int], list[ManifestFile]]:
+    """For cleaning ``ds``'s branch: (tagged versions -> tag, versions other branches were created
+    from, every manifest of every other branch, whose files may live in this branch)."""
+    root = root_of(ds.object_store, ds.manifest)
+    current = manifest_branch(ds.manifest)
+    tagged = {int(t["version"]): name for name, t in TableTags(root).list().items()
+              if normalize_branch(t.get("branch")) == current}
+    kept: set[int] = set()
+    manifests: list[ManifestFile] = []
+    for name in branch_names(root):
+        info = read_branch(root, name)
+        if normalize_branch(info.get("parentBranch")) == current:
+            kept.add(int(info["parentVersion"]))
+        if name == current:
+            continue
+        store = branch_store(root, name)
+        listing = list_versions(store)
+        manifests.extend(read_manifest(store, path) for path in listing.versions.values())
+    return tagged, kept, manifests
+
+
 def _plan_cleanup(
-    ds: LanceDataset,
+    ds: TableVersion,
     older_than: timedelta | None,
     retain_versions: int | None,
     *,
@@ -136,7 +191,9 @@ def _plan_cleanup(
     versions: list[int] | None,
 ) -> _Plan:
     store = ds.object_store
-    older_than = age(older_than, name="older_than", table=ds.uri)
+    if older_than is not None and not isinstance(older_than, timedelta):
+        raise InvalidInputError(f"older_than must be a datetime.timedelta, got {type(older_than).__name__} "
+                                f"{older_than!r}", table=ds.uri)
     if retain_versions is not None and retain_versions <= 0:
         raise InvalidInputError(f"retain_versions must be greater than 0, got {retain_versions}", table=ds.uri)
     if older_than is None and retain_versions is None and versions is None:
@@ -228,11 +285,11 @@ def _plan_cleanup(
     return _Plan(old_manifests, files, sorted(_branch_names(ds, kept_for_branches, branch_manifests)))
 
 
-def _branch_names(ds: LanceDataset, kept_for_branches: Any, branch_manifests: Any) -> set[str]:
+def _branch_names(ds: TableVersion, kept_for_branches: Any, branch_manifests: Any) -> set[str]:
     if not kept_for_branches and not branch_manifests:
         return set()
     try:
-        return set(ds.branches.list())
+        return set(branch_names(root_of(ds.object_store, ds.manifest)))
     except Exception:  # the names are informative only; the kept files were decided above
         return set()
 
@@ -267,7 +324,7 @@ class _Pace:
 
 
 def cleanup_old_versions(
-    ds: LanceDataset,
+    ds: TableVersion,
     older_than: timedelta | None = None,
     retain_versions: int | None = None,
     *,
@@ -331,7 +388,7 @@ def cleanup_old_versions(
 
 
 def explain_cleanup(
-    ds: LanceDataset,
+    ds: TableVersion,
     older_than: timedelta | None = None,
     retain_versions: int | None = None,
     *,

@@ -1,5 +1,5 @@
-"""Distributed-write helpers of the engine (no Spark): fragment sinks, one-transaction commits
-of fragments written elsewhere, deletion vectors, idempotency lookups, cleanup."""
+"""The engine's public face for distributed writes, :mod:`lance_format.distributed` (no Spark):
+fragment sinks, one-transaction commits of fragments written elsewhere, deletion vectors, idempotency lookups, cleanup."""
 
 from __future__ import annotations
 
@@ -11,14 +11,17 @@ import pyarrow as pa
 import pytest
 
 import lance_format
-from lance_format.dataset.writing.commit_fragments import (
+from lance_format.distributed import (
     IDEMPOTENCY_KEY,
+    FragmentSink,
     commit_fragments,
     delete_rows,
     discard_uncommitted,
     find_committed_version,
+    fragment_from_proto,
+    new_write_id,
+    write_prefix,
 )
-from lance_format.dataset.writing.fragment_sink import FragmentSink, new_write_id, write_prefix
 from lance_format.errors import (
     CommitConflictError,
     DuplicateCommitError,
@@ -50,7 +53,7 @@ def test_sink_rolls_files_and_commit_is_read_by_pylance(tmp_path):
     assert [f.physical_rows for f in fragments] == [40, 40, 20, 30]
     assert all(f.files[0].path.startswith(write_prefix(write_id)) for f in fragments)
     assert len(os.path.basename(fragments[0].files[0].path)) == len("x" * 50 + ".lance")  # Lance's name shape
-    committed = commit_fragments(uri, "overwrite", read_version=0, new_fragments=fragments,
+    committed = commit_fragments(uri, "overwrite", read_version=0, fragments=[fragment_from_proto(f) for f in fragments],
                                  schema=LanceSchema.from_arrow(SCHEMA))
     assert committed.version == 1
     assert lance.dataset(uri).to_table().column("id").to_pylist() == list(range(130))
@@ -85,9 +88,9 @@ def test_update_with_deletions_idempotency_and_cleanup(tmp_path):
     sink = _sink(uri, write_id)
     sink.write(_batch(1000, 1003))
     props = {IDEMPOTENCY_KEY: "k-1"}
-    committed = commit_fragments(uri, "update", read_version=1, new_fragments=sink.finish(),
+    committed = commit_fragments(uri, "update", read_version=1, fragments=[fragment_from_proto(f) for f in sink.finish()],
                                  schema=ds.lance_schema, removed_fragment_ids=[second.id],
-                                 updated_fragments=[updated], properties=props)
+                                 updated_fragments=[fragment_from_proto(updated)], properties=props)
     ids = lance.dataset(uri).to_table().column("id").to_pylist()
     assert ids == [0, 3, 4] + list(range(6, 25)) + [1000, 1001, 1002]
     prior = find_committed_version(uri, "k-1")
@@ -115,7 +118,7 @@ def test_commit_loop_refuses_a_second_commit_with_the_same_idempotency_key(tmp_p
         sink = _sink(uri, new_write_id())
         sink.write(_batch(start, start + 5))
         # both runs planned on version 1: the second one finds the first in the commit loop
-        return commit_fragments(uri, "append", read_version=1, new_fragments=sink.finish(),
+        return commit_fragments(uri, "append", read_version=1, fragments=[fragment_from_proto(f) for f in sink.finish()],
                                 schema=ds.lance_schema, properties={IDEMPOTENCY_KEY: key})
 
     assert append("run-1", 100).version == 2
@@ -220,3 +223,25 @@ def test_commit_with_new_columns_conflicts_with_a_concurrent_append(tmp_path):
     with pytest.raises(RetryableCommitConflictError):
         commit_with_new_columns(uri, read_version=1, schema=schema)
     assert lance.dataset(uri).version == 2 and lance.dataset(uri).schema.names == ["id", "s"]
+
+
+def test_commit_fragments_merge_adds_columns_and_refuses_unknown_operations(tmp_path):
+    from lance_format.dataset.evolution.new_column_writes import widened_schema
+
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.Table.from_batches([_batch(0, 10)]), uri)
+    ds = lance_format.dataset(uri)
+    schema = widened_schema(ds.manifest, [pa.field("tag", pa.string())])
+    sink = FragmentSink(uri, schema, "2.2", prefix=write_prefix(new_write_id()))
+    urls = [f"https://example.com/{i}" if i % 2 else None for i in range(10, 13)]
+    sink.write(pa.record_batch([pa.array(range(10, 13)), pa.array(["a@b.org", None, "c"]), pa.array(urls)],
+                               schema=schema.to_arrow()))
+    with pytest.raises(InvalidInputError, match="operation must be one of"):
+        commit_fragments(uri, "delete", read_version=1, fragments=[])
+    with pytest.raises(InvalidInputError, match="needs the table schema"):
+        commit_fragments(uri, "merge", read_version=1, fragments=[])
+    committed = commit_fragments(uri, "merge", read_version=1, schema=schema,
+                                 fragments=[fragment_from_proto(f) for f in sink.finish()])
+    table = lance.dataset(uri).to_table()
+    assert committed.version == 2 and table.schema.names == ["id", "s", "tag"]
+    assert table.column("tag").to_pylist() == [None] * 10 + urls
