@@ -31,6 +31,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +48,7 @@ from lance_format.dataset.evolution.base import next_field_id_of
 from lance_format.dataset.evolution.new_column_writes import commit_with_new_columns
 from lance_format.dataset.fragment import ROW_ADDRESS, ROW_ID, SYSTEM_COLUMNS
 from lance_format.dataset.fragment_metadata import FragmentMetadata, fragment_from_proto, fragment_to_proto
+from lance_format.dataset.index_vector import check_vector_request, sample_size
 from lance_format.dataset.indices import check_index_request
 from lance_format.dataset.lance_operations import Index, LanceOperation, Transaction, index_from_proto, index_to_proto
 from lance_format.dataset.maintenance.compaction import compact_files
@@ -66,9 +68,14 @@ from lance_format.dataset.writing.fragment_sink import (
 )
 from lance_format.errors import InvalidInputError, LanceError
 from lance_format.file.writer import DataFileWriter
+from lance_format.index.vector.ivf_build import Trained
+from lance_format.index.vector.ivf_build import normalize as normalize_vectors
+from lance_format.index.vector.ivf_build import train as train_ivf
+from lance_format.index.vector.params import VectorIndexParams
+from lance_format.index.vector.pq import ProductQuantizer
+from lance_format.index.vector.sq import ScalarQuantizer
 from lance_format.io import ObjectStore, normalize_storage_options, object_store_for
 from lance_format.io.decode_pool import serial_decoding
-from lance_format.namespace.tables import TableLocation, locate_table
 from lance_format.proto import file_pb2, table_pb2, transaction_pb2
 from lance_format.schema import LanceSchema
 from lance_format.schema.arrow_checks import check_batch
@@ -344,6 +351,9 @@ def check_file_schema(schema: LanceSchema, storage_version: str, *, table: str |
     DataFileWriter.check_schema(schema, storage_version, table=table)
 
 
+if TYPE_CHECKING:
+    from lance_format.namespace.tables import TableLocation, locate_table
+
 __all__ = [
     # phase 1 (tasks): write fragments and report them
     "FragmentSink", "new_write_id", "write_prefix", "staged_file_name", "resolve_storage_version", "DATA_DIR",
@@ -354,6 +364,9 @@ __all__ = [
     "commit_fragments", "CommittedVersion", "COMMIT_MESSAGE_KEY", "IDEMPOTENCY_KEY", "WRITE_ID_KEY",
     "DEFAULT_IDEMPOTENCY_WINDOW", "PriorCommit", "find_committed_version", "discard_uncommitted", "compact_files",
     "check_index_request",
+    # vector indices trained on the driver, built by the tasks
+    "check_vector_request", "sample_size", "VectorIndexParams", "Trained", "train_ivf", "normalize_vectors",
+    "ProductQuantizer", "ScalarQuantizer",
     # tables, versions and their transactions
     "LanceDataset", "LanceSchema", "DataFragment", "Manifest", "ObjectStore", "object_store_for", "normalize_storage_options", "TableLocation",
     "locate_table", "latest_manifest", "read_manifest", "list_versions", "load_transaction", "operation_name",
@@ -363,3 +376,13 @@ __all__ = [
     "SYSTEM_COLUMNS", "NO_CHANGE_OPERATIONS", "VersionChanges", "plan_version", "require_stable_row_ids",
     "same_last_updated", "ChangeWriter", "change_schema",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # the namespace package needs the optional ``namespace`` extra: resolved on first use only,
+    # so that importing this module (every Spark job does) never needs it
+    if name in ("TableLocation", "locate_table"):
+        from lance_format.namespace import tables
+
+        return getattr(tables, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,11 +38,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_format.dataset.dataset import LanceDataset
-from lance_format.dataset.index_vector import check_vector_request, sample_size
+from lance_format.distributed import (
+    LanceDataset,
+    ProductQuantizer,
+    ScalarQuantizer,
+    Trained,
+    VectorIndexParams,
+    check_vector_request,
+    normalize_vectors,
+    sample_size,
+    train_ivf,
+)
 from lance_format.errors import CorruptFileError, IndexExistsError, InvalidInputError
-from lance_format.index.vector import ivf_build, pq, sq
-from lance_format.index.vector.params import VectorIndexParams
 from lance_format.spark.common import JobScope, parallelism, translate_task_error
 from lance_format.spark.namespace_options import located_table
 
@@ -134,7 +141,7 @@ def _groups(fragments: Sequence[tuple[int, int]], per_task: int) -> list[list[in
 
 def _train_on_sample(spark: Any, ds: LanceDataset, path: str, params: VectorIndexParams,
                      fragments: Sequence[tuple[int, int]], partitions: int,
-                     storage_options: dict[str, str]) -> ivf_build.Trained:
+                     storage_options: dict[str, str]) -> Trained:
     """Draw the sample with one Spark job (a task per fragment) and train on the driver."""
     quotas = _quotas([rows for _, rows in fragments], sample_size(params, partitions))
     seed = params.seed if params.seed is not None else 0
@@ -150,18 +157,18 @@ def _train_on_sample(spark: Any, ds: LanceDataset, path: str, params: VectorInde
                                 "or NaN", table=ds.uri, column=path)
     sample = np.concatenate(parts)
     if params.metric == "cosine":
-        sample = ivf_build.normalize(sample)
-    return ivf_build.train(sample, partitions, params)
+        sample = normalize_vectors(sample)
+    return train_ivf(sample, partitions, params)
 
 
-def _task_kwargs(kwargs: Mapping[str, Any], trained: ivf_build.Trained) -> dict[str, Any]:
+def _task_kwargs(kwargs: Mapping[str, Any], trained: Trained) -> dict[str, Any]:
     """The build tasks' ``create_index_uncommitted`` parameters: the user's, with the trained
     centroids and quantizer in place of anything to train."""
     out = {k: v for k, v in kwargs.items() if k not in _TRAINED_KEYS}
     out["ivf_centroids"] = trained.centroids
-    if isinstance(trained.quantizer, pq.ProductQuantizer):
+    if isinstance(trained.quantizer, ProductQuantizer):
         out["pq_codebook"] = trained.quantizer.codebook
-    elif isinstance(trained.quantizer, sq.ScalarQuantizer):
+    elif isinstance(trained.quantizer, ScalarQuantizer):
         out["sq_bounds"] = (trained.quantizer.start, trained.quantizer.end)
     return out
 
@@ -220,7 +227,7 @@ def create_index(spark: Any, uri: str | None, column: str, index_type: str, *, m
     partitions = params.partitions_for(total)
     with JobScope(spark) as scope:
         if params.pretrained:  # the caller gave every artifact: nothing to sample or train
-            trained = ivf_build.train(np.zeros((0, 0), np.float32), partitions, params)
+            trained = train_ivf(np.zeros((0, 0), np.float32), partitions, params)
         else:
             try:
                 trained = _train_on_sample(spark, ds, path, params, fragments, partitions, storage)
