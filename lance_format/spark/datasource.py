@@ -97,6 +97,7 @@ from lance_format.spark.write import Deletions, TaskOutputs, commit_coalesced, d
 from lance_format.spark.write_plan import plan_write
 
 NAME = "lance"
+DELEGATE_NAME = "lance_python"  # the Python source as the JVM source reaches it
 ABORT_GRACE_SECONDS = 2.5
 
 
@@ -494,16 +495,45 @@ class LancePushdownDataSource(LanceDataSource):
     _reader_class = LancePushdownReader
 
 
-def register(spark: Any, jvm: bool | None = None) -> None:
-    """Register the ``lance`` data source with ``spark`` (filter pushdown if the session allows it).
+class LanceDelegateDataSource(LanceDataSource):
+    """The Python source under the name the JVM source hands writes, streams and the change feed
+    to (``lance`` itself may belong to the JVM source, which Spark then refuses to register over)."""
 
-    With ``jvm=True`` (or the session's ``spark.lance.jvm.enabled=true``; opt-in for now)
-    batch reads of ``format("lance")`` go through the JVM source (:mod:`lance_format.spark.jvm`:
-    column pruning, statistics, columnar batches, every scan its own filters) where it can be
-    compiled (a ``javac``); writes and the change feed stay this Python source's. Streaming
-    reads (``readStream``) do not work through it yet. Started with
-    :func:`lance_format.spark.jvm.configure`, a session has the JVM source on every thread;
-    else it is added here for this thread.
+    @classmethod
+    def name(cls) -> str:
+        return DELEGATE_NAME
+
+
+def _register_python(spark: Any, source: type[LanceDataSource]) -> None:
+    """``source`` as ``lance`` where Spark lets it take the name (not where the JVM source holds
+    it: a session started with ``jvm.configure``, or a second ``register`` on a thread that has
+    the JVM source), and always as the JVM source's delegate."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        spark.dataSource.register(source)
+    except AnalysisException as exc:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+    spark.dataSource.register(LanceDelegateDataSource)
+
+
+def register(spark: Any, jvm: bool | None = None) -> None:
+    """Register the ``lance`` data source with ``spark``.
+
+    Where the JVM source can be compiled (a ``javac``; :mod:`lance_format.spark.jvm`),
+    ``format("lance")`` is the JVM source by default: column pruning, statistics, columnar
+    batches and filter pushdown that keeps every scan's filters to that scan. Writes,
+    ``readStream``/``writeStream`` and the change feed go through it to this Python source.
+    ``jvm=False``, the session conf ``spark.lance.jvm.enabled=false`` or the environment's
+    ``LANCE_SPARK_JVM=0`` keep the Python data source, as does a machine without ``javac``.
+    Started with :func:`lance_format.spark.jvm.configure`, a session has the JVM source on every
+    thread; else it is added here for this thread.
+
+    The Python source takes Spark's filters (``spark.sql.python.filterPushdown.enabled``) only on
+    a Spark that keeps them to their scan; on Spark 4.1-4.3 the setting is ignored, with a
+    :class:`~lance_format.spark.pushed_filters.PushdownIgnoredWarning` when the Python source
+    is the one in use.
 
     Python data sources are looked up through the JVM's active session: from a thread other
     than the one that created the session, call
@@ -515,20 +545,17 @@ def register(spark: Any, jvm: bool | None = None) -> None:
     0.95 s with ``2147483647``). :func:`write_dataframe` sets it for its own jobs.
     """
     from lance_format.spark.common import conf_flag, use_driver_python
+    from lance_format.spark.jvm import ENABLED_CONF, enable, loaded
 
     use_driver_python(spark)
-    source: type[LanceDataSource] = LanceDataSource
-    if conf_flag(spark, PUSHDOWN_CONF):
-        if pushdown_leaks(spark.version):
-            warn_pushdown_ignored(spark.version)
-        else:
-            source = LancePushdownDataSource
-    spark.dataSource.register(source)
-    from lance_format.spark.jvm import ENABLED_CONF, enable
-
-    if jvm if jvm is not None else conf_flag(spark, ENABLED_CONF):
+    pushdown = conf_flag(spark, PUSHDOWN_CONF)
+    leaks = pushdown_leaks(spark.version)
+    _register_python(spark, LancePushdownDataSource if pushdown and not leaks else LanceDataSource)
+    if jvm if jvm is not None else conf_flag(spark, ENABLED_CONF, default=True):
         enable(spark)
+    if pushdown and leaks and not loaded(spark):  # the JVM source keeps each scan's filters
+        warn_pushdown_ignored(spark.version)
 
 
-__all__ = ["NAME", "LanceDataSource", "LancePushdownDataSource", "LanceReader", "LancePushdownReader",
+__all__ = ["NAME", "DELEGATE_NAME", "LanceDelegateDataSource", "LanceDataSource", "LancePushdownDataSource", "LanceReader", "LancePushdownReader",
            "LanceWriter", "register"]

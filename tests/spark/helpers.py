@@ -1,7 +1,9 @@
-"""Helpers of the Spark tests: DataFrames and Lance tables as sorted Arrow tables."""
+"""Helpers of the Spark tests: DataFrames and Lance tables as sorted Arrow tables; a block on
+the Python ``lance`` source."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import lance
@@ -34,3 +36,22 @@ def deletion_files(uri: str) -> set[str]:
 
 def versions(uri: str) -> int:
     return lance.dataset(uri).version
+
+
+@contextlib.contextmanager
+def python_source(spark):
+    """``format("lance")`` is the Python data source inside the block (this thread): the JVM
+    source's jar is taken off the thread's class loader, as it is where ``javac`` is missing."""
+    from lance_format.spark import jvm
+
+    thread = spark._jvm.java.lang.Thread.currentThread()
+    old = thread.getContextClassLoader()
+    loader = old
+    while loader is not None and jvm.loaded(spark):
+        loader = loader.getParent()
+        thread.setContextClassLoader(loader)
+    try:
+        assert not jvm.loaded(spark)
+        yield
+    finally:
+        thread.setContextClassLoader(old)

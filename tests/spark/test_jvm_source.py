@@ -1,14 +1,14 @@
 """The JVM ``lance`` source (lance_format/spark/jvm): same answers as the Python source and as
 parquet, pruning and filters in the plan, statistics Spark uses, and the fallback without it.
 
-The module turns it on for the shared session's main thread (``register(spark, jvm=True)``,
-where ``javac`` exists) and off again after; ``python_source()`` gives a block on the Python
+The suite's ``register(spark)`` turns it on for the shared session's main thread where ``javac``
+exists (unless ``LANCE_SPARK_JVM=0``); this module turns it on if it is not, and restores the
+thread after; ``python_source()`` gives a block on the Python
 data source by taking the jar off the thread's class loader, as it is without it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import importlib.util
 import sys
@@ -19,26 +19,11 @@ import pytest
 
 import lance_format
 from lance_format.spark import jvm
+from tests.spark.helpers import python_source
 
 _BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tpch.py"
 
 pytestmark = pytest.mark.skipif(jvm.jar_path() is None, reason="no javac: the JVM lance source cannot be built")
-
-
-@contextlib.contextmanager
-def python_source(spark):
-    """``format("lance")`` is the Python data source inside the block (this thread)."""
-    thread = spark._jvm.java.lang.Thread.currentThread()
-    old = thread.getContextClassLoader()
-    loader = old
-    while loader is not None and jvm.loaded(spark):
-        loader = loader.getParent()
-        thread.setContextClassLoader(loader)
-    try:
-        assert not jvm.loaded(spark)
-        yield
-    finally:
-        thread.setContextClassLoader(old)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -47,7 +32,6 @@ def jvm_source(spark):
 
     thread = spark._jvm.java.lang.Thread.currentThread()
     old = thread.getContextClassLoader()
-    assert not jvm.loaded(spark)  # opt-in: the suite's register() left it off
     register(spark, jvm=True)
     yield
     thread.setContextClassLoader(old)  # the other modules read with the Python source
@@ -193,3 +177,27 @@ def test_tpch_answers_match_parquet_and_the_python_source(spark, bench, tmp_path
     # customer twice, once filtered, and the scans' filters must stay apart
     against_python = {"parquet": python_frames, "lance": frames["lance"]}
     assert not bench.check_answers(spark, against_python, [22])
+
+
+def test_register_again_keeps_the_jvm_source_and_writes_streams_reach_python(spark, tmp_path):
+    import warnings
+
+    from lance_format.spark import register
+    from lance_format.spark.pushed_filters import PushdownIgnoredWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PushdownIgnoredWarning)  # the JVM source pushes safely
+        register(spark)  # "lance" is the JVM source's on this thread: only the delegate is added
+    assert jvm.loaded(spark) and spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
+    uri = str(tmp_path / "w.lance")
+    rows = spark.range(0, 40, 1, 2).selectExpr("id", "concat('u', id, '@example.com') AS email")
+    rows.write.format("lance").mode("append").save(uri)
+    rows.where("id >= 30").write.format("lance").mode("append").save(uri)
+    df = spark.read.format("lance").load(uri)
+    assert "BatchScan lance" in _plan(df) and df.where("id >= 30").count() == 20
+    seen = []
+    query = spark.readStream.format("lance").load(uri).writeStream \
+        .foreachBatch(lambda batch, _: seen.append(batch.count())) \
+        .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    query.awaitTermination()
+    assert query.exception() is None and sum(seen) == 50

@@ -130,16 +130,38 @@ def test_which_spark_versions_leak(version, leaks):
 
 def test_register_warns_once_where_the_setting_is_ignored(spark, monkeypatch):
     from lance_format.spark import register
+    from lance_format.spark.jvm import loaded
+    from tests.spark.helpers import python_source
 
     monkeypatch.setattr(pushed_filters, "_warned", False)
-    with warnings.catch_warnings(record=True) as caught:
+    with python_source(spark), warnings.catch_warnings(record=True) as caught:  # the Python source's thread
         warnings.simplefilter("always")
-        register(spark)
-        register(spark)
+        register(spark, jvm=False)
+        register(spark, jvm=False)
+        assert not loaded(spark)
     ours = [w for w in caught if issubclass(w.category, PushdownIgnoredWarning)]
     assert len(ours) == (1 if pushdown_leaks(spark.version) else 0)
     if ours:
         assert PUSHDOWN_CONF in str(ours[0].message) and spark.version in str(ours[0].message)
+
+
+def test_register_is_silent_where_the_jvm_source_takes_the_filters(spark, monkeypatch):
+    from lance_format.spark import register
+    from lance_format.spark.jvm import jar_path, loaded
+
+    if jar_path() is None:
+        pytest.skip("no javac: the JVM lance source cannot be built")
+    monkeypatch.setattr(pushed_filters, "_warned", False)
+    thread = spark._jvm.java.lang.Thread.currentThread()
+    old = thread.getContextClassLoader()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            register(spark, jvm=True)
+        assert loaded(spark) and spark.conf.get(PUSHDOWN_CONF) == "true"
+        assert not [w for w in caught if issubclass(w.category, PushdownIgnoredWarning)]
+    finally:
+        thread.setContextClassLoader(old)
 
 
 def test_register_is_silent_with_the_setting_off(spark, session_conf, monkeypatch):

@@ -13,18 +13,20 @@ the running PySpark, once per Spark version and source, into a cache directory
 (or PySpark's jars are not found) :func:`jar_path` is None and ``format("lance")`` stays the
 Python data source.
 
-Two ways on:
+On by default (where it can be built):
 
+* on a running session: ``lance_format.spark.register(spark)`` adds it (``ADD JAR``) -- Spark
+  then finds it from the thread that registered (PySpark runs each Python thread on its own JVM
+  thread; other threads keep the Python source);
 * at session start (every thread, every executor): ``configure(SparkSession.builder)...getOrCreate()``
-  puts the jar on ``spark.jars``;
-* on a running session: ``lance_format.spark.register(spark, jvm=True)`` (or the session conf
-  ``spark.lance.jvm.enabled=true``) adds it (``ADD JAR``) -- Spark then finds it from the thread
-  that registered (PySpark runs each Python thread on its own JVM thread; other threads keep
-  the Python source).
+  puts the jar on ``spark.jars``; ``register`` then adds the Python source only under the name the
+  JVM source delegates to (``lance_python``).
 
-Opt-in for now: ``readStream.format("lance")`` fails through it (Spark's Python streaming
-runner, reached through the delegate, never connects back). ``LANCE_SPARK_JVM=0`` turns it off
-even where asked for.
+``register(spark, jvm=False)``, the session conf ``spark.lance.jvm.enabled=false`` or
+``LANCE_SPARK_JVM=0`` (which also makes :func:`configure` a no-op) keep the Python data source;
+so does a machine without ``javac``. Streams (``readStream``/``writeStream``), writes and the
+change feed reach the Python source through the JVM one (Spark's ``PythonDataSourceV2`` over
+``lance_python``).
 """
 
 from __future__ import annotations

@@ -13,8 +13,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code format("lance")} as a DataSource V2: the JVM does what Spark asks of a V2 source
  * (column pruning, filter pushdown, statistics, columnar batches) and a Python worker does the
  * rest with the pure-Python engine. Writes, streams and the change feed go to the Python data
- * source of the same name ({@link LanceTable#python}), registered by
- * {@code lance_format.spark.register(spark)}.
+ * source {@code lance_format.spark.register(spark)} adds as {@code lance_python} ({@link LanceTable#python}).
  */
 public final class LanceDataSource implements TableProvider, DataSourceRegister {
   @Override

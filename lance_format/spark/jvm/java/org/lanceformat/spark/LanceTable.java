@@ -19,7 +19,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * A Lance table: batch scans are the JVM's ({@link LanceScanBuilder}); writes, streams and the
  * change feed are the Python data source's (Spark's own {@link PythonDataSourceV2} over the
- * registered {@code lance} Python source), with the same options and schema.
+ * Python source {@code register} adds as {@code lance_python}), with the same options and schema.
  */
 final class LanceTable implements Table, SupportsRead, SupportsWrite {
   /** Options of the change feed, which only the Python source reads. */
@@ -40,7 +40,7 @@ final class LanceTable implements Table, SupportsRead, SupportsWrite {
   synchronized Table python() {
     if (python == null) {
       PythonDataSourceV2 source = new PythonDataSourceV2();
-      source.setShortName("lance");
+      source.setShortName("lance_python"); // lance_format.spark.datasource.DELEGATE_NAME
       python = source.getTable(schema, partitioning, properties);
     }
     return python;
