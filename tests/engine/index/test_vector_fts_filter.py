@@ -12,6 +12,7 @@ import lance as pylance
 import numpy as np
 import pyarrow as pa
 import pytest
+from lance.dataset import ScannerBuilder as PyScannerBuilder
 from lance.query import BooleanQuery as PyBooleanQuery
 from lance.query import FullTextOperator as PyOperator
 from lance.query import MatchQuery as PyMatch
@@ -19,6 +20,7 @@ from lance.query import Occur as PyOccur
 from lance.query import PhraseQuery as PyPhrase
 
 import lance_format as lance
+from lance_format.dataset.scanner_builder import ScannerBuilder
 from lance_format.errors import InvalidInputError
 from lance_format.query import BooleanQuery, FullTextOperator, MatchQuery, Occur, PhraseQuery
 
@@ -154,5 +156,17 @@ def test_dict_with_expression_only(tables: dict[str, str]) -> None:
                                             prefilter=True).to_table()
     got = lance.dataset(uri).scanner(nearest=_nearest(), filter={"expr_filter": "category = 'blog'"},
                                      prefilter=True).to_table()
+    assert got["id"].to_pylist() == expected["id"].to_pylist()
+    assert set(got["category"].to_pylist()) == {"blog"}
+
+
+def test_scanner_builder_keeps_both_kinds(tables: dict[str, str]) -> None:
+    """``ScannerBuilder.filter`` called with SQL then a query keeps both, as pylance's."""
+    uri = tables["indexed"]
+    theirs = PyScannerBuilder(pylance.dataset(uri))
+    expected = (theirs.nearest(**_nearest()).filter("category = 'blog'").filter(PyMatch("lance", "text"))
+                .prefilter(True).to_scanner().to_table())
+    got = (ScannerBuilder(lance.dataset(uri)).nearest(**_nearest()).filter("category = 'blog'")
+           .filter(MatchQuery("lance", "text")).prefilter(True).to_scanner().to_table())
     assert got["id"].to_pylist() == expected["id"].to_pylist()
     assert set(got["category"].to_pylist()) == {"blog"}
