@@ -105,14 +105,15 @@ class VectorSearch:
         from lance_format.dataset.sql.filter import matching_rows
 
         plan = executor.plan
+        assert self.candidates is not None  # planned by plan_scan
         matched = None  # a full-text search filter's rows (sorted addresses)
         if self.search_filter is not None:
             if not self.prefilter:
                 self.search_filter.check_post_filter(executor.dataset.uri)
-            matched = self.search_filter.rows(executor.dataset)
+            matched = (self.search_filter.candidate_rows(executor, self.candidates) if self.prefilter
+                       else self.search_filter.rows(executor.dataset))
         top = TopK(self.metric, self.queries, self.k, self.distance_range)
         dim = self.queries.shape[1]
-        assert self.candidates is not None  # planned by plan_scan
         inner = ScanExecutor(executor.dataset, self.candidates, executor.counts)
         for batch in inner.rows():
             matrix, rows = vector_matrix(batch.column(self.column), dim)

@@ -5,7 +5,10 @@ pylance 14 accepts ``filter=MatchQuery(...)`` (any full-text query object) or
 The rows the query matches (any score) restrict the k-NN search:
 
 * ``prefilter=True``: only matching rows are candidates (with the expression filter too); pylance
-  then searches them flat (exactly), not through a vector index, and so does this engine;
+  then searches them flat (exactly), not through a vector index, and so does this engine. As in
+  pylance, a scan ``limit`` is pushed into that full-text search: only the ``limit + offset``
+  best-scoring matching rows are candidates (equal scores: lowest row id first here; pylance's
+  order of equal scores is not fixed);
 * ``prefilter=False``: the k nearest rows are found first and those not matching are dropped
   (fewer than k may come back); only a :class:`MatchQuery` may post-filter (pylance's
   ``ValueError`` otherwise, raised when the scan runs).
@@ -21,12 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lance_format.dataset.scan.fts_search import _Scorer, parse_query
+from lance_format.dataset.scan.fts_search import FullTextSearch, _Scorer, distinct, parse_query
 from lance_format.errors import InvalidInputError, LanceError, UnsupportedFeatureError
 from lance_format.index.scalar.fts_query import FullTextQuery, MatchQuery
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
+    from lance_format.dataset.scan.executor import ScanExecutor
+    from lance_format.dataset.scan.plan import ScanPlan
 
 
 def split_filter(filter: Any, table: str) -> tuple[Any, FullTextQuery | None]:
@@ -81,6 +86,19 @@ class SearchFilter:
             return _Scorer(ds).score(self.query)[0].astype(np.uint64, copy=False)
         except LanceError as error:
             raise error.with_context(table=ds.uri)
+
+    def candidate_rows(self, executor: ScanExecutor, candidates: ScanPlan) -> np.ndarray:
+        """Sorted addresses of the rows a prefiltered search may return: the matching rows, or
+        with a scan limit only the ``limit + offset`` best-scoring of those ``candidates`` holds
+        (pylance pushes the limit into its full-text search)."""
+        from lance_format.dataset.scan.executor import ScanExecutor  # the executor runs this step
+
+        plan = executor.plan
+        if plan.limit is None:
+            return self.rows(executor.dataset)
+        step = FullTextSearch(self.query, plan.limit + plan.offset, prefilter=True, candidates=candidates)
+        addresses, _ = step.ranked(ScanExecutor(executor.dataset, candidates, executor.counts))
+        return distinct(addresses.astype(np.uint64, copy=False))
 
     def explain_line(self, prefilter: bool) -> str:
         """pylance's step for ``explain_plan``."""

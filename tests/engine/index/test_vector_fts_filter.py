@@ -170,3 +170,36 @@ def test_scanner_builder_keeps_both_kinds(tables: dict[str, str]) -> None:
            .filter(MatchQuery("lance", "text")).prefilter(True).to_scanner().to_table())
     assert got["id"].to_pylist() == expected["id"].to_pylist()
     assert set(got["category"].to_pylist()) == {"blog"}
+
+
+@pytest.fixture(scope="module")
+def ranked_table(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """400 rows; every fifth text holds "delta" with a length (so a score) shared by at most 3
+    rows, so the best matches are the same rows whichever way equal scores are ordered."""
+    uri = str(tmp_path_factory.mktemp("vector_fts_ranked") / "t")
+    ids = np.arange(400)
+    texts = [("delta " + "filler " * (i % 37)).strip() if i % 5 == 0 else f"other text {i}" for i in ids]
+    vectors = np.random.default_rng(2).normal(size=(400, DIM)).astype(np.float32)
+    table = pa.table({"id": ids, "text": texts,
+                      "vec": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIM)})
+    ds = pylance.write_dataset(table, uri)
+    ds.create_index("vec", "IVF_FLAT", num_partitions=2)
+    ds.create_scalar_index("text", "INVERTED")
+    return uri
+
+
+@pytest.mark.parametrize(("limit", "offset", "expr"), [(3, None, None), (2, 1, None), (5, None, None),
+                                                       (4, 1, None), (2, None, None), (3, None, "id > 0 AND id <> 185"),
+                                                       (None, 2, None)])
+def test_prefilter_limit_keeps_best_matches(ranked_table: str, limit: int | None, offset: int | None,
+                                            expr: str | None) -> None:
+    """pylance pushes a scan's limit into the full-text prefilter: only the ``limit + offset``
+    best-scoring matching rows are searched."""
+    kwargs: dict = {"nearest": _nearest(), "prefilter": True, "limit": limit, "offset": offset, "columns": ["id"]}
+    expected = pylance.dataset(ranked_table).scanner(
+        filter={"expr_filter": expr, "search_filter": PyMatch("delta", "text")}, **kwargs).to_table()
+    got = lance.dataset(ranked_table).scanner(
+        filter={"expr_filter": expr, "search_filter": MatchQuery("delta", "text")}, **kwargs).to_table()
+    assert got["id"].to_pylist() == expected["id"].to_pylist()
+    if limit is not None:
+        assert set(got["id"].to_pylist()) <= {0, 185, 370, 75, 260}
