@@ -253,7 +253,7 @@ def plan_scan(
     dataset: LanceDataset,
     *,
     columns: list[str] | Mapping[str, str] | None = None,
-    filter: str | pc.Expression | Any | None = None,
+    filter: Any = None,  # SQL, a pyarrow expression, a full-text query or {"expr_filter", "search_filter"}
     limit: int | None = None,
     offset: int | None = None,
     with_row_id: bool = False,
