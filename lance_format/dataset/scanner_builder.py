@@ -6,10 +6,11 @@ scan is checked and planned exactly as ``ds.scanner(...)`` with the same options
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.index.scalar.fts_query import FullTextQuery
 
 if TYPE_CHECKING:
     from lance_format.dataset.dataset import LanceDataset
@@ -67,7 +68,22 @@ class ScannerBuilder:
         return self._set("fast_search", flag)
 
     def filter(self, filter: Any) -> ScannerBuilder:
-        return self._set("filter", filter)
+        """Set the expression filter (SQL or a pyarrow expression), the search filter (a
+        full-text query object), or both (``{"expr_filter": ..., "search_filter": ...}``); as in
+        pylance, each call replaces only the kind(s) it gives."""
+        current = self._options.get("filter")
+        if isinstance(current, Mapping):
+            expr, search = current.get("expr_filter"), current.get("search_filter")
+        else:
+            expr, search = (None, current) if isinstance(current, FullTextQuery) else (current, None)
+        if isinstance(filter, FullTextQuery):
+            search = filter
+        elif isinstance(filter, Mapping):
+            expr = filter["expr_filter"] if filter.get("expr_filter") is not None else expr
+            search = filter["search_filter"] if filter.get("search_filter") is not None else search
+        else:
+            expr = filter
+        return self._set("filter", expr if search is None else {"expr_filter": expr, "search_filter": search})
 
     def full_text_search(self, query: Any, columns: list[str] | None = None) -> ScannerBuilder:
         return self._set("full_text_query", {"query": query, "columns": columns})

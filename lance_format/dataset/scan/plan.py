@@ -43,6 +43,7 @@ from lance_format.dataset.index_scan import IndexScanPlan
 from lance_format.dataset.scan.fts_search import SCORE, full_text_search
 from lance_format.dataset.scan.ivf import AnnSearch, vector_index
 from lance_format.dataset.scan.search import DISTANCE, QUERY_INDEX, vector_search
+from lance_format.dataset.scan.search_filter import search_filter_for, split_filter
 from lance_format.dataset.scan_options import (
     ROW_OFFSET,
     ColumnOrdering,
@@ -252,7 +253,7 @@ def plan_scan(
     dataset: LanceDataset,
     *,
     columns: list[str] | Mapping[str, str] | None = None,
-    filter: str | pc.Expression | None = None,
+    filter: Any = None,  # SQL, a pyarrow expression, a full-text query or {"expr_filter", "search_filter"}
     limit: int | None = None,
     offset: int | None = None,
     with_row_id: bool = False,
@@ -284,6 +285,8 @@ def plan_scan(
     ``options["nearest"]`` (pylance's dict) plans a vector search (:mod:`.search`),
     ``options["full_text_query"]`` a full-text search (:mod:`.fts_search`), with
     ``options["prefilter"]`` deciding whether the filter runs before it or on its results.
+    With ``nearest``, ``filter`` may also be a full-text query object or pylance's
+    ``{"expr_filter": ..., "search_filter": <query>}`` (:mod:`.search_filter`).
     """
     uri = dataset.uri
     options = dict(options or {})
@@ -291,6 +294,9 @@ def plan_scan(
     full_text = options.pop("full_text_query", None)
     if nearest is not None and full_text is not None:
         raise InvalidInputError("nearest and full_text_query cannot be combined in one scan", table=uri)
+    filter, text_filter = split_filter(filter, uri)
+    search_filter = (search_filter_for(text_filter, dataset, nearest=nearest is not None,
+                                       full_text=full_text is not None) if text_filter is not None else None)
     readahead, fragment_readahead, io_buffer_size = readahead_of(options, table=uri)
     check_options(options, table=uri)
     table_schema = dataset.lance_schema
@@ -366,8 +372,10 @@ def plan_scan(
             searched = _indexed_fragments(dataset, search.column, fragments)
         chosen = list(dataset.get_fragments() if searched is None else searched)
         ranged = any(isinstance(f, FragmentRange) and f.row_range is not None for f in chosen)
+        # a full-text prefilter makes pylance search its rows flat (exactly), not through an index
+        flat = ranged or (search_filter is not None and search.prefilter)
         vector = (vector_index(dataset, search.column, search.metric if search.metric_given else None)
-                 if search.use_index and not ranged else None)
+                 if search.use_index and not flat else None)
         if vector is not None:  # the index answers for its fragments, a flat search for the others
             ids = [(f.fragment if isinstance(f, FragmentRange) else f).fragment_id for f in chosen]
             indexed = tuple(fid for fid in ids if fid in vector.fragments)
@@ -382,7 +390,7 @@ def plan_scan(
         candidates = plan_scan(dataset, columns=[search.column], filter=condition if search.prefilter else None,
                                with_row_id=True, with_row_address=True, batch_size=batch_size, fragments=searched,
                                options={k: v for k, v in options.items() if k != "prefilter"})
-        search = replace(search, candidates=candidates)
+        search = replace(search, candidates=candidates, search_filter=search_filter)
     elif text_search is not None:
         # the candidate plan: the live rows searched (filtered first with prefilter); this plan's
         # columns are taken for the best rows only

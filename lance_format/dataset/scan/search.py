@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from lance_format.dataset.scan.executor import ScanExecutor
     from lance_format.dataset.scan.ivf import AnnSearch
     from lance_format.dataset.scan.plan import ScanPlan
+    from lance_format.dataset.scan.search_filter import SearchFilter
     from lance_format.schema import LanceSchema
 
 DISTANCE = "_distance"
@@ -75,6 +76,7 @@ class VectorSearch:
     ann_fragments: tuple[int, ...] = ()  # the scanned fragments the index answers for
     mask: ScanPlan | None = None  # the prefilter's passing rows (_rowaddr) of ``ann_fragments``
     candidates: ScanPlan | None = None  # reads the vector column, _rowid and _rowaddr (and the prefilter)
+    search_filter: SearchFilter | None = None  # a full-text query's rows restrict the search (filter=MatchQuery)
 
     def describe(self) -> str:
         queries = f"queries={len(self.queries)}, " if self.batch else ""
@@ -89,29 +91,46 @@ class VectorSearch:
         if self.ann is not None:
             lines += self.ann.explain_lines(self.k)
             lines.append(f"(fragments {list(self.ann_fragments)} from the index; the others searched flat:)")
-        return lines + [self.describe()]
+        lines.append(self.describe())
+        if self.search_filter is not None:  # pylance: above the k-NN (postfilter) or below it
+            line = self.search_filter.explain_line(self.prefilter)
+            lines.insert(len(lines) if self.prefilter else 0, line)
+        return lines
 
     def run(self, executor: ScanExecutor) -> Iterator[pa.RecordBatch]:
         """The top-k rows of each query with the outer plan's read columns, ``_distance`` and
         (a batch) ``query_index``, the postfilter applied; ordered by query, distance, row id."""
         from lance_format.dataset.scan.executor import ScanExecutor  # the executor runs this step
+        from lance_format.dataset.scan.search_filter import contains
         from lance_format.dataset.sql.filter import matching_rows
 
         plan = executor.plan
+        assert self.candidates is not None  # planned by plan_scan
+        matched = None  # a full-text search filter's rows (sorted addresses)
+        if self.search_filter is not None:
+            if not self.prefilter:
+                self.search_filter.check_post_filter(executor.dataset.uri)
+            matched = (self.search_filter.candidate_rows(executor, self.candidates) if self.prefilter
+                       else self.search_filter.rows(executor.dataset))
         top = TopK(self.metric, self.queries, self.k, self.distance_range)
         dim = self.queries.shape[1]
-        assert self.candidates is not None  # planned by plan_scan
         inner = ScanExecutor(executor.dataset, self.candidates, executor.counts)
         for batch in inner.rows():
             matrix, rows = vector_matrix(batch.column(self.column), dim)
             ids = np.asarray(batch.column("_rowid").to_numpy(zero_copy_only=False))[rows]
             addresses = np.asarray(batch.column(ROW_ADDRESS).to_numpy(zero_copy_only=False))[rows]
+            if matched is not None and self.prefilter:  # only the query's rows are candidates
+                keep = contains(matched, addresses.astype(np.uint64))
+                matrix, ids, addresses = matrix[keep], ids[keep], addresses[keep]
             top.add(matrix, ids.astype(np.uint64), addresses.astype(np.uint64))
         if self.ann is not None:
             self._probe(executor, top)
         distances = np.concatenate([b.distances for b in top.best])
         addresses = np.concatenate([b.addresses for b in top.best])
         query_index = np.repeat(np.arange(len(top.best), dtype=np.int32), [len(b.distances) for b in top.best])
+        if matched is not None and not self.prefilter:  # the k nearest rows the query matches
+            keep = contains(matched, addresses)
+            distances, addresses, query_index = distances[keep], addresses[keep], query_index[keep]
         if not len(addresses):
             return
         taken = take_by_address(executor, addresses)
