@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 _HIGH = np.uint64(32)
 _NO_ADDRESS = np.iinfo(np.uint64).max
+WALK_PRECOMPUTED_ROWS = 200_000  # HNSW partitions up to this size are measured whole, then walked
 DEFAULT_SEARCH_EFFORT = 0.5  # pylance 14's default: between the minimum and every partition
 _BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.int64)
 
@@ -228,7 +229,13 @@ def hnsw_distances(segment: VectorIndexSegment, query: np.ndarray, partitions: n
             continue
         row_ids = segment.row_ids(np.asarray([p]))
         keep, addresses = row_filter(row_ids)
-        nodes, distances = walk(graphs.partition(p), size, _partition_distances(segment, query, p), k, width, keep)
+        measure = _partition_distances(segment, query, p)
+        if size <= WALK_PRECOMPUTED_ROWS:
+            # one vectorized pass over a modest partition costs less than the walk's many small
+            # gathers from Python; the walk (and so the rows found) is the same
+            every = measure(np.arange(size))
+            measure = every.take
+        nodes, distances = walk(graphs.partition(p), size, measure, k, width, keep)
         pieces.append((row_ids[nodes], distances, addresses[nodes]))
     if not pieces:
         return np.zeros(0, np.uint64), np.zeros(0, np.float32), np.zeros(0, np.uint64)
