@@ -5,9 +5,11 @@ As pylance searches them: from the partition's entry point a greedy descent thro
 levels (each step moves to the nearest neighbour while it is nearer) down to level 1, then a
 beam search of width ``ef`` on level 0 (default ``k + k // 2``, ``k`` counting the refine
 factor). Nodes the row filter rejects (prefilter, deletions) are walked through but never
-returned. Distances are those of the storage (PQ table, SQ codes, flat vectors), measured per
-expanded node for its whole neighbour list at once (one vectorized gather per step): the walk
-itself is a Python loop over expanded nodes, bounded by ``ef`` and the neighbour counts.
+returned. Distances are those of the storage (PQ table, SQ codes, flat vectors), given by the
+caller: per expanded node for its whole neighbour list at once (one vectorized gather per step),
+or looked up in distances the caller measured for the whole partition in one pass (cheaper in
+numpy for modest partitions; the walk is the same). The walk itself is a Python loop over
+expanded nodes, bounded by ``ef`` and the neighbour counts.
 """
 
 from __future__ import annotations
