@@ -14,8 +14,8 @@ Per query (:meth:`AnnSearch.search`):
    measured, up to ``maximum_nprobes`` (default all);
 3. a partition's rows are measured from their codes, vectorized (IVF_FLAT: exact distances of the
    stored vectors; PQ: an ADC lookup table per query and partition; SQ: byte codes), only rows
-   that are live and pass the prefilter count; HNSW sub-indices are not walked: their partitions'
-   codes are all measured, so the recall is at least the graph's and exact cases give its rows;
+   that are live and pass the prefilter count; an HNSW partition's graph is walked instead
+   (:mod:`lance_format.index.vector.hnsw_search`, beam width ``ef``), as pylance does;
 4. the best ``k`` (``k * refine_factor`` with a refine factor) are kept; a refine factor then
    re-ranks them by exact distances of the vectors read from the table. So does a search that
    also covers unindexed fragments (pylance re-measures the union of the index's best ``k`` and
@@ -39,6 +39,7 @@ from pyroaring import BitMap
 from lance_format.dataset.scan.knn import Best, exact
 from lance_format.errors import LanceError
 from lance_format.index.catalog import row_id_lookup
+from lance_format.index.vector.hnsw_search import walk
 from lance_format.index.vector.ivf_reader import VectorIndexSegment, cached_segment
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 _HIGH = np.uint64(32)
 _NO_ADDRESS = np.iinfo(np.uint64).max
+WALK_PRECOMPUTED_ROWS = 200_000  # HNSW partitions up to this size are measured whole, then walked
 DEFAULT_SEARCH_EFFORT = 0.5  # pylance 14's default: between the minimum and every partition
 _BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.int64)
 
@@ -189,6 +191,58 @@ def block_distances(segment: VectorIndexSegment, query: np.ndarray, partitions: 
     return ids, exact(segment.metric, query, codes).astype(np.float32)
 
 
+def _partition_distances(segment: VectorIndexSegment, query: np.ndarray, partition: int
+                         ) -> Callable[[np.ndarray], np.ndarray]:
+    """Local node ids of ``partition`` -> distances to the (normalized) query, from its storage."""
+    if segment.pq is not None:
+        pq = segment.pq
+        if segment.metric in ("l2", "cosine"):
+            if pq.stored == np.float16:
+                residual = query.astype(np.float16)[None, :] - segment.centroids[partition].astype(np.float16)
+            else:
+                residual = query[None, :].astype(np.float32) - segment.centroids[partition]
+            table = pq.tables(residual)[0]
+        else:
+            table = pq.tables(query[None, :])[0]
+        positions = segment.pq_codes(partition)
+        flat = table.reshape(-1)
+        offset = np.float32(pq.num_sub_vectors - 1) if segment.metric == "dot" else np.float32(0)
+        return lambda nodes: flat.take(positions[:, nodes]).sum(axis=0, dtype=np.float32) - offset
+    _, codes = segment.partition(partition)
+    if segment.sq is not None:
+        sq = segment.sq
+        return lambda nodes: sq.distances(query, codes[nodes])
+    return lambda nodes: exact(segment.metric, query, codes[nodes]).astype(np.float32)
+
+
+def hnsw_distances(segment: VectorIndexSegment, query: np.ndarray, partitions: np.ndarray, k: int,
+                   ef: int | None, row_filter: RowFilter) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row ids, distances, addresses) of the best ``k`` rows each HNSW partition's graph walk
+    finds (``ef``: pylance's default ``k + k // 2``), rows the filter rejects walked through
+    but never returned."""
+    graphs = segment.graphs()
+    width = ef if ef is not None else k + k // 2
+    pieces = []
+    for p in partitions.tolist():
+        size = int(segment.lengths[p])
+        if not size:
+            continue
+        row_ids = segment.row_ids(np.asarray([p]))
+        keep, addresses = row_filter(row_ids)
+        measure = _partition_distances(segment, query, p)
+        if size <= WALK_PRECOMPUTED_ROWS:
+            # one vectorized pass over a modest partition costs less than the walk's many small
+            # gathers from Python; the walk (and so the rows found) is the same
+            every = measure(np.arange(size))
+            measure = every.take
+        nodes, distances = walk(graphs.partition(p), size, measure, k, width, keep)
+        pieces.append((row_ids[nodes], distances, addresses[nodes]))
+    if not pieces:
+        return np.zeros(0, np.uint64), np.zeros(0, np.float32), np.zeros(0, np.uint64)
+    return (np.concatenate([x[0] for x in pieces]), np.concatenate([x[1] for x in pieces]),
+            np.concatenate([x[2] for x in pieces]))
+
+
 RowFilter = Callable[[np.ndarray], tuple[np.ndarray | None, np.ndarray]]  # row ids -> (keep mask or None: all, addresses)
 
 
@@ -223,10 +277,13 @@ class AnnSearch:
                 rank += len(block)
                 if not segment.lengths[block].any():
                     continue
-                ids, distances = block_distances(segment, q, block)
-                keep, addresses = row_filter(ids)
-                if keep is not None:  # measured whole (vectorized), then the rows not searched dropped
-                    ids, distances, addresses = ids[keep], distances[keep], addresses[keep]
+                if segment.is_hnsw:
+                    ids, distances, addresses = hnsw_distances(segment, q, block, wanted, self.params.ef, row_filter)
+                else:
+                    ids, distances = block_distances(segment, q, block)
+                    keep, addresses = row_filter(ids)
+                    if keep is not None:  # measured whole (vectorized), then the rows not searched dropped
+                        ids, distances, addresses = ids[keep], distances[keep], addresses[keep]
                 inside = ~np.isnan(distances) & (distances >= lower) & (distances < upper)
                 found += int(inside.sum())
                 pool.append((distances[inside], ids[inside], addresses[inside]))

@@ -23,8 +23,8 @@ the other fragments are searched flat and merged (the index's best rows then re-
 as pylance does). Without a metric the index's own metric is used; an index of another metric,
 or of a kind not read here, leaves the search flat (exact). ``prefilter=True`` restricts the
 index's rows to those passing the filter (a scan of the filter's columns over the indexed
-fragments); deleted rows never count. ``ef`` is accepted: HNSW partitions are measured whole,
-never worse than the graph. ``fast_search`` searches, as pylance's, only the fragments a vector
+fragments); deleted rows never count. ``ef`` is the beam width of the HNSW graph walk (pylance's
+default ``k + k // 2``). ``fast_search`` searches, as pylance's, only the fragments a vector
 index of the column covers (none without an index).
 """
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from lance_format.errors import CorruptFileError, UnsupportedFeatureError
 from lance_format.file.api import LanceFileReader
+from lance_format.index.vector.hnsw_search import HnswGraphs, read_graphs
 from lance_format.index.vector.pq_distance import PqCodebook
 from lance_format.index.vector.sq_distance import SqBounds
 from lance_format.proto import index_pb2
@@ -84,6 +85,18 @@ class VectorIndexSegment:
     sq: SqBounds | None = None
     _storage: list[Any] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _graphs: list[HnswGraphs] = field(default_factory=list, repr=False)
+
+    @property
+    def is_hnsw(self) -> bool:
+        return "HNSW" in self.index_type
+
+    def graphs(self) -> HnswGraphs:
+        """The HNSW graphs of the partitions (IVF_HNSW_* only), read once."""
+        with self._lock:
+            if not self._graphs:
+                self._graphs.append(read_graphs(self.directory))
+            return self._graphs[0]
 
     @property
     def num_partitions(self) -> int:
