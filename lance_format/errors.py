@@ -148,7 +148,7 @@ class NewColumnDataError(SchemaMismatchError, InvalidInputError):
 
 class CommitOptionError(InvalidInputError, OSError):
     """An option of a commit or cleanup is invalid: a zero ``commit_timeout``, a ``delete_rate_limit``
-    of 0 (pylance: ``OSError``)."""
+    of 0, a ``retain_versions`` of 0 (pylance: ``OSError``)."""
 
 
 class EmptyDataError(InvalidInputError, OSError):

@@ -16,12 +16,12 @@ search, blobs, namespaces: tests whose names mention them). Nothing is copied in
 run its other tests (the placeholders raise when used); without it such a file fails whole,
 as it would for a user.
 
-The snapshot used for the figures in the README is official Lance's main of August 2026 (commit
-b8bf97c9 of the GitHub fork LuciferYang/lance, pylance 11.0.0-beta.15's tree), exported from a
-bare mirror with::
+The snapshot used for the figures in the README is official Lance's main of 19 August 2026 (commit
+ecc74ebf of the GitHub fork LuciferYang/lance, pylance 11.0.0-beta.15's tree; 88 commits after the
+b8bf97c9 used before), exported from a bare mirror with::
 
     mkdir -p /tmp/upstream
-    git -C <mirror>/repo archive b8bf97c96192304621b7b94d861526d35fa0dee0 python/python/tests test_data \\
+    git -C <mirror>/repo archive ecc74ebfc5ab6b86b7d08c0f4189d4766d5d24fa python/python/tests test_data \\
         | tar -x -C /tmp/upstream      # then --tests /tmp/upstream/python/python/tests
 
 (``test_data/``, next to ``python/``, holds the historical tables test_migration.py and

@@ -57,6 +57,8 @@ _V2_VERSION = re.compile(r"2\.\d+")
 # A 2.0 file's footer says 0.3 (its pre-release name) while the manifest says 2.0.
 _FOOTER_VERSION_NAMES = {(0, 3): (2, 0)}
 
+_NO_OFFSETS = np.empty(0, dtype=np.uint64)  # batches that carry no system column need no offsets
+
 
 
 @dataclass(frozen=True)
@@ -373,9 +375,11 @@ class FragmentReading:
 
         def batch_of(span: tuple[int, int, np.ndarray | None]) -> pa.RecordBatch:
             start, stop, selection = span
-            offsets = np.arange(start, stop, dtype=np.uint64)
-            if selection is not None:
-                offsets = offsets[selection]
+            # the offsets only where a system column needs them (not for a whole span's _rowaddr)
+            offsets = _NO_OFFSETS
+            if selection is not None or any(name != ROW_ADDRESS for name in system_columns):
+                offsets = np.arange(start, stop, dtype=np.uint64)
+                offsets = offsets if selection is None else offsets[selection]
             columns: dict[str, pa.Array] = {}
             self._read_columns(file_plans, columns, lambda r, p: r.read_range(p, start, stop))
             arrays = []
@@ -388,12 +392,18 @@ class FragmentReading:
                     array = overlaid(array, np.arange(start, stop, dtype=np.int64), layers[field.name])
                 arrays.append(array.filter(mask) if mask is not None else array)
             for name in system_columns:
-                values = self.system_column(name, offsets)
+                if name == ROW_ADDRESS and selection is None:
+                    # the late-materialization scan asks this of every batch: one arange, no second pass
+                    base = self.fragment_id << 32
+                    values = pa.array(np.arange(base + start, base + stop, dtype=np.uint64), pa.uint64())
+                else:
+                    values = self.system_column(name, offsets)
                 if deleted_mask is not None and name in (ROW_ID, ROW_ADDRESS) and not keep_addresses:
                     values = pc.if_else(pa.array(deleted_mask[start:stop]), pa.scalar(None, pa.uint64()), values)
                 arrays.append(values)
             if not arrays:  # no columns at all (pylance's columns=[]): the batch still counts rows
-                return pa.RecordBatch.from_arrays([pa.nulls(len(offsets))], ["_"]).select([])
+                rows = stop - start if selection is None else int(np.count_nonzero(selection))
+                return pa.RecordBatch.from_arrays([pa.nulls(rows)], ["_"]).select([])
             return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
         side_by_side = threads and self._ready_for_threads(file_plans, system_columns)

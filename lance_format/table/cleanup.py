@@ -195,7 +195,8 @@ def _plan_cleanup(
         raise InvalidInputError(f"older_than must be a datetime.timedelta, got {type(older_than).__name__} "
                                 f"{older_than!r}", table=ds.uri)
     if retain_versions is not None and retain_versions <= 0:
-        raise InvalidInputError(f"retain_versions must be greater than 0, got {retain_versions}", table=ds.uri)
+        # pylance 14 raises OSError here
+        raise CommitOptionError(f"retain_versions must be greater than 0, got {retain_versions}", table=ds.uri)
     if older_than is None and retain_versions is None and versions is None:
         older_than = DEFAULT_OLDER_THAN
     listing = list_versions(store)
