@@ -320,13 +320,25 @@ class FullTextSearch:
             allowed.append(np.asarray(batch.column(ROW_ADDRESS).to_numpy(zero_copy_only=False)).astype(np.uint64))
             row_ids.append(np.asarray(batch.column("_rowid").to_numpy(zero_copy_only=False)).astype(np.uint64))
         live = np.concatenate(allowed) if allowed else EMPTY_U64
-        rows, scores = _restricted((rows, scores), live)
+        ids = np.concatenate(row_ids) if row_ids else EMPTY_U64
+        if len(live) > 1 and not bool(np.all(live[1:] > live[:-1])):  # scans come in address order
+            by_address = np.argsort(live, kind="stable")
+            live, ids = live[by_address], ids[by_address]
+        # the hits' places among the live rows (both sorted: a binary search, not a hash set)
+        at = np.searchsorted(live, rows)
+        inside = at < len(live)
+        inside[inside] = live[at[inside]] == rows[inside]
+        rows, scores, at = rows[inside], scores[inside], at[inside]
         if self.limit is None and isinstance(self.query, MatchQuery) and not scorer.source(
                 self.query.column).indexed:  # type: ignore[arg-type]
             return rows, scores  # pylance's flat search of a column without an index: in row order
         # equal scores in row id order, as pylance sorts its results
-        by_address = np.argsort(live)
-        ids = np.concatenate(row_ids)[by_address][np.searchsorted(live[by_address], rows)] if len(rows) else rows
+        ids = ids[at]
+        if self.limit and len(scores) > self.limit:
+            # only rows scoring at least the limit-th best can rank: every tie at the cut is kept
+            cut = np.partition(scores, len(scores) - self.limit)[len(scores) - self.limit]
+            best = np.flatnonzero(scores >= cut)
+            rows, scores, ids = rows[best], scores[best], ids[best]
         order = np.lexsort((ids, -scores))
         if self.limit is not None:
             order = order[:self.limit]

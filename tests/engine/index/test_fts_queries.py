@@ -4,6 +4,7 @@ appended fragments, deletions and segmented indices; bad queries give typed erro
 
 from __future__ import annotations
 
+import itertools
 import shutil
 
 import lance
@@ -313,3 +314,23 @@ def test_equal_scores_in_row_id_order_with_stable_row_ids(tmp_path):
     theirs = lance.dataset(str(uri)).to_table(full_text_query="wireless steel", columns=["id"])
     assert got.column("id").to_pylist() == theirs.column("id").to_pylist()
     assert 20 not in got.column("id").to_pylist()
+
+
+def test_many_equal_scores_at_the_limit_pick_pylances_rows(tmp_path):
+    """Hundreds of rows tie; a small limit keeps the same rows as pylance's WAND heap (the
+    earliest documents: a later tie never displaces a kept one). Their order among themselves is
+    the heap's and is not compared yet."""
+    uri = tmp_path / "ties"
+    texts = ["apple banana pie" if i % 3 == 0 else ("apple cherry" if i % 7 else None) for i in range(600)]
+    ds = lance.write_dataset(pa.table({"id": np.arange(600), "text": texts}), uri, max_rows_per_file=250)
+    ds.create_scalar_index("text", "INVERTED", with_position=True)
+    for (kind, text), limit in itertools.product([("MatchQuery", "apple"), ("MatchQuery", "banana"),
+                                                  ("MatchQuery", "apple cherry"), ("PhraseQuery", "banana pie")],
+                                                 [1, 3, 10]):
+        theirs = lance.dataset(str(uri)).to_table(full_text_query=getattr(LQ, kind)(text, "text"), limit=limit,
+                                                  columns=["id", "_score"])
+        ours = lance_format.dataset(str(uri)).to_table(full_text_query=getattr(OQ, kind)(text, "text"), limit=limit,
+                                                       columns=["id", "_score"])
+        assert ours.num_rows == theirs.num_rows == limit
+        assert sorted(ours.column("id").to_pylist()) == sorted(theirs.column("id").to_pylist()), (kind, text)
+        np.testing.assert_allclose(ours.column("_score").to_numpy(), theirs.column("_score").to_numpy(), atol=1e-6)
