@@ -78,13 +78,12 @@ def main(root: str | None = None, instance: dg.DagsterInstance | None = None) ->
 
 def _run(root: str, instance: dg.DagsterInstance, serve: str) -> int:
     import dagster as dg
-
-    import lance_format
     import pyarrow.compute as pc
 
+    import lance_format
     from example_project.assets import ASSETS, DAILY, SEARCH_ASSETS, customer_totals
-    from example_project.products import FULL_TEXT_QUERY, QUERY_PRODUCTS
     from example_project.definitions import build_definitions
+    from example_project.products import FULL_TEXT_QUERY, QUERY_PRODUCTS
     from example_project.source import example_namespace, expected_totals, orders_uri, table_location
 
     defs = build_definitions(root)
