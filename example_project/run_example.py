@@ -124,9 +124,9 @@ def _run(root: str, instance: dg.DagsterInstance, serve: str) -> int:
 
     searched = run(list(SEARCH_ASSETS))
     meta = searched.asset_materializations_for_node("product_embeddings")[0].metadata
-    for entry in meta["lance/indices"].value:
-        print(f"product_embeddings index {entry['name']} ({entry['type']}): {entry['action']}, "
-              f"indexed rows {entry['indexed_rows']}, unindexed {entry['unindexed_rows']}")
+    built = [f"{e['name']} {e['type']} {e['action']} over {e['indexed_rows']} rows ({e['unindexed_rows']} unindexed)"
+             for e in meta["lance/indices"].value]
+    print(f"product_embeddings indices: {', '.join(built)}")
     checks = {e.check_name: e.passed for e in searched.get_asset_check_evaluations()
               if e.asset_key.path == ["product_embeddings"]}
     print(f"product_embeddings checks {checks}")
