@@ -9,6 +9,8 @@ resources, checks, the version sensor and maintenance through ``LanceTablesCompo
 * ``customer_totals``: kept up to date incrementally from ``raw_orders``' change feed. It is
   partitioned by ``raw_orders``' versions, which ``raw_orders_versions_sensor`` adds as they are
   committed (by Dagster or by anyone else), one run per new version.
+* ``product_embeddings`` / ``similar_products`` (``products.py``): embeddings with an IVF_PQ and an
+  INVERTED index (declared in ``defs.yaml``), and a search of them.
 * Checks (in ``defs.yaml``): on the raw table row count, schema change and freshness; Dagster's
   own column-schema change checks on the others, which work on the IO manager's standard metadata.
 """
@@ -24,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster import AssetExecutionContext
 
+from example_project.products import product_embeddings, similar_products
 from example_project.source import change_orders, generate_orders
 from lance_assets import LanceChangeFeed, LanceTableResource, SparkSessionResource, change_counts
 
@@ -152,3 +155,4 @@ def change_raw_orders() -> None:
 
 # A tuple: module loaders collect lists of assets, and every asset is collected on its own already.
 ASSETS = (raw_orders, daily_orders, daily_revenue, customer_totals)
+SEARCH_ASSETS = (product_embeddings, similar_products)  # example_project/products.py

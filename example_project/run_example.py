@@ -1,7 +1,8 @@
 """Run the example pipeline end to end, headless, on local defaults.
 
 1. Materialize ``raw_orders`` with Spark, then every daily partition of ``daily_orders`` and
-   ``daily_revenue`` (and their checks).
+   ``daily_revenue`` (and their checks), then ``product_embeddings`` (its IVF_PQ and INVERTED
+   indices, built by the IO manager, and their checks) and ``similar_products``, which searches it.
 2. Tick the version sensor: it adds version partitions and requests ``customer_totals`` runs;
    run them as the daemon would.
 3. Run the ``change_raw_orders`` job: it changes the source table outside the asset (an upsert
@@ -77,10 +78,12 @@ def main(root: str | None = None, instance: dg.DagsterInstance | None = None) ->
 
 def _run(root: str, instance: dg.DagsterInstance, serve: str) -> int:
     import dagster as dg
+    import pyarrow.compute as pc
 
     import lance_format
-    from example_project.assets import ASSETS, DAILY, customer_totals
+    from example_project.assets import ASSETS, DAILY, SEARCH_ASSETS, customer_totals
     from example_project.definitions import build_definitions
+    from example_project.products import FULL_TEXT_QUERY, QUERY_PRODUCTS
     from example_project.source import example_namespace, expected_totals, orders_uri, table_location
 
     defs = build_definitions(root)
@@ -119,6 +122,19 @@ def _run(root: str, instance: dg.DagsterInstance, serve: str) -> int:
                       if k in meta}
             print(f"  customer_totals partition {request.partition_key}: changes {counts}")
 
+    searched = run(list(SEARCH_ASSETS))
+    meta = searched.asset_materializations_for_node("product_embeddings")[0].metadata
+    built = [f"{e['name']} {e['type']} {e['action']} over {e['indexed_rows']} rows ({e['unindexed_rows']} unindexed)"
+             for e in meta["lance/indices"].value]
+    print(f"product_embeddings indices: {', '.join(built)}")
+    checks = {e.check_name: e.passed for e in searched.get_asset_check_evaluations()
+              if e.asset_key.path == ["product_embeddings"]}
+    print(f"product_embeddings checks {checks}")
+    similar = lance_format.dataset(os.path.join(root, "similar_products.lance")).to_table()
+    first = similar.filter(pc.equal(similar.column("query_id"), QUERY_PRODUCTS[0])).column("name").to_pylist()
+    text = similar.filter(pc.equal(similar.column("kind"), "full_text")).column("name").to_pylist()
+    print(f"similar_products: {similar.num_rows} rows; nearest to {first[0]!r}: {first[1:3]}; "
+          f"full text {FULL_TEXT_QUERY!r}: {text[:2]}")
     print("sensor tick 1 (the initial load):")
     tick_and_run()
     job = defs.resolve_job_def("change_raw_orders")
@@ -139,13 +155,15 @@ def _run(root: str, instance: dg.DagsterInstance, serve: str) -> int:
     print(f"customer_totals versions: {[v['version'] for v in totals.versions()]}")
     defs.resolve_job_def("lance_maintenance").execute_in_process(instance=instance, run_config=QUIET,
                                                                  raise_on_error=True)
-    for key in ("raw_orders", "customer_totals"):
+    for key in ("raw_orders", "customer_totals", "product_embeddings"):
         event = instance.get_latest_materialization_event(dg.AssetKey(["lance_maintenance", key]))
         assert event is not None and event.asset_materialization is not None
         meta = {k.rsplit("/", 1)[1]: v.value for k, v in event.asset_materialization.metadata.items()
                 if k.startswith("lance/maintenance/")}
+        indexed = (f", unindexed rows {meta['unindexed_rows_before']} -> {meta['unindexed_rows_after']}"
+                   if "unindexed_rows_after" in meta else "")
         print(f"lance_maintenance job: {key} fragments {meta['fragments_before']} -> {meta['fragments_after']}, "
-              f"versions kept from {meta.get('keep_versions_from', '-')}")
+              f"versions kept from {meta.get('keep_versions_from', '-')}{indexed}")
     incremental = {r["customer"]: (r["total"], r["orders"]) for r in rows if r["orders"]}
     consistent = incremental == expected_totals(orders_uri(root))
     print(f"incremental result equals a full recompute: {consistent}")

@@ -375,8 +375,13 @@ def index_stats(ds: LanceDataset, name: str) -> dict[str, Any]:
 
 def create_index(ds: LanceDataset, column: str, index_type: str, *, name: str, replace: bool,
                  params: Mapping[str, Any]) -> LanceDataset:
-    """Build (or, with ``replace``, rebuild) a scalar index in one commit; returns the new version."""
-    ds.create_scalar_index(column, index_type, name=name, replace=replace, **dict(params))
+    """Build (or, with ``replace``, rebuild) an index in one commit; returns the new version.
+    Vector types (``IVF_PQ``, ``IVF_FLAT``, ``IVF_SQ``) go through ``create_index`` with their
+    training parameters (``num_partitions``, ``num_sub_vectors``, ``metric``, ...)."""
+    if index_type.upper().startswith("IVF_"):
+        ds.create_index(column, index_type.upper(), name=name, replace=replace, **dict(params))
+    else:
+        ds.create_scalar_index(column, index_type, name=name, replace=replace, **dict(params))
     return ds.checkout_version(ds.version)  # create_scalar_index moved ds to the new version
 
 

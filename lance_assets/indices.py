@@ -36,8 +36,8 @@ INDEX_PREFIX = "lance/index/"  # materialization metadata: lance/index/<name>/<f
 
 @dataclass(frozen=True)
 class IndexSpec:
-    """One declared scalar index: ``type`` is BTREE, BITMAP, LABEL_LIST, ZONEMAP, BLOOMFILTER or
-    NGRAM; ``name`` defaults to ``{column}_idx`` (pylance's default); ``params`` go to
+    """One declared index: ``type`` is a scalar type (BTREE, BITMAP, LABEL_LIST, ZONEMAP,
+    BLOOMFILTER, NGRAM, INVERTED) or a vector type (IVF_PQ, IVF_FLAT, IVF_SQ); ``name`` defaults to ``{column}_idx`` (pylance's default); ``params`` go to
     ``create_scalar_index``."""
 
     column: str

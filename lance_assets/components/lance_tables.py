@@ -97,10 +97,11 @@ class TableChecksModel(dg.Model):
 
 
 class IndexModel(dg.Model):
-    """A scalar index kept on a table (as in asset metadata ``lance/indices``)."""
+    """An index kept on a table (as in asset metadata ``lance/indices``)."""
 
     column: str
-    type: str = Field(description="BTREE | BITMAP | LABEL_LIST | ZONEMAP | BLOOMFILTER | NGRAM")
+    type: str = Field(description="BTREE | BITMAP | LABEL_LIST | ZONEMAP | BLOOMFILTER | NGRAM | INVERTED "
+                                  "| IVF_PQ | IVF_FLAT | IVF_SQ")
     name: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
 

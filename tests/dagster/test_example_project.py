@@ -23,7 +23,8 @@ def test_definitions_load_and_validate(tmp_path, monkeypatch):
     dg.Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
     assert keys == {"raw_orders", "daily_orders", "daily_revenue", "customer_totals",
-                    "lance_maintenance/raw_orders", "lance_maintenance/customer_totals"}
+                    "product_embeddings", "similar_products", "lance_maintenance/raw_orders",
+                    "lance_maintenance/customer_totals", "lance_maintenance/product_embeddings"}
     assert defs.resolve_sensor_def("raw_orders_versions_sensor") is not None
     assert defs.resolve_job_def("change_raw_orders") is not None
 
@@ -52,6 +53,13 @@ def test_headless_runner_end_to_end(spark, tmp_path, capsys, monkeypatch, instan
     assert "customer_totals partition 2: changes {'inserted': 2, 'updated': 1, 'deleted': 0}" in out
     assert "customer_totals partition 3: changes {'inserted': 0, 'updated': 0, 'deleted': 1}" in out
     assert "incremental result equals a full recompute: True" in out
+    # the search pipeline: both declared indices built over every row, their checks, the search
+    assert ("product_embeddings indices: description_idx Inverted created over 200 rows (0 unindexed), "
+            "embedding_idx IVF_PQ created over 200 rows (0 unindexed)") in out
+    assert "product_embeddings checks {'lance_index_coverage': True, 'lance_index_present': True}" in out
+    assert "nearest to 'red running shoe': ['red running shoe', 'white running shoe']" in out
+    assert "full text 'waterproof jacket': ['red rain jacket', 'blue rain jacket']" in out
+    assert "lance_maintenance job: product_embeddings fragments 1 -> 1, versions kept from -, unindexed rows 0 -> 0" in out
     # customer_totals has one fragment per sensor run: 3 small ones, compacted into 1
     assert "lance_maintenance job: customer_totals fragments 3 -> 1" in out
     # the last line: how to serve these tables (this root is not the default one dg dev serves)

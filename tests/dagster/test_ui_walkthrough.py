@@ -4,6 +4,7 @@ command made.
 
 Steps, as the README lists them: the ``raw_orders`` Overview shows the table's location, row
 count, columns and Lance version; the daily assets' column-schema checks show as evaluated;
+``product_embeddings`` shows its IVF_PQ and INVERTED indices' metadata and their passed checks;
 "Materialize" on ``raw_orders`` succeeds; turning on ``raw_orders_versions_sensor`` gives a tick
 that requests change-feed runs; launching the ``change_raw_orders`` job succeeds and the sensor's
 cursor moves to the versions it committed. Every assertion waits on what the page shows.
@@ -119,6 +120,22 @@ def _walkthrough(page, server, uri: str, tmp_path: Path) -> None:
     expect(page.get_by_text("column_schema_change").first).to_be_visible()
     expect(body).to_contain_text(re.compile(r"Evaluation result\s*Passed"))
     _snap(page, "2-daily-orders-checks")
+
+    # 2b. product_embeddings: the declared indices in its materialization, and their checks
+    page.goto(f"{server.url}/assets/product_embeddings")
+    expect(page.get_by_text("Latest materialization")).to_be_visible()
+    for key, value in (("lance/index/embedding_idx/type", "IVF_PQ"), ("lance/index/embedding_idx/indexed_rows", "200"),
+                       ("lance/index/description_idx/type", "Inverted"),
+                       ("lance/index/description_idx/unindexed_rows", "0")):
+        row = page.get_by_role("row").filter(has=page.get_by_role("cell", name=key, exact=True))
+        expect(row.get_by_role("cell").last).to_have_text(value)
+    _snap(page, "2b-product-embeddings-indices")
+    page.goto(f"{server.url}/assets/product_embeddings?view=checks")
+    for check in ("lance_index_present", "lance_index_coverage"):
+        expect(page.get_by_text(check).first).to_be_visible()
+    expect(body).to_contain_text(re.compile(r"Evaluation result\s*Passed"))
+    expect(body).not_to_contain_text("Failed")
+    _snap(page, "2b-product-embeddings-checks")
 
     # 3. Materialize raw_orders (a Spark job in dg dev's run worker)
     page.goto(f"{server.url}/assets/raw_orders")
