@@ -84,3 +84,13 @@ def test_format_version_two_written_others_refused(tmp_path):
     ds.create_scalar_index("text", "INVERTED", format_version="v2")
     assert ds.describe_indices()[0].segments[0].index_version == 2
     assert lance.dataset(ds.uri).describe_indices()[0].segments[0].index_version == 2
+
+
+@pytest.mark.parametrize("params", [{}, {"with_position": True, "stem": False, "base_tokenizer": "whitespace",
+                                         "max_token_length": None}, {"base_tokenizer": "ngram"}])
+def test_inverted_describe_details_match_pylance(tmp_path, params):
+    for name, writer in (("ours", lance_format), ("pylance", lance)):
+        uri = str(tmp_path / name)
+        writer.write_dataset(_table(), uri).create_scalar_index("text", "INVERTED", **params)
+        theirs = lance.dataset(uri).describe_indices()[0].details
+        assert theirs and lance_format.dataset(uri).describe_indices()[0].details == theirs
