@@ -44,8 +44,9 @@ def stage(ds: LanceDataset, path: str, fragment_ids: list[int], index_uuid: str 
     return segment
 
 
-def merge(ds: LanceDataset, index_uuid: str, index_type: str) -> None:
+def merge(ds: LanceDataset, index_uuid: str, index_type: str, progress_callback: Any = None) -> None:
     """pylance's ``merge_index_metadata`` for INVERTED staged partitions (nothing committed)."""
+    from lance_format.index.progress import Reporter
     from lance_format.index.scalar.inverted_train import merge_staged
 
     if str(index_type).upper() not in ("INVERTED", "FTS"):
@@ -53,4 +54,5 @@ def merge(ds: LanceDataset, index_uuid: str, index_type: str) -> None:
                                       "engine (only INVERTED; other types: create_index_uncommitted + "
                                       "commit_existing_index_segments)", table=ds.uri)
     segment = parse_index_uuid(index_uuid)
-    merge_staged(IndexStore(ds.object_store, segment, index_file_version(ds.data_storage_version)))
+    merge_staged(IndexStore(ds.object_store, segment, index_file_version(ds.data_storage_version)),
+                 Reporter(progress_callback, final="write_merged_metadata"))

@@ -16,6 +16,7 @@ import pyarrow as pa
 from lance_format.errors import IndexNotFoundError
 from lance_format.index.catalog import IndexCatalog, NamedIndex, display_type
 from lance_format.index.metadata import Segment
+from lance_format.index.scalar.inverted_details import describe_inverted
 from lance_format.index.vector.params import VECTOR_TYPE_URL, describe_details
 from lance_format.index.vector.stats import index_kind, segment_statistics
 from lance_format.table.deletion import live_row_count
@@ -117,6 +118,8 @@ def type_and_details(catalog: IndexCatalog, named: NamedIndex) -> tuple[str, dic
     """The type name ``describe_indices`` / ``list_indices`` show, and the details dict."""
     if named.type_url == VECTOR_TYPE_URL:
         return _vector_type(catalog, named)
+    if named.type_url == "/lance.table.InvertedIndexDetails":
+        return display_type(named.type_url), describe_inverted(bytes(named.segments[0].meta.index_details.value))
     return display_type(named.type_url), {}
 
 

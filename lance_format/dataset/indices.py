@@ -38,7 +38,9 @@ from lance_format.errors import (
     UnsupportedFeatureError,
 )
 from lance_format.index.metadata import fragment_ids_of, new_index_metadata, parse_index_uuid
+from lance_format.index.progress import Reporter
 from lance_format.index.scalar.base import VALUE_COLUMN, ScalarIndexType, by_name, by_type_url
+from lance_format.index.scalar.inverted_train import check_fts_format_version
 from lance_format.index.store import IndexStore, index_file_version
 
 if TYPE_CHECKING:
@@ -301,10 +303,27 @@ class IndexMethods(DatasetMixin):
             # pylance's LIST_ELEMENT makes each list element a document: not built by this engine
             raise UnsupportedFeatureError(f"document_granularity {granularity} is not supported yet (only ROW)",
                                           table=self._as_dataset().uri, column=str(column))
-        for ignored in ("progress_callback", "format_version"):
-            kwargs.pop(ignored, None)
-        create_scalar_index(self._as_dataset(), column, index_type, name, replace=replace, train=train,
+        callback = kwargs.pop("progress_callback", None)
+        format_version = kwargs.pop("format_version", None)
+        ds = self._as_dataset()
+        if not (isinstance(index_type, str) and index_type.upper() in ("INVERTED", "FTS")):
+            create_scalar_index(ds, column, index_type, name, replace=replace, train=train,
+                                fragment_ids=fragment_ids, index_uuid=index_uuid, params=kwargs)
+            return
+        check_fts_format_version(format_version, ds.uri, str(column))
+        progress = Reporter(callback, final="write_metadata")
+        progress.stage("load_data", [], None, "rows")
+        progress.emit("start", "tokenize_docs", 0, None, "rows")
+        create_scalar_index(ds, column, index_type, name, replace=replace, train=train,
                             fragment_ids=fragment_ids, index_uuid=index_uuid, params=kwargs)
+        if callback is not None:
+            # the build tokenizes and writes in one pass: the later stages are reported once it is done
+            wanted = None if fragment_ids is None else set(fragment_ids)
+            rows = sum(f.count_rows() for f in ds.get_fragments() if wanted is None or f.fragment_id in wanted)
+            progress.emit("progress", "tokenize_docs", rows, None, "rows")
+            progress.emit("complete", "tokenize_docs", rows, None, "rows")
+            progress.stage("copy_partitions", [1], 1, "partitions")
+            progress.stage("write_metadata", [1], 1, "files")
 
     def create_index(self, column: str | list[str], index_type: str, name: str | None = None,
                      metric: str = "L2", replace: bool = False, *args: Any, train: bool = True,
@@ -409,7 +428,7 @@ class IndexMethods(DatasetMixin):
         and a ``CreateIndex`` operation, as with pylance."""
         from lance_format.dataset.fts_staging import merge
 
-        merge(self._as_dataset(), index_uuid, index_type)
+        merge(self._as_dataset(), index_uuid, index_type, progress_callback)
 
     def commit_existing_index_segments(self, index_name: str, column: str, segments: list[Any]) -> LanceDataset:
         """Commit segments from :meth:`create_index_uncommitted` as one index named ``index_name``."""

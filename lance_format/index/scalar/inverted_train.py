@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_format.errors import InvalidInputError, UnsupportedFeatureError
+from lance_format.index.progress import Reporter
 from lance_format.index.scalar.details import _varint
 from lance_format.index.scalar.fts_tokenizer import TokenizerParams, analyze
 from lance_format.index.scalar.inverted_build import build_partition
@@ -200,10 +201,12 @@ def merge_segments(target: IndexStore, sources: list[IndexStore]) -> None:
     write_metadata(target, normalize(params or {}), partitions)
 
 
-def merge_staged(store: IndexStore) -> list[int]:
+def merge_staged(store: IndexStore, progress: Reporter | None = None) -> list[int]:
     """Turn the staged partitions of segment ``store`` (written by ``train(..., staging=)`` on
     each worker) into the segment: copied to ``part_0``, ``part_1``, ... in partition order, one
-    ``metadata.lance``, the staging files removed. The fragments they cover, sorted."""
+    ``metadata.lance``, the staging files removed. The fragments they cover, sorted. ``progress``
+    gets pylance's stages: read_partition_metadata, remap_partition_files, write_merged_metadata."""
+    progress = progress or Reporter(None)
     names = [info.base_name for info in store.store.list_files(store.path(STAGING), recursive=False)]
     metadata_files = sorted(n for n in names if n.endswith("_metadata.lance"))
     if not metadata_files:
@@ -213,7 +216,8 @@ def merge_staged(store: IndexStore) -> list[int]:
     params: dict[str, Any] | None = None
     staged: list[int] = []
     fragments: set[int] = set()
-    for name in metadata_files:
+    progress.emit("start", "read_partition_metadata", 0, len(metadata_files))
+    for done, name in enumerate(metadata_files, 1):
         meta = store.schema_metadata(f"{STAGING}{name}")
         these = json.loads(meta.get("params", "{}"))
         if params is not None and these != params:
@@ -222,9 +226,36 @@ def merge_staged(store: IndexStore) -> list[int]:
         params = these
         staged += json.loads(meta.get("partitions", "[]"))
         fragments.add(int(name[len("part_"):-len("_metadata.lance")]) >> 32)
+        progress.emit("progress", "read_partition_metadata", done, len(metadata_files))
+    progress.emit("complete", "read_partition_metadata", len(metadata_files), len(metadata_files))
+    parts = ("tokens", "docs", "invert")
+    total = len(parts) * len(staged)
+    progress.emit("start", "remap_partition_files", 0, total)
     for new, pid in enumerate(sorted(staged)):
-        for part in ("tokens", "docs", "invert"):
+        for part in parts:
             store.copy_from(store, f"{STAGING}part_{pid}_{part}.lance", f"part_{new}_{part}.lance")
+        progress.emit("progress", "remap_partition_files", len(parts) * (new + 1), total)
+    progress.emit("complete", "remap_partition_files", total, total)
+    progress.emit("start", "write_merged_metadata", 0, 1)
     write_metadata(store, normalize(params or {}), list(range(len(staged))))
+    progress.emit("progress", "write_merged_metadata", 1, 1)
     store.store.delete_many([store.path(f"{STAGING}{n}") for n in names])
+    progress.emit("complete", "write_merged_metadata", 1, 1)
     return sorted(fragments)
+
+
+def check_fts_format_version(value: Any, table: str, column: str) -> None:
+    """Accept pylance's INVERTED ``format_version`` values (1, 2, 3, ``"v1"``...): invalid ones are
+    refused with pylance's message; this engine writes only the v2 layout, so 1 and 3 are refused
+    as unsupported rather than silently written as v2."""
+    if value is None:
+        return
+    text = str(value).strip().lower()
+    number = text[1:] if text.startswith("v") else text
+    if number not in ("1", "2", "3"):
+        raise InvalidInputError(f"unsupported FTS format version {value}, expected 1, 2, or 3",
+                                table=table, column=column)
+    if number != "2":
+        raise UnsupportedFeatureError(f"INVERTED format_version {value} is not supported by this engine "
+                                      "(it writes the v2 layout only: use format_version=2 or leave it unset)",
+                                      table=table, column=column)
