@@ -43,11 +43,12 @@ def _fields(data: bytes) -> dict[int, int | bytes]:
 
 def describe_inverted(data: bytes) -> dict[str, Any]:
     f = _fields(data)
-    language = f.get(2, b'"English"')
+    raw_language = f.get(2, b'"English"')
+    language: Any
     try:
-        language = json.loads(bytes(language).decode()) if language else "English"  # type: ignore[arg-type]
+        language = json.loads(bytes(raw_language).decode()) if raw_language else "English"  # type: ignore[arg-type]
     except ValueError:
-        language = bytes(language).decode(errors="replace")  # type: ignore[arg-type]
+        language = bytes(raw_language).decode(errors="replace")  # type: ignore[arg-type]
     code = _fields(bytes(f[13])) if isinstance(f.get(13), bytes) else {}
     out: dict[str, Any] = {"lance_tokenizer": None,
                            "base_tokenizer": bytes(f.get(1, b"simple")).decode(),  # type: ignore[arg-type]
