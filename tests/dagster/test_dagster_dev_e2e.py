@@ -73,6 +73,8 @@ def test_dg_dev_serves_the_component_definitions(tmp_path):
         "daily_orders": ["column_schema_change"], "daily_revenue": ["column_schema_change"],
         "customer_totals": ["column_schema_change"],
         "lance_maintenance/raw_orders": [], "lance_maintenance/customer_totals": [],
+        "product_embeddings": ["lance_index_coverage", "lance_index_present"], "similar_products": [],
+        "lance_maintenance/product_embeddings": [],
     }
     assert {j["name"] for j in repo["jobs"] if not j["name"].startswith("__")} == {"change_raw_orders",
                                                                                  "lance_maintenance"}

@@ -200,11 +200,11 @@ def test_example_project_on_a_namespace(spark, tmp_path, capsys, monkeypatch, in
     assert "customer_totals partition 2: changes {'inserted': 2, 'updated': 1, 'deleted': 0}" in out
     assert "incremental result equals a full recompute: True" in out
     py = PyDirectory(root=str(root))
-    assert py.list_tables(ListTablesRequest(id=[])).tables == [
-        "customer_totals", "daily_orders", "daily_revenue", "raw_orders"]
+    tables = ["customer_totals", "daily_orders", "daily_revenue", "product_embeddings", "raw_orders",
+              "similar_products"]
+    assert py.list_tables(ListTablesRequest(id=[])).tables == tables
     assert py.list_tables(ListTablesRequest(id=["ops"])).tables == ["source_changes"]
-    assert f"Lance Namespace at {root}: tables ['customer_totals', 'daily_orders', 'daily_revenue', " \
-           f"'raw_orders'], ops tables ['source_changes']" in out
+    assert f"Lance Namespace at {root}: tables {tables}, ops tables ['source_changes']" in out
     assert pylance.dataset(namespace_client=py, table_id=["raw_orders"]).version == 3
     event = instance.get_latest_materialization_event(dg.AssetKey("customer_totals"))
     assert event.asset_materialization.metadata["dagster/table_name"].value == "customer_totals"
